@@ -1,0 +1,90 @@
+/*
+ * objstore.h - a flat key/value object store: the layer the local-directory
+ * and (later) S3 backends implement, and the only thing store.c talks to.
+ *
+ * Keys are relative paths of printable ASCII ([A-Za-z0-9._/-]), never
+ * starting with '/' and never containing "..". Objects are immutable once
+ * put: a put of an existing key replaces it atomically (readers see the old
+ * or the new object, never a mix).
+ *
+ * Durability: a put returns only once the object is durable (local: write
+ * to a temp file, fsync, rename, fsync the directory; S3: the PUT answered
+ * 200). A crash leaves no partial object under a listed key.
+ *
+ * Ownership: the objstore owns its backend state; callers own every buffer
+ * they pass in, and free what *out points to after a get_buf.
+ *
+ * Errors: negative errno; -ENOENT for a missing key; -ENOSPC when the
+ * backend is full; -EIO for anything else, with the reason in @e.
+ */
+#ifndef SNAPFS_OBJSTORE_H
+#define SNAPFS_OBJSTORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lib/util.h"
+
+#define OBJ_KEY_MAX 512
+
+struct objstore;
+
+struct objstore_ops {
+	int (*put_file)(struct objstore *os, const char *key, const char *path, struct err *e);
+	int (*put_buf)(struct objstore *os, const char *key, const void *data, size_t len,
+		       struct err *e);
+	int (*get_file)(struct objstore *os, const char *key, const char *path, struct err *e);
+	int (*get_buf)(struct objstore *os, const char *key, char **out, size_t *len, size_t max,
+		       struct err *e);
+	int (*del)(struct objstore *os, const char *key, struct err *e); /* missing: 0 */
+	/* Keys starting with @prefix, any order. @fn returning non-zero stops the walk. */
+	int (*list)(struct objstore *os, const char *prefix,
+		    int (*fn)(const char *key, int64_t size, void *arg), void *arg, struct err *e);
+	void (*close)(struct objstore *os);
+};
+
+struct objstore {
+	const struct objstore_ops *ops;
+	char url[1024]; /* as shown to users: never holds a secret */
+};
+
+/* file:///abs/path; creates the directory. */
+int objstore_local_open(const char *dir, struct objstore **out, struct err *e);
+
+static inline int objstore_put_file(struct objstore *os, const char *key, const char *path,
+				    struct err *e)
+{
+	return os->ops->put_file(os, key, path, e);
+}
+static inline int objstore_put_buf(struct objstore *os, const char *key, const void *data,
+				   size_t len, struct err *e)
+{
+	return os->ops->put_buf(os, key, data, len, e);
+}
+static inline int objstore_get_file(struct objstore *os, const char *key, const char *path,
+				    struct err *e)
+{
+	return os->ops->get_file(os, key, path, e);
+}
+static inline int objstore_get_buf(struct objstore *os, const char *key, char **out, size_t *len,
+				   size_t max, struct err *e)
+{
+	return os->ops->get_buf(os, key, out, len, max, e);
+}
+static inline int objstore_del(struct objstore *os, const char *key, struct err *e)
+{
+	return os->ops->del(os, key, e);
+}
+static inline int objstore_list(struct objstore *os, const char *prefix,
+				int (*fn)(const char *key, int64_t size, void *arg), void *arg,
+				struct err *e)
+{
+	return os->ops->list(os, prefix, fn, arg, e);
+}
+static inline void objstore_close(struct objstore *os)
+{
+	if (os)
+		os->ops->close(os);
+}
+
+#endif

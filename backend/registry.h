@@ -1,0 +1,142 @@
+/*
+ * registry.h - the SQLite registry of sandboxes and snapshots.
+ *
+ * One database file under --state (WAL mode, synchronous=NORMAL, a busy
+ * timeout), one connection opened in serialized mode so any thread may call
+ * any function. Each call is one statement or one transaction: a reader
+ * always sees a whole row. The registry does no state-machine checks; the
+ * operations layer (runtime/ops.c) serialises read-check-write sequences
+ * under its own lock and uses the registry as plain storage.
+ *
+ * Ownership: records are plain structs with fixed-size fields, filled by
+ * copy; the caller owns them and nothing in them points into the registry.
+ * Strings longer than a field are refused with -ENAMETOOLONG on write.
+ *
+ * Errors: 0 on success, -ENOENT when a row is missing, -EEXIST when an
+ * insert hits an existing id, -EIO when SQLite fails (the SQLite message is
+ * logged with error()).
+ */
+#ifndef SNAPFS_REGISTRY_H
+#define SNAPFS_REGISTRY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define ID_MAX 64           /* sandbox and snapshot ids, NUL included */
+#define RUNTIME_ID_MAX 40   /* runsc container ids, NUL included */
+#define IMAGE_NAME_MAX 256
+#define DIGEST_MAX 80       /* "sha256:" + 64 hex + NUL */
+#define LABEL_MAX 128
+#define ENTRYPOINT_MAX 4097 /* one control-file line, NUL included */
+#define ENV_MAX 16384       /* KEY=VALUE lines */
+#define MESSAGE_MAX 1024
+#define HOST_JSON_MAX 4096
+
+enum sandbox_state {
+	SB_CREATED,
+	SB_STARTING,
+	SB_RUNNING,
+	SB_SNAPSHOTTING,
+	SB_SUSPENDING,
+	SB_SUSPENDED,
+	SB_RESUMING,
+	SB_TERMINATING,
+	SB_TERMINATED,
+	SB_FAILED,
+};
+
+enum snapshot_state {
+	SNAP_PENDING,
+	SNAP_IN_PROGRESS,
+	SNAP_COMPLETED,
+	SNAP_FAILED,
+};
+
+enum snapshot_kind {
+	SNAP_KIND_SNAPSHOT, /* fork source; the sandbox keeps running */
+	SNAP_KIND_SUSPEND,  /* taken by suspend; resume restores it */
+};
+
+const char *sandbox_state_name(enum sandbox_state s);
+int sandbox_state_parse(const char *name, enum sandbox_state *out); /* -EINVAL */
+/* starting, snapshotting, suspending, resuming, terminating */
+bool sandbox_state_transitional(enum sandbox_state s);
+const char *snapshot_state_name(enum snapshot_state s);
+int snapshot_state_parse(const char *name, enum snapshot_state *out);
+const char *snapshot_kind_name(enum snapshot_kind k);
+int snapshot_kind_parse(const char *name, enum snapshot_kind *out);
+
+struct sandbox {
+	char id[ID_MAX];
+	char runtime_id[RUNTIME_ID_MAX]; /* fixed-length runsc container id */
+	char image[IMAGE_NAME_MAX];
+	char image_digest[DIGEST_MAX]; /* pinned when started; "" before */
+	char entrypoint[ENTRYPOINT_MAX];
+	char env[ENV_MAX]; /* KEY=VALUE lines; values never leave the daemon */
+	bool gpu;
+	enum sandbox_state state;
+	char message[MESSAGE_MAX]; /* last failure's message, "" if none */
+	int64_t created_at;        /* ms since the epoch */
+	char parent_snapshot[ID_MAX]; /* snapshot it was forked from, "" if none */
+	char restore_snapshot[ID_MAX]; /* suspend snapshot it resumes from, "" if none */
+	pid_t pid;                    /* runsc sandbox pid, 0 when not running */
+};
+
+struct snapshot {
+	char id[ID_MAX];
+	char name[LABEL_MAX]; /* `name=LABEL`, "" if none */
+	enum snapshot_kind kind;
+	char sandbox_id[ID_MAX];
+	int64_t created_at;
+	int64_t completed_at; /* 0 until completed or failed */
+	enum snapshot_state state;
+	char message[MESSAGE_MAX];
+	int64_t pause_ms;
+	int64_t size_bytes;   /* plain bytes of the checkpoint image */
+	int64_t stored_bytes; /* bytes this snapshot added to the store */
+	char image[IMAGE_NAME_MAX];
+	char image_digest[DIGEST_MAX];
+	char entrypoint[ENTRYPOINT_MAX]; /* the source's, so a fork can rebuild its bundle */
+	char host_json[HOST_JSON_MAX];   /* host profile as a JSON object text */
+	bool gpu;
+};
+
+struct registry;
+
+int registry_open(const char *path, struct registry **out);
+void registry_close(struct registry *reg);
+
+int registry_sandbox_insert(struct registry *reg, const struct sandbox *sb);
+int registry_sandbox_get(struct registry *reg, const char *id, struct sandbox *out);
+/* Replace the whole row with the same id; -ENOENT if there is none. */
+int registry_sandbox_update(struct registry *reg, const struct sandbox *sb);
+int registry_sandbox_delete(struct registry *reg, const char *id);
+/*
+ * Call @fn for every sandbox, ordered by created_at then id. A non-zero
+ * return from @fn stops the walk and is returned. The row passed to @fn is
+ * valid only during the call.
+ */
+int registry_sandbox_each(struct registry *reg, int (*fn)(const struct sandbox *sb, void *arg),
+			  void *arg);
+/* Sandboxes whose parent_snapshot is @snapshot_id, oldest first. */
+int registry_sandbox_each_forked_from(struct registry *reg, const char *snapshot_id,
+				      int (*fn)(const struct sandbox *sb, void *arg), void *arg);
+/* Is any sandbox with restore_snapshot == @snapshot_id in state suspended or resuming? */
+int registry_snapshot_pinned(struct registry *reg, const char *snapshot_id, bool *pinned);
+
+int registry_snapshot_insert(struct registry *reg, const struct snapshot *snap);
+int registry_snapshot_get(struct registry *reg, const char *id, struct snapshot *out);
+int registry_snapshot_update(struct registry *reg, const struct snapshot *snap);
+int registry_snapshot_delete(struct registry *reg, const char *id);
+/* Every snapshot, ordered by created_at then id. */
+int registry_snapshot_each(struct registry *reg, int (*fn)(const struct snapshot *snap, void *arg),
+			   void *arg);
+/* Snapshots of one sandbox (any kind), oldest first. */
+int registry_snapshot_each_of_sandbox(struct registry *reg, const char *sandbox_id,
+				      int (*fn)(const struct snapshot *snap, void *arg), void *arg);
+/* The newest snapshot of kind SNAP_KIND_SNAPSHOT of @sandbox_id; -ENOENT if none. */
+int registry_snapshot_newest_of_sandbox(struct registry *reg, const char *sandbox_id,
+					struct snapshot *out);
+
+#endif

@@ -1,0 +1,334 @@
+#include "util.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <time.h>
+#include <unistd.h>
+
+bool log_debug_enabled;
+
+void freep(void *p)
+{
+	free(*(void **)p);
+}
+
+void closep(int *fd)
+{
+	if (*fd >= 0)
+		close(*fd);
+}
+
+void fclosep(FILE **f)
+{
+	if (*f)
+		fclose(*f);
+}
+
+static void vlog(const char *level, const char *fmt, va_list ap)
+{
+	char line[ERR_MSG_MAX + 64];
+	char when[32];
+	format_time(now_ms(), when);
+	int n = snprintf(line, sizeof(line), "%s snapfs %s: ", when, level);
+	if (n < 0 || (size_t)n >= sizeof(line))
+		return;
+	vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
+	/* One fprintf per line keeps lines of concurrent threads whole. */
+	fprintf(stderr, "%s\n", line);
+}
+
+int error(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vlog("error", fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+void warning(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vlog("warning", fmt, ap);
+	va_end(ap);
+}
+
+void info(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vlog("info", fmt, ap);
+	va_end(ap);
+}
+
+void debug(const char *fmt, ...)
+{
+	if (!log_debug_enabled)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vlog("debug", fmt, ap);
+	va_end(ap);
+}
+
+int err_set(struct err *e, int code, const char *fmt, ...)
+{
+	char msg[ERR_MSG_MAX];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	debug("%s (%s)", msg, strerror(code));
+	if (e) {
+		e->code = code;
+		memcpy(e->msg, msg, sizeof(msg));
+	}
+	return -code;
+}
+
+void err_clear(struct err *e)
+{
+	e->code = 0;
+	e->msg[0] = '\0';
+}
+
+int64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void format_time(int64_t ms, char out[32])
+{
+	time_t secs = (time_t)(ms / 1000);
+	struct tm tm;
+	gmtime_r(&secs, &tm);
+	size_t n = strftime(out, 32, "%Y-%m-%dT%H:%M:%S", &tm);
+	snprintf(out + n, 32 - n, ".%03dZ", (int)(ms % 1000));
+}
+
+int random_hex(char *out, size_t nhex)
+{
+	static const char digits[] = "0123456789abcdef";
+	unsigned char raw[64];
+	size_t nbytes = (nhex + 1) / 2;
+	if (nbytes > sizeof(raw))
+		return -EINVAL;
+	if (getrandom(raw, nbytes, 0) != (ssize_t)nbytes)
+		return -errno;
+	for (size_t i = 0; i < nhex; i++)
+		out[i] = digits[(raw[i / 2] >> ((i % 2) * 4)) & 0xf];
+	out[nhex] = '\0';
+	return 0;
+}
+
+int xsnprintf(char *buf, size_t size, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(buf, size, fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= size)
+		return -ENAMETOOLONG;
+	return n;
+}
+
+int fsync_dir(const char *dir)
+{
+	_cleanup_close_ int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fsync(fd) < 0)
+		return -errno;
+	return 0;
+}
+
+static int write_all(int fd, const void *data, size_t len)
+{
+	const char *p = data;
+	while (len > 0) {
+		ssize_t n = write(fd, p, len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+int write_file_durable(const char *path, const void *data, size_t len)
+{
+	char tmp[PATH_MAX];
+	char dir[PATH_MAX];
+	int rc = xsnprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)gettid());
+	if (rc < 0)
+		return rc;
+	_cleanup_close_ int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -errno;
+	rc = write_all(fd, data, len);
+	if (rc == 0 && fsync(fd) < 0)
+		rc = -errno;
+	if (rc == 0 && rename(tmp, path) < 0)
+		rc = -errno;
+	if (rc < 0) {
+		unlink(tmp);
+		return rc;
+	}
+	snprintf(dir, sizeof(dir), "%s", path);
+	return fsync_dir(dirname(dir));
+}
+
+int read_file(const char *path, char **out, size_t *len, size_t max)
+{
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	struct stat st;
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if ((size_t)st.st_size > max)
+		return -EFBIG;
+	size_t cap = (size_t)st.st_size;
+	_cleanup_free_ char *buf = malloc(cap + 1);
+	if (!buf)
+		return -ENOMEM;
+	size_t got = 0;
+	while (got < cap) {
+		ssize_t n = read(fd, buf + got, cap - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			break;
+		got += (size_t)n;
+	}
+	buf[got] = '\0';
+	if (len)
+		*len = got;
+	*out = steal_ptr(buf);
+	return 0;
+}
+
+int mkdir_p(const char *path, mode_t mode)
+{
+	char tmp[PATH_MAX];
+	int rc = xsnprintf(tmp, sizeof(tmp), "%s", path);
+	if (rc < 0)
+		return rc;
+	for (char *p = tmp + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(tmp, mode) < 0 && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	if (mkdir(tmp, mode) < 0 && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+static int rm_rf_at(int parent, const char *name)
+{
+	if (unlinkat(parent, name, 0) == 0 || errno == ENOENT)
+		return 0;
+	if (errno != EISDIR && errno != EPERM)
+		return -errno;
+	int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	DIR *d = fdopendir(fd);
+	if (!d) {
+		close(fd);
+		return -errno;
+	}
+	int rc = 0;
+	struct dirent *de;
+	while (rc == 0 && (de = readdir(d)) != NULL) {
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		rc = rm_rf_at(dirfd(d), de->d_name);
+	}
+	closedir(d);
+	if (rc == 0 && unlinkat(parent, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
+		rc = -errno;
+	return rc;
+}
+
+int rm_rf(const char *path)
+{
+	return rm_rf_at(AT_FDCWD, path);
+}
+
+int64_t free_bytes(const char *path)
+{
+	struct statvfs sv;
+	if (statvfs(path, &sv) < 0)
+		return -errno;
+	return (int64_t)sv.f_bavail * (int64_t)sv.f_frsize;
+}
+
+static int64_t tree_bytes_at(int parent, const char *name)
+{
+	struct stat st;
+	if (fstatat(parent, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return 0;
+	if (!S_ISDIR(st.st_mode))
+		return S_ISREG(st.st_mode) ? st.st_size : 0;
+	int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	DIR *d = fdopendir(fd);
+	if (!d) {
+		close(fd);
+		return 0;
+	}
+	int64_t total = 0;
+	struct dirent *de;
+	while ((de = readdir(d)) != NULL) {
+		if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+			total += tree_bytes_at(dirfd(d), de->d_name);
+	}
+	closedir(d);
+	return total;
+}
+
+int64_t tree_bytes(const char *path)
+{
+	return tree_bytes_at(AT_FDCWD, path);
+}
+
+size_t rstrip(char *s)
+{
+	size_t n = strlen(s);
+	while (n > 0 && (s[n - 1] == '\n' || s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\r'))
+		s[--n] = '\0';
+	return n;
+}
+
+bool str_has_prefix(const char *s, const char *prefix)
+{
+	return strncmp(s, prefix, strlen(prefix)) == 0;
+}

@@ -1,0 +1,90 @@
+/*
+ * util.h - small helpers every module uses: cleanup attributes, logging,
+ * error reporting, time, random ids and durable file I/O.
+ *
+ * Error convention: functions return 0 (or a count) on success and a
+ * negative errno on failure. When a failure needs a sentence for the user
+ * (the `error` control file, the `errors` log), the caller passes a
+ * `struct err` and the callee fills it with err_set(), which returns the
+ * negative errno so failures read `return err_set(e, EIO, "...")`.
+ * Messages say what failed first and carry no full stop.
+ */
+#ifndef SNAPFS_UTIL_H
+#define SNAPFS_UTIL_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Ownership through cleanup attributes, as lxcfs and systemd do. */
+#define _cleanup_(f) __attribute__((cleanup(f)))
+#define _cleanup_free_ _cleanup_(freep)
+#define _cleanup_close_ _cleanup_(closep)
+#define _cleanup_fclose_ _cleanup_(fclosep)
+void freep(void *p);
+void closep(int *fd);
+void fclosep(FILE **f);
+
+/* Hand ownership out of a cleanup variable: `return steal_ptr(buf);`. */
+#define steal_ptr(p)                                                                               \
+	({                                                                                         \
+		__typeof__(p) tmp_ = (p);                                                          \
+		(p) = NULL;                                                                        \
+		tmp_;                                                                              \
+	})
+
+/* Longest message a struct err keeps; longer ones are cut. */
+#define ERR_MSG_MAX 1024
+
+/* A failure's errno and the sentence that explains it to the user. */
+struct err {
+	int code; /* positive errno, 0 when nothing failed */
+	char msg[ERR_MSG_MAX];
+};
+
+/* Record a failure in @e (which may be NULL) and log it; returns -code. */
+int err_set(struct err *e, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void err_clear(struct err *e);
+
+/* Logging to stderr with a level prefix. error() returns -1, as in git. */
+int error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void warning(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+extern bool log_debug_enabled;
+
+/* Milliseconds since the epoch (CLOCK_REALTIME) and since boot (CLOCK_MONOTONIC). */
+int64_t now_ms(void);
+int64_t mono_ms(void);
+/* RFC 3339 UTC with milliseconds: 2026-11-29T10:32:12.123Z. @out holds 32 bytes. */
+void format_time(int64_t ms, char out[32]);
+
+/* @nhex random lowercase hex digits into @out (nhex + 1 bytes). */
+int random_hex(char *out, size_t nhex);
+
+/* snprintf that fails with -ENAMETOOLONG instead of truncating. */
+int xsnprintf(char *buf, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* Write @len bytes to @path durably: temp file, fsync, rename, fsync dir. */
+int write_file_durable(const char *path, const void *data, size_t len);
+/* Read a whole file of at most @max bytes; *out is NUL-terminated, caller frees. */
+int read_file(const char *path, char **out, size_t *len, size_t max);
+int fsync_dir(const char *dir);
+int mkdir_p(const char *path, mode_t mode);
+/* Remove a tree; a missing path is success. */
+int rm_rf(const char *path);
+/* Free bytes on the filesystem holding @path, or a negative errno. */
+int64_t free_bytes(const char *path);
+/* Total size in bytes of the regular files under @path. */
+int64_t tree_bytes(const char *path);
+
+/* Strip trailing newlines and spaces in place; returns the new length. */
+size_t rstrip(char *s);
+bool str_has_prefix(const char *s, const char *prefix);
+
+#endif

@@ -1,0 +1,177 @@
+/*
+ * ops.h - the operations on sandboxes and snapshots: the only API the FUSE
+ * layer (fs/) calls to change anything. Nothing here knows about FUSE.
+ *
+ * Every operation validates its input and the current state at once, under
+ * the operations lock, and either refuses (a negative errno, with the
+ * sentence in @e) or accepts. Accepted long work runs on job threads
+ * (runtime/jobs.c); when it ends, the job calls the caller's completion
+ * exactly once:
+ *
+ *     done(ctx, rc, result, result_len)
+ *
+ * rc is 0 or a negative errno; result is operation-specific text (exec: the
+ * combined output then "exit N\n"; wait: the status word and "\n") or NULL.
+ * A NULL @done means "async": nobody is told. @done may run on the calling
+ * thread before the operation returns (wait on a settled state, say), or on
+ * any job thread; it must not call back into ops_* functions that take the
+ * lock (reading the registry is fine).
+ *
+ * Ids handed back through @id_out (snapshot, fork, new) are valid as soon
+ * as the operation returns 0, before the work completes, so a control file
+ * can be read for its id straight after an async write.
+ *
+ * Failure reporting: ops functions fill @e but write no logs for refusals.
+ * The caller reports every refused or failed request with
+ * ops_report_error(), which appends to the `errors` journal and, for a
+ * sandbox, stores the sentence as its `error`. Failures of accepted work are
+ * reported by the job itself.
+ *
+ * Ownership: the ops layer owns the registry, store, images and runsc
+ * driver it opens in ops_init(); the accessors lend them to readers for the
+ * daemon's lifetime.
+ */
+#ifndef SNAPFS_OPS_H
+#define SNAPFS_OPS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend/registry.h"
+#include "lib/strbuf.h"
+#include "lib/util.h"
+
+struct store;
+struct images;
+struct runsc;
+
+struct ops_config {
+	const char *state_dir;  /* --state */
+	const char *images_dir; /* --images */
+	const char *store_url;  /* --store, NULL for <state>/store */
+	const char *runsc_bin;  /* --runsc, NULL for "runsc" on PATH */
+};
+
+/*
+ * Open the registry, store, images and runsc driver, start the job
+ * threads, and reconcile the registry with runsc: a sandbox the registry
+ * calls running whose container is gone becomes `failed`; one left in a
+ * transitional state by a crash is settled by asking runsc; snapshots left
+ * pending or in_progress become `failed`; spool leftovers are removed.
+ */
+int ops_init(const struct ops_config *cfg, struct err *e);
+/* Stop taking work, let running jobs finish, stop the threads. Sandboxes keep running. */
+void ops_shutdown(void);
+
+struct registry *ops_registry(void);
+struct store *ops_store(void);
+struct images *ops_images(void);
+const struct runsc *ops_runsc(void);
+const char *ops_state_dir(void);
+
+typedef void (*ops_done_fn)(void *ctx, int rc, const char *result, size_t result_len);
+
+/* --- what the user asks for ------------------------------------------ */
+
+/* A sandbox spec as written to sandboxes/new or assembled from the per-file settings. */
+#define OPS_DEFAULT_ENTRYPOINT "while :; do sleep 3600; done"
+
+struct sandbox_spec {
+	char image[IMAGE_NAME_MAX];
+	char entrypoint[ENTRYPOINT_MAX];
+	char env[ENV_MAX];
+	bool gpu;
+};
+
+/*
+ * Parse a spec: a JSON object {"image":…, "entrypoint":…, "env":{K:V} or
+ * ["K=V",…], "gpu":0|1|true|false}, or key=value lines (image=, entrypoint=,
+ * env=K=V repeated, gpu=). Unknown keys and malformed values: -EINVAL.
+ * Missing image: -EINVAL. An empty entrypoint means OPS_DEFAULT_ENTRYPOINT.
+ * Lives in runtime/spec.c (pure: unit-tested).
+ */
+int spec_parse(const char *text, size_t len, struct sandbox_spec *out, struct err *e);
+
+/* mkdir sandboxes/<name>: a sandbox in state `created`. -EINVAL bad name, -EEXIST taken. */
+int ops_sandbox_create(const char *name, struct err *e);
+
+/* sandboxes/new: create with a generated id and start it. */
+int ops_sandbox_new(const struct sandbox_spec *spec, char id_out[ID_MAX], ops_done_fn done,
+		    void *ctx, struct err *e);
+
+enum sandbox_field {
+	SB_FIELD_IMAGE,
+	SB_FIELD_ENTRYPOINT,
+	SB_FIELD_ENV,
+	SB_FIELD_GPU,
+};
+/* Write image/entrypoint/env/gpu while `created` (-EBUSY after). @value is the whole file. */
+int ops_sandbox_set(const char *id, enum sandbox_field field, const char *value,
+		    struct err *e);
+
+int ops_sandbox_start(const char *id, ops_done_fn done, void *ctx, struct err *e);
+/* @label may be NULL or "". @snap_id_out gets the new snapshot's id. done: when completed. */
+int ops_sandbox_snapshot(const char *id, const char *label, char snap_id_out[ID_MAX],
+			 ops_done_fn done, void *ctx, struct err *e);
+int ops_sandbox_suspend(const char *id, ops_done_fn done, void *ctx, struct err *e);
+int ops_sandbox_resume(const char *id, ops_done_fn done, void *ctx, struct err *e);
+int ops_sandbox_terminate(const char *id, ops_done_fn done, void *ctx, struct err *e);
+/* Run @cmdline with /bin/sh -c in the sandbox; result is the output then "exit N\n". */
+int ops_sandbox_exec(const char *id, const char *cmdline, ops_done_fn done, void *ctx,
+		     struct err *e);
+/* rmdir: only `terminated` or `failed` (-EBUSY otherwise); synchronous. */
+int ops_sandbox_remove(const char *id, struct err *e);
+/* done(ctx, 0, "status\n") once the sandbox is not in a transitional state. */
+int ops_sandbox_wait(const char *id, ops_done_fn done, void *ctx, struct err *e);
+
+/* Restore snapshot @snap_id into a new sandbox; @id_out gets its id. done: when running. */
+int ops_snapshot_fork(const char *snap_id, char id_out[ID_MAX], ops_done_fn done, void *ctx,
+		      struct err *e);
+/* Delete a snapshot (-EBUSY while a suspended sandbox depends on it). */
+int ops_snapshot_delete(const char *snap_id, ops_done_fn done, void *ctx, struct err *e);
+/* done(ctx, 0, "status\n") once completed or failed. */
+int ops_snapshot_wait(const char *snap_id, ops_done_fn done, void *ctx, struct err *e);
+
+/* --- what the tree shows ---------------------------------------------- */
+
+/* `DONE TOTAL` bytes for progress: live figures while storing, else from the registry. */
+int ops_snapshot_progress(const char *snap_id, int64_t *done, int64_t *total);
+/* "yes\n", or one line per reason this host cannot restore @snap_id. */
+int ops_snapshot_restorable(const char *snap_id, struct strbuf *out);
+/* The `version` file: snapfs version, runsc version, store URL. */
+int ops_version_text(struct strbuf *out);
+/* The `metrics` file: Prometheus text exposition. */
+int ops_metrics_text(struct strbuf *out);
+
+enum ops_object {
+	OPS_OBJ_SANDBOX,
+	OPS_OBJ_SNAPSHOT,
+	OPS_OBJ_EVENTS, /* the events journal grew; id is "" */
+	OPS_OBJ_ERRORS, /* the errors journal grew; id is "" */
+	OPS_OBJ_LIST,   /* an object appeared or went away; id is the object's */
+};
+
+/*
+ * Record a refused or failed request: append {time, path, errno, error} to
+ * the errors journal and, for OPS_OBJ_SANDBOX, store e->msg as the sandbox's
+ * `error`. @path is the control file relative to the mount, e.g.
+ * "sandboxes/web/start".
+ */
+void ops_report_error(enum ops_object kind, const char *id, const char *path,
+		      const struct err *e);
+
+/*
+ * Register the one change listener: called after every state change of an
+ * object and every journal append, from whatever thread made it, without
+ * the operations lock held. The FUSE layer uses it to wake poll() and to
+ * invalidate cached attributes.
+ */
+void ops_set_change_listener(void (*fn)(enum ops_object kind, const char *id, void *arg),
+			     void *arg);
+
+/* The journals' files, for reading at an offset (append-only JSON lines). */
+const char *ops_events_path(void);
+const char *ops_errors_path(void);
+
+#endif

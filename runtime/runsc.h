@@ -1,0 +1,82 @@
+/*
+ * runsc.h - the gVisor runsc driver: every runsc invocation snapfs makes.
+ *
+ * Each call spawns `runsc` (posix_spawn, argv array, never a shell) with the
+ * global flags --root <runsc root> and, for run/restore,
+ * --overlay2=root:memory --network=none. Standard input is /dev/null; a
+ * detached sandbox's stdout and stderr go to a log file, never a pipe
+ * (runsc keeps them open for the sandbox's lifetime). A short-lived command's
+ * stderr is captured through a temporary file so a failure's message can
+ * quote runsc's own last line.
+ *
+ * Errors: 0 on success; -ENOENT when the container does not exist; -EIO when
+ * runsc fails, with @e saying which command failed and runsc's last stderr
+ * line. Every function may be called from any thread.
+ *
+ * Container ids: runsc matches ids by prefix, so snapfs never passes a
+ * sandbox name; runsc_new_container_id() makes a fixed-length id
+ * ("snapfs-" + 24 hex digits) so no id is a prefix of another.
+ */
+#ifndef SNAPFS_RUNSC_H
+#define SNAPFS_RUNSC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "backend/registry.h"
+#include "lib/util.h"
+
+struct runsc {
+	char bin[4096];  /* runsc binary (--runsc), default "runsc" from PATH */
+	char root[4096]; /* runsc --root: <state>/runsc */
+	char version[128]; /* first line of `runsc --version`, without "runsc version " */
+};
+
+int runsc_init(struct runsc *rs, const char *bin, const char *root, struct err *e);
+
+int runsc_new_container_id(char out[RUNTIME_ID_MAX]);
+
+/*
+ * Write an OCI bundle into @bundle_dir (created if missing): config.json
+ * with root.path = @rootfs (absolute, readonly), process args
+ * ["/bin/sh","-c",@entrypoint], env PATH plus @env lines, cwd "/", a /proc
+ * mount and a tmpfs /tmp, pid/ipc/uts/mount/network namespaces.
+ */
+int runsc_write_bundle(const char *bundle_dir, const char *rootfs, const char *entrypoint,
+		       const char *env, struct err *e);
+
+/* `runsc run --detach --bundle B CID`, stdio to @log_path. */
+int runsc_run(const struct runsc *rs, const char *cid, const char *bundle, const char *log_path,
+	      struct err *e);
+
+/* `runsc restore --detach --image-path IMG --bundle B CID`, stdio to @log_path. */
+int runsc_restore(const struct runsc *rs, const char *cid, const char *bundle,
+		  const char *image_dir, const char *log_path, struct err *e);
+
+/*
+ * `runsc checkpoint --compression=none --image-path IMG [--leave-running] CID`.
+ * Note: a failed checkpoint kills the sandbox even with leave_running.
+ */
+int runsc_checkpoint(const struct runsc *rs, const char *cid, const char *image_dir,
+		     bool leave_running, struct err *e);
+
+/*
+ * `runsc exec CID /bin/sh -c CMDLINE`, stdout and stderr both to @out_fd.
+ * *exit_code gets the command's exit status (128+N for a signal).
+ */
+int runsc_exec(const struct runsc *rs, const char *cid, const char *cmdline, int out_fd,
+	       int *exit_code, struct err *e);
+
+int runsc_kill(const struct runsc *rs, const char *cid, int sig, struct err *e);
+/* `runsc delete --force CID`; a missing container is 0. */
+int runsc_delete(const struct runsc *rs, const char *cid, struct err *e);
+
+/*
+ * `runsc state CID`: @status gets runsc's word ("created", "running",
+ * "stopped", "paused") and *pid the sandbox pid. -ENOENT if unknown.
+ */
+int runsc_state(const struct runsc *rs, const char *cid, char *status, size_t status_len,
+		pid_t *pid, struct err *e);
+
+#endif
