@@ -1,0 +1,474 @@
+#include "backend/objstore.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/sendfile.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Bytes per copy call, and the size of the read/write fallback buffer. */
+#define COPY_CHUNK (1u << 20)
+/* Temp files are KEY + TMP_MARK + random hex; keys may not contain TMP_MARK. */
+#define TMP_MARK ".tmp."
+#define TMP_HEX 16
+/* How often a put retries when a concurrent del pruned the directory it just made. */
+#define PUT_TRIES 5
+
+struct local_store {
+	struct objstore os; /* first: the ops get a struct objstore * */
+	char root[PATH_MAX];
+	size_t root_len;
+};
+
+static struct local_store *to_local(struct objstore *os)
+{
+	return (struct local_store *)os;
+}
+
+/* Components are non-empty, never "." or "..", and use only the key alphabet. */
+static bool key_ok(const char *key)
+{
+	size_t len = strlen(key);
+	if (len == 0 || len >= OBJ_KEY_MAX || strstr(key, TMP_MARK))
+		return false;
+	const char *comp = key;
+	for (const char *p = key;; p++) {
+		if (*p == '/' || *p == '\0') {
+			size_t n = (size_t)(p - comp);
+			if (n == 0 || (n == 1 && comp[0] == '.') ||
+			    (n == 2 && comp[0] == '.' && comp[1] == '.'))
+				return false;
+			if (*p == '\0')
+				return true;
+			comp = p + 1;
+		} else if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+			     (*p >= '0' && *p <= '9') || strchr("._-", *p))) {
+			return false;
+		}
+	}
+}
+
+static int key_path(struct local_store *ls, const char *key, char path[PATH_MAX], struct err *e)
+{
+	if (!key_ok(key))
+		return err_set(e, EINVAL, "invalid object key \"%.*s\"", OBJ_KEY_MAX, key);
+	if (xsnprintf(path, PATH_MAX, "%s/%s", ls->root, key) < 0)
+		return err_set(e, EINVAL, "object key %s is too long", key);
+	return 0;
+}
+
+/* The objstore's errno contract: ENOSPC for a full disk, EIO for the rest. */
+static int io_fail(struct err *e, int code, const char *what, const char *path)
+{
+	int mapped = (code == ENOSPC || code == EDQUOT) ? ENOSPC : EIO;
+	return err_set(e, mapped, "cannot %s %s: %s", what, path, strerror(code));
+}
+
+static int tmp_name(const char *path, char tmp[PATH_MAX], struct err *e)
+{
+	char hex[TMP_HEX + 1];
+	int rc = random_hex(hex, TMP_HEX);
+	if (rc < 0)
+		return err_set(e, EIO, "cannot make a temp name: %s", strerror(-rc));
+	if (xsnprintf(tmp, PATH_MAX, "%s%s%s", path, TMP_MARK, hex) < 0)
+		return err_set(e, EINVAL, "path %s is too long", path);
+	return 0;
+}
+
+static int parent_of(const char *path, char dir[PATH_MAX])
+{
+	const char *slash = strrchr(path, '/');
+	if (!slash)
+		return xsnprintf(dir, PATH_MAX, ".");
+	if (slash == path)
+		return xsnprintf(dir, PATH_MAX, "/");
+	return xsnprintf(dir, PATH_MAX, "%.*s", (int)(slash - path), path);
+}
+
+static int write_all(int fd, const char *p, size_t len)
+{
+	while (len > 0) {
+		ssize_t n = write(fd, p, len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/* A copy method that cannot handle these files says so before copying anything. */
+static bool copy_unsupported(int code)
+{
+	return code == ENOSYS || code == EXDEV || code == EINVAL || code == EOPNOTSUPP;
+}
+
+static ssize_t copy_range(int in, int out)
+{
+	return copy_file_range(in, NULL, out, NULL, COPY_CHUNK, 0);
+}
+
+static ssize_t copy_sendfile(int in, int out)
+{
+	return sendfile(out, in, NULL, COPY_CHUNK);
+}
+
+/* 0 when all was copied, 1 when @fn cannot copy these files (nothing copied), or -errno. */
+static int copy_with(ssize_t (*fn)(int, int), int in, int out)
+{
+	bool started = false;
+	for (;;) {
+		ssize_t n = fn(in, out);
+		if (n == 0)
+			return 0;
+		if (n > 0) {
+			started = true;
+			continue;
+		}
+		if (errno == EINTR)
+			continue;
+		if (!started && copy_unsupported(errno))
+			return 1;
+		return -errno;
+	}
+}
+
+static int copy_read_write(int in, int out)
+{
+	_cleanup_free_ char *buf = malloc(COPY_CHUNK);
+	if (!buf)
+		return -ENOMEM;
+	for (;;) {
+		ssize_t n = read(in, buf, COPY_CHUNK);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? -errno : 0;
+		int rc = write_all(out, buf, (size_t)n);
+		if (rc < 0)
+			return rc;
+	}
+}
+
+/* Copy @in to @out from their current offsets, in the kernel where it can. */
+static int copy_fd(int in, int out)
+{
+	int rc = copy_with(copy_range, in, out);
+	if (rc == 1)
+		rc = copy_with(copy_sendfile, in, out);
+	if (rc == 1)
+		rc = copy_read_write(in, out);
+	return rc;
+}
+
+/* What goes into a new object: a buffer or the contents of an open file. */
+struct source {
+	const char *data;
+	size_t len;
+	int fd; /* used when >= 0 */
+};
+
+static int fill(int fd, const struct source *src)
+{
+	if (src->fd >= 0)
+		return copy_fd(src->fd, fd);
+	return write_all(fd, src->data, src->len);
+}
+
+/*
+ * Create @path durably: fill a temp file next to it, fsync, rename, fsync
+ * the directory. A missing directory is -ENOENT so put can recreate it.
+ */
+static int write_atomic(const char *path, const struct source *src, struct err *e)
+{
+	char tmp[PATH_MAX], dir[PATH_MAX];
+	int rc = tmp_name(path, tmp, e);
+	if (rc < 0)
+		return rc;
+	if (parent_of(path, dir) < 0)
+		return err_set(e, EINVAL, "path %s is too long", path);
+	_cleanup_close_ int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	if (fd < 0 && errno == ENOENT)
+		return err_set(e, ENOENT, "cannot create %s: %s", tmp, strerror(errno));
+	if (fd < 0)
+		return io_fail(e, errno, "create", tmp);
+	rc = fill(fd, src);
+	if (rc < 0)
+		rc = io_fail(e, -rc, "write", tmp);
+	if (rc == 0 && fsync(fd) < 0)
+		rc = io_fail(e, errno, "fsync", tmp);
+	if (rc == 0 && rename(tmp, path) < 0)
+		rc = io_fail(e, errno, "rename to", path);
+	if (rc < 0) {
+		unlink(tmp);
+		return rc;
+	}
+	rc = fsync_dir(dir);
+	return rc < 0 ? io_fail(e, -rc, "fsync", dir) : 0;
+}
+
+/* An ENOENT means a concurrent del pruned a directory on the way: put retries. */
+static int dir_fail(struct err *e, int code, const char *what, const char *dir)
+{
+	if (code == ENOENT)
+		return err_set(e, ENOENT, "cannot %s %s: %s", what, dir, strerror(code));
+	return io_fail(e, code, what, dir);
+}
+
+/* mkdir each directory of @key under the root; a new one is made durable in its parent. */
+static int make_parents(struct local_store *ls, const char *key, struct err *e)
+{
+	char dir[PATH_MAX], parent[PATH_MAX];
+	for (const char *slash = strchr(key, '/'); slash; slash = strchr(slash + 1, '/')) {
+		if (xsnprintf(dir, sizeof(dir), "%s/%.*s", ls->root, (int)(slash - key), key) < 0)
+			return err_set(e, EINVAL, "object key %s is too long", key);
+		if (mkdir(dir, 0755) < 0) {
+			if (errno == EEXIST)
+				continue;
+			return dir_fail(e, errno, "create directory", dir);
+		}
+		parent_of(dir, parent);
+		int rc = fsync_dir(parent);
+		if (rc < 0)
+			return dir_fail(e, -rc, "fsync", parent);
+	}
+	return 0;
+}
+
+static int put_source(struct local_store *ls, const char *key, const struct source *src,
+		      struct err *e)
+{
+	char path[PATH_MAX];
+	int rc = key_path(ls, key, path, e);
+	if (rc < 0)
+		return rc;
+	/* A del of a sibling key may prune a directory between our mkdir and create. */
+	for (int tries = 1;; tries++) {
+		rc = make_parents(ls, key, e);
+		if (rc == 0)
+			rc = write_atomic(path, src, e);
+		if (rc != -ENOENT)
+			return rc;
+		if (tries == PUT_TRIES)
+			return err_set(e, EIO, "cannot store %s: its directory keeps vanishing",
+				       key);
+	}
+}
+
+static int local_put_buf(struct objstore *os, const char *key, const void *data, size_t len,
+			 struct err *e)
+{
+	struct source src = {.data = data, .len = len, .fd = -1};
+	return put_source(to_local(os), key, &src, e);
+}
+
+static int local_put_file(struct objstore *os, const char *key, const char *path, struct err *e)
+{
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return err_set(e, EIO, "cannot open %s: %s", path, strerror(errno));
+	struct source src = {.fd = fd};
+	/* put_source() retries only before it has read anything from @fd. */
+	return put_source(to_local(os), key, &src, e);
+}
+
+static int local_get_file(struct objstore *os, const char *key, const char *path, struct err *e)
+{
+	struct local_store *ls = to_local(os);
+	char src_path[PATH_MAX];
+	int rc = key_path(ls, key, src_path, e);
+	if (rc < 0)
+		return rc;
+	_cleanup_close_ int fd = open(src_path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 && errno == ENOENT)
+		return err_set(e, ENOENT, "no object %s in %s", key, os->url);
+	if (fd < 0)
+		return io_fail(e, errno, "open", src_path);
+	struct source src = {.fd = fd};
+	rc = write_atomic(path, &src, e);
+	/* Here a missing directory is the caller's destination, not a missing key. */
+	if (rc == -ENOENT) {
+		if (e)
+			e->code = EIO;
+		rc = -EIO;
+	}
+	return rc;
+}
+
+static int local_get_buf(struct objstore *os, const char *key, char **out, size_t *len, size_t max,
+			 struct err *e)
+{
+	struct local_store *ls = to_local(os);
+	char path[PATH_MAX];
+	int rc = key_path(ls, key, path, e);
+	if (rc < 0)
+		return rc;
+	rc = read_file(path, out, len, max);
+	if (rc == -ENOENT)
+		return err_set(e, ENOENT, "no object %s in %s", key, os->url);
+	if (rc == -EFBIG)
+		return err_set(e, EFBIG, "object %s is larger than %zu bytes", key, max);
+	return rc < 0 ? io_fail(e, -rc, "read", path) : 0;
+}
+
+/* rmdir empty directories from @path's parent up to, not including, the root. */
+static void prune_parents(struct local_store *ls, const char *path)
+{
+	char dir[PATH_MAX];
+	bool pruned = false;
+	if (parent_of(path, dir) < 0)
+		return;
+	/* ENOTEMPTY (or a concurrent prune) ends the climb. */
+	while (strlen(dir) > ls->root_len && rmdir(dir) == 0) {
+		pruned = true;
+		*strrchr(dir, '/') = '\0';
+	}
+	/* Durable, so that a del that raced with this prune (see local_del) is too. */
+	if (pruned)
+		fsync_dir(dir);
+}
+
+static int local_del(struct objstore *os, const char *key, struct err *e)
+{
+	struct local_store *ls = to_local(os);
+	char path[PATH_MAX], dir[PATH_MAX];
+	int rc = key_path(ls, key, path, e);
+	if (rc < 0)
+		return rc;
+	if (unlink(path) < 0)
+		return errno == ENOENT ? 0 : io_fail(e, errno, "delete", path);
+	/*
+	 * A delete undone by a crash could resurrect a manifest without its data.
+	 * ENOENT: a concurrent del pruned the directory, and fsyncs its parent.
+	 */
+	parent_of(path, dir);
+	rc = fsync_dir(dir);
+	if (rc < 0 && rc != -ENOENT)
+		return io_fail(e, -rc, "fsync", dir);
+	prune_parents(ls, path);
+	return 0;
+}
+
+struct walk {
+	const char *prefix;
+	int (*fn)(const char *key, int64_t size, void *arg);
+	void *arg;
+	struct err *e;
+	char key[OBJ_KEY_MAX]; /* the key of the directory being read, ending in '/' */
+};
+
+static int walk_dir(struct walk *w, int dfd, size_t key_len);
+
+/* Visit one directory entry; returns the callback's non-zero value to stop the walk. */
+static int walk_entry(struct walk *w, int dfd, const char *name, size_t key_len)
+{
+	struct stat st;
+	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return errno == ENOENT ? 0 : io_fail(w->e, errno, "stat", name);
+	bool is_dir = S_ISDIR(st.st_mode);
+	if (!is_dir && (!S_ISREG(st.st_mode) || strstr(name, TMP_MARK)))
+		return 0;
+	int n =
+	    snprintf(w->key + key_len, sizeof(w->key) - key_len, "%s%s", name, is_dir ? "/" : "");
+	if (n < 0 || (size_t)n >= sizeof(w->key) - key_len || !str_has_prefix(w->key, w->prefix))
+		return 0;
+	if (!is_dir)
+		return w->fn(w->key, st.st_size, w->arg);
+	int sub = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (sub < 0)
+		return errno == ENOENT ? 0 : io_fail(w->e, errno, "open directory", w->key);
+	return walk_dir(w, sub, key_len + (size_t)n);
+}
+
+/* Walk the directory @dfd (consumed) whose key so far is w->key[0..key_len). */
+static int walk_dir(struct walk *w, int dfd, size_t key_len)
+{
+	DIR *d = fdopendir(dfd);
+	if (!d) {
+		int rc = io_fail(w->e, errno, "read directory", w->key);
+		close(dfd);
+		return rc;
+	}
+	int rc = 0;
+	while (rc == 0) {
+		errno = 0;
+		struct dirent *de = readdir(d);
+		if (!de) {
+			if (errno)
+				rc = io_fail(w->e, errno, "read directory", w->key);
+			break;
+		}
+		if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+			rc = walk_entry(w, dirfd(d), de->d_name, key_len);
+	}
+	closedir(d);
+	return rc;
+}
+
+static int local_list(struct objstore *os, const char *prefix,
+		      int (*fn)(const char *key, int64_t size, void *arg), void *arg, struct err *e)
+{
+	struct local_store *ls = to_local(os);
+	struct walk w = {.prefix = prefix, .fn = fn, .arg = arg, .e = e};
+	/* Start in the deepest directory the prefix names: "data/x" reads only data/. */
+	const char *slash = strrchr(prefix, '/');
+	size_t base_len = slash ? (size_t)(slash - prefix) + 1 : 0;
+	if (base_len >= sizeof(w.key))
+		return 0;
+	memcpy(w.key, prefix, base_len);
+	w.key[base_len] = '\0';
+	char dir[PATH_MAX];
+	if (xsnprintf(dir, sizeof(dir), "%s/%s", ls->root, w.key) < 0)
+		return 0;
+	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return (errno == ENOENT || errno == ENOTDIR) ? 0 : io_fail(e, errno, "open", dir);
+	return walk_dir(&w, dfd, base_len);
+}
+
+static void local_close(struct objstore *os)
+{
+	free(to_local(os));
+}
+
+static const struct objstore_ops local_ops = {
+    .put_file = local_put_file,
+    .put_buf = local_put_buf,
+    .get_file = local_get_file,
+    .get_buf = local_get_buf,
+    .del = local_del,
+    .list = local_list,
+    .close = local_close,
+};
+
+int objstore_local_open(const char *dir, struct objstore **out, struct err *e)
+{
+	if (str_has_prefix(dir, "file://"))
+		dir += strlen("file://");
+	if (dir[0] == '\0')
+		return err_set(e, EINVAL, "the store directory is empty");
+	int rc = mkdir_p(dir, 0755);
+	if (rc < 0)
+		return err_set(e, -rc == ENOSPC ? ENOSPC : EIO,
+			       "cannot create store directory %s: %s", dir, strerror(-rc));
+	_cleanup_free_ struct local_store *ls = calloc(1, sizeof(*ls));
+	if (!ls)
+		return err_set(e, ENOMEM, "out of memory");
+	if (!realpath(dir, ls->root))
+		return err_set(e, EIO, "cannot resolve store directory %s: %s", dir,
+			       strerror(errno));
+	ls->root_len = strlen(ls->root);
+	/* Every key must fit under the root, so key_path() cannot fail on length. */
+	if (ls->root_len + 1 + OBJ_KEY_MAX + strlen(TMP_MARK) + TMP_HEX >= sizeof(ls->root) ||
+	    xsnprintf(ls->os.url, sizeof(ls->os.url), "file://%s", ls->root) < 0)
+		return err_set(e, EINVAL, "store directory %s is too long", ls->root);
+	ls->os.ops = &local_ops;
+	*out = &steal_ptr(ls)->os;
+	return 0;
+}

@@ -1,0 +1,179 @@
+/*
+ * main.c - the snapfs daemon: parse the command line, mount, daemonize,
+ * start the operations layer, serve until unmounted or signalled.
+ *
+ * Order matters: the mount comes first so a bad mountpoint fails in the
+ * foreground; fuse_daemonize() forks, so no thread may exist before it,
+ * which is why ops_init() (job threads) comes after it.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <fuse_lowlevel.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "fs/fs.h"
+#include "lib/util.h"
+#include "runtime/ops.h"
+
+#define DEFAULT_STATE "/var/lib/snapfs"
+#define DEFAULT_IMAGES "/var/lib/snapfs/images"
+
+struct options {
+	bool foreground;
+	const char *state_dir;
+	const char *images_dir;
+	const char *store_url;
+	const char *runsc_bin;
+	const char *fuse_opts[16];
+	size_t nfuse_opts;
+	const char *mountpoint;
+};
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+		"usage: snapfs [-f] [--state DIR] [--images DIR] [--store URL] [--runsc PATH]\n"
+		"              [-o FUSE_OPTS] [--debug] MOUNTPOINT\n"
+		"\n"
+		"  -f              stay in the foreground, log to stderr\n"
+		"  --state DIR     registry, spool, cache, runsc root (default %s)\n"
+		"  --images DIR    one root filesystem per subdirectory (default %s)\n"
+		"  --store URL     file:///path (default STATE/store) or s3://bucket/prefix\n"
+		"  --runsc PATH    the runsc binary (default: runsc on PATH)\n"
+		"  -o OPTS         FUSE mount options, e.g. allow_other\n"
+		"  --debug         log every operation\n"
+		"\n"
+		"Unmount with: fusermount3 -u MOUNTPOINT (running sandboxes keep running)\n",
+		DEFAULT_STATE, DEFAULT_IMAGES);
+}
+
+static int parse_options(int argc, char **argv, struct options *o)
+{
+	static const struct option longopts[] = {
+		{"state", required_argument, NULL, 's'},  {"images", required_argument, NULL, 'i'},
+		{"store", required_argument, NULL, 'S'},  {"runsc", required_argument, NULL, 'r'},
+		{"debug", no_argument, NULL, 'd'},        {"help", no_argument, NULL, 'h'},
+		{"version", no_argument, NULL, 'V'},      {NULL, 0, NULL, 0},
+	};
+	o->state_dir = DEFAULT_STATE;
+	for (;;) {
+		int c = getopt_long(argc, argv, "fo:h", longopts, NULL);
+		if (c == -1)
+			break;
+		switch (c) {
+		case 'f': o->foreground = true; break;
+		case 's': o->state_dir = optarg; break;
+		case 'i': o->images_dir = optarg; break;
+		case 'S': o->store_url = optarg; break;
+		case 'r': o->runsc_bin = optarg; break;
+		case 'd': log_debug_enabled = true; break;
+		case 'o':
+			if (o->nfuse_opts == ARRAY_SIZE(o->fuse_opts))
+				return error("too many -o options");
+			o->fuse_opts[o->nfuse_opts++] = optarg;
+			break;
+		case 'h': usage(stdout); exit(0);
+		case 'V': printf("snapfs %s\n", SNAPFS_VERSION); exit(0);
+		default: usage(stderr); return -1;
+		}
+	}
+	if (optind != argc - 1) {
+		usage(stderr);
+		return -1;
+	}
+	o->mountpoint = argv[optind];
+	if (!o->images_dir) {
+		o->images_dir = DEFAULT_IMAGES;
+		mkdir_p(DEFAULT_IMAGES, 0755);
+	}
+	return 0;
+}
+
+/* Paths must survive the chdir("/") of fuse_daemonize(). */
+static int make_absolute(const char **path, char *buf)
+{
+	if ((*path)[0] == '/')
+		return 0;
+	if (!realpath(*path, buf))
+		return error("cannot resolve %s: %s", *path, strerror(errno));
+	*path = buf;
+	return 0;
+}
+
+static int build_fuse_args(const struct options *o, struct fuse_args *args)
+{
+	int rc = fuse_opt_add_arg(args, "snapfs");
+	rc |= fuse_opt_add_arg(args, "-o");
+	rc |= fuse_opt_add_arg(args, "fsname=snapfs,subtype=snapfs");
+	for (size_t i = 0; i < o->nfuse_opts; i++) {
+		rc |= fuse_opt_add_arg(args, "-o");
+		rc |= fuse_opt_add_arg(args, o->fuse_opts[i]);
+	}
+	return rc ? error("out of memory building FUSE arguments") : 0;
+}
+
+/* In the background, log to <state>/snapfs.log instead of /dev/null. */
+static void redirect_log(const char *state_dir)
+{
+	char path[PATH_MAX];
+	if (xsnprintf(path, sizeof(path), "%s/snapfs.log", state_dir) < 0)
+		return;
+	int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return;
+	dup2(fd, STDERR_FILENO);
+	close(fd);
+}
+
+static int serve(struct options *o, struct fuse_args *args)
+{
+	struct err e = {0};
+	struct fs *fs = NULL;
+	int rc = mkdir_p(o->state_dir, 0700);
+	if (rc < 0)
+		return error("cannot create state directory %s: %s", o->state_dir, strerror(-rc));
+	rc = fs_create(o->mountpoint, args, &fs, &e);
+	if (rc < 0)
+		return error("cannot mount %s: %s", o->mountpoint, e.msg);
+	if (!o->foreground) {
+		fuse_daemonize(0);
+		redirect_log(o->state_dir);
+	}
+	struct ops_config cfg = {
+		.state_dir = o->state_dir,
+		.images_dir = o->images_dir,
+		.store_url = o->store_url,
+		.runsc_bin = o->runsc_bin,
+	};
+	rc = ops_init(&cfg, &e);
+	if (rc < 0) {
+		error("cannot start: %s", e.msg);
+	} else {
+		rc = fs_loop(fs);
+		ops_shutdown();
+	}
+	fs_destroy(fs);
+	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	struct options o = {0};
+	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
+	char state_abs[PATH_MAX], images_abs[PATH_MAX], mount_abs[PATH_MAX];
+	if (parse_options(argc, argv, &o) < 0)
+		return 2;
+	mkdir_p(o.state_dir, 0700);
+	if (make_absolute(&o.state_dir, state_abs) < 0 ||
+	    make_absolute(&o.images_dir, images_abs) < 0 ||
+	    make_absolute(&o.mountpoint, mount_abs) < 0 || build_fuse_args(&o, &args) < 0)
+		return 1;
+	int rc = serve(&o, &args);
+	fuse_opt_free_args(&args);
+	return rc < 0 ? 1 : 0;
+}

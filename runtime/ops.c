@@ -1,0 +1,501 @@
+/*
+ * ops.c - the operations layer's core: start-up and shutdown, the lock and
+ * state helpers, announcements (events, listener, waiters), progress, and
+ * error reporting. The operations themselves live in ops_sandbox.c and
+ * ops_snapshot.c; see ops_internal.h for the rules they follow.
+ */
+#include "runtime/ops_internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "backend/store.h"
+#include "runtime/images.h"
+#include "runtime/jobs.h"
+#include "runtime/journal.h"
+
+struct ops_context ops = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+/* --- listener, waiters and announcements ------------------------------- */
+
+static struct {
+	void (*fn)(enum ops_object kind, const char *id, void *arg);
+	void *arg;
+} listener;
+
+struct waiter {
+	enum ops_object kind;
+	char id[ID_MAX];
+	ops_done_fn done;
+	void *ctx;
+	struct waiter *next;
+};
+
+static pthread_mutex_t waiters_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct waiter *waiters;
+
+void ops_set_change_listener(void (*fn)(enum ops_object kind, const char *id, void *arg),
+			     void *arg)
+{
+	listener.fn = fn;
+	listener.arg = arg;
+}
+
+void notify(enum ops_object kind, const char *id)
+{
+	if (listener.fn)
+		listener.fn(kind, id, listener.arg);
+}
+
+void waiters_add(enum ops_object kind, const char *id, ops_done_fn done, void *ctx)
+{
+	struct waiter *w = calloc(1, sizeof(*w));
+	if (!w) {
+		complete(done, ctx, -ENOMEM, NULL, 0);
+		return;
+	}
+	w->kind = kind;
+	snprintf(w->id, sizeof(w->id), "%s", id);
+	w->done = done;
+	w->ctx = ctx;
+	pthread_mutex_lock(&waiters_lock);
+	w->next = waiters;
+	waiters = w;
+	pthread_mutex_unlock(&waiters_lock);
+}
+
+/* Detach the waiters of @kind/@id from the list; the caller completes them. */
+static struct waiter *waiters_take(enum ops_object kind, const char *id)
+{
+	struct waiter *taken = NULL;
+	pthread_mutex_lock(&waiters_lock);
+	struct waiter **pp = &waiters;
+	while (*pp) {
+		struct waiter *w = *pp;
+		if (w->kind == kind && strcmp(w->id, id) == 0) {
+			*pp = w->next;
+			w->next = taken;
+			taken = w;
+		} else {
+			pp = &w->next;
+		}
+	}
+	pthread_mutex_unlock(&waiters_lock);
+	return taken;
+}
+
+void waiters_wake(enum ops_object kind, const char *id, const char *status, bool settled)
+{
+	if (!settled)
+		return;
+	char line[64];
+	int n = snprintf(line, sizeof(line), "%s\n", status);
+	struct waiter *w = waiters_take(kind, id);
+	while (w) {
+		struct waiter *next = w->next;
+		w->done(w->ctx, 0, line, (size_t)n);
+		free(w);
+		w = next;
+	}
+}
+
+/* Gone objects end their waiters with ENOENT. */
+void waiters_fail(enum ops_object kind, const char *id)
+{
+	struct waiter *w = waiters_take(kind, id);
+	while (w) {
+		struct waiter *next = w->next;
+		w->done(w->ctx, -ENOENT, NULL, 0);
+		free(w);
+		w = next;
+	}
+}
+
+static const char *object_name(enum ops_object kind)
+{
+	return kind == OPS_OBJ_SNAPSHOT ? "snapshot" : "sandbox";
+}
+
+void announce(enum ops_object kind, const char *id, const char *status, const char *message)
+{
+	cJSON *ev = journal_entry();
+	if (ev) {
+		cJSON_AddStringToObject(ev, "object", object_name(kind));
+		cJSON_AddStringToObject(ev, "id", id);
+		cJSON_AddStringToObject(ev, "status", status);
+		if (message && *message)
+			cJSON_AddStringToObject(ev, "message", message);
+	}
+	journal_append(JOURNAL_EVENTS, ev);
+	notify(OPS_OBJ_EVENTS, "");
+	if (!strcmp(status, "deleted") || !strcmp(status, "removed")) {
+		notify(OPS_OBJ_LIST, id);
+		waiters_fail(kind, id);
+		return;
+	}
+	notify(kind, id);
+	bool settled;
+	if (kind == OPS_OBJ_SANDBOX) {
+		enum sandbox_state s = SB_FAILED;
+		sandbox_state_parse(status, &s);
+		settled = !sandbox_state_transitional(s);
+	} else {
+		settled = !strcmp(status, "completed") || !strcmp(status, "failed");
+	}
+	waiters_wake(kind, id, status, settled);
+}
+
+/* --- errors --------------------------------------------------------------- */
+
+static void journal_error(const char *path, const struct err *e)
+{
+	cJSON *ev = journal_entry();
+	if (ev) {
+		cJSON_AddStringToObject(ev, "path", path);
+		cJSON_AddStringToObject(ev, "errno", strerrorname_np(e->code) ? strerrorname_np(e->code) : "");
+		cJSON_AddStringToObject(ev, "error", e->msg);
+	}
+	journal_append(JOURNAL_ERRORS, ev);
+	notify(OPS_OBJ_ERRORS, "");
+}
+
+static void sandbox_set_message(const char *id, const char *msg)
+{
+	struct sandbox sb;
+	pthread_mutex_lock(&ops.lock);
+	if (registry_sandbox_get(ops.reg, id, &sb) == 0) {
+		snprintf(sb.message, sizeof(sb.message), "%s", msg);
+		registry_sandbox_update(ops.reg, &sb);
+	}
+	pthread_mutex_unlock(&ops.lock);
+	notify(OPS_OBJ_SANDBOX, id);
+}
+
+void ops_report_error(enum ops_object kind, const char *id, const char *path,
+		      const struct err *e)
+{
+	journal_error(path, e);
+	if (kind == OPS_OBJ_SANDBOX && id && *id)
+		sandbox_set_message(id, e->msg);
+}
+
+void report_job_failure(enum ops_object kind, const char *id, const char *what,
+			const struct err *e)
+{
+	char path[ID_MAX + 64];
+	snprintf(path, sizeof(path), "%s/%s/%s", kind == OPS_OBJ_SNAPSHOT ? "snapshots" : "sandboxes",
+		 id, what);
+	journal_error(path, e);
+}
+
+/* --- state helpers -------------------------------------------------------- */
+
+int sandbox_begin(const char *id, unsigned allowed, enum sandbox_state to, const char *verb,
+		  struct sandbox *out, struct err *e)
+{
+	int rc = 0;
+	pthread_mutex_lock(&ops.lock);
+	rc = registry_sandbox_get(ops.reg, id, out);
+	if (rc == -ENOENT) {
+		rc = err_set(e, ENOENT, "cannot %s sandbox %s: it does not exist", verb, id);
+		goto out;
+	}
+	if (rc < 0) {
+		rc = err_set(e, EIO, "cannot %s sandbox %s: registry read failed", verb, id);
+		goto out;
+	}
+	if (!(allowed & STATE_BIT(out->state))) {
+		rc = err_set(e, EBUSY, "cannot %s sandbox %s: it is %s", verb, id,
+			     sandbox_state_name(out->state));
+		goto out;
+	}
+	out->state = to;
+	out->message[0] = '\0';
+	rc = registry_sandbox_update(ops.reg, out);
+	if (rc < 0)
+		rc = err_set(e, EIO, "cannot %s sandbox %s: registry write failed", verb, id);
+out:
+	pthread_mutex_unlock(&ops.lock);
+	if (rc == 0)
+		announce(OPS_OBJ_SANDBOX, id, sandbox_state_name(to), NULL);
+	return rc;
+}
+
+static void patch_sandbox(struct sandbox *sb, const struct sb_patch *p)
+{
+	sb->state = p->state;
+	if (p->message)
+		snprintf(sb->message, sizeof(sb->message), "%s", p->message);
+	if (p->runtime_id)
+		snprintf(sb->runtime_id, sizeof(sb->runtime_id), "%s", p->runtime_id);
+	if (p->image_digest)
+		snprintf(sb->image_digest, sizeof(sb->image_digest), "%s", p->image_digest);
+	if (p->restore_snapshot)
+		snprintf(sb->restore_snapshot, sizeof(sb->restore_snapshot), "%s",
+			 p->restore_snapshot);
+	if (p->pid >= 0)
+		sb->pid = p->pid;
+}
+
+int sandbox_apply(const char *id, struct sb_patch patch)
+{
+	struct sandbox sb;
+	pthread_mutex_lock(&ops.lock);
+	int rc = registry_sandbox_get(ops.reg, id, &sb);
+	if (rc == 0) {
+		patch_sandbox(&sb, &patch);
+		rc = registry_sandbox_update(ops.reg, &sb);
+	}
+	pthread_mutex_unlock(&ops.lock);
+	if (rc < 0)
+		return error("cannot update sandbox %s: %s", id, strerror(-rc));
+	announce(OPS_OBJ_SANDBOX, id, sandbox_state_name(sb.state), patch.message);
+	return 0;
+}
+
+int snapshot_save(const struct snapshot *snap)
+{
+	pthread_mutex_lock(&ops.lock);
+	int rc = registry_snapshot_update(ops.reg, snap);
+	pthread_mutex_unlock(&ops.lock);
+	if (rc < 0)
+		return error("cannot update snapshot %s: %s", snap->id, strerror(-rc));
+	announce(OPS_OBJ_SNAPSHOT, snap->id, snapshot_state_name(snap->state), snap->message);
+	return 0;
+}
+
+/* --- progress ------------------------------------------------------------- */
+
+struct progress {
+	char id[ID_MAX];
+	int64_t done, total;
+	struct progress *next;
+};
+
+static pthread_mutex_t progress_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct progress *progress_list;
+
+static struct progress *progress_find(const char *id)
+{
+	for (struct progress *p = progress_list; p; p = p->next)
+		if (!strcmp(p->id, id))
+			return p;
+	return NULL;
+}
+
+void progress_set(const char *snap_id, int64_t done, int64_t total)
+{
+	pthread_mutex_lock(&progress_lock);
+	struct progress *p = progress_find(snap_id);
+	if (!p) {
+		p = calloc(1, sizeof(*p));
+		if (p) {
+			snprintf(p->id, sizeof(p->id), "%s", snap_id);
+			p->next = progress_list;
+			progress_list = p;
+		}
+	}
+	if (p) {
+		p->done = done;
+		p->total = total;
+	}
+	pthread_mutex_unlock(&progress_lock);
+}
+
+void progress_clear(const char *snap_id)
+{
+	pthread_mutex_lock(&progress_lock);
+	for (struct progress **pp = &progress_list; *pp; pp = &(*pp)->next) {
+		if (!strcmp((*pp)->id, snap_id)) {
+			struct progress *p = *pp;
+			*pp = p->next;
+			free(p);
+			break;
+		}
+	}
+	pthread_mutex_unlock(&progress_lock);
+}
+
+bool progress_get(const char *snap_id, int64_t *done, int64_t *total)
+{
+	pthread_mutex_lock(&progress_lock);
+	struct progress *p = progress_find(snap_id);
+	if (p) {
+		*done = p->done;
+		*total = p->total;
+	}
+	pthread_mutex_unlock(&progress_lock);
+	return p != NULL;
+}
+
+/* --- paths and ids -------------------------------------------------------- */
+
+int sandbox_path(const char *id, const char *leaf, char *out, size_t len)
+{
+	if (leaf)
+		return xsnprintf(out, len, "%s/%s/%s", ops.sandbox_dir, id, leaf);
+	return xsnprintf(out, len, "%s/%s", ops.sandbox_dir, id);
+}
+
+int spool_path(const char *snap_id, char *out, size_t len)
+{
+	return xsnprintf(out, len, "%s/%s", ops.spool_dir, snap_id);
+}
+
+int cache_path(const char *snap_id, char *out, size_t len)
+{
+	return xsnprintf(out, len, "%s/%s", ops.cache_dir, snap_id);
+}
+
+int new_object_id(const char *prefix, char out[ID_MAX])
+{
+	char hex[17];
+	int rc = random_hex(hex, 16);
+	if (rc < 0)
+		return rc;
+	return xsnprintf(out, ID_MAX, "%s%s", prefix, hex);
+}
+
+int prepare_bundle(const char *id, const char *image, const char *entrypoint, const char *env,
+		   char digest_out[DIGEST_MAX], struct err *e)
+{
+	char rootfs[PATH_MAX], bundle[PATH_MAX];
+	int rc = images_exists(ops.images, image);
+	if (rc < 0)
+		return err_set(e, ENOENT, "image %s does not exist in %s", image,
+			       images_dir(ops.images));
+	rc = images_path(ops.images, image, rootfs, sizeof(rootfs));
+	if (rc == 0)
+		rc = sandbox_path(id, "bundle", bundle, sizeof(bundle));
+	if (rc < 0)
+		return err_set(e, -rc, "cannot build the bundle of sandbox %s: path too long", id);
+	rc = images_digest(ops.images, image, digest_out, e);
+	if (rc < 0)
+		return rc;
+	return runsc_write_bundle(bundle, rootfs, entrypoint, env, e);
+}
+
+/* --- accessors ------------------------------------------------------------ */
+
+struct registry *ops_registry(void)
+{
+	return ops.reg;
+}
+
+struct store *ops_store(void)
+{
+	return ops.store;
+}
+
+struct images *ops_images(void)
+{
+	return ops.images;
+}
+
+const struct runsc *ops_runsc(void)
+{
+	return &ops.runsc;
+}
+
+const char *ops_state_dir(void)
+{
+	return ops.state_dir;
+}
+
+const char *ops_events_path(void)
+{
+	return journal_path(JOURNAL_EVENTS);
+}
+
+const char *ops_errors_path(void)
+{
+	return journal_path(JOURNAL_ERRORS);
+}
+
+/* --- start-up and shutdown ------------------------------------------------ */
+
+static int make_dirs(const struct ops_config *cfg, struct err *e)
+{
+	struct {
+		char *dst;
+		const char *leaf;
+	} dirs[] = {
+		{ops.spool_dir, "spool"},
+		{ops.cache_dir, "cache"},
+		{ops.sandbox_dir, "sandboxes"},
+		{ops.exec_dir, "exec"},
+	};
+	int rc = xsnprintf(ops.state_dir, sizeof(ops.state_dir), "%s", cfg->state_dir);
+	if (rc < 0)
+		return err_set(e, ENAMETOOLONG, "state directory path is too long");
+	for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
+		rc = xsnprintf(dirs[i].dst, PATH_MAX, "%s/%s", cfg->state_dir, dirs[i].leaf);
+		if (rc == 0 || rc > 0)
+			rc = mkdir_p(dirs[i].dst, 0700);
+		if (rc < 0)
+			return err_set(e, -rc, "cannot create %s/%s: %s", cfg->state_dir,
+				       dirs[i].leaf, strerror(-rc));
+	}
+	/* Nothing in the spool or exec dirs survives a restart: clean leftovers. */
+	rm_rf(ops.spool_dir);
+	rm_rf(ops.exec_dir);
+	mkdir_p(ops.spool_dir, 0700);
+	mkdir_p(ops.exec_dir, 0700);
+	return 0;
+}
+
+static int open_parts(const struct ops_config *cfg, struct err *e)
+{
+	char path[PATH_MAX];
+	int rc = journal_open(cfg->state_dir);
+	if (rc < 0)
+		return err_set(e, -rc, "cannot open the journals in %s: %s", cfg->state_dir,
+			       strerror(-rc));
+	xsnprintf(path, sizeof(path), "%s/registry.db", cfg->state_dir);
+	rc = registry_open(path, &ops.reg);
+	if (rc < 0)
+		return err_set(e, -rc, "cannot open the registry %s: %s", path, strerror(-rc));
+	rc = store_open(cfg->store_url, cfg->state_dir, &ops.store, e);
+	if (rc < 0)
+		return rc;
+	rc = images_open(cfg->images_dir, &ops.images, e);
+	if (rc < 0)
+		return rc;
+	xsnprintf(path, sizeof(path), "%s/runsc", cfg->state_dir);
+	return runsc_init(&ops.runsc, cfg->runsc_bin ? cfg->runsc_bin : "runsc", path, e);
+}
+
+int ops_init(const struct ops_config *cfg, struct err *e)
+{
+	int rc = make_dirs(cfg, e);
+	if (rc == 0)
+		rc = open_parts(cfg, e);
+	if (rc < 0)
+		return rc;
+	reconcile_sandboxes();
+	reconcile_snapshots();
+	rc = jobs_start();
+	if (rc < 0)
+		return err_set(e, -rc, "cannot start the job threads: %s", strerror(-rc));
+	ops.running = true;
+	info("snapfs started: state %s, store %s, runsc %s", ops.state_dir, store_url(ops.store),
+	     ops.runsc.version);
+	return 0;
+}
+
+void ops_shutdown(void)
+{
+	if (!ops.running)
+		return;
+	ops.running = false;
+	jobs_stop();
+	images_close(ops.images);
+	store_close(ops.store);
+	registry_close(ops.reg);
+	journal_close();
+	ops.images = NULL;
+	ops.store = NULL;
+	ops.reg = NULL;
+}

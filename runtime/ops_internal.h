@@ -1,0 +1,109 @@
+/*
+ * ops_internal.h - what the ops_*.c files share: the daemon's context, the
+ * operations lock, and the helpers that change and announce state.
+ *
+ * The lock: every read-check-write of a sandbox or snapshot state happens
+ * under `ops.lock`, so two requests can never both see `running` and both
+ * start a snapshot. Nothing slow runs under it (no runsc, no store I/O),
+ * and no callback (listener, waiter completion) is called with it held.
+ *
+ * Ownership of transitional states: once an operation moved a sandbox into
+ * a transitional state (starting, snapshotting, suspending, resuming,
+ * terminating), only the job that did so moves it out again; every other
+ * request sees the transitional state and is refused with EBUSY.
+ */
+#ifndef SNAPFS_OPS_INTERNAL_H
+#define SNAPFS_OPS_INTERNAL_H
+
+#include <limits.h>
+#include <pthread.h>
+
+#include "runtime/ops.h"
+#include "runtime/runsc.h"
+
+struct ops_context {
+	char state_dir[PATH_MAX];
+	char spool_dir[PATH_MAX];   /* checkpoint images being stored */
+	char cache_dir[PATH_MAX];   /* materialized snapshots, reused by forks */
+	char sandbox_dir[PATH_MAX]; /* per sandbox: bundle/, console.log */
+	char exec_dir[PATH_MAX];    /* output of running execs */
+	struct registry *reg;
+	struct store *store;
+	struct images *images;
+	struct runsc runsc;
+	pthread_mutex_t lock;
+	bool running; /* between ops_init and ops_shutdown */
+};
+
+extern struct ops_context ops;
+
+/* A change to a sandbox row: fields left NULL (or pid -1) are kept. */
+struct sb_patch {
+	enum sandbox_state state;
+	const char *message;
+	const char *runtime_id;
+	const char *image_digest;
+	const char *restore_snapshot;
+	pid_t pid;
+};
+#define SB_PATCH(st) ((struct sb_patch){.state = (st), .pid = -1})
+
+/*
+ * Under the lock: load sandbox @id and check that its state is one of
+ * @allowed (a bit mask of 1u << state); if so, move it to @to and copy the
+ * row (after the change) to @out. -ENOENT or -EBUSY with a sentence naming
+ * @verb ("snapshot", "start", ...) otherwise. Announces the change.
+ */
+int sandbox_begin(const char *id, unsigned allowed, enum sandbox_state to, const char *verb,
+		  struct sandbox *out, struct err *e);
+/* Apply @patch to sandbox @id under the lock, then announce the change. */
+int sandbox_apply(const char *id, struct sb_patch patch);
+/* Save @snap (whole row) and announce it. */
+int snapshot_save(const struct snapshot *snap);
+
+/* A job's failure: journal it under @path and set the sandbox's message. */
+void report_job_failure(enum ops_object kind, const char *id, const char *what,
+			const struct err *e);
+
+/* Tell listeners and waiters that @kind/@id changed; appends an event. */
+void announce(enum ops_object kind, const char *id, const char *status, const char *message);
+
+/* Completion helper: calls done(ctx, rc, result) if done is not NULL. */
+static inline void complete(ops_done_fn done, void *ctx, int rc, const char *result, size_t len)
+{
+	if (done)
+		done(ctx, rc, result, len);
+}
+
+/* Waiters: completions held until an object settles. */
+void waiters_add(enum ops_object kind, const char *id, ops_done_fn done, void *ctx);
+void waiters_wake(enum ops_object kind, const char *id, const char *status, bool settled);
+/* End the waiters of an object that is gone with -ENOENT. */
+void waiters_fail(enum ops_object kind, const char *id);
+/* Tell the change listener (only) that @kind/@id changed. */
+void notify(enum ops_object kind, const char *id);
+
+/* Live progress of snapshots being stored. */
+void progress_set(const char *snap_id, int64_t done, int64_t total);
+void progress_clear(const char *snap_id);
+bool progress_get(const char *snap_id, int64_t *done, int64_t *total);
+
+/* Paths: <sandbox_dir>/<id>, its bundle, its console log; spool and cache dirs of a snapshot. */
+int sandbox_path(const char *id, const char *leaf, char *out, size_t len);
+int spool_path(const char *snap_id, char *out, size_t len);
+int cache_path(const char *snap_id, char *out, size_t len);
+
+/* A fresh id: @prefix + 16 hex digits. */
+int new_object_id(const char *prefix, char out[ID_MAX]);
+
+/* Make the sandbox's bundle for @image with @entrypoint and @env; pins the digest. */
+int prepare_bundle(const char *id, const char *image, const char *entrypoint, const char *env,
+		   char digest_out[DIGEST_MAX], struct err *e);
+
+/* ops_sandbox.c / ops_snapshot.c hooks used by ops_init. */
+void reconcile_sandboxes(void);
+void reconcile_snapshots(void);
+
+#define STATE_BIT(s) (1u << (s))
+
+#endif

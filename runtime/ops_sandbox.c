@@ -1,0 +1,459 @@
+/*
+ * ops_sandbox.c - operations on one sandbox: create, configure, start,
+ * terminate, remove, exec and wait, and the reconciliation of sandboxes
+ * with runsc at start-up. Snapshot, suspend, resume and fork are in
+ * ops_snapshot.c.
+ */
+#include "runtime/ops_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "lib/strbuf.h"
+#include "runtime/images.h"
+#include "runtime/jobs.h"
+
+/* Longest exec output kept; the rest is replaced by a note. */
+#define EXEC_OUTPUT_MAX (1u << 20)
+
+/* A job's argument: which sandbox, who to tell, and what to do. */
+struct sandbox_job {
+	char id[ID_MAX];
+	ops_done_fn done;
+	void *ctx;
+	char cmdline[ENTRYPOINT_MAX]; /* exec only */
+};
+
+static struct sandbox_job *sandbox_job_new(const char *id, ops_done_fn done, void *ctx)
+{
+	struct sandbox_job *job = calloc(1, sizeof(*job));
+	if (!job)
+		return NULL;
+	snprintf(job->id, sizeof(job->id), "%s", id);
+	job->done = done;
+	job->ctx = ctx;
+	return job;
+}
+
+/* Queue @fn for sandbox @id; on failure undo the transition to @undo. */
+static int submit_sandbox_job(enum job_kind kind, void (*fn)(void *), struct sandbox_job *job,
+			      enum sandbox_state undo, struct err *e)
+{
+	int rc = job ? jobs_submit(kind, fn, job) : -ENOMEM;
+	if (rc == 0)
+		return 0;
+	if (job)
+		sandbox_apply(job->id, SB_PATCH(undo));
+	free(job);
+	return err_set(e, -rc, "cannot queue the work: %s", strerror(-rc));
+}
+
+/* --- names and creation --------------------------------------------------- */
+
+static bool valid_sandbox_name(const char *name)
+{
+	size_t n = strlen(name);
+	if (n == 0 || n > 63)
+		return false;
+	if (!((name[0] >= 'a' && name[0] <= 'z') || (name[0] >= '0' && name[0] <= '9')))
+		return false;
+	return strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789._-") == n;
+}
+
+static int insert_sandbox(const char *id, const struct sandbox_spec *spec, struct err *e)
+{
+	struct sandbox sb = {0};
+	snprintf(sb.id, sizeof(sb.id), "%s", id);
+	int rc = runsc_new_container_id(sb.runtime_id);
+	if (rc < 0)
+		return err_set(e, -rc, "cannot make a container id: %s", strerror(-rc));
+	if (spec) {
+		memcpy(sb.image, spec->image, sizeof(sb.image));
+		memcpy(sb.entrypoint, spec->entrypoint, sizeof(sb.entrypoint));
+		memcpy(sb.env, spec->env, sizeof(sb.env));
+		sb.gpu = spec->gpu;
+	}
+	sb.state = SB_CREATED;
+	sb.created_at = now_ms();
+	pthread_mutex_lock(&ops.lock);
+	rc = registry_sandbox_insert(ops.reg, &sb);
+	pthread_mutex_unlock(&ops.lock);
+	if (rc == -EEXIST)
+		return err_set(e, EEXIST, "sandbox %s already exists", id);
+	if (rc < 0)
+		return err_set(e, EIO, "cannot record sandbox %s: %s", id, strerror(-rc));
+	announce(OPS_OBJ_SANDBOX, id, "created", NULL);
+	notify(OPS_OBJ_LIST, id);
+	return 0;
+}
+
+int ops_sandbox_create(const char *name, struct err *e)
+{
+	if (!valid_sandbox_name(name) || !strcmp(name, "index") || !strcmp(name, "new"))
+		return err_set(e, EINVAL,
+			       "invalid sandbox name '%s': use [a-z0-9][a-z0-9._-]{0,62}, not "
+			       "index or new",
+			       name);
+	return insert_sandbox(name, NULL, e);
+}
+
+int ops_sandbox_new(const struct sandbox_spec *spec, char id_out[ID_MAX], ops_done_fn done,
+		    void *ctx, struct err *e)
+{
+	if (images_exists(ops.images, spec->image) < 0)
+		return err_set(e, ENOENT, "image %s does not exist in %s", spec->image,
+			       images_dir(ops.images));
+	if (spec->gpu)
+		return err_set(e, EINVAL, "GPU sandboxes are not supported yet");
+	int rc = new_object_id("sbx-", id_out);
+	if (rc < 0)
+		return err_set(e, -rc, "cannot make a sandbox id: %s", strerror(-rc));
+	rc = insert_sandbox(id_out, spec, e);
+	if (rc < 0)
+		return rc;
+	return ops_sandbox_start(id_out, done, ctx, e);
+}
+
+/* --- settings while created ---------------------------------------------- */
+
+static int set_field(struct sandbox *sb, enum sandbox_field field, const char *value,
+		     struct err *e)
+{
+	_cleanup_free_ char *v = strdup(value);
+	if (!v)
+		return -ENOMEM;
+	if (field != SB_FIELD_ENV)
+		rstrip(v);
+	switch (field) {
+	case SB_FIELD_IMAGE:
+		if (images_exists(ops.images, v) < 0)
+			return err_set(e, ENOENT, "image %s does not exist in %s", v,
+				       images_dir(ops.images));
+		return xsnprintf(sb->image, sizeof(sb->image), "%s", v) < 0 ? -ENAMETOOLONG : 0;
+	case SB_FIELD_ENTRYPOINT:
+		return xsnprintf(sb->entrypoint, sizeof(sb->entrypoint), "%s", v) < 0 ? -EFBIG : 0;
+	case SB_FIELD_ENV: {
+		struct sandbox_spec spec;
+		_cleanup_strbuf_ struct strbuf text = STRBUF_INIT;
+		/* Reuse the spec parser's env checks: each line is env=K=V. */
+		strbuf_adds(&text, "image=x\n");
+		for (char *save = NULL, *line = strtok_r(v, "\n", &save); line;
+		     line = strtok_r(NULL, "\n", &save))
+			strbuf_addf(&text, "env=%s\n", line);
+		int rc = spec_parse(text.buf, text.len, &spec, e);
+		if (rc < 0)
+			return rc;
+		memcpy(sb->env, spec.env, sizeof(sb->env));
+		return 0;
+	}
+	case SB_FIELD_GPU:
+		if (strcmp(v, "0") && strcmp(v, "1"))
+			return err_set(e, EINVAL, "gpu must be 0 or 1, not '%s'", v);
+		sb->gpu = v[0] == '1';
+		return 0;
+	}
+	return -EINVAL;
+}
+
+int ops_sandbox_set(const char *id, enum sandbox_field field, const char *value, struct err *e)
+{
+	static const char *const names[] = {"image", "entrypoint", "env", "gpu"};
+	struct sandbox sb;
+	pthread_mutex_lock(&ops.lock);
+	int rc = registry_sandbox_get(ops.reg, id, &sb);
+	if (rc < 0)
+		rc = err_set(e, ENOENT, "sandbox %s does not exist", id);
+	else if (sb.state != SB_CREATED)
+		rc = err_set(e, EBUSY, "cannot change %s of sandbox %s: it is %s, not created",
+			     names[field], id, sandbox_state_name(sb.state));
+	else
+		rc = set_field(&sb, field, value, e);
+	if (rc == -EFBIG || rc == -ENAMETOOLONG)
+		rc = err_set(e, EFBIG, "%s of sandbox %s is too long", names[field], id);
+	if (rc == 0)
+		rc = registry_sandbox_update(ops.reg, &sb);
+	pthread_mutex_unlock(&ops.lock);
+	if (rc == 0)
+		notify(OPS_OBJ_SANDBOX, id);
+	return rc;
+}
+
+/* --- start ---------------------------------------------------------------- */
+
+/* Ask runsc for the sandbox pid; 0 if it cannot say. */
+static pid_t sandbox_pid(const char *runtime_id)
+{
+	char status[32];
+	pid_t pid = 0;
+	if (runsc_state(&ops.runsc, runtime_id, status, sizeof(status), &pid, NULL) < 0)
+		return 0;
+	return pid;
+}
+
+static int start_container(const struct sandbox *sb, char digest[DIGEST_MAX], struct err *e)
+{
+	char bundle[PATH_MAX], log[PATH_MAX];
+	const char *entry = sb->entrypoint[0] ? sb->entrypoint : OPS_DEFAULT_ENTRYPOINT;
+	int rc = prepare_bundle(sb->id, sb->image, entry, sb->env, digest, e);
+	if (rc < 0)
+		return rc;
+	sandbox_path(sb->id, "bundle", bundle, sizeof(bundle));
+	sandbox_path(sb->id, "console.log", log, sizeof(log));
+	rc = runsc_run(&ops.runsc, sb->runtime_id, bundle, log, e);
+	if (rc < 0)
+		runsc_delete(&ops.runsc, sb->runtime_id, NULL);
+	return rc;
+}
+
+static void start_job(void *arg)
+{
+	struct sandbox_job *job = arg;
+	struct err e = {0};
+	char digest[DIGEST_MAX] = "";
+	struct sandbox sb;
+	int rc = registry_sandbox_get(ops.reg, job->id, &sb);
+	if (rc == 0)
+		rc = start_container(&sb, digest, &e);
+	if (rc < 0) {
+		if (!e.code)
+			err_set(&e, EIO, "cannot start sandbox %s: %s", job->id, strerror(-rc));
+		struct sb_patch p = SB_PATCH(SB_FAILED);
+		p.message = e.msg;
+		sandbox_apply(job->id, p);
+		report_job_failure(OPS_OBJ_SANDBOX, job->id, "start", &e);
+	} else {
+		struct sb_patch p = SB_PATCH(SB_RUNNING);
+		p.image_digest = digest;
+		p.pid = sandbox_pid(sb.runtime_id);
+		sandbox_apply(job->id, p);
+	}
+	complete(job->done, job->ctx, rc < 0 ? -e.code : 0, NULL, 0);
+	free(job);
+}
+
+int ops_sandbox_start(const char *id, ops_done_fn done, void *ctx, struct err *e)
+{
+	struct sandbox sb;
+	pthread_mutex_lock(&ops.lock);
+	int rc = registry_sandbox_get(ops.reg, id, &sb);
+	pthread_mutex_unlock(&ops.lock);
+	if (rc == 0 && sb.state == SB_CREATED && !sb.image[0])
+		return err_set(e, EINVAL, "cannot start sandbox %s: no image set (write one to image)",
+			       id);
+	if (rc == 0 && sb.state == SB_CREATED && images_exists(ops.images, sb.image) < 0)
+		return err_set(e, ENOENT, "cannot start sandbox %s: image %s does not exist", id,
+			       sb.image);
+	if (rc == 0 && sb.gpu)
+		return err_set(e, EINVAL, "cannot start sandbox %s: GPU sandboxes are not supported yet",
+			       id);
+	rc = sandbox_begin(id, STATE_BIT(SB_CREATED), SB_STARTING, "start", &sb, e);
+	if (rc < 0)
+		return rc;
+	return submit_sandbox_job(JOB_LIFECYCLE, start_job, sandbox_job_new(id, done, ctx),
+				  SB_CREATED, e);
+}
+
+/* --- terminate and remove ------------------------------------------------ */
+
+static void terminate_job(void *arg)
+{
+	struct sandbox_job *job = arg;
+	struct sandbox sb;
+	struct err e = {0};
+	if (registry_sandbox_get(ops.reg, job->id, &sb) == 0) {
+		runsc_kill(&ops.runsc, sb.runtime_id, SIGKILL, NULL);
+		runsc_delete(&ops.runsc, sb.runtime_id, &e);
+	}
+	struct sb_patch p = SB_PATCH(SB_TERMINATED);
+	p.pid = 0;
+	p.restore_snapshot = "";
+	sandbox_apply(job->id, p);
+	complete(job->done, job->ctx, 0, NULL, 0);
+	free(job);
+}
+
+int ops_sandbox_terminate(const char *id, ops_done_fn done, void *ctx, struct err *e)
+{
+	unsigned allowed = STATE_BIT(SB_CREATED) | STATE_BIT(SB_RUNNING) |
+			   STATE_BIT(SB_SUSPENDED) | STATE_BIT(SB_FAILED);
+	struct sandbox sb;
+	int rc = sandbox_begin(id, allowed, SB_TERMINATING, "terminate", &sb, e);
+	if (rc < 0)
+		return rc;
+	return submit_sandbox_job(JOB_LIFECYCLE, terminate_job, sandbox_job_new(id, done, ctx),
+				  SB_FAILED, e);
+}
+
+int ops_sandbox_remove(const char *id, struct err *e)
+{
+	struct sandbox sb;
+	char dir[PATH_MAX];
+	unsigned removable = STATE_BIT(SB_CREATED) | STATE_BIT(SB_TERMINATED) | STATE_BIT(SB_FAILED);
+	pthread_mutex_lock(&ops.lock);
+	int rc = registry_sandbox_get(ops.reg, id, &sb);
+	if (rc < 0)
+		rc = err_set(e, ENOENT, "sandbox %s does not exist", id);
+	else if (!(removable & STATE_BIT(sb.state)))
+		rc = err_set(e, EBUSY, "cannot remove sandbox %s: it is %s (terminate it first)",
+			     id, sandbox_state_name(sb.state));
+	else
+		rc = registry_sandbox_delete(ops.reg, id);
+	pthread_mutex_unlock(&ops.lock);
+	if (rc < 0)
+		return rc;
+	/* A failed sandbox may still have a stopped container in the runsc root. */
+	runsc_delete(&ops.runsc, sb.runtime_id, NULL);
+	if (sandbox_path(id, NULL, dir, sizeof(dir)) >= 0)
+		rm_rf(dir);
+	announce(OPS_OBJ_SANDBOX, id, "removed", NULL);
+	return 0;
+}
+
+/* --- exec ------------------------------------------------------------------ */
+
+/* Read what the command wrote (at most EXEC_OUTPUT_MAX bytes) and add "exit N". */
+static int exec_result(int fd, int exit_code, struct strbuf *out)
+{
+	struct stat st;
+	char buf[65536];
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	off_t off = 0;
+	while (off < st.st_size && out->len < EXEC_OUTPUT_MAX) {
+		size_t want = sizeof(buf);
+		if (want > EXEC_OUTPUT_MAX - out->len)
+			want = EXEC_OUTPUT_MAX - out->len;
+		ssize_t n = pread(fd, buf, want, off);
+		if (n <= 0)
+			break;
+		strbuf_add(out, buf, (size_t)n);
+		off += n;
+	}
+	if (st.st_size > (off_t)EXEC_OUTPUT_MAX)
+		strbuf_addf(out, "\n[snapfs: output cut at %u bytes of %lld]\n", EXEC_OUTPUT_MAX,
+			    (long long)st.st_size);
+	else if (out->len && out->buf[out->len - 1] != '\n')
+		strbuf_adds(out, "\n");
+	return strbuf_addf(out, "exit %d\n", exit_code);
+}
+
+static void exec_job(void *arg)
+{
+	struct sandbox_job *job = arg;
+	struct err e = {0};
+	struct sandbox sb;
+	char path[PATH_MAX];
+	_cleanup_strbuf_ struct strbuf out = STRBUF_INIT;
+	int exit_code = -1;
+	int rc = registry_sandbox_get(ops.reg, job->id, &sb);
+	if (rc == 0)
+		rc = xsnprintf(path, sizeof(path), "%s/exec-XXXXXX", ops.exec_dir);
+	_cleanup_close_ int fd = rc >= 0 ? mkostemp(path, O_CLOEXEC) : -1;
+	if (fd >= 0) {
+		unlink(path);
+		rc = runsc_exec(&ops.runsc, sb.runtime_id, job->cmdline, fd, &exit_code, &e);
+	} else if (rc >= 0) {
+		rc = err_set(&e, errno, "cannot create the output file of exec: %s", strerror(errno));
+	}
+	if (rc >= 0)
+		rc = exec_result(fd, exit_code, &out);
+	if (rc < 0) {
+		if (!e.code)
+			err_set(&e, EIO, "exec in sandbox %s failed: %s", job->id, strerror(-rc));
+		report_job_failure(OPS_OBJ_SANDBOX, job->id, "exec", &e);
+		complete(job->done, job->ctx, -e.code, e.msg, strlen(e.msg));
+	} else {
+		complete(job->done, job->ctx, 0, out.buf, out.len);
+	}
+	free(job);
+}
+
+int ops_sandbox_exec(const char *id, const char *cmdline, ops_done_fn done, void *ctx,
+		     struct err *e)
+{
+	struct sandbox sb;
+	int rc = registry_sandbox_get(ops.reg, id, &sb);
+	if (rc < 0)
+		return err_set(e, ENOENT, "sandbox %s does not exist", id);
+	if (sb.state != SB_RUNNING)
+		return err_set(e, EBUSY, "cannot exec in sandbox %s: it is %s, not running", id,
+			       sandbox_state_name(sb.state));
+	if (!*cmdline)
+		return err_set(e, EINVAL, "exec needs a command line");
+	struct sandbox_job *job = sandbox_job_new(id, done, ctx);
+	if (!job)
+		return -ENOMEM;
+	if (xsnprintf(job->cmdline, sizeof(job->cmdline), "%s", cmdline) < 0) {
+		free(job);
+		return err_set(e, EFBIG, "exec command line is too long");
+	}
+	rc = jobs_submit(JOB_EXEC, exec_job, job);
+	if (rc < 0) {
+		free(job);
+		return err_set(e, -rc, "cannot queue the exec: %s", strerror(-rc));
+	}
+	return 0;
+}
+
+/* --- wait ------------------------------------------------------------------ */
+
+int ops_sandbox_wait(const char *id, ops_done_fn done, void *ctx, struct err *e)
+{
+	struct sandbox sb;
+	/* Register first, then look: a change in between still wakes us. */
+	waiters_add(OPS_OBJ_SANDBOX, id, done, ctx);
+	int rc = registry_sandbox_get(ops.reg, id, &sb);
+	if (rc < 0) {
+		waiters_fail(OPS_OBJ_SANDBOX, id);
+		return 0;
+	}
+	waiters_wake(OPS_OBJ_SANDBOX, id, sandbox_state_name(sb.state),
+		     !sandbox_state_transitional(sb.state));
+	(void)e;
+	return 0;
+}
+
+/* --- start-up reconciliation --------------------------------------------- */
+
+/* What a sandbox the registry left in @sb->state became while snapfs was down. */
+static void reconcile_one(struct sandbox *sb)
+{
+	char status[32] = "";
+	pid_t pid = 0;
+	int rc = runsc_state(&ops.runsc, sb->runtime_id, status, sizeof(status), &pid, NULL);
+	bool alive = rc == 0 && !strcmp(status, "running");
+	enum sandbox_state was = sb->state;
+	if (was == SB_SUSPENDED || was == SB_CREATED || was == SB_TERMINATED || was == SB_FAILED)
+		return;
+	if (alive && was != SB_TERMINATING) {
+		sb->state = SB_RUNNING;
+		sb->pid = pid;
+	} else if (was == SB_TERMINATING) {
+		sb->state = SB_TERMINATED;
+	} else {
+		sb->state = SB_FAILED;
+		snprintf(sb->message, sizeof(sb->message),
+			 "sandbox %s was %s and its container is %s after a daemon restart",
+			 sb->id, sandbox_state_name(was), rc == 0 ? status : "gone");
+	}
+	if (sb->state != was || sb->pid != pid)
+		registry_sandbox_update(ops.reg, sb);
+}
+
+static int reconcile_cb(const struct sandbox *sb, void *arg)
+{
+	struct sandbox copy = *sb;
+	(void)arg;
+	reconcile_one(&copy);
+	return 0;
+}
+
+void reconcile_sandboxes(void)
+{
+	registry_sandbox_each(ops.reg, reconcile_cb, NULL);
+}

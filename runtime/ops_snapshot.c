@@ -1,0 +1,660 @@
+/*
+ * ops_snapshot.c - snapshot, suspend, resume, fork and delete.
+ *
+ * A snapshot or suspend runs in two jobs:
+ *   1. JOB_CHECKPOINT: `runsc checkpoint` into <state>/spool/<snap>. This is
+ *      the only time the sandbox pauses (pause_ms). A snapshot leaves the
+ *      sandbox running; a suspend stops it and deletes its container.
+ *   2. JOB_STORE: store the spool into the store, manifest last; then the
+ *      snapshot is `completed` and the spool becomes the snapshot's local
+ *      cache (<state>/cache/<snap>), which forks and resume reuse.
+ * A fork or resume (JOB_LIFECYCLE) materializes the snapshot into the cache
+ * when it is not there (verified against the manifest), writes a bundle and
+ * runs `runsc restore --detach`.
+ */
+#include "runtime/ops_internal.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backend/store.h"
+#include "lib/strbuf.h"
+#include "runtime/host.h"
+#include "runtime/images.h"
+#include "runtime/jobs.h"
+
+/* Room the spool needs beyond the sandbox's resident memory. */
+#define SPOOL_MARGIN_BYTES (64ll << 20)
+
+struct snap_job {
+	char snap_id[ID_MAX];
+	char sandbox_id[ID_MAX];
+	enum snapshot_kind kind;
+	ops_done_fn done;
+	void *ctx;
+};
+
+static struct snap_job *snap_job_new(const char *snap_id, const char *sandbox_id,
+				     enum snapshot_kind kind, ops_done_fn done, void *ctx)
+{
+	struct snap_job *job = calloc(1, sizeof(*job));
+	if (!job)
+		return NULL;
+	snprintf(job->snap_id, sizeof(job->snap_id), "%s", snap_id);
+	snprintf(job->sandbox_id, sizeof(job->sandbox_id), "%s", sandbox_id);
+	job->kind = kind;
+	job->done = done;
+	job->ctx = ctx;
+	return job;
+}
+
+/* Mark @snap failed with @e's message, report it, and tell the waiting writer. */
+static void snapshot_fail(struct snapshot *snap, struct snap_job *job, const struct err *e)
+{
+	snap->state = SNAP_FAILED;
+	snap->completed_at = now_ms();
+	snprintf(snap->message, sizeof(snap->message), "%s", e->msg);
+	snapshot_save(snap);
+	progress_clear(snap->id);
+	report_job_failure(OPS_OBJ_SNAPSHOT, snap->id, "status", e);
+	complete(job->done, job->ctx, -(e->code ? e->code : EIO), NULL, 0);
+}
+
+/* --- checkpoint ------------------------------------------------------------ */
+
+/* Resident memory of the sandbox process: what its checkpoint will need at most. */
+static int64_t sandbox_memory_bytes(pid_t pid)
+{
+	char path[64];
+	long pages = 0, resident = 0;
+	snprintf(path, sizeof(path), "/proc/%d/statm", (int)pid);
+	_cleanup_fclose_ FILE *f = pid > 0 ? fopen(path, "re") : NULL;
+	if (!f || fscanf(f, "%ld %ld", &pages, &resident) != 2)
+		return 0;
+	return (int64_t)resident * sysconf(_SC_PAGESIZE);
+}
+
+/* After a checkpoint failed: runsc kills the sandbox, so record what is left. */
+static void sandbox_after_failed_checkpoint(const char *id, const char *runtime_id,
+					    const struct err *e)
+{
+	char status[32] = "";
+	pid_t pid = 0;
+	int rc = runsc_state(&ops.runsc, runtime_id, status, sizeof(status), &pid, NULL);
+	struct sb_patch p = SB_PATCH(SB_FAILED);
+	if (rc == 0 && !strcmp(status, "running"))
+		p.state = SB_RUNNING;
+	p.message = e->msg;
+	sandbox_apply(id, p);
+}
+
+static void store_job(void *arg);
+
+static void checkpoint_job(void *arg)
+{
+	struct snap_job *job = arg;
+	struct snapshot snap;
+	struct sandbox sb;
+	struct err e = {0};
+	char spool[PATH_MAX];
+	bool leave_running = job->kind == SNAP_KIND_SNAPSHOT;
+	if (registry_snapshot_get(ops.reg, job->snap_id, &snap) < 0 ||
+	    registry_sandbox_get(ops.reg, job->sandbox_id, &sb) < 0) {
+		complete(job->done, job->ctx, -ENOENT, NULL, 0);
+		free(job);
+		return;
+	}
+	snap.state = SNAP_IN_PROGRESS;
+	snapshot_save(&snap);
+	spool_path(snap.id, spool, sizeof(spool));
+	rm_rf(spool);
+	int64_t t0 = mono_ms();
+	int rc = runsc_checkpoint(&ops.runsc, sb.runtime_id, spool, leave_running, &e);
+	snap.pause_ms = mono_ms() - t0;
+	if (rc < 0) {
+		rm_rf(spool);
+		sandbox_after_failed_checkpoint(sb.id, sb.runtime_id, &e);
+		snapshot_fail(&snap, job, &e);
+		free(job);
+		return;
+	}
+	if (leave_running) {
+		sandbox_apply(sb.id, SB_PATCH(SB_RUNNING));
+	} else {
+		/* The container stopped with the checkpoint: release it. */
+		runsc_delete(&ops.runsc, sb.runtime_id, NULL);
+		struct sb_patch p = SB_PATCH(SB_SUSPENDING);
+		p.pid = 0;
+		sandbox_apply(sb.id, p);
+	}
+	snapshot_save(&snap);
+	rc = jobs_submit(JOB_STORE, store_job, job);
+	if (rc < 0) {
+		err_set(&e, -rc, "cannot queue the storing of snapshot %s", snap.id);
+		snapshot_fail(&snap, job, &e);
+		free(job);
+	}
+}
+
+/* --- store ----------------------------------------------------------------- */
+
+static void store_progress(void *arg, int64_t done, int64_t total)
+{
+	progress_set(arg, done, total);
+}
+
+static cJSON *snapshot_meta(const struct snapshot *snap)
+{
+	cJSON *meta = cJSON_CreateObject();
+	if (!meta)
+		return NULL;
+	cJSON_AddStringToObject(meta, "id", snap->id);
+	cJSON_AddStringToObject(meta, "name", snap->name);
+	cJSON_AddStringToObject(meta, "kind", snapshot_kind_name(snap->kind));
+	cJSON_AddStringToObject(meta, "sandbox_id", snap->sandbox_id);
+	cJSON_AddNumberToObject(meta, "created_at_ms", (double)snap->created_at);
+	cJSON_AddNumberToObject(meta, "pause_ms", (double)snap->pause_ms);
+	cJSON_AddStringToObject(meta, "image", snap->image);
+	cJSON_AddStringToObject(meta, "image_digest", snap->image_digest);
+	cJSON_AddStringToObject(meta, "entrypoint", snap->entrypoint);
+	cJSON_AddStringToObject(meta, "runsc_version", ops.runsc.version);
+	cJSON_AddBoolToObject(meta, "gpu", snap->gpu);
+	cJSON *host = cJSON_Parse(snap->host_json);
+	if (host)
+		cJSON_AddItemToObject(meta, "host", host);
+	return meta;
+}
+
+/* The stored snapshot's spool becomes its local cache; forks and resume reuse it. */
+static void keep_spool_as_cache(const char *snap_id)
+{
+	char spool[PATH_MAX], cache[PATH_MAX];
+	spool_path(snap_id, spool, sizeof(spool));
+	cache_path(snap_id, cache, sizeof(cache));
+	rm_rf(cache);
+	if (rename(spool, cache) < 0)
+		rm_rf(spool);
+}
+
+static void finish_suspend(const struct snap_job *job, bool stored, const struct err *e)
+{
+	struct sb_patch p = SB_PATCH(stored ? SB_SUSPENDED : SB_FAILED);
+	if (stored)
+		p.restore_snapshot = job->snap_id;
+	else
+		p.message = e->msg;
+	sandbox_apply(job->sandbox_id, p);
+}
+
+static void store_job(void *arg)
+{
+	struct snap_job *job = arg;
+	struct snapshot snap;
+	struct store_put_result res = {0};
+	struct err e = {0};
+	char spool[PATH_MAX];
+	int rc = registry_snapshot_get(ops.reg, job->snap_id, &snap);
+	cJSON *meta = rc == 0 ? snapshot_meta(&snap) : NULL;
+	spool_path(job->snap_id, spool, sizeof(spool));
+	if (rc == 0 && !meta)
+		rc = err_set(&e, ENOMEM, "cannot build the manifest of snapshot %s", job->snap_id);
+	if (rc == 0)
+		rc = store_put_snapshot(ops.store, snap.id, spool, meta, store_progress, snap.id,
+					&res, &e);
+	cJSON_Delete(meta);
+	if (rc < 0) {
+		if (!e.code)
+			err_set(&e, EIO, "cannot store snapshot %s: %s", job->snap_id, strerror(-rc));
+		rm_rf(spool);
+		if (job->kind == SNAP_KIND_SUSPEND)
+			finish_suspend(job, false, &e);
+		snapshot_fail(&snap, job, &e);
+		free(job);
+		return;
+	}
+	keep_spool_as_cache(snap.id);
+	snap.state = SNAP_COMPLETED;
+	snap.completed_at = now_ms();
+	snap.size_bytes = res.size_bytes;
+	snap.stored_bytes = res.stored_bytes;
+	progress_clear(snap.id);
+	snapshot_save(&snap);
+	if (job->kind == SNAP_KIND_SUSPEND)
+		finish_suspend(job, true, NULL);
+	complete(job->done, job->ctx, 0, NULL, 0);
+	free(job);
+}
+
+/* --- snapshot and suspend ------------------------------------------------ */
+
+static int check_label(const char *label, struct err *e)
+{
+	size_t n = strlen(label);
+	if (n >= LABEL_MAX)
+		return err_set(e, EINVAL, "snapshot name is longer than %d bytes", LABEL_MAX - 1);
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)label[i] < 0x21 || label[i] == 0x7f)
+			return err_set(e, EINVAL, "snapshot name may not hold spaces or controls");
+	return 0;
+}
+
+static int check_spool_room(const struct sandbox *sb, struct err *e)
+{
+	int64_t need = sandbox_memory_bytes(sb->pid) + SPOOL_MARGIN_BYTES;
+	int64_t have = free_bytes(ops.spool_dir);
+	if (have >= 0 && have < need)
+		return err_set(e, ENOSPC,
+			       "cannot checkpoint sandbox %s: the spool %s has %lld MiB free, it "
+			       "needs %lld MiB",
+			       sb->id, ops.spool_dir, (long long)(have >> 20), (long long)(need >> 20));
+	return 0;
+}
+
+static int insert_snapshot(const struct sandbox *sb, enum snapshot_kind kind, const char *label,
+			   char id_out[ID_MAX], struct err *e)
+{
+	struct snapshot snap = {0};
+	_cleanup_strbuf_ struct strbuf host = STRBUF_INIT;
+	int rc = new_object_id("snap-", snap.id);
+	if (rc == 0)
+		rc = host_profile_json(ops.runsc.version, &host);
+	if (rc < 0)
+		return err_set(e, -rc, "cannot prepare snapshot of %s: %s", sb->id, strerror(-rc));
+	snprintf(snap.name, sizeof(snap.name), "%s", label ? label : "");
+	snap.kind = kind;
+	snprintf(snap.sandbox_id, sizeof(snap.sandbox_id), "%s", sb->id);
+	snap.created_at = now_ms();
+	snap.state = SNAP_PENDING;
+	memcpy(snap.image, sb->image, sizeof(snap.image));
+	memcpy(snap.image_digest, sb->image_digest, sizeof(snap.image_digest));
+	memcpy(snap.entrypoint, sb->entrypoint, sizeof(snap.entrypoint));
+	snprintf(snap.host_json, sizeof(snap.host_json), "%s", strbuf_str(&host));
+	snap.gpu = sb->gpu;
+	pthread_mutex_lock(&ops.lock);
+	rc = registry_snapshot_insert(ops.reg, &snap);
+	pthread_mutex_unlock(&ops.lock);
+	if (rc < 0)
+		return err_set(e, EIO, "cannot record a snapshot of %s: %s", sb->id, strerror(-rc));
+	memcpy(id_out, snap.id, ID_MAX);
+	announce(OPS_OBJ_SNAPSHOT, snap.id, "pending", NULL);
+	notify(OPS_OBJ_LIST, snap.id);
+	return 0;
+}
+
+/* The common start of snapshot and suspend: checks, transition, record, queue. */
+static int begin_checkpoint(const char *id, enum snapshot_kind kind, const char *label,
+			    char snap_id[ID_MAX], ops_done_fn done, void *ctx, struct err *e)
+{
+	const char *verb = kind == SNAP_KIND_SNAPSHOT ? "snapshot" : "suspend";
+	enum sandbox_state during = kind == SNAP_KIND_SNAPSHOT ? SB_SNAPSHOTTING : SB_SUSPENDING;
+	struct sandbox sb;
+	int rc = sandbox_begin(id, STATE_BIT(SB_RUNNING), during, verb, &sb, e);
+	if (rc < 0)
+		return rc;
+	rc = check_spool_room(&sb, e);
+	if (rc == 0)
+		rc = insert_snapshot(&sb, kind, label, snap_id, e);
+	struct snap_job *job = rc == 0 ? snap_job_new(snap_id, id, kind, done, ctx) : NULL;
+	if (rc == 0 && !job)
+		rc = err_set(e, ENOMEM, "out of memory");
+	if (rc == 0)
+		rc = jobs_submit(JOB_CHECKPOINT, checkpoint_job, job);
+	if (rc < 0) {
+		free(job);
+		sandbox_apply(id, SB_PATCH(SB_RUNNING));
+		if (!e->code)
+			err_set(e, -rc, "cannot %s sandbox %s: %s", verb, id, strerror(-rc));
+	}
+	return rc;
+}
+
+int ops_sandbox_snapshot(const char *id, const char *label, char snap_id_out[ID_MAX],
+			 ops_done_fn done, void *ctx, struct err *e)
+{
+	int rc = label ? check_label(label, e) : 0;
+	if (rc < 0)
+		return rc;
+	return begin_checkpoint(id, SNAP_KIND_SNAPSHOT, label, snap_id_out, done, ctx, e);
+}
+
+int ops_sandbox_suspend(const char *id, ops_done_fn done, void *ctx, struct err *e)
+{
+	char snap_id[ID_MAX];
+	return begin_checkpoint(id, SNAP_KIND_SUSPEND, NULL, snap_id, done, ctx, e);
+}
+
+/* --- restore: fork and resume -------------------------------------------- */
+
+/* Make sure cache/<snap> holds the verified checkpoint image. */
+static int materialize(const char *snap_id, char *dir, size_t len, struct err *e)
+{
+	char tmp[PATH_MAX + 32], hex[9];
+	int rc = cache_path(snap_id, dir, len);
+	if (rc < 0)
+		return err_set(e, ENAMETOOLONG, "cache path of %s is too long", snap_id);
+	if (access(dir, F_OK) == 0)
+		return 0;
+	random_hex(hex, 8);
+	snprintf(tmp, sizeof(tmp), "%s.tmp-%s", dir, hex);
+	rc = store_get_snapshot(ops.store, snap_id, tmp, e);
+	if (rc < 0) {
+		rm_rf(tmp);
+		return rc;
+	}
+	/* Another fork may have won the race: then use its copy. */
+	if (rename(tmp, dir) < 0)
+		rm_rf(tmp);
+	return 0;
+}
+
+struct restore_job {
+	char sandbox_id[ID_MAX];
+	char snap_id[ID_MAX];
+	bool resume; /* false: a fork into a new sandbox */
+	ops_done_fn done;
+	void *ctx;
+};
+
+static int restore_container(const struct restore_job *job, const char *runtime_id,
+			     char digest[DIGEST_MAX], struct err *e)
+{
+	char image_dir[PATH_MAX], bundle[PATH_MAX], log[PATH_MAX];
+	struct snapshot snap;
+	if (registry_snapshot_get(ops.reg, job->snap_id, &snap) < 0)
+		return err_set(e, ENOENT, "snapshot %s no longer exists", job->snap_id);
+	int rc = materialize(snap.id, image_dir, sizeof(image_dir), e);
+	if (rc < 0)
+		return rc;
+	const char *entry = snap.entrypoint[0] ? snap.entrypoint : OPS_DEFAULT_ENTRYPOINT;
+	rc = prepare_bundle(job->sandbox_id, snap.image, entry, "", digest, e);
+	if (rc < 0)
+		return rc;
+	sandbox_path(job->sandbox_id, "bundle", bundle, sizeof(bundle));
+	sandbox_path(job->sandbox_id, "console.log", log, sizeof(log));
+	rc = runsc_restore(&ops.runsc, runtime_id, bundle, image_dir, log, e);
+	if (rc < 0)
+		runsc_delete(&ops.runsc, runtime_id, NULL);
+	return rc;
+}
+
+static void restore_job_run(void *arg)
+{
+	struct restore_job *job = arg;
+	struct err e = {0};
+	char runtime_id[RUNTIME_ID_MAX], digest[DIGEST_MAX] = "", status[32];
+	pid_t pid = 0;
+	/* A resumed sandbox gets a fresh container id: the old one may linger in runsc's root. */
+	int rc = runsc_new_container_id(runtime_id);
+	if (rc == 0)
+		rc = restore_container(job, runtime_id, digest, &e);
+	if (rc == 0)
+		runsc_state(&ops.runsc, runtime_id, status, sizeof(status), &pid, NULL);
+	struct sb_patch p = SB_PATCH(SB_RUNNING);
+	if (rc < 0) {
+		if (!e.code)
+			err_set(&e, -rc, "cannot restore snapshot %s: %s", job->snap_id, strerror(-rc));
+		/* A failed resume leaves the sandbox suspended, so it can be tried again. */
+		p.state = job->resume ? SB_SUSPENDED : SB_FAILED;
+		p.message = e.msg;
+		report_job_failure(OPS_OBJ_SANDBOX, job->sandbox_id, job->resume ? "resume" : "start",
+				   &e);
+	} else {
+		p.runtime_id = runtime_id;
+		p.image_digest = digest;
+		p.pid = pid;
+		if (job->resume)
+			p.restore_snapshot = "";
+	}
+	sandbox_apply(job->sandbox_id, p);
+	complete(job->done, job->ctx, rc < 0 ? -e.code : 0, NULL, 0);
+	free(job);
+}
+
+static int submit_restore(const char *sandbox_id, const char *snap_id, bool resume,
+			  ops_done_fn done, void *ctx, struct err *e)
+{
+	struct restore_job *job = calloc(1, sizeof(*job));
+	if (!job)
+		return err_set(e, ENOMEM, "out of memory");
+	snprintf(job->sandbox_id, sizeof(job->sandbox_id), "%s", sandbox_id);
+	snprintf(job->snap_id, sizeof(job->snap_id), "%s", snap_id);
+	job->resume = resume;
+	job->done = done;
+	job->ctx = ctx;
+	int rc = jobs_submit(JOB_LIFECYCLE, restore_job_run, job);
+	if (rc < 0) {
+		free(job);
+		sandbox_apply(sandbox_id, SB_PATCH(resume ? SB_SUSPENDED : SB_FAILED));
+		return err_set(e, -rc, "cannot queue the restore: %s", strerror(-rc));
+	}
+	return 0;
+}
+
+int ops_sandbox_resume(const char *id, ops_done_fn done, void *ctx, struct err *e)
+{
+	struct sandbox sb;
+	int rc = sandbox_begin(id, STATE_BIT(SB_SUSPENDED), SB_RESUMING, "resume", &sb, e);
+	if (rc < 0)
+		return rc;
+	return submit_restore(id, sb.restore_snapshot, true, done, ctx, e);
+}
+
+/* Can @snap be restored here? Appends one line per reason it cannot; returns their count. */
+static int restore_blockers(const struct snapshot *snap, struct strbuf *why)
+{
+	char digest[DIGEST_MAX];
+	struct err e = {0};
+	int n = 0;
+	if (snap->state != SNAP_COMPLETED) {
+		strbuf_addf(why, "snapshot %s is %s, not completed\n", snap->id,
+			    snapshot_state_name(snap->state));
+		n++;
+	}
+	if (images_exists(ops.images, snap->image) < 0) {
+		strbuf_addf(why, "image %s does not exist on this host\n", snap->image);
+		n++;
+	} else if (images_digest(ops.images, snap->image, digest, &e) == 0 &&
+		   strcmp(digest, snap->image_digest) != 0) {
+		strbuf_addf(why, "image %s changed: snapshot has %s, host has %s\n", snap->image,
+			    snap->image_digest, digest);
+		n++;
+	}
+	int diffs = host_compare(snap->host_json, ops.runsc.version, why);
+	return n + (diffs > 0 ? diffs : 0);
+}
+
+static int check_forkable(const char *snap_id, struct snapshot *snap, struct err *e)
+{
+	_cleanup_strbuf_ struct strbuf why = STRBUF_INIT;
+	if (registry_snapshot_get(ops.reg, snap_id, snap) < 0)
+		return err_set(e, ENOENT, "snapshot %s does not exist", snap_id);
+	if (snap->state == SNAP_FAILED)
+		return err_set(e, EINVAL, "cannot fork snapshot %s: it failed (%s)", snap_id,
+			       snap->message);
+	if (snap->state != SNAP_COMPLETED)
+		return err_set(e, EBUSY, "cannot fork snapshot %s: it is still %s", snap_id,
+			       snapshot_state_name(snap->state));
+	if (restore_blockers(snap, &why) > 0) {
+		rstrip(why.buf);
+		for (char *nl = strchr(why.buf, '\n'); nl; nl = strchr(nl, '\n'))
+			*nl = ';';
+		return err_set(e, EINVAL, "cannot fork snapshot %s on this host: %s", snap_id,
+			       why.buf);
+	}
+	return 0;
+}
+
+int ops_snapshot_fork(const char *snap_id, char id_out[ID_MAX], ops_done_fn done, void *ctx,
+		      struct err *e)
+{
+	struct snapshot snap;
+	struct sandbox sb = {0};
+	int rc = check_forkable(snap_id, &snap, e);
+	if (rc < 0)
+		return rc;
+	rc = new_object_id("sbx-", sb.id);
+	if (rc == 0)
+		rc = runsc_new_container_id(sb.runtime_id);
+	if (rc < 0)
+		return err_set(e, -rc, "cannot make a sandbox id: %s", strerror(-rc));
+	memcpy(sb.image, snap.image, sizeof(sb.image));
+	memcpy(sb.entrypoint, snap.entrypoint, sizeof(sb.entrypoint));
+	memcpy(sb.parent_snapshot, snap.id, sizeof(sb.parent_snapshot));
+	sb.gpu = snap.gpu;
+	sb.state = SB_STARTING;
+	sb.created_at = now_ms();
+	pthread_mutex_lock(&ops.lock);
+	rc = registry_sandbox_insert(ops.reg, &sb);
+	pthread_mutex_unlock(&ops.lock);
+	if (rc < 0)
+		return err_set(e, EIO, "cannot record the fork of %s: %s", snap_id, strerror(-rc));
+	memcpy(id_out, sb.id, ID_MAX);
+	announce(OPS_OBJ_SANDBOX, sb.id, "starting", NULL);
+	notify(OPS_OBJ_LIST, sb.id);
+	notify(OPS_OBJ_SNAPSHOT, snap_id);
+	return submit_restore(sb.id, snap_id, false, done, ctx, e);
+}
+
+/* --- delete ---------------------------------------------------------------- */
+
+struct delete_job {
+	char snap_id[ID_MAX];
+	ops_done_fn done;
+	void *ctx;
+};
+
+static void delete_job_run(void *arg)
+{
+	struct delete_job *job = arg;
+	struct err e = {0};
+	char cache[PATH_MAX];
+	int rc = store_delete_snapshot(ops.store, job->snap_id, &e);
+	if (rc == 0) {
+		if (cache_path(job->snap_id, cache, sizeof(cache)) >= 0)
+			rm_rf(cache);
+		pthread_mutex_lock(&ops.lock);
+		rc = registry_snapshot_delete(ops.reg, job->snap_id);
+		pthread_mutex_unlock(&ops.lock);
+		if (rc == -ENOENT)
+			rc = 0;
+	}
+	if (rc < 0) {
+		if (!e.code)
+			err_set(&e, -rc, "cannot delete snapshot %s: %s", job->snap_id, strerror(-rc));
+		report_job_failure(OPS_OBJ_SNAPSHOT, job->snap_id, "delete", &e);
+	} else {
+		announce(OPS_OBJ_SNAPSHOT, job->snap_id, "deleted", NULL);
+	}
+	complete(job->done, job->ctx, rc < 0 ? -e.code : 0, NULL, 0);
+	free(job);
+}
+
+int ops_snapshot_delete(const char *snap_id, ops_done_fn done, void *ctx, struct err *e)
+{
+	struct snapshot snap;
+	bool pinned = false;
+	pthread_mutex_lock(&ops.lock);
+	int rc = registry_snapshot_get(ops.reg, snap_id, &snap);
+	if (rc == 0)
+		rc = registry_snapshot_pinned(ops.reg, snap_id, &pinned);
+	pthread_mutex_unlock(&ops.lock);
+	if (rc == -ENOENT)
+		return err_set(e, ENOENT, "snapshot %s does not exist", snap_id);
+	if (rc < 0)
+		return err_set(e, EIO, "cannot read snapshot %s from the registry", snap_id);
+	if (snap.state == SNAP_PENDING || snap.state == SNAP_IN_PROGRESS)
+		return err_set(e, EBUSY, "cannot delete snapshot %s: it is still %s", snap_id,
+			       snapshot_state_name(snap.state));
+	if (pinned)
+		return err_set(e, EBUSY,
+			       "cannot delete snapshot %s: suspended sandbox %s needs it to resume",
+			       snap_id, snap.sandbox_id);
+	struct delete_job *job = calloc(1, sizeof(*job));
+	if (!job)
+		return err_set(e, ENOMEM, "out of memory");
+	snprintf(job->snap_id, sizeof(job->snap_id), "%s", snap_id);
+	job->done = done;
+	job->ctx = ctx;
+	rc = jobs_submit(JOB_LIFECYCLE, delete_job_run, job);
+	if (rc < 0) {
+		free(job);
+		return err_set(e, -rc, "cannot queue the delete: %s", strerror(-rc));
+	}
+	return 0;
+}
+
+/* --- wait, progress, restorable -------------------------------------------- */
+
+int ops_snapshot_wait(const char *snap_id, ops_done_fn done, void *ctx, struct err *e)
+{
+	struct snapshot snap;
+	(void)e;
+	waiters_add(OPS_OBJ_SNAPSHOT, snap_id, done, ctx);
+	if (registry_snapshot_get(ops.reg, snap_id, &snap) < 0) {
+		waiters_fail(OPS_OBJ_SNAPSHOT, snap_id);
+		return 0;
+	}
+	bool settled = snap.state == SNAP_COMPLETED || snap.state == SNAP_FAILED;
+	waiters_wake(OPS_OBJ_SNAPSHOT, snap_id, snapshot_state_name(snap.state), settled);
+	return 0;
+}
+
+int ops_snapshot_progress(const char *snap_id, int64_t *done, int64_t *total)
+{
+	struct snapshot snap;
+	if (progress_get(snap_id, done, total))
+		return 0;
+	int rc = registry_snapshot_get(ops.reg, snap_id, &snap);
+	if (rc < 0)
+		return rc;
+	*done = snap.state == SNAP_COMPLETED ? snap.size_bytes : 0;
+	*total = snap.size_bytes;
+	return 0;
+}
+
+int ops_snapshot_restorable(const char *snap_id, struct strbuf *out)
+{
+	struct snapshot snap;
+	int rc = registry_snapshot_get(ops.reg, snap_id, &snap);
+	if (rc < 0)
+		return rc;
+	if (restore_blockers(&snap, out) == 0)
+		return strbuf_adds(out, "yes\n");
+	return 0;
+}
+
+/* --- start-up reconciliation --------------------------------------------- */
+
+static int reconcile_snapshot_cb(const struct snapshot *s, void *arg)
+{
+	_cleanup_free_ char *manifest = NULL;
+	(void)arg;
+	if (s->state != SNAP_PENDING && s->state != SNAP_IN_PROGRESS)
+		return 0;
+	struct snapshot snap = *s;
+	/* The manifest is written last: if it is there, the snapshot is whole. */
+	if (store_get_manifest(ops.store, snap.id, &manifest, NULL) == 0) {
+		snap.state = SNAP_COMPLETED;
+	} else {
+		snap.state = SNAP_FAILED;
+		snprintf(snap.message, sizeof(snap.message),
+			 "snapshot %s was interrupted: snapfs stopped while it was %s", snap.id,
+			 snapshot_state_name(s->state));
+	}
+	snap.completed_at = now_ms();
+	registry_snapshot_update(ops.reg, &snap);
+	return 0;
+}
+
+void reconcile_snapshots(void)
+{
+	struct err e = {0};
+	registry_snapshot_each(ops.reg, reconcile_snapshot_cb, NULL);
+	/* Nothing is being stored yet, so data without a manifest is garbage. */
+	int n = store_collect(ops.store, NULL, 0, &e);
+	if (n > 0)
+		info("removed %d objects left by interrupted snapshots", n);
+}

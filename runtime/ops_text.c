@@ -1,0 +1,75 @@
+/*
+ * ops_text.c - the generated text of the `version` and `metrics` files.
+ */
+#include "runtime/ops_internal.h"
+
+#include "backend/store.h"
+#include "runtime/jobs.h"
+
+int ops_version_text(struct strbuf *out)
+{
+	strbuf_addf(out, "snapfs %s\n", SNAPFS_VERSION);
+	strbuf_addf(out, "runsc %s\n", ops.runsc.version);
+	return strbuf_addf(out, "store %s\n", store_url(ops.store));
+}
+
+struct metric_counts {
+	int64_t sandboxes[SB_FAILED + 1];
+	int64_t snapshots[SNAP_FAILED + 1];
+	int64_t size_bytes, stored_bytes, pause_ms_sum, pause_count;
+};
+
+static int count_sandbox(const struct sandbox *sb, void *arg)
+{
+	struct metric_counts *c = arg;
+	c->sandboxes[sb->state]++;
+	return 0;
+}
+
+static int count_snapshot(const struct snapshot *snap, void *arg)
+{
+	struct metric_counts *c = arg;
+	c->snapshots[snap->state]++;
+	if (snap->state != SNAP_COMPLETED)
+		return 0;
+	c->size_bytes += snap->size_bytes;
+	c->stored_bytes += snap->stored_bytes;
+	c->pause_ms_sum += snap->pause_ms;
+	c->pause_count++;
+	return 0;
+}
+
+static void metric_header(struct strbuf *out, const char *name, const char *type,
+			  const char *help)
+{
+	strbuf_addf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+int ops_metrics_text(struct strbuf *out)
+{
+	struct metric_counts c = {0};
+	registry_sandbox_each(ops.reg, count_sandbox, &c);
+	registry_snapshot_each(ops.reg, count_snapshot, &c);
+	metric_header(out, "snapfs_sandboxes", "gauge", "Sandboxes by state.");
+	for (int s = 0; s <= SB_FAILED; s++)
+		strbuf_addf(out, "snapfs_sandboxes{state=\"%s\"} %lld\n", sandbox_state_name(s),
+			    (long long)c.sandboxes[s]);
+	metric_header(out, "snapfs_snapshots", "gauge", "Snapshots by state.");
+	for (int s = 0; s <= SNAP_FAILED; s++)
+		strbuf_addf(out, "snapfs_snapshots{state=\"%s\"} %lld\n", snapshot_state_name(s),
+			    (long long)c.snapshots[s]);
+	metric_header(out, "snapfs_snapshot_size_bytes", "gauge",
+		      "Plain bytes of all completed snapshots.");
+	strbuf_addf(out, "snapfs_snapshot_size_bytes %lld\n", (long long)c.size_bytes);
+	metric_header(out, "snapfs_store_bytes", "gauge",
+		      "Bytes the completed snapshots added to the store.");
+	strbuf_addf(out, "snapfs_store_bytes %lld\n", (long long)c.stored_bytes);
+	metric_header(out, "snapfs_snapshot_pause_seconds_sum", "gauge",
+		      "Total time sandboxes were paused by completed snapshots.");
+	strbuf_addf(out, "snapfs_snapshot_pause_seconds_sum %.3f\n", (double)c.pause_ms_sum / 1000);
+	metric_header(out, "snapfs_jobs", "gauge", "Jobs queued or running, by queue.");
+	for (int k = 0; k < JOB_KINDS; k++)
+		strbuf_addf(out, "snapfs_jobs{queue=\"%s\"} %u\n", jobs_kind_name(k),
+			    jobs_pending(k));
+	return 0;
+}

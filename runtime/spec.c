@@ -1,0 +1,320 @@
+#include "runtime/ops.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Room for every field at its longest, twice over for JSON escapes. */
+#define SPEC_MAX (2 * (IMAGE_NAME_MAX + ENTRYPOINT_MAX + ENV_MAX))
+#define IMAGE_NAME_LEN 128 /* [A-Za-z0-9][A-Za-z0-9._-]{0,127} */
+#define KEY_SHOWN 64	   /* how much of a bad key an error message quotes */
+
+enum { SEEN_IMAGE = 1, SEEN_ENTRYPOINT = 2, SEEN_GPU = 4 };
+
+struct parse {
+	struct sandbox_spec *out;
+	size_t env_len;
+	unsigned seen; /* SEEN_*: each key but env may appear once */
+	struct err *e;
+};
+
+static bool is_alpha(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+
+static bool is_digit(char c)
+{
+	return c >= '0' && c <= '9';
+}
+
+static bool is_image_name(const char *s)
+{
+	size_t n = strlen(s);
+	if (n == 0 || n > IMAGE_NAME_LEN || !(is_alpha(s[0]) || is_digit(s[0])))
+		return false;
+	for (size_t i = 1; i < n; i++)
+		if (!is_alpha(s[i]) && !is_digit(s[i]) && s[i] != '.' && s[i] != '_' && s[i] != '-')
+			return false;
+	return true;
+}
+
+static bool is_env_key(const char *s, size_t n)
+{
+	if (n == 0 || !(is_alpha(s[0]) || s[0] == '_'))
+		return false;
+	for (size_t i = 1; i < n; i++)
+		if (!is_alpha(s[i]) && !is_digit(s[i]) && s[i] != '_')
+			return false;
+	return true;
+}
+
+static int once(struct parse *p, unsigned flag, const char *key)
+{
+	if (p->seen & flag)
+		return err_set(p->e, EINVAL, "key '%s' appears twice in sandbox spec", key);
+	p->seen |= flag;
+	return 0;
+}
+
+static int set_image(struct parse *p, const char *value)
+{
+	if (!is_image_name(value))
+		return err_set(p->e, EINVAL,
+			       "bad image name '%.*s' in sandbox spec: use letters, digits, '.', "
+			       "'_' and '-', at most %d characters",
+			       IMAGE_NAME_LEN, value, IMAGE_NAME_LEN);
+	int r = once(p, SEEN_IMAGE, "image");
+	if (r < 0)
+		return r;
+	memcpy(p->out->image, value, strlen(value) + 1);
+	return 0;
+}
+
+static int set_entrypoint(struct parse *p, const char *value)
+{
+	size_t n = strlen(value);
+	if (n >= sizeof(p->out->entrypoint))
+		return err_set(p->e, EINVAL, "entrypoint in sandbox spec is longer than %zu bytes",
+			       sizeof(p->out->entrypoint) - 1);
+	/* It is shown and set as one line of the `entrypoint` file. */
+	if (memchr(value, '\n', n))
+		return err_set(p->e, EINVAL, "entrypoint in sandbox spec is more than one line");
+	int r = once(p, SEEN_ENTRYPOINT, "entrypoint");
+	if (r < 0)
+		return r;
+	memcpy(p->out->entrypoint, value, n + 1);
+	return 0;
+}
+
+static int set_gpu(struct parse *p, bool gpu)
+{
+	int r = once(p, SEEN_GPU, "gpu");
+	if (r < 0)
+		return r;
+	p->out->gpu = gpu;
+	return 0;
+}
+
+static int set_gpu_word(struct parse *p, const char *value)
+{
+	if (strcmp(value, "0") != 0 && strcmp(value, "1") != 0)
+		return err_set(p->e, EINVAL, "gpu in sandbox spec must be 0 or 1, not '%.*s'",
+			       KEY_SHOWN, value);
+	return set_gpu(p, value[0] == '1');
+}
+
+/* Is @key (of @n bytes) already set in the "K=V\n" lines of @env? */
+static bool env_has(const char *env, const char *key, size_t n)
+{
+	for (const char *line = env; *line; line = strchr(line, '\n') + 1)
+		if (strncmp(line, key, n) == 0 && line[n] == '=')
+			return true;
+	return false;
+}
+
+/* Append "KEY=VALUE\n"; the key is the first @keylen bytes of @key. */
+static int add_env(struct parse *p, const char *key, size_t keylen, const char *value)
+{
+	if (!is_env_key(key, keylen))
+		return err_set(p->e, EINVAL,
+			       "bad env name '%.*s' in sandbox spec: use letters, digits and '_', "
+			       "not starting with a digit",
+			       (int)(keylen < KEY_SHOWN ? keylen : KEY_SHOWN), key);
+	if (strchr(value, '\n'))
+		return err_set(p->e, EINVAL, "env %.*s in sandbox spec has a newline in its value",
+			       (int)keylen, key);
+	if (env_has(p->out->env, key, keylen))
+		return err_set(p->e, EINVAL, "env %.*s appears twice in sandbox spec", (int)keylen,
+			       key);
+	size_t vlen = strlen(value);
+	char *end = p->out->env + p->env_len;
+	if (p->env_len + keylen + vlen + 2 >= sizeof(p->out->env))
+		return err_set(p->e, EINVAL, "env in sandbox spec is longer than %zu bytes",
+			       sizeof(p->out->env) - 1);
+	memcpy(end, key, keylen);
+	end[keylen] = '=';
+	memcpy(end + keylen + 1, value, vlen);
+	end[keylen + 1 + vlen] = '\n';
+	end[keylen + 2 + vlen] = '\0';
+	p->env_len += keylen + vlen + 2;
+	return 0;
+}
+
+static int add_env_line(struct parse *p, const char *line)
+{
+	const char *eq = strchr(line, '=');
+	if (!eq)
+		return err_set(p->e, EINVAL, "env '%.*s' in sandbox spec is not KEY=VALUE",
+			       KEY_SHOWN, line);
+	return add_env(p, line, (size_t)(eq - line), eq + 1);
+}
+
+static int unknown_key(struct parse *p, const char *key)
+{
+	return err_set(p->e, EINVAL, "unknown key '%.*s' in sandbox spec", KEY_SHOWN, key);
+}
+
+/* One key with a string value, from either format. */
+static int set_field(struct parse *p, const char *key, const char *value)
+{
+	if (strcmp(key, "image") == 0)
+		return set_image(p, value);
+	if (strcmp(key, "entrypoint") == 0)
+		return set_entrypoint(p, value);
+	if (strcmp(key, "env") == 0)
+		return add_env_line(p, value);
+	if (strcmp(key, "gpu") == 0)
+		return set_gpu_word(p, value);
+	return unknown_key(p, key);
+}
+
+/* --- JSON --------------------------------------------------------------------- */
+
+static int json_env(struct parse *p, const cJSON *env)
+{
+	const cJSON *item;
+	if (cJSON_IsObject(env)) {
+		cJSON_ArrayForEach(item, env)
+		{
+			if (!cJSON_IsString(item))
+				return err_set(p->e, EINVAL,
+					       "env %.*s in sandbox spec is not a string",
+					       KEY_SHOWN, item->string);
+			int r = add_env(p, item->string, strlen(item->string), item->valuestring);
+			if (r < 0)
+				return r;
+		}
+		return 0;
+	}
+	if (!cJSON_IsArray(env))
+		return err_set(
+		    p->e, EINVAL,
+		    "env in sandbox spec must be an object or an array of \"K=V\" strings");
+	cJSON_ArrayForEach(item, env)
+	{
+		if (!cJSON_IsString(item))
+			return err_set(p->e, EINVAL,
+				       "env in sandbox spec must be an array of \"K=V\" strings");
+		int r = add_env_line(p, item->valuestring);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+static int json_gpu(struct parse *p, const cJSON *gpu)
+{
+	if (cJSON_IsBool(gpu))
+		return set_gpu(p, cJSON_IsTrue(gpu));
+	if (cJSON_IsString(gpu))
+		return set_gpu_word(p, gpu->valuestring);
+	if (cJSON_IsNumber(gpu) && (gpu->valuedouble == 0 || gpu->valuedouble == 1))
+		return set_gpu(p, gpu->valuedouble == 1);
+	return err_set(p->e, EINVAL, "gpu in sandbox spec must be 0, 1, true or false");
+}
+
+/* @text is NUL-terminated; anything after the object but blanks is an error. */
+static int parse_json(struct parse *p, const char *text)
+{
+	cJSON *root = cJSON_ParseWithOpts(text, NULL, true);
+	int r = 0;
+	if (!root) {
+		r = err_set(p->e, EINVAL, "sandbox spec is not valid JSON");
+		goto out;
+	}
+	if (!cJSON_IsObject(root)) {
+		r = err_set(p->e, EINVAL, "sandbox spec is not a JSON object");
+		goto out;
+	}
+	const cJSON *item;
+	cJSON_ArrayForEach(item, root)
+	{
+		const char *key = item->string;
+		if (strcmp(key, "env") == 0)
+			r = json_env(p, item);
+		else if (strcmp(key, "gpu") == 0)
+			r = json_gpu(p, item);
+		else if (strcmp(key, "image") != 0 && strcmp(key, "entrypoint") != 0)
+			r = unknown_key(p, key);
+		else if (!cJSON_IsString(item))
+			r = err_set(p->e, EINVAL, "%s in sandbox spec is not a string", key);
+		else
+			r = set_field(p, key, item->valuestring);
+		if (r < 0)
+			goto out;
+	}
+out:
+	cJSON_Delete(root);
+	return r;
+}
+
+/* --- key=value lines -------------------------------------------------------- */
+
+static char *trim(char *s)
+{
+	s += strspn(s, " \t");
+	char *end = s + strlen(s);
+	while (end > s && (end[-1] == ' ' || end[-1] == '\t'))
+		*--end = '\0';
+	return s;
+}
+
+/* One line, NUL-terminated and ours to cut up: blank, a # comment, or key=value. */
+static int parse_line(struct parse *p, char *line, int lineno)
+{
+	size_t n = strlen(line);
+	if (n && line[n - 1] == '\r')
+		line[n - 1] = '\0';
+	const char *first = line + strspn(line, " \t");
+	if (*first == '\0' || *first == '#')
+		return 0;
+	char *eq = strchr(line, '=');
+	if (!eq)
+		return err_set(p->e, EINVAL, "line %d of sandbox spec is not key=value", lineno);
+	/* Blanks around the '=' are dropped; the rest of the value is taken as written. */
+	*eq = '\0';
+	const char *value = eq + 1 + strspn(eq + 1, " \t");
+	return set_field(p, trim(line), value);
+}
+
+static int parse_lines(struct parse *p, char *text)
+{
+	int lineno = 1;
+	for (char *line = text; line; lineno++) {
+		char *next = strchr(line, '\n');
+		if (next)
+			*next++ = '\0';
+		int r = parse_line(p, line, lineno);
+		if (r < 0)
+			return r;
+		line = next;
+	}
+	return 0;
+}
+
+int spec_parse(const char *text, size_t len, struct sandbox_spec *out, struct err *e)
+{
+	memset(out, 0, sizeof(*out));
+	struct parse p = {.out = out, .e = e};
+	if (len > SPEC_MAX)
+		return err_set(e, EINVAL, "sandbox spec is longer than %d bytes", SPEC_MAX);
+	if (len && memchr(text, '\0', len))
+		return err_set(e, EINVAL, "sandbox spec contains a NUL byte");
+	_cleanup_free_ char *copy = strndup(text, len);
+	if (!copy)
+		return err_set(e, ENOMEM, "out of memory parsing sandbox spec");
+
+	size_t skip = strspn(copy, " \t\r\n");
+	int r = copy[skip] == '{' ? parse_json(&p, copy) : parse_lines(&p, copy);
+	if (r == 0 && !(p.seen & SEEN_IMAGE))
+		r = err_set(e, EINVAL, "sandbox spec has no image");
+	if (r < 0) {
+		memset(out, 0, sizeof(*out));
+		return r;
+	}
+	if (out->entrypoint[0] == '\0')
+		memcpy(out->entrypoint, OPS_DEFAULT_ENTRYPOINT, sizeof(OPS_DEFAULT_ENTRYPOINT));
+	return 0;
+}

@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# setup.sh [--test] - install what snapfs needs on a Debian bookworm machine (run as root).
+#
+#   scripts/setup.sh           build dependencies, fuse3, busybox-static, runsc 20240729
+#   scripts/setup.sh --test    the same, plus what the test suite uses: awscli, jq,
+#                              node/npm and @20minutes/s3rver (into tests/node_modules)
+#
+# Idempotent: every step is skipped when what it installs is already there, and
+# `apt-get update` runs only when something has to be installed.
+set -euo pipefail
+
+RUNSC_RELEASE=20240729
+BACKPORTS_FILE=/etc/apt/sources.list.d/bookworm-backports.sources
+S3RVER_VERSION=4.0.4
+BUILD_DEPS=(build-essential pkg-config libfuse3-dev fuse3 libsqlite3-dev libcurl4-openssl-dev
+	libzstd-dev libcjson-dev libssl-dev busybox-static)
+
+with_test=0
+case "${1:-}" in
+"") ;;
+--test) with_test=1 ;;
+*)
+	echo "usage: $0 [--test]" >&2
+	exit 2
+	;;
+esac
+
+cd "$(dirname "$0")/.."
+
+say() { printf 'setup: %s\n' "$*"; }
+die() {
+	printf 'setup: %s\n' "$*" >&2
+	exit 1
+}
+
+installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -qx 'install ok installed'; }
+
+apt_updated=0
+apt_install() {
+	if [ "$apt_updated" -eq 0 ]; then
+		apt-get update
+		apt_updated=1
+	fi
+	DEBIAN_FRONTEND=noninteractive apt-get install -y "$@"
+}
+
+# Any enabled apt source (one-line or deb822 format) naming bookworm-backports.
+has_backports() {
+	local f
+	for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources; do
+		[ -f "$f" ] && grep -v '^[[:space:]]*#' "$f" | grep -q 'bookworm-backports' && return 0
+	done
+	return 1
+}
+
+runsc_ok() { command -v runsc >/dev/null 2>&1 && runsc --version 2>/dev/null | grep -q "$RUNSC_RELEASE"; }
+
+[ "$(id -u)" -eq 0 ] || die "run me as root"
+
+if has_backports; then
+	say "bookworm-backports: already configured"
+else
+	say "bookworm-backports: adding $BACKPORTS_FILE"
+	cat >"$BACKPORTS_FILE" <<'EOF'
+Types: deb
+URIs: http://deb.debian.org/debian
+Suites: bookworm-backports
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+EOF
+fi
+
+missing=()
+for pkg in "${BUILD_DEPS[@]}"; do
+	installed "$pkg" || missing+=("$pkg")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+	say "installing ${missing[*]}"
+	apt_install "${missing[@]}"
+else
+	say "build dependencies: already installed"
+fi
+
+# The plain bookworm runsc (20221219) lacks --compression=none and hangs on
+# --leave-running: only the backports release will do.
+if runsc_ok; then
+	say "runsc: $RUNSC_RELEASE already installed"
+else
+	say "installing runsc from bookworm-backports"
+	apt_install -t bookworm-backports runsc
+	runsc_ok || die "runsc --version does not say $RUNSC_RELEASE: $(runsc --version 2>&1 | head -n 1)"
+fi
+
+if [ ! -e /dev/fuse ]; then
+	say "loading the fuse module"
+	modprobe fuse
+fi
+[ -e /dev/fuse ] || die "/dev/fuse is missing and modprobe fuse did not create it"
+
+[ "$with_test" -eq 1 ] || exit 0
+
+test_pkgs=()
+command -v aws >/dev/null 2>&1 || test_pkgs+=(awscli)
+command -v jq >/dev/null 2>&1 || test_pkgs+=(jq)
+# NodeSource's nodejs ships npm itself; ask for Debian's npm only when there is none.
+command -v node >/dev/null 2>&1 || test_pkgs+=(nodejs)
+command -v npm >/dev/null 2>&1 || test_pkgs+=(npm)
+if [ "${#test_pkgs[@]}" -gt 0 ]; then
+	say "installing ${test_pkgs[*]}"
+	apt_install "${test_pkgs[@]}"
+else
+	say "test tools: already installed"
+fi
+
+s3rver_pkg=tests/node_modules/@20minutes/s3rver/package.json
+if [ -f "$s3rver_pkg" ] && grep -q "\"version\": *\"$S3RVER_VERSION\"" "$s3rver_pkg"; then
+	say "s3rver: $S3RVER_VERSION already installed"
+else
+	say "installing @20minutes/s3rver@$S3RVER_VERSION into tests/node_modules"
+	npm install --prefix tests --no-audit --no-fund
+fi

@@ -1,0 +1,426 @@
+#include "backend/registry.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <sqlite3.h>
+#include <string.h>
+
+#include "lib/util.h"
+#include "tests/unit/t.h"
+
+#define THREADS 4
+#define PER_THREAD 50
+
+static void make_sandbox(struct sandbox *sb, const char *id, int64_t created_at)
+{
+	memset(sb, 0, sizeof(*sb));
+	snprintf(sb->id, sizeof(sb->id), "%s", id);
+	snprintf(sb->runtime_id, sizeof(sb->runtime_id), "snapfs-%s", id);
+	snprintf(sb->image, sizeof(sb->image), "alpine");
+	snprintf(sb->image_digest, sizeof(sb->image_digest), "sha256:%064d", 7);
+	snprintf(sb->entrypoint, sizeof(sb->entrypoint), "sleep 1000 && echo 'it''s'");
+	snprintf(sb->env, sizeof(sb->env), "A=1\nB=two words\n");
+	sb->gpu = true;
+	sb->state = SB_RUNNING;
+	snprintf(sb->message, sizeof(sb->message), "no message");
+	sb->created_at = created_at;
+	sb->pid = 4242;
+}
+
+static void make_snapshot(struct snapshot *snap, const char *id, const char *sandbox_id,
+			  enum snapshot_kind kind, int64_t created_at)
+{
+	memset(snap, 0, sizeof(*snap));
+	snprintf(snap->id, sizeof(snap->id), "%s", id);
+	snprintf(snap->name, sizeof(snap->name), "label-%s", id);
+	snap->kind = kind;
+	snprintf(snap->sandbox_id, sizeof(snap->sandbox_id), "%s", sandbox_id);
+	snap->created_at = created_at;
+	snap->completed_at = created_at + 5;
+	snap->state = SNAP_COMPLETED;
+	snprintf(snap->message, sizeof(snap->message), "ok");
+	snap->pause_ms = 12;
+	snap->size_bytes = (int64_t)1 << 40;
+	snap->stored_bytes = 123456789;
+	snprintf(snap->image, sizeof(snap->image), "ubuntu");
+	snprintf(snap->image_digest, sizeof(snap->image_digest), "sha256:abc");
+	snprintf(snap->entrypoint, sizeof(snap->entrypoint), "/bin/true");
+	snprintf(snap->host_json, sizeof(snap->host_json), "{\"cpu\":[\"avx2\"]}");
+	snap->gpu = false;
+}
+
+/* Ids seen by a walk, space-separated. */
+struct ids {
+	char buf[1024];
+	int stop_after; /* stop the walk after this many rows; 0: never */
+	int n;
+};
+
+static int collect(struct ids *ids, const char *id)
+{
+	size_t len = strlen(ids->buf);
+	snprintf(ids->buf + len, sizeof(ids->buf) - len, "%s%s", len ? " " : "", id);
+	ids->n++;
+	return ids->stop_after && ids->n >= ids->stop_after ? 7 : 0;
+}
+
+static int collect_sandbox(const struct sandbox *sb, void *arg)
+{
+	return collect(arg, sb->id);
+}
+
+static int collect_snapshot(const struct snapshot *snap, void *arg)
+{
+	return collect(arg, snap->id);
+}
+
+static void test_names(void)
+{
+	for (int s = SB_CREATED; s <= SB_FAILED; s++) {
+		enum sandbox_state back = SB_FAILED + 1;
+		CHECK(sandbox_state_parse(sandbox_state_name(s), &back) == 0);
+		CHECK(back == (enum sandbox_state)s);
+	}
+	for (int s = SNAP_PENDING; s <= SNAP_FAILED; s++) {
+		enum snapshot_state back = SNAP_FAILED + 1;
+		CHECK(snapshot_state_parse(snapshot_state_name(s), &back) == 0);
+		CHECK(back == (enum snapshot_state)s);
+	}
+	for (int k = SNAP_KIND_SNAPSHOT; k <= SNAP_KIND_SUSPEND; k++) {
+		enum snapshot_kind back = SNAP_KIND_SUSPEND + 1;
+		CHECK(snapshot_kind_parse(snapshot_kind_name(k), &back) == 0);
+		CHECK(back == (enum snapshot_kind)k);
+	}
+	CHECK_STR(sandbox_state_name(SB_SNAPSHOTTING), "snapshotting");
+	CHECK_STR(snapshot_state_name(SNAP_IN_PROGRESS), "in_progress");
+	CHECK_STR(snapshot_kind_name(SNAP_KIND_SUSPEND), "suspend");
+	CHECK_STR(sandbox_state_name((enum sandbox_state)99), "unknown");
+
+	enum sandbox_state s;
+	CHECK(sandbox_state_parse("Running", &s) == -EINVAL);
+	CHECK(sandbox_state_parse("", &s) == -EINVAL);
+	enum snapshot_state ss;
+	CHECK(snapshot_state_parse("done", &ss) == -EINVAL);
+	enum snapshot_kind k;
+	CHECK(snapshot_kind_parse("fork", &k) == -EINVAL);
+
+	CHECK(sandbox_state_transitional(SB_STARTING));
+	CHECK(sandbox_state_transitional(SB_SNAPSHOTTING));
+	CHECK(sandbox_state_transitional(SB_SUSPENDING));
+	CHECK(sandbox_state_transitional(SB_RESUMING));
+	CHECK(sandbox_state_transitional(SB_TERMINATING));
+	CHECK(!sandbox_state_transitional(SB_CREATED));
+	CHECK(!sandbox_state_transitional(SB_RUNNING));
+	CHECK(!sandbox_state_transitional(SB_SUSPENDED));
+	CHECK(!sandbox_state_transitional(SB_TERMINATED));
+	CHECK(!sandbox_state_transitional(SB_FAILED));
+}
+
+static void test_sandboxes(struct registry *reg)
+{
+	static struct sandbox sb, got;
+	make_sandbox(&sb, "web", 1000);
+	CHECK(registry_sandbox_insert(reg, &sb) == 0);
+	CHECK(registry_sandbox_insert(reg, &sb) == -EEXIST);
+	CHECK(registry_sandbox_get(reg, "web", &got) == 0);
+	CHECK(memcmp(&sb, &got, sizeof(sb)) == 0);
+	CHECK(registry_sandbox_get(reg, "nope", &got) == -ENOENT);
+	CHECK(registry_sandbox_get(reg, "we", &got) == -ENOENT);
+
+	sb.state = SB_SUSPENDED;
+	sb.gpu = false;
+	sb.pid = 0;
+	sb.created_at = INT64_MAX;
+	snprintf(sb.message, sizeof(sb.message), "runsc said \"no\"; DROP TABLE sandboxes; --");
+	snprintf(sb.restore_snapshot, sizeof(sb.restore_snapshot), "snap-1");
+	CHECK(registry_sandbox_update(reg, &sb) == 0);
+	CHECK(registry_sandbox_get(reg, "web", &got) == 0);
+	CHECK(memcmp(&sb, &got, sizeof(sb)) == 0);
+
+	static struct sandbox other;
+	make_sandbox(&other, "ghost", 1);
+	CHECK(registry_sandbox_update(reg, &other) == -ENOENT);
+	CHECK(registry_sandbox_get(reg, "ghost", &got) == -ENOENT);
+
+	/* Too long for a field: refused, nothing written. */
+	make_sandbox(&other, "long", 1);
+	memset(other.image, 'x', sizeof(other.image));
+	CHECK(registry_sandbox_insert(reg, &other) == -ENAMETOOLONG);
+	CHECK(registry_sandbox_get(reg, "long", &got) == -ENOENT);
+	memset(sb.env, 'E', sizeof(sb.env));
+	CHECK(registry_sandbox_update(reg, &sb) == -ENAMETOOLONG);
+	sb.env[sizeof(sb.env) - 1] = '\0'; /* the longest that fits */
+	CHECK(registry_sandbox_update(reg, &sb) == 0);
+	CHECK(registry_sandbox_get(reg, "web", &got) == 0);
+	CHECK(strlen(got.env) == ENV_MAX - 1);
+	CHECK(memcmp(&sb, &got, sizeof(sb)) == 0);
+
+	/* A bad enum value is refused. */
+	make_sandbox(&other, "badstate", 1);
+	other.state = (enum sandbox_state)42;
+	CHECK(registry_sandbox_insert(reg, &other) == -EINVAL);
+
+	CHECK(registry_sandbox_delete(reg, "web") == 0);
+	CHECK(registry_sandbox_delete(reg, "web") == -ENOENT);
+	CHECK(registry_sandbox_get(reg, "web", &got) == -ENOENT);
+}
+
+static void test_snapshots(struct registry *reg)
+{
+	static struct snapshot snap, got;
+	make_snapshot(&snap, "snap-a", "sbx", SNAP_KIND_SNAPSHOT, 10);
+	CHECK(registry_snapshot_insert(reg, &snap) == 0);
+	CHECK(registry_snapshot_insert(reg, &snap) == -EEXIST);
+	CHECK(registry_snapshot_get(reg, "snap-a", &got) == 0);
+	CHECK(memcmp(&snap, &got, sizeof(snap)) == 0);
+	CHECK(registry_snapshot_get(reg, "snap-b", &got) == -ENOENT);
+
+	snap.state = SNAP_FAILED;
+	snap.kind = SNAP_KIND_SUSPEND;
+	snap.gpu = true;
+	snap.completed_at = -1;
+	snprintf(snap.message, sizeof(snap.message), "store: 'disk' full");
+	CHECK(registry_snapshot_update(reg, &snap) == 0);
+	CHECK(registry_snapshot_get(reg, "snap-a", &got) == 0);
+	CHECK(memcmp(&snap, &got, sizeof(snap)) == 0);
+
+	static struct snapshot other;
+	make_snapshot(&other, "snap-ghost", "sbx", SNAP_KIND_SNAPSHOT, 1);
+	CHECK(registry_snapshot_update(reg, &other) == -ENOENT);
+	memset(other.host_json, '{', sizeof(other.host_json));
+	CHECK(registry_snapshot_insert(reg, &other) == -ENAMETOOLONG);
+	make_snapshot(&other, "snap-ghost", "sbx", SNAP_KIND_SNAPSHOT, 1);
+	memset(other.id, 'i', sizeof(other.id));
+	CHECK(registry_snapshot_insert(reg, &other) == -ENAMETOOLONG);
+	make_snapshot(&other, "snap-ghost", "sbx", (enum snapshot_kind)5, 1);
+	CHECK(registry_snapshot_insert(reg, &other) == -EINVAL);
+
+	CHECK(registry_snapshot_delete(reg, "snap-a") == 0);
+	CHECK(registry_snapshot_delete(reg, "snap-a") == -ENOENT);
+	CHECK(registry_snapshot_get(reg, "snap-a", &got) == -ENOENT);
+}
+
+static void test_order(struct registry *reg)
+{
+	static struct sandbox sb;
+	/* Inserted out of order; equal created_at is ordered by id. */
+	const struct {
+		const char *id;
+		int64_t at;
+		const char *parent;
+	} sbs[] = {
+	    {"s3", 300, "p1"},	{"s1", 100, ""},  {"s2b", 200, "p1"},
+	    {"s2a", 200, "p1"}, {"s4", 50, "p2"},
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(sbs); i++) {
+		make_sandbox(&sb, sbs[i].id, sbs[i].at);
+		snprintf(sb.parent_snapshot, sizeof(sb.parent_snapshot), "%s", sbs[i].parent);
+		CHECK(registry_sandbox_insert(reg, &sb) == 0);
+	}
+	struct ids ids = {0};
+	CHECK(registry_sandbox_each(reg, collect_sandbox, &ids) == 0);
+	CHECK_STR(ids.buf, "s4 s1 s2a s2b s3");
+	ids = (struct ids){.stop_after = 2};
+	CHECK(registry_sandbox_each(reg, collect_sandbox, &ids) == 7);
+	CHECK_STR(ids.buf, "s4 s1");
+	ids = (struct ids){0};
+	CHECK(registry_sandbox_each_forked_from(reg, "p1", collect_sandbox, &ids) == 0);
+	CHECK_STR(ids.buf, "s2a s2b s3");
+	ids = (struct ids){0};
+	CHECK(registry_sandbox_each_forked_from(reg, "none", collect_sandbox, &ids) == 0);
+	CHECK_STR(ids.buf, "");
+
+	static struct snapshot snap, got;
+	const struct {
+		const char *id, *sandbox;
+		enum snapshot_kind kind;
+		int64_t at;
+	} snaps[] = {
+	    {"n3", "s1", SNAP_KIND_SNAPSHOT, 30}, {"n1", "s1", SNAP_KIND_SNAPSHOT, 10},
+	    {"n4", "s1", SNAP_KIND_SUSPEND, 40},  {"n2", "s2a", SNAP_KIND_SNAPSHOT, 20},
+	    {"n0", "s1", SNAP_KIND_SNAPSHOT, 30}, {"n5", "s3", SNAP_KIND_SUSPEND, 5},
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(snaps); i++) {
+		make_snapshot(&snap, snaps[i].id, snaps[i].sandbox, snaps[i].kind, snaps[i].at);
+		CHECK(registry_snapshot_insert(reg, &snap) == 0);
+	}
+	ids = (struct ids){0};
+	CHECK(registry_snapshot_each(reg, collect_snapshot, &ids) == 0);
+	CHECK_STR(ids.buf, "n5 n1 n2 n0 n3 n4");
+	ids = (struct ids){0};
+	CHECK(registry_snapshot_each_of_sandbox(reg, "s1", collect_snapshot, &ids) == 0);
+	CHECK_STR(ids.buf, "n1 n0 n3 n4");
+	ids = (struct ids){.stop_after = 1};
+	CHECK(registry_snapshot_each_of_sandbox(reg, "s1", collect_snapshot, &ids) == 7);
+	CHECK_STR(ids.buf, "n1");
+
+	/* Newest of kind snapshot: n4 is newer but a suspend; n3 wins the created_at tie by id. */
+	CHECK(registry_snapshot_newest_of_sandbox(reg, "s1", &got) == 0);
+	CHECK_STR(got.id, "n3");
+	CHECK(registry_snapshot_newest_of_sandbox(reg, "s3", &got) == -ENOENT);
+	CHECK(registry_snapshot_newest_of_sandbox(reg, "nobody", &got) == -ENOENT);
+}
+
+static void test_pinned(struct registry *reg)
+{
+	static struct sandbox sb;
+	bool pinned = true;
+	CHECK(registry_snapshot_pinned(reg, "snap-p", &pinned) == 0);
+	CHECK(!pinned);
+
+	make_sandbox(&sb, "pin", 1);
+	snprintf(sb.restore_snapshot, sizeof(sb.restore_snapshot), "snap-p");
+	CHECK(registry_sandbox_insert(reg, &sb) == 0);
+	const struct {
+		enum sandbox_state state;
+		bool pinned;
+	} cases[] = {
+	    {SB_RUNNING, false},      {SB_SUSPENDING, true},  {SB_SUSPENDED, true},
+	    {SB_RESUMING, true},      {SB_TERMINATED, false}, {SB_FAILED, false},
+	    {SB_SNAPSHOTTING, false},
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		sb.state = cases[i].state;
+		CHECK(registry_sandbox_update(reg, &sb) == 0);
+		pinned = !cases[i].pinned;
+		CHECK(registry_snapshot_pinned(reg, "snap-p", &pinned) == 0);
+		CHECK(pinned == cases[i].pinned);
+	}
+	sb.state = SB_SUSPENDED;
+	CHECK(registry_sandbox_update(reg, &sb) == 0);
+	CHECK(registry_snapshot_pinned(reg, "snap-other", &pinned) == 0);
+	CHECK(!pinned);
+}
+
+struct worker {
+	struct registry *reg;
+	int n;
+	int failures;
+};
+
+static void *insert_many(void *arg)
+{
+	struct worker *w = arg;
+	struct sandbox *sb = malloc(sizeof(*sb));
+	struct snapshot *snap = malloc(sizeof(*snap));
+	char id[ID_MAX];
+	for (int i = 0; sb && snap && i < PER_THREAD; i++) {
+		snprintf(id, sizeof(id), "t%d-%d", w->n, i);
+		make_sandbox(sb, id, i);
+		make_snapshot(snap, id, id, SNAP_KIND_SNAPSHOT, i);
+		w->failures += registry_sandbox_insert(w->reg, sb) != 0;
+		w->failures += registry_snapshot_insert(w->reg, snap) != 0;
+		sb->state = SB_TERMINATED;
+		w->failures += registry_sandbox_update(w->reg, sb) != 0;
+		w->failures += registry_snapshot_get(w->reg, id, snap) != 0;
+	}
+	if (!sb || !snap)
+		w->failures++;
+	free(sb);
+	free(snap);
+	return NULL;
+}
+
+static int count_sandbox(const struct sandbox *sb, void *arg)
+{
+	*(int *)arg += sb->id[0] == 't' && sb->state == SB_TERMINATED;
+	return 0;
+}
+
+static void test_threads(struct registry *reg)
+{
+	pthread_t th[THREADS];
+	struct worker w[THREADS];
+	for (int i = 0; i < THREADS; i++) {
+		w[i] = (struct worker){.reg = reg, .n = i};
+		CHECK(pthread_create(&th[i], NULL, insert_many, &w[i]) == 0);
+	}
+	for (int i = 0; i < THREADS; i++) {
+		pthread_join(th[i], NULL);
+		CHECK(w[i].failures == 0);
+	}
+	int n = 0;
+	CHECK(registry_sandbox_each(reg, count_sandbox, &n) == 0);
+	CHECK(n == THREADS * PER_THREAD);
+}
+
+static void test_reopen(const char *path)
+{
+	struct registry *reg = NULL;
+	CHECK(registry_open(path, &reg) == 0);
+	if (!reg)
+		return;
+	static struct sandbox sb;
+	static struct snapshot snap;
+	CHECK(registry_sandbox_get(reg, "pin", &sb) == 0);
+	CHECK(sb.state == SB_SUSPENDED);
+	CHECK_STR(sb.restore_snapshot, "snap-p");
+	CHECK_STR(sb.env, "A=1\nB=two words\n");
+	CHECK(registry_snapshot_get(reg, "n4", &snap) == 0);
+	CHECK(snap.kind == SNAP_KIND_SUSPEND);
+	CHECK_STR(snap.host_json, "{\"cpu\":[\"avx2\"]}");
+	int n = 0;
+	CHECK(registry_sandbox_each(reg, count_sandbox, &n) == 0);
+	CHECK(n == THREADS * PER_THREAD);
+	registry_close(reg);
+}
+
+/* Change the database behind the registry's back, as another program could. */
+static void raw_exec(const char *path, const char *sql)
+{
+	sqlite3 *db = NULL;
+	CHECK(sqlite3_open(path, &db) == SQLITE_OK);
+	CHECK(sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK);
+	sqlite3_close(db);
+}
+
+static void test_foreign_rows(const char *path)
+{
+	struct registry *reg = NULL;
+	raw_exec(path, "PRAGMA user_version = 2");
+	CHECK(registry_open(path, &reg) == -EIO);
+	raw_exec(path, "PRAGMA user_version = 1");
+
+	/* 100 bytes into a 40-byte field, and a state this build does not know. */
+	raw_exec(path, "UPDATE sandboxes SET runtime_id = replace(hex(zeroblob(50)), '0', 'r')"
+		       " WHERE id = 'pin';"
+		       "UPDATE sandboxes SET state = 'dancing' WHERE id = 's1'");
+	CHECK(registry_open(path, &reg) == 0);
+	if (!reg)
+		return;
+	static struct sandbox sb;
+	CHECK(registry_sandbox_get(reg, "pin", &sb) == 0);
+	CHECK(strlen(sb.runtime_id) == RUNTIME_ID_MAX - 1);
+	CHECK(sb.runtime_id[0] == 'r');
+	CHECK(registry_sandbox_get(reg, "s1", &sb) == -EIO);
+	registry_close(reg);
+}
+
+int main(void)
+{
+	char dir[] = "/tmp/test_registry.XXXXXX";
+	if (!mkdtemp(dir)) {
+		perror("mkdtemp");
+		return 1;
+	}
+	char path[sizeof(dir) + 32];
+	snprintf(path, sizeof(path), "%s/registry.db", dir);
+
+	test_names();
+	struct registry *reg = NULL;
+	CHECK(registry_open(path, &reg) == 0);
+	if (reg) {
+		test_sandboxes(reg);
+		test_snapshots(reg);
+		test_order(reg);
+		test_pinned(reg);
+		test_threads(reg);
+		registry_close(reg);
+		test_reopen(path);
+		test_foreign_rows(path);
+	}
+	CHECK(registry_open("/nonexistent-dir/registry.db", &reg) < 0);
+	rm_rf(dir);
+	return t_done();
+}

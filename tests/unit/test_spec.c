@@ -1,0 +1,193 @@
+#include "runtime/ops.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/unit/t.h"
+
+static struct sandbox_spec spec;
+static struct err e;
+
+static int parse(const char *text)
+{
+	err_clear(&e);
+	return spec_parse(text, strlen(text), &spec, &e);
+}
+
+/* @text is refused with EINVAL and a message containing @part. */
+static void refused(const char *text, const char *part)
+{
+	int r = parse(text);
+	CHECK(r == -EINVAL);
+	CHECK(e.code == EINVAL);
+	if (!strstr(e.msg, part)) {
+		t_failed++;
+		fprintf(stderr, "FAIL: spec '%s': message '%s' lacks '%s'\n", text, e.msg, part);
+	}
+	CHECK_STR(spec.image, ""); /* nothing half-parsed is left */
+}
+
+static void test_lines(void)
+{
+	CHECK(parse("image=alpine\n") == 0);
+	CHECK_STR(spec.image, "alpine");
+	CHECK_STR(spec.entrypoint, OPS_DEFAULT_ENTRYPOINT);
+	CHECK_STR(spec.env, "");
+	CHECK(!spec.gpu);
+	CHECK(e.code == 0);
+
+	CHECK(parse("# a comment\n"
+		    "\n"
+		    "  image = my-img_1.2\r\n"
+		    "entrypoint=echo a=b; sleep 1  \n"
+		    "   # indented comment\n"
+		    "env =\tA=1\n"
+		    "env=_b2=x=y \n"
+		    "env=EMPTY=\n"
+		    "gpu=1") == 0);
+	CHECK_STR(spec.image, "my-img_1.2");
+	CHECK_STR(spec.entrypoint, "echo a=b; sleep 1  ");
+	CHECK_STR(spec.env, "A=1\n_b2=x=y \nEMPTY=\n");
+	CHECK(spec.gpu);
+
+	CHECK(parse("entrypoint=\nimage=a\ngpu=0\n") == 0);
+	CHECK_STR(spec.entrypoint, OPS_DEFAULT_ENTRYPOINT);
+	CHECK(!spec.gpu);
+
+	/* Not NUL-terminated: only @len bytes count. */
+	err_clear(&e);
+	CHECK(spec_parse("image=abcdef", 7, &spec, &e) == 0);
+	CHECK_STR(spec.image, "a");
+}
+
+static void test_json(void)
+{
+	CHECK(parse(" \n{\"image\": \"ubuntu\", \"entrypoint\": \"python3 -m http.server\","
+		    " \"env\": {\"PORT\": \"8000\", \"MSG\": \"a b=c\"}, \"gpu\": true}\n") == 0);
+	CHECK_STR(spec.image, "ubuntu");
+	CHECK_STR(spec.entrypoint, "python3 -m http.server");
+	CHECK_STR(spec.env, "PORT=8000\nMSG=a b=c\n");
+	CHECK(spec.gpu);
+
+	CHECK(parse("{\"image\":\"u\",\"env\":[\"A=1\",\"B=\"],\"entrypoint\":\"\"}") == 0);
+	CHECK_STR(spec.env, "A=1\nB=\n");
+	CHECK_STR(spec.entrypoint, OPS_DEFAULT_ENTRYPOINT);
+	CHECK(!spec.gpu);
+
+	const struct {
+		const char *gpu;
+		bool want;
+	} gpus[] = {
+	    {"0", false},   {"1", true},      {"false", false},
+	    {"true", true}, {"\"0\"", false}, {"\"1\"", true},
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(gpus); i++) {
+		char text[128];
+		snprintf(text, sizeof(text), "{\"image\":\"u\",\"gpu\":%s}", gpus[i].gpu);
+		CHECK(parse(text) == 0);
+		CHECK(spec.gpu == gpus[i].want);
+	}
+	CHECK(parse("{\"image\":\"u\",\"env\":{}}") == 0);
+	CHECK_STR(spec.env, "");
+}
+
+static void test_errors(void)
+{
+	/* Both formats. */
+	refused("", "has no image");
+	refused("# only a comment\n", "has no image");
+	refused("gpu=1\n", "has no image");
+	refused("{}", "has no image");
+	refused("image=a\nfoo=1\n", "unknown key 'foo' in sandbox spec");
+	refused("{\"image\":\"a\",\"foo\":1}", "unknown key 'foo' in sandbox spec");
+	refused("image=a\nimage=b\n", "'image' appears twice");
+	refused("{\"image\":\"a\",\"image\":\"b\"}", "'image' appears twice");
+	refused("image=a\nentrypoint=x\nentrypoint=y\n", "'entrypoint' appears twice");
+	refused("image=a\ngpu=0\ngpu=1\n", "'gpu' appears twice");
+
+	/* Image names. */
+	refused("image=\n", "bad image name ''");
+	refused("image=-a\n", "bad image name '-a'");
+	refused("image=.hidden\n", "bad image name");
+	refused("image=a/b\n", "bad image name");
+	refused("image=../etc\n", "bad image name");
+	refused("image=a b\n", "bad image name");
+	refused("image=a \n", "bad image name 'a '");
+	refused("{\"image\":5}", "image in sandbox spec is not a string");
+	char name[200];
+	snprintf(name, sizeof(name), "image=%0128d", 0);
+	CHECK(parse(name) == 0); /* 128 characters: the longest */
+	snprintf(name, sizeof(name), "image=%0129d", 0);
+	refused(name, "bad image name");
+
+	/* Entrypoint. */
+	refused("{\"image\":\"a\",\"entrypoint\":[\"sh\"]}", "entrypoint in sandbox spec is not");
+	refused("{\"image\":\"a\",\"entrypoint\":\"a\\nb\"}", "more than one line");
+	static char big[ENV_MAX + 64];
+	snprintf(big, sizeof(big), "image=a\nentrypoint=%0*d\n", ENTRYPOINT_MAX, 0);
+	refused(big, "entrypoint in sandbox spec is longer than 4096 bytes");
+	snprintf(big, sizeof(big), "image=a\nentrypoint=%0*d\n", ENTRYPOINT_MAX - 1, 0);
+	CHECK(parse(big) == 0);
+
+	/* Env. */
+	refused("image=a\nenv=NOEQUALS\n", "env 'NOEQUALS' in sandbox spec is not KEY=VALUE");
+	refused("image=a\nenv=1A=x\n", "bad env name '1A'");
+	refused("image=a\nenv==x\n", "bad env name ''");
+	refused("image=a\nenv=A-B=x\n", "bad env name 'A-B'");
+	refused("image=a\nenv=A=1\nenv=A=2\n", "env A appears twice");
+	refused("{\"image\":\"a\",\"env\":{\"A B\":\"x\"}}", "bad env name 'A B'");
+	refused("{\"image\":\"a\",\"env\":{\"A\":1}}", "env A in sandbox spec is not a string");
+	refused("{\"image\":\"a\",\"env\":{\"A\":\"x\\ny\"}}", "has a newline");
+	refused("{\"image\":\"a\",\"env\":[\"A=1\",2]}", "array of \"K=V\" strings");
+	refused("{\"image\":\"a\",\"env\":[\"A\"]}", "not KEY=VALUE");
+	refused("{\"image\":\"a\",\"env\":\"A=1\"}", "must be an object or an array");
+	refused("{\"image\":\"a\",\"env\":{\"AB\":\"1\",\"AB\":\"2\"}}", "env AB appears twice");
+	/* A prefix of a set key is another key. */
+	CHECK(parse("image=a\nenv=AB=1\nenv=A=2\nenv=B=3\n") == 0);
+	CHECK_STR(spec.env, "AB=1\nA=2\nB=3\n");
+	/* Filling the env: the longest fits, a byte more is refused. */
+	size_t value = ENV_MAX - 1 - strlen("A=\n");
+	int n = snprintf(big, sizeof(big), "image=a\nenv=A=%0*d\n", (int)value, 0);
+	CHECK(n > 0 && (size_t)n < sizeof(big));
+	CHECK(parse(big) == 0);
+	CHECK(strlen(spec.env) == ENV_MAX - 1);
+	snprintf(big, sizeof(big), "image=a\nenv=A=%0*d\n", (int)value + 1, 0);
+	refused(big, "env in sandbox spec is longer than 16383 bytes");
+
+	/* Gpu. */
+	refused("image=a\ngpu=2\n", "gpu in sandbox spec must be 0 or 1, not '2'");
+	refused("image=a\ngpu=true\n", "must be 0 or 1");
+	refused("image=a\ngpu=\n", "must be 0 or 1");
+	refused("{\"image\":\"a\",\"gpu\":2}", "gpu in sandbox spec must be 0, 1, true or false");
+	refused("{\"image\":\"a\",\"gpu\":0.5}", "must be 0, 1, true or false");
+	refused("{\"image\":\"a\",\"gpu\":null}", "must be 0, 1, true or false");
+	refused("{\"image\":\"a\",\"gpu\":\"yes\"}", "must be 0 or 1");
+
+	/* Shape. */
+	refused("image=a\njust words\n", "line 2 of sandbox spec is not key=value");
+	refused("{\"image\":\"a\"", "sandbox spec is not valid JSON");
+	refused("{\"image\":\"a\"} trailing", "sandbox spec is not valid JSON");
+	refused("[\"image\"]", "line 1 of sandbox spec is not key=value");
+	refused("{\"image\":\"a\"}\n{}", "not valid JSON");
+
+	err_clear(&e);
+	CHECK(spec_parse("image=a\0b", 9, &spec, &e) == -EINVAL);
+	CHECK(strstr(e.msg, "NUL byte") != NULL);
+	char *huge = calloc(1, 200000);
+	if (huge) {
+		memset(huge, '#', 199999);
+		refused(huge, "sandbox spec is longer than");
+		free(huge);
+	}
+	/* A NULL err is allowed. */
+	CHECK(spec_parse("foo=1", 5, &spec, NULL) == -EINVAL);
+}
+
+int main(void)
+{
+	test_lines();
+	test_json();
+	test_errors();
+	return t_done();
+}
