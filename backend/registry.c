@@ -124,7 +124,7 @@ static const char schema_sql[] =
     " state TEXT NOT NULL, message TEXT NOT NULL, pause_ms INTEGER NOT NULL,"
     " size_bytes INTEGER NOT NULL, stored_bytes INTEGER NOT NULL, image TEXT NOT NULL,"
     " image_digest TEXT NOT NULL, entrypoint TEXT NOT NULL, host_json TEXT NOT NULL,"
-    " gpu INTEGER NOT NULL);"
+    " gpu INTEGER NOT NULL, env TEXT NOT NULL);"
     "CREATE INDEX IF NOT EXISTS snapshots_created ON snapshots (created_at, id);"
     "CREATE INDEX IF NOT EXISTS snapshots_sandbox ON snapshots (sandbox_id, created_at, id);"
     "PRAGMA user_version = " STR(SCHEMA_VERSION) "; COMMIT;";
@@ -139,8 +139,8 @@ static const char schema_sql[] =
 /* Column order shared by snapshot_bind() and snapshot_read(). */
 #define SNAP_COLS                                                                                  \
 	"id, name, kind, sandbox_id, created_at, completed_at, state, message, pause_ms, "         \
-	"size_bytes, stored_bytes, image, image_digest, entrypoint, host_json, gpu"
-#define SNAP_PARAMS "?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16"
+	"size_bytes, stored_bytes, image, image_digest, entrypoint, host_json, gpu, env"
+#define SNAP_PARAMS "?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17"
 #define SNAP_SELECT "SELECT " SNAP_COLS " FROM snapshots "
 
 /* --- statements ------------------------------------------------------------- */
@@ -332,6 +332,7 @@ static int snapshot_bind(sqlite3_stmt *st, const void *obj)
 	    BIND_TEXT(st, 14, snap->entrypoint),
 	    BIND_TEXT(st, 15, snap->host_json),
 	    bind_i64(st, 16, snap->gpu),
+	    BIND_TEXT(st, 17, snap->env),
 	};
 	return first_error(r, ARRAY_SIZE(r));
 }
@@ -361,6 +362,7 @@ static int snapshot_read(sqlite3_stmt *st, struct snapshot *snap)
 	COLUMN_TEXT(st, 13, snap->entrypoint);
 	COLUMN_TEXT(st, 14, snap->host_json);
 	snap->gpu = sqlite3_column_int(st, 15) != 0;
+	COLUMN_TEXT(st, 16, snap->env);
 	return 0;
 }
 

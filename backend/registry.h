@@ -98,6 +98,7 @@ struct snapshot {
 	char image[IMAGE_NAME_MAX];
 	char image_digest[DIGEST_MAX];
 	char entrypoint[ENTRYPOINT_MAX]; /* the source's, so a fork can rebuild its bundle */
+	char env[ENV_MAX];               /* the source's: `runsc exec` in a fork takes it from the bundle */
 	char host_json[HOST_JSON_MAX];   /* host profile as a JSON object text */
 	bool gpu;
 };
@@ -122,7 +123,7 @@ int registry_sandbox_each(struct registry *reg, int (*fn)(const struct sandbox *
 /* Sandboxes whose parent_snapshot is @snapshot_id, oldest first. */
 int registry_sandbox_each_forked_from(struct registry *reg, const char *snapshot_id,
 				      int (*fn)(const struct sandbox *sb, void *arg), void *arg);
-/* Is any sandbox with restore_snapshot == @snapshot_id in state suspended or resuming? */
+/* Is any sandbox with restore_snapshot == @snapshot_id suspending, suspended or resuming? */
 int registry_snapshot_pinned(struct registry *reg, const char *snapshot_id, bool *pinned);
 
 int registry_snapshot_insert(struct registry *reg, const struct snapshot *snap);

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "backend/store.h"
 #include "runtime/images.h"
@@ -467,6 +468,42 @@ static int open_parts(const struct ops_config *cfg, struct err *e)
 	return runsc_init(&ops.runsc, cfg->runsc_bin ? cfg->runsc_bin : "runsc", path, e);
 }
 
+/* Every MONITOR_PERIOD_MS, notice sandboxes whose process ended on its own. */
+#define MONITOR_PERIOD_MS 1000
+
+static pthread_t monitor_thread;
+static pthread_mutex_t monitor_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t monitor_wake = PTHREAD_COND_INITIALIZER;
+static bool monitor_stop;
+
+static void *monitor_main(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&monitor_lock);
+	while (!monitor_stop) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += MONITOR_PERIOD_MS / 1000;
+		pthread_cond_timedwait(&monitor_wake, &monitor_lock, &ts);
+		if (monitor_stop)
+			break;
+		pthread_mutex_unlock(&monitor_lock);
+		monitor_sandboxes();
+		pthread_mutex_lock(&monitor_lock);
+	}
+	pthread_mutex_unlock(&monitor_lock);
+	return NULL;
+}
+
+static void monitor_end(void)
+{
+	pthread_mutex_lock(&monitor_lock);
+	monitor_stop = true;
+	pthread_cond_signal(&monitor_wake);
+	pthread_mutex_unlock(&monitor_lock);
+	pthread_join(monitor_thread, NULL);
+}
+
 int ops_init(const struct ops_config *cfg, struct err *e)
 {
 	int rc = make_dirs(cfg, e);
@@ -479,6 +516,9 @@ int ops_init(const struct ops_config *cfg, struct err *e)
 	rc = jobs_start();
 	if (rc < 0)
 		return err_set(e, -rc, "cannot start the job threads: %s", strerror(-rc));
+	rc = pthread_create(&monitor_thread, NULL, monitor_main, NULL);
+	if (rc != 0)
+		return err_set(e, rc, "cannot start the monitor thread: %s", strerror(rc));
 	ops.running = true;
 	info("snapfs started: state %s, store %s, runsc %s", ops.state_dir, store_url(ops.store),
 	     ops.runsc.version);
@@ -490,6 +530,7 @@ void ops_shutdown(void)
 	if (!ops.running)
 		return;
 	ops.running = false;
+	monitor_end();
 	jobs_stop();
 	images_close(ops.images);
 	store_close(ops.store);

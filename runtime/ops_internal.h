@@ -103,6 +103,8 @@ int prepare_bundle(const char *id, const char *image, const char *entrypoint, co
 /* ops_sandbox.c / ops_snapshot.c hooks used by ops_init. */
 void reconcile_sandboxes(void);
 void reconcile_snapshots(void);
+/* Mark running sandboxes whose process ended as terminated (the monitor thread). */
+void monitor_sandboxes(void);
 
 #define STATE_BIT(s) (1u << (s))
 

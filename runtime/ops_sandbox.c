@@ -342,6 +342,35 @@ static int exec_result(int fd, int exit_code, struct strbuf *out)
 	return strbuf_addf(out, "exit %d\n", exit_code);
 }
 
+/*
+ * Why exec output takes a detour through a file inside the sandbox: a
+ * process holding the host descriptors that `runsc exec` hands it makes any
+ * checkpoint taken meanwhile unrestorable ("no host FD available"). So the
+ * command first points its stdio at a file in the sandbox's /tmp, and a
+ * second exec reads that file back once it ended. A snapshot taken while
+ * the command runs then restores fine, without the command (see
+ * docs/runsc-notes.md).
+ */
+static int exec_in_sandbox(const char *runtime_id, const char *cmdline, int out_fd,
+			   int *exit_code, struct err *e)
+{
+	char hex[17], wrapped[ENTRYPOINT_MAX + 128], fetch[128];
+	int rc = random_hex(hex, 16);
+	if (rc < 0)
+		return err_set(e, -rc, "cannot name the exec output: %s", strerror(-rc));
+	snprintf(fetch, sizeof(fetch), "cat /tmp/.snapfs-exec-%s; rm -f /tmp/.snapfs-exec-%s", hex,
+		 hex);
+	rc = xsnprintf(wrapped, sizeof(wrapped), "exec </dev/null >/tmp/.snapfs-exec-%s 2>&1\n%s",
+		       hex, cmdline);
+	if (rc < 0)
+		return err_set(e, EFBIG, "exec command line is too long");
+	rc = runsc_exec(&ops.runsc, runtime_id, wrapped, out_fd, exit_code, e);
+	if (rc < 0)
+		return rc;
+	int ignored;
+	return runsc_exec(&ops.runsc, runtime_id, fetch, out_fd, &ignored, e);
+}
+
 static void exec_job(void *arg)
 {
 	struct sandbox_job *job = arg;
@@ -356,7 +385,7 @@ static void exec_job(void *arg)
 	_cleanup_close_ int fd = rc >= 0 ? mkostemp(path, O_CLOEXEC) : -1;
 	if (fd >= 0) {
 		unlink(path);
-		rc = runsc_exec(&ops.runsc, sb.runtime_id, job->cmdline, fd, &exit_code, &e);
+		rc = exec_in_sandbox(sb.runtime_id, job->cmdline, fd, &exit_code, &e);
 	} else if (rc >= 0) {
 		rc = err_set(&e, errno, "cannot create the output file of exec: %s", strerror(errno));
 	}
@@ -456,4 +485,51 @@ static int reconcile_cb(const struct sandbox *sb, void *arg)
 void reconcile_sandboxes(void)
 {
 	registry_sandbox_each(ops.reg, reconcile_cb, NULL);
+}
+
+/* --- the monitor: sandboxes whose process ended on its own ---------------- */
+
+static int collect_running(const struct sandbox *sb, void *arg)
+{
+	struct strbuf *ids = arg;
+	if (sb->state == SB_RUNNING && sb->pid > 0 && kill(sb->pid, 0) < 0 && errno == ESRCH)
+		strbuf_addf(ids, "%s\n", sb->id);
+	return 0;
+}
+
+/* A running sandbox whose process is gone: its entrypoint exited or it was killed. */
+static void mark_exited(const char *id)
+{
+	struct sandbox sb;
+	char status[32] = "";
+	pid_t pid = 0;
+	pthread_mutex_lock(&ops.lock);
+	int rc = registry_sandbox_get(ops.reg, id, &sb);
+	pthread_mutex_unlock(&ops.lock);
+	if (rc < 0 || sb.state != SB_RUNNING)
+		return;
+	rc = runsc_state(&ops.runsc, sb.runtime_id, status, sizeof(status), &pid, NULL);
+	if (rc == 0 && !strcmp(status, "running") && pid != sb.pid)
+		return;
+	runsc_delete(&ops.runsc, sb.runtime_id, NULL);
+	struct sb_patch p = SB_PATCH(SB_TERMINATED);
+	p.pid = 0;
+	p.message = "the sandbox's process exited";
+	/* Only if nothing else moved it meanwhile: a job owns transitional states. */
+	pthread_mutex_lock(&ops.lock);
+	rc = registry_sandbox_get(ops.reg, id, &sb);
+	pthread_mutex_unlock(&ops.lock);
+	if (rc == 0 && sb.state == SB_RUNNING)
+		sandbox_apply(id, p);
+}
+
+void monitor_sandboxes(void)
+{
+	_cleanup_strbuf_ struct strbuf ids = STRBUF_INIT;
+	registry_sandbox_each(ops.reg, collect_running, &ids);
+	if (!ids.len)
+		return;
+	char *save = NULL;
+	for (char *id = strtok_r(ids.buf, "\n", &save); id; id = strtok_r(NULL, "\n", &save))
+		mark_exited(id);
 }

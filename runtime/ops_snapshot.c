@@ -271,6 +271,7 @@ static int insert_snapshot(const struct sandbox *sb, enum snapshot_kind kind, co
 	memcpy(snap.image, sb->image, sizeof(snap.image));
 	memcpy(snap.image_digest, sb->image_digest, sizeof(snap.image_digest));
 	memcpy(snap.entrypoint, sb->entrypoint, sizeof(snap.entrypoint));
+	memcpy(snap.env, sb->env, sizeof(snap.env));
 	snprintf(snap.host_json, sizeof(snap.host_json), "%s", strbuf_str(&host));
 	snap.gpu = sb->gpu;
 	pthread_mutex_lock(&ops.lock);
@@ -369,7 +370,7 @@ static int restore_container(const struct restore_job *job, const char *runtime_
 	if (rc < 0)
 		return rc;
 	const char *entry = snap.entrypoint[0] ? snap.entrypoint : OPS_DEFAULT_ENTRYPOINT;
-	rc = prepare_bundle(job->sandbox_id, snap.image, entry, "", digest, e);
+	rc = prepare_bundle(job->sandbox_id, snap.image, entry, snap.env, digest, e);
 	if (rc < 0)
 		return rc;
 	sandbox_path(job->sandbox_id, "bundle", bundle, sizeof(bundle));
@@ -502,6 +503,7 @@ int ops_snapshot_fork(const char *snap_id, char id_out[ID_MAX], ops_done_fn done
 		return err_set(e, -rc, "cannot make a sandbox id: %s", strerror(-rc));
 	memcpy(sb.image, snap.image, sizeof(sb.image));
 	memcpy(sb.entrypoint, snap.entrypoint, sizeof(sb.entrypoint));
+	memcpy(sb.env, snap.env, sizeof(sb.env));
 	memcpy(sb.parent_snapshot, snap.id, sizeof(sb.parent_snapshot));
 	sb.gpu = snap.gpu;
 	sb.state = SB_STARTING;

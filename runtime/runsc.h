@@ -39,7 +39,8 @@ int runsc_new_container_id(char out[RUNTIME_ID_MAX]);
 
 /*
  * Write an OCI bundle into @bundle_dir (created if missing): config.json
- * with root.path = @rootfs (absolute, readonly), process args
+ * with root.path = @rootfs (absolute; writable only through the memory
+ * overlay, so the image directory is never written), process args
  * ["/bin/sh","-c",@entrypoint], env PATH plus @env lines, cwd "/", a /proc
  * mount and a tmpfs /tmp, pid/ipc/uts/mount/network namespaces.
  */

@@ -1,0 +1,181 @@
+#include "fs/control.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <string.h>
+
+static const char blanks[] = " \t\r";
+
+/* One piece of written data up to a newline (@complete) or the end of the write. */
+static int lines_add(struct ctl_lines *cl, const char *seg, size_t n, bool complete,
+		     ctl_line_fn fn, void *arg)
+{
+	if (cl->toolong) {
+		cl->toolong = !complete;
+		return -EFBIG;
+	}
+	if (n > CTL_LINE_MAX - cl->len) {
+		cl->len = 0;
+		cl->toolong = !complete;
+		return -EFBIG;
+	}
+	memcpy(cl->buf + cl->len, seg, n);
+	cl->len += n;
+	if (!complete)
+		return 0;
+	/* A line written from a CRLF file means the same as without the CR. */
+	if (cl->len > 0 && cl->buf[cl->len - 1] == '\r')
+		cl->len--;
+	cl->buf[cl->len] = '\0';
+	cl->len = 0;
+	return fn(cl->buf, arg);
+}
+
+int ctl_lines_feed(struct ctl_lines *cl, const char *data, size_t len, ctl_line_fn fn,
+		   void *arg)
+{
+	while (len > 0) {
+		const char *nl = memchr(data, '\n', len);
+		size_t n = nl ? (size_t)(nl - data) : len;
+		int rc = lines_add(cl, data, n, nl != NULL, fn, arg);
+		if (rc < 0)
+			return rc;
+		n += nl ? 1 : 0;
+		data += n;
+		len -= n;
+	}
+	return 0;
+}
+
+int ctl_lines_flush(struct ctl_lines *cl, ctl_line_fn fn, void *arg)
+{
+	if (cl->toolong || cl->len == 0) {
+		/* A line refused as too long was already reported by its write. */
+		cl->toolong = false;
+		cl->len = 0;
+		return 0;
+	}
+	return lines_add(cl, "", 0, true, fn, arg);
+}
+
+static bool word_is(const char *w, size_t n, const char *s)
+{
+	return n == strlen(s) && memcmp(w, s, n) == 0;
+}
+
+static int word_label(const char *v, size_t n, const char *what, struct ctl_words *out,
+		      struct err *e)
+{
+	if (n == 0)
+		return err_set(e, EINVAL, "name= needs a label for %s", what);
+	if (n >= sizeof(out->label))
+		return err_set(e, EINVAL, "name is longer than %zu bytes for %s",
+			       sizeof(out->label) - 1, what);
+	memcpy(out->label, v, n);
+	out->label[n] = '\0';
+	return 0;
+}
+
+static int word_apply(const char *w, size_t n, const char *what, unsigned allow,
+		      struct ctl_words *out, struct err *e)
+{
+	static const char name_eq[] = "name=";
+	const size_t name_len = sizeof(name_eq) - 1;
+
+	if (word_is(w, n, "1"))
+		return 0;
+	if (word_is(w, n, "async")) {
+		out->async = true;
+		return 0;
+	}
+	if ((allow & CTL_ALLOW_NAME) && n >= name_len && memcmp(w, name_eq, name_len) == 0)
+		return word_label(w + name_len, n - name_len, what, out, e);
+	return err_set(e, EINVAL, "unknown word '%.*s' for %s", (int)n, w, what);
+}
+
+int ctl_words_parse(const char *line, const char *what, unsigned allow, struct ctl_words *out,
+		    struct err *e)
+{
+	memset(out, 0, sizeof(*out));
+	const char *p = line + strspn(line, blanks);
+	while (*p) {
+		size_t n = strcspn(p, blanks);
+		int rc = word_apply(p, n, what, allow, out, e);
+		if (rc < 0)
+			return rc;
+		p += n;
+		p += strspn(p, blanks);
+	}
+	return 0;
+}
+
+static bool all_blank(const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!strchr(blanks, s[i]) && s[i] != '\n')
+			return false;
+	return true;
+}
+
+/*
+ * Is the collected JSON ready to act on? Yes when it parses, and also when
+ * it fails before its end: no further line can mend it, so the spec parser
+ * should say what is wrong now, on the write that made it so.
+ */
+static int json_ready(const struct strbuf *t)
+{
+	const char *end = NULL;
+	cJSON *j = cJSON_ParseWithLengthOpts(t->buf, t->len, &end, false);
+	if (j) {
+		cJSON_Delete(j);
+		return 1;
+	}
+	if (!end || end < t->buf || end > t->buf + t->len)
+		return 0;
+	return !all_blank(end, (size_t)(t->buf + t->len - end));
+}
+
+int ctl_spec_add(struct ctl_spec *s, const char *line)
+{
+	const char *word = line + strspn(line, blanks);
+	size_t n = strcspn(word, blanks);
+	bool blank = all_blank(line, strlen(line));
+
+	s->text.max = CTL_SPEC_MAX;
+	if (!s->json) {
+		if (blank)
+			return s->text.len > 0;
+		if (word_is(word, n, "async") && all_blank(word + n, strlen(word + n))) {
+			s->async = true;
+			return 0;
+		}
+		s->json = s->text.len == 0 && *word == '{';
+	}
+	int rc = strbuf_adds(&s->text, line);
+	if (rc == 0)
+		rc = strbuf_add(&s->text, "\n", 1);
+	if (rc < 0)
+		return rc;
+	return s->json ? json_ready(&s->text) : 0;
+}
+
+int ctl_spec_pending(const struct ctl_spec *s)
+{
+	return s->text.len > 0;
+}
+
+void ctl_spec_take(struct ctl_spec *s, struct strbuf *text, bool *async)
+{
+	*text = s->text;
+	*async = s->async;
+	s->text = (struct strbuf)STRBUF_INIT;
+	s->json = false;
+	s->async = false;
+}
+
+void ctl_spec_release(struct ctl_spec *s)
+{
+	strbuf_release(&s->text);
+	s->json = false;
+	s->async = false;
+}

@@ -1,0 +1,40 @@
+/*
+ * notify.h - telling the kernel that something changed: poll wake-ups and
+ * cache invalidations.
+ *
+ * The ops change listener runs on any thread, FUSE workers included, and a
+ * notify call writes to /dev/fuse and may wait on the kernel (an entry
+ * invalidation takes the directory's lock, which a request in flight may
+ * hold). So the listener only queues; one notifier thread makes every
+ * notify call:
+ *   OPS_OBJ_EVENTS/ERRORS  invalidate that journal's inode (tail -f sees growth)
+ *   OPS_OBJ_SANDBOX/SNAPSHOT  wake the polls watching that object
+ *   OPS_OBJ_LIST  wake them too, and invalidate sandboxes/<id> and snapshots/<id>
+ * The queue is bounded; when it overflows, the notifier does all of the
+ * above for every object once, which is never wrong.
+ *
+ * Poll watches are kept per open file (@key): a file has at most one poll
+ * handle, replaced by its next poll and destroyed when it fires or the
+ * file is released.
+ */
+#ifndef SNAPFS_FS_NOTIFY_H
+#define SNAPFS_FS_NOTIFY_H
+
+#include "fs/fs.h"
+#include "runtime/ops.h"
+
+/* Start the notifier thread for @se. */
+int notify_start(struct fuse_session *se);
+/* Stop it; queued notifications are dropped, watches destroyed. */
+void notify_stop(void);
+
+/* The ops change listener. Never blocks. */
+void notify_changed(enum ops_object kind, const char *id, void *arg);
+
+/* Wake @ph on the next change of @kind/@id; takes @ph. */
+void notify_watch(const void *key, enum ops_object kind, const char *id,
+		  struct fuse_pollhandle *ph);
+/* Forget @key's watch, if any. */
+void notify_unwatch(const void *key);
+
+#endif

@@ -1,0 +1,333 @@
+/* sandboxes/ and sandboxes/<id>/ (design.md, "The tree"). */
+#include <errno.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fs/file.h"
+
+/* --- sandboxes/<id>/: reads ---------------------------------------------- */
+
+/* A text field of the sandbox, at @field's offset in struct sandbox, as a line. */
+static int text_read(const struct fs_node *n, struct strbuf *out, size_t field)
+{
+	_cleanup_free_ struct sandbox *sb = NULL;
+	int rc = tree_sandbox(n->id, &sb);
+	return rc < 0 ? rc : tree_line(out, (const char *)sb + field);
+}
+
+static int error_read(const struct fs_node *n, struct strbuf *out)
+{
+	return text_read(n, out, offsetof(struct sandbox, message));
+}
+
+static int image_read(const struct fs_node *n, struct strbuf *out)
+{
+	return text_read(n, out, offsetof(struct sandbox, image));
+}
+
+static int entrypoint_read(const struct fs_node *n, struct strbuf *out)
+{
+	return text_read(n, out, offsetof(struct sandbox, entrypoint));
+}
+
+static int env_read(const struct fs_node *n, struct strbuf *out)
+{
+	return text_read(n, out, offsetof(struct sandbox, env));
+}
+
+static int status_read(const struct fs_node *n, struct strbuf *out)
+{
+	_cleanup_free_ struct sandbox *sb = NULL;
+	int rc = tree_sandbox(n->id, &sb);
+	return rc < 0 ? rc : tree_line(out, sandbox_state_name(sb->state));
+}
+
+static int gpu_read(const struct fs_node *n, struct strbuf *out)
+{
+	_cleanup_free_ struct sandbox *sb = NULL;
+	int rc = tree_sandbox(n->id, &sb);
+	return rc < 0 ? rc : tree_line(out, sb->gpu ? "1" : "0");
+}
+
+/* The names of KEY=VALUE lines: values never leave the daemon. */
+static cJSON *env_names(const char *env)
+{
+	cJSON *names = cJSON_CreateArray();
+	for (const char *line = env; *line;) {
+		size_t len = strcspn(line, "\n");
+		size_t name = strcspn(line, "=\n");
+		_cleanup_free_ char *key = name > 0 ? strndup(line, name) : NULL;
+		if (key)
+			cJSON_AddItemToArray(names, cJSON_CreateString(key));
+		line += len + (line[len] == '\n');
+	}
+	return names;
+}
+
+static int info_read(const struct fs_node *n, struct strbuf *out)
+{
+	_cleanup_free_ struct sandbox *sb = NULL;
+	int rc = tree_sandbox(n->id, &sb);
+	if (rc < 0)
+		return rc;
+	cJSON *info = cJSON_CreateObject();
+	cJSON_AddStringToObject(info, "id", sb->id);
+	cJSON_AddStringToObject(info, "image", sb->image);
+	tree_json_str(info, "image_digest", sb->image_digest);
+	cJSON_AddStringToObject(info, "entrypoint", sb->entrypoint);
+	cJSON_AddItemToObject(info, "env", env_names(sb->env));
+	tree_json_time(info, "created_at", sb->created_at);
+	cJSON_AddStringToObject(info, "status", sandbox_state_name(sb->state));
+	cJSON_AddStringToObject(info, "message", sb->message);
+	tree_json_str(info, "parent_snapshot", sb->parent_snapshot);
+	cJSON_AddBoolToObject(info, "gpu", sb->gpu);
+	tree_json_str(info, "runtime_id", sb->runtime_id);
+	if (sb->pid > 0)
+		cJSON_AddNumberToObject(info, "pid", sb->pid);
+	else
+		cJSON_AddNullToObject(info, "pid");
+	return tree_json(out, info);
+}
+
+/* A fresh read of `snapshot`: the newest snapshot's id, or nothing. */
+static int newest_read(const struct fs_node *n, struct strbuf *out)
+{
+	_cleanup_free_ struct snapshot *snap = malloc(sizeof(*snap));
+	if (!snap)
+		return -ENOMEM;
+	int rc = registry_snapshot_newest_of_sandbox(ops_registry(), n->id, snap);
+	if (rc == -ENOENT)
+		return 0;
+	return rc < 0 ? rc : tree_line(out, snap->id);
+}
+
+static int settled(const struct fs_node *n)
+{
+	_cleanup_free_ struct sandbox *sb = NULL;
+	int rc = tree_sandbox(n->id, &sb);
+	return rc < 0 ? rc : !sandbox_state_transitional(sb->state);
+}
+
+/* --- sandboxes/<id>/: writes --------------------------------------------- */
+
+static int image_write(struct fs_file *f, const char *line, struct pending *p, struct err *e)
+{
+	(void)p;
+	return ops_sandbox_set(f->node.id, SB_FIELD_IMAGE, line, e);
+}
+
+static int entrypoint_write(struct fs_file *f, const char *line, struct pending *p,
+			    struct err *e)
+{
+	(void)p;
+	return ops_sandbox_set(f->node.id, SB_FIELD_ENTRYPOINT, line, e);
+}
+
+static int gpu_write(struct fs_file *f, const char *line, struct pending *p, struct err *e)
+{
+	(void)p;
+	return ops_sandbox_set(f->node.id, SB_FIELD_GPU, line, e);
+}
+
+/* Each line re-applies every line written on this open file: they are the whole env. */
+static int env_write(struct fs_file *f, const char *line, struct pending *p, struct err *e)
+{
+	(void)p;
+	_cleanup_strbuf_ struct strbuf env = STRBUF_INIT;
+	int rc = file_collect(f, line, &env, e);
+	return rc < 0 ? rc : ops_sandbox_set(f->node.id, SB_FIELD_ENV, strbuf_str(&env), e);
+}
+
+static int snapshot_write(struct fs_file *f, const char *line, struct pending *p, struct err *e)
+{
+	struct ctl_words w;
+	struct op *op;
+	char snap_id[ID_MAX];
+	int rc = ctl_words_parse(line, "snapshot", CTL_ALLOW_NAME, &w, e);
+	if (rc == 0)
+		rc = op_begin(f, p, w.async, &op);
+	if (rc < 0)
+		return rc;
+	rc = ops_sandbox_snapshot(f->node.id, w.label, snap_id, op_fn(op), op, e);
+	if (rc == 0)
+		file_set_id(f, snap_id);
+	return op_end(op, rc);
+}
+
+/* The whole line is the command; a read on this open file returns its output. */
+static int exec_write(struct fs_file *f, const char *line, struct pending *p, struct err *e)
+{
+	struct op *op;
+	int rc = file_exec_begin(f, p, &op, e);
+	if (rc < 0)
+		return rc;
+	return op_end(op, ops_sandbox_exec(f->node.id, line, op_done, op, e));
+}
+
+/* --- sandboxes/<id>/: links and the snapshots/ directory ----------------- */
+
+static int parent_exists(const struct fs_node *n)
+{
+	_cleanup_free_ struct sandbox *sb = NULL;
+	int rc = tree_sandbox(n->id, &sb);
+	return rc < 0 ? rc : sb->parent_snapshot[0] ? 0 : -ENOENT;
+}
+
+static int parent_link(const struct fs_node *n, char *buf, size_t size)
+{
+	_cleanup_free_ struct sandbox *sb = NULL;
+	int rc = tree_sandbox(n->id, &sb);
+	return rc < 0 ? rc : xsnprintf(buf, size, "../../snapshots/%s", sb->parent_snapshot);
+}
+
+/* sandboxes/<id>/snapshots/<snap-id>: any snapshot taken of this sandbox. */
+static int snaplink_exists(const struct fs_node *n)
+{
+	_cleanup_free_ struct snapshot *snap = NULL;
+	int rc = tree_snapshot(n->name, &snap);
+	return rc < 0 ? rc : strcmp(snap->sandbox_id, n->id) ? -ENOENT : 0;
+}
+
+static int snaplink_link(const struct fs_node *n, char *buf, size_t size)
+{
+	return xsnprintf(buf, size, "../../../snapshots/%s", n->name);
+}
+
+static int add_snapshot(const struct snapshot *snap, void *arg)
+{
+	return tree_names_add(arg, snap->id);
+}
+
+static int snaplinks_list(const struct fs_node *dir, int (*fn)(const char *name, void *arg),
+			  void *arg)
+{
+	_cleanup_strbuf_ struct strbuf names = STRBUF_INIT;
+	int rc = registry_snapshot_each_of_sandbox(ops_registry(), dir->id, add_snapshot, &names);
+	return rc < 0 ? rc : tree_names_each(&names, fn, arg);
+}
+
+static const struct fs_entry snaplink_entry = {
+	.mode = S_IFLNK | 0777,
+	.exists = snaplink_exists,
+	.link = snaplink_link,
+};
+
+static const struct fs_dir snaplinks_dir = {.child = &snaplink_entry, .each = snaplinks_list};
+
+/* --- sandboxes/<id>/ ------------------------------------------------------ */
+
+static const struct fs_entry sandbox_files[] = {
+	{"status", S_IFREG | 0444, .flags = FS_STATUS, .read = status_read},
+	{"info.json", S_IFREG | 0444, .read = info_read},
+	{"error", S_IFREG | 0444, .read = error_read},
+	{"image", S_IFREG | 0644, .read = image_read, .write = image_write},
+	{"entrypoint", S_IFREG | 0644, .read = entrypoint_read, .write = entrypoint_write},
+	{"env", S_IFREG | 0644, .read = env_read, .write = env_write},
+	{"gpu", S_IFREG | 0644, .read = gpu_read, .write = gpu_write},
+	{"start", S_IFREG | 0200, .write = file_action_write, .action = ops_sandbox_start},
+	{"snapshot", S_IFREG | 0644, .flags = FS_RESULT, .read = newest_read,
+	 .write = snapshot_write},
+	{"suspend", S_IFREG | 0200, .write = file_action_write, .action = ops_sandbox_suspend},
+	{"resume", S_IFREG | 0200, .write = file_action_write, .action = ops_sandbox_resume},
+	{"terminate", S_IFREG | 0200, .write = file_action_write,
+	 .action = ops_sandbox_terminate},
+	{"exec", S_IFREG | 0644, .flags = FS_EXEC, .write = exec_write},
+	{"wait", S_IFREG | 0444, .flags = FS_WAIT, .action = ops_sandbox_wait,
+	 .settled = settled},
+	{"snapshots", S_IFDIR | 0755, .dir = &snaplinks_dir},
+	{"parent", S_IFLNK | 0777, .exists = parent_exists, .link = parent_link},
+};
+
+static const struct fs_dir sandbox_dir = FS_DIR(sandbox_files);
+
+/* --- sandboxes/ ------------------------------------------------------------ */
+
+static int index_line(const struct sandbox *sb, void *arg)
+{
+	return strbuf_addf(arg, "%s %s\n", sb->id, sandbox_state_name(sb->state));
+}
+
+static int index_read(const struct fs_node *n, struct strbuf *out)
+{
+	(void)n;
+	return registry_sandbox_each(ops_registry(), index_line, out);
+}
+
+/* sandboxes/new: act on a spec: a JSON object or key=value lines. */
+static int new_act(struct fs_file *f, const struct strbuf *text, bool async, struct pending *p,
+		   struct err *e)
+{
+	_cleanup_free_ struct sandbox_spec *spec = calloc(1, sizeof(*spec));
+	char id[ID_MAX];
+	struct op *op;
+	if (!spec)
+		return -ENOMEM;
+	int rc = spec_parse(strbuf_str(text), text->len, spec, e);
+	if (rc == 0)
+		rc = op_begin(f, p, async, &op);
+	if (rc < 0)
+		return rc;
+	rc = ops_sandbox_new(spec, id, op_fn(op), op, e);
+	if (rc == 0)
+		file_set_id(f, id);
+	return op_end(op, rc);
+}
+
+static int new_write(struct fs_file *f, const char *line, struct pending *p, struct err *e)
+{
+	_cleanup_strbuf_ struct strbuf text = STRBUF_INIT;
+	bool async = false;
+	int rc = file_spec_add(f, line, &text, &async, e);
+	return rc <= 0 ? rc : new_act(f, &text, async, p, e);
+}
+
+static int new_flush(struct fs_file *f, struct pending *p, struct err *e)
+{
+	_cleanup_strbuf_ struct strbuf text = STRBUF_INIT;
+	bool async = false;
+	int rc = file_spec_take(f, &text, &async);
+	return rc <= 0 ? rc : new_act(f, &text, async, p, e);
+}
+
+static int add_sandbox(const struct sandbox *sb, void *arg)
+{
+	return tree_names_add(arg, sb->id);
+}
+
+static int sandboxes_list(const struct fs_node *dir, int (*fn)(const char *name, void *arg),
+			  void *arg)
+{
+	(void)dir;
+	_cleanup_strbuf_ struct strbuf names = STRBUF_INIT;
+	int rc = registry_sandbox_each(ops_registry(), add_sandbox, &names);
+	return rc < 0 ? rc : tree_names_each(&names, fn, arg);
+}
+
+static int sandbox_mkdir(const struct fs_node *dir, const char *name, struct err *e)
+{
+	(void)dir;
+	return ops_sandbox_create(name, e);
+}
+
+static int sandbox_rmdir(const struct fs_node *child, struct pending *p, struct err *e)
+{
+	(void)p;
+	return ops_sandbox_remove(child->id, e);
+}
+
+static const struct fs_entry sandboxes_files[] = {
+	{"index", S_IFREG | 0444, .read = index_read},
+	{"new", S_IFREG | 0644, .flags = FS_RESULT, .write = new_write, .flush = new_flush},
+};
+
+static const struct fs_entry sandbox_entry = {
+	.mode = S_IFDIR | 0755,
+	.scope = SCOPE_SANDBOX,
+	.flags = FS_OBJECT,
+	.dir = &sandbox_dir,
+};
+
+const struct fs_dir fs_sandboxes_dir = FS_DIR(sandboxes_files, .child = &sandbox_entry,
+					      .each = sandboxes_list, .mkdir = sandbox_mkdir,
+					      .rmdir = sandbox_rmdir);

@@ -1,0 +1,295 @@
+#include "fs/tree.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "runtime/images.h"
+
+#define DIR_TIMEOUT 0.5 /* seconds; files get none: their content changes any time */
+
+int tree_sandbox(const char *id, struct sandbox **out)
+{
+	if (strlen(id) >= ID_MAX)
+		return -ENOENT;
+	_cleanup_free_ struct sandbox *sb = malloc(sizeof(*sb));
+	if (!sb)
+		return -ENOMEM;
+	int rc = registry_sandbox_get(ops_registry(), id, sb);
+	if (rc < 0)
+		return rc;
+	*out = steal_ptr(sb);
+	return 0;
+}
+
+int tree_snapshot(const char *id, struct snapshot **out)
+{
+	if (strlen(id) >= ID_MAX)
+		return -ENOENT;
+	_cleanup_free_ struct snapshot *snap = malloc(sizeof(*snap));
+	if (!snap)
+		return -ENOMEM;
+	int rc = registry_snapshot_get(ops_registry(), id, snap);
+	if (rc < 0)
+		return rc;
+	*out = steal_ptr(snap);
+	return 0;
+}
+
+/* Does @n's object exist? Its creation time into *ms (now when it has none). */
+static int scope_load(const struct fs_node *n, int64_t *ms)
+{
+	_cleanup_free_ struct sandbox *sb = NULL;
+	_cleanup_free_ struct snapshot *snap = NULL;
+	int rc = 0;
+
+	*ms = now_ms();
+	switch (n->scope) {
+	case SCOPE_NONE:
+		break;
+	case SCOPE_IMAGE:
+		rc = images_exists(ops_images(), n->id);
+		break;
+	case SCOPE_SANDBOX:
+		rc = tree_sandbox(n->id, &sb);
+		*ms = rc == 0 ? sb->created_at : *ms;
+		break;
+	case SCOPE_SNAPSHOT:
+		rc = tree_snapshot(n->id, &snap);
+		*ms = rc == 0 ? snap->created_at : *ms;
+		break;
+	}
+	return rc;
+}
+
+static int check_time(const struct fs_node *n, int64_t *ms)
+{
+	int rc = scope_load(n, ms);
+	if (rc == 0 && n->ent->exists)
+		rc = n->ent->exists(n);
+	return rc;
+}
+
+int tree_check(const struct fs_node *n)
+{
+	int64_t ms;
+	return check_time(n, &ms);
+}
+
+static const struct fs_entry *fixed_entry(const struct fs_dir *d, const char *name)
+{
+	for (size_t i = 0; i < d->nentries; i++)
+		if (strcmp(d->entries[i].name, name) == 0)
+			return &d->entries[i];
+	return NULL;
+}
+
+/* Fill @out as @dir's child @name of kind @ent, without checking it exists. */
+static int node_make(const struct fs_node *dir, const struct fs_entry *ent, const char *name,
+		     struct fs_node *out)
+{
+	const bool object = ent->flags & FS_OBJECT;
+	int rc;
+
+	out->ino = 0;
+	out->parent = dir->ino;
+	out->ent = ent;
+	out->scope = object ? ent->scope : dir->scope;
+	rc = xsnprintf(out->id, sizeof(out->id), "%s", object ? name : dir->id);
+	if (rc >= 0)
+		rc = xsnprintf(out->name, sizeof(out->name), "%s", name);
+	if (rc >= 0 && dir->path[0])
+		rc = xsnprintf(out->path, sizeof(out->path), "%s/%s", dir->path, name);
+	else if (rc >= 0)
+		rc = xsnprintf(out->path, sizeof(out->path), "%s", name);
+	return rc < 0 ? -ENOENT : 0;
+}
+
+int tree_child(const struct fs_node *dir, const char *name, struct fs_node *out)
+{
+	const struct fs_dir *d = dir->ent->dir;
+	if (!d)
+		return -ENOTDIR;
+	const struct fs_entry *ent = fixed_entry(d, name);
+	if (!ent)
+		ent = d->child;
+	if (!ent)
+		return -ENOENT;
+	int rc = node_make(dir, ent, name, out);
+	return rc < 0 ? rc : tree_check(out);
+}
+
+static int journal_stat(const struct fs_node *n, struct stat *st)
+{
+	struct stat file;
+	if (stat(n->ent->journal(), &file) < 0)
+		return errno == ENOENT ? 0 : -errno;
+	st->st_size = file.st_size;
+	st->st_mtim = file.st_mtim;
+	st->st_ctim = file.st_mtim;
+	return 0;
+}
+
+static int content_size(const struct fs_node *n, struct stat *st)
+{
+	const struct fs_entry *ent = n->ent;
+	if (ent->journal)
+		return journal_stat(n, st);
+	if (S_ISLNK(ent->mode)) {
+		char target[FS_PATH_MAX];
+		int rc = ent->link(n, target, sizeof(target));
+		st->st_size = rc < 0 ? 0 : (off_t)strlen(target);
+		return rc;
+	}
+	if (!S_ISREG(ent->mode) || !ent->read)
+		return 0;
+	_cleanup_strbuf_ struct strbuf sb = STRBUF_INIT;
+	int rc = ent->read(n, &sb);
+	st->st_size = (off_t)sb.len;
+	return rc;
+}
+
+int tree_stat(const struct fs_node *n, struct stat *st)
+{
+	int64_t ms;
+	int rc = check_time(n, &ms);
+	if (rc < 0)
+		return rc;
+	memset(st, 0, sizeof(*st));
+	st->st_ino = n->ino;
+	st->st_mode = n->ent->mode;
+	st->st_nlink = S_ISDIR(n->ent->mode) ? 2 : 1;
+	st->st_uid = getuid();
+	st->st_gid = getgid();
+	st->st_blksize = 4096;
+	st->st_mtim = (struct timespec){.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000};
+	st->st_atim = st->st_mtim;
+	st->st_ctim = st->st_mtim;
+	rc = content_size(n, st);
+	st->st_blocks = (st->st_size + 511) / 512;
+	/* A failing generator (the store unreachable, say) is for read to report, not stat. */
+	return rc == -ENOENT ? rc : 0;
+}
+
+double tree_timeout(const struct fs_node *n)
+{
+	return S_ISDIR(n->ent->mode) ? DIR_TIMEOUT : 0.0;
+}
+
+/* The inode number a listing shows: the kernel's if it holds one, else a stable made-up one. */
+static fuse_ino_t list_ino(const struct fs_node *child)
+{
+	fuse_ino_t ino = inode_find(child->path);
+	if (ino)
+		return ino;
+	uint64_t h = 1469598103934665603ull; /* FNV-1a */
+	for (const char *p = child->path; *p; p++)
+		h = (h ^ (unsigned char)*p) * 1099511628211ull;
+	return h | (1ull << 63);
+}
+
+struct list_walk {
+	const struct fs_node *dir;
+	tree_fill_fn fn;
+	void *arg;
+};
+
+static int list_one(const struct fs_entry *ent, const char *name, struct list_walk *w)
+{
+	struct fs_node child;
+	if (node_make(w->dir, ent, name, &child) < 0)
+		return 0;
+	if (ent->exists && ent->exists(&child) < 0)
+		return 0;
+	return w->fn(name, ent->mode, list_ino(&child), w->arg);
+}
+
+static int list_dynamic(const char *name, void *arg)
+{
+	struct list_walk *w = arg;
+	const struct fs_dir *d = w->dir->ent->dir;
+	/* A fixed name wins over an object of the same name, in lookups as here. */
+	if (fixed_entry(d, name))
+		return 0;
+	return list_one(d->child, name, w);
+}
+
+int tree_list(const struct fs_node *dir, tree_fill_fn fn, void *arg)
+{
+	const struct fs_dir *d = dir->ent->dir;
+	struct list_walk w = {dir, fn, arg};
+	int rc = fn(".", S_IFDIR, dir->ino, arg);
+	if (rc == 0)
+		rc = fn("..", S_IFDIR, dir->parent, arg);
+	for (size_t i = 0; rc == 0 && i < d->nentries; i++)
+		rc = list_one(&d->entries[i], d->entries[i].name, &w);
+	if (rc == 0 && d->each)
+		rc = d->each(dir, list_dynamic, &w);
+	return rc;
+}
+
+void tree_report(const struct fs_node *n, int rc, struct err *e)
+{
+	if (e->code == 0)
+		err_set(e, -rc, "%s: %s", n->path, strerror(-rc));
+	switch (n->scope) {
+	case SCOPE_SANDBOX:
+		ops_report_error(OPS_OBJ_SANDBOX, n->id, n->path, e);
+		break;
+	case SCOPE_SNAPSHOT:
+		ops_report_error(OPS_OBJ_SNAPSHOT, n->id, n->path, e);
+		break;
+	default:
+		ops_report_error(OPS_OBJ_LIST, "", n->path, e);
+		break;
+	}
+}
+
+int tree_names_add(struct strbuf *names, const char *name)
+{
+	return strbuf_add(names, name, strlen(name) + 1);
+}
+
+int tree_names_each(const struct strbuf *names, int (*fn)(const char *name, void *arg),
+		    void *arg)
+{
+	int rc = 0;
+	for (size_t at = 0; rc == 0 && at < names->len; at += strlen(names->buf + at) + 1)
+		rc = fn(names->buf + at, arg);
+	return rc;
+}
+
+int tree_line(struct strbuf *out, const char *s)
+{
+	if (!*s)
+		return 0;
+	int rc = strbuf_adds(out, s);
+	if (rc == 0 && s[strlen(s) - 1] != '\n')
+		rc = strbuf_add(out, "\n", 1);
+	return rc;
+}
+
+int tree_json(struct strbuf *out, cJSON *obj)
+{
+	_cleanup_free_ char *text = obj ? cJSON_Print(obj) : NULL;
+	cJSON_Delete(obj);
+	if (!text)
+		return -ENOMEM;
+	return tree_line(out, text);
+}
+
+void tree_json_str(cJSON *obj, const char *key, const char *s)
+{
+	if (*s)
+		cJSON_AddStringToObject(obj, key, s);
+	else
+		cJSON_AddNullToObject(obj, key);
+}
+
+void tree_json_time(cJSON *obj, const char *key, int64_t ms)
+{
+	char when[32];
+	format_time(ms, when);
+	tree_json_str(obj, key, ms ? when : "");
+}

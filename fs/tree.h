@@ -1,0 +1,127 @@
+/*
+ * tree.h - the shape of the mounted tree, as data.
+ *
+ * Every directory is a table of struct fs_entry rows (its fixed names) plus
+ * at most one kind of dynamic child (one per image, sandbox or snapshot).
+ * A row says what the file is (mode), how its content is made (read),
+ * what a written line does (write), and so on; root.c, sandboxes.c and
+ * snapshots.c hold the tables and the small functions they name. tree.c
+ * walks the tables: lookup, existence, attributes and listings. file.c
+ * serves open files from the same rows.
+ *
+ * Nothing here caches objects: each lookup and getattr asks the registry
+ * whether the node's object still exists, so deleted objects give ENOENT.
+ */
+#ifndef SNAPFS_FS_TREE_H
+#define SNAPFS_FS_TREE_H
+
+#include <cjson/cJSON.h>
+#include <stdbool.h>
+#include <sys/stat.h>
+
+#include "fs/fs.h"
+#include "fs/inode.h"
+#include "fs/pending.h"
+#include "lib/strbuf.h"
+#include "runtime/ops.h"
+
+struct fs_file;
+
+/* Content of a generated file, made afresh. -ENOENT when the object is gone. */
+typedef int (*fs_read_fn)(const struct fs_node *n, struct strbuf *out);
+/* Act on one whole line written to @f; long work finishes through @p. */
+typedef int (*fs_write_fn)(struct fs_file *f, const char *line, struct pending *p,
+			   struct err *e);
+/* Act on what is left at FLUSH (beyond the last line, already handed to write). */
+typedef int (*fs_flush_fn)(struct fs_file *f, struct pending *p, struct err *e);
+/* An ops_* call taking an object id and a completion (start, wait, delete...). */
+typedef int (*fs_action_fn)(const char *id, ops_done_fn done, void *ctx, struct err *e);
+/* Symlink target into @buf. */
+typedef int (*fs_link_fn)(const struct fs_node *n, char *buf, size_t size);
+/* Does @n exist beyond its object existing? (conditional and dynamic rows) */
+typedef int (*fs_exists_fn)(const struct fs_node *n);
+
+enum fs_flags {
+	FS_OBJECT = 1 << 0,  /* a dynamic directory named by its object: id = name */
+	FS_RESULT = 1 << 1,  /* a read after a write on the same open file: the id it made */
+	FS_EXEC = 1 << 2,    /* a read on the same open file: the exec's output */
+	FS_WAIT = 1 << 3,    /* a read at offset 0 is held until .action completes */
+	FS_STATUS = 1 << 4,  /* poll: POLLPRI once it differs from what this file saw */
+	FS_JOURNAL = 1 << 5, /* content is the file .journal() names, read at offsets */
+};
+
+struct fs_entry {
+	const char *name; /* NULL for the dynamic child row */
+	mode_t mode;      /* S_IFDIR | 0755, S_IFREG | 0444 / 0200 / 0644, S_IFLNK | 0777 */
+	enum fs_scope scope;  /* FS_OBJECT rows: the scope they open */
+	unsigned flags;       /* enum fs_flags */
+	fs_read_fn read;      /* regular files: content (the fresh read for rw files) */
+	fs_write_fn write;    /* writable files */
+	fs_flush_fn flush;    /* writable files that collect lines (sandboxes/new) */
+	fs_action_fn action;  /* FS_WAIT and the one-word control files */
+	fs_exists_fn exists;  /* conditional and dynamic rows; NULL: exists with its object */
+	fs_exists_fn settled; /* FS_WAIT: poll says POLLIN once this returns 1 */
+	fs_link_fn link;
+	const char *(*journal)(void);
+	const struct fs_dir *dir; /* directories */
+};
+
+struct fs_dir {
+	const struct fs_entry *entries; /* the fixed names */
+	size_t nentries;
+	const struct fs_entry *child; /* the dynamic children's row, or NULL */
+	/* Call @fn with each dynamic child's name; a non-zero return stops. */
+	int (*each)(const struct fs_node *dir, int (*fn)(const char *name, void *arg), void *arg);
+	int (*mkdir)(const struct fs_node *dir, const char *name, struct err *e);
+	/* Remove @child; long work answers through @p. */
+	int (*rmdir)(const struct fs_node *child, struct pending *p, struct err *e);
+};
+
+#define FS_DIR(tbl, ...) {.entries = (tbl), .nentries = ARRAY_SIZE(tbl), __VA_ARGS__}
+
+/* The tables (root.c, sandboxes.c, snapshots.c). */
+extern const struct fs_entry fs_root_entry;
+extern const struct fs_dir fs_images_dir;
+extern const struct fs_dir fs_sandboxes_dir;
+extern const struct fs_dir fs_snapshots_dir;
+
+/*
+ * The child @name of directory @dir, checked to exist: 0, -ENOENT, or
+ * -ENOTDIR. @out is filled (all but ino) whenever @dir has a row for the
+ * name, even when the object does not exist (mkdir needs it).
+ */
+int tree_child(const struct fs_node *dir, const char *name, struct fs_node *out);
+/* Does @n (still) exist? 0 or -ENOENT. */
+int tree_check(const struct fs_node *n);
+/* Attributes of @n, checked to exist; the size of generated files is honest. */
+int tree_stat(const struct fs_node *n, struct stat *st);
+/* How long the kernel may keep @n's entry and attributes. */
+double tree_timeout(const struct fs_node *n);
+/* Call @fn for each entry of directory @dir, "." and ".." first. */
+typedef int (*tree_fill_fn)(const char *name, mode_t mode, fuse_ino_t ino, void *arg);
+int tree_list(const struct fs_node *dir, tree_fill_fn fn, void *arg);
+
+/* Report a refusal of a request on @n with ops_report_error (@e gets a sentence if it has none). */
+void tree_report(const struct fs_node *n, int rc, struct err *e);
+
+/* The objects, loaded afresh (caller frees): -ENOENT when gone. */
+int tree_sandbox(const char *id, struct sandbox **out);
+int tree_snapshot(const char *id, struct snapshot **out);
+
+/*
+ * Names collected during a registry walk, handed on after it: walks stay
+ * short (writes on the connection wait for them) and callbacks may query.
+ */
+int tree_names_add(struct strbuf *names, const char *name);
+int tree_names_each(const struct strbuf *names, int (*fn)(const char *name, void *arg),
+		    void *arg);
+
+/* Helpers for readers: @s and a newline ("" stays empty); cJSON text (@obj is freed). */
+int tree_line(struct strbuf *out, const char *s);
+int tree_json(struct strbuf *out, cJSON *obj);
+/* A JSON string, or null for "". */
+void tree_json_str(cJSON *obj, const char *key, const char *s);
+/* An RFC 3339 time, or null for 0. */
+void tree_json_time(cJSON *obj, const char *key, int64_t ms);
+
+#endif

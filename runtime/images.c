@@ -1,0 +1,404 @@
+#include "runtime/images.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <openssl/evp.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define HASH_BUF_SIZE (256u << 10)
+
+/*
+ * A tree modified this close to the start of a digest is not cached: file
+ * times come from a coarse clock, so a later change could carry the same
+ * newest time and go unseen (git's "racy clean" problem).
+ */
+#define RACY_NS (1000 * 1000 * 1000LL)
+
+/* What a cheap lstat walk sees; any change to the tree changes one of these. */
+struct fingerprint {
+	uint64_t entries;
+	uint64_t bytes;	   /* sizes of regular files and symlinks */
+	int64_t newest_ns; /* newest mtime or ctime: ctime also moves on chmod */
+};
+
+struct cached {
+	char name[IMAGE_NAME_MAX];
+	struct fingerprint fp;
+	char digest[DIGEST_MAX];
+	struct cached *next;
+};
+
+struct images {
+	char dir[PATH_MAX];
+	pthread_mutex_t lock; /* guards cache */
+	struct cached *cache;
+};
+
+/* One walk of a tree: depth-first, each directory's entries in strcmp order. */
+struct walk;
+typedef int (*visit_fn)(struct walk *w, int dirfd, const char *name, const struct stat *st);
+
+struct walk {
+	char path[PATH_MAX]; /* relative path of the entry being visited, "." for the root */
+	size_t path_len;
+	visit_fn visit;
+	struct fingerprint fp;
+	EVP_MD_CTX *md;
+	unsigned char *buf;
+	struct err *e;
+};
+
+static bool valid_name(const char *name)
+{
+	size_t n = strlen(name);
+	if (n == 0 || n > 128 || name[0] == '.' || name[0] == '-' || name[0] == '_')
+		return false;
+	return strspn(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") ==
+	       n;
+}
+
+static int by_name(const struct dirent **a, const struct dirent **b)
+{
+	return strcmp((*a)->d_name, (*b)->d_name);
+}
+
+static int not_dots(const struct dirent *d)
+{
+	return strcmp(d->d_name, ".") != 0 && strcmp(d->d_name, "..") != 0;
+}
+
+static int walk_dir(struct walk *w, int dirfd);
+
+/* Visit one entry (its path already in w->path), then its children if a directory. */
+static int walk_entry(struct walk *w, int dirfd, const char *name)
+{
+	struct stat st;
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return err_set(w->e, errno, "image walk: cannot stat %s: %s", w->path,
+			       strerror(errno));
+	int rc = w->visit(w, dirfd, name, &st);
+	if (rc < 0 || !S_ISDIR(st.st_mode))
+		return rc;
+	_cleanup_close_ int fd =
+	    openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return err_set(w->e, errno, "image walk: cannot open %s: %s", w->path,
+			       strerror(errno));
+	return walk_dir(w, fd);
+}
+
+static int walk_dir(struct walk *w, int dirfd)
+{
+	struct dirent **list;
+	int n = scandirat(dirfd, ".", &list, not_dots, by_name);
+	if (n < 0)
+		return err_set(w->e, errno, "image walk: cannot list %s: %s", w->path,
+			       strerror(errno));
+	size_t base = w->path_len;
+	int rc = 0;
+	for (int i = 0; i < n; i++) {
+		const char *name = list[i]->d_name;
+		if (rc == 0 && xsnprintf(w->path + base, sizeof(w->path) - base, "%s%s",
+					 base ? "/" : "", name) < 0)
+			rc = err_set(w->e, ENAMETOOLONG, "image walk: path too long under %s",
+				     w->path);
+		if (rc == 0) {
+			w->path_len = strlen(w->path);
+			rc = walk_entry(w, dirfd, name);
+		}
+		w->path_len = base;
+		w->path[base] = '\0';
+		free(list[i]);
+	}
+	free(list);
+	return rc;
+}
+
+/* Walk the tree at @root: the root itself as ".", then everything under it. */
+static int walk_tree(struct walk *w, const char *root)
+{
+	w->path[0] = '.';
+	w->path[1] = '\0';
+	w->path_len = 0;
+	struct stat st;
+	if (stat(root, &st) < 0)
+		return err_set(w->e, errno, "image %s: %s", root, strerror(errno));
+	int rc = w->visit(w, AT_FDCWD, root, &st);
+	if (rc < 0)
+		return rc;
+	w->path[0] = '\0';
+	_cleanup_close_ int fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return err_set(w->e, errno, "image %s: %s", root, strerror(errno));
+	return walk_dir(w, fd);
+}
+
+static int64_t ts_ns(const struct timespec *ts)
+{
+	return (int64_t)ts->tv_sec * 1000000000LL + ts->tv_nsec;
+}
+
+static int visit_fingerprint(struct walk *w, int dirfd, const char *name, const struct stat *st)
+{
+	(void)dirfd;
+	(void)name;
+	int64_t m = ts_ns(&st->st_mtim), c = ts_ns(&st->st_ctim);
+	w->fp.entries++;
+	if (S_ISREG(st->st_mode) || S_ISLNK(st->st_mode))
+		w->fp.bytes += (uint64_t)st->st_size;
+	if (m > w->fp.newest_ns)
+		w->fp.newest_ns = m;
+	if (c > w->fp.newest_ns)
+		w->fp.newest_ns = c;
+	return 0;
+}
+
+static char type_char(mode_t mode)
+{
+	if (S_ISREG(mode))
+		return 'f';
+	if (S_ISDIR(mode))
+		return 'd';
+	if (S_ISLNK(mode))
+		return 'l';
+	if (S_ISCHR(mode))
+		return 'c';
+	if (S_ISBLK(mode))
+		return 'b';
+	if (S_ISFIFO(mode))
+		return 'p';
+	return 's';
+}
+
+static int hash_file(struct walk *w, int dirfd, const char *name)
+{
+	_cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return err_set(w->e, errno, "image digest: cannot open %s: %s", w->path,
+			       strerror(errno));
+	for (;;) {
+		ssize_t n = read(fd, w->buf, HASH_BUF_SIZE);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return err_set(w->e, errno, "image digest: cannot read %s: %s", w->path,
+				       strerror(errno));
+		if (n == 0)
+			return 0;
+		EVP_DigestUpdate(w->md, w->buf, (size_t)n);
+	}
+}
+
+static int hash_symlink(struct walk *w, int dirfd, const char *name)
+{
+	ssize_t n = readlinkat(dirfd, name, (char *)w->buf, HASH_BUF_SIZE);
+	if (n < 0)
+		return err_set(w->e, errno, "image digest: cannot read link %s: %s", w->path,
+			       strerror(errno));
+	EVP_DigestUpdate(w->md, w->buf, (size_t)n);
+	return 0;
+}
+
+/*
+ * Each entry is "<path>\0<type> <mode> <size>\n" and then its contents.
+ * Directories and special files count as size 0: a directory's st_size
+ * differs between filesystems holding the same tree.
+ */
+static int visit_hash(struct walk *w, int dirfd, const char *name, const struct stat *st)
+{
+	char head[64];
+	bool has_data = S_ISREG(st->st_mode) || S_ISLNK(st->st_mode);
+	long long size = has_data ? (long long)st->st_size : 0;
+	int n = snprintf(head, sizeof(head), "%c %04o %lld\n", type_char(st->st_mode),
+			 (unsigned)(st->st_mode & 07777), size);
+	EVP_DigestUpdate(w->md, w->path, strlen(w->path) + 1);
+	EVP_DigestUpdate(w->md, head, (size_t)n);
+	if (S_ISREG(st->st_mode))
+		return hash_file(w, dirfd, name);
+	if (S_ISLNK(st->st_mode))
+		return hash_symlink(w, dirfd, name);
+	return 0;
+}
+
+static void hex(const unsigned char *raw, unsigned len, char *out)
+{
+	static const char digits[] = "0123456789abcdef";
+	for (unsigned i = 0; i < len; i++) {
+		out[2 * i] = digits[raw[i] >> 4];
+		out[2 * i + 1] = digits[raw[i] & 0xf];
+	}
+	out[2 * len] = '\0';
+}
+
+static int compute_digest(const char *root, char out[DIGEST_MAX], struct err *e)
+{
+	struct walk w = {.visit = visit_hash, .e = e};
+	unsigned char raw[EVP_MAX_MD_SIZE];
+	unsigned len = 0;
+	_cleanup_free_ unsigned char *buf = malloc(HASH_BUF_SIZE);
+	w.md = EVP_MD_CTX_new();
+	w.buf = buf;
+	int rc = buf && w.md ? 0 : err_set(e, ENOMEM, "image digest: out of memory");
+	if (rc == 0 && !EVP_DigestInit_ex(w.md, EVP_sha256(), NULL))
+		rc = err_set(e, EIO, "image digest: SHA-256 unavailable");
+	if (rc == 0)
+		rc = walk_tree(&w, root);
+	if (rc == 0 && !EVP_DigestFinal_ex(w.md, raw, &len))
+		rc = err_set(e, EIO, "image digest: SHA-256 failed");
+	EVP_MD_CTX_free(w.md);
+	if (rc < 0)
+		return rc;
+	memcpy(out, "sha256:", 7);
+	hex(raw, len, out + 7);
+	return 0;
+}
+
+int images_open(const char *dir, struct images **out, struct err *e)
+{
+	int rc = mkdir_p(dir, 0755);
+	if (rc < 0)
+		return err_set(e, -rc, "cannot create images directory %s: %s", dir, strerror(-rc));
+	struct images *im = calloc(1, sizeof(*im));
+	if (!im)
+		return err_set(e, ENOMEM, "images: out of memory");
+	if (!realpath(dir, im->dir)) {
+		rc = err_set(e, errno, "images directory %s: %s", dir, strerror(errno));
+		free(im);
+		return rc;
+	}
+	pthread_mutex_init(&im->lock, NULL);
+	*out = im;
+	return 0;
+}
+
+void images_close(struct images *im)
+{
+	if (!im)
+		return;
+	while (im->cache) {
+		struct cached *next = im->cache->next;
+		free(im->cache);
+		im->cache = next;
+	}
+	pthread_mutex_destroy(&im->lock);
+	free(im);
+}
+
+const char *images_dir(const struct images *im)
+{
+	return im->dir;
+}
+
+int images_exists(struct images *im, const char *name)
+{
+	char path[PATH_MAX];
+	struct stat st;
+	if (!valid_name(name))
+		return -ENOENT;
+	if (xsnprintf(path, sizeof(path), "%s/%s", im->dir, name) < 0)
+		return -ENOENT;
+	/* stat, not lstat: an image may be a symlink to a tree kept elsewhere. */
+	if (stat(path, &st) < 0 || !S_ISDIR(st.st_mode))
+		return -ENOENT;
+	return 0;
+}
+
+int images_path(struct images *im, const char *name, char *out, size_t len)
+{
+	int rc = images_exists(im, name);
+	if (rc < 0)
+		return rc;
+	return xsnprintf(out, len, "%s/%s", im->dir, name) < 0 ? -ENAMETOOLONG : 0;
+}
+
+/* Under im->lock. */
+static struct cached *cache_find(struct images *im, const char *name)
+{
+	for (struct cached *c = im->cache; c; c = c->next) {
+		if (strcmp(c->name, name) == 0)
+			return c;
+	}
+	return NULL;
+}
+
+static bool cache_get(struct images *im, const char *name, const struct fingerprint *fp,
+		      char out[DIGEST_MAX])
+{
+	pthread_mutex_lock(&im->lock);
+	struct cached *c = cache_find(im, name);
+	bool hit = c && memcmp(&c->fp, fp, sizeof(*fp)) == 0;
+	if (hit)
+		memcpy(out, c->digest, DIGEST_MAX);
+	pthread_mutex_unlock(&im->lock);
+	return hit;
+}
+
+static void cache_put(struct images *im, const char *name, const struct fingerprint *fp,
+		      const char digest[DIGEST_MAX])
+{
+	pthread_mutex_lock(&im->lock);
+	struct cached *c = cache_find(im, name);
+	if (!c) {
+		c = calloc(1, sizeof(*c));
+		if (c) {
+			snprintf(c->name, sizeof(c->name), "%s", name);
+			c->next = im->cache;
+			im->cache = c;
+		}
+	}
+	if (c) {
+		c->fp = *fp;
+		memcpy(c->digest, digest, DIGEST_MAX);
+	}
+	pthread_mutex_unlock(&im->lock);
+}
+
+/*
+ * The hash walk runs without the lock, so a slow image does not hold up
+ * others; two threads may then hash the same image at once, which is only
+ * wasted work. The fingerprint is taken before hashing, so a change made
+ * during the hash shows up as a mismatch next time.
+ */
+int images_digest(struct images *im, const char *name, char out[DIGEST_MAX], struct err *e)
+{
+	char root[PATH_MAX];
+	struct walk w = {.visit = visit_fingerprint, .e = e};
+	struct timespec now;
+	if (images_path(im, name, root, sizeof(root)) < 0)
+		return err_set(e, ENOENT, "image %s does not exist", name);
+	clock_gettime(CLOCK_REALTIME, &now);
+	int rc = walk_tree(&w, root);
+	if (rc < 0)
+		return rc;
+	if (cache_get(im, name, &w.fp, out))
+		return 0;
+	rc = compute_digest(root, out, e);
+	if (rc < 0)
+		return rc;
+	if (w.fp.newest_ns < ts_ns(&now) - RACY_NS)
+		cache_put(im, name, &w.fp, out);
+	return 0;
+}
+
+int images_each(struct images *im, int (*fn)(const char *name, void *arg), void *arg)
+{
+	struct dirent **list;
+	int n = scandir(im->dir, &list, not_dots, by_name);
+	if (n < 0)
+		return -errno;
+	int rc = 0;
+	for (int i = 0; i < n; i++) {
+		if (rc == 0 && images_exists(im, list[i]->d_name) == 0)
+			rc = fn(list[i]->d_name, arg);
+		free(list[i]);
+	}
+	free(list);
+	return rc;
+}

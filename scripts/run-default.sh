@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# run-default.sh - set up, build, and mount snapfs on its defaults (run as root).
+#
+# Installs what is missing (scripts/setup.sh), builds build/snapfs, makes the
+# busybox example image in /var/lib/snapfs/images/busybox, and mounts snapfs
+# at /mnt/snapfs (state in /var/lib/snapfs, snapshots in /var/lib/snapfs/store).
+# Safe to run again: an existing, answering mount is left as it is.
+set -euo pipefail
+
+MNT=/mnt/snapfs
+IMAGE_DIR=/var/lib/snapfs/images/busybox
+
+cd "$(dirname "$0")/.."
+
+scripts/setup.sh
+make
+scripts/make-image.sh "$IMAGE_DIR"
+
+mounted() { awk -v m="$MNT" '$2 == m { f = 1 } END { exit !f }' /proc/mounts; }
+
+mkdir -p "$MNT"
+if mounted && timeout 10 cat "$MNT/version" >/dev/null 2>&1; then
+	echo "run-default: snapfs is already mounted at $MNT"
+else
+	# A mount whose daemon is gone answers "Transport endpoint is not connected".
+	if mounted; then
+		echo "run-default: $MNT is a dead mount; unmounting it"
+		fusermount3 -u "$MNT" || fusermount3 -uz "$MNT"
+	fi
+	build/snapfs "$MNT"
+	for _ in $(seq 1 100); do
+		timeout 5 cat "$MNT/version" >/dev/null 2>&1 && break
+		sleep 0.1
+	done
+	timeout 5 cat "$MNT/version" >/dev/null || {
+		echo "run-default: $MNT does not answer; see /var/lib/snapfs/snapfs.log" >&2
+		exit 1
+	}
+	echo "run-default: snapfs is mounted at $MNT"
+fi
+
+cat <<EOF
+
+$(cat "$MNT/version")
+
+Try:
+  cat $MNT/README
+  mkdir $MNT/sandboxes/demo
+  echo busybox > $MNT/sandboxes/demo/image
+  echo 'i=0; while :; do i=\$((i+1)); echo \$i > /tmp/count; sleep 1; done' > $MNT/sandboxes/demo/entrypoint
+  echo 1 > $MNT/sandboxes/demo/start && cat $MNT/sandboxes/demo/status
+  echo 1 > $MNT/sandboxes/demo/snapshot && cat $MNT/sandboxes/demo/snapshot
+  echo 1 > $MNT/snapshots/\$(cat $MNT/sandboxes/demo/snapshot)/fork
+  cat $MNT/sandboxes/index
+  tail -f $MNT/events
+
+A longer tour: examples/walkthrough.sh $MNT
+Unmount (sandboxes keep running): fusermount3 -u $MNT
+EOF

@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# run.sh [tests/integration/test_X.sh ...] - the whole test suite (what `make test` runs).
+#
+# Runs the unit tests (build/asan/tests/unit/test_*, through tests/run-unit.sh),
+# then each integration test (all of tests/integration/test_*.sh, or those
+# named) as its own bash process on a real FUSE mount with real runsc
+# sandboxes. Ends with one line, "N passed, N failed", the sum of every unit
+# and integration check; exits non-zero if anything failed.
+#
+# Needs root (FUSE, runsc) and what `scripts/setup.sh --test` installs.
+# TEST_TIMEOUT (seconds, default 1800) bounds each integration test. A
+# failing test's daemon log is kept in build/test-logs/.
+set -u
+
+cd "$(dirname "$0")/.." || exit
+
+TEST_TIMEOUT=${TEST_TIMEOUT:-1800}
+RESULT_RE='^[0-9]+ passed, [0-9]+ failed$'
+passed=0
+failed=0
+
+# add LABEL RC OUTPUT: add the last result line of OUTPUT; a missing line, or
+# a non-zero exit with no failure counted, is one failure.
+add() {
+	local label=$1 rc=$2 line p f
+	line=$(printf '%s\n' "$3" | grep -E "$RESULT_RE" | tail -n 1)
+	if [ -z "$line" ]; then
+		echo "$label: no result line (exit status $rc)"
+		failed=$((failed + 1))
+		return
+	fi
+	p=${line%% passed*}
+	f=${line#*, }
+	f=${f%% failed}
+	[ "$rc" -ne 0 ] && [ "$f" -eq 0 ] && f=1
+	passed=$((passed + p))
+	failed=$((failed + f))
+}
+
+if [ "$(id -u)" -ne 0 ]; then
+	echo "tests/run.sh: the integration tests mount FUSE and run runsc: run as root" >&2
+fi
+
+# --- unit tests: one binary per tests/unit/test_*.c ---
+unit_bins=()
+for src in tests/unit/test_*.c; do
+	[ -e "$src" ] || continue
+	unit_bins+=("build/asan/tests/unit/$(basename "$src" .c)")
+done
+if [ "${#unit_bins[@]}" -gt 0 ]; then
+	echo "=== unit tests"
+	missing=0
+	present=()
+	for bin in "${unit_bins[@]}"; do
+		if [ -x "$bin" ]; then
+			present+=("$bin")
+		else
+			echo "unit $(basename "$bin"): not built (make $bin)"
+			missing=$((missing + 1))
+		fi
+	done
+	failed=$((failed + missing))
+	if [ "${#present[@]}" -gt 0 ]; then
+		out=$(tests/run-unit.sh "${present[@]}" 2>&1)
+		rc=$?
+		printf '%s\n' "$out" | grep -vE "$RESULT_RE"
+		add "unit tests" "$rc" "$out"
+	fi
+fi
+
+# --- integration tests ---
+if [ $# -gt 0 ]; then
+	tests=("$@")
+else
+	tests=(tests/integration/test_*.sh)
+fi
+SNAPFS_TEST_CACHE=$(mktemp -d "${TMPDIR:-/tmp}/snapfs-test-cache.XXXXXX")
+SNAPFS_TEST_LOGS=$PWD/build/test-logs
+export SNAPFS_TEST_CACHE SNAPFS_TEST_LOGS
+trap 'rm -rf "$SNAPFS_TEST_CACHE"' EXIT
+rm -rf "$SNAPFS_TEST_LOGS"
+if ! scripts/make-image.sh "$SNAPFS_TEST_CACHE/busybox" >/dev/null; then
+	echo "scripts/make-image.sh failed: the integration tests need the busybox image" >&2
+fi
+
+for t in "${tests[@]}"; do
+	[ -f "$t" ] || continue
+	name=$(basename "$t" .sh)
+	echo "=== $name"
+	start=$(date +%s)
+	log=$(mktemp)
+	timeout -k 400 "$TEST_TIMEOUT" bash "$t" 2>&1 | tee "$log"
+	rc=${PIPESTATUS[0]}
+	[ "$rc" -eq 124 ] && echo "$name: killed after $TEST_TIMEOUT s"
+	add "$name" "$rc" "$(cat "$log")"
+	rm -f "$log"
+	echo "=== $name: exit status $rc, $(($(date +%s) - start)) s"
+done
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,214 @@
+/* Unit tests for fs/control.c: line framing and word parsing of control files. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fs/control.h"
+#include "tests/unit/t.h"
+
+/* Collects the lines handed on, "|"-separated. */
+struct seen {
+	char text[16384];
+	int n;
+	int fail_at; /* return -EIO for this line number (1-based), 0 never */
+};
+
+static int collect(const char *line, void *arg)
+{
+	struct seen *s = arg;
+	s->n++;
+	if (s->fail_at == s->n)
+		return -EIO;
+	size_t used = strlen(s->text);
+	snprintf(s->text + used, sizeof(s->text) - used, "%s|", line);
+	return 0;
+}
+
+static int feed(struct ctl_lines *cl, const char *data, struct seen *s)
+{
+	return ctl_lines_feed(cl, data, strlen(data), collect, s);
+}
+
+static void test_split_write(void)
+{
+	struct ctl_lines cl = {0};
+	struct seen s = {0};
+	CHECK(feed(&cl, "1", &s) == 0);
+	CHECK(s.n == 0);
+	CHECK(feed(&cl, "\n", &s) == 0);
+	CHECK_STR(s.text, "1|");
+	CHECK(ctl_lines_flush(&cl, collect, &s) == 0);
+	CHECK(s.n == 1);
+}
+
+static void test_two_lines_one_write(void)
+{
+	struct ctl_lines cl = {0};
+	struct seen s = {0};
+	CHECK(feed(&cl, "A=1\nB=2\n", &s) == 0);
+	CHECK_STR(s.text, "A=1|B=2|");
+}
+
+static void test_empty_line_and_crlf(void)
+{
+	struct ctl_lines cl = {0};
+	struct seen s = {0};
+	CHECK(feed(&cl, "\n1\r\n", &s) == 0);
+	CHECK_STR(s.text, "|1|");
+}
+
+static void test_trailing_line_at_flush(void)
+{
+	struct ctl_lines cl = {0};
+	struct seen s = {0};
+	CHECK(feed(&cl, "x\nname=a", &s) == 0);
+	CHECK_STR(s.text, "x|");
+	CHECK(ctl_lines_flush(&cl, collect, &s) == 0);
+	CHECK_STR(s.text, "x|name=a|");
+	CHECK(ctl_lines_flush(&cl, collect, &s) == 0);
+	CHECK(s.n == 2);
+}
+
+static void test_line_too_long(void)
+{
+	struct ctl_lines cl = {0};
+	struct seen s = {0};
+	char *big = malloc(CTL_LINE_MAX + 2);
+	memset(big, 'a', CTL_LINE_MAX + 1);
+	big[CTL_LINE_MAX + 1] = '\0';
+
+	/* 4097 bytes, no newline: refused, and the rest of that line too. */
+	CHECK(feed(&cl, big, &s) == -EFBIG);
+	CHECK(feed(&cl, "tail\n", &s) == -EFBIG);
+	CHECK(feed(&cl, "1\n", &s) == 0);
+	CHECK_STR(s.text, "1|");
+
+	/* Exactly 4096 bytes is a line. */
+	big[CTL_LINE_MAX] = '\n';
+	s = (struct seen){0};
+	CHECK(feed(&cl, big, &s) == 0);
+	CHECK(s.n == 1);
+	CHECK(strlen(s.text) == CTL_LINE_MAX + 1);
+
+	/* Split over writes, the limit still holds. */
+	big[CTL_LINE_MAX] = '\0';
+	CHECK(feed(&cl, big, &s) == 0);
+	CHECK(feed(&cl, "b", &s) == -EFBIG);
+	CHECK(ctl_lines_flush(&cl, collect, &s) == 0);
+	CHECK(s.n == 1);
+	free(big);
+}
+
+static void test_callback_error_stops(void)
+{
+	struct ctl_lines cl = {0};
+	struct seen s = {.fail_at = 2};
+	CHECK(feed(&cl, "a\nb\nc\n", &s) == -EIO);
+	CHECK_STR(s.text, "a|");
+	CHECK(s.n == 2);
+}
+
+static void test_words(void)
+{
+	struct ctl_words w;
+	struct err e = {0};
+	CHECK(ctl_words_parse("", "start", 0, &w, &e) == 0);
+	CHECK(!w.async);
+	CHECK(ctl_words_parse("1", "start", 0, &w, &e) == 0);
+	CHECK(ctl_words_parse("  async ", "start", 0, &w, &e) == 0);
+	CHECK(w.async);
+	CHECK(ctl_words_parse("name=base async", "snapshot", CTL_ALLOW_NAME, &w, &e) == 0);
+	CHECK_STR(w.label, "base");
+	CHECK(w.async);
+	CHECK(ctl_words_parse("1\tname=x", "snapshot", CTL_ALLOW_NAME, &w, &e) == 0);
+	CHECK_STR(w.label, "x");
+}
+
+static void test_unknown_words(void)
+{
+	struct ctl_words w;
+	struct err e = {0};
+	CHECK(ctl_words_parse("1 now", "snapshot", CTL_ALLOW_NAME, &w, &e) == -EINVAL);
+	CHECK_STR(e.msg, "unknown word 'now' for snapshot");
+	CHECK(e.code == EINVAL);
+	CHECK(ctl_words_parse("name=x", "start", 0, &w, &e) == -EINVAL);
+	CHECK_STR(e.msg, "unknown word 'name=x' for start");
+	CHECK(ctl_words_parse("0", "fork", 0, &w, &e) == -EINVAL);
+	CHECK(ctl_words_parse("name=", "snapshot", CTL_ALLOW_NAME, &w, &e) == -EINVAL);
+	char label[LABEL_MAX + 8] = "name=";
+	memset(label + 5, 'l', LABEL_MAX);
+	label[5 + LABEL_MAX] = '\0';
+	CHECK(ctl_words_parse(label, "snapshot", CTL_ALLOW_NAME, &w, &e) == -EINVAL);
+}
+
+static int spec_feed(struct ctl_spec *s, const char *lines[], size_t n)
+{
+	int rc = 0;
+	for (size_t i = 0; i < n && rc == 0; i++)
+		rc = ctl_spec_add(s, lines[i]);
+	return rc;
+}
+
+static void test_spec_key_value(void)
+{
+	struct ctl_spec s = {0};
+	struct strbuf text;
+	bool async;
+	const char *lines[] = {"image=busybox", "async", "env=A=1"};
+	CHECK(spec_feed(&s, lines, ARRAY_SIZE(lines)) == 0);
+	CHECK(ctl_spec_pending(&s));
+	CHECK(ctl_spec_add(&s, "") == 1);
+	ctl_spec_take(&s, &text, &async);
+	CHECK_STR(strbuf_str(&text), "image=busybox\nenv=A=1\n");
+	CHECK(async);
+	CHECK(!ctl_spec_pending(&s));
+	strbuf_release(&text);
+
+	/* Blank lines before anything is collected are ignored. */
+	CHECK(ctl_spec_add(&s, "") == 0);
+	CHECK(!ctl_spec_pending(&s));
+	ctl_spec_release(&s);
+}
+
+static void test_spec_json(void)
+{
+	struct ctl_spec s = {0};
+	struct strbuf text;
+	bool async;
+	CHECK(ctl_spec_add(&s, "{\"image\": \"busybox\"}") == 1);
+	ctl_spec_take(&s, &text, &async);
+	CHECK(!async);
+	strbuf_release(&text);
+
+	/* An object over several lines acts when it is complete. */
+	const char *lines[] = {"{", "  \"image\": \"busybox\",", "", "  \"env\": [\"A=1\"]"};
+	CHECK(spec_feed(&s, lines, ARRAY_SIZE(lines)) == 0);
+	CHECK(ctl_spec_add(&s, "}") == 1);
+	ctl_spec_take(&s, &text, &async);
+	strbuf_release(&text);
+
+	/* Broken JSON acts at once so the write reports it. */
+	CHECK(ctl_spec_add(&s, "{\"image\": busybox}") == 1);
+	ctl_spec_release(&s);
+	/* A string cannot go on past its line: that is broken too. */
+	CHECK(ctl_spec_add(&s, "{\"image\": \"bus") == 1);
+	ctl_spec_release(&s);
+	CHECK(ctl_spec_add(&s, "{\"image\": \"busybox\",") == 0);
+	CHECK(ctl_spec_pending(&s));
+	ctl_spec_release(&s);
+}
+
+int main(void)
+{
+	test_split_write();
+	test_two_lines_one_write();
+	test_empty_line_and_crlf();
+	test_trailing_line_at_flush();
+	test_line_too_long();
+	test_callback_error_stops();
+	test_words();
+	test_unknown_words();
+	test_spec_key_value();
+	test_spec_json();
+	return t_done();
+}

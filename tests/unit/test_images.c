@@ -1,0 +1,240 @@
+#include "runtime/images.h"
+#include "runtime/runsc.h"
+#include "lib/strbuf.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "tests/unit/t.h"
+
+static char base[64];
+
+static void put(const char *rel, const char *data)
+{
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s/%s", base, rel);
+	CHECK(write_file_durable(path, data, strlen(data)) == 0);
+}
+
+static void make_tree(const char *image)
+{
+	char path[PATH_MAX], rel[PATH_MAX];
+	snprintf(path, sizeof(path), "%s/%s/etc/sub", base, image);
+	CHECK(mkdir_p(path, 0755) == 0);
+	snprintf(rel, sizeof(rel), "%s/etc/passwd", image);
+	put(rel, "root:x:0:0:root:/root:/bin/sh\n");
+	snprintf(rel, sizeof(rel), "%s/etc/sub/a", image);
+	put(rel, "aaaa");
+	snprintf(path, sizeof(path), "%s/%s/etc/link", base, image);
+	CHECK(symlink("sub/a", path) == 0);
+}
+
+static int collect(const char *name, void *arg)
+{
+	struct strbuf *sb = arg;
+	return strbuf_addf(sb, "%s,", name);
+}
+
+static void digest_of(struct images *im, const char *name, char out[DIGEST_MAX])
+{
+	struct err e = {0};
+	out[0] = '\0';
+	CHECK(images_digest(im, name, out, &e) == 0);
+}
+
+static void test_names(struct images *im)
+{
+	char path[PATH_MAX], want[PATH_MAX];
+	_cleanup_strbuf_ struct strbuf sb = STRBUF_INIT;
+	CHECK(images_exists(im, "one") == 0);
+	CHECK(images_exists(im, "nope") == -ENOENT);
+	CHECK(images_exists(im, "../one") == -ENOENT);
+	CHECK(images_exists(im, ".hidden") == -ENOENT);
+	CHECK(images_exists(im, "") == -ENOENT);
+	CHECK(images_exists(im, "file") == -ENOENT); /* not a directory */
+	CHECK(images_path(im, "one", path, sizeof(path)) == 0);
+	snprintf(want, sizeof(want), "%s/one", images_dir(im));
+	CHECK_STR(path, want);
+	CHECK(path[0] == '/');
+	CHECK(images_each(im, collect, &sb) == 0);
+	CHECK_STR(strbuf_str(&sb), "one,two,");
+}
+
+static void test_digest(struct images *im)
+{
+	char d1[DIGEST_MAX], d2[DIGEST_MAX], d3[DIGEST_MAX];
+	char path[PATH_MAX];
+	struct err e = {0};
+	digest_of(im, "one", d1);
+	CHECK(str_has_prefix(d1, "sha256:") && strlen(d1) == 7 + 64);
+	digest_of(im, "one", d2);
+	CHECK_STR(d1, d2);
+	/* Same tree elsewhere: same digest. */
+	digest_of(im, "two", d3);
+	CHECK_STR(d1, d3);
+	CHECK(images_digest(im, "nope", d3, &e) == -ENOENT);
+
+	put("images/one/etc/sub/a", "bbbb"); /* same size, same second */
+	digest_of(im, "one", d2);
+	CHECK(strcmp(d1, d2) != 0);
+
+	snprintf(path, sizeof(path), "%s/images/one/etc/sub/a", base);
+	CHECK(chmod(path, 0600) == 0);
+	digest_of(im, "one", d3);
+	CHECK(strcmp(d2, d3) != 0);
+
+	put("images/one/etc/new", "");
+	digest_of(im, "one", d2);
+	CHECK(strcmp(d2, d3) != 0);
+
+	snprintf(path, sizeof(path), "%s/images/one/etc/link", base);
+	CHECK(unlink(path) == 0 && symlink("sub/b", path) == 0);
+	digest_of(im, "one", d3);
+	CHECK(strcmp(d2, d3) != 0);
+}
+
+/* Once the tree is older than the racy window, the digest is cached and still sees changes. */
+static void test_cache(struct images *im)
+{
+	char d1[DIGEST_MAX], d2[DIGEST_MAX];
+	sleep(2);
+	digest_of(im, "two", d1);
+	digest_of(im, "two", d2); /* from the cache */
+	CHECK_STR(d1, d2);
+	put("images/two/etc/sub/a", "cccc");
+	digest_of(im, "two", d2);
+	CHECK(strcmp(d1, d2) != 0);
+}
+
+static const cJSON *get(const cJSON *o, const char *key)
+{
+	return cJSON_GetObjectItemCaseSensitive(o, key);
+}
+
+static bool has_string(const cJSON *arr, const char *s)
+{
+	const cJSON *it;
+	cJSON_ArrayForEach(it, arr)
+	{
+		if (cJSON_IsString(it) && strcmp(it->valuestring, s) == 0)
+			return true;
+	}
+	return false;
+}
+
+static cJSON *load_bundle(const char *dir)
+{
+	char path[PATH_MAX];
+	_cleanup_free_ char *text = NULL;
+	snprintf(path, sizeof(path), "%s/config.json", dir);
+	if (read_file(path, &text, NULL, 1 << 20) < 0)
+		return NULL;
+	return cJSON_Parse(text);
+}
+
+static void check_bundle_fields(const cJSON *cfg)
+{
+	const cJSON *proc = get(cfg, "process"), *root = get(cfg, "root");
+	const cJSON *args = get(proc, "args"), *env = get(proc, "env");
+	CHECK_STR(cJSON_GetStringValue(get(cfg, "ociVersion")), "1.0.2");
+	CHECK_STR(cJSON_GetStringValue(get(cfg, "hostname")), "snapfs");
+	CHECK(cJSON_GetArraySize(args) == 3);
+	CHECK_STR(cJSON_GetStringValue(cJSON_GetArrayItem(args, 0)), "/bin/sh");
+	CHECK_STR(cJSON_GetStringValue(cJSON_GetArrayItem(args, 1)), "-c");
+	CHECK_STR(cJSON_GetStringValue(cJSON_GetArrayItem(args, 2)), "echo \"hi\"; sleep 1");
+	CHECK(has_string(env, "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"));
+	CHECK(has_string(env, "HOME=/root"));
+	CHECK(has_string(env, "FOO=bar"));
+	CHECK(has_string(env, "B=x=y z"));
+	CHECK(cJSON_GetArraySize(env) == 4);
+	CHECK_STR(cJSON_GetStringValue(get(proc, "cwd")), "/");
+	CHECK(cJSON_GetNumberValue(get(get(proc, "user"), "uid")) == 0);
+	CHECK(cJSON_GetNumberValue(get(get(proc, "user"), "gid")) == 0);
+	CHECK(has_string(get(get(proc, "capabilities"), "effective"), "CAP_CHOWN"));
+	CHECK_STR(cJSON_GetStringValue(get(root, "path")), "/images/busybox");
+	/* false: runsc's memory overlay applies to a writable root only. */
+	CHECK(cJSON_IsFalse(get(root, "readonly")));
+}
+
+static void check_bundle_mounts(const cJSON *cfg)
+{
+	const cJSON *mounts = get(cfg, "mounts");
+	const cJSON *ns = get(get(cfg, "linux"), "namespaces");
+	const char *types[] = {"pid", "ipc", "uts", "mount", "network"};
+	CHECK(cJSON_GetArraySize(mounts) == 2);
+	CHECK_STR(cJSON_GetStringValue(get(cJSON_GetArrayItem(mounts, 0), "destination")), "/proc");
+	CHECK_STR(cJSON_GetStringValue(get(cJSON_GetArrayItem(mounts, 0), "type")), "proc");
+	CHECK_STR(cJSON_GetStringValue(get(cJSON_GetArrayItem(mounts, 1), "destination")), "/tmp");
+	CHECK_STR(cJSON_GetStringValue(get(cJSON_GetArrayItem(mounts, 1), "type")), "tmpfs");
+	CHECK(cJSON_GetArraySize(ns) == (int)ARRAY_SIZE(types));
+	for (size_t i = 0; i < ARRAY_SIZE(types); i++)
+		CHECK_STR(cJSON_GetStringValue(get(cJSON_GetArrayItem(ns, (int)i), "type")),
+			  types[i]);
+}
+
+static void test_bundle(void)
+{
+	char dir[PATH_MAX];
+	struct err e = {0};
+	snprintf(dir, sizeof(dir), "%s/bundles/b1", base);
+	CHECK(runsc_write_bundle(dir, "/images/busybox", "echo \"hi\"; sleep 1",
+				 "FOO=bar\n\nB=x=y z", &e) == 0);
+	cJSON *cfg = load_bundle(dir);
+	CHECK(cfg != NULL);
+	if (cfg) {
+		check_bundle_fields(cfg);
+		check_bundle_mounts(cfg);
+	}
+	cJSON_Delete(cfg);
+
+	/* The sandbox's own PATH replaces the default one. */
+	CHECK(runsc_write_bundle(dir, "/images/busybox", "true", "PATH=/bin\n", &e) == 0);
+	cfg = load_bundle(dir);
+	const cJSON *env = get(get(cfg, "process"), "env");
+	CHECK(has_string(env, "PATH=/bin") && has_string(env, "HOME=/root"));
+	CHECK(cJSON_GetArraySize(env) == 2);
+	cJSON_Delete(cfg);
+
+	CHECK(runsc_write_bundle(dir, "/images/busybox", "true", "SECRET\n", &e) == -EINVAL);
+	CHECK(strstr(e.msg, "SECRET") == NULL);
+	CHECK(runsc_write_bundle(dir, "images/busybox", "true", "", &e) == -EINVAL);
+}
+
+static void test_container_id(void)
+{
+	char a[RUNTIME_ID_MAX], b[RUNTIME_ID_MAX];
+	CHECK(runsc_new_container_id(a) == 0 && runsc_new_container_id(b) == 0);
+	CHECK(str_has_prefix(a, "snapfs-") && strlen(a) == 7 + 24);
+	CHECK(strspn(a + 7, "0123456789abcdef") == 24);
+	CHECK(strcmp(a, b) != 0);
+}
+
+int main(void)
+{
+	struct images *im = NULL;
+	struct err e = {0};
+	char dir[PATH_MAX];
+	snprintf(base, sizeof(base), "/tmp/snapfs-test-images-XXXXXX");
+	if (!mkdtemp(base))
+		return 1;
+	make_tree("images/one");
+	make_tree("images/two");
+	put("images/file", "not an image");
+	snprintf(dir, sizeof(dir), "%s/images", base);
+	CHECK(images_open(dir, &im, &e) == 0);
+	if (im) {
+		test_names(im);
+		test_digest(im);
+		test_cache(im);
+		images_close(im);
+	}
+	test_bundle();
+	test_container_id();
+	rm_rf(base);
+	return t_done();
+}
