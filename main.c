@@ -8,7 +8,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <fuse_lowlevel.h>
 #include <getopt.h>
 #include <limits.h>
 #include <stdio.h>

@@ -7,8 +7,8 @@
 static const char blanks[] = " \t\r";
 
 /* One piece of written data up to a newline (@complete) or the end of the write. */
-static int lines_add(struct ctl_lines *cl, const char *seg, size_t n, bool complete,
-		     ctl_line_fn fn, void *arg)
+static int lines_add(struct ctl_lines *cl, const char *seg, size_t n, bool complete, ctl_line_fn fn,
+		     void *arg)
 {
 	if (cl->toolong) {
 		cl->toolong = !complete;
@@ -31,8 +31,7 @@ static int lines_add(struct ctl_lines *cl, const char *seg, size_t n, bool compl
 	return fn(cl->buf, arg);
 }
 
-int ctl_lines_feed(struct ctl_lines *cl, const char *data, size_t len, ctl_line_fn fn,
-		   void *arg)
+int ctl_lines_feed(struct ctl_lines *cl, const char *data, size_t len, ctl_line_fn fn, void *arg)
 {
 	while (len > 0) {
 		const char *nl = memchr(data, '\n', len);

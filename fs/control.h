@@ -39,8 +39,7 @@ typedef int (*ctl_line_fn)(const char *line, void *arg);
  * Returns 0, -EFBIG for a line over CTL_LINE_MAX (lines before it were
  * handed on), or the first negative return of @fn, which stops the walk.
  */
-int ctl_lines_feed(struct ctl_lines *cl, const char *data, size_t len, ctl_line_fn fn,
-		   void *arg);
+int ctl_lines_feed(struct ctl_lines *cl, const char *data, size_t len, ctl_line_fn fn, void *arg);
 /* At FLUSH: hand on the buffered last line, if there is one. */
 int ctl_lines_flush(struct ctl_lines *cl, ctl_line_fn fn, void *arg);
 

@@ -22,7 +22,6 @@ static void file_unref(struct fs_file *f)
 		return;
 	strbuf_release(&f->content);
 	strbuf_release(&f->collected);
-	strbuf_release(&f->result);
 	ctl_spec_release(&f->spec);
 	pthread_mutex_destroy(&f->lock);
 	free(f);
@@ -75,18 +74,19 @@ void file_release(struct fs_file *f)
 
 /* --- completions ------------------------------------------------------ */
 
-struct op {
+struct file_op {
 	struct pending *p;
 	struct fs_file *f;
-	enum op_result what;
+	enum file_op_result what;
 };
 
-int op_new(struct fs_file *f, struct pending *p, enum op_result what, struct op **out)
+int file_op_new(struct fs_file *f, struct pending *p, enum file_op_result what,
+		struct file_op **out)
 {
-	struct op *op = malloc(sizeof(*op));
+	struct file_op *op = malloc(sizeof(*op));
 	if (!op)
 		return -ENOMEM;
-	*op = (struct op){p, f, what};
+	*op = (struct file_op){p, f, what};
 	if (p)
 		pending_hold(p);
 	if (f)
@@ -95,42 +95,93 @@ int op_new(struct fs_file *f, struct pending *p, enum op_result what, struct op 
 	return 0;
 }
 
-int op_begin(struct fs_file *f, struct pending *p, bool async, struct op **out)
+int file_op_begin(struct fs_file *f, struct pending *p, bool async, struct file_op **out)
 {
 	*out = NULL;
-	return async ? 0 : op_new(f, p, OP_RESULT_NONE, out);
+	return async ? 0 : file_op_new(f, p, FILE_OP_NONE, out);
 }
 
-static void set_content(struct fs_file *f, const char *data, size_t len)
+/* The result of a write: what reads return next, from its beginning. */
+static void set_result_locked(struct fs_file *f, const char *data, size_t len)
 {
-	pthread_mutex_lock(&f->lock);
 	strbuf_reset(&f->content);
 	f->has_content = strbuf_add(&f->content, data, len) == 0;
+	f->pos = 0;
+}
+
+static void set_result(struct fs_file *f, const char *data, size_t len)
+{
+	pthread_mutex_lock(&f->lock);
+	set_result_locked(f, data, len);
 	pthread_mutex_unlock(&f->lock);
+}
+
+/*
+ * A copy of up to @size bytes of @sb from @from. Replies are sent from
+ * copies after the lock is dropped: once the kernel has its answer it may
+ * release the file, and nothing may touch it after that.
+ */
+static char *slice_dup(const struct strbuf *sb, size_t from, size_t size, size_t *n)
+{
+	from = from < sb->len ? from : sb->len;
+	*n = sb->len - from < size ? sb->len - from : size;
+	char *copy = malloc(*n ? *n : 1);
+	if (copy)
+		memcpy(copy, strbuf_str(sb) + from, *n);
+	return copy;
+}
+
+/* FS_STREAM: up to @size bytes from where the last read stopped. */
+static char *stream_take_locked(struct fs_file *f, size_t size, size_t *n)
+{
+	char *copy = slice_dup(&f->content, f->pos, size, n);
+	if (copy)
+		f->pos = (f->pos < f->content.len ? f->pos : f->content.len) + *n;
+	return copy;
+}
+
+/* A stream read: answered at once, or held while an exec runs. */
+struct waiter {
+	struct waiter *next;
+	struct pending *p;
+	size_t size;
+	char *data;
+	size_t len;
+};
+
+static void waiter_answer(struct waiter *w, int rc)
+{
+	if (rc == 0 && !w->data)
+		rc = -ENOMEM;
+	pending_done(w->p, rc, w->data, w->len);
+	free(w->data);
+	free(w);
 }
 
 static void exec_end(struct fs_file *f, int rc, const char *result, size_t len)
 {
 	pthread_mutex_lock(&f->lock);
-	strbuf_reset(&f->result);
-	if (rc == 0 && result)
-		strbuf_add(&f->result, result, len);
+	set_result_locked(f, rc == 0 && result ? result : "", rc == 0 && result ? len : 0);
 	f->running = false;
-	struct pending *waiters = steal_ptr(f->waiters);
+	struct waiter *waiters = steal_ptr(f->waiters);
+	for (struct waiter *w = waiters; w && rc == 0; w = w->next)
+		w->data = stream_take_locked(f, w->size, &w->len);
 	pthread_mutex_unlock(&f->lock);
 
-	struct pending *w;
-	while ((w = pending_pop(&waiters)))
-		pending_done(w, rc, result ? result : "", result ? len : 0);
+	while (waiters) {
+		struct waiter *w = waiters;
+		waiters = w->next;
+		waiter_answer(w, rc);
+	}
 }
 
-void op_done(void *ctx, int rc, const char *result, size_t len)
+void file_op_done(void *ctx, int rc, const char *result, size_t len)
 {
-	struct op *op = ctx;
-	if (op->what == OP_RESULT_EXEC)
+	struct file_op *op = ctx;
+	if (op->what == FILE_OP_EXEC)
 		exec_end(op->f, rc, result, len);
-	else if (op->what == OP_RESULT_CONTENT && rc == 0 && result)
-		set_content(op->f, result, len);
+	else if (op->what == FILE_OP_CONTENT && rc == 0 && result)
+		set_result(op->f, result, len);
 	if (op->p)
 		pending_done(op->p, rc, result, len);
 	if (op->f)
@@ -138,20 +189,14 @@ void op_done(void *ctx, int rc, const char *result, size_t len)
 	free(op);
 }
 
-int op_end(struct op *op, int rc)
+int file_op_end(struct file_op *op, int rc)
 {
 	if (rc < 0 && op)
-		op_done(op, rc, NULL, 0);
+		file_op_done(op, rc, NULL, 0);
 	return rc;
 }
 
 /* --- reads ------------------------------------------------------------ */
-
-static void reply_slice(fuse_req_t req, const char *data, size_t len, size_t size, off_t off)
-{
-	size_t from = (size_t)off < len ? (size_t)off : len;
-	fuse_reply_buf(req, data + from, len - from < size ? len - from : size);
-}
 
 /* Reply from f->content; made afresh at offset 0 or when there is none yet. */
 static void read_generated(fuse_req_t req, struct fs_file *f, size_t size, off_t off)
@@ -166,6 +211,7 @@ static void read_generated(fuse_req_t req, struct fs_file *f, size_t size, off_t
 		fuse_reply_err(req, -rc);
 		return;
 	}
+	size_t n;
 	pthread_mutex_lock(&f->lock);
 	if (fresh) {
 		struct strbuf old = f->content;
@@ -175,9 +221,12 @@ static void read_generated(fuse_req_t req, struct fs_file *f, size_t size, off_t
 		if (ent->flags & FS_STATUS)
 			snprintf(f->seen, sizeof(f->seen), "%s", strbuf_str(&f->content));
 	}
-	/* fuse_reply_buf copies into the kernel at once: safe under the lock. */
-	reply_slice(req, f->content.buf, f->content.len, size, off);
+	_cleanup_free_ char *copy = slice_dup(&f->content, (size_t)off, size, &n);
 	pthread_mutex_unlock(&f->lock);
+	if (copy)
+		fuse_reply_buf(req, copy, n);
+	else
+		fuse_reply_err(req, ENOMEM);
 }
 
 static void read_journal(fuse_req_t req, struct fs_file *f, size_t size, off_t off)
@@ -211,58 +260,73 @@ static void read_wait(fuse_req_t req, struct fs_file *f, size_t size, off_t off)
 		return;
 	}
 	struct err e = {0};
-	struct op *op;
-	int rc = op_new(f, p, OP_RESULT_CONTENT, &op);
+	struct file_op *op;
+	int rc = file_op_new(f, p, FILE_OP_CONTENT, &op);
 	if (rc == 0)
-		rc = op_end(op, f->node.ent->action(f->node.id, op_done, op, &e));
+		rc = file_op_end(op, f->node.ent->action(f->node.id, file_op_done, op, &e));
 	pending_done(p, rc, NULL, 0);
 }
 
-/* exec: the last command's output, held while it still runs. */
-static void read_exec(fuse_req_t req, struct fs_file *f, size_t size, off_t off)
+/* FS_STREAM before any write: the row's read content, made once. */
+static int stream_fill(struct fs_file *f)
 {
-	struct pending *p = pending_start(req, PENDING_BUF, size, off);
-	if (!p) {
-		fuse_reply_err(req, ENOMEM);
-		return;
-	}
+	_cleanup_strbuf_ struct strbuf made = STRBUF_INIT;
 	pthread_mutex_lock(&f->lock);
-	if (f->running) {
-		pending_hold(p);
-		pending_push(&f->waiters, p);
-		pthread_mutex_unlock(&f->lock);
-		pending_done(p, 0, NULL, 0);
-		return;
-	}
-	/* Answering under the lock is safe: it copies the slice and writes to the kernel. */
-	pending_done(p, 0, strbuf_str(&f->result), f->result.len);
+	bool need = !f->has_content && !f->running;
 	pthread_mutex_unlock(&f->lock);
+	int rc = need && f->node.ent->read ? f->node.ent->read(&f->node, &made) : 0;
+	if (rc < 0 || !need)
+		return rc;
+	pthread_mutex_lock(&f->lock);
+	if (!f->has_content && !f->running) {
+		set_result_locked(f, strbuf_str(&made), made.len);
+		rc = f->has_content ? 0 : -ENOMEM;
+	}
+	pthread_mutex_unlock(&f->lock);
+	return rc;
 }
 
-/* A control file's read after a write on the same open file: the id it made. */
-static bool read_result(fuse_req_t req, struct fs_file *f, size_t size, off_t off)
+static void read_stream(fuse_req_t req, struct fs_file *f, size_t size)
 {
-	char line[ID_MAX + 1];
+	int rc = stream_fill(f);
+	struct waiter *w = rc == 0 ? calloc(1, sizeof(*w)) : NULL;
+	if (w)
+		w->p = pending_start(req, PENDING_BUF, size, 0);
+	if (!w || !w->p) {
+		fuse_reply_err(req, rc < 0 ? -rc : ENOMEM);
+		free(w);
+		return;
+	}
+	w->size = size;
 	pthread_mutex_lock(&f->lock);
-	bool has = f->has_id;
-	int n = snprintf(line, sizeof(line), "%s\n", f->id);
+	bool held = f->running;
+	if (held) {
+		struct waiter **tail = &f->waiters;
+		while (*tail)
+			tail = &(*tail)->next;
+		*tail = w;
+	} else {
+		w->data = stream_take_locked(f, size, &w->len);
+	}
 	pthread_mutex_unlock(&f->lock);
-	if (has)
-		reply_slice(req, line, (size_t)n, size, off);
-	return has;
+	if (!held)
+		waiter_answer(w, 0);
 }
 
 void file_read(fuse_req_t req, struct fs_file *f, size_t size, off_t off)
 {
 	const struct fs_entry *ent = f->node.ent;
+	/* An early answer (EINTR) lets the kernel release @f while this still runs. */
+	file_ref(f);
 	if (ent->journal)
 		read_journal(req, f, size, off);
 	else if (ent->flags & FS_WAIT)
 		read_wait(req, f, size, off);
-	else if (ent->flags & FS_EXEC)
-		read_exec(req, f, size, off);
-	else if (!(ent->flags & FS_RESULT) || !read_result(req, f, size, off))
+	else if (ent->flags & FS_STREAM)
+		read_stream(req, f, size);
+	else
 		read_generated(req, f, size, off);
+	file_unref(f);
 }
 
 /* --- writes ----------------------------------------------------------- */
@@ -292,14 +356,17 @@ static void report_framing(struct fs_file *f, int rc)
 {
 	struct err e = {0};
 	if (rc == -EFBIG)
-		err_set(&e, EFBIG, "%s: a line is longer than %d bytes", f->node.path, CTL_LINE_MAX);
+		err_set(&e, EFBIG, "%s: a line is longer than %d bytes", f->node.path,
+			CTL_LINE_MAX);
 	tree_report(&f->node, rc, &e);
 }
 
-void file_write(fuse_req_t req, struct fs_file *f, const char *buf, size_t size)
+static void write_lines(fuse_req_t req, struct fs_file *f, const char *buf, size_t size,
+			uint64_t owner)
 {
 	_cleanup_strbuf_ struct strbuf lines = STRBUF_INIT;
 	pthread_mutex_lock(&f->lock);
+	f->writer = owner;
 	int framing = ctl_lines_feed(&f->lines, buf, size, collect_line, &lines);
 	pthread_mutex_unlock(&f->lock);
 
@@ -316,17 +383,19 @@ void file_write(fuse_req_t req, struct fs_file *f, const char *buf, size_t size)
 	pending_done(p, rc, NULL, 0);
 }
 
-void file_flush(fuse_req_t req, struct fs_file *f)
+static void flush_lines(fuse_req_t req, struct fs_file *f, uint64_t owner)
 {
 	const struct fs_entry *ent = f->node.ent;
 	_cleanup_strbuf_ struct strbuf lines = STRBUF_INIT;
-	if (!ent->write) {
+	pthread_mutex_lock(&f->lock);
+	/* Another descriptor table closing its copy: the writer may go on writing. */
+	bool writers = ent->write && (f->writer == 0 || f->writer == owner);
+	int framing = writers ? ctl_lines_flush(&f->lines, collect_line, &lines) : 0;
+	pthread_mutex_unlock(&f->lock);
+	if (!writers) {
 		fuse_reply_err(req, 0);
 		return;
 	}
-	pthread_mutex_lock(&f->lock);
-	int framing = ctl_lines_flush(&f->lines, collect_line, &lines);
-	pthread_mutex_unlock(&f->lock);
 
 	struct pending *p = pending_start(req, PENDING_ERR, 0, 0);
 	if (!p) {
@@ -341,6 +410,21 @@ void file_flush(fuse_req_t req, struct fs_file *f)
 			tree_report(&f->node, rc, &e);
 	}
 	pending_done(p, rc, NULL, 0);
+}
+
+/* An early answer (EINTR) lets the kernel release @f while these still run. */
+void file_write(fuse_req_t req, struct fs_file *f, const char *buf, size_t size, uint64_t owner)
+{
+	file_ref(f);
+	write_lines(req, f, buf, size, owner);
+	file_unref(f);
+}
+
+void file_flush(fuse_req_t req, struct fs_file *f, uint64_t owner)
+{
+	file_ref(f);
+	flush_lines(req, f, owner);
+	file_unref(f);
 }
 
 /* --- poll ------------------------------------------------------------- */
@@ -379,7 +463,7 @@ void file_poll(fuse_req_t req, struct fs_file *f, struct fuse_pollhandle *ph)
 {
 	const struct fs_entry *ent = f->node.ent;
 	const enum ops_object kind =
-		f->node.scope == SCOPE_SNAPSHOT ? OPS_OBJ_SNAPSHOT : OPS_OBJ_SANDBOX;
+	    f->node.scope == SCOPE_SNAPSHOT ? OPS_OBJ_SNAPSHOT : OPS_OBJ_SANDBOX;
 	unsigned ev = default_events(ent);
 
 	if (ent->flags & (FS_STATUS | FS_WAIT)) {
@@ -398,21 +482,20 @@ void file_poll(fuse_req_t req, struct fs_file *f, struct fuse_pollhandle *ph)
 int file_action_write(struct fs_file *f, const char *line, struct pending *p, struct err *e)
 {
 	struct ctl_words w;
-	struct op *op;
+	struct file_op *op;
 	int rc = ctl_words_parse(line, f->node.name, 0, &w, e);
 	if (rc == 0)
-		rc = op_begin(f, p, w.async, &op);
+		rc = file_op_begin(f, p, w.async, &op);
 	if (rc < 0)
 		return rc;
-	return op_end(op, f->node.ent->action(f->node.id, op_fn(op), op, e));
+	return file_op_end(op, f->node.ent->action(f->node.id, file_op_fn(op), op, e));
 }
 
 void file_set_id(struct fs_file *f, const char *id)
 {
-	pthread_mutex_lock(&f->lock);
-	snprintf(f->id, sizeof(f->id), "%s", id);
-	f->has_id = true;
-	pthread_mutex_unlock(&f->lock);
+	char line[ID_MAX + 1];
+	int n = snprintf(line, sizeof(line), "%s\n", id);
+	set_result(f, line, (size_t)n);
 }
 
 int file_collect(struct fs_file *f, const char *line, struct strbuf *all, struct err *e)
@@ -442,7 +525,8 @@ int file_spec_add(struct fs_file *f, const char *line, struct strbuf *text, bool
 		ctl_spec_release(&f->spec);
 	pthread_mutex_unlock(&f->lock);
 	if (rc == -EFBIG)
-		return err_set(e, EFBIG, "%s: spec longer than %u bytes", f->node.path, CTL_SPEC_MAX);
+		return err_set(e, EFBIG, "%s: spec longer than %u bytes", f->node.path,
+			       CTL_SPEC_MAX);
 	return rc;
 }
 
@@ -456,16 +540,19 @@ int file_spec_take(struct fs_file *f, struct strbuf *text, bool *async)
 	return rc;
 }
 
-int file_exec_begin(struct fs_file *f, struct pending *p, struct op **out, struct err *e)
+int file_exec_begin(struct fs_file *f, struct file_op **out, struct err *e)
 {
 	pthread_mutex_lock(&f->lock);
 	bool busy = f->running;
-	f->running = true;
+	if (!busy) {
+		f->running = true;
+		f->has_content = false;
+	}
 	pthread_mutex_unlock(&f->lock);
 	if (busy)
 		return err_set(e, EBUSY, "%s: a command is still running on this open file",
 			       f->node.path);
-	int rc = op_new(f, p, OP_RESULT_EXEC, out);
+	int rc = file_op_new(f, NULL, FILE_OP_EXEC, out);
 	if (rc < 0)
 		exec_end(f, rc, NULL, 0);
 	return rc;

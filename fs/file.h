@@ -5,21 +5,33 @@
  * Reads: a generated file's content is made by the read at offset 0 and
  * kept for the later offsets of the same open file, so one `cat` sees one
  * consistent text. Journals are read from their file at the offset. A
- * wait file's read at offset 0 is held until the object settles. On a
- * control file a read after a write on the same open file returns what
- * the write made (an id, an exec's output); a fresh read returns the row's
- * read content.
+ * wait file's read at offset 0 is held until the object settles.
+ *
+ * Control files that answer (FS_STREAM: snapshot, fork, new, exec) are
+ * read as streams, whatever the offset: on a read-write descriptor
+ * (`exec 3<>exec; echo ls >&3; cat <&3`) the offset has already moved
+ * past what was written. A read continues where the last read on the open
+ * file stopped; a write that acts replaces the content with what it made
+ * (an id, an exec's output) and starts again from its beginning; a read
+ * before any write shows the row's read content.
  *
  * Writes: bytes are framed into lines (control.h); each whole line goes to
  * the row's write function, and the write is answered once every piece of
- * work it started has completed (pending.h). Every refusal is reported
- * with ops_report_error.
+ * work it started has completed (pending.h); exec's write is answered once
+ * the command started (see sandboxes.c). Every refusal is reported
+ * with ops_report_error. What is left without a newline acts at the FLUSH
+ * of the writer's own close: the kernel also sends FLUSH when a child that
+ * inherited the descriptor exits (`{ printf 1; sleep 1; printf '\n'; } >start`),
+ * and that must not cut the line, so FLUSH compares lock owners (one per
+ * descriptor table) with the last write's.
  *
  * Ownership: an open file is reference-counted: the kernel's handle holds
  * one reference until RELEASE and each piece of work in flight holds one,
  * so work that outlives close() (after EINTR, say) still has somewhere to
- * put its result. Handlers must not call ops_* with f->lock held: a
- * completion may run on the calling thread and take it.
+ * put its result; the entry points hold one while they run, since an early
+ * answer (EINTR) lets the kernel release the file. Handlers must not call
+ * ops_* with f->lock held (a completion may run on the calling thread and
+ * take it), and answers go out after the lock is dropped.
  */
 #ifndef SNAPFS_FS_FILE_H
 #define SNAPFS_FS_FILE_H
@@ -37,20 +49,19 @@ struct fs_file {
 	pthread_mutex_t lock;
 	atomic_int refs;
 	struct fs_node node; /* a copy: the inode may be forgotten while the file is open */
-	int flags;           /* open(2) flags */
+	int flags;	     /* open(2) flags */
 
 	/* The rest is under lock. */
-	struct strbuf content;     /* made by the read at offset 0 */
+	struct strbuf content; /* what reads return: made by a read, or a write's result */
 	bool has_content;
+	size_t pos;		  /* FS_STREAM: where the next read starts */
+	bool running;		  /* FS_STREAM: an exec is in flight; reads wait */
+	struct waiter *waiters;	  /* reads held until it ends, oldest first */
 	char seen[FILE_SEEN_MAX]; /* FS_STATUS: the status this file saw last */
-	struct ctl_lines lines;    /* the line being written */
-	struct strbuf collected;   /* env: every line written on this file */
-	struct ctl_spec spec;      /* sandboxes/new: the spec being written */
-	char id[ID_MAX];           /* FS_RESULT: what the last write made */
-	bool has_id;
-	struct strbuf result;      /* FS_EXEC: the last command's output */
-	bool running;              /* FS_EXEC: a command is in flight */
-	struct pending *waiters;   /* reads held until it ends */
+	struct ctl_lines lines;	  /* the line being written */
+	struct strbuf collected;  /* env: every line written on this file */
+	struct ctl_spec spec;	  /* sandboxes/new: the spec being written */
+	uint64_t writer;	  /* lock owner (descriptor table) of the last write */
 };
 
 /* Open @n; -EACCES (with @e's sentence) for a mode the file does not have. */
@@ -59,37 +70,39 @@ int file_open(const struct fs_node *n, int flags, struct fs_file **out, struct e
 void file_release(struct fs_file *f);
 
 void file_read(fuse_req_t req, struct fs_file *f, size_t size, off_t off);
-void file_write(fuse_req_t req, struct fs_file *f, const char *buf, size_t size);
-void file_flush(fuse_req_t req, struct fs_file *f);
+/* @owner: the request's fi->lock_owner. */
+void file_write(fuse_req_t req, struct fs_file *f, const char *buf, size_t size, uint64_t owner);
+void file_flush(fuse_req_t req, struct fs_file *f, uint64_t owner);
 void file_poll(fuse_req_t req, struct fs_file *f, struct fuse_pollhandle *ph);
 
 /* --- for the row functions of sandboxes.c and snapshots.c ------------- */
 
 /* What a completion does with the result besides answering the held request. */
-enum op_result {
-	OP_RESULT_NONE,
-	OP_RESULT_CONTENT, /* keep it as the file's content (wait) */
-	OP_RESULT_EXEC,    /* keep it as the exec output and answer waiting reads */
+enum file_op_result {
+	FILE_OP_NONE,
+	FILE_OP_CONTENT, /* keep it as the file's content (wait) */
+	FILE_OP_EXEC,	 /* keep it as the exec output and answer waiting reads */
 };
 
 /* The context of one ops_* call: answers @p (NULL: none) and files results in @f. */
-struct op;
-int op_new(struct fs_file *f, struct pending *p, enum op_result what, struct op **out);
-/* op_new unless @async: then *out is NULL and nobody is told. */
-int op_begin(struct fs_file *f, struct pending *p, bool async, struct op **out);
+struct file_op;
+int file_op_new(struct fs_file *f, struct pending *p, enum file_op_result what,
+		struct file_op **out);
+/* file_op_new unless @async: then *out is NULL and nobody is told. */
+int file_op_begin(struct fs_file *f, struct pending *p, bool async, struct file_op **out);
 /* The ops_done_fn for an op. */
-void op_done(void *ctx, int rc, const char *result, size_t len);
+void file_op_done(void *ctx, int rc, const char *result, size_t len);
 /* After the ops_* call: a refused call never completes, so end @op here. Returns @rc. */
-int op_end(struct op *op, int rc);
+int file_op_end(struct file_op *op, int rc);
 
-static inline ops_done_fn op_fn(const struct op *op)
+static inline ops_done_fn file_op_fn(const struct file_op *op)
 {
-	return op ? op_done : NULL;
+	return op ? file_op_done : NULL;
 }
 
 /* A one-word control file: parse the words, run the row's action. */
 int file_action_write(struct fs_file *f, const char *line, struct pending *p, struct err *e);
-/* Remember the id a write made, for reads on the same open file. */
+/* The id a write made: what reads on the same open file return next. */
 void file_set_id(struct fs_file *f, const char *id);
 /* Add @line to the lines written on @f and copy them all into @all. */
 int file_collect(struct fs_file *f, const char *line, struct strbuf *all, struct err *e);
@@ -99,6 +112,6 @@ int file_spec_add(struct fs_file *f, const char *line, struct strbuf *text, bool
 /* sandboxes/new at FLUSH: 1 with the spec collected so far, 0 when there is none. */
 int file_spec_take(struct fs_file *f, struct strbuf *text, bool *async);
 /* exec: mark a command running on @f and make its op (EBUSY while one runs). */
-int file_exec_begin(struct fs_file *f, struct pending *p, struct op **out, struct err *e);
+int file_exec_begin(struct fs_file *f, struct file_op **out, struct err *e);
 
 #endif

@@ -31,9 +31,9 @@ struct fs_entry;
 
 /* What a node is. */
 enum fs_scope {
-	SCOPE_NONE,     /* top of the tree */
-	SCOPE_IMAGE,    /* in images/<name>/ */
-	SCOPE_SANDBOX,  /* in sandboxes/<id>/ */
+	SCOPE_NONE,	/* top of the tree */
+	SCOPE_IMAGE,	/* in images/<name>/ */
+	SCOPE_SANDBOX,	/* in sandboxes/<id>/ */
 	SCOPE_SNAPSHOT, /* in snapshots/<id>/ */
 };
 

@@ -221,8 +221,7 @@ static struct watch *watch_find(const void *key)
 	return NULL;
 }
 
-void notify_watch(const void *key, enum ops_object kind, const char *id,
-		  struct fuse_pollhandle *ph)
+void notify_watch(const void *key, enum ops_object kind, const char *id, struct fuse_pollhandle *ph)
 {
 	pthread_mutex_lock(&watch_lock);
 	struct watch *w = watch_find(key);

@@ -13,13 +13,13 @@ struct pending {
 	off_t off;
 	int shares;
 	int rc;
-	bool answered;    /* replied, or claimed by the interrupt */
+	bool answered;	  /* replied, or claimed by the interrupt */
 	bool registering; /* inside fuse_req_interrupt_func() */
 	bool interrupted; /* interrupted while registering */
 	bool has_data;
 	char *data; /* PENDING_BUF: the slice to reply */
 	size_t len;
-	struct pending *next; /* the pool's free list, or a list of waiters */
+	struct pending *next; /* the pool's free list */
 };
 
 static struct {
@@ -169,18 +169,4 @@ void pending_done(struct pending *p, int rc, const char *data, size_t len)
 	pthread_mutex_unlock(&p->lock);
 	if (last)
 		finish(p);
-}
-
-void pending_push(struct pending **list, struct pending *p)
-{
-	p->next = *list;
-	*list = p;
-}
-
-struct pending *pending_pop(struct pending **list)
-{
-	struct pending *p = *list;
-	if (p)
-		*list = p->next;
-	return p;
 }

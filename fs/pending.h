@@ -43,8 +43,4 @@ void pending_hold(struct pending *p);
 /* End one share with @rc (0 or a negative errno) and, for PENDING_BUF, the data. */
 void pending_done(struct pending *p, int rc, const char *data, size_t len);
 
-/* A list of held requests waiting on one thing (an exec's output). */
-void pending_push(struct pending **list, struct pending *p);
-struct pending *pending_pop(struct pending **list);
-
 #endif

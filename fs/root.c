@@ -6,71 +6,75 @@
 #include "runtime/images.h"
 
 static const char readme[] =
-	"snapfs - gVisor sandboxes and their snapshots as files\n"
-	"\n"
-	"Every sandbox and every snapshot is a directory. Reading a file reports; writing a\n"
-	"line to a control file acts. A write returns when the work is done (so `&&` chains\n"
-	"and the exit status is the result) unless the line says `async`. An empty line or\n"
-	"`1` means \"do it\". A refusal is an errno on the write and a sentence in the\n"
-	"object's `error` file and in `errors`.\n"
-	"\n"
-	"  README      this text\n"
-	"  version     snapfs version, runsc version, store URL\n"
-	"  metrics     Prometheus text exposition\n"
-	"  events      JSON lines, one per state change (tail -f follows it)\n"
-	"  errors      JSON lines, one per refused or failed request\n"
-	"  images/<name>/         digest, info.json\n"
-	"  sandboxes/index        `<id> <status>` a line\n"
-	"  sandboxes/new          write a spec: creates and starts a sandbox\n"
-	"  sandboxes/<id>/        status info.json error image entrypoint env gpu start\n"
-	"                         snapshot suspend resume terminate exec wait snapshots/ parent\n"
-	"  snapshots/index        `<id> <status> <sandbox-id>` a line\n"
-	"  snapshots/<id>/        status info.json error progress fork delete wait\n"
-	"                         restorable manifest.json source\n"
-	"\n"
-	"Sandbox states: created starting running snapshotting suspending suspended resuming\n"
-	"terminating terminated failed. Snapshot states: pending in_progress completed failed.\n"
-	"\n"
-	"Examples (from the mount point):\n"
-	"\n"
-	"  # a sandbox from a spec; reading the same open file gives its id\n"
-	"  exec 3<>sandboxes/new; echo '{\"image\": \"busybox\"}' >&3; read id <&3; exec 3>&-\n"
-	"  printf 'image=busybox\\nentrypoint=sleep 1000\\nenv=A=1\\n\\n' > sandboxes/new\n"
-	"  echo async > sandboxes/new                  # with lines as above: do not wait\n"
-	"\n"
-	"  # a sandbox set up step by step\n"
-	"  mkdir sandboxes/web                         # state `created`\n"
-	"  echo busybox > sandboxes/web/image\n"
-	"  echo 'httpd -f -p 8080' > sandboxes/web/entrypoint\n"
-	"  printf 'PORT=8080\\nMODE=dev\\n' > sandboxes/web/env   # the lines are the whole env\n"
-	"  echo 0 > sandboxes/web/gpu\n"
-	"  echo 1 > sandboxes/web/start\n"
-	"\n"
-	"  cat sandboxes/web/status                    # running\n"
-	"  cat sandboxes/web/wait                      # blocks while it is in a transition\n"
-	"  exec 3<>sandboxes/web/exec; echo 'ls /' >&3; cat <&3; exec 3>&-   # output, `exit N`\n"
-	"\n"
-	"  echo name=base > sandboxes/web/snapshot     # snapshot; it keeps running\n"
-	"  cat sandboxes/web/snapshot                  # the newest snapshot's id\n"
-	"  ls -l sandboxes/web/snapshots/              # one symlink per snapshot\n"
-	"  echo 1 > sandboxes/web/suspend              # checkpoint and stop\n"
-	"  echo 1 > sandboxes/web/resume               # back under the same id\n"
-	"  echo async > sandboxes/web/terminate        # stop for good, do not wait\n"
-	"  rmdir sandboxes/web                         # once terminated or failed\n"
-	"\n"
-	"  cat snapshots/snap-0123456789abcdef/progress     # `DONE TOTAL` bytes\n"
-	"  cat snapshots/snap-0123456789abcdef/wait         # blocks until completed or failed\n"
-	"  cat snapshots/snap-0123456789abcdef/restorable   # `yes`, or why not\n"
-	"  echo 1 > snapshots/snap-0123456789abcdef/fork    # restore into a new sandbox\n"
-	"  cat snapshots/snap-0123456789abcdef/fork         # the sandboxes forked from it\n"
-	"  echo 1 > snapshots/snap-0123456789abcdef/delete  # or: rmdir snapshots/snap-...\n"
-	"\n"
-	"  tail -f events                              # follow state changes\n"
-	"  fusermount3 -u MOUNTPOINT                   # unmount; sandboxes keep running\n"
-	"\n"
-	"Errno of a failed write: EINVAL bad input, EBUSY a state that forbids it, ENOENT\n"
-	"gone, ENOSPC no room, EIO the runtime or the store failed, EFBIG a line over 4 KiB,\n"
-	"EINTR the writer was interrupted (the work itself goes on).\n";
+    "snapfs - gVisor sandboxes and their snapshots as files\n"
+    "\n"
+    "Every sandbox and every snapshot is a directory. Reading a file reports; writing a\n"
+    "line to a control file acts. A write returns when the work is done (so `&&` chains\n"
+    "and the exit status is the result) unless the line says `async`; an exec's write\n"
+    "returns once the command started. An empty line or `1` means \"do it\". A refusal\n"
+    "is an errno on the write and a sentence in the object's `error` file and in `errors`.\n"
+    "\n"
+    "  README      this text\n"
+    "  version     snapfs version, runsc version, store URL\n"
+    "  metrics     Prometheus text exposition\n"
+    "  events      JSON lines, one per state change (tail -f follows it)\n"
+    "  errors      JSON lines, one per refused or failed request\n"
+    "  images/<name>/         digest, info.json\n"
+    "  sandboxes/index        `<id> <status>` a line\n"
+    "  sandboxes/new          write a spec: creates and starts a sandbox\n"
+    "  sandboxes/<id>/        status info.json error image entrypoint env gpu start\n"
+    "                         snapshot suspend resume terminate exec wait snapshots/ parent\n"
+    "  snapshots/index        `<id> <status> <sandbox-id>` a line\n"
+    "  snapshots/<id>/        status info.json error progress fork delete wait\n"
+    "                         restorable manifest.json source\n"
+    "\n"
+    "Sandbox states: created starting running snapshotting suspending suspended resuming\n"
+    "terminating terminated failed. Snapshot states: pending in_progress completed failed.\n"
+    "\n"
+    "Examples (from the mount point):\n"
+    "\n"
+    "  # a sandbox from a spec; reading the same open file gives its id\n"
+    "  exec 3<>sandboxes/new; echo '{\"image\": \"busybox\"}' >&3; read id <&3; exec 3>&-\n"
+    "  printf 'image=busybox\\nentrypoint=sleep 1000\\nenv=A=1\\n\\n' > sandboxes/new\n"
+    "  printf 'image=busybox\\nasync\\n\\n' > sandboxes/new   # async: return once accepted\n"
+    "\n"
+    "  # a sandbox set up step by step\n"
+    "  mkdir sandboxes/web                         # state `created`\n"
+    "  echo busybox > sandboxes/web/image\n"
+    "  echo 'httpd -f -p 8080' > sandboxes/web/entrypoint\n"
+    "  printf 'PORT=8080\\nMODE=dev\\n' > sandboxes/web/env   # the lines are the whole env\n"
+    "  echo 0 > sandboxes/web/gpu\n"
+    "  echo 1 > sandboxes/web/start\n"
+    "\n"
+    "  cat sandboxes/web/status                    # running\n"
+    "  cat sandboxes/web/wait                      # blocks while it is in a transition\n"
+    "  exec 3<>sandboxes/web/exec; echo 'ls /' >&3; cat <&3; exec 3>&-\n"
+    "                      # the write starts it; cat waits for the output, then `exit N`\n"
+    "\n"
+    "  echo name=base > sandboxes/web/snapshot     # snapshot; it keeps running\n"
+    "  cat sandboxes/web/snapshot                  # the newest snapshot's id\n"
+    "  ls -l sandboxes/web/snapshots/              # one symlink per snapshot\n"
+    "  echo 1 > sandboxes/web/suspend              # checkpoint and stop\n"
+    "  echo 1 > sandboxes/web/resume               # back under the same id\n"
+    "  echo async > sandboxes/web/terminate        # stop for good, do not wait\n"
+    "  rmdir sandboxes/web                         # once terminated or failed\n"
+    "\n"
+    "  cat snapshots/snap-0123456789abcdef/progress     # `DONE TOTAL` bytes\n"
+    "  cat snapshots/snap-0123456789abcdef/wait         # blocks until completed or failed\n"
+    "  cat snapshots/snap-0123456789abcdef/restorable   # `yes`, or why not\n"
+    "  echo 1 > snapshots/snap-0123456789abcdef/fork    # restore into a new sandbox\n"
+    "  cat snapshots/snap-0123456789abcdef/fork         # the sandboxes forked from it\n"
+    "  echo 1 > snapshots/snap-0123456789abcdef/delete  # or: rmdir snapshots/snap-...\n"
+    "\n"
+    "  tail -f events                              # follow state changes\n"
+    "  fusermount3 -u MOUNTPOINT                   # unmount; sandboxes keep running\n"
+    "\n"
+    "Errno of a failed write: EINVAL bad input, EBUSY a state that forbids it, ENOENT\n"
+    "gone, ENOSPC no room, EIO the runtime or the store failed, EFBIG a line over 4 KiB,\n"
+    "EINTR the writer was interrupted (the work itself goes on).\n"
+    "\n"
+    "poll(2): `status` is always readable and adds POLLPRI once it differs from what the\n"
+    "open file last read; `wait` becomes readable (POLLIN) once the object has settled.\n";
 
 static int readme_read(const struct fs_node *n, struct strbuf *out)
 {
@@ -123,42 +127,41 @@ static int image_info_read(const struct fs_node *n, struct strbuf *out)
 }
 
 static const struct fs_entry image_files[] = {
-	{"digest", S_IFREG | 0444, .read = digest_read},
-	{"info.json", S_IFREG | 0444, .read = image_info_read},
+    {"digest", S_IFREG | 0444, .read = digest_read},
+    {"info.json", S_IFREG | 0444, .read = image_info_read},
 };
 
 static const struct fs_dir image_dir = FS_DIR(image_files);
 
-static int images_list(const struct fs_node *dir, int (*fn)(const char *name, void *arg),
-		       void *arg)
+static int images_list(const struct fs_node *dir, int (*fn)(const char *name, void *arg), void *arg)
 {
 	(void)dir;
 	return images_each(ops_images(), fn, arg);
 }
 
 static const struct fs_entry image_entry = {
-	.mode = S_IFDIR | 0755,
-	.scope = SCOPE_IMAGE,
-	.flags = FS_OBJECT,
-	.dir = &image_dir,
+    .mode = S_IFDIR | 0755,
+    .scope = SCOPE_IMAGE,
+    .flags = FS_OBJECT,
+    .dir = &image_dir,
 };
 
 const struct fs_dir fs_images_dir = {
-	.child = &image_entry,
-	.each = images_list,
+    .child = &image_entry,
+    .each = images_list,
 };
 
 /* --- the root --------------------------------------------------------- */
 
 static const struct fs_entry root_files[] = {
-	{"README", S_IFREG | 0444, .read = readme_read},
-	{"version", S_IFREG | 0444, .read = version_read},
-	{"metrics", S_IFREG | 0444, .read = metrics_read},
-	{"events", S_IFREG | 0444, .journal = ops_events_path},
-	{"errors", S_IFREG | 0444, .journal = ops_errors_path},
-	{"images", S_IFDIR | 0755, .dir = &fs_images_dir},
-	{"sandboxes", S_IFDIR | 0755, .dir = &fs_sandboxes_dir},
-	{"snapshots", S_IFDIR | 0755, .dir = &fs_snapshots_dir},
+    {"README", S_IFREG | 0444, .read = readme_read},
+    {"version", S_IFREG | 0444, .read = version_read},
+    {"metrics", S_IFREG | 0444, .read = metrics_read},
+    {"events", S_IFREG | 0444, .journal = ops_events_path},
+    {"errors", S_IFREG | 0444, .journal = ops_errors_path},
+    {"images", S_IFDIR | 0755, .dir = &fs_images_dir},
+    {"sandboxes", S_IFDIR | 0755, .dir = &fs_sandboxes_dir},
+    {"snapshots", S_IFDIR | 0755, .dir = &fs_snapshots_dir},
 };
 
 static const struct fs_dir root_dir = FS_DIR(root_files);

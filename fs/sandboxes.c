@@ -117,8 +117,7 @@ static int image_write(struct fs_file *f, const char *line, struct pending *p, s
 	return ops_sandbox_set(f->node.id, SB_FIELD_IMAGE, line, e);
 }
 
-static int entrypoint_write(struct fs_file *f, const char *line, struct pending *p,
-			    struct err *e)
+static int entrypoint_write(struct fs_file *f, const char *line, struct pending *p, struct err *e)
 {
 	(void)p;
 	return ops_sandbox_set(f->node.id, SB_FIELD_ENTRYPOINT, line, e);
@@ -142,27 +141,33 @@ static int env_write(struct fs_file *f, const char *line, struct pending *p, str
 static int snapshot_write(struct fs_file *f, const char *line, struct pending *p, struct err *e)
 {
 	struct ctl_words w;
-	struct op *op;
+	struct file_op *op;
 	char snap_id[ID_MAX];
 	int rc = ctl_words_parse(line, "snapshot", CTL_ALLOW_NAME, &w, e);
 	if (rc == 0)
-		rc = op_begin(f, p, w.async, &op);
+		rc = file_op_begin(f, p, w.async, &op);
 	if (rc < 0)
 		return rc;
-	rc = ops_sandbox_snapshot(f->node.id, w.label, snap_id, op_fn(op), op, e);
+	rc = ops_sandbox_snapshot(f->node.id, w.label, snap_id, file_op_fn(op), op, e);
 	if (rc == 0)
 		file_set_id(f, snap_id);
-	return op_end(op, rc);
+	return file_op_end(op, rc);
 }
 
-/* The whole line is the command; a read on this open file returns its output. */
+/*
+ * The whole line is the command. The write returns once it has started: a
+ * held write would hold the file's inode lock in the kernel and queue every
+ * other exec on this sandbox behind it. A read on this open file waits for
+ * the output, which holds no lock.
+ */
 static int exec_write(struct fs_file *f, const char *line, struct pending *p, struct err *e)
 {
-	struct op *op;
-	int rc = file_exec_begin(f, p, &op, e);
+	(void)p;
+	struct file_op *op;
+	int rc = file_exec_begin(f, &op, e);
 	if (rc < 0)
 		return rc;
-	return op_end(op, ops_sandbox_exec(f->node.id, line, op_done, op, e));
+	return file_op_end(op, ops_sandbox_exec(f->node.id, line, file_op_done, op, e));
 }
 
 /* --- sandboxes/<id>/: links and the snapshots/ directory ----------------- */
@@ -208,9 +213,9 @@ static int snaplinks_list(const struct fs_node *dir, int (*fn)(const char *name,
 }
 
 static const struct fs_entry snaplink_entry = {
-	.mode = S_IFLNK | 0777,
-	.exists = snaplink_exists,
-	.link = snaplink_link,
+    .mode = S_IFLNK | 0777,
+    .exists = snaplink_exists,
+    .link = snaplink_link,
 };
 
 static const struct fs_dir snaplinks_dir = {.child = &snaplink_entry, .each = snaplinks_list};
@@ -218,25 +223,22 @@ static const struct fs_dir snaplinks_dir = {.child = &snaplink_entry, .each = sn
 /* --- sandboxes/<id>/ ------------------------------------------------------ */
 
 static const struct fs_entry sandbox_files[] = {
-	{"status", S_IFREG | 0444, .flags = FS_STATUS, .read = status_read},
-	{"info.json", S_IFREG | 0444, .read = info_read},
-	{"error", S_IFREG | 0444, .read = error_read},
-	{"image", S_IFREG | 0644, .read = image_read, .write = image_write},
-	{"entrypoint", S_IFREG | 0644, .read = entrypoint_read, .write = entrypoint_write},
-	{"env", S_IFREG | 0644, .read = env_read, .write = env_write},
-	{"gpu", S_IFREG | 0644, .read = gpu_read, .write = gpu_write},
-	{"start", S_IFREG | 0200, .write = file_action_write, .action = ops_sandbox_start},
-	{"snapshot", S_IFREG | 0644, .flags = FS_RESULT, .read = newest_read,
-	 .write = snapshot_write},
-	{"suspend", S_IFREG | 0200, .write = file_action_write, .action = ops_sandbox_suspend},
-	{"resume", S_IFREG | 0200, .write = file_action_write, .action = ops_sandbox_resume},
-	{"terminate", S_IFREG | 0200, .write = file_action_write,
-	 .action = ops_sandbox_terminate},
-	{"exec", S_IFREG | 0644, .flags = FS_EXEC, .write = exec_write},
-	{"wait", S_IFREG | 0444, .flags = FS_WAIT, .action = ops_sandbox_wait,
-	 .settled = settled},
-	{"snapshots", S_IFDIR | 0755, .dir = &snaplinks_dir},
-	{"parent", S_IFLNK | 0777, .exists = parent_exists, .link = parent_link},
+    {"status", S_IFREG | 0444, .flags = FS_STATUS, .read = status_read},
+    {"info.json", S_IFREG | 0444, .read = info_read},
+    {"error", S_IFREG | 0444, .read = error_read},
+    {"image", S_IFREG | 0644, .read = image_read, .write = image_write},
+    {"entrypoint", S_IFREG | 0644, .read = entrypoint_read, .write = entrypoint_write},
+    {"env", S_IFREG | 0644, .read = env_read, .write = env_write},
+    {"gpu", S_IFREG | 0644, .read = gpu_read, .write = gpu_write},
+    {"start", S_IFREG | 0200, .write = file_action_write, .action = ops_sandbox_start},
+    {"snapshot", S_IFREG | 0644, .flags = FS_STREAM, .read = newest_read, .write = snapshot_write},
+    {"suspend", S_IFREG | 0200, .write = file_action_write, .action = ops_sandbox_suspend},
+    {"resume", S_IFREG | 0200, .write = file_action_write, .action = ops_sandbox_resume},
+    {"terminate", S_IFREG | 0200, .write = file_action_write, .action = ops_sandbox_terminate},
+    {"exec", S_IFREG | 0644, .flags = FS_STREAM, .write = exec_write},
+    {"wait", S_IFREG | 0444, .flags = FS_WAIT, .action = ops_sandbox_wait, .settled = settled},
+    {"snapshots", S_IFDIR | 0755, .dir = &snaplinks_dir},
+    {"parent", S_IFLNK | 0777, .exists = parent_exists, .link = parent_link},
 };
 
 static const struct fs_dir sandbox_dir = FS_DIR(sandbox_files);
@@ -260,18 +262,18 @@ static int new_act(struct fs_file *f, const struct strbuf *text, bool async, str
 {
 	_cleanup_free_ struct sandbox_spec *spec = calloc(1, sizeof(*spec));
 	char id[ID_MAX];
-	struct op *op;
+	struct file_op *op;
 	if (!spec)
 		return -ENOMEM;
 	int rc = spec_parse(strbuf_str(text), text->len, spec, e);
 	if (rc == 0)
-		rc = op_begin(f, p, async, &op);
+		rc = file_op_begin(f, p, async, &op);
 	if (rc < 0)
 		return rc;
-	rc = ops_sandbox_new(spec, id, op_fn(op), op, e);
+	rc = ops_sandbox_new(spec, id, file_op_fn(op), op, e);
 	if (rc == 0)
 		file_set_id(f, id);
-	return op_end(op, rc);
+	return file_op_end(op, rc);
 }
 
 static int new_write(struct fs_file *f, const char *line, struct pending *p, struct err *e)
@@ -317,17 +319,17 @@ static int sandbox_rmdir(const struct fs_node *child, struct pending *p, struct 
 }
 
 static const struct fs_entry sandboxes_files[] = {
-	{"index", S_IFREG | 0444, .read = index_read},
-	{"new", S_IFREG | 0644, .flags = FS_RESULT, .write = new_write, .flush = new_flush},
+    {"index", S_IFREG | 0444, .read = index_read},
+    {"new", S_IFREG | 0644, .flags = FS_STREAM, .write = new_write, .flush = new_flush},
 };
 
 static const struct fs_entry sandbox_entry = {
-	.mode = S_IFDIR | 0755,
-	.scope = SCOPE_SANDBOX,
-	.flags = FS_OBJECT,
-	.dir = &sandbox_dir,
+    .mode = S_IFDIR | 0755,
+    .scope = SCOPE_SANDBOX,
+    .flags = FS_OBJECT,
+    .dir = &sandbox_dir,
 };
 
-const struct fs_dir fs_sandboxes_dir = FS_DIR(sandboxes_files, .child = &sandbox_entry,
-					      .each = sandboxes_list, .mkdir = sandbox_mkdir,
-					      .rmdir = sandbox_rmdir);
+const struct fs_dir fs_sandboxes_dir =
+    FS_DIR(sandboxes_files, .child = &sandbox_entry, .each = sandboxes_list, .mkdir = sandbox_mkdir,
+	   .rmdir = sandbox_rmdir);

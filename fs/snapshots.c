@@ -109,31 +109,30 @@ static int source_link(const struct fs_node *n, char *buf, size_t size)
 static int fork_write(struct fs_file *f, const char *line, struct pending *p, struct err *e)
 {
 	struct ctl_words w;
-	struct op *op;
+	struct file_op *op;
 	char id[ID_MAX];
 	int rc = ctl_words_parse(line, "fork", 0, &w, e);
 	if (rc == 0)
-		rc = op_begin(f, p, w.async, &op);
+		rc = file_op_begin(f, p, w.async, &op);
 	if (rc < 0)
 		return rc;
-	rc = ops_snapshot_fork(f->node.id, id, op_fn(op), op, e);
+	rc = ops_snapshot_fork(f->node.id, id, file_op_fn(op), op, e);
 	if (rc == 0)
 		file_set_id(f, id);
-	return op_end(op, rc);
+	return file_op_end(op, rc);
 }
 
 static const struct fs_entry snapshot_files[] = {
-	{"status", S_IFREG | 0444, .flags = FS_STATUS, .read = status_read},
-	{"info.json", S_IFREG | 0444, .read = info_read},
-	{"error", S_IFREG | 0444, .read = error_read},
-	{"progress", S_IFREG | 0444, .read = progress_read},
-	{"fork", S_IFREG | 0644, .flags = FS_RESULT, .read = forked_read, .write = fork_write},
-	{"delete", S_IFREG | 0200, .write = file_action_write, .action = ops_snapshot_delete},
-	{"wait", S_IFREG | 0444, .flags = FS_WAIT, .action = ops_snapshot_wait,
-	 .settled = settled},
-	{"restorable", S_IFREG | 0444, .read = restorable_read},
-	{"manifest.json", S_IFREG | 0444, .read = manifest_read},
-	{"source", S_IFLNK | 0777, .link = source_link},
+    {"status", S_IFREG | 0444, .flags = FS_STATUS, .read = status_read},
+    {"info.json", S_IFREG | 0444, .read = info_read},
+    {"error", S_IFREG | 0444, .read = error_read},
+    {"progress", S_IFREG | 0444, .read = progress_read},
+    {"fork", S_IFREG | 0644, .flags = FS_STREAM, .read = forked_read, .write = fork_write},
+    {"delete", S_IFREG | 0200, .write = file_action_write, .action = ops_snapshot_delete},
+    {"wait", S_IFREG | 0444, .flags = FS_WAIT, .action = ops_snapshot_wait, .settled = settled},
+    {"restorable", S_IFREG | 0444, .read = restorable_read},
+    {"manifest.json", S_IFREG | 0444, .read = manifest_read},
+    {"source", S_IFLNK | 0777, .link = source_link},
 };
 
 static const struct fs_dir snapshot_dir = FS_DIR(snapshot_files);
@@ -169,22 +168,22 @@ static int snapshots_list(const struct fs_node *dir, int (*fn)(const char *name,
 /* rmdir snapshots/<id> is `delete`: held until the snapshot is gone. */
 static int snapshot_rmdir(const struct fs_node *child, struct pending *p, struct err *e)
 {
-	struct op *op;
-	int rc = op_new(NULL, p, OP_RESULT_NONE, &op);
+	struct file_op *op;
+	int rc = file_op_new(NULL, p, FILE_OP_NONE, &op);
 	if (rc < 0)
 		return rc;
-	return op_end(op, ops_snapshot_delete(child->id, op_done, op, e));
+	return file_op_end(op, ops_snapshot_delete(child->id, file_op_done, op, e));
 }
 
 static const struct fs_entry snapshots_files[] = {
-	{"index", S_IFREG | 0444, .read = index_read},
+    {"index", S_IFREG | 0444, .read = index_read},
 };
 
 static const struct fs_entry snapshot_entry = {
-	.mode = S_IFDIR | 0755,
-	.scope = SCOPE_SNAPSHOT,
-	.flags = FS_OBJECT,
-	.dir = &snapshot_dir,
+    .mode = S_IFDIR | 0755,
+    .scope = SCOPE_SNAPSHOT,
+    .flags = FS_OBJECT,
+    .dir = &snapshot_dir,
 };
 
 const struct fs_dir fs_snapshots_dir = FS_DIR(snapshots_files, .child = &snapshot_entry,

@@ -251,8 +251,7 @@ int tree_names_add(struct strbuf *names, const char *name)
 	return strbuf_add(names, name, strlen(name) + 1);
 }
 
-int tree_names_each(const struct strbuf *names, int (*fn)(const char *name, void *arg),
-		    void *arg)
+int tree_names_each(const struct strbuf *names, int (*fn)(const char *name, void *arg), void *arg)
 {
 	int rc = 0;
 	for (size_t at = 0; rc == 0 && at < names->len; at += strlen(names->buf + at) + 1)

@@ -30,8 +30,7 @@ struct fs_file;
 /* Content of a generated file, made afresh. -ENOENT when the object is gone. */
 typedef int (*fs_read_fn)(const struct fs_node *n, struct strbuf *out);
 /* Act on one whole line written to @f; long work finishes through @p. */
-typedef int (*fs_write_fn)(struct fs_file *f, const char *line, struct pending *p,
-			   struct err *e);
+typedef int (*fs_write_fn)(struct fs_file *f, const char *line, struct pending *p, struct err *e);
 /* Act on what is left at FLUSH (beyond the last line, already handed to write). */
 typedef int (*fs_flush_fn)(struct fs_file *f, struct pending *p, struct err *e);
 /* An ops_* call taking an object id and a completion (start, wait, delete...). */
@@ -42,28 +41,26 @@ typedef int (*fs_link_fn)(const struct fs_node *n, char *buf, size_t size);
 typedef int (*fs_exists_fn)(const struct fs_node *n);
 
 enum fs_flags {
-	FS_OBJECT = 1 << 0,  /* a dynamic directory named by its object: id = name */
-	FS_RESULT = 1 << 1,  /* a read after a write on the same open file: the id it made */
-	FS_EXEC = 1 << 2,    /* a read on the same open file: the exec's output */
-	FS_WAIT = 1 << 3,    /* a read at offset 0 is held until .action completes */
-	FS_STATUS = 1 << 4,  /* poll: POLLPRI once it differs from what this file saw */
-	FS_JOURNAL = 1 << 5, /* content is the file .journal() names, read at offsets */
+	FS_OBJECT = 1 << 0, /* a dynamic directory named by its object: id = name */
+	FS_STREAM = 1 << 1, /* reads on an open file continue; a write's result replaces them */
+	FS_WAIT = 1 << 2,   /* a read at offset 0 is held until .action completes */
+	FS_STATUS = 1 << 3, /* poll: POLLPRI once it differs from what this file saw */
 };
 
 struct fs_entry {
-	const char *name; /* NULL for the dynamic child row */
-	mode_t mode;      /* S_IFDIR | 0755, S_IFREG | 0444 / 0200 / 0644, S_IFLNK | 0777 */
+	const char *name;     /* NULL for the dynamic child row */
+	mode_t mode;	      /* S_IFDIR | 0755, S_IFREG | 0444 / 0200 / 0644, S_IFLNK | 0777 */
 	enum fs_scope scope;  /* FS_OBJECT rows: the scope they open */
-	unsigned flags;       /* enum fs_flags */
+	unsigned flags;	      /* enum fs_flags */
 	fs_read_fn read;      /* regular files: content (the fresh read for rw files) */
 	fs_write_fn write;    /* writable files */
 	fs_flush_fn flush;    /* writable files that collect lines (sandboxes/new) */
 	fs_action_fn action;  /* FS_WAIT and the one-word control files */
 	fs_exists_fn exists;  /* conditional and dynamic rows; NULL: exists with its object */
-	fs_exists_fn settled; /* FS_WAIT: poll says POLLIN once this returns 1 */
-	fs_link_fn link;
-	const char *(*journal)(void);
-	const struct fs_dir *dir; /* directories */
+	fs_exists_fn settled; /* FS_WAIT: 1 once settled (poll: POLLIN), 0 before */
+	fs_link_fn link;      /* symlinks */
+	const char *(*journal)(void); /* journals: the file read at the offset */
+	const struct fs_dir *dir;     /* directories */
 };
 
 struct fs_dir {
@@ -77,7 +74,10 @@ struct fs_dir {
 	int (*rmdir)(const struct fs_node *child, struct pending *p, struct err *e);
 };
 
-#define FS_DIR(tbl, ...) {.entries = (tbl), .nentries = ARRAY_SIZE(tbl), __VA_ARGS__}
+#define FS_DIR(tbl, ...)                                                                           \
+	{                                                                                          \
+		.entries = (tbl), .nentries = ARRAY_SIZE(tbl), __VA_ARGS__                         \
+	}
 
 /* The tables (root.c, sandboxes.c, snapshots.c). */
 extern const struct fs_entry fs_root_entry;
@@ -113,8 +113,7 @@ int tree_snapshot(const char *id, struct snapshot **out);
  * short (writes on the connection wait for them) and callbacks may query.
  */
 int tree_names_add(struct strbuf *names, const char *name);
-int tree_names_each(const struct strbuf *names, int (*fn)(const char *name, void *arg),
-		    void *arg);
+int tree_names_each(const struct strbuf *names, int (*fn)(const char *name, void *arg), void *arg);
 
 /* Helpers for readers: @s and a newline ("" stays empty); cJSON text (@obj is freed). */
 int tree_line(struct strbuf *out, const char *s);

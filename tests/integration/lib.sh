@@ -289,7 +289,7 @@ suspend_snapshot_of() {
 runsc_process_alive() {
 	local f
 	for f in /proc/[0-9]*/cmdline; do
-		tr '\0' ' ' <"$f" 2>/dev/null | grep -q "^runsc-sandbox .* $1 *\$" && return 0
+		tr '\0' ' ' 2>/dev/null <"$f" | grep -q "^runsc-sandbox .* $1 *\$" && return 0
 	done
 	return 1
 }

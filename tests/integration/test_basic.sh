@@ -44,7 +44,7 @@ ok "start (synchronous)" wr "$sb/start"
 check_eq "status after start" running "$(sb_status web)"
 check_eq "wait on a running sandbox prints its status" running "$(sb_wait web)"
 check_contains "index lists web as running" "web running" "$(rd "$MNT/sandboxes/index")"
-expect_errno EBUSY "image after start" wr "$sb/image" busybox
+check_eq "error is empty" "" "$(rd "$sb/error")"
 
 out=$(sb_exec web 'echo "$GREETING"; cat /root/hello')
 check_eq "exec: output, then exit 0" "$(printf 'hi there\nhello\nexit 0')" "$out"
@@ -69,7 +69,8 @@ check_match "info.json runtime id" '^[A-Za-z0-9_-]{8,}$' "$rid"
 check_match "info.json pid" '^[1-9][0-9]*$' "$(jget "$info" .pid)"
 check_eq "info.json gpu" false "$(jget "$info" '.gpu == true')"
 ok "info.json has message and parent_snapshot" jq -e 'has("message") and has("parent_snapshot")' "$info"
-check_eq "error is empty" "" "$(rd "$sb/error")"
+expect_errno EBUSY "image after start" wr "$sb/image" busybox
+check_match "error now says why" 'running' "$(rd "$sb/error")"
 check_lacks "events never show an env value" s3cr3t "$(rd "$MNT/events")"
 ok "events has JSON lines" jq -e . "$MNT/events"
 check_eq "the runsc container is running" running "$(runsc_state_of "$rid")"

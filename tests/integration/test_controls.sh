@@ -37,9 +37,18 @@ check_eq "async: wait prints the end state" completed "$(snap_wait "$id")"
 check_eq "async: a fresh read of snapshot gives it" "$id" "$(rd "$A/snapshot")"
 
 # --- lines split over writes, a last line without a newline, truncation ---
+# Two writes from one process (a pause made by a builtin: read -t on a fifo).
+mkfifo "$T/fifo"
 n=$(count_snapshots)
-ok "a line in two writes (printf asy; sleep; printf 'nc\\n')" timeout 60 bash -c \
-	'{ printf asy; sleep 0.2; printf "nc\n"; } >"$1"' _ "$A/snapshot"
+ok "a line in two writes from one process" timeout 60 bash -c \
+	'{ printf asy; read -rt 0.2 _ <>"$2"; printf "nc\n"; } >"$1"' _ "$A/snapshot" "$T/fifo"
+ok "it took one snapshot" poll_until 10 snapshots_are $((n + 1))
+snap_wait "$(rd "$A/snapshot")" >/dev/null
+# The same with a command in between: sleep inherits the open file and closes
+# it (a FLUSH) when it exits, before the rest of the line has come.
+n=$(count_snapshots)
+ok "a line in two writes with a command between (printf asy; sleep; printf 'nc\\n')" \
+	timeout 60 bash -c '{ printf asy; sleep 0.2; printf "nc\n"; } >"$1"' _ "$A/snapshot"
 ok "it took one snapshot" poll_until 10 snapshots_are $((n + 1))
 snap_wait "$(rd "$A/snapshot")" >/dev/null
 n=$(count_snapshots)
@@ -103,6 +112,7 @@ if mkdir -p "$STATE/store" && chattr +i "$STATE/store" 2>/dev/null; then
 	check_eq "the source runs on" running "$(sb_status a)"
 	ok "the source still answers" sb_run a true
 	expect_refusal "EINVAL|EBUSY" "fork of a failed snapshot" "" wr "$MNT/snapshots/$fid/fork"
+	check_match "the reason says it failed" 'fail' "$(rd "$MNT/errors" | tail -n 1 | jq -r .error)"
 	ok "a failed snapshot can be deleted" rmdir "$MNT/snapshots/$fid"
 	id=$(snapshot_of a)
 	check_eq "with the store writable again, a snapshot completes" completed "$(snap_status "$id")"

@@ -1,0 +1,500 @@
+#include "fs/fs.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fs/file.h"
+#include "fs/inode.h"
+#include "fs/notify.h"
+#include "fs/tree.h"
+
+struct fs {
+	struct fuse_session *se;
+	bool mounted;
+	bool signals;
+};
+
+/* An open directory: its listing, made by the read at offset 0. */
+struct fs_dirh {
+	pthread_mutex_t lock;
+	struct fs_node node;
+	struct strbuf buf; /* fuse_add_direntry records; offsets are byte offsets into it */
+};
+
+static struct fs_file *file_of(const struct fuse_file_info *fi)
+{
+	return (struct fs_file *)(uintptr_t)fi->fh;
+}
+
+static struct fs_dirh *dirh_of(const struct fuse_file_info *fi)
+{
+	return (struct fs_dirh *)(uintptr_t)fi->fh;
+}
+
+/* --- names and attributes --------------------------------------------- */
+
+/* Count a lookup of @n and reply its entry; the count is undone if the reply fails. */
+static int reply_entry(fuse_req_t req, struct fs_node *n)
+{
+	struct fuse_entry_param ep = {0};
+	int rc = inode_ref(n);
+	if (rc < 0)
+		return rc;
+	rc = tree_stat(n, &ep.attr);
+	if (rc < 0) {
+		inode_forget(n->ino, 1);
+		return rc;
+	}
+	ep.ino = n->ino;
+	ep.generation = 1;
+	ep.attr_timeout = tree_timeout(n);
+	ep.entry_timeout = tree_timeout(n);
+	if (fuse_reply_entry(req, &ep) != 0)
+		inode_forget(n->ino, 1);
+	return 0;
+}
+
+static void ll_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct fs_node dir, child;
+	int rc = inode_get(parent, &dir);
+	if (rc == 0)
+		rc = tree_child(&dir, name, &child);
+	if (rc == 0)
+		rc = reply_entry(req, &child);
+	/* A plain error, not an entry with ino 0: the kernel caches no negative entry. */
+	if (rc < 0)
+		fuse_reply_err(req, -rc);
+}
+
+static void ll_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	inode_forget(ino, nlookup);
+	fuse_reply_none(req);
+}
+
+static void ll_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets)
+{
+	for (size_t i = 0; i < count; i++)
+		inode_forget(forgets[i].ino, forgets[i].nlookup);
+	fuse_reply_none(req);
+}
+
+static void ll_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)fi;
+	struct fs_node n;
+	struct stat st;
+	int rc = inode_get(ino, &n);
+	if (rc == 0)
+		rc = tree_stat(&n, &st);
+	if (rc < 0)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_attr(req, &st, tree_timeout(&n));
+}
+
+/* Shells truncate what they write to: a size of 0 on a control file is a no-op. */
+static int setattr_check(const struct fs_node *n, const struct stat *attr, int to_set)
+{
+	struct err e = {0};
+	int rc = 0;
+	if ((to_set & FUSE_SET_ATTR_SIZE) && !n->ent->write)
+		rc = err_set(&e, EACCES, "%s is read-only", n->path);
+	else if ((to_set & FUSE_SET_ATTR_SIZE) && attr->st_size != 0)
+		rc = err_set(&e, EINVAL, "%s: only a truncate to 0 is accepted", n->path);
+	if (rc < 0)
+		tree_report(n, rc, &e);
+	else if (to_set & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID))
+		rc = -EPERM;
+	return rc;
+}
+
+static void ll_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+		       struct fuse_file_info *fi)
+{
+	(void)fi;
+	struct fs_node n;
+	struct stat st;
+	int rc = inode_get(ino, &n);
+	if (rc == 0)
+		rc = tree_stat(&n, &st);
+	if (rc == 0)
+		rc = setattr_check(&n, attr, to_set);
+	if (rc < 0)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_attr(req, &st, tree_timeout(&n));
+}
+
+static void ll_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+	struct fs_node n;
+	char target[FS_PATH_MAX];
+	int rc = inode_get(ino, &n);
+	if (rc == 0)
+		rc = tree_check(&n);
+	if (rc == 0)
+		rc = n.ent->link ? n.ent->link(&n, target, sizeof(target)) : -EINVAL;
+	if (rc < 0)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_readlink(req, target);
+}
+
+/* --- mkdir and rmdir -------------------------------------------------- */
+
+static int do_mkdir(const struct fs_node *dir, const char *name, struct fs_node *child)
+{
+	const struct fs_dir *d = dir->ent->dir;
+	struct err e = {0};
+	int rc = tree_child(dir, name, child);
+	if (rc == 0)
+		return -EEXIST;
+	if (rc != -ENOENT)
+		return rc;
+	if (!d->mkdir || child->ent != d->child)
+		rc = err_set(&e, EPERM, "%s: directories are made in sandboxes/ only", child->path);
+	else
+		rc = d->mkdir(dir, name, &e);
+	if (rc < 0)
+		tree_report(child, rc, &e);
+	return rc;
+}
+
+static void ll_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+	(void)mode;
+	struct fs_node dir, child = {0};
+	int rc = inode_get(parent, &dir);
+	if (rc == 0)
+		rc = do_mkdir(&dir, name, &child);
+	if (rc == 0)
+		rc = reply_entry(req, &child);
+	if (rc < 0)
+		fuse_reply_err(req, -rc);
+}
+
+static void ll_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct fs_node dir, child = {0};
+	struct err e = {0};
+	int rc = inode_get(parent, &dir);
+	if (rc == 0)
+		rc = tree_child(&dir, name, &child);
+	if (rc < 0) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	const struct fs_dir *d = dir.ent->dir;
+	struct pending *p = pending_start(req, PENDING_ERR, 0, 0);
+	if (!p) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	if (!d->rmdir || child.ent != d->child)
+		rc = err_set(&e, EPERM, "%s is part of the tree and cannot be removed", child.path);
+	else
+		rc = d->rmdir(&child, p, &e);
+	if (rc < 0)
+		tree_report(&child, rc, &e);
+	pending_done(p, rc, NULL, 0);
+}
+
+/* The tree's names are fixed: nothing is created, linked, renamed or unlinked. */
+static void ll_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
+{
+	(void)parent, (void)name, (void)mode, (void)rdev;
+	fuse_reply_err(req, EACCES);
+}
+
+static void ll_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+		      struct fuse_file_info *fi)
+{
+	(void)parent, (void)name, (void)mode, (void)fi;
+	fuse_reply_err(req, EACCES);
+}
+
+static void ll_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	(void)parent, (void)name;
+	fuse_reply_err(req, EPERM);
+}
+
+static void ll_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
+{
+	(void)link, (void)parent, (void)name;
+	fuse_reply_err(req, EPERM);
+}
+
+static void ll_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+		      const char *newname, unsigned int flags)
+{
+	(void)parent, (void)name, (void)newparent, (void)newname, (void)flags;
+	fuse_reply_err(req, EPERM);
+}
+
+static void ll_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
+{
+	(void)ino, (void)newparent, (void)newname;
+	fuse_reply_err(req, EPERM);
+}
+
+/* --- open files -------------------------------------------------------- */
+
+static void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fs_node n;
+	struct fs_file *f = NULL;
+	struct err e = {0};
+	int rc = inode_get(ino, &n);
+	if (rc == 0)
+		rc = tree_check(&n);
+	if (rc == 0 && S_ISDIR(n.ent->mode))
+		rc = -EISDIR;
+	if (rc == 0) {
+		rc = file_open(&n, fi->flags, &f, &e);
+		if (rc == -EACCES)
+			tree_report(&n, rc, &e);
+	}
+	if (rc < 0) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	/* Content is made per read: no page cache, and reads past st_size still reach us. */
+	fi->fh = (uintptr_t)f;
+	fi->direct_io = 1;
+	fi->keep_cache = 0;
+	if (fuse_reply_open(req, fi) != 0)
+		file_release(f);
+}
+
+static void ll_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		    struct fuse_file_info *fi)
+{
+	(void)ino;
+	file_read(req, file_of(fi), size, off);
+}
+
+static void ll_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+		     struct fuse_file_info *fi)
+{
+	(void)ino, (void)off; /* control files are streams of lines */
+	file_write(req, file_of(fi), buf, size, fi->lock_owner);
+}
+
+static void ll_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)ino;
+	file_flush(req, file_of(fi), fi->lock_owner);
+}
+
+static void ll_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)ino;
+	file_release(file_of(fi));
+	fuse_reply_err(req, 0);
+}
+
+static void ll_poll(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
+		    struct fuse_pollhandle *ph)
+{
+	(void)ino;
+	file_poll(req, file_of(fi), ph);
+}
+
+/* --- directories ------------------------------------------------------- */
+
+static void ll_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fs_node n;
+	int rc = inode_get(ino, &n);
+	if (rc == 0)
+		rc = tree_check(&n);
+	if (rc == 0 && !n.ent->dir)
+		rc = -ENOTDIR;
+	struct fs_dirh *dh = rc == 0 ? calloc(1, sizeof(*dh)) : NULL;
+	if (rc == 0 && !dh)
+		rc = -ENOMEM;
+	if (rc < 0) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	pthread_mutex_init(&dh->lock, NULL);
+	dh->node = n;
+	fi->fh = (uintptr_t)dh;
+	if (fuse_reply_open(req, fi) != 0) {
+		pthread_mutex_destroy(&dh->lock);
+		free(dh);
+	}
+}
+
+struct dir_fill {
+	fuse_req_t req;
+	struct strbuf *buf;
+};
+
+static int dir_add(const char *name, mode_t mode, fuse_ino_t ino, void *arg)
+{
+	struct dir_fill *df = arg;
+	char rec[512]; /* a record: 24 bytes of header and a name of at most 255, aligned */
+	struct stat st = {.st_ino = ino, .st_mode = mode};
+	size_t need = fuse_add_direntry(df->req, NULL, 0, name, NULL, 0);
+	if (need > sizeof(rec))
+		return -ENAMETOOLONG;
+	fuse_add_direntry(df->req, rec, sizeof(rec), name, &st, (off_t)(df->buf->len + need));
+	return strbuf_add(df->buf, rec, need);
+}
+
+static void ll_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		       struct fuse_file_info *fi)
+{
+	(void)ino;
+	struct fs_dirh *dh = dirh_of(fi);
+	_cleanup_free_ char *copy = NULL;
+	size_t n = 0;
+	int rc = 0;
+	pthread_mutex_lock(&dh->lock);
+	if (off == 0) {
+		struct dir_fill df = {req, &dh->buf};
+		strbuf_reset(&dh->buf);
+		rc = tree_list(&dh->node, dir_add, &df);
+	}
+	/* The kernel stops at a record cut by @size and asks again from its offset. */
+	if (rc == 0) {
+		size_t from = (size_t)off < dh->buf.len ? (size_t)off : dh->buf.len;
+		n = dh->buf.len - from < size ? dh->buf.len - from : size;
+		copy = malloc(n ? n : 1);
+		rc = copy ? 0 : -ENOMEM;
+		if (copy)
+			memcpy(copy, strbuf_str(&dh->buf) + from, n);
+	}
+	pthread_mutex_unlock(&dh->lock);
+	/* After the answer the kernel may release @dh: it is not touched again. */
+	if (rc < 0)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_buf(req, copy, n);
+}
+
+static void ll_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)ino;
+	struct fs_dirh *dh = dirh_of(fi);
+	strbuf_release(&dh->buf);
+	pthread_mutex_destroy(&dh->lock);
+	free(dh);
+	fuse_reply_err(req, 0);
+}
+
+static void ll_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	(void)ino;
+	struct statvfs st = {.f_bsize = 4096, .f_frsize = 4096, .f_namemax = 255};
+	fuse_reply_statfs(req, &st);
+}
+
+static void ll_init(void *userdata, struct fuse_conn_info *conn)
+{
+	(void)userdata;
+	/* O_TRUNC comes with open, where it is ignored, rather than as a SETATTR. */
+	if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC)
+		conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
+}
+
+static const struct fuse_lowlevel_ops ll_ops = {
+    .init = ll_init,
+    .lookup = ll_lookup,
+    .forget = ll_forget,
+    .forget_multi = ll_forget_multi,
+    .getattr = ll_getattr,
+    .setattr = ll_setattr,
+    .readlink = ll_readlink,
+    .mknod = ll_mknod,
+    .mkdir = ll_mkdir,
+    .unlink = ll_unlink,
+    .rmdir = ll_rmdir,
+    .symlink = ll_symlink,
+    .rename = ll_rename,
+    .link = ll_link,
+    .open = ll_open,
+    .read = ll_read,
+    .write = ll_write,
+    .flush = ll_flush,
+    .release = ll_release,
+    .opendir = ll_opendir,
+    .readdir = ll_readdir,
+    .releasedir = ll_releasedir,
+    .statfs = ll_statfs,
+    .create = ll_create,
+    .poll = ll_poll,
+};
+
+/* --- the session -------------------------------------------------------- */
+
+int fs_create(const char *mountpoint, struct fuse_args *args, struct fs **out, struct err *e)
+{
+	struct fs *fs = calloc(1, sizeof(*fs));
+	if (!fs)
+		return err_set(e, ENOMEM, "out of memory");
+	int rc = inode_init(&fs_root_entry);
+	if (rc < 0) {
+		err_set(e, -rc, "cannot set up the inode table");
+		goto fail;
+	}
+	fs->se = fuse_session_new(args, &ll_ops, sizeof(ll_ops), fs);
+	if (!fs->se) {
+		rc = err_set(e, EINVAL, "cannot create the FUSE session (see the -o options)");
+		goto fail;
+	}
+	if (fuse_session_mount(fs->se, mountpoint) != 0) {
+		rc = err_set(e, EIO, "cannot mount on %s", mountpoint);
+		goto fail;
+	}
+	fs->mounted = true;
+	*out = fs;
+	return 0;
+fail:
+	fs_destroy(fs);
+	return rc;
+}
+
+int fs_loop(struct fs *fs)
+{
+	if (fuse_set_signal_handlers(fs->se) != 0)
+		return -EIO;
+	fs->signals = true;
+	int rc = notify_start(fs->se);
+	if (rc < 0)
+		return rc;
+	ops_set_change_listener(notify_changed, NULL);
+
+	struct fuse_loop_config *cfg = fuse_loop_cfg_create();
+	if (!cfg)
+		return -ENOMEM;
+	fuse_loop_cfg_set_clone_fd(cfg, 0);
+	fuse_loop_cfg_set_idle_threads(cfg, 10);
+	fuse_loop_cfg_set_max_threads(cfg, 64);
+	rc = fuse_session_loop_mt(fs->se, cfg);
+	fuse_loop_cfg_destroy(cfg);
+	/* A positive value is the signal that ended the loop: a normal end. */
+	return rc < 0 ? rc : 0;
+}
+
+void fs_destroy(struct fs *fs)
+{
+	if (!fs)
+		return;
+	ops_set_change_listener(NULL, NULL);
+	notify_stop();
+	if (fs->signals)
+		fuse_remove_signal_handlers(fs->se);
+	if (fs->mounted)
+		fuse_session_unmount(fs->se);
+	if (fs->se)
+		fuse_session_destroy(fs->se);
+	inode_fini();
+	free(fs);
+}
