@@ -335,19 +335,21 @@ bool progress_get(const char *snap_id, int64_t *done, int64_t *total)
 
 int sandbox_path(const char *id, const char *leaf, char *out, size_t len)
 {
-	if (leaf)
-		return xsnprintf(out, len, "%s/%s/%s", ops.sandbox_dir, id, leaf);
-	return xsnprintf(out, len, "%s/%s", ops.sandbox_dir, id);
+	int rc = leaf ? xsnprintf(out, len, "%s/%s/%s", ops.sandbox_dir, id, leaf)
+		      : xsnprintf(out, len, "%s/%s", ops.sandbox_dir, id);
+	return rc < 0 ? rc : 0;
 }
 
 int spool_path(const char *snap_id, char *out, size_t len)
 {
-	return xsnprintf(out, len, "%s/%s", ops.spool_dir, snap_id);
+	int rc = xsnprintf(out, len, "%s/%s", ops.spool_dir, snap_id);
+	return rc < 0 ? rc : 0;
 }
 
 int cache_path(const char *snap_id, char *out, size_t len)
 {
-	return xsnprintf(out, len, "%s/%s", ops.cache_dir, snap_id);
+	int rc = xsnprintf(out, len, "%s/%s", ops.cache_dir, snap_id);
+	return rc < 0 ? rc : 0;
 }
 
 int new_object_id(const char *prefix, char out[ID_MAX])
@@ -356,7 +358,8 @@ int new_object_id(const char *prefix, char out[ID_MAX])
 	int rc = random_hex(hex, 16);
 	if (rc < 0)
 		return rc;
-	return xsnprintf(out, ID_MAX, "%s%s", prefix, hex);
+	rc = xsnprintf(out, ID_MAX, "%s%s", prefix, hex);
+	return rc < 0 ? rc : 0;
 }
 
 int prepare_bundle(const char *id, const char *image, const char *entrypoint, const char *env,
