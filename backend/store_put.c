@@ -1,0 +1,745 @@
+/*
+ * store_put.c - store_put_snapshot(): chunk, hash, deduplicate, compress,
+ * pack, then the manifest.
+ *
+ * Each file is mapped and cut into chunks (backend/chunker.h) batch by
+ * batch. For one batch, every worker thread takes chunks in turn: zero
+ * test, SHA-256, look-up in the store's index (a hit pins its pack for
+ * this put) and in this put's own chunks, and zstd if the chunk is new.
+ * Then this thread walks the batch in order: zero runs and known chunks
+ * become references, new chunks are appended to the pack being filled.
+ * A full pack goes to a flusher thread that writes it and its index while
+ * the next batch is hashed and compressed; at most one pack waits.
+ */
+#include "backend/store_internal.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#include "backend/chunker.h"
+
+/* A pack is written once it holds this much; ~100 objects for a GiB of snapshot. */
+#define PACK_TARGET (32u << 20)
+#define BATCH_BYTES (8u << 20)
+#define BATCH_CHUNKS 1024u
+/* zstd's fastest level: as small as levels 2-5 on checkpoints, at twice the speed. */
+#define ZSTD_LEVEL 1
+#define ARENA_BYTES (BATCH_BYTES + CHUNK_MAX + (1u << 20))
+
+struct work {
+	const unsigned char *data;
+	size_t len;
+	size_t zoff; /* where its compressed bytes go in the arena */
+	size_t zlen; /* compressed length; == len: stored plain */
+	bool zero;
+	bool found; /* stored already: see ref */
+	struct chunk_ref ref;
+	unsigned char sha256[SHA256_LEN];
+	int rc;
+};
+
+/* A pack being filled, then written by the flusher. */
+struct pack_out {
+	struct pack *pack;
+	char *data;
+	size_t len;
+	struct pack_idx_entry *ents;
+	size_t nents, cap;
+};
+
+struct flusher {
+	pthread_t tid;
+	bool started;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct pack_out *pending; /* handed over and not written yet */
+	bool stop;
+	int rc; /* the first failure, with err */
+	struct err err;
+};
+
+struct progress {
+	store_progress_fn fn; /* may be NULL */
+	void *arg;
+	int64_t done, total;
+};
+
+struct put {
+	struct store *st;
+	const char *id;
+	struct inflight *fl;
+	struct chunk_index local; /* chunks in this put's own packs */
+	struct pack **own;	  /* this put's packs, in order */
+	size_t nown, own_cap;
+	struct pack **mpacks; /* the manifest's pack list */
+	size_t nmpacks, mpacks_cap, last_mpack;
+	struct manifest_file *files;
+	size_t nfiles, chunks_cap;
+	struct pack_out *out; /* being filled */
+	struct flusher flusher;
+	ZSTD_CCtx *cctx[STORE_WORKERS_MAX];
+	EVP_MD_CTX *md[STORE_WORKERS_MAX];
+	unsigned char *arena;
+	struct work *batch;
+	size_t nbatch;
+	atomic_size_t next; /* the next chunk of the batch a worker takes */
+	struct progress progress;
+	int64_t size_bytes, pack_bytes;
+};
+
+static void report(struct progress *p, int64_t add)
+{
+	p->done += add;
+	if (p->fn)
+		p->fn(p->arg, p->done, p->total);
+}
+
+static int grow_array(void *arr, size_t *cap, size_t used, size_t size)
+{
+	void **p = arr;
+	if (used < *cap)
+		return 0;
+	size_t ncap = *cap ? *cap * 2 : 64;
+	void *bigger = reallocarray(*p, ncap, size);
+	if (!bigger)
+		return -ENOMEM;
+	*p = bigger;
+	*cap = ncap;
+	return 0;
+}
+
+/* --- the directory ---------------------------------------------------------- */
+
+static void free_namelist(struct dirent **names, int n)
+{
+	for (int i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+}
+
+/* Accept one entry of a snapshot directory: regular files only, with names keys can hold. */
+static int scan_entry(int dfd, const char *dir, const char *name, struct manifest_file *f,
+		      int64_t *total, struct err *e)
+{
+	struct stat st;
+	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return err_set(e, EIO, "cannot stat %s/%s: %s", dir, name, strerror(errno));
+	if (!S_ISREG(st.st_mode)) {
+		warning("snapshot store: skipping %s/%s: not a regular file", dir, name);
+		return 0;
+	}
+	if (!manifest_name_ok(name))
+		return err_set(e, EINVAL, "cannot store %s/%s: unsupported file name", dir, name);
+	memcpy(f->name, name, strlen(name) + 1);
+	*total += st.st_size;
+	return 1;
+}
+
+/* The regular files of @dir, sorted by name, and their total size (for progress). */
+static int scan_dir(const char *dir, struct put *put, struct err *e)
+{
+	_cleanup_close_ int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	struct dirent **names = NULL;
+	int n = dfd < 0 ? -1 : scandir(dir, &names, NULL, alphasort);
+	if (n < 0)
+		return err_set(e, EIO, "cannot read %s: %s", dir, strerror(errno));
+	int rc = 0;
+	put->files = calloc((size_t)n + 1, sizeof(*put->files));
+	if (!put->files)
+		rc = err_set(e, ENOMEM, "out of memory");
+	for (int i = 0; rc == 0 && i < n; i++) {
+		if (!strcmp(names[i]->d_name, ".") || !strcmp(names[i]->d_name, ".."))
+			continue;
+		rc = scan_entry(dfd, dir, names[i]->d_name, &put->files[put->nfiles],
+				&put->progress.total, e);
+		if (rc > 0) {
+			put->nfiles++;
+			rc = 0;
+		}
+	}
+	free_namelist(names, n);
+	if (rc == 0 && put->nfiles > MANIFEST_FILES_MAX)
+		rc = err_set(e, EINVAL, "cannot store %s: more than %d files", dir,
+			     MANIFEST_FILES_MAX);
+	return rc;
+}
+
+/* --- the flusher ------------------------------------------------------------ */
+
+static void pack_out_free(struct pack_out *o)
+{
+	if (!o)
+		return;
+	free(o->data);
+	free(o->ents);
+	free(o);
+}
+
+/* Write the pack, then its index: a pack without an index is never used. */
+static int write_pack(struct put *put, struct pack_out *o, struct err *e)
+{
+	char key[OBJ_KEY_MAX];
+	_cleanup_free_ char *idx = NULL;
+	size_t idx_len = 0;
+	store_pack_key(o->pack->name, "pack", key);
+	int rc = objstore_put_buf(put->st->os, key, o->data, o->len, e);
+	if (rc == 0) {
+		rc = pack_idx_encode(put->st, o->ents, o->nents, &idx, &idx_len);
+		if (rc < 0)
+			err_set(e, -rc, "cannot encode the index of pack %s", o->pack->name);
+	}
+	store_pack_key(o->pack->name, "idx", key);
+	if (rc == 0)
+		rc = objstore_put_buf(put->st->os, key, idx, idx_len, e);
+	o->pack->bytes = (int64_t)o->len;
+	o->pack->idx_bytes = (int64_t)idx_len;
+	return rc;
+}
+
+static void *flusher_main(void *arg)
+{
+	struct put *put = arg;
+	struct flusher *f = &put->flusher;
+	pthread_mutex_lock(&f->lock);
+	for (;;) {
+		while (!f->pending && !f->stop)
+			pthread_cond_wait(&f->cond, &f->lock);
+		if (!f->pending)
+			break;
+		struct pack_out *o = f->pending;
+		struct err e = {0};
+		pthread_mutex_unlock(&f->lock);
+		int rc = f->rc == 0 ? write_pack(put, o, &e) : 0;
+		pack_out_free(o);
+		pthread_mutex_lock(&f->lock);
+		if (rc < 0 && f->rc == 0) {
+			f->rc = rc;
+			f->err = e;
+		}
+		f->pending = NULL;
+		pthread_cond_broadcast(&f->cond);
+	}
+	pthread_mutex_unlock(&f->lock);
+	return NULL;
+}
+
+/* Hand the filled pack to the flusher, once it wrote the one before. */
+static int flush_out(struct put *put, struct err *e)
+{
+	struct flusher *f = &put->flusher;
+	struct pack_out *o = steal_ptr(put->out);
+	if (!f->started) {
+		int rc = pthread_create(&f->tid, NULL, flusher_main, put);
+		if (rc != 0) {
+			pack_out_free(o);
+			return err_set(e, rc, "cannot start a thread: %s", strerror(rc));
+		}
+		f->started = true;
+	}
+	pthread_mutex_lock(&f->lock);
+	while (f->pending)
+		pthread_cond_wait(&f->cond, &f->lock);
+	f->pending = o;
+	pthread_cond_broadcast(&f->cond);
+	int rc = f->rc;
+	if (rc < 0)
+		*e = f->err;
+	pthread_mutex_unlock(&f->lock);
+	return rc;
+}
+
+/* Wait until every handed-over pack is written, end the flusher; its first failure. */
+static int flusher_finish(struct put *put, struct err *e)
+{
+	struct flusher *f = &put->flusher;
+	if (!f->started)
+		return 0;
+	pthread_mutex_lock(&f->lock);
+	f->stop = true;
+	pthread_cond_broadcast(&f->cond);
+	pthread_mutex_unlock(&f->lock);
+	pthread_join(f->tid, NULL);
+	f->started = false;
+	if (f->rc < 0 && e)
+		*e = f->err;
+	return f->rc;
+}
+
+/* --- the worker phase ------------------------------------------------------- */
+
+static bool all_zero(const unsigned char *p, size_t len)
+{
+	return p[0] == 0 && memcmp(p, p + 1, len - 1) == 0;
+}
+
+/* Is the chunk stored already? A hit in the store's index pins its pack for this put. */
+static int look_up(struct put *put, struct work *w)
+{
+	struct store *st = put->st;
+	int rc = 0;
+	pthread_mutex_lock(&st->lock);
+	const struct chunk_ref *r = chunk_index_find(&st->index, w->sha256);
+	if (r) {
+		w->ref = *r;
+		w->found = true;
+		rc = store_inflight_pin(put->fl, r->pack);
+	}
+	pthread_mutex_unlock(&st->lock);
+	/* Read only while workers run: the walk in order alone adds to it. */
+	r = w->found ? NULL : chunk_index_find(&put->local, w->sha256);
+	if (r) {
+		w->ref = *r;
+		w->found = true;
+	}
+	return rc;
+}
+
+static void compress_chunk(struct put *put, struct work *w, unsigned worker)
+{
+	size_t cap = ZSTD_compressBound(w->len);
+	size_t n = ZSTD_compressCCtx(put->cctx[worker], put->arena + w->zoff, cap, w->data, w->len,
+				     ZSTD_LEVEL);
+	/* Incompressible (random pages): stored plain, which also reads back fastest. */
+	w->zlen = (ZSTD_isError(n) || n >= w->len) ? w->len : n;
+}
+
+static void process_chunk(struct put *put, struct work *w, unsigned worker)
+{
+	if (all_zero(w->data, w->len)) {
+		w->zero = true;
+		return;
+	}
+	if (!store_sha256(put->st, put->md[worker], w->data, w->len, w->sha256)) {
+		w->rc = -EIO;
+		return;
+	}
+	w->rc = look_up(put, w);
+	if (w->rc == 0 && !w->found)
+		compress_chunk(put, w, worker);
+}
+
+static void worker_main(void *arg, unsigned worker)
+{
+	struct put *put = arg;
+	for (;;) {
+		size_t i = atomic_fetch_add(&put->next, 1);
+		if (i >= put->nbatch)
+			break;
+		process_chunk(put, &put->batch[i], worker);
+	}
+}
+
+/* --- the walk in order ------------------------------------------------------ */
+
+/* The index of @p in the manifest's pack list, added if new; -ENOMEM. */
+static int mpack_index(struct put *put, struct pack *p)
+{
+	if (put->last_mpack < put->nmpacks && put->mpacks[put->last_mpack] == p)
+		return (int)put->last_mpack;
+	for (size_t i = 0; i < put->nmpacks; i++) {
+		if (put->mpacks[i] == p) {
+			put->last_mpack = i;
+			return (int)i;
+		}
+	}
+	if (grow_array(&put->mpacks, &put->mpacks_cap, put->nmpacks, sizeof(*put->mpacks)) < 0)
+		return -ENOMEM;
+	put->mpacks[put->nmpacks] = p;
+	put->last_mpack = put->nmpacks;
+	return (int)put->nmpacks++;
+}
+
+static int add_chunk(struct put *put, const struct manifest_chunk *c)
+{
+	struct manifest_file *f = &put->files[put->nfiles - 1];
+	struct manifest_chunk *last = f->nchunks ? &f->chunks[f->nchunks - 1] : NULL;
+	/* Zero runs merge: a GiB of unused memory is one entry. */
+	if (c->pack == MANIFEST_ZERO && last && last->pack == MANIFEST_ZERO) {
+		last->len += c->len;
+		return 0;
+	}
+	if (grow_array(&f->chunks, &put->chunks_cap, f->nchunks, sizeof(*f->chunks)) < 0)
+		return -ENOMEM;
+	f->chunks[f->nchunks++] = *c;
+	return 0;
+}
+
+static int add_ref(struct put *put, const struct chunk_ref *r)
+{
+	int idx = mpack_index(put, r->pack);
+	if (idx < 0)
+		return idx;
+	struct manifest_chunk c = {.len = r->len, .pack = idx, .off = r->off, .zlen = r->zlen};
+	memcpy(c.sha256, r->sha256, SHA256_LEN);
+	return add_chunk(put, &c);
+}
+
+static int new_pack_out(struct put *put, struct err *e)
+{
+	struct pack_out *o = calloc(1, sizeof(*o));
+	struct pack *p = calloc(1, sizeof(*p));
+	int rc = (o && p) ? grow_array(&put->own, &put->own_cap, put->nown, sizeof(*put->own))
+			  : -ENOMEM;
+	if (rc == 0) {
+		o->data = malloc(PACK_TARGET + ZSTD_COMPRESSBOUND(CHUNK_MAX));
+		rc = o->data ? 0 : -ENOMEM;
+	}
+	if (rc < 0) {
+		pack_out_free(o);
+		free(p);
+		return err_set(e, ENOMEM, "out of memory");
+	}
+	snprintf(p->name, sizeof(p->name), "%s/%04zu", put->id, put->nown);
+	put->own[put->nown++] = p;
+	o->pack = p;
+	put->out = o;
+	return 0;
+}
+
+/* Append a new chunk to the pack being filled; a full pack goes to the flusher first. */
+static int append_new(struct put *put, struct work *w, struct err *e)
+{
+	int rc = 0;
+	if (put->out && put->out->len + w->zlen > PACK_TARGET)
+		rc = flush_out(put, e);
+	if (rc == 0 && !put->out)
+		rc = new_pack_out(put, e);
+	struct pack_out *o = put->out;
+	if (rc == 0 && grow_array(&o->ents, &o->cap, o->nents, sizeof(*o->ents)) < 0)
+		rc = err_set(e, ENOMEM, "out of memory");
+	if (rc < 0)
+		return rc;
+	const void *src = w->zlen == w->len ? (const void *)w->data : put->arena + w->zoff;
+	memcpy(o->data + o->len, src, w->zlen);
+	struct pack_idx_entry *ent = &o->ents[o->nents++];
+	memcpy(ent->sha256, w->sha256, SHA256_LEN);
+	ent->off = o->len;
+	ent->len = (uint32_t)w->len;
+	ent->zlen = (uint32_t)w->zlen;
+	struct chunk_ref r = {.pack = o->pack, .off = (int64_t)o->len, .len = ent->len,
+			      .zlen = ent->zlen};
+	memcpy(r.sha256, w->sha256, SHA256_LEN);
+	o->len += w->zlen;
+	put->pack_bytes += (int64_t)w->zlen;
+	if (chunk_index_add(&put->local, &r) < 0)
+		return err_set(e, ENOMEM, "out of memory");
+	return add_ref(put, &r);
+}
+
+static int commit_chunk(struct put *put, struct work *w, struct err *e)
+{
+	if (w->rc < 0)
+		return err_set(e, -w->rc, "cannot hash a chunk: %s", strerror(-w->rc));
+	if (w->zero) {
+		struct manifest_chunk c = {.len = (int64_t)w->len, .pack = MANIFEST_ZERO};
+		return add_chunk(put, &c) < 0 ? err_set(e, ENOMEM, "out of memory") : 0;
+	}
+	/* A chunk twice in one batch: the first one is in put->local by now. */
+	const struct chunk_ref *r = w->found ? &w->ref : chunk_index_find(&put->local, w->sha256);
+	if (r)
+		return add_ref(put, r) < 0 ? err_set(e, ENOMEM, "out of memory") : 0;
+	return append_new(put, w, e);
+}
+
+/* --- files ------------------------------------------------------------------ */
+
+/* Cut the next batch from @data[*off..size): as many chunks as the arena holds. */
+static void cut_batch(struct put *put, enum chunk_method method, const unsigned char *data,
+		      size_t size, size_t *off)
+{
+	size_t zoff = 0, bytes = 0;
+	put->nbatch = 0;
+	while (*off < size && put->nbatch < BATCH_CHUNKS && bytes < BATCH_BYTES) {
+		size_t len = chunk_next(method, data + *off, size - *off);
+		size_t bound = ZSTD_compressBound(len);
+		if (zoff + bound > ARENA_BYTES)
+			break;
+		put->batch[put->nbatch++] = (struct work){.data = data + *off, .len = len,
+							  .zoff = zoff};
+		zoff += bound;
+		bytes += len;
+		*off += len;
+	}
+}
+
+static int put_mapped(struct put *put, enum chunk_method method, const unsigned char *data,
+		      size_t size, struct err *e)
+{
+	size_t off = 0;
+	while (off < size) {
+		size_t start = off;
+		cut_batch(put, method, data, size, &off);
+		atomic_store(&put->next, 0);
+		unsigned workers = put->st->workers;
+		store_parallel(put->nbatch < workers ? (unsigned)put->nbatch : workers, worker_main,
+			       put);
+		for (size_t i = 0; i < put->nbatch; i++) {
+			int rc = commit_chunk(put, &put->batch[i], e);
+			if (rc < 0)
+				return rc;
+		}
+		report(&put->progress, (int64_t)(off - start));
+	}
+	return 0;
+}
+
+static int put_file(struct put *put, const char *dir, struct manifest_file *f, struct err *e)
+{
+	char path[PATH_MAX];
+	struct stat sb;
+	if (xsnprintf(path, sizeof(path), "%s/%s", dir, f->name) < 0)
+		return err_set(e, EINVAL, "path %s/%s is too long", dir, f->name);
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &sb) < 0)
+		return err_set(e, EIO, "cannot open %s: %s", path, strerror(errno));
+	f->size = sb.st_size;
+	put->size_bytes += f->size;
+	put->chunks_cap = 0;
+	if (f->size == 0)
+		return 0;
+	void *map = mmap(NULL, (size_t)f->size, PROT_READ, MAP_PRIVATE, fd, 0);
+	if (map == MAP_FAILED)
+		return err_set(e, EIO, "cannot map %s: %s", path, strerror(errno));
+	madvise(map, (size_t)f->size, MADV_SEQUENTIAL);
+	int rc = put_mapped(put, chunk_method_for(f->name), map, (size_t)f->size, e);
+	munmap(map, (size_t)f->size);
+	return rc;
+}
+
+/* --- the manifest and the end ----------------------------------------------- */
+
+/*
+ * The manifest text: its "stored_bytes" counts the manifest itself, so
+ * build until its length stops changing (twice, unless a digit is added).
+ */
+static int build_manifest(struct put *put, const cJSON *meta, char **json, size_t *len,
+			  struct err *e)
+{
+	struct manifest m = {.files = put->files, .nfiles = put->nfiles,
+			     .size_bytes = put->size_bytes};
+	m.packs = calloc(put->nmpacks + 1, sizeof(*m.packs));
+	if (!m.packs)
+		return err_set(e, ENOMEM, "out of memory");
+	m.npacks = put->nmpacks;
+	for (size_t i = 0; i < put->nmpacks; i++)
+		memcpy(m.packs[i], put->mpacks[i]->name, sizeof(m.packs[i]));
+	int64_t stored = put->pack_bytes;
+	for (size_t i = 0; i < put->nown; i++)
+		stored += put->own[i]->idx_bytes;
+	size_t mlen = 0;
+	int rc = 0;
+	*json = NULL;
+	for (int round = 0; rc == 0 && round < 4; round++) {
+		free(*json);
+		m.stored_bytes = stored + (int64_t)mlen;
+		rc = manifest_build(meta, &m, json, len, e);
+		if (rc == 0 && *len == mlen)
+			break;
+		mlen = *len;
+	}
+	free(m.packs);
+	return rc;
+}
+
+/*
+ * Under st->lock, before the manifest is written: the store takes this
+ * put's packs and chunks and records the snapshot, so that once the
+ * manifest is there, nothing can collect its packs. Nothing here can fail
+ * half-way: room is reserved first.
+ */
+static int register_put(struct put *put, int64_t stored, int64_t manifest_len)
+{
+	struct store *st = put->st;
+	struct snap_rec rec = {.npacks = put->nmpacks, .size_bytes = put->size_bytes,
+			       .stored_bytes = stored, .manifest_bytes = manifest_len};
+	snprintf(rec.id, sizeof(rec.id), "%s", put->id);
+	rec.packs = calloc(put->nmpacks + 1, sizeof(*rec.packs));
+	if (!rec.packs || store_reserve(st, put->nown, put->local.count) < 0) {
+		free(rec.packs);
+		return -ENOMEM;
+	}
+	memcpy(rec.packs, put->mpacks, put->nmpacks * sizeof(*rec.packs));
+	for (size_t i = 0; i < put->nown; i++) {
+		put->own[i]->indexed = true;
+		store_add_pack(st, put->own[i]);
+	}
+	put->nown = 0; /* the store owns them now */
+	for (size_t i = 0; i < put->local.cap; i++) {
+		if (put->local.slots[i].pack)
+			chunk_index_add(&st->index, &put->local.slots[i]);
+	}
+	return store_add_snap(st, &rec);
+}
+
+/* Undo a put that failed before register_put(): its packs, its pins. */
+static void abort_put(struct put *put)
+{
+	char key[OBJ_KEY_MAX];
+	struct err e = {0};
+	flusher_finish(put, NULL);
+	for (size_t i = 0; i < put->nown; i++) {
+		const char *ext[] = {"idx", "pack"};
+		for (size_t j = 0; j < ARRAY_SIZE(ext); j++) {
+			store_pack_key(put->own[i]->name, ext[j], key);
+			if (objstore_del(put->st->os, key, &e) < 0)
+				warning("snapshot %s: leaving %s for store_collect(): %s", put->id,
+					key, e.msg);
+		}
+		free(put->own[i]);
+	}
+	put->nown = 0;
+}
+
+/* Ids are never reused; refusing keeps a put from mixing data with a completed snapshot. */
+static int check_absent(struct store *st, const char *id, struct err *e)
+{
+	char key[OBJ_KEY_MAX];
+	store_manifest_key(id, key);
+	_cleanup_free_ char *json = NULL;
+	struct err inner = {0};
+	int rc = objstore_get_buf(st->os, key, &json, NULL, STORE_MANIFEST_MAX, &inner);
+	if (rc == -ENOENT)
+		return 0;
+	if (rc < 0)
+		return store_wrap(e, id, rc, &inner);
+	return err_set(e, EEXIST, "snapshot %s is already in the store", id);
+}
+
+static int put_setup(struct put *put, struct err *e)
+{
+	pthread_mutex_init(&put->flusher.lock, NULL);
+	pthread_cond_init(&put->flusher.cond, NULL);
+	for (unsigned i = 0; i < put->st->workers; i++) {
+		put->cctx[i] = ZSTD_createCCtx();
+		put->md[i] = EVP_MD_CTX_new();
+		if (!put->cctx[i] || !put->md[i])
+			return err_set(e, ENOMEM, "out of memory");
+	}
+	put->arena = malloc(ARENA_BYTES);
+	put->batch = calloc(BATCH_CHUNKS, sizeof(*put->batch));
+	if (!put->arena || !put->batch)
+		return err_set(e, ENOMEM, "out of memory");
+	return 0;
+}
+
+static void put_teardown(struct put *put)
+{
+	for (unsigned i = 0; i < STORE_WORKERS_MAX; i++) {
+		ZSTD_freeCCtx(put->cctx[i]);
+		EVP_MD_CTX_free(put->md[i]);
+	}
+	for (size_t i = 0; put->files && i < put->nfiles; i++)
+		free(put->files[i].chunks);
+	pack_out_free(put->out);
+	pthread_mutex_destroy(&put->flusher.lock);
+	pthread_cond_destroy(&put->flusher.cond);
+	chunk_index_free(&put->local);
+	free(put->files);
+	free(put->own);
+	free(put->mpacks);
+	free(put->arena);
+	free(put->batch);
+}
+
+/* Every file, then the last pack, then wait until every pack is written. */
+static int put_files(struct put *put, const char *dir, struct err *e)
+{
+	int rc = scan_dir(dir, put, e);
+	size_t nfiles = put->nfiles;
+	if (rc == 0)
+		report(&put->progress, 0);
+	/* nfiles counts the files done: add_chunk() appends to the last one. */
+	put->nfiles = 0;
+	for (size_t i = 0; rc == 0 && i < nfiles; i++) {
+		put->nfiles = i + 1;
+		rc = put_file(put, dir, &put->files[i], e);
+	}
+	put->nfiles = nfiles;
+	if (rc == 0 && put->out && put->out->len > 0)
+		rc = flush_out(put, e);
+	int frc = flusher_finish(put, rc == 0 ? e : NULL);
+	return rc < 0 ? rc : frc;
+}
+
+/* Write the manifest; on failure take the snapshot back out of the store's records. */
+static int put_manifest(struct put *put, const cJSON *meta, struct store_put_result *res,
+			struct err *e)
+{
+	struct store *st = put->st;
+	_cleanup_free_ char *json = NULL;
+	size_t len = 0;
+	char key[OBJ_KEY_MAX];
+	struct err inner = {0};
+	int rc = build_manifest(put, meta, &json, &len, e);
+	if (rc < 0)
+		return rc;
+	int64_t stored = put->pack_bytes + (int64_t)len;
+	for (size_t i = 0; i < put->nown; i++)
+		stored += put->own[i]->idx_bytes;
+	pthread_mutex_lock(&st->lock);
+	rc = register_put(put, stored, (int64_t)len);
+	pthread_mutex_unlock(&st->lock);
+	if (rc < 0)
+		return err_set(e, ENOMEM, "out of memory");
+	store_manifest_key(put->id, key);
+	rc = objstore_put_buf(st->os, key, json, len, &inner);
+	if (rc < 0) {
+		rc = store_wrap(e, put->id, rc, &inner);
+		/* Only once the manifest is surely gone may its packs go. */
+		if (objstore_del(st->os, key, &inner) == 0) {
+			pthread_mutex_lock(&st->lock);
+			store_forget_snap(st, put->id);
+			pthread_mutex_unlock(&st->lock);
+		}
+		return rc;
+	}
+	if (res) {
+		res->size_bytes = put->size_bytes;
+		res->stored_bytes = stored;
+	}
+	return 0;
+}
+
+int store_put_snapshot(struct store *st, const char *id, const char *dir, const cJSON *meta,
+		       store_progress_fn progress, void *arg, struct store_put_result *res,
+		       struct err *e)
+{
+	struct put put = {.st = st, .id = id, .progress = {.fn = progress, .arg = arg}};
+	int rc = store_check_id(id, e);
+	if (rc == 0)
+		rc = check_absent(st, id, e);
+	if (rc < 0)
+		return rc;
+	pthread_mutex_lock(&st->lock);
+	rc = store_inflight_begin(st, id, &put.fl);
+	pthread_mutex_unlock(&st->lock);
+	if (rc < 0)
+		return err_set(e, -rc, "snapshot %s is being stored already", id);
+	rc = put_setup(&put, e);
+	if (rc == 0)
+		rc = put_files(&put, dir, e);
+	if (rc == 0)
+		rc = put_manifest(&put, meta, res, e);
+	else
+		abort_put(&put);
+	pthread_mutex_lock(&st->lock);
+	store_inflight_end(st, put.fl);
+	pthread_mutex_unlock(&st->lock);
+	put_teardown(&put);
+	/* Packs whose last user was this put, or a delete while it ran, go now. */
+	store_gc(st);
+	if (rc == 0) {
+		put.progress.total = put.progress.done;
+		report(&put.progress, 0);
+	}
+	return rc;
+}
