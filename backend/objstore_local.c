@@ -241,6 +241,8 @@ static int make_parents(struct local_store *ls, const char *key, struct err *e)
 	return 0;
 }
 
+static void prune_parents(struct local_store *ls, const char *path);
+
 static int put_source(struct local_store *ls, const char *key, const struct source *src,
 		      struct err *e)
 {
@@ -253,6 +255,9 @@ static int put_source(struct local_store *ls, const char *key, const struct sour
 		rc = make_parents(ls, key, e);
 		if (rc == 0)
 			rc = write_atomic(path, src, e);
+		/* A failed put leaves no directories behind it (a full disk, say). */
+		if (rc < 0 && rc != -ENOENT)
+			prune_parents(ls, path);
 		if (rc != -ENOENT)
 			return rc;
 		if (tries == PUT_TRIES)

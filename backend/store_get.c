@@ -71,8 +71,8 @@ static bool extends(const struct get *g, const struct range_job *job,
 		    const struct manifest_chunk *c)
 {
 	const struct manifest_chunk *first = &g->m.files[job->file].chunks[job->first];
-	return job->count > 0 && c->pack == first->pack && c->off == job->off + job->len &&
-	       job->len + c->zlen <= RANGE_MAX;
+	return job->count > 0 && c->pack != MANIFEST_ZERO && c->pack == first->pack &&
+	       c->off == job->off + job->len && job->len + c->zlen <= RANGE_MAX;
 }
 
 static int plan_file(struct get *g, size_t fi)
@@ -82,8 +82,6 @@ static int plan_file(struct get *g, size_t fi)
 	int64_t pos = 0;
 	for (size_t i = 0; i < f->nchunks; pos += f->chunks[i].len, i++) {
 		const struct manifest_chunk *c = &f->chunks[i];
-		if (c->pack == MANIFEST_ZERO)
-			continue;
 		if (extends(g, &job, c)) {
 			job.count++;
 			job.len += c->zlen;
@@ -91,8 +89,11 @@ static int plan_file(struct get *g, size_t fi)
 		}
 		if (job.count > 0 && add_job(g, &job) < 0)
 			return -ENOMEM;
+		/* A zero run ends a job: it is a hole, and the job's chunks must be adjacent. */
 		job = (struct range_job){.file = fi, .first = i, .count = 1, .file_off = pos,
 					 .off = c->off, .len = c->zlen};
+		if (c->pack == MANIFEST_ZERO)
+			job.count = 0;
 	}
 	return job.count > 0 ? add_job(g, &job) : 0;
 }

@@ -190,19 +190,20 @@ static int write_pack(struct put *put, struct pack_out *o, struct err *e)
 	char key[OBJ_KEY_MAX];
 	_cleanup_free_ char *idx = NULL;
 	size_t idx_len = 0;
+	struct err inner = {0};
 	store_pack_key(o->pack->name, "pack", key);
-	int rc = objstore_put_buf(put->st->os, key, o->data, o->len, e);
+	int rc = objstore_put_buf(put->st->os, key, o->data, o->len, &inner);
 	if (rc == 0) {
 		rc = pack_idx_encode(put->st, o->ents, o->nents, &idx, &idx_len);
 		if (rc < 0)
-			err_set(e, -rc, "cannot encode the index of pack %s", o->pack->name);
+			err_set(&inner, -rc, "cannot encode the index of pack %s", o->pack->name);
 	}
 	store_pack_key(o->pack->name, "idx", key);
 	if (rc == 0)
-		rc = objstore_put_buf(put->st->os, key, idx, idx_len, e);
+		rc = objstore_put_buf(put->st->os, key, idx, idx_len, &inner);
 	o->pack->bytes = (int64_t)o->len;
 	o->pack->idx_bytes = (int64_t)idx_len;
-	return rc;
+	return rc < 0 ? store_wrap(e, put->id, rc, &inner) : 0;
 }
 
 static void *flusher_main(void *arg)
