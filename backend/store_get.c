@@ -21,14 +21,17 @@
 #include <unistd.h>
 #include <zstd.h>
 
+/* A job reads at most this much of a pack and writes at most this much of a file. */
 #define RANGE_MAX (4u << 20)
 #define RBUF_BYTES (RANGE_MAX + ZSTD_COMPRESSBOUND(MANIFEST_CHUNK_MAX))
+#define PBUF_BYTES (RANGE_MAX + MANIFEST_CHUNK_MAX)
 
 /* Chunks [first, first + count) of one file, stored back to back in one pack. */
 struct range_job {
 	size_t file;
 	size_t first, count;
 	int64_t file_off; /* where the first one goes in the file */
+	int64_t plain;	  /* their plain bytes */
 	int64_t off, len; /* the range of the pack */
 };
 
@@ -47,7 +50,7 @@ struct get {
 	ZSTD_DCtx *dctx[STORE_WORKERS_MAX];
 	EVP_MD_CTX *md[STORE_WORKERS_MAX];
 	unsigned char *rbuf[STORE_WORKERS_MAX]; /* the range read */
-	unsigned char *pbuf[STORE_WORKERS_MAX]; /* one chunk decompressed */
+	unsigned char *pbuf[STORE_WORKERS_MAX]; /* its chunks, plain and verified */
 };
 
 /* --- the jobs --------------------------------------------------------------- */
@@ -66,13 +69,14 @@ static int add_job(struct get *g, const struct range_job *job)
 	return 0;
 }
 
-/* Can chunk @c of the file join @job? Same pack, right after it, range not too long. */
+/* Can chunk @c of the file join @job? Same pack, right after it, ranges not too long. */
 static bool extends(const struct get *g, const struct range_job *job,
 		    const struct manifest_chunk *c)
 {
 	const struct manifest_chunk *first = &g->m.files[job->file].chunks[job->first];
 	return job->count > 0 && c->pack != MANIFEST_ZERO && c->pack == first->pack &&
-	       c->off == job->off + job->len && job->len + c->zlen <= RANGE_MAX;
+	       c->off == job->off + job->len && job->len + c->zlen <= RANGE_MAX &&
+	       job->plain + c->len <= RANGE_MAX;
 }
 
 static int plan_file(struct get *g, size_t fi)
@@ -85,13 +89,14 @@ static int plan_file(struct get *g, size_t fi)
 		if (extends(g, &job, c)) {
 			job.count++;
 			job.len += c->zlen;
+			job.plain += c->len;
 			continue;
 		}
 		if (job.count > 0 && add_job(g, &job) < 0)
 			return -ENOMEM;
 		/* A zero run ends a job: it is a hole, and the job's chunks must be adjacent. */
 		job = (struct range_job){.file = fi, .first = i, .count = 1, .file_off = pos,
-					 .off = c->off, .len = c->zlen};
+					 .plain = c->len, .off = c->off, .len = c->zlen};
 		if (c->pack == MANIFEST_ZERO)
 			job.count = 0;
 	}
@@ -144,22 +149,22 @@ static int read_range(struct get *g, const struct range_job *job, unsigned char 
 	return chunk_fail(g, job, job->first, what, e);
 }
 
-/* Decompress (unless stored plain) and verify chunk @i, which starts at @stored. */
+/* Chunk @i, stored at @stored, plain into @plain (decompressed or copied), verified. */
 static int verify_chunk(struct get *g, const struct range_job *job, size_t i,
-			const unsigned char *stored, unsigned worker, const unsigned char **plain,
+			const unsigned char *stored, unsigned char *plain, unsigned worker,
 			struct err *e)
 {
 	const struct manifest_chunk *c = &g->m.files[job->file].chunks[i];
 	unsigned char sha[SHA256_LEN];
-	*plain = stored;
-	if (c->zlen != c->len) {
-		size_t n = ZSTD_decompressDCtx(g->dctx[worker], g->pbuf[worker], (size_t)c->len,
-					       stored, (size_t)c->zlen);
+	if (c->zlen == c->len) {
+		memcpy(plain, stored, (size_t)c->len);
+	} else {
+		size_t n = ZSTD_decompressDCtx(g->dctx[worker], plain, (size_t)c->len, stored,
+					       (size_t)c->zlen);
 		if (ZSTD_isError(n) || n != (size_t)c->len)
 			return chunk_fail(g, job, i, "is corrupt (it does not decompress)", e);
-		*plain = g->pbuf[worker];
 	}
-	if (!store_sha256(g->st, g->md[worker], *plain, (size_t)c->len, sha))
+	if (!store_sha256(g->st, g->md[worker], plain, (size_t)c->len, sha))
 		return err_set(e, EIO, "snapshot %s: SHA-256 failed", g->id);
 	if (memcmp(sha, c->sha256, SHA256_LEN))
 		return chunk_fail(g, job, i, "is corrupt (SHA-256 mismatch)", e);
@@ -181,27 +186,27 @@ static int write_all_at(int fd, const unsigned char *p, size_t len, int64_t off)
 	return 0;
 }
 
+/* Read the range, verify every chunk into the plain buffer, then write it with one call. */
 static int run_job(struct get *g, const struct range_job *job, unsigned worker, struct err *e)
 {
 	const struct manifest_file *f = &g->m.files[job->file];
 	int fd = g->fds[job->file];
 	int rc = read_range(g, job, g->rbuf[worker], e);
-	int64_t at = job->file_off;
+	int64_t at = 0;
 	for (size_t i = job->first; rc == 0 && i < job->first + job->count; i++) {
 		const struct manifest_chunk *c = &f->chunks[i];
-		const unsigned char *plain;
-		rc = verify_chunk(g, job, i, g->rbuf[worker] + (c->off - job->off), worker, &plain,
-				  e);
-		if (rc == 0)
-			rc = write_all_at(fd, plain, (size_t)c->len, at);
-		if (rc < 0 && !e->code)
-			rc = err_set(e, rc == -ENOSPC ? ENOSPC : EIO, "snapshot %s: cannot write %s: %s",
-				     g->id, f->name, strerror(-rc));
+		rc = verify_chunk(g, job, i, g->rbuf[worker] + (c->off - job->off),
+				  g->pbuf[worker] + at, worker, e);
 		at += c->len;
 	}
+	if (rc == 0)
+		rc = write_all_at(fd, g->pbuf[worker], (size_t)job->plain, job->file_off);
+	if (rc < 0 && !e->code)
+		rc = err_set(e, rc == -ENOSPC ? ENOSPC : EIO, "snapshot %s: cannot write %s: %s",
+			     g->id, f->name, strerror(-rc));
 	/* Start the writeback now: the fsync at the end then has little left to wait for. */
 	if (rc == 0)
-		sync_file_range(fd, job->file_off, at - job->file_off, SYNC_FILE_RANGE_WRITE);
+		sync_file_range(fd, job->file_off, job->plain, SYNC_FILE_RANGE_WRITE);
 	return rc;
 }
 
@@ -283,7 +288,7 @@ static int get_setup(struct get *g, struct err *e)
 		g->dctx[i] = ZSTD_createDCtx();
 		g->md[i] = EVP_MD_CTX_new();
 		g->rbuf[i] = malloc(RBUF_BYTES);
-		g->pbuf[i] = malloc(MANIFEST_CHUNK_MAX);
+		g->pbuf[i] = malloc(PBUF_BYTES);
 		if (!g->dctx[i] || !g->md[i] || !g->rbuf[i] || !g->pbuf[i])
 			return err_set(e, ENOMEM, "out of memory");
 	}

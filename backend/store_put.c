@@ -2,14 +2,17 @@
  * store_put.c - store_put_snapshot(): chunk, hash, deduplicate, compress,
  * pack, then the manifest.
  *
- * Each file is mapped and cut into chunks (backend/chunker.h) batch by
- * batch. For one batch, every worker thread takes chunks in turn: zero
- * test, SHA-256, look-up in the store's index (a hit pins its pack for
- * this put) and in this put's own chunks, and zstd if the chunk is new.
- * Then this thread walks the batch in order: zero runs and known chunks
- * become references, new chunks are appended to the pack being filled.
- * A full pack goes to a flusher thread that writes it and its index while
- * the next batch is hashed and compressed; at most one pack waits.
+ * Three stages run at once:
+ *   - this thread maps each file and cuts it into chunks
+ *     (backend/chunker.h), a batch at a time, two batches in flight;
+ *   - one worker thread per core takes the chunks of the oldest batch in
+ *     turn: zero test, SHA-256, look-up in the store's index (a hit pins its
+ *     pack for this put) and in this put's own chunks, zstd if it is new;
+ *   - this thread then walks each processed batch in order: zero runs and
+ *     known chunks become references, new chunks are appended to the pack
+ *     being filled, and a full pack goes to a flusher thread that writes it
+ *     and its index; at most one pack waits for it.
+ * The pack buffers are reused, so their pages are faulted in once.
  */
 #include "backend/store_internal.h"
 
@@ -17,7 +20,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -47,6 +49,32 @@ struct work {
 	int rc;
 };
 
+/* A batch: cut by this thread, processed by the workers, committed in order. */
+struct batch {
+	struct work *w;
+	size_t n;
+	unsigned char *arena; /* compressed chunks */
+	size_t next;	      /* under pool.lock: the next chunk a worker takes */
+	size_t done;	      /* under pool.lock: chunks processed */
+};
+
+struct pool_thread {
+	pthread_t tid;
+	struct put *put;
+	unsigned worker;
+};
+
+struct pool {
+	struct pool_thread threads[STORE_WORKERS_MAX];
+	unsigned n; /* started */
+	pthread_mutex_t lock;
+	pthread_cond_t work; /* a batch was queued, or stop */
+	pthread_cond_t done; /* a batch is done */
+	struct batch *queue[2]; /* oldest first; a batch leaves once done */
+	size_t nqueued;
+	bool stop;
+};
+
 /* A pack being filled, then written by the flusher. */
 struct pack_out {
 	struct pack *pack;
@@ -62,6 +90,8 @@ struct flusher {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	struct pack_out *pending; /* handed over and not written yet */
+	char *spare[2];		  /* pack buffers to reuse */
+	size_t nspare;
 	bool stop;
 	int rc; /* the first failure, with err */
 	struct err err;
@@ -78,6 +108,7 @@ struct put {
 	const char *id;
 	struct inflight *fl;
 	struct chunk_index local; /* chunks in this put's own packs */
+	pthread_mutex_t local_lock; /* workers read local while this thread adds to it */
 	struct pack **own;	  /* this put's packs, in order */
 	size_t nown, own_cap;
 	struct pack **mpacks; /* the manifest's pack list */
@@ -88,10 +119,8 @@ struct put {
 	struct flusher flusher;
 	ZSTD_CCtx *cctx[STORE_WORKERS_MAX];
 	EVP_MD_CTX *md[STORE_WORKERS_MAX];
-	unsigned char *arena;
-	struct work *batch;
-	size_t nbatch;
-	atomic_size_t next; /* the next chunk of the batch a worker takes */
+	struct batch batches[2];
+	struct pool pool;
 	struct progress progress;
 	int64_t size_bytes, pack_bytes;
 };
@@ -220,8 +249,10 @@ static void *flusher_main(void *arg)
 		struct err e = {0};
 		pthread_mutex_unlock(&f->lock);
 		int rc = f->rc == 0 ? write_pack(put, o, &e) : 0;
-		pack_out_free(o);
 		pthread_mutex_lock(&f->lock);
+		if (f->nspare < ARRAY_SIZE(f->spare))
+			f->spare[f->nspare++] = steal_ptr(o->data);
+		pack_out_free(o);
 		if (rc < 0 && f->rc == 0) {
 			f->rc = rc;
 			f->err = e;
@@ -295,25 +326,28 @@ static int look_up(struct put *put, struct work *w)
 		rc = store_inflight_pin(put->fl, r->pack);
 	}
 	pthread_mutex_unlock(&st->lock);
-	/* Read only while workers run: the walk in order alone adds to it. */
-	r = w->found ? NULL : chunk_index_find(&put->local, w->sha256);
+	if (w->found)
+		return rc;
+	pthread_mutex_lock(&put->local_lock);
+	r = chunk_index_find(&put->local, w->sha256);
 	if (r) {
 		w->ref = *r;
 		w->found = true;
 	}
+	pthread_mutex_unlock(&put->local_lock);
 	return rc;
 }
 
-static void compress_chunk(struct put *put, struct work *w, unsigned worker)
+static void compress_chunk(struct put *put, struct batch *b, struct work *w, unsigned worker)
 {
 	size_t cap = ZSTD_compressBound(w->len);
-	size_t n = ZSTD_compressCCtx(put->cctx[worker], put->arena + w->zoff, cap, w->data, w->len,
+	size_t n = ZSTD_compressCCtx(put->cctx[worker], b->arena + w->zoff, cap, w->data, w->len,
 				     ZSTD_LEVEL);
 	/* Incompressible (random pages): stored plain, which also reads back fastest. */
 	w->zlen = (ZSTD_isError(n) || n >= w->len) ? w->len : n;
 }
 
-static void process_chunk(struct put *put, struct work *w, unsigned worker)
+static void process_chunk(struct put *put, struct batch *b, struct work *w, unsigned worker)
 {
 	if (all_zero(w->data, w->len)) {
 		w->zero = true;
@@ -325,18 +359,103 @@ static void process_chunk(struct put *put, struct work *w, unsigned worker)
 	}
 	w->rc = look_up(put, w);
 	if (w->rc == 0 && !w->found)
-		compress_chunk(put, w, worker);
+		compress_chunk(put, b, w, worker);
 }
 
-static void worker_main(void *arg, unsigned worker)
+/* Under pool.lock: the oldest queued batch with chunks left to take, or NULL. */
+static struct batch *pool_next(struct pool *pool)
 {
-	struct put *put = arg;
-	for (;;) {
-		size_t i = atomic_fetch_add(&put->next, 1);
-		if (i >= put->nbatch)
-			break;
-		process_chunk(put, &put->batch[i], worker);
+	for (size_t i = 0; i < pool->nqueued; i++) {
+		if (pool->queue[i]->next < pool->queue[i]->n)
+			return pool->queue[i];
 	}
+	return NULL;
+}
+
+/* Under pool.lock: one more chunk of @b done; the last one takes @b off the queue. */
+static void chunk_done(struct pool *pool, struct batch *b)
+{
+	if (++b->done < b->n)
+		return;
+	for (size_t i = 0; i < pool->nqueued; i++) {
+		if (pool->queue[i] != b)
+			continue;
+		memmove(&pool->queue[i], &pool->queue[i + 1],
+			(pool->nqueued - i - 1) * sizeof(pool->queue[0]));
+		pool->nqueued--;
+		break;
+	}
+	pthread_cond_broadcast(&pool->done);
+}
+
+/*
+ * Chunks are taken and counted under the lock (a few thousand a GiB): a
+ * worker never looks at a batch after its last chunk is done, when this
+ * thread may be cutting the next batch into it.
+ */
+static void *pool_main(void *arg)
+{
+	struct pool_thread *t = arg;
+	struct pool *pool = &t->put->pool;
+	struct batch *b = NULL;
+	pthread_mutex_lock(&pool->lock);
+	for (;;) {
+		if (b)
+			chunk_done(pool, b);
+		b = pool_next(pool);
+		while (!b && !pool->stop) {
+			pthread_cond_wait(&pool->work, &pool->lock);
+			b = pool_next(pool);
+		}
+		if (!b)
+			break;
+		struct work *w = &b->w[b->next++];
+		pthread_mutex_unlock(&pool->lock);
+		process_chunk(t->put, b, w, t->worker);
+		pthread_mutex_lock(&pool->lock);
+	}
+	pthread_mutex_unlock(&pool->lock);
+	return NULL;
+}
+
+static void pool_submit(struct pool *pool, struct batch *b)
+{
+	pthread_mutex_lock(&pool->lock);
+	pool->queue[pool->nqueued++] = b;
+	pthread_cond_broadcast(&pool->work);
+	pthread_mutex_unlock(&pool->lock);
+}
+
+static void pool_wait(struct pool *pool, struct batch *b)
+{
+	pthread_mutex_lock(&pool->lock);
+	while (b->done < b->n)
+		pthread_cond_wait(&pool->done, &pool->lock);
+	pthread_mutex_unlock(&pool->lock);
+}
+
+static int pool_start(struct put *put, struct err *e)
+{
+	struct pool *pool = &put->pool;
+	for (unsigned i = 0; i < put->st->workers; i++) {
+		struct pool_thread *t = &pool->threads[pool->n];
+		*t = (struct pool_thread){.put = put, .worker = i};
+		if (pthread_create(&t->tid, NULL, pool_main, t) != 0)
+			break;
+		pool->n++;
+	}
+	return pool->n > 0 ? 0 : err_set(e, EAGAIN, "cannot start the store's threads");
+}
+
+static void pool_stop(struct pool *pool)
+{
+	pthread_mutex_lock(&pool->lock);
+	pool->stop = true;
+	pthread_cond_broadcast(&pool->work);
+	pthread_mutex_unlock(&pool->lock);
+	for (unsigned i = 0; i < pool->n; i++)
+		pthread_join(pool->threads[i].tid, NULL);
+	pool->n = 0;
 }
 
 /* --- the walk in order ------------------------------------------------------ */
@@ -391,7 +510,12 @@ static int new_pack_out(struct put *put, struct err *e)
 	int rc = (o && p) ? grow_array(&put->own, &put->own_cap, put->nown, sizeof(*put->own))
 			  : -ENOMEM;
 	if (rc == 0) {
-		o->data = malloc(PACK_TARGET + ZSTD_COMPRESSBOUND(CHUNK_MAX));
+		pthread_mutex_lock(&put->flusher.lock);
+		if (put->flusher.nspare > 0)
+			o->data = put->flusher.spare[--put->flusher.nspare];
+		pthread_mutex_unlock(&put->flusher.lock);
+		if (!o->data)
+			o->data = malloc(PACK_TARGET + ZSTD_COMPRESSBOUND(CHUNK_MAX));
 		rc = o->data ? 0 : -ENOMEM;
 	}
 	if (rc < 0) {
@@ -407,7 +531,7 @@ static int new_pack_out(struct put *put, struct err *e)
 }
 
 /* Append a new chunk to the pack being filled; a full pack goes to the flusher first. */
-static int append_new(struct put *put, struct work *w, struct err *e)
+static int append_new(struct put *put, const struct batch *b, struct work *w, struct err *e)
 {
 	int rc = 0;
 	if (put->out && put->out->len + w->zlen > PACK_TARGET)
@@ -419,7 +543,7 @@ static int append_new(struct put *put, struct work *w, struct err *e)
 		rc = err_set(e, ENOMEM, "out of memory");
 	if (rc < 0)
 		return rc;
-	const void *src = w->zlen == w->len ? (const void *)w->data : put->arena + w->zoff;
+	const void *src = w->zlen == w->len ? (const void *)w->data : b->arena + w->zoff;
 	memcpy(o->data + o->len, src, w->zlen);
 	struct pack_idx_entry *ent = &o->ents[o->nents++];
 	memcpy(ent->sha256, w->sha256, SHA256_LEN);
@@ -431,12 +555,15 @@ static int append_new(struct put *put, struct work *w, struct err *e)
 	memcpy(r.sha256, w->sha256, SHA256_LEN);
 	o->len += w->zlen;
 	put->pack_bytes += (int64_t)w->zlen;
-	if (chunk_index_add(&put->local, &r) < 0)
+	pthread_mutex_lock(&put->local_lock);
+	rc = chunk_index_add(&put->local, &r);
+	pthread_mutex_unlock(&put->local_lock);
+	if (rc < 0)
 		return err_set(e, ENOMEM, "out of memory");
 	return add_ref(put, &r);
 }
 
-static int commit_chunk(struct put *put, struct work *w, struct err *e)
+static int commit_chunk(struct put *put, const struct batch *b, struct work *w, struct err *e)
 {
 	if (w->rc < 0)
 		return err_set(e, -w->rc, "cannot hash a chunk: %s", strerror(-w->rc));
@@ -444,53 +571,73 @@ static int commit_chunk(struct put *put, struct work *w, struct err *e)
 		struct manifest_chunk c = {.len = (int64_t)w->len, .pack = MANIFEST_ZERO};
 		return add_chunk(put, &c) < 0 ? err_set(e, ENOMEM, "out of memory") : 0;
 	}
-	/* A chunk twice in one batch: the first one is in put->local by now. */
+	/* A chunk twice in a batch: the first is in put->local by now (only this thread adds). */
 	const struct chunk_ref *r = w->found ? &w->ref : chunk_index_find(&put->local, w->sha256);
 	if (r)
 		return add_ref(put, r) < 0 ? err_set(e, ENOMEM, "out of memory") : 0;
-	return append_new(put, w, e);
+	return append_new(put, b, w, e);
 }
 
 /* --- files ------------------------------------------------------------------ */
 
 /* Cut the next batch from @data[*off..size): as many chunks as the arena holds. */
-static void cut_batch(struct put *put, enum chunk_method method, const unsigned char *data,
+static void cut_batch(struct batch *b, enum chunk_method method, const unsigned char *data,
 		      size_t size, size_t *off)
 {
 	size_t zoff = 0, bytes = 0;
-	put->nbatch = 0;
-	while (*off < size && put->nbatch < BATCH_CHUNKS && bytes < BATCH_BYTES) {
+	b->n = 0;
+	while (*off < size && b->n < BATCH_CHUNKS && bytes < BATCH_BYTES) {
 		size_t len = chunk_next(method, data + *off, size - *off);
 		size_t bound = ZSTD_compressBound(len);
 		if (zoff + bound > ARENA_BYTES)
 			break;
-		put->batch[put->nbatch++] = (struct work){.data = data + *off, .len = len,
-							  .zoff = zoff};
+		b->w[b->n++] = (struct work){.data = data + *off, .len = len, .zoff = zoff};
 		zoff += bound;
 		bytes += len;
 		*off += len;
 	}
+	b->next = 0;
+	b->done = 0;
 }
 
+static int commit_batch(struct put *put, const struct batch *b, struct err *e)
+{
+	int64_t bytes = 0;
+	for (size_t i = 0; i < b->n; i++) {
+		int rc = commit_chunk(put, b, &b->w[i], e);
+		if (rc < 0)
+			return rc;
+		bytes += (int64_t)b->w[i].len;
+	}
+	report(&put->progress, bytes);
+	return 0;
+}
+
+/* Cut batch k + 1 while the workers process batch k, then commit batch k. */
 static int put_mapped(struct put *put, enum chunk_method method, const unsigned char *data,
 		      size_t size, struct err *e)
 {
-	size_t off = 0;
-	while (off < size) {
-		size_t start = off;
-		cut_batch(put, method, data, size, &off);
-		atomic_store(&put->next, 0);
-		unsigned workers = put->st->workers;
-		store_parallel(put->nbatch < workers ? (unsigned)put->nbatch : workers, worker_main,
-			       put);
-		for (size_t i = 0; i < put->nbatch; i++) {
-			int rc = commit_chunk(put, &put->batch[i], e);
-			if (rc < 0)
-				return rc;
+	struct batch *prev = NULL;
+	size_t off = 0, slot = 0;
+	int rc = 0;
+	while (rc == 0 && (off < size || prev)) {
+		struct batch *cur = NULL;
+		if (off < size) {
+			cur = &put->batches[slot];
+			slot ^= 1;
+			cut_batch(cur, method, data, size, &off);
+			pool_submit(&put->pool, cur);
 		}
-		report(&put->progress, (int64_t)(off - start));
+		if (prev) {
+			pool_wait(&put->pool, prev);
+			rc = commit_batch(put, prev, e);
+		}
+		prev = cur;
 	}
-	return 0;
+	/* The workers must be done with the mapping before it goes. */
+	if (prev)
+		pool_wait(&put->pool, prev);
+	return rc;
 }
 
 static int put_file(struct put *put, const char *dir, struct manifest_file *f, struct err *e)
@@ -507,10 +654,11 @@ static int put_file(struct put *put, const char *dir, struct manifest_file *f, s
 	put->chunks_cap = 0;
 	if (f->size == 0)
 		return 0;
-	void *map = mmap(NULL, (size_t)f->size, PROT_READ, MAP_PRIVATE, fd, 0);
+	void *map = mmap(NULL, (size_t)f->size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
 	if (map == MAP_FAILED)
 		return err_set(e, EIO, "cannot map %s: %s", path, strerror(errno));
 	madvise(map, (size_t)f->size, MADV_SEQUENTIAL);
+	/* Populated: one call maps the page cache, not a fault a page in the workers. */
 	int rc = put_mapped(put, chunk_method_for(f->name), map, (size_t)f->size, e);
 	munmap(map, (size_t)f->size);
 	return rc;
@@ -619,36 +767,51 @@ static int put_setup(struct put *put, struct err *e)
 {
 	pthread_mutex_init(&put->flusher.lock, NULL);
 	pthread_cond_init(&put->flusher.cond, NULL);
+	pthread_mutex_init(&put->local_lock, NULL);
+	pthread_mutex_init(&put->pool.lock, NULL);
+	pthread_cond_init(&put->pool.work, NULL);
+	pthread_cond_init(&put->pool.done, NULL);
 	for (unsigned i = 0; i < put->st->workers; i++) {
 		put->cctx[i] = ZSTD_createCCtx();
 		put->md[i] = EVP_MD_CTX_new();
 		if (!put->cctx[i] || !put->md[i])
 			return err_set(e, ENOMEM, "out of memory");
 	}
-	put->arena = malloc(ARENA_BYTES);
-	put->batch = calloc(BATCH_CHUNKS, sizeof(*put->batch));
-	if (!put->arena || !put->batch)
-		return err_set(e, ENOMEM, "out of memory");
-	return 0;
+	for (size_t i = 0; i < ARRAY_SIZE(put->batches); i++) {
+		put->batches[i].arena = malloc(ARENA_BYTES);
+		put->batches[i].w = calloc(BATCH_CHUNKS, sizeof(struct work));
+		if (!put->batches[i].arena || !put->batches[i].w)
+			return err_set(e, ENOMEM, "out of memory");
+	}
+	return pool_start(put, e);
 }
 
 static void put_teardown(struct put *put)
 {
+	pool_stop(&put->pool);
 	for (unsigned i = 0; i < STORE_WORKERS_MAX; i++) {
 		ZSTD_freeCCtx(put->cctx[i]);
 		EVP_MD_CTX_free(put->md[i]);
 	}
+	for (size_t i = 0; i < ARRAY_SIZE(put->batches); i++) {
+		free(put->batches[i].arena);
+		free(put->batches[i].w);
+	}
 	for (size_t i = 0; put->files && i < put->nfiles; i++)
 		free(put->files[i].chunks);
+	for (size_t i = 0; i < put->flusher.nspare; i++)
+		free(put->flusher.spare[i]);
 	pack_out_free(put->out);
 	pthread_mutex_destroy(&put->flusher.lock);
 	pthread_cond_destroy(&put->flusher.cond);
+	pthread_mutex_destroy(&put->local_lock);
+	pthread_mutex_destroy(&put->pool.lock);
+	pthread_cond_destroy(&put->pool.work);
+	pthread_cond_destroy(&put->pool.done);
 	chunk_index_free(&put->local);
 	free(put->files);
 	free(put->own);
 	free(put->mpacks);
-	free(put->arena);
-	free(put->batch);
 }
 
 /* Every file, then the last pack, then wait until every pack is written. */
