@@ -126,8 +126,9 @@ static int add_files(struct strbuf *sb, const struct manifest *m)
 	int rc = strbuf_adds(sb, ",\n\t\"files\": [");
 	for (size_t i = 0; rc == 0 && i < m->nfiles; i++) {
 		const struct manifest_file *f = &m->files[i];
-		rc = strbuf_addf(sb, "%s{\n\t\t\t\"name\": \"%s\",\n\t\t\t\"size\": %lld,\n"
-				     "\t\t\t\"chunks\": [",
+		rc = strbuf_addf(sb,
+				 "%s{\n\t\t\t\"name\": \"%s\",\n\t\t\t\"size\": %lld,\n"
+				 "\t\t\t\"chunks\": [",
 				 i ? ", " : "", f->name, (long long)f->size);
 		for (size_t j = 0; rc == 0 && j < f->nchunks; j++)
 			rc = add_chunk(sb, &f->chunks[j], j == 0);
@@ -245,8 +246,8 @@ static int parse_file(const cJSON *item, const char *id, const struct manifest *
 	{
 		struct manifest_chunk *chunk = &f->chunks[f->nchunks];
 		if (!parse_chunk(c, m, chunk))
-			return err_set(e, EIO, "snapshot %s: manifest has a bad chunk %zu in %s", id,
-				       f->nchunks, f->name);
+			return err_set(e, EIO, "snapshot %s: manifest has a bad chunk %zu in %s",
+				       id, f->nchunks, f->name);
 		total += chunk->len;
 		f->nchunks++;
 	}

@@ -79,8 +79,8 @@ static inline int objstore_get_buf(struct objstore *os, const char *key, char **
 {
 	return os->ops->get_buf(os, key, out, len, max, e);
 }
-static inline int objstore_get_range(struct objstore *os, const char *key, int64_t off,
-				     size_t len, void *buf, struct err *e)
+static inline int objstore_get_range(struct objstore *os, const char *key, int64_t off, size_t len,
+				     void *buf, struct err *e)
 {
 	return os->ops->get_range(os, key, off, len, buf, e);
 }

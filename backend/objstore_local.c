@@ -322,8 +322,8 @@ static int local_get_buf(struct objstore *os, const char *key, char **out, size_
 	return rc < 0 ? io_fail(e, -rc, "read", path) : 0;
 }
 
-static int local_get_range(struct objstore *os, const char *key, int64_t off, size_t len,
-			   void *buf, struct err *e)
+static int local_get_range(struct objstore *os, const char *key, int64_t off, size_t len, void *buf,
+			   struct err *e)
 {
 	struct local_store *ls = to_local(os);
 	char path[PATH_MAX];

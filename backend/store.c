@@ -88,7 +88,8 @@ void store_parallel(unsigned n, void (*fn)(void *arg, unsigned worker), void *ar
 	/* A thread that cannot start leaves its share to the others: fn pulls its work. */
 	for (unsigned i = 1; i < n; i++) {
 		threads[i] = (struct par_thread){.fn = fn, .arg = arg, .worker = i};
-		threads[i].started = pthread_create(&threads[i].tid, NULL, par_main, &threads[i]) == 0;
+		threads[i].started =
+		    pthread_create(&threads[i].tid, NULL, par_main, &threads[i]) == 0;
 	}
 	fn(arg, 0);
 	for (unsigned i = 1; i < n; i++) {
@@ -215,8 +216,8 @@ static void md_ctx_freep(EVP_MD_CTX **ctx)
 	EVP_MD_CTX_free(*ctx);
 }
 
-int pack_idx_encode(const struct store *st, const struct pack_idx_entry *ents, size_t n,
-		    char **out, size_t *len)
+int pack_idx_encode(const struct store *st, const struct pack_idx_entry *ents, size_t n, char **out,
+		    size_t *len)
 {
 	size_t total = PACK_IDX_HEADER + n * PACK_IDX_ENTRY + SHA256_LEN;
 	_cleanup_free_ unsigned char *buf = malloc(total);
@@ -530,7 +531,9 @@ static int load_pack_index(struct store *st, struct pack *p)
 	}
 	p->idx_bytes = (int64_t)len;
 	for (size_t i = 0; i < n; i++) {
-		struct chunk_ref r = {.pack = p, .off = (int64_t)ents[i].off, .len = ents[i].len,
+		struct chunk_ref r = {.pack = p,
+				      .off = (int64_t)ents[i].off,
+				      .len = ents[i].len,
 				      .zlen = ents[i].zlen};
 		memcpy(r.sha256, ents[i].sha256, SHA256_LEN);
 		if (r.off + r.zlen > p->bytes)
@@ -584,7 +587,9 @@ int store_open(const char *url, const char *state_dir, struct store **out, struc
 		return err_set(e, ENOMEM, "out of memory");
 	pthread_mutex_init(&st->lock, NULL);
 	long cores = sysconf(_SC_NPROCESSORS_ONLN);
-	st->workers = cores < 1 ? 1 : cores > STORE_WORKERS_MAX ? STORE_WORKERS_MAX : (unsigned)cores;
+	st->workers = cores < 1			  ? 1
+		      : cores > STORE_WORKERS_MAX ? STORE_WORKERS_MAX
+						  : (unsigned)cores;
 	st->sha256 = EVP_MD_fetch(NULL, "SHA256", NULL);
 	if (!st->sha256)
 		rc = err_set(e, EIO, "libcrypto has no SHA-256");

@@ -45,7 +45,8 @@ typedef void (*store_progress_fn)(void *arg, int64_t done, int64_t total);
 
 struct store_put_result {
 	int64_t size_bytes;   /* plain bytes of all files */
-	int64_t stored_bytes; /* bytes this put added to the store: new packs, their indexes, manifest */
+	int64_t stored_bytes; /* bytes this put added to the store: new packs, their indexes,
+				 manifest */
 };
 
 /* The store's totals, for metrics. */

@@ -95,8 +95,13 @@ static int plan_file(struct get *g, size_t fi)
 		if (job.count > 0 && add_job(g, &job) < 0)
 			return -ENOMEM;
 		/* A zero run ends a job: it is a hole, and the job's chunks must be adjacent. */
-		job = (struct range_job){.file = fi, .first = i, .count = 1, .file_off = pos,
-					 .plain = c->len, .off = c->off, .len = c->zlen};
+		job = (struct range_job){.file = fi,
+					 .first = i,
+					 .count = 1,
+					 .file_off = pos,
+					 .plain = c->len,
+					 .off = c->off,
+					 .len = c->zlen};
 		if (c->pack == MANIFEST_ZERO)
 			job.count = 0;
 	}
@@ -131,8 +136,7 @@ static int chunk_fail(struct get *g, const struct range_job *job, size_t i, cons
 		       (long long)at, what);
 }
 
-static int read_range(struct get *g, const struct range_job *job, unsigned char *buf,
-		      struct err *e)
+static int read_range(struct get *g, const struct range_job *job, unsigned char *buf, struct err *e)
 {
 	const struct manifest_chunk *c = &g->m.files[job->file].chunks[job->first];
 	char key[OBJ_KEY_MAX], what[ERR_MSG_MAX / 2];
@@ -248,8 +252,8 @@ static int sync_files(struct get *g, const char *dir, struct err *e)
 	for (size_t i = 0; i < g->m.nfiles; i++) {
 		if (fsync(g->fds[i]) < 0)
 			return err_set(e, errno == ENOSPC ? ENOSPC : EIO,
-				       "snapshot %s: cannot fsync %s: %s", g->id, g->m.files[i].name,
-				       strerror(errno));
+				       "snapshot %s: cannot fsync %s: %s", g->id,
+				       g->m.files[i].name, strerror(errno));
 	}
 	int rc = fsync_dir(dir);
 	if (rc < 0)

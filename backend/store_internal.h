@@ -114,8 +114,8 @@ int chunk_index_add(struct chunk_index *ix, const struct chunk_ref *ref);
 void chunk_index_free(struct chunk_index *ix);
 
 /* The pack index object of @n entries (caller frees *out), and its parse. */
-int pack_idx_encode(const struct store *st, const struct pack_idx_entry *ents, size_t n,
-		    char **out, size_t *len);
+int pack_idx_encode(const struct store *st, const struct pack_idx_entry *ents, size_t n, char **out,
+		    size_t *len);
 int pack_idx_decode(const struct store *st, const char *data, size_t len,
 		    struct pack_idx_entry **ents, size_t *n);
 

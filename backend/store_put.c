@@ -68,8 +68,8 @@ struct pool {
 	struct pool_thread threads[STORE_WORKERS_MAX];
 	unsigned n; /* started */
 	pthread_mutex_t lock;
-	pthread_cond_t work; /* a batch was queued, or stop */
-	pthread_cond_t done; /* a batch is done */
+	pthread_cond_t work;	/* a batch was queued, or stop */
+	pthread_cond_t done;	/* a batch is done */
 	struct batch *queue[2]; /* oldest first; a batch leaves once done */
 	size_t nqueued;
 	bool stop;
@@ -107,9 +107,9 @@ struct put {
 	struct store *st;
 	const char *id;
 	struct inflight *fl;
-	struct chunk_index local; /* chunks in this put's own packs */
+	struct chunk_index local;   /* chunks in this put's own packs */
 	pthread_mutex_t local_lock; /* workers read local while this thread adds to it */
-	struct pack **own;	  /* this put's packs, in order */
+	struct pack **own;	    /* this put's packs, in order */
 	size_t nown, own_cap;
 	struct pack **mpacks; /* the manifest's pack list */
 	size_t nmpacks, mpacks_cap, last_mpack;
@@ -507,8 +507,8 @@ static int new_pack_out(struct put *put, struct err *e)
 {
 	struct pack_out *o = calloc(1, sizeof(*o));
 	struct pack *p = calloc(1, sizeof(*p));
-	int rc = (o && p) ? grow_array(&put->own, &put->own_cap, put->nown, sizeof(*put->own))
-			  : -ENOMEM;
+	int rc =
+	    (o && p) ? grow_array(&put->own, &put->own_cap, put->nown, sizeof(*put->own)) : -ENOMEM;
 	if (rc == 0) {
 		pthread_mutex_lock(&put->flusher.lock);
 		if (put->flusher.nspare > 0)
@@ -550,8 +550,8 @@ static int append_new(struct put *put, const struct batch *b, struct work *w, st
 	ent->off = o->len;
 	ent->len = (uint32_t)w->len;
 	ent->zlen = (uint32_t)w->zlen;
-	struct chunk_ref r = {.pack = o->pack, .off = (int64_t)o->len, .len = ent->len,
-			      .zlen = ent->zlen};
+	struct chunk_ref r = {
+	    .pack = o->pack, .off = (int64_t)o->len, .len = ent->len, .zlen = ent->zlen};
 	memcpy(r.sha256, w->sha256, SHA256_LEN);
 	o->len += w->zlen;
 	put->pack_bytes += (int64_t)w->zlen;
@@ -673,8 +673,8 @@ static int put_file(struct put *put, const char *dir, struct manifest_file *f, s
 static int build_manifest(struct put *put, const cJSON *meta, char **json, size_t *len,
 			  struct err *e)
 {
-	struct manifest m = {.files = put->files, .nfiles = put->nfiles,
-			     .size_bytes = put->size_bytes};
+	struct manifest m = {
+	    .files = put->files, .nfiles = put->nfiles, .size_bytes = put->size_bytes};
 	m.packs = calloc(put->nmpacks + 1, sizeof(*m.packs));
 	if (!m.packs)
 		return err_set(e, ENOMEM, "out of memory");
@@ -708,8 +708,10 @@ static int build_manifest(struct put *put, const cJSON *meta, char **json, size_
 static int register_put(struct put *put, int64_t stored, int64_t manifest_len)
 {
 	struct store *st = put->st;
-	struct snap_rec rec = {.npacks = put->nmpacks, .size_bytes = put->size_bytes,
-			       .stored_bytes = stored, .manifest_bytes = manifest_len};
+	struct snap_rec rec = {.npacks = put->nmpacks,
+			       .size_bytes = put->size_bytes,
+			       .stored_bytes = stored,
+			       .manifest_bytes = manifest_len};
 	snprintf(rec.id, sizeof(rec.id), "%s", put->id);
 	rec.packs = calloc(put->nmpacks + 1, sizeof(*rec.packs));
 	if (!rec.packs || store_reserve(st, put->nown, put->local.count) < 0) {

@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "backend/store.h"
+#include "runtime/cache.h"
 #include "runtime/images.h"
 #include "runtime/jobs.h"
 #include "runtime/journal.h"
@@ -510,8 +511,10 @@ static void monitor_end(void)
 int ops_init(const struct ops_config *cfg, struct err *e)
 {
 	int rc = make_dirs(cfg, e);
-	if (rc == 0)
+	if (rc == 0) {
+		cache_init(ops.cache_dir, cfg->cache_max_bytes);
 		rc = open_parts(cfg, e);
+	}
 	if (rc < 0)
 		return rc;
 	reconcile_sandboxes();

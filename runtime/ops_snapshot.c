@@ -5,12 +5,14 @@
  *   1. JOB_CHECKPOINT: `runsc checkpoint` into <state>/spool/<snap>. This is
  *      the only time the sandbox pauses (pause_ms). A snapshot leaves the
  *      sandbox running; a suspend stops it and deletes its container.
- *   2. JOB_STORE: store the spool into the store, manifest last; then the
- *      snapshot is `completed` and the spool becomes the snapshot's local
- *      cache (<state>/cache/<snap>), which forks and resume reuse.
+ *   2. JOB_STORE: store the spool into the store (chunked, deduplicated,
+ *      compressed; backend/store.h), manifest last; then the snapshot is
+ *      `completed` and the spool becomes the snapshot's local cache
+ *      (<state>/cache/<snap>, runtime/cache.h), which forks and resume reuse.
  * A fork or resume (JOB_LIFECYCLE) materializes the snapshot into the cache
- * when it is not there (verified against the manifest), writes a bundle and
- * runs `runsc restore --detach`.
+ * when it is not there (every chunk verified), writes a bundle and runs
+ * `runsc restore --detach`. The cache is bounded: least recently used
+ * images go first, never one a restore is reading.
  */
 #include "runtime/ops_internal.h"
 
@@ -22,6 +24,7 @@
 
 #include "backend/store.h"
 #include "lib/strbuf.h"
+#include "runtime/cache.h"
 #include "runtime/host.h"
 #include "runtime/images.h"
 #include "runtime/jobs.h"
@@ -207,7 +210,8 @@ static void store_job(void *arg)
 	cJSON_Delete(meta);
 	if (rc < 0) {
 		if (!e.code)
-			err_set(&e, EIO, "cannot store snapshot %s: %s", job->snap_id, strerror(-rc));
+			err_set(&e, EIO, "cannot store snapshot %s: %s", job->snap_id,
+				strerror(-rc));
 		rm_rf(spool);
 		if (job->kind == SNAP_KIND_SUSPEND)
 			finish_suspend(job, false, &e);
@@ -216,6 +220,7 @@ static void store_job(void *arg)
 		return;
 	}
 	keep_spool_as_cache(snap.id);
+	cache_trim();
 	snap.state = SNAP_COMPLETED;
 	snap.completed_at = now_ms();
 	snap.size_bytes = res.size_bytes;
@@ -249,7 +254,8 @@ static int check_spool_room(const struct sandbox *sb, struct err *e)
 		return err_set(e, ENOSPC,
 			       "cannot checkpoint sandbox %s: the spool %s has %lld MiB free, it "
 			       "needs %lld MiB",
-			       sb->id, ops.spool_dir, (long long)(have >> 20), (long long)(need >> 20));
+			       sb->id, ops.spool_dir, (long long)(have >> 20),
+			       (long long)(need >> 20));
 	return 0;
 }
 
@@ -329,7 +335,7 @@ int ops_sandbox_suspend(const char *id, ops_done_fn done, void *ctx, struct err 
 
 /* --- restore: fork and resume -------------------------------------------- */
 
-/* Make sure cache/<snap> holds the verified checkpoint image. */
+/* Make sure cache/<snap> holds the verified checkpoint image; the caller holds it. */
 static int materialize(const char *snap_id, char *dir, size_t len, struct err *e)
 {
 	char tmp[PATH_MAX + 32], hex[9];
@@ -366,18 +372,21 @@ static int restore_container(const struct restore_job *job, const char *runtime_
 	struct snapshot snap;
 	if (registry_snapshot_get(ops.reg, job->snap_id, &snap) < 0)
 		return err_set(e, ENOENT, "snapshot %s no longer exists", job->snap_id);
+	/* Held from before the check that it is there until runsc has read it. */
+	cache_hold(snap.id);
 	int rc = materialize(snap.id, image_dir, sizeof(image_dir), e);
-	if (rc < 0)
-		return rc;
 	const char *entry = snap.entrypoint[0] ? snap.entrypoint : OPS_DEFAULT_ENTRYPOINT;
-	rc = prepare_bundle(job->sandbox_id, snap.image, entry, snap.env, digest, e);
-	if (rc < 0)
-		return rc;
-	sandbox_path(job->sandbox_id, "bundle", bundle, sizeof(bundle));
-	sandbox_path(job->sandbox_id, "console.log", log, sizeof(log));
-	rc = runsc_restore(&ops.runsc, runtime_id, bundle, image_dir, log, e);
-	if (rc < 0)
-		runsc_delete(&ops.runsc, runtime_id, NULL);
+	if (rc == 0)
+		rc = prepare_bundle(job->sandbox_id, snap.image, entry, snap.env, digest, e);
+	if (rc == 0) {
+		sandbox_path(job->sandbox_id, "bundle", bundle, sizeof(bundle));
+		sandbox_path(job->sandbox_id, "console.log", log, sizeof(log));
+		rc = runsc_restore(&ops.runsc, runtime_id, bundle, image_dir, log, e);
+		if (rc < 0)
+			runsc_delete(&ops.runsc, runtime_id, NULL);
+	}
+	cache_release(snap.id);
+	cache_trim();
 	return rc;
 }
 
@@ -396,12 +405,13 @@ static void restore_job_run(void *arg)
 	struct sb_patch p = SB_PATCH(SB_RUNNING);
 	if (rc < 0) {
 		if (!e.code)
-			err_set(&e, -rc, "cannot restore snapshot %s: %s", job->snap_id, strerror(-rc));
+			err_set(&e, -rc, "cannot restore snapshot %s: %s", job->snap_id,
+				strerror(-rc));
 		/* A failed resume leaves the sandbox suspended, so it can be tried again. */
 		p.state = job->resume ? SB_SUSPENDED : SB_FAILED;
 		p.message = e.msg;
-		report_job_failure(OPS_OBJ_SANDBOX, job->sandbox_id, job->resume ? "resume" : "start",
-				   &e);
+		report_job_failure(OPS_OBJ_SANDBOX, job->sandbox_id,
+				   job->resume ? "resume" : "start", &e);
 	} else {
 		p.runtime_id = runtime_id;
 		p.image_digest = digest;
@@ -532,11 +542,9 @@ static void delete_job_run(void *arg)
 {
 	struct delete_job *job = arg;
 	struct err e = {0};
-	char cache[PATH_MAX];
 	int rc = store_delete_snapshot(ops.store, job->snap_id, &e);
 	if (rc == 0) {
-		if (cache_path(job->snap_id, cache, sizeof(cache)) >= 0)
-			rm_rf(cache);
+		cache_remove(job->snap_id);
 		pthread_mutex_lock(&ops.lock);
 		rc = registry_snapshot_delete(ops.reg, job->snap_id);
 		pthread_mutex_unlock(&ops.lock);
@@ -545,7 +553,8 @@ static void delete_job_run(void *arg)
 	}
 	if (rc < 0) {
 		if (!e.code)
-			err_set(&e, -rc, "cannot delete snapshot %s: %s", job->snap_id, strerror(-rc));
+			err_set(&e, -rc, "cannot delete snapshot %s: %s", job->snap_id,
+				strerror(-rc));
 		report_job_failure(OPS_OBJ_SNAPSHOT, job->snap_id, "delete", &e);
 	} else {
 		announce(OPS_OBJ_SNAPSHOT, job->snap_id, "deleted", NULL);
@@ -630,6 +639,19 @@ int ops_snapshot_restorable(const char *snap_id, struct strbuf *out)
 
 /* --- start-up reconciliation --------------------------------------------- */
 
+/* A manifest's sizes, for a snapshot that completed while snapfs was down. */
+static void sizes_from_manifest(const char *json, struct snapshot *snap)
+{
+	cJSON *m = cJSON_Parse(json);
+	const cJSON *size = cJSON_GetObjectItemCaseSensitive(m, "size_bytes");
+	const cJSON *stored = cJSON_GetObjectItemCaseSensitive(m, "stored_bytes");
+	if (cJSON_IsNumber(size))
+		snap->size_bytes = (int64_t)size->valuedouble;
+	if (cJSON_IsNumber(stored))
+		snap->stored_bytes = (int64_t)stored->valuedouble;
+	cJSON_Delete(m);
+}
+
 static int reconcile_snapshot_cb(const struct snapshot *s, void *arg)
 {
 	_cleanup_free_ char *manifest = NULL;
@@ -640,6 +662,7 @@ static int reconcile_snapshot_cb(const struct snapshot *s, void *arg)
 	/* The manifest is written last: if it is there, the snapshot is whole. */
 	if (store_get_manifest(ops.store, snap.id, &manifest, NULL) == 0) {
 		snap.state = SNAP_COMPLETED;
+		sizes_from_manifest(manifest, &snap);
 	} else {
 		snap.state = SNAP_FAILED;
 		snprintf(snap.message, sizeof(snap.message),
@@ -651,12 +674,24 @@ static int reconcile_snapshot_cb(const struct snapshot *s, void *arg)
 	return 0;
 }
 
+/* A cache entry stays if its snapshot is still known and completed. */
+static bool cache_entry_wanted(const char *snap_id, void *arg)
+{
+	struct snapshot snap;
+	(void)arg;
+	return registry_snapshot_get(ops.reg, snap_id, &snap) == 0 && snap.state == SNAP_COMPLETED;
+}
+
 void reconcile_snapshots(void)
 {
 	struct err e = {0};
 	registry_snapshot_each(ops.reg, reconcile_snapshot_cb, NULL);
-	/* Nothing is being stored yet, so data without a manifest is garbage. */
+	/* Nothing is being stored yet, so packs no manifest lists are garbage. */
 	int n = store_collect(ops.store, NULL, 0, &e);
 	if (n > 0)
 		info("removed %d objects left by interrupted snapshots", n);
+	else if (n < 0)
+		warning("cannot collect the store's garbage: %s", e.msg);
+	cache_clean(cache_entry_wanted, NULL);
+	cache_trim();
 }

@@ -63,7 +63,8 @@ static void test_pages(const unsigned char *data)
 		total += lens[i];
 		if (i + 1 < n && lens[i] % CHUNK_PAGE_SIZE)
 			aligned = false;
-		if (lens[i] > CHUNK_MAX || (i + 1 < n && lens[i] <= CHUNK_PAGES_MIN * CHUNK_PAGE_SIZE))
+		if (lens[i] > CHUNK_MAX ||
+		    (i + 1 < n && lens[i] <= CHUNK_PAGES_MIN * CHUNK_PAGE_SIZE))
 			bounded = false;
 	}
 	CHECK(total == DATA_LEN);

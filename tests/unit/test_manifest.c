@@ -30,8 +30,12 @@ static void test_round_trip(void)
 	    {.name = "empty", .size = 0},
 	};
 	char packs[2][MANIFEST_PACK_MAX + 1] = {"snap-a/0000", "snap-b/0012"};
-	struct manifest m = {.files = files, .nfiles = 3, .packs = packs, .npacks = 2,
-			     .size_bytes = 81920 + (1 << 30) + 4096 + 100, .stored_bytes = 777};
+	struct manifest m = {.files = files,
+			     .nfiles = 3,
+			     .packs = packs,
+			     .npacks = 2,
+			     .size_bytes = 81920 + (1 << 30) + 4096 + 100,
+			     .stored_bytes = 777};
 	cJSON *meta = cJSON_CreateObject();
 	cJSON_AddStringToObject(meta, "id", "snap-b");
 	cJSON_AddNumberToObject(meta, "format", 99);

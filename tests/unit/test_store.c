@@ -135,7 +135,7 @@ struct progress_log {
 	int calls;
 	int64_t last_done, last_total;
 	bool monotonic;
-	struct store *st;    /* set: delete @victim from inside the put */
+	struct store *st; /* set: delete @victim from inside the put */
 	const char *victim;
 	int deleted;
 };
@@ -164,8 +164,8 @@ static cJSON *meta_for(const char *id)
 	return meta;
 }
 
-static int put_dir(struct store *st, const char *id, const char *rel,
-		   struct store_put_result *res, struct err *e)
+static int put_dir(struct store *st, const char *id, const char *rel, struct store_put_result *res,
+		   struct err *e)
 {
 	char src[PATH_MAX];
 	path_in(src, rel);
@@ -184,7 +184,8 @@ static bool parse(struct store *st, const char *id, struct manifest *m)
 {
 	char *json = NULL;
 	struct err e = {0};
-	bool ok = store_get_manifest(st, id, &json, &e) == 0 && manifest_parse(json, id, m, &e) == 0;
+	bool ok =
+	    store_get_manifest(st, id, &json, &e) == 0 && manifest_parse(json, id, m, &e) == 0;
 	free(json);
 	return ok;
 }
@@ -428,7 +429,8 @@ static void test_crash_and_collect(struct store *st)
 	CHECK(store_collect(st, keep, ARRAY_SIZE(keep), &e) == 2);
 	CHECK(!exists("store/packs/snap-crash/0000.pack"));
 	CHECK(exists("store/packs/snap-crash/0001.pack.tmp.0123abcd"));
-	CHECK(exists("store/packs/snap-busy/0000.pack") && exists("store/packs/snap-busy/0000.idx"));
+	CHECK(exists("store/packs/snap-busy/0000.pack") &&
+	      exists("store/packs/snap-busy/0000.idx"));
 	CHECK(exists("store/packs/snap-live/0000.pack"));
 	CHECK(store_collect(st, NULL, 0, &e) == 4);
 	CHECK(!exists("store/packs/snap-busy") && !exists("store/packs/snap-crash"));
