@@ -77,7 +77,7 @@ void cache_hold(const char *snap_id)
 	 */
 	if (h)
 		h->count++;
-	if (entry_path(snap_id, path) == 0)
+	if (entry_path(snap_id, path) >= 0)
 		utimensat(AT_FDCWD, path, NULL, 0);
 	pthread_mutex_unlock(&cache.lock);
 }
@@ -93,7 +93,7 @@ void cache_release(const char *snap_id)
 		*h = cache.held[--cache.nheld];
 	}
 	/* Under the lock, so that a hold cannot find it half removed. */
-	if (remove && entry_path(snap_id, path) == 0)
+	if (remove && entry_path(snap_id, path) >= 0)
 		rm_rf(path);
 	pthread_mutex_unlock(&cache.lock);
 }
@@ -105,7 +105,7 @@ void cache_remove(const char *snap_id)
 	struct held *h = find_held(snap_id);
 	if (h)
 		h->doomed = true;
-	else if (entry_path(snap_id, path) == 0)
+	else if (entry_path(snap_id, path) >= 0)
 		rm_rf(path);
 	pthread_mutex_unlock(&cache.lock);
 }
