@@ -99,13 +99,23 @@ done
 ok "the forks left their images in the cache" test -d "$STATE/cache/${snaps[5]}"
 
 # --- a corrupt chunk -------------------------------------------------------------
-# A chunk of pages.img that snapshot 3 added: snapshots 1 and 2 cannot use it.
+# A chunk of pages.img that snapshot 3 added (so snapshots 1 and 2 cannot use it),
+# the one the most later snapshots use too.
 s3=${snaps[3]}
-read -r pack sha off zlen < <(manifest "$s3" | jq -r --arg s "$s3/" '
+best=0 sha=""
+while read -r c_pack c_sha c_off c_zlen; do
+	n=0
+	for k in 4 5; do
+		manifest "${snaps[k]}" | grep -q "$c_sha" && n=$((n + 1))
+	done
+	if [ -z "$sha" ] || [ "$n" -gt "$best" ]; then
+		best=$n pack=$c_pack sha=$c_sha off=$c_off zlen=$c_zlen
+	fi
+done < <(manifest "$s3" | jq -r --arg s "$s3/" '
 	.packs as $p | .files[] | select(.name == "pages.img") | .chunks[]
 	| select(length == 5 and ($p[.[2]] | startswith($s)))
-	| "\($p[.[2]]) \(.[0]) \(.[3]) \(.[4])"' | head -n 1)
-[ -n "${sha:-}" ] || bail "snapshot 3 added no chunk of pages.img"
+	| "\($p[.[2]]) \(.[0]) \(.[3]) \(.[4])"')
+[ -n "$sha" ] || bail "snapshot 3 added no chunk of pages.img"
 users=() others=()
 for k in 1 2 3 4 5; do
 	if manifest "${snaps[k]}" | grep -q "$sha"; then users+=("$k"); else others+=("$k"); fi
