@@ -260,7 +260,7 @@ static void read_wait(fuse_req_t req, struct fs_file *f, size_t size, off_t off)
 		return;
 	}
 	struct err e = {0};
-	struct file_op *op;
+	struct file_op *op = NULL;
 	int rc = file_op_new(f, p, FILE_OP_CONTENT, &op);
 	if (rc == 0)
 		rc = file_op_end(op, f->node.ent->action(f->node.id, file_op_done, op, &e));
@@ -482,7 +482,7 @@ void file_poll(fuse_req_t req, struct fs_file *f, struct fuse_pollhandle *ph)
 int file_action_write(struct fs_file *f, const char *line, struct pending *p, struct err *e)
 {
 	struct ctl_words w;
-	struct file_op *op;
+	struct file_op *op = NULL;
 	int rc = ctl_words_parse(line, f->node.name, 0, &w, e);
 	if (rc == 0)
 		rc = file_op_begin(f, p, w.async, &op);
