@@ -8,7 +8,7 @@
  *
  *     fs_create(mountpoint, &args, &fs, &e);   session and mount, no threads
  *     fuse_daemonize(...) unless -f;           so fs_create starts no thread
- *     ops_init(...);
+ *     ops_start(...);
  *     fs_loop(fs);                             until unmounted or signalled
  *     ops_shutdown();                          held requests still get answers
  *     fs_destroy(fs);                          unmount and free
