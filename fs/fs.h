@@ -43,7 +43,11 @@ int fs_create(const char *mountpoint, struct fuse_args *args, struct fs **out, s
  */
 int fs_loop(struct fs *fs);
 
-/* Stop the notifier, remove the signal handlers, unmount and free. NULL is fine. */
+/*
+ * Stop the notifier, remove the signal handlers, unmount (aborting the
+ * requests nobody will serve now), wait for the notifier and free. NULL is
+ * fine.
+ */
 void fs_destroy(struct fs *fs);
 
 #endif
