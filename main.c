@@ -2,9 +2,10 @@
  * main.c - the snapfs daemon: parse the command line, mount, daemonize,
  * start the operations layer, serve until unmounted or signalled.
  *
- * Order matters: the mount comes first so a bad mountpoint fails in the
- * foreground; fuse_daemonize() forks, so no thread may exist before it,
- * which is why ops_init() (job threads) comes after it.
+ * Order matters: ops_open() and the mount come first, so a bad --state,
+ * --store, --runsc or mountpoint fails in the foreground with a message;
+ * fuse_daemonize() forks, so no thread may exist before it, which is why
+ * ops_start() (job threads) comes after it.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -80,11 +81,11 @@ static int parse_size(const char *s, int64_t *out)
 static int parse_options(int argc, char **argv, struct options *o)
 {
 	static const struct option longopts[] = {
-		{"state", required_argument, NULL, 's'},  {"images", required_argument, NULL, 'i'},
-		{"store", required_argument, NULL, 'S'},  {"runsc", required_argument, NULL, 'r'},
-		{"cache-max", required_argument, NULL, 'c'},
-		{"debug", no_argument, NULL, 'd'},        {"help", no_argument, NULL, 'h'},
-		{"version", no_argument, NULL, 'V'},      {NULL, 0, NULL, 0},
+	    {"state", required_argument, NULL, 's'}, {"images", required_argument, NULL, 'i'},
+	    {"store", required_argument, NULL, 'S'}, {"runsc", required_argument, NULL, 'r'},
+	    {"cache-max", required_argument, NULL, 'c'},
+	    {"debug", no_argument, NULL, 'd'},	     {"help", no_argument, NULL, 'h'},
+	    {"version", no_argument, NULL, 'V'},     {NULL, 0, NULL, 0},
 	};
 	o->state_dir = DEFAULT_STATE;
 	for (;;) {
@@ -92,24 +93,42 @@ static int parse_options(int argc, char **argv, struct options *o)
 		if (c == -1)
 			break;
 		switch (c) {
-		case 'f': o->foreground = true; break;
-		case 's': o->state_dir = optarg; break;
-		case 'i': o->images_dir = optarg; break;
-		case 'S': o->store_url = optarg; break;
-		case 'r': o->runsc_bin = optarg; break;
+		case 'f':
+			o->foreground = true;
+			break;
+		case 's':
+			o->state_dir = optarg;
+			break;
+		case 'i':
+			o->images_dir = optarg;
+			break;
+		case 'S':
+			o->store_url = optarg;
+			break;
+		case 'r':
+			o->runsc_bin = optarg;
+			break;
 		case 'c':
 			if (parse_size(optarg, &o->cache_max_bytes) < 0)
 				return error("--cache-max: not a size: %s", optarg);
 			break;
-		case 'd': log_debug_enabled = true; break;
+		case 'd':
+			log_debug_enabled = true;
+			break;
 		case 'o':
 			if (o->nfuse_opts == ARRAY_SIZE(o->fuse_opts))
 				return error("too many -o options");
 			o->fuse_opts[o->nfuse_opts++] = optarg;
 			break;
-		case 'h': usage(stdout); exit(0);
-		case 'V': printf("snapfs %s\n", SNAPFS_VERSION); exit(0);
-		default: usage(stderr); return -1;
+		case 'h':
+			usage(stdout);
+			exit(0);
+		case 'V':
+			printf("snapfs %s\n", SNAPFS_VERSION);
+			exit(0);
+		default:
+			usage(stderr);
+			return -1;
 		}
 	}
 	if (optind != argc - 1) {
@@ -164,31 +183,36 @@ static int serve(struct options *o, struct fuse_args *args)
 {
 	struct err e = {0};
 	struct fs *fs = NULL;
-	int rc = mkdir_p(o->state_dir, 0700);
-	if (rc < 0)
-		return error("cannot create state directory %s: %s", o->state_dir, strerror(-rc));
+	struct ops_config cfg = {
+	    .state_dir = o->state_dir,
+	    .images_dir = o->images_dir,
+	    .store_url = o->store_url,
+	    .runsc_bin = o->runsc_bin,
+	    .cache_max_bytes = o->cache_max_bytes,
+	};
+	int rc = ops_open(&cfg, &e);
+	if (rc < 0) {
+		error("cannot start: %s", e.msg);
+		goto out;
+	}
 	rc = fs_create(o->mountpoint, args, &fs, &e);
-	if (rc < 0)
-		return error("cannot mount %s: %s", o->mountpoint, e.msg);
+	if (rc < 0) {
+		error("cannot mount %s: %s", o->mountpoint, e.msg);
+		goto out;
+	}
 	if (!o->foreground) {
 		fuse_daemonize(0);
 		redirect_log(o->state_dir);
 	}
-	struct ops_config cfg = {
-		.state_dir = o->state_dir,
-		.images_dir = o->images_dir,
-		.store_url = o->store_url,
-		.runsc_bin = o->runsc_bin,
-		.cache_max_bytes = o->cache_max_bytes,
-	};
-	rc = ops_init(&cfg, &e);
-	if (rc < 0) {
+	rc = ops_start(&e);
+	if (rc < 0)
 		error("cannot start: %s", e.msg);
-	} else {
+	else
 		rc = fs_loop(fs);
-		ops_shutdown();
-	}
-	fs_destroy(fs);
+out:
+	ops_shutdown();
+	if (fs)
+		fs_destroy(fs);
 	return rc;
 }
 

@@ -44,21 +44,22 @@ bench_size() {
 	local size=$1 b="bench$1" i
 	mkdir "$MNT/sandboxes/$b"
 	echo busybox >"$MNT/sandboxes/$b/image"
-	echo "head -c ${size}M /dev/urandom > /tmp/fill; while :; do sleep 1; done" \
+	echo "dd if=/dev/urandom of=/tmp/fill bs=1M count=$size 2>/dev/null; while :; do sleep 1; done" \
 		>"$MNT/sandboxes/$b/entrypoint"
 	echo 1 >"$MNT/sandboxes/$b/start"
 	sleep $((2 + size / 64))
 	local rid bundle
-	rid=$(sed -n 's/.*"runtime_id": *"\([^"]*\)".*/\1/p' "$MNT/sandboxes/$b/info.json")
+	rid=$(sed -n 's/.*"runtime_id":[[:space:]]*"\([^"]*\)".*/\1/p' "$MNT/sandboxes/$b/info.json")
 	bundle=$STATE/sandboxes/$b/bundle
 	for i in $(seq "$ROUNDS"); do
-		local t0 snap pause fork_ms ck_ms rs_ms new
+		local t0 snap pause size fork_ms ck_ms rs_ms new
 		t0=$(ms)
 		exec 3<>"$MNT/sandboxes/$b/snapshot"
 		echo 1 >&3
 		read -r snap <&3
 		exec 3>&-
-		pause=$(sed -n 's/.*"pause_ms": *\([0-9]*\).*/\1/p' "$MNT/snapshots/$snap/info.json")
+		pause=$(sed -n 's/.*"pause_ms":[[:space:]]*\([0-9]*\).*/\1/p' "$MNT/snapshots/$snap/info.json")
+		size=$(sed -n 's/.*"size_bytes":[[:space:]]*\([0-9]*\).*/\1/p' "$MNT/snapshots/$snap/info.json")
 		t0=$(ms)
 		exec 3<>"$MNT/snapshots/$snap/fork"
 		echo 1 >&3
@@ -69,7 +70,7 @@ bench_size() {
 		rmdir "$MNT/sandboxes/$new"
 		rm -rf "$T/img"
 		t0=$(ms)
-		$RS checkpoint --leave-running --compression=none --image-path "$T/img" "$rid" </dev/null >/dev/null 2>&1
+		$RS checkpoint --leave-running --compression=none --image-path "$T/img" "$rid" </dev/null >/dev/null
 		ck_ms=$(($(ms) - t0))
 		t0=$(ms)
 		$RS --overlay2=root:memory --network=none restore --detach --image-path "$T/img" \
@@ -77,7 +78,7 @@ bench_size() {
 		rs_ms=$(($(ms) - t0))
 		$RS kill "bench-raw-$i" KILL >/dev/null 2>&1 || true
 		$RS delete -force "bench-raw-$i" >/dev/null 2>&1 || true
-		printf '| %s MiB | %d | %d | %d | %d | %d |\n' "$size" "$i" "$pause" "$ck_ms" "$fork_ms" "$rs_ms"
+		printf '| %s MiB | %d | %d | %d | %d | %d | %d |\n' "$1" "$((size >> 20))" "$i" "$pause" "$ck_ms" "$fork_ms" "$rs_ms"
 		echo 1 >"$MNT/snapshots/$snap/delete"
 	done
 	echo 1 >"$MNT/sandboxes/$b/terminate"
@@ -92,8 +93,8 @@ bench_size() {
 	echo "the new sandbox runs (cache warm: the spool of the snapshot is reused); runsc restore ="
 	echo "\`runsc restore --detach\` by hand from a local image. All in milliseconds."
 	echo
-	echo "| sandbox memory | round | snapfs pause | runsc checkpoint | snapfs fork | runsc restore |"
-	echo "|---|---|---|---|---|---|"
+	echo "| data in sandbox | checkpoint MiB | round | snapfs pause | runsc checkpoint | snapfs fork | runsc restore |"
+	echo "|---|---|---|---|---|---|---|"
 	bench_size 16
 	bench_size 256
 } | tee "$OUT"

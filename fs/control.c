@@ -6,9 +6,12 @@
 
 static const char blanks[] = " \t\r";
 
-/* One piece of written data up to a newline (@complete) or the end of the write. */
-static int lines_add(struct ctl_lines *cl, const char *seg, size_t n, bool complete, ctl_line_fn fn,
-		     void *arg)
+/*
+ * One piece of written data up to a newline (@complete) or the end of the
+ * write: 1 when it completes a line (in cl->buf, NUL-terminated), 0 when
+ * the line goes on, -EFBIG when it belongs to a line that is too long.
+ */
+static int lines_add(struct ctl_lines *cl, const char *seg, size_t n, bool complete)
 {
 	if (cl->toolong) {
 		cl->toolong = !complete;
@@ -28,22 +31,27 @@ static int lines_add(struct ctl_lines *cl, const char *seg, size_t n, bool compl
 		cl->len--;
 	cl->buf[cl->len] = '\0';
 	cl->len = 0;
-	return fn(cl->buf, arg);
+	return 1;
 }
 
 int ctl_lines_feed(struct ctl_lines *cl, const char *data, size_t len, ctl_line_fn fn, void *arg)
 {
+	int framing = 0;
 	while (len > 0) {
 		const char *nl = memchr(data, '\n', len);
 		size_t n = nl ? (size_t)(nl - data) : len;
-		int rc = lines_add(cl, data, n, nl != NULL, fn, arg);
+		int got = lines_add(cl, data, n, nl != NULL);
+		int rc = got > 0 ? fn(cl->buf, arg) : 0;
 		if (rc < 0)
 			return rc;
+		/* A line too long is dropped alone: the lines after it still count. */
+		if (got < 0)
+			framing = got;
 		n += nl ? 1 : 0;
 		data += n;
 		len -= n;
 	}
-	return 0;
+	return framing;
 }
 
 int ctl_lines_flush(struct ctl_lines *cl, ctl_line_fn fn, void *arg)
@@ -54,7 +62,8 @@ int ctl_lines_flush(struct ctl_lines *cl, ctl_line_fn fn, void *arg)
 		cl->len = 0;
 		return 0;
 	}
-	return lines_add(cl, "", 0, true, fn, arg);
+	lines_add(cl, "", 0, true);
+	return fn(cl->buf, arg);
 }
 
 static bool word_is(const char *w, size_t n, const char *s)

@@ -8,7 +8,8 @@
  * open file in a struct ctl_lines and handed on one whole line at a time;
  * the last line without a newline is handed on at FLUSH. A line longer
  * than CTL_LINE_MAX bytes is refused with -EFBIG, and the rest of it, up to
- * its newline, is dropped with the same error.
+ * its newline, is dropped with the same error; the lines around it are
+ * handed on as usual.
  *
  * Ownership: the structs are embedded in the open file that owns them;
  * ctl_spec_release() frees what a struct ctl_spec holds.
@@ -36,8 +37,9 @@ typedef int (*ctl_line_fn)(const char *line, void *arg);
 
 /*
  * Add @len written bytes; call @fn for every line they complete, in order.
- * Returns 0, -EFBIG for a line over CTL_LINE_MAX (lines before it were
- * handed on), or the first negative return of @fn, which stops the walk.
+ * Returns 0; -EFBIG when they held (part of) a line over CTL_LINE_MAX,
+ * which is dropped while every other line is handed on; or the first
+ * negative return of @fn, which stops the walk.
  */
 int ctl_lines_feed(struct ctl_lines *cl, const char *data, size_t len, ctl_line_fn fn, void *arg);
 /* At FLUSH: hand on the buffered last line, if there is one. */

@@ -95,7 +95,8 @@ int file_op_new(struct fs_file *f, struct pending *p, enum file_op_result what,
 	return 0;
 }
 
-int file_op_begin(struct fs_file *f, struct pending *p, bool async, struct file_op **out)
+/* file_op_new unless @async: then *out is NULL and nobody is told. */
+static int file_op_begin(struct fs_file *f, struct pending *p, bool async, struct file_op **out)
 {
 	*out = NULL;
 	return async ? 0 : file_op_new(f, p, FILE_OP_NONE, out);
@@ -260,7 +261,7 @@ static void read_wait(fuse_req_t req, struct fs_file *f, size_t size, off_t off)
 		return;
 	}
 	struct err e = {0};
-	struct file_op *op;
+	struct file_op *op = NULL;
 	int rc = file_op_new(f, p, FILE_OP_CONTENT, &op);
 	if (rc == 0)
 		rc = file_op_end(op, f->node.ent->action(f->node.id, file_op_done, op, &e));
@@ -375,12 +376,11 @@ static void write_lines(fuse_req_t req, struct fs_file *f, const char *buf, size
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	int rc = act_lines(f, &lines, p);
-	if (rc == 0 && framing < 0) {
+	/* The line too long is refused first and answers the write; the others still act. */
+	if (framing < 0)
 		report_framing(f, framing);
-		rc = framing;
-	}
-	pending_done(p, rc, NULL, 0);
+	int rc = act_lines(f, &lines, p);
+	pending_done(p, framing < 0 ? framing : rc, NULL, 0);
 }
 
 static void flush_lines(fuse_req_t req, struct fs_file *f, uint64_t owner)
@@ -482,7 +482,7 @@ void file_poll(fuse_req_t req, struct fs_file *f, struct fuse_pollhandle *ph)
 int file_action_write(struct fs_file *f, const char *line, struct pending *p, struct err *e)
 {
 	struct ctl_words w;
-	struct file_op *op;
+	struct file_op *op = NULL;
 	int rc = ctl_words_parse(line, f->node.name, 0, &w, e);
 	if (rc == 0)
 		rc = file_op_begin(f, p, w.async, &op);
@@ -491,26 +491,57 @@ int file_action_write(struct fs_file *f, const char *line, struct pending *p, st
 	return file_op_end(op, f->node.ent->action(f->node.id, file_op_fn(op), op, e));
 }
 
-void file_set_id(struct fs_file *f, const char *id)
+/* The id a write made: what reads on the same open file return next. */
+static void file_set_id(struct fs_file *f, const char *id)
 {
 	char line[ID_MAX + 1];
 	int n = snprintf(line, sizeof(line), "%s\n", id);
 	set_result(f, line, (size_t)n);
 }
 
-int file_collect(struct fs_file *f, const char *line, struct strbuf *all, struct err *e)
+int file_id_action(struct fs_file *f, struct pending *p, bool async, file_make_fn make,
+		   const void *arg, struct err *e)
 {
-	int rc = 0;
-	pthread_mutex_lock(&f->lock);
-	if (*line) {
-		rc = strbuf_adds(&f->collected, line);
-		rc = rc < 0 ? rc : strbuf_add(&f->collected, "\n", 1);
-	}
+	struct file_op *op;
+	char id[ID_MAX];
+	int rc = file_op_begin(f, p, async, &op);
+	if (rc < 0)
+		return rc;
+	rc = make(f->node.id, arg, id, file_op_fn(op), op, e);
 	if (rc == 0)
-		rc = strbuf_add(all, f->collected.buf, f->collected.len);
+		file_set_id(f, id);
+	return file_op_end(op, rc);
+}
+
+/* Take back what file_collect added between @from and @to, unless a line came after it. */
+static void uncollect(struct fs_file *f, size_t from, size_t to)
+{
+	pthread_mutex_lock(&f->lock);
+	if (f->collected.len == to && from < to) {
+		f->collected.len = from;
+		f->collected.buf[from] = '\0';
+	}
+	pthread_mutex_unlock(&f->lock);
+}
+
+int file_collect(struct fs_file *f, const char *line, file_apply_fn apply, struct err *e)
+{
+	_cleanup_strbuf_ struct strbuf all = STRBUF_INIT;
+	pthread_mutex_lock(&f->lock);
+	size_t from = f->collected.len;
+	/* strbuf_addf adds all or nothing, so a refusal here leaves no part of @line. */
+	int rc = *line ? strbuf_addf(&f->collected, "%s\n", line) : 0;
+	size_t to = f->collected.len;
+	if (rc == 0)
+		rc = strbuf_add(&all, f->collected.buf, f->collected.len);
 	pthread_mutex_unlock(&f->lock);
 	if (rc == -EFBIG)
-		return err_set(e, EFBIG, "%s: more than %d bytes", f->node.path, ENV_MAX - 1);
+		rc = err_set(e, EFBIG, "%s: more than %d bytes", f->node.path, ENV_MAX - 1);
+	else if (rc == 0)
+		rc = apply(f->node.id, strbuf_str(&all), e);
+	/* A refused line is not part of what the next lines are judged with. */
+	if (rc < 0)
+		uncollect(f, from, to);
 	return rc;
 }
 

@@ -16,14 +16,17 @@
  * before any write shows the row's read content.
  *
  * Writes: bytes are framed into lines (control.h); each whole line goes to
- * the row's write function, and the write is answered once every piece of
- * work it started has completed (pending.h); exec's write is answered once
- * the command started (see sandboxes.c). Every refusal is reported
- * with ops_report_error. What is left without a newline acts at the FLUSH
- * of the writer's own close: the kernel also sends FLUSH when a child that
- * inherited the descriptor exits (`{ printf 1; sleep 1; printf '\n'; } >start`),
- * and that must not cut the line, so FLUSH compares lock owners (one per
- * descriptor table) with the last write's.
+ * the row's write function, in order, and the write is answered once every
+ * piece of work it started has completed (pending.h); exec's write is
+ * answered once the command started (see sandboxes.c). The first line
+ * refused stops the rest and is the write's answer, except a line over
+ * CTL_LINE_MAX: it alone is dropped, the others act, and the write answers
+ * EFBIG. Every refusal is reported with ops_report_error. What is left
+ * without a newline acts at the FLUSH of the writer's own close: the
+ * kernel also sends FLUSH when a child that inherited the descriptor exits
+ * (`{ printf 1; sleep 1; printf '\n'; } >start`), and that must not cut
+ * the line, so FLUSH compares lock owners (one per descriptor table) with
+ * the last write's.
  *
  * Ownership: an open file is reference-counted: the kernel's handle holds
  * one reference until RELEASE and each piece of work in flight holds one,
@@ -88,8 +91,6 @@ enum file_op_result {
 struct file_op;
 int file_op_new(struct fs_file *f, struct pending *p, enum file_op_result what,
 		struct file_op **out);
-/* file_op_new unless @async: then *out is NULL and nobody is told. */
-int file_op_begin(struct fs_file *f, struct pending *p, bool async, struct file_op **out);
 /* The ops_done_fn for an op. */
 void file_op_done(void *ctx, int rc, const char *result, size_t len);
 /* After the ops_* call: a refused call never completes, so end @op here. Returns @rc. */
@@ -102,10 +103,22 @@ static inline ops_done_fn file_op_fn(const struct file_op *op)
 
 /* A one-word control file: parse the words, run the row's action. */
 int file_action_write(struct fs_file *f, const char *line, struct pending *p, struct err *e);
-/* The id a write made: what reads on the same open file return next. */
-void file_set_id(struct fs_file *f, const char *id);
-/* Add @line to the lines written on @f and copy them all into @all. */
-int file_collect(struct fs_file *f, const char *line, struct strbuf *all, struct err *e);
+/* An ops_* call that makes an object for object @id (snapshot, fork, new): its id into @made. */
+typedef int (*file_make_fn)(const char *id, const void *arg, char made[ID_MAX], ops_done_fn done,
+			    void *ctx, struct err *e);
+/*
+ * Run @make with @arg for @f's object, answering @p when the work is done
+ * (at once if @async). The id it made is what reads on @f return next.
+ */
+int file_id_action(struct fs_file *f, struct pending *p, bool async, file_make_fn make,
+		   const void *arg, struct err *e);
+/* Apply @text, every line written on a file, to object @id (env: ops_sandbox_set). */
+typedef int (*file_apply_fn)(const char *id, const char *text, struct err *e);
+/*
+ * Add @line to the lines written on @f and @apply them all. A refused line
+ * is taken back, so the lines written after it are judged without it.
+ */
+int file_collect(struct fs_file *f, const char *line, file_apply_fn apply, struct err *e);
 /* sandboxes/new: add @line; 1 with the spec in @text when it should act now. */
 int file_spec_add(struct fs_file *f, const char *line, struct strbuf *text, bool *async,
 		  struct err *e);

@@ -1,9 +1,13 @@
 #include "fs/fs.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 
 #include "fs/file.h"
 #include "fs/inode.h"
@@ -14,6 +18,8 @@ struct fs {
 	struct fuse_session *se;
 	bool mounted;
 	bool signals;
+	char *mountpoint;
+	dev_t dev; /* the mount's device: is what the mountpoint shows still ours? */
 };
 
 /* An open directory: its listing, made by the read at offset 0. */
@@ -434,6 +440,43 @@ static const struct fuse_lowlevel_ops ll_ops = {
 
 /* --- the session -------------------------------------------------------- */
 
+/*
+ * The device the file at @path is on, without asking the filesystem: a
+ * FUSE mount nobody serves must not be sent a request.
+ */
+static int mount_dev(const char *path, dev_t *dev)
+{
+	struct statx sx;
+	if (statx(AT_FDCWD, path, AT_STATX_DONT_SYNC | AT_SYMLINK_NOFOLLOW, 0, &sx) < 0)
+		return -errno;
+	*dev = makedev(sx.stx_dev_major, sx.stx_dev_minor);
+	return 0;
+}
+
+static bool still_mounted(const struct fs *fs)
+{
+	dev_t dev;
+	return mount_dev(fs->mountpoint, &dev) == 0 && dev == fs->dev;
+}
+
+/*
+ * Once the loop has ended nobody serves requests, and one in flight may
+ * hold a directory lock that the notifier's call waits for. MNT_FORCE
+ * aborts the connection first, which fails every such request, and then
+ * unmounts unless the mount is busy; a busy one is detached. Only our own
+ * mount: after `fusermount3 -u` the mountpoint may show another one.
+ * fuse_session_unmount() then only closes the device, or, where we may not
+ * unmount (not root), unmounts the usual way.
+ */
+static void unmount(struct fs *fs)
+{
+	if (still_mounted(fs))
+		umount2(fs->mountpoint, MNT_FORCE | UMOUNT_NOFOLLOW);
+	if (still_mounted(fs))
+		umount2(fs->mountpoint, MNT_DETACH | UMOUNT_NOFOLLOW);
+	fuse_session_unmount(fs->se);
+}
+
 int fs_create(const char *mountpoint, struct fuse_args *args, struct fs **out, struct err *e)
 {
 	struct fs *fs = calloc(1, sizeof(*fs));
@@ -442,6 +485,11 @@ int fs_create(const char *mountpoint, struct fuse_args *args, struct fs **out, s
 	int rc = inode_init(&fs_root_entry);
 	if (rc < 0) {
 		err_set(e, -rc, "cannot set up the inode table");
+		goto fail;
+	}
+	fs->mountpoint = strdup(mountpoint);
+	if (!fs->mountpoint) {
+		rc = err_set(e, ENOMEM, "out of memory");
 		goto fail;
 	}
 	fs->se = fuse_session_new(args, &ll_ops, sizeof(ll_ops), fs);
@@ -454,6 +502,11 @@ int fs_create(const char *mountpoint, struct fuse_args *args, struct fs **out, s
 		goto fail;
 	}
 	fs->mounted = true;
+	rc = mount_dev(mountpoint, &fs->dev);
+	if (rc < 0) {
+		err_set(e, -rc, "cannot stat the mount on %s", mountpoint);
+		goto fail;
+	}
 	*out = fs;
 	return 0;
 fail:
@@ -491,10 +544,13 @@ void fs_destroy(struct fs *fs)
 	notify_stop();
 	if (fs->signals)
 		fuse_remove_signal_handlers(fs->se);
+	/* Before the join: the notifier's call in progress may wait for the unmount. */
 	if (fs->mounted)
-		fuse_session_unmount(fs->se);
+		unmount(fs);
+	notify_join();
 	if (fs->se)
 		fuse_session_destroy(fs->se);
 	inode_fini();
+	free(fs->mountpoint);
 	free(fs);
 }

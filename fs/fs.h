@@ -8,7 +8,7 @@
  *
  *     fs_create(mountpoint, &args, &fs, &e);   session and mount, no threads
  *     fuse_daemonize(...) unless -f;           so fs_create starts no thread
- *     ops_init(...);
+ *     ops_start(...);
  *     fs_loop(fs);                             until unmounted or signalled
  *     ops_shutdown();                          held requests still get answers
  *     fs_destroy(fs);                          unmount and free
@@ -43,7 +43,11 @@ int fs_create(const char *mountpoint, struct fuse_args *args, struct fs **out, s
  */
 int fs_loop(struct fs *fs);
 
-/* Stop the notifier, remove the signal handlers, unmount and free. NULL is fine. */
+/*
+ * Stop the notifier, remove the signal handlers, unmount (aborting the
+ * requests nobody will serve now), wait for the notifier and free. NULL is
+ * fine.
+ */
 void fs_destroy(struct fs *fs);
 
 #endif

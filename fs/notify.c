@@ -189,12 +189,17 @@ int notify_start(struct fuse_session *se)
 
 void notify_stop(void)
 {
-	if (!nt.started)
-		return;
 	pthread_mutex_lock(&nt.lock);
 	nt.stop = true;
 	pthread_cond_signal(&nt.cond);
 	pthread_mutex_unlock(&nt.lock);
+}
+
+void notify_join(void)
+{
+	if (!nt.started)
+		return;
+	notify_stop();
 	pthread_join(nt.thread, NULL);
 	nt.started = false;
 	nt.count = 0;

@@ -25,8 +25,15 @@
 
 /* Start the notifier thread for @se. */
 int notify_start(struct fuse_session *se);
-/* Stop it; queued notifications are dropped, watches destroyed. */
+/*
+ * Stop it: no notify call is made after the one in progress, if any, and
+ * queued notifications are dropped. That call may be waiting on a
+ * directory lock held by a request nobody will serve once the loop has
+ * ended: abort the connection (unmount) before notify_join().
+ */
 void notify_stop(void);
+/* notify_stop() and wait for the thread to end; watches are destroyed. */
+void notify_join(void);
 
 /* The ops change listener. Never blocks. */
 void notify_changed(enum ops_object kind, const char *id, void *arg);

@@ -129,29 +129,29 @@ static int gpu_write(struct fs_file *f, const char *line, struct pending *p, str
 	return ops_sandbox_set(f->node.id, SB_FIELD_GPU, line, e);
 }
 
+static int env_apply(const char *id, const char *env, struct err *e)
+{
+	return ops_sandbox_set(id, SB_FIELD_ENV, env, e);
+}
+
 /* Each line re-applies every line written on this open file: they are the whole env. */
 static int env_write(struct fs_file *f, const char *line, struct pending *p, struct err *e)
 {
 	(void)p;
-	_cleanup_strbuf_ struct strbuf env = STRBUF_INIT;
-	int rc = file_collect(f, line, &env, e);
-	return rc < 0 ? rc : ops_sandbox_set(f->node.id, SB_FIELD_ENV, strbuf_str(&env), e);
+	return file_collect(f, line, env_apply, e);
+}
+
+static int snapshot_make(const char *id, const void *label, char made[ID_MAX], ops_done_fn done,
+			 void *ctx, struct err *e)
+{
+	return ops_sandbox_snapshot(id, label, made, done, ctx, e);
 }
 
 static int snapshot_write(struct fs_file *f, const char *line, struct pending *p, struct err *e)
 {
 	struct ctl_words w;
-	struct file_op *op;
-	char snap_id[ID_MAX];
 	int rc = ctl_words_parse(line, "snapshot", CTL_ALLOW_NAME, &w, e);
-	if (rc == 0)
-		rc = file_op_begin(f, p, w.async, &op);
-	if (rc < 0)
-		return rc;
-	rc = ops_sandbox_snapshot(f->node.id, w.label, snap_id, file_op_fn(op), op, e);
-	if (rc == 0)
-		file_set_id(f, snap_id);
-	return file_op_end(op, rc);
+	return rc < 0 ? rc : file_id_action(f, p, w.async, snapshot_make, w.label, e);
 }
 
 /*
@@ -199,16 +199,12 @@ static int snaplink_link(const struct fs_node *n, char *buf, size_t size)
 	return xsnprintf(buf, size, "../../../snapshots/%s", n->name);
 }
 
-static int add_snapshot(const struct snapshot *snap, void *arg)
-{
-	return tree_names_add(arg, snap->id);
-}
-
 static int snaplinks_list(const struct fs_node *dir, int (*fn)(const char *name, void *arg),
 			  void *arg)
 {
 	_cleanup_strbuf_ struct strbuf names = STRBUF_INIT;
-	int rc = registry_snapshot_each_of_sandbox(ops_registry(), dir->id, add_snapshot, &names);
+	struct registry *reg = ops_registry();
+	int rc = registry_snapshot_each_of_sandbox(reg, dir->id, tree_snapshot_name, &names);
 	return rc < 0 ? rc : tree_names_each(&names, fn, arg);
 }
 
@@ -256,24 +252,22 @@ static int index_read(const struct fs_node *n, struct strbuf *out)
 	return registry_sandbox_each(ops_registry(), index_line, out);
 }
 
+static int new_make(const char *id, const void *spec, char made[ID_MAX], ops_done_fn done,
+		    void *ctx, struct err *e)
+{
+	(void)id; /* sandboxes/new belongs to no sandbox */
+	return ops_sandbox_new(spec, made, done, ctx, e);
+}
+
 /* sandboxes/new: act on a spec: a JSON object or key=value lines. */
 static int new_act(struct fs_file *f, const struct strbuf *text, bool async, struct pending *p,
 		   struct err *e)
 {
 	_cleanup_free_ struct sandbox_spec *spec = calloc(1, sizeof(*spec));
-	char id[ID_MAX];
-	struct file_op *op;
 	if (!spec)
 		return -ENOMEM;
 	int rc = spec_parse(strbuf_str(text), text->len, spec, e);
-	if (rc == 0)
-		rc = file_op_begin(f, p, async, &op);
-	if (rc < 0)
-		return rc;
-	rc = ops_sandbox_new(spec, id, file_op_fn(op), op, e);
-	if (rc == 0)
-		file_set_id(f, id);
-	return file_op_end(op, rc);
+	return rc < 0 ? rc : file_id_action(f, p, async, new_make, spec, e);
 }
 
 static int new_write(struct fs_file *f, const char *line, struct pending *p, struct err *e)
@@ -292,17 +286,12 @@ static int new_flush(struct fs_file *f, struct pending *p, struct err *e)
 	return rc <= 0 ? rc : new_act(f, &text, async, p, e);
 }
 
-static int add_sandbox(const struct sandbox *sb, void *arg)
-{
-	return tree_names_add(arg, sb->id);
-}
-
 static int sandboxes_list(const struct fs_node *dir, int (*fn)(const char *name, void *arg),
 			  void *arg)
 {
 	(void)dir;
 	_cleanup_strbuf_ struct strbuf names = STRBUF_INIT;
-	int rc = registry_sandbox_each(ops_registry(), add_sandbox, &names);
+	int rc = registry_sandbox_each(ops_registry(), tree_sandbox_name, &names);
 	return rc < 0 ? rc : tree_names_each(&names, fn, arg);
 }
 

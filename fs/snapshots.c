@@ -1,6 +1,7 @@
 /* snapshots/ and snapshots/<id>/ (design.md, "The tree"). */
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -68,15 +69,74 @@ static int restorable_read(const struct fs_node *n, struct strbuf *out)
 	return ops_snapshot_restorable(n->id, out);
 }
 
-/* The stored manifest; empty until the snapshot has one. */
+/*
+ * A completed snapshot's manifest never changes, and stat makes the content
+ * for an honest size (`ls -l` stats every file), so the last few are kept
+ * and the store is asked once per snapshot instead of on every stat and
+ * read. Entries of deleted snapshots are never served: the registry is
+ * asked first.
+ */
+#define MANIFEST_KEPT 8
+#define MANIFEST_KEPT_MAX (1u << 20) /* bytes; a bigger manifest is fetched every time */
+
+static struct {
+	pthread_mutex_t lock;
+	struct {
+		char id[ID_MAX];
+		char *json;
+	} slot[MANIFEST_KEPT];
+	size_t next; /* the slot replaced next: the oldest */
+} kept = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+/* 1 with @id's manifest added to @out, 0 when it is not kept, or a negative errno. */
+static int manifest_kept(const char *id, struct strbuf *out)
+{
+	int rc = 0;
+	pthread_mutex_lock(&kept.lock);
+	for (size_t i = 0; i < MANIFEST_KEPT && rc == 0; i++)
+		if (kept.slot[i].json && strcmp(kept.slot[i].id, id) == 0)
+			rc = tree_line(out, kept.slot[i].json) < 0 ? -ENOMEM : 1;
+	pthread_mutex_unlock(&kept.lock);
+	return rc;
+}
+
+/* Keep @json (taken) as @id's manifest. */
+static void manifest_keep(const char *id, char *json)
+{
+	if (strlen(json) > MANIFEST_KEPT_MAX || strlen(id) >= ID_MAX) {
+		free(json);
+		return;
+	}
+	pthread_mutex_lock(&kept.lock);
+	free(kept.slot[kept.next].json);
+	kept.slot[kept.next].json = json;
+	memcpy(kept.slot[kept.next].id, id, strlen(id) + 1);
+	kept.next = (kept.next + 1) % MANIFEST_KEPT;
+	pthread_mutex_unlock(&kept.lock);
+}
+
+/* The stored manifest; empty until the snapshot is completed. */
 static int manifest_read(const struct fs_node *n, struct strbuf *out)
 {
+	_cleanup_free_ struct snapshot *snap = NULL;
 	_cleanup_free_ char *json = NULL;
 	struct err e = {0};
-	int rc = store_get_manifest(ops_store(), n->id, &json, &e);
+	int rc = tree_snapshot(n->id, &snap);
+	/* The manifest is stored last: before that the store is not asked at all. */
+	if (rc < 0 || snap->state != SNAP_COMPLETED)
+		return rc;
+	rc = manifest_kept(n->id, out);
+	if (rc != 0)
+		return rc < 0 ? rc : 0;
+	rc = store_get_manifest(ops_store(), n->id, &json, &e);
 	if (rc == -ENOENT)
 		return 0;
-	return rc < 0 ? -EIO : tree_line(out, json);
+	if (rc < 0)
+		return -EIO;
+	rc = tree_line(out, json);
+	if (rc == 0)
+		manifest_keep(n->id, steal_ptr(json));
+	return rc;
 }
 
 static int forked_line(const struct sandbox *sb, void *arg)
@@ -106,20 +166,18 @@ static int source_link(const struct fs_node *n, char *buf, size_t size)
 
 /* --- snapshots/<id>/: writes --------------------------------------------- */
 
+static int fork_make(const char *id, const void *arg, char made[ID_MAX], ops_done_fn done,
+		     void *ctx, struct err *e)
+{
+	(void)arg;
+	return ops_snapshot_fork(id, made, done, ctx, e);
+}
+
 static int fork_write(struct fs_file *f, const char *line, struct pending *p, struct err *e)
 {
 	struct ctl_words w;
-	struct file_op *op;
-	char id[ID_MAX];
 	int rc = ctl_words_parse(line, "fork", 0, &w, e);
-	if (rc == 0)
-		rc = file_op_begin(f, p, w.async, &op);
-	if (rc < 0)
-		return rc;
-	rc = ops_snapshot_fork(f->node.id, id, file_op_fn(op), op, e);
-	if (rc == 0)
-		file_set_id(f, id);
-	return file_op_end(op, rc);
+	return rc < 0 ? rc : file_id_action(f, p, w.async, fork_make, NULL, e);
 }
 
 static const struct fs_entry snapshot_files[] = {
@@ -151,17 +209,12 @@ static int index_read(const struct fs_node *n, struct strbuf *out)
 	return registry_snapshot_each(ops_registry(), index_line, out);
 }
 
-static int add_snapshot(const struct snapshot *snap, void *arg)
-{
-	return tree_names_add(arg, snap->id);
-}
-
 static int snapshots_list(const struct fs_node *dir, int (*fn)(const char *name, void *arg),
 			  void *arg)
 {
 	(void)dir;
 	_cleanup_strbuf_ struct strbuf names = STRBUF_INIT;
-	int rc = registry_snapshot_each(ops_registry(), add_snapshot, &names);
+	int rc = registry_snapshot_each(ops_registry(), tree_snapshot_name, &names);
 	return rc < 0 ? rc : tree_names_each(&names, fn, arg);
 }
 

@@ -9,32 +9,37 @@
 
 #define DIR_TIMEOUT 0.5 /* seconds; files get none: their content changes any time */
 
-int tree_sandbox(const char *id, struct sandbox **out)
+/* Sandbox or snapshot @id, loaded afresh into a new allocation (caller frees). */
+static int object_load(enum fs_scope scope, const char *id, void **out)
 {
+	const bool sandbox = scope == SCOPE_SANDBOX;
+	const size_t size = sandbox ? sizeof(struct sandbox) : sizeof(struct snapshot);
 	if (strlen(id) >= ID_MAX)
 		return -ENOENT;
-	_cleanup_free_ struct sandbox *sb = malloc(sizeof(*sb));
-	if (!sb)
+	_cleanup_free_ void *obj = malloc(size);
+	if (!obj)
 		return -ENOMEM;
-	int rc = registry_sandbox_get(ops_registry(), id, sb);
-	if (rc < 0)
-		return rc;
-	*out = steal_ptr(sb);
-	return 0;
+	int rc = sandbox ? registry_sandbox_get(ops_registry(), id, obj)
+			 : registry_snapshot_get(ops_registry(), id, obj);
+	if (rc == 0)
+		*out = steal_ptr(obj);
+	return rc;
+}
+
+int tree_sandbox(const char *id, struct sandbox **out)
+{
+	void *obj = NULL;
+	int rc = object_load(SCOPE_SANDBOX, id, &obj);
+	*out = obj;
+	return rc;
 }
 
 int tree_snapshot(const char *id, struct snapshot **out)
 {
-	if (strlen(id) >= ID_MAX)
-		return -ENOENT;
-	_cleanup_free_ struct snapshot *snap = malloc(sizeof(*snap));
-	if (!snap)
-		return -ENOMEM;
-	int rc = registry_snapshot_get(ops_registry(), id, snap);
-	if (rc < 0)
-		return rc;
-	*out = steal_ptr(snap);
-	return 0;
+	void *obj = NULL;
+	int rc = object_load(SCOPE_SNAPSHOT, id, &obj);
+	*out = obj;
+	return rc;
 }
 
 /* Does @n's object exist? Its creation time into *ms (now when it has none). */
@@ -85,11 +90,11 @@ static const struct fs_entry *fixed_entry(const struct fs_dir *d, const char *na
 	return NULL;
 }
 
-/* Fill @out as @dir's child @name of kind @ent, without checking it exists. */
+/* Fill @out as @dir's child @name of kind @ent (NULL: none), without checking it exists. */
 static int node_make(const struct fs_node *dir, const struct fs_entry *ent, const char *name,
 		     struct fs_node *out)
 {
-	const bool object = ent->flags & FS_OBJECT;
+	const bool object = ent && (ent->flags & FS_OBJECT);
 	int rc;
 
 	out->ino = 0;
@@ -114,9 +119,10 @@ int tree_child(const struct fs_node *dir, const char *name, struct fs_node *out)
 	const struct fs_entry *ent = fixed_entry(d, name);
 	if (!ent)
 		ent = d->child;
-	if (!ent)
-		return -ENOENT;
+	/* Even a name with no row gets its path: refusals name it in `errors`. */
 	int rc = node_make(dir, ent, name, out);
+	if (rc == 0 && !ent)
+		rc = -ENOENT;
 	return rc < 0 ? rc : tree_check(out);
 }
 
@@ -249,6 +255,16 @@ void tree_report(const struct fs_node *n, int rc, struct err *e)
 int tree_names_add(struct strbuf *names, const char *name)
 {
 	return strbuf_add(names, name, strlen(name) + 1);
+}
+
+int tree_sandbox_name(const struct sandbox *sb, void *names)
+{
+	return tree_names_add(names, sb->id);
+}
+
+int tree_snapshot_name(const struct snapshot *snap, void *names)
+{
+	return tree_names_add(names, snap->id);
 }
 
 int tree_names_each(const struct strbuf *names, int (*fn)(const char *name, void *arg), void *arg)

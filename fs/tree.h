@@ -87,8 +87,9 @@ extern const struct fs_dir fs_snapshots_dir;
 
 /*
  * The child @name of directory @dir, checked to exist: 0, -ENOENT, or
- * -ENOTDIR. @out is filled (all but ino) whenever @dir has a row for the
- * name, even when the object does not exist (mkdir needs it).
+ * -ENOTDIR. Unless -ENOTDIR, @out is filled (all but ino) even when the
+ * object does not exist (mkdir needs it); out->ent is NULL when @dir has
+ * no row for the name at all.
  */
 int tree_child(const struct fs_node *dir, const char *name, struct fs_node *out);
 /* Does @n (still) exist? 0 or -ENOENT. */
@@ -113,6 +114,9 @@ int tree_snapshot(const char *id, struct snapshot **out);
  * short (writes on the connection wait for them) and callbacks may query.
  */
 int tree_names_add(struct strbuf *names, const char *name);
+/* Registry walk callbacks that add the object's id to the strbuf @names. */
+int tree_sandbox_name(const struct sandbox *sb, void *names);
+int tree_snapshot_name(const struct snapshot *snap, void *names);
 int tree_names_each(const struct strbuf *names, int (*fn)(const char *name, void *arg), void *arg);
 
 /* Helpers for readers: @s and a newline ("" stays empty); cJSON text (@obj is freed). */

@@ -35,7 +35,8 @@ static void sort_words(char *s)
 	qsort(words, n, sizeof(words[0]), compare_words);
 	size_t off = 0;
 	for (size_t i = 0; i < n; i++)
-		off += (size_t)snprintf(s + off, CPU_FLAGS_MAX - off, "%s%s", i ? " " : "", words[i]);
+		off +=
+		    (size_t)snprintf(s + off, CPU_FLAGS_MAX - off, "%s%s", i ? " " : "", words[i]);
 }
 
 static void read_cpu_flags(void)
@@ -115,7 +116,8 @@ int host_compare(const char *recorded_json, const char *runsc_version, struct st
 	int diffs = 0;
 	const char *rv = json_str(rec, "runsc_version");
 	if (strcmp(rv, runsc_version) != 0) {
-		strbuf_addf(out, "runsc version differs: snapshot %s, host %s\n", rv, runsc_version);
+		strbuf_addf(out, "runsc version differs: snapshot %s, host %s\n", rv,
+			    runsc_version);
 		diffs++;
 	}
 	const char *platform = json_str(rec, "platform");

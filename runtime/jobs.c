@@ -25,10 +25,10 @@ struct job_queue {
 };
 
 static const char *const kind_names[JOB_KINDS] = {
-	[JOB_LIFECYCLE] = "lifecycle",
-	[JOB_CHECKPOINT] = "checkpoint",
-	[JOB_STORE] = "store",
-	[JOB_EXEC] = "exec",
+    [JOB_LIFECYCLE] = "lifecycle",
+    [JOB_CHECKPOINT] = "checkpoint",
+    [JOB_STORE] = "store",
+    [JOB_EXEC] = "exec",
 };
 
 static struct job_queue queues[JOB_KINDS];
@@ -55,7 +55,8 @@ static struct job *queue_take(struct job_queue *q)
 	pthread_mutex_lock(&q->lock);
 	while (!q->head && !q->stopping)
 		pthread_cond_wait(&q->ready, &q->lock);
-	struct job *j = q->head;
+	/* Exec jobs still queued at shutdown are dropped, not run: see jobs.h. */
+	struct job *j = q->stopping && q == &queues[JOB_EXEC] ? NULL : q->head;
 	if (j) {
 		q->head = j->next;
 		if (!q->head)

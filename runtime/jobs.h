@@ -20,7 +20,9 @@
  *
  * Ownership: a submitted job's argument belongs to the job function, which
  * frees it. jobs_stop() lets queued jobs of every kind but JOB_EXEC finish,
- * then joins those workers; exec workers are left to end with the process.
+ * then joins those workers. Queued exec jobs are dropped (their arguments
+ * leak: the process is ending) and running ones are left to end with the
+ * process, since a user's command may run for ever.
  */
 #ifndef SNAPFS_JOBS_H
 #define SNAPFS_JOBS_H

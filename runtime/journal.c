@@ -10,8 +10,8 @@
 #include "lib/util.h"
 
 static const char *const journal_names[] = {
-	[JOURNAL_EVENTS] = "events.jsonl",
-	[JOURNAL_ERRORS] = "errors.jsonl",
+    [JOURNAL_EVENTS] = "events.jsonl",
+    [JOURNAL_ERRORS] = "errors.jsonl",
 };
 
 static struct {
@@ -26,8 +26,8 @@ int journal_open(const char *state_dir)
 				   journal_names[k]);
 		if (rc < 0)
 			return rc;
-		journal.fd[k] = open(journal.path[k], O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC,
-				     0644);
+		journal.fd[k] =
+		    open(journal.path[k], O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
 		if (journal.fd[k] < 0)
 			return -errno;
 	}

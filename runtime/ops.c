@@ -9,7 +9,10 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <time.h>
 
 #include "backend/store.h"
@@ -18,7 +21,11 @@
 #include "runtime/jobs.h"
 #include "runtime/journal.h"
 
-struct ops_context ops = {.lock = PTHREAD_MUTEX_INITIALIZER};
+struct ops_context ops = {
+    .lock = PTHREAD_MUTEX_INITIALIZER,
+    .gate = PTHREAD_RWLOCK_INITIALIZER,
+    .lock_fd = -1,
+};
 
 /* --- listener, waiters and announcements ------------------------------- */
 
@@ -38,8 +45,7 @@ struct waiter {
 static pthread_mutex_t waiters_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct waiter *waiters;
 
-void ops_set_change_listener(void (*fn)(enum ops_object kind, const char *id, void *arg),
-			     void *arg)
+void ops_set_change_listener(void (*fn)(enum ops_object kind, const char *id, void *arg), void *arg)
 {
 	listener.fn = fn;
 	listener.arg = arg;
@@ -156,7 +162,8 @@ static void journal_error(const char *path, const struct err *e)
 	cJSON *ev = journal_entry();
 	if (ev) {
 		cJSON_AddStringToObject(ev, "path", path);
-		cJSON_AddStringToObject(ev, "errno", strerrorname_np(e->code) ? strerrorname_np(e->code) : "");
+		const char *name = strerrorname_np(e->code);
+		cJSON_AddStringToObject(ev, "errno", name ? name : "");
 		cJSON_AddStringToObject(ev, "error", e->msg);
 	}
 	journal_append(JOURNAL_ERRORS, ev);
@@ -175,21 +182,19 @@ static void sandbox_set_message(const char *id, const char *msg)
 	notify(OPS_OBJ_SANDBOX, id);
 }
 
-void ops_report_error(enum ops_object kind, const char *id, const char *path,
-		      const struct err *e)
+void ops_report_error(enum ops_object kind, const char *id, const char *path, const struct err *e)
 {
 	journal_error(path, e);
 	if (kind == OPS_OBJ_SANDBOX && id && *id)
 		sandbox_set_message(id, e->msg);
 }
 
-void report_job_failure(enum ops_object kind, const char *id, const char *what,
-			const struct err *e)
+void report_job_failure(enum ops_object kind, const char *id, const char *what, const struct err *e)
 {
 	char path[ID_MAX + 64];
-	snprintf(path, sizeof(path), "%s/%s/%s", kind == OPS_OBJ_SNAPSHOT ? "snapshots" : "sandboxes",
-		 id, what);
-	journal_error(path, e);
+	snprintf(path, sizeof(path), "%s/%s/%s",
+		 kind == OPS_OBJ_SNAPSHOT ? "snapshots" : "sandboxes", id, what);
+	ops_report_error(kind, id, path, e);
 }
 
 /* --- state helpers -------------------------------------------------------- */
@@ -213,9 +218,10 @@ int sandbox_begin(const char *id, unsigned allowed, enum sandbox_state to, const
 			     sandbox_state_name(out->state));
 		goto out;
 	}
-	out->state = to;
-	out->message[0] = '\0';
-	rc = registry_sandbox_update(ops.reg, out);
+	struct sandbox next = *out;
+	next.state = to;
+	next.message[0] = '\0';
+	rc = registry_sandbox_update(ops.reg, &next);
 	if (rc < 0)
 		rc = err_set(e, EIO, "cannot %s sandbox %s: registry write failed", verb, id);
 out:
@@ -241,20 +247,29 @@ static void patch_sandbox(struct sandbox *sb, const struct sb_patch *p)
 		sb->pid = p->pid;
 }
 
-int sandbox_apply(const char *id, struct sb_patch patch)
+int sandbox_apply_if(const char *id, unsigned allowed, struct sb_patch patch)
 {
 	struct sandbox sb;
 	pthread_mutex_lock(&ops.lock);
 	int rc = registry_sandbox_get(ops.reg, id, &sb);
+	if (rc == 0 && !(allowed & STATE_BIT(sb.state)))
+		rc = -EBUSY;
 	if (rc == 0) {
 		patch_sandbox(&sb, &patch);
 		rc = registry_sandbox_update(ops.reg, &sb);
 	}
 	pthread_mutex_unlock(&ops.lock);
+	if (rc == -EBUSY)
+		return rc;
 	if (rc < 0)
 		return error("cannot update sandbox %s: %s", id, strerror(-rc));
 	announce(OPS_OBJ_SANDBOX, id, sandbox_state_name(sb.state), patch.message);
 	return 0;
+}
+
+int sandbox_apply(const char *id, struct sb_patch patch)
+{
+	return sandbox_apply_if(id, ~0u, patch);
 }
 
 int snapshot_save(const struct snapshot *snap)
@@ -427,27 +442,40 @@ static int make_dirs(const struct ops_config *cfg, struct err *e)
 		char *dst;
 		const char *leaf;
 	} dirs[] = {
-		{ops.spool_dir, "spool"},
-		{ops.cache_dir, "cache"},
-		{ops.sandbox_dir, "sandboxes"},
-		{ops.exec_dir, "exec"},
+	    {ops.spool_dir, "spool"},
+	    {ops.cache_dir, "cache"},
+	    {ops.sandbox_dir, "sandboxes"},
+	    {ops.exec_dir, "exec"},
 	};
 	int rc = xsnprintf(ops.state_dir, sizeof(ops.state_dir), "%s", cfg->state_dir);
 	if (rc < 0)
 		return err_set(e, ENAMETOOLONG, "state directory path is too long");
 	for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
 		rc = xsnprintf(dirs[i].dst, PATH_MAX, "%s/%s", cfg->state_dir, dirs[i].leaf);
-		if (rc == 0 || rc > 0)
+		if (rc >= 0)
 			rc = mkdir_p(dirs[i].dst, 0700);
 		if (rc < 0)
 			return err_set(e, -rc, "cannot create %s/%s: %s", cfg->state_dir,
 				       dirs[i].leaf, strerror(-rc));
 	}
-	/* Nothing in the spool or exec dirs survives a restart: clean leftovers. */
-	rm_rf(ops.spool_dir);
-	rm_rf(ops.exec_dir);
-	mkdir_p(ops.spool_dir, 0700);
-	mkdir_p(ops.exec_dir, 0700);
+	return 0;
+}
+
+/* One daemon per state directory: a second one would empty the first's spool. */
+static int lock_state(const char *state_dir, struct err *e)
+{
+	char path[PATH_MAX];
+	if (xsnprintf(path, sizeof(path), "%s/lock", state_dir) < 0)
+		return err_set(e, ENAMETOOLONG, "state directory path is too long");
+	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return err_set(e, errno, "cannot open %s: %s", path, strerror(errno));
+	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		close(fd);
+		return err_set(e, EBUSY, "another snapfs daemon uses the state directory %s",
+			       state_dir);
+	}
+	ops.lock_fd = fd; /* held, and so locked, until the process ends */
 	return 0;
 }
 
@@ -458,7 +486,8 @@ static int open_parts(const struct ops_config *cfg, struct err *e)
 	if (rc < 0)
 		return err_set(e, -rc, "cannot open the journals in %s: %s", cfg->state_dir,
 			       strerror(-rc));
-	xsnprintf(path, sizeof(path), "%s/registry.db", cfg->state_dir);
+	if (xsnprintf(path, sizeof(path), "%s/registry.db", cfg->state_dir) < 0)
+		return err_set(e, ENAMETOOLONG, "state directory path is too long");
 	rc = registry_open(path, &ops.reg);
 	if (rc < 0)
 		return err_set(e, -rc, "cannot open the registry %s: %s", path, strerror(-rc));
@@ -468,7 +497,8 @@ static int open_parts(const struct ops_config *cfg, struct err *e)
 	rc = images_open(cfg->images_dir, &ops.images, e);
 	if (rc < 0)
 		return rc;
-	xsnprintf(path, sizeof(path), "%s/runsc", cfg->state_dir);
+	if (xsnprintf(path, sizeof(path), "%s/runsc", cfg->state_dir) < 0)
+		return err_set(e, ENAMETOOLONG, "state directory path is too long");
 	return runsc_init(&ops.runsc, cfg->runsc_bin ? cfg->runsc_bin : "runsc", path, e);
 }
 
@@ -479,6 +509,7 @@ static pthread_t monitor_thread;
 static pthread_mutex_t monitor_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t monitor_wake = PTHREAD_COND_INITIALIZER;
 static bool monitor_stop;
+static bool monitor_started;
 
 static void *monitor_main(void *arg)
 {
@@ -508,23 +539,38 @@ static void monitor_end(void)
 	pthread_join(monitor_thread, NULL);
 }
 
-int ops_init(const struct ops_config *cfg, struct err *e)
+int ops_open(const struct ops_config *cfg, struct err *e)
 {
+	ops.lock_fd = -1;
 	int rc = make_dirs(cfg, e);
+	if (rc == 0)
+		rc = lock_state(cfg->state_dir, e);
 	if (rc == 0) {
 		cache_init(ops.cache_dir, cfg->cache_max_bytes);
 		rc = open_parts(cfg, e);
 	}
 	if (rc < 0)
 		return rc;
-	reconcile_sandboxes();
+	/* Snapshots first: an interrupted suspend needs to know whether it was stored. */
 	reconcile_snapshots();
-	rc = jobs_start();
+	reconcile_sandboxes();
+	/* What the reconciliation did not claim is garbage now. */
+	rm_rf(ops.spool_dir);
+	rm_rf(ops.exec_dir);
+	mkdir_p(ops.spool_dir, 0700);
+	mkdir_p(ops.exec_dir, 0700);
+	return 0;
+}
+
+int ops_start(struct err *e)
+{
+	int rc = jobs_start();
 	if (rc < 0)
 		return err_set(e, -rc, "cannot start the job threads: %s", strerror(-rc));
 	rc = pthread_create(&monitor_thread, NULL, monitor_main, NULL);
 	if (rc != 0)
 		return err_set(e, rc, "cannot start the monitor thread: %s", strerror(rc));
+	monitor_started = true;
 	ops.running = true;
 	info("snapfs started: state %s, store %s, runsc %s", ops.state_dir, store_url(ops.store),
 	     ops.runsc.version);
@@ -533,10 +579,12 @@ int ops_init(const struct ops_config *cfg, struct err *e)
 
 void ops_shutdown(void)
 {
-	if (!ops.running)
-		return;
+	/* Exec jobs may outlive us: close the gate so none touches what we free. */
+	pthread_rwlock_wrlock(&ops.gate);
 	ops.running = false;
-	monitor_end();
+	pthread_rwlock_unlock(&ops.gate);
+	if (monitor_started)
+		monitor_end();
 	jobs_stop();
 	images_close(ops.images);
 	store_close(ops.store);

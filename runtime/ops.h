@@ -28,7 +28,7 @@
  * reported by the job itself.
  *
  * Ownership: the ops layer owns the registry, store, images and runsc
- * driver it opens in ops_init(); the accessors lend them to readers for the
+ * driver it opens in ops_open(); the accessors lend them to readers for the
  * daemon's lifetime.
  */
 #ifndef SNAPFS_OPS_H
@@ -55,14 +55,23 @@ struct ops_config {
 };
 
 /*
- * Open the registry, store, images and runsc driver, start the job
- * threads, and reconcile the registry with runsc: a sandbox the registry
- * calls running whose container is gone becomes `failed`; one left in a
- * transitional state by a crash is settled by asking runsc; snapshots left
- * pending or in_progress become `failed`; spool leftovers are removed.
+ * Take the state directory's lock, open the registry, store, images and
+ * runsc driver, and reconcile the registry with runsc and the store:
+ * snapshots left pending or in_progress become `completed` if their
+ * manifest is whole, `failed` otherwise (their data is removed); a sandbox
+ * the registry calls running whose container is gone becomes `failed`; an
+ * interrupted suspend ends `suspended` (stored) or running again (restored
+ * from its spool); an interrupted resume ends `suspended`. Starts no
+ * thread, so the daemon may fork (daemonize) after it.
  */
-int ops_init(const struct ops_config *cfg, struct err *e);
-/* Stop taking work, let running jobs finish, stop the threads. Sandboxes keep running. */
+int ops_open(const struct ops_config *cfg, struct err *e);
+/* Start the job threads and the monitor. */
+int ops_start(struct err *e);
+/*
+ * Stop taking work, let running jobs finish (exec commands still running
+ * are abandoned: their completions are dropped), stop the threads, close
+ * everything. Sandboxes keep running.
+ */
 void ops_shutdown(void);
 
 struct registry *ops_registry(void);

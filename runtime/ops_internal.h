@@ -32,7 +32,14 @@ struct ops_context {
 	struct images *images;
 	struct runsc runsc;
 	pthread_mutex_t lock;
-	bool running; /* between ops_init and ops_shutdown */
+	/*
+	 * Exec jobs are abandoned at shutdown, not joined: they hold the gate
+	 * for reading while they touch shared state after `runsc exec`
+	 * returns, and shutdown takes it for writing to clear `running`.
+	 */
+	pthread_rwlock_t gate;
+	bool running; /* between ops_start and ops_shutdown */
+	int lock_fd;  /* flock on <state>/lock */
 };
 
 extern struct ops_context ops;
@@ -51,17 +58,20 @@ struct sb_patch {
 /*
  * Under the lock: load sandbox @id and check that its state is one of
  * @allowed (a bit mask of 1u << state); if so, move it to @to and copy the
- * row (after the change) to @out. -ENOENT or -EBUSY with a sentence naming
- * @verb ("snapshot", "start", ...) otherwise. Announces the change.
+ * row as it was *before* the change to @out (so a caller can undo). -ENOENT
+ * or -EBUSY with a sentence naming @verb ("snapshot", "start", ...)
+ * otherwise. Announces the change.
  */
 int sandbox_begin(const char *id, unsigned allowed, enum sandbox_state to, const char *verb,
 		  struct sandbox *out, struct err *e);
 /* Apply @patch to sandbox @id under the lock, then announce the change. */
 int sandbox_apply(const char *id, struct sb_patch patch);
+/* The same, only while its state is in @allowed (-EBUSY otherwise, nothing changed). */
+int sandbox_apply_if(const char *id, unsigned allowed, struct sb_patch patch);
 /* Save @snap (whole row) and announce it. */
 int snapshot_save(const struct snapshot *snap);
 
-/* A job's failure: journal it under @path and set the sandbox's message. */
+/* A job's failure: journal it under <kind>/<id>/<what>; a sandbox's `error` gets it too. */
 void report_job_failure(enum ops_object kind, const char *id, const char *what,
 			const struct err *e);
 
@@ -100,7 +110,14 @@ int new_object_id(const char *prefix, char out[ID_MAX]);
 int prepare_bundle(const char *id, const char *image, const char *entrypoint, const char *env,
 		   char digest_out[DIGEST_MAX], struct err *e);
 
-/* ops_sandbox.c / ops_snapshot.c hooks used by ops_init. */
+/*
+ * Bring sandbox @sb back to running from the checkpoint still in the spool
+ * of snapshot @snap_id (a suspend whose storing failed): a fresh container
+ * id, then `runsc restore`. Updates @sb (runtime_id, pid) but not the registry.
+ */
+int restore_from_spool(struct sandbox *sb, const char *snap_id, struct err *e);
+
+/* ops_sandbox.c / ops_snapshot.c hooks used by ops_open. */
 void reconcile_sandboxes(void);
 void reconcile_snapshots(void);
 /* Mark running sandboxes whose process ended as terminated (the monitor thread). */

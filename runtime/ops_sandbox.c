@@ -121,8 +121,7 @@ int ops_sandbox_new(const struct sandbox_spec *spec, char id_out[ID_MAX], ops_do
 
 /* --- settings while created ---------------------------------------------- */
 
-static int set_field(struct sandbox *sb, enum sandbox_field field, const char *value,
-		     struct err *e)
+static int set_field(struct sandbox *sb, enum sandbox_field field, const char *value, struct err *e)
 {
 	_cleanup_free_ char *v = strdup(value);
 	if (!v)
@@ -243,14 +242,14 @@ int ops_sandbox_start(const char *id, ops_done_fn done, void *ctx, struct err *e
 	int rc = registry_sandbox_get(ops.reg, id, &sb);
 	pthread_mutex_unlock(&ops.lock);
 	if (rc == 0 && sb.state == SB_CREATED && !sb.image[0])
-		return err_set(e, EINVAL, "cannot start sandbox %s: no image set (write one to image)",
-			       id);
+		return err_set(e, EINVAL,
+			       "cannot start sandbox %s: no image set (write one to image)", id);
 	if (rc == 0 && sb.state == SB_CREATED && images_exists(ops.images, sb.image) < 0)
 		return err_set(e, ENOENT, "cannot start sandbox %s: image %s does not exist", id,
 			       sb.image);
 	if (rc == 0 && sb.gpu)
-		return err_set(e, EINVAL, "cannot start sandbox %s: GPU sandboxes are not supported yet",
-			       id);
+		return err_set(e, EINVAL,
+			       "cannot start sandbox %s: GPU sandboxes are not supported yet", id);
 	rc = sandbox_begin(id, STATE_BIT(SB_CREATED), SB_STARTING, "start", &sb, e);
 	if (rc < 0)
 		return rc;
@@ -260,40 +259,61 @@ int ops_sandbox_start(const char *id, ops_done_fn done, void *ctx, struct err *e
 
 /* --- terminate and remove ------------------------------------------------ */
 
+/* Kill and delete the container; -EIO if runsc still knows it afterwards. */
+static int stop_container(const char *runtime_id, struct err *e)
+{
+	char status[32];
+	runsc_kill(&ops.runsc, runtime_id, SIGKILL, NULL);
+	int rc = runsc_delete(&ops.runsc, runtime_id, e);
+	if (rc < 0)
+		return rc;
+	if (runsc_state(&ops.runsc, runtime_id, status, sizeof(status), NULL, NULL) != -ENOENT)
+		return err_set(e, EIO, "container %s is still %s after runsc delete", runtime_id,
+			       status);
+	return 0;
+}
+
 static void terminate_job(void *arg)
 {
 	struct sandbox_job *job = arg;
 	struct sandbox sb;
 	struct err e = {0};
-	if (registry_sandbox_get(ops.reg, job->id, &sb) == 0) {
-		runsc_kill(&ops.runsc, sb.runtime_id, SIGKILL, NULL);
-		runsc_delete(&ops.runsc, sb.runtime_id, &e);
-	}
+	int rc = registry_sandbox_get(ops.reg, job->id, &sb);
+	if (rc == 0)
+		rc = stop_container(sb.runtime_id, &e);
 	struct sb_patch p = SB_PATCH(SB_TERMINATED);
 	p.pid = 0;
 	p.restore_snapshot = "";
+	if (rc < 0) {
+		if (!e.code)
+			err_set(&e, -rc, "cannot terminate sandbox %s: %s", job->id, strerror(-rc));
+		p.state = SB_FAILED;
+		p.message = e.msg;
+		report_job_failure(OPS_OBJ_SANDBOX, job->id, "terminate", &e);
+	}
 	sandbox_apply(job->id, p);
-	complete(job->done, job->ctx, 0, NULL, 0);
+	complete(job->done, job->ctx, rc < 0 ? -e.code : 0, NULL, 0);
 	free(job);
 }
 
 int ops_sandbox_terminate(const char *id, ops_done_fn done, void *ctx, struct err *e)
 {
-	unsigned allowed = STATE_BIT(SB_CREATED) | STATE_BIT(SB_RUNNING) |
-			   STATE_BIT(SB_SUSPENDED) | STATE_BIT(SB_FAILED);
+	unsigned allowed = STATE_BIT(SB_CREATED) | STATE_BIT(SB_RUNNING) | STATE_BIT(SB_SUSPENDED) |
+			   STATE_BIT(SB_FAILED);
 	struct sandbox sb;
 	int rc = sandbox_begin(id, allowed, SB_TERMINATING, "terminate", &sb, e);
 	if (rc < 0)
 		return rc;
 	return submit_sandbox_job(JOB_LIFECYCLE, terminate_job, sandbox_job_new(id, done, ctx),
-				  SB_FAILED, e);
+				  sb.state, e);
 }
 
 int ops_sandbox_remove(const char *id, struct err *e)
 {
 	struct sandbox sb;
 	char dir[PATH_MAX];
-	unsigned removable = STATE_BIT(SB_CREATED) | STATE_BIT(SB_TERMINATED) | STATE_BIT(SB_FAILED);
+	unsigned removable =
+	    STATE_BIT(SB_CREATED) | STATE_BIT(SB_TERMINATED) | STATE_BIT(SB_FAILED);
 	pthread_mutex_lock(&ops.lock);
 	int rc = registry_sandbox_get(ops.reg, id, &sb);
 	if (rc < 0)
@@ -351,8 +371,8 @@ static int exec_result(int fd, int exit_code, struct strbuf *out)
  * the command runs then restores fine, without the command (see
  * docs/runsc-notes.md).
  */
-static int exec_in_sandbox(const char *runtime_id, const char *cmdline, int out_fd,
-			   int *exit_code, struct err *e)
+static int exec_in_sandbox(const char *runtime_id, const char *cmdline, int out_fd, int *exit_code,
+			   struct err *e)
 {
 	char hex[17], wrapped[ENTRYPOINT_MAX + 128], fetch[128];
 	int rc = random_hex(hex, 16);
@@ -371,6 +391,25 @@ static int exec_in_sandbox(const char *runtime_id, const char *cmdline, int out_
 	return runsc_exec(&ops.runsc, runtime_id, fetch, out_fd, &ignored, e);
 }
 
+/* Hand the exec's result over, unless the daemon is shutting down. */
+static void exec_finish(struct sandbox_job *job, int rc, struct err *e, struct strbuf *out)
+{
+	pthread_rwlock_rdlock(&ops.gate);
+	if (!ops.running) {
+		pthread_rwlock_unlock(&ops.gate);
+		return;
+	}
+	if (rc < 0) {
+		if (!e->code)
+			err_set(e, EIO, "exec in sandbox %s failed: %s", job->id, strerror(-rc));
+		report_job_failure(OPS_OBJ_SANDBOX, job->id, "exec", e);
+		complete(job->done, job->ctx, -e->code, e->msg, strlen(e->msg));
+	} else {
+		complete(job->done, job->ctx, 0, out->buf, out->len);
+	}
+	pthread_rwlock_unlock(&ops.gate);
+}
+
 static void exec_job(void *arg)
 {
 	struct sandbox_job *job = arg;
@@ -387,18 +426,12 @@ static void exec_job(void *arg)
 		unlink(path);
 		rc = exec_in_sandbox(sb.runtime_id, job->cmdline, fd, &exit_code, &e);
 	} else if (rc >= 0) {
-		rc = err_set(&e, errno, "cannot create the output file of exec: %s", strerror(errno));
+		rc = err_set(&e, errno, "cannot create the output file of exec: %s",
+			     strerror(errno));
 	}
 	if (rc >= 0)
 		rc = exec_result(fd, exit_code, &out);
-	if (rc < 0) {
-		if (!e.code)
-			err_set(&e, EIO, "exec in sandbox %s failed: %s", job->id, strerror(-rc));
-		report_job_failure(OPS_OBJ_SANDBOX, job->id, "exec", &e);
-		complete(job->done, job->ctx, -e.code, e.msg, strlen(e.msg));
-	} else {
-		complete(job->done, job->ctx, 0, out.buf, out.len);
-	}
+	exec_finish(job, rc, &e, &out);
 	free(job);
 }
 
@@ -449,47 +482,98 @@ int ops_sandbox_wait(const char *id, ops_done_fn done, void *ctx, struct err *e)
 
 /* --- start-up reconciliation --------------------------------------------- */
 
+/* The newest suspend snapshot of @sandbox_id: the one an interrupted suspend was taking. */
+static int newest_suspend_cb(const struct snapshot *snap, void *arg)
+{
+	struct snapshot *newest = arg;
+	if (snap->kind == SNAP_KIND_SUSPEND)
+		*newest = *snap;
+	return 0;
+}
+
+/* A suspend interrupted by a crash: stored means suspended, else run it again. */
+static void reconcile_suspend(struct sandbox *sb, bool alive)
+{
+	struct snapshot snap = {0};
+	struct err e = {0};
+	registry_snapshot_each_of_sandbox(ops.reg, sb->id, newest_suspend_cb, &snap);
+	if (snap.id[0] && snap.state == SNAP_COMPLETED) {
+		if (alive)
+			runsc_delete(&ops.runsc, sb->runtime_id, NULL);
+		sb->state = SB_SUSPENDED;
+		snprintf(sb->restore_snapshot, sizeof(sb->restore_snapshot), "%s", snap.id);
+		sb->pid = 0;
+	} else if (alive) {
+		sb->state = SB_RUNNING; /* the checkpoint never stopped it */
+	} else if (snap.id[0] && restore_from_spool(sb, snap.id, &e) == 0) {
+		sb->state = SB_RUNNING;
+		snprintf(
+		    sb->message, sizeof(sb->message),
+		    "the suspend was interrupted; the sandbox was restored from its checkpoint");
+	} else {
+		sb->state = SB_FAILED;
+		sb->pid = 0;
+		snprintf(
+		    sb->message, sizeof(sb->message),
+		    "sandbox %s was suspending when snapfs stopped and cannot be restored%s%.600s",
+		    sb->id, e.code ? ": " : "", e.msg);
+	}
+}
+
 /* What a sandbox the registry left in @sb->state became while snapfs was down. */
 static void reconcile_one(struct sandbox *sb)
 {
 	char status[32] = "";
 	pid_t pid = 0;
-	int rc = runsc_state(&ops.runsc, sb->runtime_id, status, sizeof(status), &pid, NULL);
-	bool alive = rc == 0 && !strcmp(status, "running");
 	enum sandbox_state was = sb->state;
 	if (was == SB_SUSPENDED || was == SB_CREATED || was == SB_TERMINATED || was == SB_FAILED)
 		return;
-	if (alive && was != SB_TERMINATING) {
-		sb->state = SB_RUNNING;
-		sb->pid = pid;
-	} else if (was == SB_TERMINATING) {
+	int rc = runsc_state(&ops.runsc, sb->runtime_id, status, sizeof(status), &pid, NULL);
+	bool alive = rc == 0 && !strcmp(status, "running");
+	sb->pid = alive ? pid : 0;
+	if (was == SB_TERMINATING) {
+		stop_container(sb->runtime_id, NULL);
 		sb->state = SB_TERMINATED;
+	} else if (was == SB_SUSPENDING) {
+		reconcile_suspend(sb, alive);
+	} else if (was == SB_RESUMING && !alive) {
+		runsc_delete(&ops.runsc, sb->runtime_id, NULL);
+		sb->state = SB_SUSPENDED; /* a failed resume can be tried again */
+	} else if (alive) {
+		sb->state = SB_RUNNING;
 	} else {
+		runsc_delete(&ops.runsc, sb->runtime_id, NULL);
 		sb->state = SB_FAILED;
 		snprintf(sb->message, sizeof(sb->message),
-			 "sandbox %s was %s and its container is %s after a daemon restart",
-			 sb->id, sandbox_state_name(was), rc == 0 ? status : "gone");
+			 "sandbox %s was %s and its container is %s after a daemon restart", sb->id,
+			 sandbox_state_name(was), rc == 0 ? status : "gone");
 	}
-	if (sb->state != was || sb->pid != pid)
-		registry_sandbox_update(ops.reg, sb);
+	registry_sandbox_update(ops.reg, sb);
 }
 
-static int reconcile_cb(const struct sandbox *sb, void *arg)
+static int collect_ids(const struct sandbox *sb, void *arg)
 {
-	struct sandbox copy = *sb;
-	(void)arg;
-	reconcile_one(&copy);
-	return 0;
+	return strbuf_addf(arg, "%s\n", sb->id);
 }
 
+/* Walk ids collected first: runsc runs outside the registry walk. */
 void reconcile_sandboxes(void)
 {
-	registry_sandbox_each(ops.reg, reconcile_cb, NULL);
+	_cleanup_strbuf_ struct strbuf ids = STRBUF_INIT;
+	registry_sandbox_each(ops.reg, collect_ids, &ids);
+	if (!ids.len)
+		return;
+	char *save = NULL;
+	for (char *id = strtok_r(ids.buf, "\n", &save); id; id = strtok_r(NULL, "\n", &save)) {
+		struct sandbox sb;
+		if (registry_sandbox_get(ops.reg, id, &sb) == 0)
+			reconcile_one(&sb);
+	}
 }
 
 /* --- the monitor: sandboxes whose process ended on its own ---------------- */
 
-static int collect_running(const struct sandbox *sb, void *arg)
+static int collect_exited(const struct sandbox *sb, void *arg)
 {
 	struct strbuf *ids = arg;
 	if (sb->state == SB_RUNNING && sb->pid > 0 && kill(sb->pid, 0) < 0 && errno == ESRCH)
@@ -511,22 +595,18 @@ static void mark_exited(const char *id)
 	rc = runsc_state(&ops.runsc, sb.runtime_id, status, sizeof(status), &pid, NULL);
 	if (rc == 0 && !strcmp(status, "running") && pid != sb.pid)
 		return;
-	runsc_delete(&ops.runsc, sb.runtime_id, NULL);
 	struct sb_patch p = SB_PATCH(SB_TERMINATED);
 	p.pid = 0;
 	p.message = "the sandbox's process exited";
 	/* Only if nothing else moved it meanwhile: a job owns transitional states. */
-	pthread_mutex_lock(&ops.lock);
-	rc = registry_sandbox_get(ops.reg, id, &sb);
-	pthread_mutex_unlock(&ops.lock);
-	if (rc == 0 && sb.state == SB_RUNNING)
-		sandbox_apply(id, p);
+	if (sandbox_apply_if(id, STATE_BIT(SB_RUNNING), p) == 0)
+		runsc_delete(&ops.runsc, sb.runtime_id, NULL);
 }
 
 void monitor_sandboxes(void)
 {
 	_cleanup_strbuf_ struct strbuf ids = STRBUF_INIT;
-	registry_sandbox_each(ops.reg, collect_running, &ids);
+	registry_sandbox_each(ops.reg, collect_exited, &ids);
 	if (!ids.len)
 		return;
 	char *save = NULL;

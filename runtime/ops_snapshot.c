@@ -66,6 +66,19 @@ static void snapshot_fail(struct snapshot *snap, struct snap_job *job, const str
 	complete(job->done, job->ctx, -(e->code ? e->code : EIO), NULL, 0);
 }
 
+/* The same when the row could not be read: fail it by id. Frees @job. */
+static void snapshot_fail_id(struct snap_job *job, const struct err *e)
+{
+	struct snapshot snap;
+	if (registry_snapshot_get(ops.reg, job->snap_id, &snap) < 0) {
+		complete(job->done, job->ctx, -(e->code ? e->code : EIO), NULL, 0);
+		free(job);
+		return;
+	}
+	snapshot_fail(&snap, job, e);
+	free(job);
+}
+
 /* --- checkpoint ------------------------------------------------------------ */
 
 /* Resident memory of the sandbox process: what its checkpoint will need at most. */
@@ -95,6 +108,7 @@ static void sandbox_after_failed_checkpoint(const char *id, const char *runtime_
 }
 
 static void store_job(void *arg);
+static void store_failed(struct snap_job *job, struct snapshot *snap, struct err *e);
 
 static void checkpoint_job(void *arg)
 {
@@ -106,8 +120,11 @@ static void checkpoint_job(void *arg)
 	bool leave_running = job->kind == SNAP_KIND_SNAPSHOT;
 	if (registry_snapshot_get(ops.reg, job->snap_id, &snap) < 0 ||
 	    registry_sandbox_get(ops.reg, job->sandbox_id, &sb) < 0) {
-		complete(job->done, job->ctx, -ENOENT, NULL, 0);
-		free(job);
+		/* Only a broken registry gets here: leave nothing transitional. */
+		err_set(&e, EIO, "cannot read snapshot %s or sandbox %s from the registry",
+			job->snap_id, job->sandbox_id);
+		sandbox_apply(job->sandbox_id, SB_PATCH(SB_RUNNING));
+		snapshot_fail_id(job, &e);
 		return;
 	}
 	snap.state = SNAP_IN_PROGRESS;
@@ -137,8 +154,7 @@ static void checkpoint_job(void *arg)
 	rc = jobs_submit(JOB_STORE, store_job, job);
 	if (rc < 0) {
 		err_set(&e, -rc, "cannot queue the storing of snapshot %s", snap.id);
-		snapshot_fail(&snap, job, &e);
-		free(job);
+		store_failed(job, &snap, &e);
 	}
 }
 
@@ -182,14 +198,42 @@ static void keep_spool_as_cache(const char *snap_id)
 		rm_rf(spool);
 }
 
-static void finish_suspend(const struct snap_job *job, bool stored, const struct err *e)
+/*
+ * A suspend whose snapshot could not be stored: its container is gone, but
+ * the checkpoint is still in the spool, so run the sandbox again from it
+ * rather than lose it.
+ */
+static void suspend_not_stored(const struct snap_job *job, const struct err *why)
 {
-	struct sb_patch p = SB_PATCH(stored ? SB_SUSPENDED : SB_FAILED);
-	if (stored)
-		p.restore_snapshot = job->snap_id;
-	else
-		p.message = e->msg;
+	struct sandbox sb;
+	struct err e = {0};
+	char msg[MESSAGE_MAX];
+	int rc = registry_sandbox_get(ops.reg, job->sandbox_id, &sb);
+	if (rc == 0)
+		rc = restore_from_spool(&sb, job->snap_id, &e);
+	struct sb_patch p = SB_PATCH(rc == 0 ? SB_RUNNING : SB_FAILED);
+	snprintf(msg, sizeof(msg), "suspend failed: %.400s; %s%.400s", why->msg,
+		 rc == 0 ? "the sandbox runs again" : "the sandbox could not be restored: ",
+		 rc == 0 ? "" : e.msg);
+	p.message = msg;
+	if (rc == 0) {
+		p.runtime_id = sb.runtime_id;
+		p.pid = sb.pid;
+	}
 	sandbox_apply(job->sandbox_id, p);
+}
+
+static void store_failed(struct snap_job *job, struct snapshot *snap, struct err *e)
+{
+	char spool[PATH_MAX];
+	if (!e->code)
+		err_set(e, EIO, "cannot store snapshot %s", job->snap_id);
+	if (job->kind == SNAP_KIND_SUSPEND)
+		suspend_not_stored(job, e);
+	spool_path(job->snap_id, spool, sizeof(spool));
+	rm_rf(spool);
+	snapshot_fail(snap, job, e);
+	free(job);
 }
 
 static void store_job(void *arg)
@@ -199,24 +243,22 @@ static void store_job(void *arg)
 	struct store_put_result res = {0};
 	struct err e = {0};
 	char spool[PATH_MAX];
-	int rc = registry_snapshot_get(ops.reg, job->snap_id, &snap);
-	cJSON *meta = rc == 0 ? snapshot_meta(&snap) : NULL;
+	if (registry_snapshot_get(ops.reg, job->snap_id, &snap) < 0) {
+		err_set(&e, EIO, "cannot read snapshot %s from the registry", job->snap_id);
+		if (job->kind == SNAP_KIND_SUSPEND)
+			suspend_not_stored(job, &e);
+		snapshot_fail_id(job, &e);
+		return;
+	}
+	cJSON *meta = snapshot_meta(&snap);
+	int rc = meta ? 0 : err_set(&e, ENOMEM, "cannot build the manifest of %s", snap.id);
 	spool_path(job->snap_id, spool, sizeof(spool));
-	if (rc == 0 && !meta)
-		rc = err_set(&e, ENOMEM, "cannot build the manifest of snapshot %s", job->snap_id);
 	if (rc == 0)
 		rc = store_put_snapshot(ops.store, snap.id, spool, meta, store_progress, snap.id,
 					&res, &e);
 	cJSON_Delete(meta);
 	if (rc < 0) {
-		if (!e.code)
-			err_set(&e, EIO, "cannot store snapshot %s: %s", job->snap_id,
-				strerror(-rc));
-		rm_rf(spool);
-		if (job->kind == SNAP_KIND_SUSPEND)
-			finish_suspend(job, false, &e);
-		snapshot_fail(&snap, job, &e);
-		free(job);
+		store_failed(job, &snap, &e);
 		return;
 	}
 	keep_spool_as_cache(snap.id);
@@ -227,8 +269,11 @@ static void store_job(void *arg)
 	snap.stored_bytes = res.stored_bytes;
 	progress_clear(snap.id);
 	snapshot_save(&snap);
-	if (job->kind == SNAP_KIND_SUSPEND)
-		finish_suspend(job, true, NULL);
+	if (job->kind == SNAP_KIND_SUSPEND) {
+		struct sb_patch p = SB_PATCH(SB_SUSPENDED);
+		p.restore_snapshot = job->snap_id;
+		sandbox_apply(job->sandbox_id, p);
+	}
 	complete(job->done, job->ctx, 0, NULL, 0);
 	free(job);
 }
@@ -310,10 +355,13 @@ static int begin_checkpoint(const char *id, enum snapshot_kind kind, const char 
 	if (rc == 0)
 		rc = jobs_submit(JOB_CHECKPOINT, checkpoint_job, job);
 	if (rc < 0) {
-		free(job);
-		sandbox_apply(id, SB_PATCH(SB_RUNNING));
 		if (!e->code)
 			err_set(e, -rc, "cannot %s sandbox %s: %s", verb, id, strerror(-rc));
+		if (job) {		  /* the snapshot row exists: it must not stay pending */
+			job->done = NULL; /* the caller answers the refusal itself */
+			snapshot_fail_id(job, e);
+		}
+		sandbox_apply(id, SB_PATCH(SB_RUNNING));
 	}
 	return rc;
 }
@@ -357,6 +405,75 @@ static int materialize(const char *snap_id, char *dir, size_t len, struct err *e
 	return 0;
 }
 
+/*
+ * Snapshots in use: forks and resumes still restoring from one, or a delete
+ * under way. A delete waits for no restore (it is refused with EBUSY while
+ * one runs) and a fork of a snapshot being deleted is refused, so a restore
+ * never reads data a delete is removing. Guarded by ops.lock.
+ */
+struct snapshot_use {
+	char id[ID_MAX];
+	unsigned restores;
+	bool deleting;
+	struct snapshot_use *next;
+};
+
+static struct snapshot_use *snapshot_uses;
+
+static struct snapshot_use *snapshot_use_get(const char *id, bool create)
+{
+	for (struct snapshot_use *u = snapshot_uses; u; u = u->next)
+		if (!strcmp(u->id, id))
+			return u;
+	struct snapshot_use *u = create ? calloc(1, sizeof(*u)) : NULL;
+	if (u) {
+		snprintf(u->id, sizeof(u->id), "%s", id);
+		u->next = snapshot_uses;
+		snapshot_uses = u;
+	}
+	return u;
+}
+
+static void snapshot_use_drop_if_idle(const char *id)
+{
+	for (struct snapshot_use **pp = &snapshot_uses; *pp; pp = &(*pp)->next) {
+		struct snapshot_use *u = *pp;
+		if (strcmp(u->id, id) != 0)
+			continue;
+		if (!u->restores && !u->deleting) {
+			*pp = u->next;
+			free(u);
+		}
+		return;
+	}
+}
+
+/* Count a restore from @id; -ENOENT while it is being deleted. */
+static int snapshot_restore_begin(const char *id, struct err *e)
+{
+	int rc = 0;
+	pthread_mutex_lock(&ops.lock);
+	struct snapshot_use *u = snapshot_use_get(id, true);
+	if (!u)
+		rc = err_set(e, ENOMEM, "out of memory");
+	else if (u->deleting)
+		rc = err_set(e, ENOENT, "snapshot %s is being deleted", id);
+	else
+		u->restores++;
+	pthread_mutex_unlock(&ops.lock);
+	return rc;
+}
+
+static void snapshot_restore_end(const char *id)
+{
+	pthread_mutex_lock(&ops.lock);
+	struct snapshot_use *u = snapshot_use_get(id, false);
+	if (u && u->restores)
+		u->restores--;
+	snapshot_use_drop_if_idle(id);
+	pthread_mutex_unlock(&ops.lock);
+}
+
 struct restore_job {
 	char sandbox_id[ID_MAX];
 	char snap_id[ID_MAX];
@@ -365,26 +482,54 @@ struct restore_job {
 	void *ctx;
 };
 
+/* Bundle for @sandbox_id from @snap's image and spec, then `runsc restore` from @image_dir. */
+static int restore_image(const char *sandbox_id, const struct snapshot *snap, const char *image_dir,
+			 const char *runtime_id, char digest[DIGEST_MAX], struct err *e)
+{
+	char bundle[PATH_MAX], log[PATH_MAX];
+	const char *entry = snap->entrypoint[0] ? snap->entrypoint : OPS_DEFAULT_ENTRYPOINT;
+	int rc = prepare_bundle(sandbox_id, snap->image, entry, snap->env, digest, e);
+	if (rc < 0)
+		return rc;
+	sandbox_path(sandbox_id, "bundle", bundle, sizeof(bundle));
+	sandbox_path(sandbox_id, "console.log", log, sizeof(log));
+	rc = runsc_restore(&ops.runsc, runtime_id, bundle, image_dir, log, e);
+	if (rc < 0)
+		runsc_delete(&ops.runsc, runtime_id, NULL);
+	return rc;
+}
+
+int restore_from_spool(struct sandbox *sb, const char *snap_id, struct err *e)
+{
+	struct snapshot snap;
+	char spool[PATH_MAX], digest[DIGEST_MAX], status[32];
+	if (registry_snapshot_get(ops.reg, snap_id, &snap) < 0)
+		return err_set(e, ENOENT, "snapshot %s no longer exists", snap_id);
+	spool_path(snap_id, spool, sizeof(spool));
+	if (access(spool, F_OK) < 0)
+		return err_set(e, ENOENT, "the checkpoint of %s is no longer in the spool",
+			       snap_id);
+	int rc = runsc_new_container_id(sb->runtime_id);
+	if (rc < 0)
+		return err_set(e, -rc, "cannot make a container id: %s", strerror(-rc));
+	rc = restore_image(sb->id, &snap, spool, sb->runtime_id, digest, e);
+	if (rc == 0)
+		runsc_state(&ops.runsc, sb->runtime_id, status, sizeof(status), &sb->pid, NULL);
+	return rc;
+}
+
 static int restore_container(const struct restore_job *job, const char *runtime_id,
 			     char digest[DIGEST_MAX], struct err *e)
 {
-	char image_dir[PATH_MAX], bundle[PATH_MAX], log[PATH_MAX];
+	char image_dir[PATH_MAX];
 	struct snapshot snap;
 	if (registry_snapshot_get(ops.reg, job->snap_id, &snap) < 0)
 		return err_set(e, ENOENT, "snapshot %s no longer exists", job->snap_id);
 	/* Held from before the check that it is there until runsc has read it. */
 	cache_hold(snap.id);
 	int rc = materialize(snap.id, image_dir, sizeof(image_dir), e);
-	const char *entry = snap.entrypoint[0] ? snap.entrypoint : OPS_DEFAULT_ENTRYPOINT;
 	if (rc == 0)
-		rc = prepare_bundle(job->sandbox_id, snap.image, entry, snap.env, digest, e);
-	if (rc == 0) {
-		sandbox_path(job->sandbox_id, "bundle", bundle, sizeof(bundle));
-		sandbox_path(job->sandbox_id, "console.log", log, sizeof(log));
-		rc = runsc_restore(&ops.runsc, runtime_id, bundle, image_dir, log, e);
-		if (rc < 0)
-			runsc_delete(&ops.runsc, runtime_id, NULL);
-	}
+		rc = restore_image(job->sandbox_id, &snap, image_dir, runtime_id, digest, e);
 	cache_release(snap.id);
 	cache_trim();
 	return rc;
@@ -396,12 +541,22 @@ static void restore_job_run(void *arg)
 	struct err e = {0};
 	char runtime_id[RUNTIME_ID_MAX], digest[DIGEST_MAX] = "", status[32];
 	pid_t pid = 0;
-	/* A resumed sandbox gets a fresh container id: the old one may linger in runsc's root. */
+	/*
+	 * A fresh container id every time (runsc refuses one it still knows),
+	 * recorded before the restore, so a crash in between leaves no
+	 * container the registry cannot name.
+	 */
 	int rc = runsc_new_container_id(runtime_id);
+	if (rc == 0) {
+		struct sb_patch id_only = SB_PATCH(job->resume ? SB_RESUMING : SB_STARTING);
+		id_only.runtime_id = runtime_id;
+		rc = sandbox_apply(job->sandbox_id, id_only);
+	}
 	if (rc == 0)
 		rc = restore_container(job, runtime_id, digest, &e);
 	if (rc == 0)
 		runsc_state(&ops.runsc, runtime_id, status, sizeof(status), &pid, NULL);
+	snapshot_restore_end(job->snap_id);
 	struct sb_patch p = SB_PATCH(SB_RUNNING);
 	if (rc < 0) {
 		if (!e.code)
@@ -413,7 +568,6 @@ static void restore_job_run(void *arg)
 		report_job_failure(OPS_OBJ_SANDBOX, job->sandbox_id,
 				   job->resume ? "resume" : "start", &e);
 	} else {
-		p.runtime_id = runtime_id;
 		p.image_digest = digest;
 		p.pid = pid;
 		if (job->resume)
@@ -428,8 +582,11 @@ static int submit_restore(const char *sandbox_id, const char *snap_id, bool resu
 			  ops_done_fn done, void *ctx, struct err *e)
 {
 	struct restore_job *job = calloc(1, sizeof(*job));
-	if (!job)
+	if (!job) {
+		snapshot_restore_end(snap_id);
+		sandbox_apply(sandbox_id, SB_PATCH(resume ? SB_SUSPENDED : SB_FAILED));
 		return err_set(e, ENOMEM, "out of memory");
+	}
 	snprintf(job->sandbox_id, sizeof(job->sandbox_id), "%s", sandbox_id);
 	snprintf(job->snap_id, sizeof(job->snap_id), "%s", snap_id);
 	job->resume = resume;
@@ -437,11 +594,12 @@ static int submit_restore(const char *sandbox_id, const char *snap_id, bool resu
 	job->ctx = ctx;
 	int rc = jobs_submit(JOB_LIFECYCLE, restore_job_run, job);
 	if (rc < 0) {
+		err_set(e, -rc, "cannot queue the restore: %s", strerror(-rc));
 		free(job);
+		snapshot_restore_end(snap_id);
 		sandbox_apply(sandbox_id, SB_PATCH(resume ? SB_SUSPENDED : SB_FAILED));
-		return err_set(e, -rc, "cannot queue the restore: %s", strerror(-rc));
 	}
-	return 0;
+	return rc;
 }
 
 int ops_sandbox_resume(const char *id, ops_done_fn done, void *ctx, struct err *e)
@@ -450,6 +608,11 @@ int ops_sandbox_resume(const char *id, ops_done_fn done, void *ctx, struct err *
 	int rc = sandbox_begin(id, STATE_BIT(SB_SUSPENDED), SB_RESUMING, "resume", &sb, e);
 	if (rc < 0)
 		return rc;
+	rc = snapshot_restore_begin(sb.restore_snapshot, e);
+	if (rc < 0) {
+		sandbox_apply(id, SB_PATCH(SB_SUSPENDED));
+		return rc;
+	}
 	return submit_restore(id, sb.restore_snapshot, true, done, ctx, e);
 }
 
@@ -507,10 +670,12 @@ int ops_snapshot_fork(const char *snap_id, char id_out[ID_MAX], ops_done_fn done
 	if (rc < 0)
 		return rc;
 	rc = new_object_id("sbx-", sb.id);
-	if (rc == 0)
-		rc = runsc_new_container_id(sb.runtime_id);
 	if (rc < 0)
 		return err_set(e, -rc, "cannot make a sandbox id: %s", strerror(-rc));
+	rc = snapshot_restore_begin(snap_id, e);
+	if (rc < 0)
+		return rc;
+	/* runtime_id stays empty: the restore job picks and records one. */
 	memcpy(sb.image, snap.image, sizeof(sb.image));
 	memcpy(sb.entrypoint, snap.entrypoint, sizeof(sb.entrypoint));
 	memcpy(sb.env, snap.env, sizeof(sb.env));
@@ -521,8 +686,10 @@ int ops_snapshot_fork(const char *snap_id, char id_out[ID_MAX], ops_done_fn done
 	pthread_mutex_lock(&ops.lock);
 	rc = registry_sandbox_insert(ops.reg, &sb);
 	pthread_mutex_unlock(&ops.lock);
-	if (rc < 0)
+	if (rc < 0) {
+		snapshot_restore_end(snap_id);
 		return err_set(e, EIO, "cannot record the fork of %s: %s", snap_id, strerror(-rc));
+	}
 	memcpy(id_out, sb.id, ID_MAX);
 	announce(OPS_OBJ_SANDBOX, sb.id, "starting", NULL);
 	notify(OPS_OBJ_LIST, sb.id);
@@ -537,6 +704,16 @@ struct delete_job {
 	ops_done_fn done;
 	void *ctx;
 };
+
+static void delete_end(const char *snap_id)
+{
+	pthread_mutex_lock(&ops.lock);
+	struct snapshot_use *u = snapshot_use_get(snap_id, false);
+	if (u)
+		u->deleting = false;
+	snapshot_use_drop_if_idle(snap_id);
+	pthread_mutex_unlock(&ops.lock);
+}
 
 static void delete_job_run(void *arg)
 {
@@ -559,6 +736,7 @@ static void delete_job_run(void *arg)
 	} else {
 		announce(OPS_OBJ_SNAPSHOT, job->snap_id, "deleted", NULL);
 	}
+	delete_end(job->snap_id);
 	complete(job->done, job->ctx, rc < 0 ? -e.code : 0, NULL, 0);
 	free(job);
 }
@@ -567,10 +745,20 @@ int ops_snapshot_delete(const char *snap_id, ops_done_fn done, void *ctx, struct
 {
 	struct snapshot snap;
 	bool pinned = false;
+	struct snapshot_use *use = NULL;
 	pthread_mutex_lock(&ops.lock);
 	int rc = registry_snapshot_get(ops.reg, snap_id, &snap);
 	if (rc == 0)
 		rc = registry_snapshot_pinned(ops.reg, snap_id, &pinned);
+	if (rc == 0 && !pinned && snap.state != SNAP_PENDING && snap.state != SNAP_IN_PROGRESS)
+		use = snapshot_use_get(snap_id, true);
+	if (use && (use->restores || use->deleting)) {
+		pthread_mutex_unlock(&ops.lock);
+		return err_set(e, EBUSY, "cannot delete snapshot %s: %s", snap_id,
+			       use->deleting ? "it is being deleted" : "a fork of it is starting");
+	}
+	if (use)
+		use->deleting = true;
 	pthread_mutex_unlock(&ops.lock);
 	if (rc == -ENOENT)
 		return err_set(e, ENOENT, "snapshot %s does not exist", snap_id);
@@ -584,14 +772,17 @@ int ops_snapshot_delete(const char *snap_id, ops_done_fn done, void *ctx, struct
 			       "cannot delete snapshot %s: suspended sandbox %s needs it to resume",
 			       snap_id, snap.sandbox_id);
 	struct delete_job *job = calloc(1, sizeof(*job));
-	if (!job)
+	if (!job) {
+		delete_end(snap_id);
 		return err_set(e, ENOMEM, "out of memory");
+	}
 	snprintf(job->snap_id, sizeof(job->snap_id), "%s", snap_id);
 	job->done = done;
 	job->ctx = ctx;
 	rc = jobs_submit(JOB_LIFECYCLE, delete_job_run, job);
 	if (rc < 0) {
 		free(job);
+		delete_end(snap_id);
 		return err_set(e, -rc, "cannot queue the delete: %s", strerror(-rc));
 	}
 	return 0;
@@ -652,26 +843,39 @@ static void sizes_from_manifest(const char *json, struct snapshot *snap)
 	cJSON_Delete(m);
 }
 
-static int reconcile_snapshot_cb(const struct snapshot *s, void *arg)
+/*
+ * One snapshot after a restart. The manifest is written last, so it decides:
+ * an interrupted snapshot with a manifest is whole; one without failed, and
+ * what it stored is removed. A completed row without a manifest was being
+ * deleted: the delete is finished.
+ */
+static void reconcile_snapshot(struct snapshot *snap)
 {
 	_cleanup_free_ char *manifest = NULL;
-	(void)arg;
-	if (s->state != SNAP_PENDING && s->state != SNAP_IN_PROGRESS)
-		return 0;
-	struct snapshot snap = *s;
-	/* The manifest is written last: if it is there, the snapshot is whole. */
-	if (store_get_manifest(ops.store, snap.id, &manifest, NULL) == 0) {
-		snap.state = SNAP_COMPLETED;
-		sizes_from_manifest(manifest, &snap);
-	} else {
-		snap.state = SNAP_FAILED;
-		snprintf(snap.message, sizeof(snap.message),
-			 "snapshot %s was interrupted: snapfs stopped while it was %s", snap.id,
-			 snapshot_state_name(s->state));
+	bool stored = store_get_manifest(ops.store, snap->id, &manifest, NULL) == 0;
+	enum snapshot_state was = snap->state;
+	if (was == SNAP_COMPLETED && !stored) {
+		registry_snapshot_delete(ops.reg, snap->id);
+		return;
 	}
-	snap.completed_at = now_ms();
-	registry_snapshot_update(ops.reg, &snap);
-	return 0;
+	if (was != SNAP_PENDING && was != SNAP_IN_PROGRESS)
+		return;
+	snap->state = stored ? SNAP_COMPLETED : SNAP_FAILED;
+	snap->completed_at = now_ms();
+	if (stored)
+		sizes_from_manifest(manifest, snap);
+	if (!stored) {
+		store_delete_snapshot(ops.store, snap->id, NULL);
+		snprintf(snap->message, sizeof(snap->message),
+			 "snapshot %s was interrupted: snapfs stopped while it was %s", snap->id,
+			 snapshot_state_name(was));
+	}
+	registry_snapshot_update(ops.reg, snap);
+}
+
+static int collect_snapshot_ids(const struct snapshot *snap, void *arg)
+{
+	return strbuf_addf(arg, "%s\n", snap->id);
 }
 
 /* A cache entry stays if its snapshot is still known and completed. */
@@ -682,10 +886,19 @@ static bool cache_entry_wanted(const char *snap_id, void *arg)
 	return registry_snapshot_get(ops.reg, snap_id, &snap) == 0 && snap.state == SNAP_COMPLETED;
 }
 
+/* Walk ids collected first: store reads run outside the registry walk. */
 void reconcile_snapshots(void)
 {
+	_cleanup_strbuf_ struct strbuf ids = STRBUF_INIT;
 	struct err e = {0};
-	registry_snapshot_each(ops.reg, reconcile_snapshot_cb, NULL);
+	registry_snapshot_each(ops.reg, collect_snapshot_ids, &ids);
+	char *save = NULL;
+	for (char *id = ids.len ? strtok_r(ids.buf, "\n", &save) : NULL; id;
+	     id = strtok_r(NULL, "\n", &save)) {
+		struct snapshot snap;
+		if (registry_snapshot_get(ops.reg, id, &snap) == 0)
+			reconcile_snapshot(&snap);
+	}
 	/* Nothing is being stored yet, so packs no manifest lists are garbage. */
 	int n = store_collect(ops.store, NULL, 0, &e);
 	if (n > 0)

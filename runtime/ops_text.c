@@ -23,14 +23,16 @@ struct metric_counts {
 static int count_sandbox(const struct sandbox *sb, void *arg)
 {
 	struct metric_counts *c = arg;
-	c->sandboxes[sb->state]++;
+	if ((unsigned)sb->state < ARRAY_SIZE(c->sandboxes))
+		c->sandboxes[sb->state]++;
 	return 0;
 }
 
 static int count_snapshot(const struct snapshot *snap, void *arg)
 {
 	struct metric_counts *c = arg;
-	c->snapshots[snap->state]++;
+	if ((unsigned)snap->state < ARRAY_SIZE(c->snapshots))
+		c->snapshots[snap->state]++;
 	if (snap->state != SNAP_COMPLETED)
 		return 0;
 	c->size_bytes += snap->size_bytes;
@@ -96,9 +98,10 @@ int ops_metrics_text(struct strbuf *out)
 		      "Bytes the completed snapshots added to the store when they were taken.");
 	strbuf_addf(out, "snapfs_snapshot_stored_bytes %lld\n", (long long)c.stored_bytes);
 	store_metrics(out);
-	metric_header(out, "snapfs_snapshot_pause_seconds_sum", "gauge",
-		      "Total time sandboxes were paused by completed snapshots.");
+	metric_header(out, "snapfs_snapshot_pause_seconds", "summary",
+		      "Time sandboxes were paused by completed snapshots.");
 	strbuf_addf(out, "snapfs_snapshot_pause_seconds_sum %.3f\n", (double)c.pause_ms_sum / 1000);
+	strbuf_addf(out, "snapfs_snapshot_pause_seconds_count %lld\n", (long long)c.pause_count);
 	metric_header(out, "snapfs_jobs", "gauge", "Jobs queued or running, by queue.");
 	for (int k = 0; k < JOB_KINDS; k++)
 		strbuf_addf(out, "snapfs_jobs{queue=\"%s\"} %u\n", jobs_kind_name(k),

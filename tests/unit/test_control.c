@@ -99,6 +99,24 @@ static void test_line_too_long(void)
 	free(big);
 }
 
+static void test_line_too_long_keeps_the_rest(void)
+{
+	struct ctl_lines cl = {0};
+	struct seen s = {0};
+	const size_t big_len = CTL_LINE_MAX + 1;
+	char *data = malloc(big_len + 32);
+	memcpy(data, "A=1\n", 4);
+	memset(data + 4, 'a', big_len);
+	snprintf(data + 4 + big_len, 32, "\nB=2\nC");
+
+	/* The line too long is dropped alone; the write still answers EFBIG. */
+	CHECK(feed(&cl, data, &s) == -EFBIG);
+	CHECK_STR(s.text, "A=1|B=2|");
+	CHECK(ctl_lines_flush(&cl, collect, &s) == 0);
+	CHECK_STR(s.text, "A=1|B=2|C|");
+	free(data);
+}
+
 static void test_callback_error_stops(void)
 {
 	struct ctl_lines cl = {0};
@@ -205,6 +223,7 @@ int main(void)
 	test_empty_line_and_crlf();
 	test_trailing_line_at_flush();
 	test_line_too_long();
+	test_line_too_long_keeps_the_rest();
 	test_callback_error_stops();
 	test_words();
 	test_unknown_words();
