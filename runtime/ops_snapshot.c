@@ -253,6 +253,7 @@ static void store_job(void *arg)
 	cJSON *meta = snapshot_meta(&snap);
 	int rc = meta ? 0 : err_set(&e, ENOMEM, "cannot build the manifest of %s", snap.id);
 	spool_path(job->snap_id, spool, sizeof(spool));
+	int64_t t0 = mono_ms();
 	if (rc == 0)
 		rc = store_put_snapshot(ops.store, snap.id, spool, meta, store_progress, snap.id,
 					&res, &e);
@@ -261,6 +262,9 @@ static void store_job(void *arg)
 		store_failed(job, &snap, &e);
 		return;
 	}
+	info("stored snapshot %s: %lld MiB, %lld MiB new in the store, in %lld ms", snap.id,
+	     (long long)(res.size_bytes >> 20), (long long)(res.stored_bytes >> 20),
+	     (long long)(mono_ms() - t0));
 	keep_spool_as_cache(snap.id);
 	cache_trim();
 	snap.state = SNAP_COMPLETED;
@@ -394,11 +398,15 @@ static int materialize(const char *snap_id, char *dir, size_t len, struct err *e
 		return 0;
 	random_hex(hex, 8);
 	snprintf(tmp, sizeof(tmp), "%s.tmp-%s", dir, hex);
+	int64_t t0 = mono_ms();
 	rc = store_get_snapshot(ops.store, snap_id, tmp, e);
 	if (rc < 0) {
 		rm_rf(tmp);
 		return rc;
 	}
+	int64_t ms = mono_ms() - t0;
+	info("materialized snapshot %s from the store: %lld MiB in %lld ms", snap_id,
+	     (long long)(tree_bytes(tmp) >> 20), (long long)ms);
 	/* Another fork may have won the race: then use its copy. */
 	if (rename(tmp, dir) < 0)
 		rm_rf(tmp);
