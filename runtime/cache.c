@@ -15,6 +15,8 @@
 
 /* The default limit: this fraction of (cache + free space). */
 #define DEFAULT_SHARE_DIV 4
+/* The boot id the cache's images were written under (not an entry: a leading dot). */
+#define BOOT_ID_FILE ".boot_id"
 /* At most this many entries are considered in one trim. */
 #define TRIM_ENTRIES_MAX 4096
 
@@ -205,6 +207,24 @@ void cache_trim(void)
 	pthread_mutex_unlock(&cache.lock);
 }
 
+/*
+ * Whether the images in the cache may be trusted: they were written without
+ * fsync (runsc writes the spool without it), so a crash of the machine may
+ * have torn them. A new boot id says the machine restarted since.
+ */
+static bool same_boot(void)
+{
+	char path[PATH_MAX];
+	_cleanup_free_ char *now = NULL, *then = NULL;
+	if (xsnprintf(path, sizeof(path), "%s/%s", cache.dir, BOOT_ID_FILE) < 0 ||
+	    read_file("/proc/sys/kernel/random/boot_id", &now, NULL, 128) < 0)
+		return false;
+	bool same = read_file(path, &then, NULL, 128) == 0 && !strcmp(now, then);
+	if (!same && write_file_durable(path, now, strlen(now)) < 0)
+		warning("cache: cannot record the boot id in %s", path);
+	return same;
+}
+
 void cache_clean(bool (*keep)(const char *snap_id, void *arg), void *arg)
 {
 	char path[PATH_MAX];
@@ -213,12 +233,14 @@ void cache_clean(bool (*keep)(const char *snap_id, void *arg), void *arg)
 	if (!e)
 		return;
 	pthread_mutex_lock(&cache.lock);
+	bool trusted = same_boot();
 	size_t n = list_entries(e, true, &total);
 	for (size_t i = 0; i < n; i++) {
-		if ((!strstr(e[i].id, ".tmp") && keep(e[i].id, arg)) ||
+		if ((trusted && !strstr(e[i].id, ".tmp") && keep(e[i].id, arg)) ||
 		    entry_path(e[i].id, path) < 0)
 			continue;
-		info("cache: removing leftover %s", e[i].id);
+		info("cache: removing %s %s", trusted ? "leftover" : "image from before a reboot",
+		     e[i].id);
 		rm_rf(path);
 	}
 	pthread_mutex_unlock(&cache.lock);

@@ -12,7 +12,9 @@
  * for the last cache_release().
  *
  * Temp directories (names holding ".tmp") are made by materializing
- * restores; cache_clean() removes leftovers at start-up.
+ * restores; cache_clean() removes leftovers at start-up, and every image
+ * if the machine rebooted since they were written (cache/.boot_id): spool
+ * files are not fsynced, so a machine crash may have torn them.
  *
  * Thread-safety: every function may be called from any thread.
  */
@@ -41,7 +43,10 @@ void cache_remove(const char *snap_id);
 /* Remove least recently used entries that nobody holds until the cache fits its limit. */
 void cache_trim(void);
 
-/* At start-up: remove temp directories, and each entry for which @keep returns false. */
+/*
+ * At start-up: remove temp directories, each entry for which @keep returns
+ * false, and every entry after a reboot.
+ */
 void cache_clean(bool (*keep)(const char *snap_id, void *arg), void *arg);
 
 void cache_stats(struct cache_stats *out);

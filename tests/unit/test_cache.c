@@ -75,6 +75,10 @@ int main(void)
 	cache_remove("snap-5");
 	CHECK(!exists("snap-5"));
 
+	/* The first clean records the boot id: images from an unknown boot go. */
+	make_entry("snap-8", 10);
+	cache_clean(keep_even, NULL);
+	CHECK(!exists("snap-8") && exists(".boot_id"));
 	make_entry("snap-7", 10);
 	make_entry("snap-8", 10);
 	cache_clean(keep_even, NULL);
