@@ -286,28 +286,24 @@ struct pack *store_find_pack(struct store *st, const char *name)
 	return NULL;
 }
 
-/* Grow *@arr (of @size-byte elements) so that one more fits. */
-static int grow(void *arr, size_t *cap, size_t used, size_t size)
+void *store_grow(void *arr, size_t *cap, size_t used, size_t size)
 {
-	void **p = arr;
 	if (used < *cap)
-		return 0;
+		return arr;
 	size_t ncap = *cap ? *cap * 2 : 16;
-	void *bigger = reallocarray(*p, ncap, size);
-	if (!bigger)
-		return -ENOMEM;
-	*p = bigger;
-	*cap = ncap;
-	return 0;
+	void *bigger = reallocarray(arr, ncap, size);
+	if (bigger)
+		*cap = ncap;
+	return bigger;
 }
 
 int store_reserve(struct store *st, size_t packs, size_t chunks)
 {
 	int rc = 0;
 	while (rc == 0 && st->npacks + packs > st->packs_cap)
-		rc = grow(&st->packs, &st->packs_cap, st->packs_cap, sizeof(*st->packs));
+		rc = STORE_GROW(st->packs, st->packs_cap, st->packs_cap);
 	if (rc == 0)
-		rc = grow(&st->snaps, &st->snaps_cap, st->nsnaps, sizeof(*st->snaps));
+		rc = STORE_GROW(st->snaps, st->snaps_cap, st->nsnaps);
 	while (rc == 0 && (st->index.count + chunks + 1) * 2 > st->index.cap)
 		rc = index_grow(&st->index);
 	return rc;
@@ -315,7 +311,7 @@ int store_reserve(struct store *st, size_t packs, size_t chunks)
 
 int store_add_pack(struct store *st, struct pack *p)
 {
-	int rc = grow(&st->packs, &st->packs_cap, st->npacks, sizeof(*st->packs));
+	int rc = STORE_GROW(st->packs, st->packs_cap, st->npacks);
 	if (rc == 0)
 		st->packs[st->npacks++] = p;
 	return rc;
@@ -323,7 +319,7 @@ int store_add_pack(struct store *st, struct pack *p)
 
 int store_add_snap(struct store *st, struct snap_rec *rec)
 {
-	int rc = grow(&st->snaps, &st->snaps_cap, st->nsnaps, sizeof(*st->snaps));
+	int rc = STORE_GROW(st->snaps, st->snaps_cap, st->nsnaps);
 	if (rc < 0)
 		return rc;
 	for (size_t i = 0; i < rec->npacks; i++)
@@ -377,7 +373,7 @@ int store_inflight_pin(struct inflight *fl, struct pack *p)
 		if (fl->pinned[i] == p)
 			return 0;
 	}
-	int rc = grow(&fl->pinned, &fl->cap, fl->npinned, sizeof(*fl->pinned));
+	int rc = STORE_GROW(fl->pinned, fl->cap, fl->npinned);
 	if (rc < 0)
 		return rc;
 	fl->pinned[fl->npinned++] = p;

@@ -99,6 +99,17 @@ struct pack_idx_entry {
 	uint32_t zlen;
 };
 
+/* @arr (holding @used of *@cap elements of @size bytes) with room for one more; NULL: ENOMEM. */
+void *store_grow(void *arr, size_t *cap, size_t used, size_t size);
+/* Grow array @arr in place: 0, or -ENOMEM (and @arr is left as it was). */
+#define STORE_GROW(arr, cap, used)                                                                 \
+	({                                                                                         \
+		__typeof__(arr) grown_ = store_grow((arr), &(cap), (used), sizeof(*(arr)));        \
+		if (grown_)                                                                        \
+			(arr) = grown_;                                                            \
+		grown_ ? 0 : -ENOMEM;                                                              \
+	})
+
 bool store_id_ok(const char *id);
 int store_check_id(const char *id, struct err *e);
 void store_manifest_key(const char *id, char key[OBJ_KEY_MAX]);

@@ -29,7 +29,7 @@
 
 #include "backend/chunker.h"
 
-/* A pack is written once it holds this much; ~100 objects for a GiB of snapshot. */
+/* A pack is written once it holds this much: a GiB of new data is 32 packs and 32 indexes. */
 #define PACK_TARGET (32u << 20)
 #define BATCH_BYTES (8u << 20)
 #define BATCH_CHUNKS 1024u
@@ -130,20 +130,6 @@ static void report(struct progress *p, int64_t add)
 	p->done += add;
 	if (p->fn)
 		p->fn(p->arg, p->done, p->total);
-}
-
-static int grow_array(void *arr, size_t *cap, size_t used, size_t size)
-{
-	void **p = arr;
-	if (used < *cap)
-		return 0;
-	size_t ncap = *cap ? *cap * 2 : 64;
-	void *bigger = reallocarray(*p, ncap, size);
-	if (!bigger)
-		return -ENOMEM;
-	*p = bigger;
-	*cap = ncap;
-	return 0;
 }
 
 /* --- the directory ---------------------------------------------------------- */
@@ -471,7 +457,7 @@ static int mpack_index(struct put *put, struct pack *p)
 			return (int)i;
 		}
 	}
-	if (grow_array(&put->mpacks, &put->mpacks_cap, put->nmpacks, sizeof(*put->mpacks)) < 0)
+	if (STORE_GROW(put->mpacks, put->mpacks_cap, put->nmpacks) < 0)
 		return -ENOMEM;
 	put->mpacks[put->nmpacks] = p;
 	put->last_mpack = put->nmpacks;
@@ -487,7 +473,7 @@ static int add_chunk(struct put *put, const struct manifest_chunk *c)
 		last->len += c->len;
 		return 0;
 	}
-	if (grow_array(&f->chunks, &put->chunks_cap, f->nchunks, sizeof(*f->chunks)) < 0)
+	if (STORE_GROW(f->chunks, put->chunks_cap, f->nchunks) < 0)
 		return -ENOMEM;
 	f->chunks[f->nchunks++] = *c;
 	return 0;
@@ -507,8 +493,7 @@ static int new_pack_out(struct put *put, struct err *e)
 {
 	struct pack_out *o = calloc(1, sizeof(*o));
 	struct pack *p = calloc(1, sizeof(*p));
-	int rc =
-	    (o && p) ? grow_array(&put->own, &put->own_cap, put->nown, sizeof(*put->own)) : -ENOMEM;
+	int rc = (o && p) ? STORE_GROW(put->own, put->own_cap, put->nown) : -ENOMEM;
 	if (rc == 0) {
 		pthread_mutex_lock(&put->flusher.lock);
 		if (put->flusher.nspare > 0)
@@ -539,7 +524,7 @@ static int append_new(struct put *put, const struct batch *b, struct work *w, st
 	if (rc == 0 && !put->out)
 		rc = new_pack_out(put, e);
 	struct pack_out *o = put->out;
-	if (rc == 0 && grow_array(&o->ents, &o->cap, o->nents, sizeof(*o->ents)) < 0)
+	if (rc == 0 && STORE_GROW(o->ents, o->cap, o->nents) < 0)
 		rc = err_set(e, ENOMEM, "out of memory");
 	if (rc < 0)
 		return rc;

@@ -157,7 +157,7 @@ check_eq "no pack is left in the store" 0 "$(store_files -path "$STORE/packs/*")
 check_eq "no manifest is left in the store" 0 "$(store_files -path "$STORE/manifests/*")"
 check_eq "metrics: snapfs_store_packs" 0 "$(metric snapfs_store_packs)"
 check_eq "metrics: snapfs_store_bytes" 0 "$(metric snapfs_store_bytes)"
-check_eq "no cached image is left" 0 "$(find "$STATE/cache" -mindepth 1 | wc -l)"
+check_eq "no cached image is left" 0 "$(find "$STATE/cache" -mindepth 1 -maxdepth 1 ! -name ".*" | wc -l)"
 
 # --- SIGKILL while storing -------------------------------------------------------------
 half=$((BIG_MB / 2))
