@@ -110,30 +110,43 @@ total_stored=$(awk '{ s += $6 } END { print s }' "$series")
 
 # --- 2. pause -------------------------------------------------------------------
 pauses=$T/pauses
-for r in $(seq "$ROUNDS"); do
-	s=$(write_read "$MNT/sandboxes/$B/snapshot")
-	p=$(field "snapshots/$s" .pause_ms)
+by_hand() {
 	rm -rf "$T/img"
+	local t0
 	t0=$(ms)
 	$RS checkpoint --leave-running --compression=none --image-path "$T/img" "$rid" </dev/null >/dev/null
-	echo "$r $p $(($(ms) - t0))" >>"$pauses"
+	echo $(($(ms) - t0))
+}
+# Every other round runsc goes first, so neither side always follows the other.
+for r in $(seq "$ROUNDS"); do
+	[ $((r % 2)) -eq 0 ] && c=$(by_hand)
+	s=$(write_read "$MNT/sandboxes/$B/snapshot")
+	p=$(field "snapshots/$s" .pause_ms)
+	[ $((r % 2)) -eq 1 ] && c=$(by_hand)
+	echo "$r $p $c" >>"$pauses"
 done
 
 # --- 3. fork from the local cache vs runsc restore -----------------------------------
 last=${snaps[9]}
 forks=$T/forks
+restore_by_hand() {
+	local t0 ms_
+	t0=$(ms)
+	$RS --overlay2=root:memory --network=none restore --detach --image-path "$STATE/cache/$last" \
+		--bundle "$bundle" "bench-raw-$1" </dev/null >/dev/null 2>&1
+	ms_=$(($(ms) - t0))
+	$RS kill "bench-raw-$1" KILL >/dev/null 2>&1 || true
+	$RS delete -force "bench-raw-$1" >/dev/null 2>&1 || true
+	echo "$ms_"
+}
 for r in $(seq "$ROUNDS"); do
+	[ $((r % 2)) -eq 0 ] && raw_ms=$(restore_by_hand "$r")
 	t0=$(ms)
 	f=$(write_read "$MNT/snapshots/$last/fork")
 	fork_ms=$(($(ms) - t0))
 	echo 1 >"$MNT/sandboxes/$f/terminate"
 	rmdir "$MNT/sandboxes/$f"
-	t0=$(ms)
-	$RS --overlay2=root:memory --network=none restore --detach --image-path "$STATE/cache/$last" \
-		--bundle "$bundle" "bench-raw-$r" </dev/null >/dev/null 2>&1
-	raw_ms=$(($(ms) - t0))
-	$RS kill "bench-raw-$r" KILL >/dev/null 2>&1 || true
-	$RS delete -force "bench-raw-$r" >/dev/null 2>&1 || true
+	[ $((r % 2)) -eq 1 ] && raw_ms=$(restore_by_hand "$r")
 	echo "$r $fork_ms $raw_ms" >>"$forks"
 done
 
