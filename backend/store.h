@@ -89,6 +89,12 @@ int store_put_snapshot(struct store *st, const char *id, const char *dir, const 
  */
 int store_get_snapshot(struct store *st, const char *id, const char *dir, struct err *e);
 
+/*
+ * Read and check every chunk of snapshot @id (decompress, SHA-256) without
+ * writing anything: 0 if all are there and sound, else as store_get_snapshot().
+ */
+int store_verify_snapshot(struct store *st, const char *id, struct err *e);
+
 /* The manifest text of @id (caller frees), -ENOENT if none. */
 int store_get_manifest(struct store *st, const char *id, char **json, struct err *e);
 

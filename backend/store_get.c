@@ -203,6 +203,8 @@ static int run_job(struct get *g, const struct range_job *job, unsigned worker, 
 				  g->pbuf[worker] + at, worker, e);
 		at += c->len;
 	}
+	if (fd < 0) /* store_verify_snapshot(): nothing to write */
+		return rc;
 	if (rc == 0)
 		rc = write_all_at(fd, g->pbuf[worker], (size_t)job->plain, job->file_off);
 	if (rc < 0 && !e->code)
@@ -313,10 +315,11 @@ static void get_teardown(struct get *g)
 	pthread_mutex_destroy(&g->lock);
 }
 
+/* Run the jobs into the files of @dir, or (@dir NULL) only check every chunk. */
 static int get_files(struct get *g, const char *dir, struct err *e)
 {
 	int rc = get_setup(g, e);
-	if (rc == 0)
+	if (rc == 0 && dir)
 		rc = open_files(g, dir, e);
 	if (rc < 0)
 		return rc;
@@ -327,22 +330,40 @@ static int get_files(struct get *g, const char *dir, struct err *e)
 			*e = g->err;
 		return -g->err.code;
 	}
-	return sync_files(g, dir, e);
+	return dir ? sync_files(g, dir, e) : 0;
+}
+
+static int get_begin(struct store *st, const char *id, struct get *g, struct err *e)
+{
+	_cleanup_free_ char *json = NULL;
+	*g = (struct get){.st = st, .id = id};
+	int rc = store_get_manifest(st, id, &json, e);
+	if (rc < 0)
+		return rc;
+	pthread_mutex_init(&g->lock, NULL);
+	rc = manifest_parse(json, id, &g->m, e);
+	if (rc < 0)
+		pthread_mutex_destroy(&g->lock);
+	return rc;
+}
+
+int store_verify_snapshot(struct store *st, const char *id, struct err *e)
+{
+	struct get g;
+	int rc = get_begin(st, id, &g, e);
+	if (rc < 0)
+		return rc;
+	rc = get_files(&g, NULL, e);
+	get_teardown(&g);
+	return rc;
 }
 
 int store_get_snapshot(struct store *st, const char *id, const char *dir, struct err *e)
 {
-	_cleanup_free_ char *json = NULL;
-	struct get g = {.st = st, .id = id};
-	int rc = store_get_manifest(st, id, &json, e);
+	struct get g;
+	int rc = get_begin(st, id, &g, e);
 	if (rc < 0)
 		return rc;
-	pthread_mutex_init(&g.lock, NULL);
-	rc = manifest_parse(json, id, &g.m, e);
-	if (rc < 0) {
-		pthread_mutex_destroy(&g.lock);
-		return rc;
-	}
 	struct stat sb;
 	bool made_dir = stat(dir, &sb) < 0;
 	rc = mkdir_p(dir, 0755);

@@ -17,7 +17,7 @@
 #   4. a fork with the cache emptied (materialized from the store: ranged
 #      reads, decompression, verification, fsync), ROUNDS times;
 #   5. the store alone (bench/store_bench.c) on the first snapshot's image:
-#      chunk + hash + compress + write, chunk + hash only, and get.
+#      chunk + hash + compress + write, chunk + hash only, verify, and get.
 # The section between the "store bench" markers of OUT is replaced.
 set -euo pipefail
 ROUNDS=${1:-3}
@@ -227,6 +227,7 @@ section=$T/section
 	echo "|---|---|---|"
 	echo "| put, every chunk new: chunk, SHA-256, zstd -1, write packs | $(sbv put_new 2) | $(sbv put_new 3) |"
 	echo "| put, every chunk known: chunk, SHA-256 | $(sbv put_known 2) | $(sbv put_known 3) |"
+	echo "| verify: read ranges, decompress, verify | $(sbv verify 2) | $(sbv verify 3) |"
 	echo "| get: read ranges, decompress, verify, write, fsync | $(sbv get 2) | $(sbv get 3) |"
 	echo
 	echo "Stored $(sbv stored_bytes 2) bytes for $(sbv size_bytes 2) ($(awk -v a="$(sbv stored_bytes 2)" -v b="$(sbv size_bytes 2)" 'BEGIN { printf "%.1f%%", 100 * a / b }'))."

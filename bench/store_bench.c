@@ -9,8 +9,8 @@
  *    chunking + SHA-256 + zstd + writing the packs;
  * 2. put it again as "bench-2": every chunk is known, so this is chunking +
  *    SHA-256 only;
- * 3. get "bench-1" into OUT_DIR: ranged reads, decompression, SHA-256
- *    verification, writing the files (fsynced).
+ * 3. verify "bench-1": ranged reads, decompression, SHA-256 verification;
+ * 4. get "bench-1" into OUT_DIR: the same, and writing the files (fsynced).
  * Prints "name seconds MB/s" lines (MB of plain data, 10^6 bytes) and the
  * bytes stored by the first put.
  */
@@ -57,6 +57,13 @@ int main(int argc, char **argv)
 		rc = put(st, "bench-1", argv[2], "put_new", &r1, &e);
 	if (rc == 0)
 		rc = put(st, "bench-2", argv[2], "put_known", &r2, &e);
+	if (rc == 0) {
+		double t0 = now_s();
+		rc = store_verify_snapshot(st, "bench-1", &e);
+		double s = now_s() - t0;
+		if (rc == 0)
+			printf("verify %.3f %.0f\n", s, (double)r1.size_bytes / s / 1e6);
+	}
 	if (rc == 0) {
 		double t0 = now_s();
 		rc = store_get_snapshot(st, "bench-1", argv[3], &e);

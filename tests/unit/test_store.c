@@ -336,7 +336,10 @@ static void test_corrupt(struct store *st)
 	path_in(out, "bad");
 	path_in(existing, "existing");
 	/* snap-2's own pack holds the changed chunk: snap-2 and snap-3 use it, snap-1 does not. */
+	CHECK(store_verify_snapshot(st, "snap-2", &e) == 0);
 	corrupt_first_chunk(st, "snap-2", "snap-2/0000", hex);
+	CHECK(store_verify_snapshot(st, "snap-2", &e) == -EIO && strstr(e.msg, hex));
+	CHECK(store_verify_snapshot(st, "snap-1", &e) == 0);
 	CHECK(store_get_snapshot(st, "snap-2", out, &e) == -EIO);
 	CHECK(strstr(e.msg, "snapshot snap-2: chunk ") && strstr(e.msg, hex) &&
 	      strstr(e.msg, "of pages.img") && strstr(e.msg, "is corrupt"));
