@@ -501,9 +501,13 @@ static int restore_image(const char *sandbox_id, const struct snapshot *snap, co
 		return rc;
 	sandbox_path(sandbox_id, "bundle", bundle, sizeof(bundle));
 	sandbox_path(sandbox_id, "console.log", log, sizeof(log));
+	int64_t t0 = mono_ms();
 	rc = runsc_restore(&ops.runsc, runtime_id, bundle, image_dir, log, e);
 	if (rc < 0)
 		runsc_delete(&ops.runsc, runtime_id, NULL);
+	else
+		info("restored snapshot %s into %s: runsc restore took %lld ms", snap->id, sandbox_id,
+		     (long long)(mono_ms() - t0));
 	return rc;
 }
 
