@@ -29,6 +29,7 @@ struct options {
 	const char *images_dir;
 	const char *store_url;
 	const char *runsc_bin;
+	int64_t cache_max_bytes;
 	const char *fuse_opts[16];
 	size_t nfuse_opts;
 	const char *mountpoint;
@@ -38,13 +39,15 @@ static void usage(FILE *out)
 {
 	fprintf(out,
 		"usage: snapfs [-f] [--state DIR] [--images DIR] [--store URL] [--runsc PATH]\n"
-		"              [-o FUSE_OPTS] [--debug] MOUNTPOINT\n"
+		"              [--cache-max SIZE] [-o FUSE_OPTS] [--debug] MOUNTPOINT\n"
 		"\n"
 		"  -f              stay in the foreground, log to stderr\n"
 		"  --state DIR     registry, spool, cache, runsc root (default %s)\n"
 		"  --images DIR    one root filesystem per subdirectory (default %s)\n"
 		"  --store URL     file:///path (default STATE/store) or s3://bucket/prefix\n"
 		"  --runsc PATH    the runsc binary (default: runsc on PATH)\n"
+		"  --cache-max SIZE  bound on local snapshot images, e.g. 20G (default: a\n"
+		"                  quarter of the cache plus the free space of its disk)\n"
 		"  -o OPTS         FUSE mount options, e.g. allow_other\n"
 		"  --debug         log every operation\n"
 		"\n"
@@ -52,11 +55,35 @@ static void usage(FILE *out)
 		DEFAULT_STATE, DEFAULT_IMAGES);
 }
 
+/* "1073741824", "512M", "20G": bytes, with an optional K, M, G or T (powers of 1024). */
+static int parse_size(const char *s, int64_t *out)
+{
+	char *end = NULL;
+	errno = 0;
+	unsigned long long n = strtoull(s, &end, 10);
+	int shift = 0;
+	if (errno || end == s || s[0] == '-')
+		return -1;
+	if (*end && end[1] == '\0') {
+		const char *units = "KMGT";
+		const char *u = strchr(units, *end);
+		if (!u)
+			return -1;
+		shift = 10 * (int)(u - units + 1);
+		end++;
+	}
+	if (*end || n == 0 || n > (unsigned long long)(INT64_MAX >> shift))
+		return -1;
+	*out = (int64_t)(n << shift);
+	return 0;
+}
+
 static int parse_options(int argc, char **argv, struct options *o)
 {
 	static const struct option longopts[] = {
 	    {"state", required_argument, NULL, 's'}, {"images", required_argument, NULL, 'i'},
 	    {"store", required_argument, NULL, 'S'}, {"runsc", required_argument, NULL, 'r'},
+	    {"cache-max", required_argument, NULL, 'c'},
 	    {"debug", no_argument, NULL, 'd'},	     {"help", no_argument, NULL, 'h'},
 	    {"version", no_argument, NULL, 'V'},     {NULL, 0, NULL, 0},
 	};
@@ -80,6 +107,10 @@ static int parse_options(int argc, char **argv, struct options *o)
 			break;
 		case 'r':
 			o->runsc_bin = optarg;
+			break;
+		case 'c':
+			if (parse_size(optarg, &o->cache_max_bytes) < 0)
+				return error("--cache-max: not a size: %s", optarg);
 			break;
 		case 'd':
 			log_debug_enabled = true;
@@ -157,6 +188,7 @@ static int serve(struct options *o, struct fuse_args *args)
 	    .images_dir = o->images_dir,
 	    .store_url = o->store_url,
 	    .runsc_bin = o->runsc_bin,
+	    .cache_max_bytes = o->cache_max_bytes,
 	};
 	int rc = ops_open(&cfg, &e);
 	if (rc < 0) {

@@ -8,6 +8,7 @@
 
 /* Sizes are JSON numbers (doubles): integers up to 2^53 are exact. */
 #define SIZE_MAX_EXACT 9007199254740992.0
+#define ID_MAX 63
 
 static void json_deletep(cJSON **j)
 {
@@ -28,12 +29,56 @@ bool manifest_name_ok(const char *name)
 	return true;
 }
 
-static bool sha256_hex_ok(const char *s)
+bool manifest_pack_ok(const char *name)
 {
-	if (strlen(s) != SHA256_HEX_LEN)
+	const char *slash = strchr(name, '/');
+	size_t id_len = slash ? (size_t)(slash - name) : 0;
+	if (id_len == 0 || id_len > ID_MAX || strlen(name) > MANIFEST_PACK_MAX)
 		return false;
-	return strspn(s, "0123456789abcdef") == SHA256_HEX_LEN;
+	for (size_t i = 0; i < id_len; i++) {
+		char c = name[i];
+		bool alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+		if (!alnum && (i == 0 || !strchr("._-", c)))
+			return false;
+	}
+	const char *seq = slash + 1;
+	size_t seq_len = strlen(seq);
+	return seq_len >= 4 && strspn(seq, "0123456789") == seq_len && !strstr(name, ".tmp.");
 }
+
+void sha256_to_hex(const unsigned char sha[SHA256_LEN], char *hex)
+{
+	static const char digits[] = "0123456789abcdef";
+	for (size_t i = 0; i < SHA256_LEN; i++) {
+		hex[2 * i] = digits[sha[i] >> 4];
+		hex[2 * i + 1] = digits[sha[i] & 0xf];
+	}
+	hex[SHA256_HEX_LEN] = '\0';
+}
+
+static int hex_value(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	return -1;
+}
+
+static bool sha256_from_hex(const char *hex, unsigned char sha[SHA256_LEN])
+{
+	if (strlen(hex) != SHA256_HEX_LEN)
+		return false;
+	for (size_t i = 0; i < SHA256_LEN; i++) {
+		int hi = hex_value(hex[2 * i]), lo = hex_value(hex[2 * i + 1]);
+		if (hi < 0 || lo < 0)
+			return false;
+		sha[i] = (unsigned char)(hi << 4 | lo);
+	}
+	return true;
+}
+
+/* --- build ------------------------------------------------------------------ */
 
 /* Add @item to @obj as @name, replacing a field of the caller's meta of that name. */
 static bool set_field(cJSON *obj, const char *name, cJSON *item)
@@ -48,93 +93,215 @@ static bool set_field(cJSON *obj, const char *name, cJSON *item)
 	return true;
 }
 
-static cJSON *files_json(const struct manifest_file *files, size_t nfiles)
+static cJSON *packs_json(const struct manifest *m)
 {
 	_cleanup_json_ cJSON *arr = cJSON_CreateArray();
-	if (!arr)
-		return NULL;
-	for (size_t i = 0; i < nfiles; i++) {
-		cJSON *f = cJSON_CreateObject();
-		if (!f)
-			return NULL;
-		if (!cJSON_AddItemToArray(arr, f)) {
-			cJSON_Delete(f);
+	for (size_t i = 0; arr && i < m->npacks; i++) {
+		cJSON *s = cJSON_CreateString(m->packs[i]);
+		if (!s || !cJSON_AddItemToArray(arr, s)) {
+			cJSON_Delete(s);
 			return NULL;
 		}
-		if (!cJSON_AddStringToObject(f, "name", files[i].name) ||
-		    !cJSON_AddNumberToObject(f, "size", (double)files[i].size) ||
-		    !cJSON_AddStringToObject(f, "sha256", files[i].sha256))
-			return NULL;
 	}
 	return steal_ptr(arr);
 }
 
-int manifest_build(const cJSON *meta, const struct manifest_file *files, size_t nfiles, char **json,
-		   size_t *len, struct err *e)
+static int add_chunk(struct strbuf *sb, const struct manifest_chunk *c, bool first)
+{
+	char hex[SHA256_HEX_LEN + 1];
+	const char *sep = first ? "" : ", ";
+	if (c->pack == MANIFEST_ZERO)
+		return strbuf_addf(sb, "%s[%lld]", sep, (long long)c->len);
+	sha256_to_hex(c->sha256, hex);
+	return strbuf_addf(sb, "%s[\"%s\", %lld, %d, %lld, %lld]", sep, hex, (long long)c->len,
+			   (int)c->pack, (long long)c->off, (long long)c->zlen);
+}
+
+/*
+ * The files array, written directly: a chunk list as cJSON nodes would take
+ * ~400 bytes a chunk, and names need no escaping (manifest_name_ok()).
+ */
+static int add_files(struct strbuf *sb, const struct manifest *m)
+{
+	int rc = strbuf_adds(sb, ",\n\t\"files\": [");
+	for (size_t i = 0; rc == 0 && i < m->nfiles; i++) {
+		const struct manifest_file *f = &m->files[i];
+		rc = strbuf_addf(sb,
+				 "%s{\n\t\t\t\"name\": \"%s\",\n\t\t\t\"size\": %lld,\n"
+				 "\t\t\t\"chunks\": [",
+				 i ? ", " : "", f->name, (long long)f->size);
+		for (size_t j = 0; rc == 0 && j < f->nchunks; j++)
+			rc = add_chunk(sb, &f->chunks[j], j == 0);
+		if (rc == 0)
+			rc = strbuf_adds(sb, "]\n\t\t}");
+	}
+	return rc == 0 ? strbuf_adds(sb, "]\n}\n") : rc;
+}
+
+int manifest_build(const cJSON *meta, const struct manifest *m, char **json, size_t *len,
+		   struct err *e)
 {
 	if (!cJSON_IsObject(meta))
 		return err_set(e, EINVAL, "snapshot metadata is not a JSON object");
-	int64_t total = 0;
-	for (size_t i = 0; i < nfiles; i++)
-		total += files[i].size;
 	_cleanup_json_ cJSON *root = cJSON_Duplicate(meta, true);
+	cJSON_DeleteItemFromObjectCaseSensitive(root, "files");
 	if (!root || !set_field(root, "format", cJSON_CreateNumber(MANIFEST_FORMAT)) ||
-	    !set_field(root, "size_bytes", cJSON_CreateNumber((double)total)) ||
-	    !set_field(root, "files", files_json(files, nfiles)))
+	    !set_field(root, "size_bytes", cJSON_CreateNumber((double)m->size_bytes)) ||
+	    !set_field(root, "stored_bytes", cJSON_CreateNumber((double)m->stored_bytes)) ||
+	    !set_field(root, "packs", packs_json(m)))
 		return err_set(e, ENOMEM, "out of memory building a manifest");
 	_cleanup_free_ char *text = cJSON_Print(root);
+	/* cJSON ends an object with "\n}": files goes in before that brace. */
+	size_t text_len = text ? strlen(text) : 0;
+	if (text_len < 2 || strcmp(text + text_len - 2, "\n}"))
+		return err_set(e, ENOMEM, "out of memory building a manifest");
 	_cleanup_strbuf_ struct strbuf sb = STRBUF_INIT;
-	if (!text || strbuf_adds(&sb, text) < 0 || strbuf_adds(&sb, "\n") < 0)
+	int rc = strbuf_add(&sb, text, text_len - 2);
+	if (rc == 0)
+		rc = add_files(&sb, m);
+	if (rc == -EFBIG)
+		return err_set(e, EFBIG, "the manifest is larger than %u bytes", STRBUF_MAX);
+	if (rc < 0)
 		return err_set(e, ENOMEM, "out of memory building a manifest");
 	*json = strbuf_detach(&sb, len);
 	return 0;
 }
 
-static int parse_file(const cJSON *item, const char *id, struct manifest_file *f, struct err *e)
+/* --- parse ------------------------------------------------------------------ */
+
+static bool int_ok(const cJSON *n, double min)
 {
-	const cJSON *name = cJSON_GetObjectItemCaseSensitive(item, "name");
-	const cJSON *size = cJSON_GetObjectItemCaseSensitive(item, "size");
-	const cJSON *sha = cJSON_GetObjectItemCaseSensitive(item, "sha256");
-	if (!cJSON_IsString(name) || !manifest_name_ok(name->valuestring))
-		return err_set(e, EIO, "snapshot %s: manifest has a file with a bad name", id);
-	if (!cJSON_IsNumber(size) || size->valuedouble < 0 || size->valuedouble > SIZE_MAX_EXACT ||
-	    size->valuedouble != (double)(int64_t)size->valuedouble)
-		return err_set(e, EIO, "snapshot %s: manifest has a bad size for file %s", id,
-			       name->valuestring);
-	if (!cJSON_IsString(sha) || !sha256_hex_ok(sha->valuestring))
-		return err_set(e, EIO, "snapshot %s: manifest has a bad sha256 for file %s", id,
-			       name->valuestring);
-	memcpy(f->name, name->valuestring, strlen(name->valuestring) + 1);
-	f->size = (int64_t)size->valuedouble;
-	memcpy(f->sha256, sha->valuestring, SHA256_HEX_LEN + 1);
+	return cJSON_IsNumber(n) && n->valuedouble >= min && n->valuedouble <= SIZE_MAX_EXACT &&
+	       n->valuedouble == (double)(int64_t)n->valuedouble;
+}
+
+static int parse_packs(const cJSON *root, const char *id, struct manifest *m, struct err *e)
+{
+	const cJSON *arr = cJSON_GetObjectItemCaseSensitive(root, "packs");
+	int n = cJSON_GetArraySize(arr);
+	if (!cJSON_IsArray(arr))
+		return err_set(e, EIO, "snapshot %s: manifest has no pack list", id);
+	m->packs = calloc((size_t)n + 1, sizeof(*m->packs));
+	if (!m->packs)
+		return err_set(e, ENOMEM, "out of memory reading a manifest");
+	const cJSON *item;
+	cJSON_ArrayForEach(item, arr)
+	{
+		if (!cJSON_IsString(item) || !manifest_pack_ok(item->valuestring))
+			return err_set(e, EIO, "snapshot %s: manifest has a bad pack name", id);
+		memcpy(m->packs[m->npacks++], item->valuestring, strlen(item->valuestring) + 1);
+	}
 	return 0;
 }
 
-int manifest_parse(const char *json, const char *id, struct manifest_file **files, size_t *nfiles,
-		   struct err *e)
+/* [LEN] or ["sha", LEN, PACK, OFF, ZLEN], checked against the pack list. */
+static bool parse_chunk(const cJSON *item, const struct manifest *m, struct manifest_chunk *c)
 {
+	int n = cJSON_GetArraySize(item);
+	const cJSON *f[5] = {0};
+	if (!cJSON_IsArray(item) || (n != 1 && n != 5))
+		return false;
+	for (int i = 0; i < n; i++)
+		f[i] = cJSON_GetArrayItem(item, i);
+	memset(c, 0, sizeof(*c));
+	if (n == 1) {
+		if (!int_ok(f[0], 1))
+			return false;
+		c->pack = MANIFEST_ZERO;
+		c->len = (int64_t)f[0]->valuedouble;
+		return true;
+	}
+	if (!cJSON_IsString(f[0]) || !sha256_from_hex(f[0]->valuestring, c->sha256) ||
+	    !int_ok(f[1], 1) || !int_ok(f[2], 0) || !int_ok(f[3], 0) || !int_ok(f[4], 1))
+		return false;
+	c->len = (int64_t)f[1]->valuedouble;
+	c->off = (int64_t)f[3]->valuedouble;
+	c->zlen = (int64_t)f[4]->valuedouble;
+	if (f[2]->valuedouble >= (double)m->npacks || c->len > MANIFEST_CHUNK_MAX ||
+	    c->zlen > MANIFEST_CHUNK_MAX + (MANIFEST_CHUNK_MAX >> 7) + 1024)
+		return false;
+	c->pack = (int32_t)f[2]->valuedouble;
+	return true;
+}
+
+static int parse_file(const cJSON *item, const char *id, const struct manifest *m,
+		      struct manifest_file *f, struct err *e)
+{
+	const cJSON *name = cJSON_GetObjectItemCaseSensitive(item, "name");
+	const cJSON *size = cJSON_GetObjectItemCaseSensitive(item, "size");
+	const cJSON *chunks = cJSON_GetObjectItemCaseSensitive(item, "chunks");
+	if (!cJSON_IsString(name) || !manifest_name_ok(name->valuestring))
+		return err_set(e, EIO, "snapshot %s: manifest has a file with a bad name", id);
+	memcpy(f->name, name->valuestring, strlen(name->valuestring) + 1);
+	if (!int_ok(size, 0) || !cJSON_IsArray(chunks))
+		return err_set(e, EIO, "snapshot %s: manifest has a bad size or chunk list for %s",
+			       id, f->name);
+	f->size = (int64_t)size->valuedouble;
+	f->chunks = calloc((size_t)cJSON_GetArraySize(chunks) + 1, sizeof(*f->chunks));
+	if (!f->chunks)
+		return err_set(e, ENOMEM, "out of memory reading a manifest");
+	int64_t total = 0;
+	const cJSON *c;
+	cJSON_ArrayForEach(c, chunks)
+	{
+		struct manifest_chunk *chunk = &f->chunks[f->nchunks];
+		if (!parse_chunk(c, m, chunk))
+			return err_set(e, EIO, "snapshot %s: manifest has a bad chunk %zu in %s",
+				       id, f->nchunks, f->name);
+		total += chunk->len;
+		f->nchunks++;
+	}
+	if (total != f->size)
+		return err_set(e, EIO, "snapshot %s: the chunks of %s do not add up to its size",
+			       id, f->name);
+	return 0;
+}
+
+static int parse_files(const cJSON *root, const char *id, struct manifest *m, struct err *e)
+{
+	const cJSON *arr = cJSON_GetObjectItemCaseSensitive(root, "files");
+	int n = cJSON_GetArraySize(arr);
+	if (!cJSON_IsArray(arr) || n > MANIFEST_FILES_MAX)
+		return err_set(e, EIO, "snapshot %s: manifest has no valid file list", id);
+	m->files = calloc((size_t)n + 1, sizeof(*m->files));
+	if (!m->files)
+		return err_set(e, ENOMEM, "out of memory reading a manifest");
+	const cJSON *item;
+	cJSON_ArrayForEach(item, arr)
+	{
+		int rc = parse_file(item, id, m, &m->files[m->nfiles++], e);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+int manifest_parse(const char *json, const char *id, struct manifest *m, struct err *e)
+{
+	memset(m, 0, sizeof(*m));
 	_cleanup_json_ cJSON *root = cJSON_Parse(json);
 	if (!cJSON_IsObject(root))
 		return err_set(e, EIO, "snapshot %s: manifest is not a JSON object", id);
 	const cJSON *format = cJSON_GetObjectItemCaseSensitive(root, "format");
 	if (!cJSON_IsNumber(format) || format->valuedouble != MANIFEST_FORMAT)
 		return err_set(e, EIO, "snapshot %s: unknown manifest format", id);
-	const cJSON *arr = cJSON_GetObjectItemCaseSensitive(root, "files");
-	int n = cJSON_GetArraySize(arr);
-	if (!cJSON_IsArray(arr) || n > MANIFEST_FILES_MAX)
-		return err_set(e, EIO, "snapshot %s: manifest has no valid file list", id);
-	_cleanup_free_ struct manifest_file *out = calloc((size_t)n + 1, sizeof(*out));
-	if (!out)
-		return err_set(e, ENOMEM, "out of memory reading a manifest");
-	size_t i = 0;
-	const cJSON *item;
-	cJSON_ArrayForEach(item, arr)
-	{
-		int rc = parse_file(item, id, &out[i++], e);
-		if (rc < 0)
-			return rc;
-	}
-	*files = steal_ptr(out);
-	*nfiles = i;
-	return 0;
+	const cJSON *size = cJSON_GetObjectItemCaseSensitive(root, "size_bytes");
+	const cJSON *stored = cJSON_GetObjectItemCaseSensitive(root, "stored_bytes");
+	m->size_bytes = int_ok(size, 0) ? (int64_t)size->valuedouble : 0;
+	m->stored_bytes = int_ok(stored, 0) ? (int64_t)stored->valuedouble : 0;
+	int rc = parse_packs(root, id, m, e);
+	if (rc == 0)
+		rc = parse_files(root, id, m, e);
+	if (rc < 0)
+		manifest_free(m);
+	return rc;
+}
+
+void manifest_free(struct manifest *m)
+{
+	for (size_t i = 0; m->files && i < m->nfiles; i++)
+		free(m->files[i].chunks);
+	free(m->files);
+	free(m->packs);
+	memset(m, 0, sizeof(*m));
 }

@@ -1,34 +1,26 @@
-#include "backend/store.h"
+#include "backend/store_internal.h"
 
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
-#include <openssl/evp.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
-#include "backend/manifest.h"
-#include "backend/objstore.h"
 #include "lib/strbuf.h"
 
-/* Read size for hashing, and so the step between two progress reports. */
-#define HASH_BUF (1u << 20)
-#define MANIFEST_MAX STRBUF_MAX
-#define ID_MAX 63
-#define TMP_HEX 16
+/* Temp objects of puts that may still be running are only swept this old. */
+#define SWEEP_GRACE_MS (3600 * 1000)
+#define PACK_IDX_HEADER 16 /* magic, version, count */
+#define PACK_IDX_ENTRY 48
+#define PACK_IDX_MAX (64u << 20)
 
-struct store {
-	struct objstore *os; /* the only state: everything else lives in the objstore */
-};
+/* --- ids and keys ----------------------------------------------------------- */
 
 /* [a-z0-9][a-z0-9._-]{0,62}, which also keeps ".tmp." out of keys. */
-static bool id_ok(const char *id)
+bool store_id_ok(const char *id)
 {
 	size_t len = strlen(id);
-	if (len == 0 || len > ID_MAX || strstr(id, ".tmp."))
+	if (len == 0 || len > STORE_ID_MAX || strstr(id, ".tmp."))
 		return false;
 	for (size_t i = 0; i < len; i++) {
 		char c = id[i];
@@ -39,53 +31,573 @@ static bool id_ok(const char *id)
 	return true;
 }
 
-static int check_id(const char *id, struct err *e)
+int store_check_id(const char *id, struct err *e)
 {
-	if (!id_ok(id))
-		return err_set(e, EINVAL, "invalid snapshot id \"%.*s\"", ID_MAX + 1, id);
+	if (!store_id_ok(id))
+		return err_set(e, EINVAL, "invalid snapshot id \"%.*s\"", STORE_ID_MAX + 1, id);
 	return 0;
 }
 
-static void manifest_key(const char *id, char key[OBJ_KEY_MAX])
+void store_manifest_key(const char *id, char key[OBJ_KEY_MAX])
 {
-	/* Cannot truncate: ids are at most ID_MAX bytes. */
+	/* Cannot truncate: ids are at most STORE_ID_MAX bytes. */
 	snprintf(key, OBJ_KEY_MAX, "manifests/%s.json", id);
 }
 
-static void data_key(const char *id, const char *name, char key[OBJ_KEY_MAX])
+void store_pack_key(const char *name, const char *ext, char key[OBJ_KEY_MAX])
 {
-	/* Cannot truncate: ids and names are bounded well under OBJ_KEY_MAX. */
-	snprintf(key, OBJ_KEY_MAX, "data/%s/%s", id, name);
+	/* Cannot truncate: pack names are at most MANIFEST_PACK_MAX bytes. */
+	snprintf(key, OBJ_KEY_MAX, "packs/%s.%s", name, ext);
 }
 
-/* Re-raise an objstore failure with "snapshot ID: " before its message. */
-static int wrap(struct err *e, const char *id, int rc, const struct err *inner)
+int store_wrap(struct err *e, const char *id, int rc, const struct err *inner)
 {
 	return err_set(e, -rc, "snapshot %s: %s", id, inner->msg);
+}
+
+/* --- hashing and threads ---------------------------------------------------- */
+
+bool store_sha256(const struct store *st, EVP_MD_CTX *ctx, const void *data, size_t len,
+		  unsigned char out[SHA256_LEN])
+{
+	unsigned int n = 0;
+	return EVP_DigestInit_ex2(ctx, st->sha256, NULL) && EVP_DigestUpdate(ctx, data, len) &&
+	       EVP_DigestFinal_ex(ctx, out, &n) && n == SHA256_LEN;
+}
+
+struct par_thread {
+	pthread_t tid;
+	void (*fn)(void *arg, unsigned worker);
+	void *arg;
+	unsigned worker;
+	bool started;
+};
+
+static void *par_main(void *arg)
+{
+	struct par_thread *t = arg;
+	t->fn(t->arg, t->worker);
+	return NULL;
+}
+
+void store_parallel(unsigned n, void (*fn)(void *arg, unsigned worker), void *arg)
+{
+	struct par_thread threads[STORE_WORKERS_MAX] = {0};
+	if (n > STORE_WORKERS_MAX)
+		n = STORE_WORKERS_MAX;
+	/* A thread that cannot start leaves its share to the others: fn pulls its work. */
+	for (unsigned i = 1; i < n; i++) {
+		threads[i] = (struct par_thread){.fn = fn, .arg = arg, .worker = i};
+		threads[i].started =
+		    pthread_create(&threads[i].tid, NULL, par_main, &threads[i]) == 0;
+	}
+	fn(arg, 0);
+	for (unsigned i = 1; i < n; i++) {
+		if (threads[i].started)
+			pthread_join(threads[i].tid, NULL);
+	}
+}
+
+/* --- the chunk index -------------------------------------------------------- */
+
+static size_t slot_of(const struct chunk_index *ix, const unsigned char sha[SHA256_LEN])
+{
+	uint64_t h;
+	memcpy(&h, sha, sizeof(h));
+	return (size_t)h & (ix->cap - 1);
+}
+
+const struct chunk_ref *chunk_index_find(const struct chunk_index *ix,
+					 const unsigned char sha[SHA256_LEN])
+{
+	if (ix->cap == 0)
+		return NULL;
+	for (size_t i = slot_of(ix, sha);; i = (i + 1) & (ix->cap - 1)) {
+		const struct chunk_ref *r = &ix->slots[i];
+		if (!r->pack)
+			return NULL;
+		if (!memcmp(r->sha256, sha, SHA256_LEN))
+			return r;
+	}
+}
+
+static void index_insert(struct chunk_index *ix, const struct chunk_ref *ref)
+{
+	size_t i = slot_of(ix, ref->sha256);
+	while (ix->slots[i].pack)
+		i = (i + 1) & (ix->cap - 1);
+	ix->slots[i] = *ref;
+	ix->count++;
+	ix->plain_bytes += ref->len;
+}
+
+static int index_grow(struct chunk_index *ix)
+{
+	size_t cap = ix->cap ? ix->cap * 2 : 1024;
+	struct chunk_index bigger = {.slots = calloc(cap, sizeof(struct chunk_ref)), .cap = cap};
+	if (!bigger.slots)
+		return -ENOMEM;
+	for (size_t i = 0; i < ix->cap; i++) {
+		if (ix->slots[i].pack)
+			index_insert(&bigger, &ix->slots[i]);
+	}
+	free(ix->slots);
+	*ix = bigger;
+	return 0;
+}
+
+int chunk_index_add(struct chunk_index *ix, const struct chunk_ref *ref)
+{
+	if (chunk_index_find(ix, ref->sha256))
+		return 0;
+	if ((ix->count + 1) * 2 > ix->cap) {
+		int rc = index_grow(ix);
+		if (rc < 0)
+			return rc;
+	}
+	index_insert(ix, ref);
+	return 0;
+}
+
+void chunk_index_free(struct chunk_index *ix)
+{
+	free(ix->slots);
+	memset(ix, 0, sizeof(*ix));
+}
+
+/* Rebuild @ix without the chunks of packs that are no longer indexed. */
+static int index_drop_unindexed(struct chunk_index *ix)
+{
+	struct chunk_index kept = {0};
+	for (size_t i = 0; i < ix->cap; i++) {
+		const struct chunk_ref *r = &ix->slots[i];
+		if (r->pack && r->pack->indexed && chunk_index_add(&kept, r) < 0) {
+			chunk_index_free(&kept);
+			return -ENOMEM;
+		}
+	}
+	chunk_index_free(ix);
+	*ix = kept;
+	return 0;
+}
+
+/* --- pack index objects ----------------------------------------------------- */
+
+static void put_le32(unsigned char *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static void put_le64(unsigned char *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static uint32_t get_le32(const unsigned char *p)
+{
+	uint32_t v = 0;
+	for (int i = 3; i >= 0; i--)
+		v = v << 8 | p[i];
+	return v;
+}
+
+static uint64_t get_le64(const unsigned char *p)
+{
+	uint64_t v = 0;
+	for (int i = 7; i >= 0; i--)
+		v = v << 8 | p[i];
+	return v;
+}
+
+static void md_ctx_freep(EVP_MD_CTX **ctx)
+{
+	EVP_MD_CTX_free(*ctx);
+}
+
+int pack_idx_encode(const struct store *st, const struct pack_idx_entry *ents, size_t n, char **out,
+		    size_t *len)
+{
+	size_t total = PACK_IDX_HEADER + n * PACK_IDX_ENTRY + SHA256_LEN;
+	_cleanup_free_ unsigned char *buf = malloc(total);
+	_cleanup_(md_ctx_freep) EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+	if (!buf || !ctx || n > UINT32_MAX)
+		return -ENOMEM;
+	memcpy(buf, PACK_IDX_MAGIC, 8);
+	put_le32(buf + 8, PACK_IDX_VERSION);
+	put_le32(buf + 12, (uint32_t)n);
+	unsigned char *p = buf + PACK_IDX_HEADER;
+	for (size_t i = 0; i < n; i++, p += PACK_IDX_ENTRY) {
+		memcpy(p, ents[i].sha256, SHA256_LEN);
+		put_le64(p + 32, ents[i].off);
+		put_le32(p + 40, ents[i].len);
+		put_le32(p + 44, ents[i].zlen);
+	}
+	if (!store_sha256(st, ctx, buf, (size_t)(p - buf), p))
+		return -EIO;
+	*len = total;
+	*out = (char *)steal_ptr(buf);
+	return 0;
+}
+
+int pack_idx_decode(const struct store *st, const char *data, size_t len,
+		    struct pack_idx_entry **ents, size_t *n)
+{
+	const unsigned char *buf = (const unsigned char *)data;
+	unsigned char sum[SHA256_LEN];
+	_cleanup_(md_ctx_freep) EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+	if (!ctx)
+		return -ENOMEM;
+	if (len < PACK_IDX_HEADER + SHA256_LEN || memcmp(buf, PACK_IDX_MAGIC, 8) ||
+	    get_le32(buf + 8) != PACK_IDX_VERSION)
+		return -EIO;
+	size_t count = get_le32(buf + 12);
+	if (len != PACK_IDX_HEADER + count * PACK_IDX_ENTRY + SHA256_LEN ||
+	    !store_sha256(st, ctx, buf, len - SHA256_LEN, sum) ||
+	    memcmp(sum, buf + len - SHA256_LEN, SHA256_LEN))
+		return -EIO;
+	_cleanup_free_ struct pack_idx_entry *out = calloc(count + 1, sizeof(*out));
+	if (!out)
+		return -ENOMEM;
+	const unsigned char *p = buf + PACK_IDX_HEADER;
+	for (size_t i = 0; i < count; i++, p += PACK_IDX_ENTRY) {
+		memcpy(out[i].sha256, p, SHA256_LEN);
+		out[i].off = get_le64(p + 32);
+		out[i].len = get_le32(p + 40);
+		out[i].zlen = get_le32(p + 44);
+		if (out[i].len == 0 || out[i].len > MANIFEST_CHUNK_MAX || out[i].zlen == 0 ||
+		    out[i].off > INT64_MAX / 2)
+			return -EIO;
+	}
+	*ents = steal_ptr(out);
+	*n = count;
+	return 0;
+}
+
+/* --- packs, snapshots, puts in flight (all under st->lock) ---------------- */
+
+struct pack *store_find_pack(struct store *st, const char *name)
+{
+	for (size_t i = 0; i < st->npacks; i++) {
+		if (!strcmp(st->packs[i]->name, name))
+			return st->packs[i];
+	}
+	return NULL;
+}
+
+void *store_grow(void *arr, size_t *cap, size_t used, size_t size)
+{
+	if (used < *cap)
+		return arr;
+	size_t ncap = *cap ? *cap * 2 : 16;
+	void *bigger = reallocarray(arr, ncap, size);
+	if (bigger)
+		*cap = ncap;
+	return bigger;
+}
+
+int store_reserve(struct store *st, size_t packs, size_t chunks)
+{
+	int rc = 0;
+	while (rc == 0 && st->npacks + packs > st->packs_cap)
+		rc = STORE_GROW(st->packs, st->packs_cap, st->packs_cap);
+	if (rc == 0)
+		rc = STORE_GROW(st->snaps, st->snaps_cap, st->nsnaps);
+	while (rc == 0 && (st->index.count + chunks + 1) * 2 > st->index.cap)
+		rc = index_grow(&st->index);
+	return rc;
+}
+
+int store_add_pack(struct store *st, struct pack *p)
+{
+	int rc = STORE_GROW(st->packs, st->packs_cap, st->npacks);
+	if (rc == 0)
+		st->packs[st->npacks++] = p;
+	return rc;
+}
+
+int store_add_snap(struct store *st, struct snap_rec *rec)
+{
+	int rc = STORE_GROW(st->snaps, st->snaps_cap, st->nsnaps);
+	if (rc < 0)
+		return rc;
+	for (size_t i = 0; i < rec->npacks; i++)
+		rec->packs[i]->refs++;
+	st->snaps[st->nsnaps++] = *rec;
+	rec->packs = NULL;
+	return 0;
+}
+
+bool store_forget_snap(struct store *st, const char *id)
+{
+	for (size_t i = 0; i < st->nsnaps; i++) {
+		struct snap_rec *r = &st->snaps[i];
+		if (strcmp(r->id, id))
+			continue;
+		for (size_t j = 0; j < r->npacks; j++)
+			r->packs[j]->refs--;
+		free(r->packs);
+		st->snaps[i] = st->snaps[--st->nsnaps];
+		return true;
+	}
+	return false;
+}
+
+static struct inflight *find_inflight(struct store *st, const char *id)
+{
+	for (struct inflight *fl = st->inflight; fl; fl = fl->next) {
+		if (!strcmp(fl->id, id))
+			return fl;
+	}
+	return NULL;
+}
+
+int store_inflight_begin(struct store *st, const char *id, struct inflight **out)
+{
+	if (find_inflight(st, id))
+		return -EBUSY;
+	struct inflight *fl = calloc(1, sizeof(*fl));
+	if (!fl)
+		return -ENOMEM;
+	snprintf(fl->id, sizeof(fl->id), "%s", id);
+	fl->next = st->inflight;
+	st->inflight = fl;
+	*out = fl;
+	return 0;
+}
+
+int store_inflight_pin(struct inflight *fl, struct pack *p)
+{
+	for (size_t i = 0; i < fl->npinned; i++) {
+		if (fl->pinned[i] == p)
+			return 0;
+	}
+	int rc = STORE_GROW(fl->pinned, fl->cap, fl->npinned);
+	if (rc < 0)
+		return rc;
+	fl->pinned[fl->npinned++] = p;
+	p->pins++;
+	return 0;
+}
+
+void store_inflight_end(struct store *st, struct inflight *fl)
+{
+	for (struct inflight **pp = &st->inflight; *pp; pp = &(*pp)->next) {
+		if (*pp == fl) {
+			*pp = fl->next;
+			break;
+		}
+	}
+	for (size_t i = 0; i < fl->npinned; i++)
+		fl->pinned[i]->pins--;
+	free(fl->pinned);
+	free(fl);
+}
+
+/* --- garbage collection ----------------------------------------------------- */
+
+static void delete_pack_objects(struct store *st, const char *name)
+{
+	char key[OBJ_KEY_MAX];
+	struct err e = {0};
+	/* The index first: a pack without one is an orphan that store_collect() removes. */
+	store_pack_key(name, "idx", key);
+	int rc = objstore_del(st->os, key, &e);
+	if (rc == 0) {
+		store_pack_key(name, "pack", key);
+		rc = objstore_del(st->os, key, &e);
+	}
+	if (rc < 0)
+		warning("store: leaving pack %s for store_collect(): %s", name, e.msg);
+}
+
+/* Under st->lock: move the packs with no refs and no pins out of st->packs into @dead. */
+static size_t take_dead_packs(struct store *st, struct pack **dead)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < st->npacks;) {
+		struct pack *p = st->packs[i];
+		if (p->refs > 0 || p->pins > 0) {
+			i++;
+			continue;
+		}
+		p->indexed = false;
+		dead[n++] = p;
+		st->packs[i] = st->packs[--st->npacks];
+	}
+	return n;
+}
+
+void store_gc(struct store *st)
+{
+	pthread_mutex_lock(&st->lock);
+	_cleanup_free_ struct pack **dead = calloc(st->npacks + 1, sizeof(*dead));
+	size_t n = dead ? take_dead_packs(st, dead) : 0;
+	/* Out of the index before out of the objstore: no put may find them any more. */
+	if (n > 0 && index_drop_unindexed(&st->index) < 0) {
+		/* Keep them, and their chunks findable: collected on a later try. */
+		for (size_t i = 0; i < n; i++) {
+			dead[i]->indexed = true;
+			store_add_pack(st, dead[i]);
+		}
+		n = 0;
+	}
+	pthread_mutex_unlock(&st->lock);
+	for (size_t i = 0; i < n; i++) {
+		delete_pack_objects(st, dead[i]->name);
+		free(dead[i]);
+	}
+}
+
+/* --- open: rebuild the in-memory state ------------------------------------ */
+
+/* Under st->lock: the pack @name, added (unindexed, no refs) if it is new. */
+static struct pack *pack_get_or_add(struct store *st, const char *name)
+{
+	struct pack *p = store_find_pack(st, name);
+	if (p)
+		return p;
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return NULL;
+	snprintf(p->name, sizeof(p->name), "%s", name);
+	if (store_add_pack(st, p) < 0) {
+		free(p);
+		return NULL;
+	}
+	return p;
+}
+
+/* Record the manifest of @id: its packs and sizes. A bad manifest is skipped. */
+static int load_manifest(const char *id, void *arg)
+{
+	struct store *st = arg;
+	_cleanup_free_ char *json = NULL;
+	size_t len = 0;
+	struct err e = {0};
+	struct manifest m;
+	char key[OBJ_KEY_MAX];
+	store_manifest_key(id, key);
+	int rc = objstore_get_buf(st->os, key, &json, &len, STORE_MANIFEST_MAX, &e);
+	if (rc == 0)
+		rc = manifest_parse(json, id, &m, &e);
+	if (rc < 0) {
+		warning("store: ignoring snapshot %s: %s", id, e.msg);
+		return rc == -ENOMEM ? rc : 0;
+	}
+	struct snap_rec rec = {.size_bytes = m.size_bytes,
+			       .stored_bytes = m.stored_bytes,
+			       .manifest_bytes = (int64_t)len,
+			       .npacks = m.npacks};
+	snprintf(rec.id, sizeof(rec.id), "%s", id);
+	rec.packs = calloc(m.npacks + 1, sizeof(*rec.packs));
+	rc = rec.packs ? 0 : -ENOMEM;
+	for (size_t i = 0; rc == 0 && i < m.npacks; i++) {
+		rec.packs[i] = pack_get_or_add(st, m.packs[i]);
+		if (!rec.packs[i])
+			rc = -ENOMEM;
+	}
+	if (rc == 0)
+		rc = store_add_snap(st, &rec);
+	free(rec.packs);
+	manifest_free(&m);
+	return rc;
+}
+
+/* Read the index object of @p and add its chunks to the chunk index. */
+static int load_pack_index(struct store *st, struct pack *p)
+{
+	char key[OBJ_KEY_MAX];
+	_cleanup_free_ char *data = NULL;
+	_cleanup_free_ struct pack_idx_entry *ents = NULL;
+	size_t len = 0, n = 0;
+	struct err e = {0};
+	store_pack_key(p->name, "idx", key);
+	int rc = objstore_get_buf(st->os, key, &data, &len, PACK_IDX_MAX, &e);
+	if (rc == 0)
+		rc = pack_idx_decode(st, data, len, &ents, &n);
+	if (rc == -ENOMEM)
+		return rc;
+	if (rc < 0) {
+		/* Its snapshots still restore (the manifests say where); new ones do not use it. */
+		warning("store: pack %s has no usable index: %s", p->name,
+			e.code ? e.msg : "malformed");
+		return 0;
+	}
+	p->idx_bytes = (int64_t)len;
+	for (size_t i = 0; i < n; i++) {
+		struct chunk_ref r = {.pack = p,
+				      .off = (int64_t)ents[i].off,
+				      .len = ents[i].len,
+				      .zlen = ents[i].zlen};
+		memcpy(r.sha256, ents[i].sha256, SHA256_LEN);
+		if (r.off + r.zlen > p->bytes)
+			p->bytes = r.off + r.zlen;
+		rc = chunk_index_add(&st->index, &r);
+		if (rc < 0)
+			return rc;
+	}
+	p->indexed = true;
+	return 0;
+}
+
+static int load_state(struct store *st, struct err *e)
+{
+	int rc = store_list_snapshots(st, load_manifest, st, e);
+	for (size_t i = 0; rc == 0 && i < st->npacks; i++)
+		rc = load_pack_index(st, st->packs[i]);
+	if (rc == -ENOMEM)
+		return err_set(e, ENOMEM, "out of memory reading the store %s", st->os->url);
+	return rc;
+}
+
+/* --- open and close --------------------------------------------------------- */
+
+static int store_dir(const char *url, const char *state_dir, char dir[PATH_MAX], struct err *e)
+{
+	if (!url || url[0] == '\0') {
+		if (!state_dir || xsnprintf(dir, PATH_MAX, "%s/store", state_dir) < 0)
+			return err_set(e, EINVAL, "no store URL and no usable state directory");
+		return 0;
+	}
+	if (str_has_prefix(url, "s3://"))
+		return err_set(e, EINVAL, "S3 store is not supported yet");
+	if (!str_has_prefix(url, "file:///")) {
+		/* Not echoed: an unknown URL might carry credentials. */
+		return err_set(e, EINVAL, "store URL must be file:///path or s3://bucket/prefix");
+	}
+	if (xsnprintf(dir, PATH_MAX, "%s", url + strlen("file://")) < 0)
+		return err_set(e, EINVAL, "store path is too long");
+	return 0;
 }
 
 int store_open(const char *url, const char *state_dir, struct store **out, struct err *e)
 {
 	char dir[PATH_MAX];
-	if (!url || url[0] == '\0') {
-		if (!state_dir || xsnprintf(dir, sizeof(dir), "%s/store", state_dir) < 0)
-			return err_set(e, EINVAL, "no store URL and no usable state directory");
-	} else if (str_has_prefix(url, "s3://")) {
-		return err_set(e, EINVAL, "S3 store is not supported yet");
-	} else if (str_has_prefix(url, "file:///")) {
-		if (xsnprintf(dir, sizeof(dir), "%s", url + strlen("file://")) < 0)
-			return err_set(e, EINVAL, "store path is too long");
-	} else {
-		/* Not echoed: an unknown URL might carry credentials. */
-		return err_set(e, EINVAL, "store URL must be file:///path or s3://bucket/prefix");
-	}
-	_cleanup_free_ struct store *st = calloc(1, sizeof(*st));
-	if (!st)
-		return err_set(e, ENOMEM, "out of memory");
-	int rc = objstore_local_open(dir, &st->os, e);
+	int rc = store_dir(url, state_dir, dir, e);
 	if (rc < 0)
 		return rc;
-	*out = steal_ptr(st);
+	struct store *st = calloc(1, sizeof(*st));
+	if (!st)
+		return err_set(e, ENOMEM, "out of memory");
+	pthread_mutex_init(&st->lock, NULL);
+	long cores = sysconf(_SC_NPROCESSORS_ONLN);
+	st->workers = cores < 1			  ? 1
+		      : cores > STORE_WORKERS_MAX ? STORE_WORKERS_MAX
+						  : (unsigned)cores;
+	st->sha256 = EVP_MD_fetch(NULL, "SHA256", NULL);
+	if (!st->sha256)
+		rc = err_set(e, EIO, "libcrypto has no SHA-256");
+	if (rc == 0)
+		rc = objstore_local_open(dir, &st->os, e);
+	if (rc == 0)
+		rc = load_state(st, e);
+	if (rc < 0) {
+		store_close(st);
+		return rc;
+	}
+	*out = st;
 	return 0;
 }
 
@@ -93,7 +605,17 @@ void store_close(struct store *st)
 {
 	if (!st)
 		return;
+	/* Puts and gets have returned: nothing is in flight. */
+	for (size_t i = 0; i < st->nsnaps; i++)
+		free(st->snaps[i].packs);
+	for (size_t i = 0; i < st->npacks; i++)
+		free(st->packs[i]);
+	free(st->snaps);
+	free(st->packs);
+	chunk_index_free(&st->index);
+	EVP_MD_free(st->sha256);
 	objstore_close(st->os);
+	pthread_mutex_destroy(&st->lock);
 	free(st);
 }
 
@@ -102,359 +624,20 @@ const char *store_url(const struct store *st)
 	return st->os->url;
 }
 
-static void md_ctx_freep(EVP_MD_CTX **ctx)
-{
-	EVP_MD_CTX_free(*ctx);
-}
-
-struct progress {
-	store_progress_fn fn; /* may be NULL */
-	void *arg;
-	int64_t done, total;
-};
-
-static void report(struct progress *p, int64_t add)
-{
-	p->done += add;
-	if (p->fn)
-		p->fn(p->arg, p->done, p->total);
-}
-
-/* Fill @buf from @fd unless the file ends first: returns the bytes read or -errno. */
-static ssize_t read_full(int fd, unsigned char *buf, size_t len)
-{
-	size_t got = 0;
-	while (got < len) {
-		ssize_t n = read(fd, buf + got, len - got);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		if (n == 0)
-			break;
-		got += (size_t)n;
-	}
-	return (ssize_t)got;
-}
-
-static void to_hex(const unsigned char *md, unsigned int len, char *hex)
-{
-	static const char digits[] = "0123456789abcdef";
-	for (unsigned int i = 0; i < len; i++) {
-		hex[2 * i] = digits[md[i] >> 4];
-		hex[2 * i + 1] = digits[md[i] & 0xf];
-	}
-	hex[2 * len] = '\0';
-}
-
-/* SHA-256 and size of the file at @path, reporting progress (if @p) after each buffer. */
-static int hash_file(const char *path, struct manifest_file *f, struct progress *p, struct err *e)
-{
-	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return err_set(e, EIO, "cannot open %s: %s", path, strerror(errno));
-	_cleanup_free_ unsigned char *buf = malloc(HASH_BUF);
-	_cleanup_(md_ctx_freep) EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-	if (!buf || !ctx || !EVP_DigestInit_ex(ctx, EVP_sha256(), NULL))
-		return err_set(e, ENOMEM, "cannot start a SHA-256 digest");
-	f->size = 0;
-	for (;;) {
-		ssize_t n = read_full(fd, buf, HASH_BUF);
-		if (n < 0)
-			return err_set(e, EIO, "cannot read %s: %s", path, strerror((int)-n));
-		if (n == 0)
-			break;
-		if (!EVP_DigestUpdate(ctx, buf, (size_t)n))
-			return err_set(e, EIO, "SHA-256 of %s failed", path);
-		f->size += n;
-		if (p)
-			report(p, n);
-	}
-	unsigned char md[EVP_MAX_MD_SIZE];
-	unsigned int md_len = 0;
-	if (!EVP_DigestFinal_ex(ctx, md, &md_len) || md_len * 2 != SHA256_HEX_LEN)
-		return err_set(e, EIO, "SHA-256 of %s failed", path);
-	to_hex(md, md_len, f->sha256);
-	return 0;
-}
-
-static void free_namelist(struct dirent **names, int n)
-{
-	for (int i = 0; i < n; i++)
-		free(names[i]);
-	free(names);
-}
-
-/* Accept one entry of a snapshot directory: regular files only, with names keys can hold. */
-static int scan_entry(int dfd, const char *dir, const char *name, struct manifest_file *f,
-		      int64_t *total, struct err *e)
-{
-	struct stat st;
-	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-		return err_set(e, EIO, "cannot stat %s/%s: %s", dir, name, strerror(errno));
-	if (!S_ISREG(st.st_mode)) {
-		warning("snapshot store: skipping %s/%s: not a regular file", dir, name);
-		return 0;
-	}
-	if (!manifest_name_ok(name))
-		return err_set(e, EINVAL, "cannot store %s/%s: unsupported file name", dir, name);
-	memcpy(f->name, name, strlen(name) + 1);
-	*total += st.st_size;
-	return 1;
-}
-
-/* The regular files of @dir, sorted by name, and their total size (for progress). */
-static int scan_dir(const char *dir, struct manifest_file **files, size_t *nfiles, int64_t *total,
-		    struct err *e)
-{
-	_cleanup_close_ int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	struct dirent **names = NULL;
-	int n = dfd < 0 ? -1 : scandir(dir, &names, NULL, alphasort);
-	if (n < 0)
-		return err_set(e, EIO, "cannot read %s: %s", dir, strerror(errno));
-	int rc = 0;
-	_cleanup_free_ struct manifest_file *out = calloc((size_t)n + 1, sizeof(*out));
-	size_t count = 0;
-	*total = 0;
-	if (!out)
-		rc = err_set(e, ENOMEM, "out of memory");
-	for (int i = 0; rc == 0 && i < n; i++) {
-		if (!strcmp(names[i]->d_name, ".") || !strcmp(names[i]->d_name, ".."))
-			continue;
-		rc = scan_entry(dfd, dir, names[i]->d_name, &out[count], total, e);
-		if (rc > 0) {
-			count++;
-			rc = 0;
-		}
-	}
-	free_namelist(names, n);
-	if (rc == 0 && count > MANIFEST_FILES_MAX)
-		rc = err_set(e, EINVAL, "cannot store %s: more than %d files", dir,
-			     MANIFEST_FILES_MAX);
-	if (rc < 0)
-		return rc;
-	*files = steal_ptr(out);
-	*nfiles = count;
-	return 0;
-}
-
-/* Append every key under @prefix to @keys, each NUL-terminated. */
-static int add_key(const char *key, int64_t size, void *arg)
-{
-	(void)size;
-	return strbuf_add(arg, key, strlen(key) + 1);
-}
-
-static int list_keys(struct store *st, const char *prefix, struct strbuf *keys, struct err *e)
-{
-	int rc = objstore_list(st->os, prefix, add_key, keys, e);
-	if (rc == -EFBIG || rc == -ENOMEM)
-		rc = err_set(e, -rc, "too many objects under %s in %s", prefix, st->os->url);
-	return rc;
-}
-
-/* Delete each NUL-separated key of @keys; returns how many, or the first failure. */
-static int del_keys(struct store *st, const struct strbuf *keys, struct err *e)
-{
-	int count = 0;
-	for (size_t off = 0; off < keys->len; off += strlen(keys->buf + off) + 1) {
-		int rc = objstore_del(st->os, keys->buf + off, e);
-		if (rc < 0)
-			return rc;
-		count++;
-	}
-	return count;
-}
-
-/* Remove the data objects of snapshot @id; returns how many. */
-static int delete_data(struct store *st, const char *id, struct err *e)
-{
-	char prefix[OBJ_KEY_MAX];
-	snprintf(prefix, sizeof(prefix), "data/%s/", id);
-	_cleanup_strbuf_ struct strbuf keys = STRBUF_INIT;
-	int rc = list_keys(st, prefix, &keys, e);
-	return rc < 0 ? rc : del_keys(st, &keys, e);
-}
-
-/* Ids are never reused; refusing keeps a put from mixing data with a completed snapshot. */
-static int check_absent(struct store *st, const char *id, struct err *e)
-{
-	char key[OBJ_KEY_MAX];
-	manifest_key(id, key);
-	_cleanup_free_ char *json = NULL;
-	struct err inner = {0};
-	int rc = objstore_get_buf(st->os, key, &json, NULL, MANIFEST_MAX, &inner);
-	if (rc == -ENOENT)
-		return 0;
-	if (rc < 0)
-		return wrap(e, id, rc, &inner);
-	return err_set(e, EEXIST, "snapshot %s is already in the store", id);
-}
-
-static int put_file(struct store *st, const char *id, const char *dir, struct manifest_file *f,
-		    struct progress *p, struct err *e)
-{
-	char path[PATH_MAX], key[OBJ_KEY_MAX];
-	if (xsnprintf(path, sizeof(path), "%s/%s", dir, f->name) < 0)
-		return err_set(e, EINVAL, "path %s/%s is too long", dir, f->name);
-	int rc = hash_file(path, f, p, e);
-	if (rc < 0)
-		return rc;
-	data_key(id, f->name, key);
-	struct err inner = {0};
-	rc = objstore_put_file(st->os, key, path, &inner);
-	return rc < 0 ? wrap(e, id, rc, &inner) : 0;
-}
-
-/* Undo a failed put: the manifest (if its put got that far) goes first, then the data. */
-static void put_cleanup(struct store *st, const char *id)
-{
-	char key[OBJ_KEY_MAX];
-	struct err ignored = {0};
-	manifest_key(id, key);
-	if (objstore_del(st->os, key, &ignored) < 0 || delete_data(st, id, &ignored) < 0)
-		warning("snapshot %s: leaving data for store_collect(): %s", id, ignored.msg);
-}
-
-int store_put_snapshot(struct store *st, const char *id, const char *dir, const cJSON *meta,
-		       store_progress_fn progress, void *arg, struct store_put_result *res,
-		       struct err *e)
-{
-	int rc = check_id(id, e);
-	if (rc == 0)
-		rc = check_absent(st, id, e);
-	_cleanup_free_ struct manifest_file *files = NULL;
-	size_t nfiles = 0;
-	struct progress p = {.fn = progress, .arg = arg};
-	if (rc == 0)
-		rc = scan_dir(dir, &files, &nfiles, &p.total, e);
-	if (rc < 0)
-		return rc;
-	report(&p, 0);
-	int64_t size = 0;
-	for (size_t i = 0; rc == 0 && i < nfiles; i++) {
-		rc = put_file(st, id, dir, &files[i], &p, e);
-		size += files[i].size;
-	}
-	_cleanup_free_ char *json = NULL;
-	size_t len = 0;
-	if (rc == 0)
-		rc = manifest_build(meta, files, nfiles, &json, &len, e);
-	char key[OBJ_KEY_MAX];
-	manifest_key(id, key);
-	struct err inner = {0};
-	if (rc == 0) {
-		rc = objstore_put_buf(st->os, key, json, len, &inner);
-		if (rc < 0)
-			rc = wrap(e, id, rc, &inner);
-	}
-	if (rc < 0) {
-		put_cleanup(st, id);
-		return rc;
-	}
-	p.total = p.done;
-	report(&p, 0);
-	if (res) {
-		res->size_bytes = size;
-		/* Whole files: everything written is new, the manifest included. */
-		res->stored_bytes = size + (int64_t)len;
-	}
-	return 0;
-}
+/* --- manifests -------------------------------------------------------------- */
 
 int store_get_manifest(struct store *st, const char *id, char **json, struct err *e)
 {
-	int rc = check_id(id, e);
+	int rc = store_check_id(id, e);
 	if (rc < 0)
 		return rc;
 	char key[OBJ_KEY_MAX];
-	manifest_key(id, key);
+	store_manifest_key(id, key);
 	struct err inner = {0};
-	rc = objstore_get_buf(st->os, key, json, NULL, MANIFEST_MAX, &inner);
+	rc = objstore_get_buf(st->os, key, json, NULL, STORE_MANIFEST_MAX, &inner);
 	if (rc == -ENOENT)
 		return err_set(e, ENOENT, "snapshot %s is not in the store", id);
-	return rc < 0 ? wrap(e, id, rc, &inner) : 0;
-}
-
-/* Fetch one file into @dir under a temp name, verify it, then give it its name. */
-static int get_file(struct store *st, const char *id, const char *dir,
-		    const struct manifest_file *want, struct err *e)
-{
-	char path[PATH_MAX], tmp[PATH_MAX], hex[TMP_HEX + 1], key[OBJ_KEY_MAX];
-	int rc = random_hex(hex, TMP_HEX);
-	if (rc < 0)
-		return err_set(e, EIO, "cannot make a temp name: %s", strerror(-rc));
-	if (xsnprintf(path, sizeof(path), "%s/%s", dir, want->name) < 0 ||
-	    xsnprintf(tmp, sizeof(tmp), "%s.tmp.%s", path, hex) < 0)
-		return err_set(e, EINVAL, "snapshot %s: path %s/%s is too long", id, dir,
-			       want->name);
-	data_key(id, want->name, key);
-	struct err inner = {0};
-	rc = objstore_get_file(st->os, key, tmp, &inner);
-	if (rc == -ENOENT)
-		return err_set(e, EIO, "snapshot %s: file %s is missing from the store", id,
-			       want->name);
-	if (rc < 0)
-		return wrap(e, id, rc == -ENOSPC ? rc : -EIO, &inner);
-	struct manifest_file got = {0};
-	rc = hash_file(tmp, &got, NULL, e);
-	if (rc == 0 && got.size != want->size)
-		rc = err_set(e, EIO, "snapshot %s: file %s is corrupt (size %lld, expected %lld)",
-			     id, want->name, (long long)got.size, (long long)want->size);
-	if (rc == 0 && strcmp(got.sha256, want->sha256))
-		rc = err_set(e, EIO, "snapshot %s: file %s is corrupt (sha256 mismatch)", id,
-			     want->name);
-	if (rc == 0 && rename(tmp, path) < 0)
-		rc = err_set(e, EIO, "snapshot %s: cannot rename %s: %s", id, tmp, strerror(errno));
-	if (rc < 0)
-		unlink(tmp);
-	return rc;
-}
-
-/* Take back what a failed get wrote: its first @n files, and @dir if the get made it. */
-static void get_cleanup(const char *dir, bool made_dir, const struct manifest_file *files, size_t n)
-{
-	char path[PATH_MAX];
-	for (size_t i = 0; i < n; i++) {
-		if (xsnprintf(path, sizeof(path), "%s/%s", dir, files[i].name) >= 0)
-			unlink(path);
-	}
-	if (made_dir)
-		rmdir(dir);
-}
-
-int store_get_snapshot(struct store *st, const char *id, const char *dir, struct err *e)
-{
-	_cleanup_free_ char *json = NULL;
-	int rc = store_get_manifest(st, id, &json, e);
-	if (rc < 0)
-		return rc;
-	_cleanup_free_ struct manifest_file *files = NULL;
-	size_t nfiles = 0;
-	rc = manifest_parse(json, id, &files, &nfiles, e);
-	if (rc < 0)
-		return rc;
-	struct stat sb;
-	bool made_dir = stat(dir, &sb) < 0;
-	rc = mkdir_p(dir, 0755);
-	if (rc < 0)
-		return err_set(e, -rc == ENOSPC ? ENOSPC : EIO, "snapshot %s: cannot create %s: %s",
-			       id, dir, strerror(-rc));
-	size_t done = 0;
-	while (rc == 0 && done < nfiles) {
-		rc = get_file(st, id, dir, &files[done], e);
-		if (rc == 0)
-			done++;
-	}
-	if (rc == 0) {
-		rc = fsync_dir(dir);
-		if (rc < 0)
-			rc = err_set(e, EIO, "snapshot %s: cannot fsync %s: %s", id, dir,
-				     strerror(-rc));
-	}
-	if (rc < 0)
-		get_cleanup(dir, made_dir, files, done);
-	return rc;
+	return rc < 0 ? store_wrap(e, id, rc, &inner) : 0;
 }
 
 struct list_ctx {
@@ -470,15 +653,15 @@ static int list_one(const char *key, int64_t size, void *arg)
 	(void)size;
 	const char *name = key + strlen("manifests/");
 	size_t len = strlen(name);
-	char id[ID_MAX + 1];
+	char id[STORE_ID_MAX + 1];
 	if (strchr(name, '/') || len <= strlen(".json") || strcmp(name + len - 5, ".json"))
 		return 0;
 	len -= strlen(".json");
-	if (len > ID_MAX)
+	if (len > STORE_ID_MAX)
 		return 0;
 	memcpy(id, name, len);
 	id[len] = '\0';
-	if (!id_ok(id))
+	if (!store_id_ok(id))
 		return 0;
 	ctx->rc = ctx->fn(id, ctx->arg);
 	return ctx->rc;
@@ -492,68 +675,162 @@ int store_list_snapshots(struct store *st, int (*fn)(const char *id, void *arg),
 	return ctx.rc ? ctx.rc : rc;
 }
 
+/* --- delete and collect ----------------------------------------------------- */
+
 int store_delete_snapshot(struct store *st, const char *id, struct err *e)
 {
-	int rc = check_id(id, e);
+	int rc = store_check_id(id, e);
 	if (rc < 0)
 		return rc;
 	char key[OBJ_KEY_MAX];
-	manifest_key(id, key);
+	store_manifest_key(id, key);
 	struct err inner = {0};
 	rc = objstore_del(st->os, key, &inner);
-	if (rc == 0)
-		rc = delete_data(st, id, &inner);
-	return rc < 0 ? wrap(e, id, rc, &inner) : 0;
+	if (rc < 0)
+		return store_wrap(e, id, rc, &inner);
+	pthread_mutex_lock(&st->lock);
+	bool known = store_forget_snap(st, id);
+	pthread_mutex_unlock(&st->lock);
+	if (known)
+		store_gc(st);
+	return 0;
 }
 
-static int add_id(const char *id, void *arg)
-{
-	return strbuf_add(arg, id, strlen(id) + 1);
-}
+struct collect_ctx {
+	struct store *st;
+	struct strbuf names; /* NUL-separated names of packs some manifest lists */
+	struct strbuf keys;  /* NUL-separated pack keys to delete */
+	const char *const *keep_ids;
+	size_t nkeep;
+};
 
-/* Whether @id is one of the NUL-separated strings of @set. */
-static bool in_set(const struct strbuf *set, const char *id, size_t id_len)
+/* Whether @s (of @len bytes) is one of the NUL-separated strings of @set. */
+static bool in_set(const struct strbuf *set, const char *s, size_t len)
 {
 	for (size_t off = 0; off < set->len; off += strlen(set->buf + off) + 1) {
-		if (strlen(set->buf + off) == id_len && !memcmp(set->buf + off, id, id_len))
+		if (strlen(set->buf + off) == len && !memcmp(set->buf + off, s, len))
 			return true;
 	}
 	return false;
 }
 
-struct orphans {
-	const struct strbuf *live; /* ids with a manifest or in keep_ids */
-	struct strbuf keys;	   /* data keys to delete */
-};
-
-static int add_orphan(const char *key, int64_t size, void *arg)
+static bool snap_known(struct store *st, const char *id)
 {
-	struct orphans *o = arg;
-	(void)size;
-	const char *id = key + strlen("data/");
-	const char *slash = strchr(id, '/');
-	if (!slash || in_set(o->live, id, (size_t)(slash - id)))
+	bool known = false;
+	pthread_mutex_lock(&st->lock);
+	for (size_t i = 0; !known && i < st->nsnaps; i++)
+		known = !strcmp(st->snaps[i].id, id);
+	pthread_mutex_unlock(&st->lock);
+	return known;
+}
+
+/* The packs of a manifest this process has not loaded (another host wrote it). */
+static int add_listed_packs(const char *id, void *arg)
+{
+	struct collect_ctx *c = arg;
+	_cleanup_free_ char *json = NULL;
+	struct manifest m;
+	struct err e = {0};
+	if (snap_known(c->st, id))
 		return 0;
-	return strbuf_add(&o->keys, key, strlen(key) + 1);
+	int rc = store_get_manifest(c->st, id, &json, &e);
+	if (rc == 0)
+		rc = manifest_parse(json, id, &m, &e);
+	if (rc == -ENOENT)
+		return 0; /* deleted meanwhile */
+	if (rc < 0)
+		return rc;
+	for (size_t i = 0; rc == 0 && i < m.npacks; i++) {
+		if (!in_set(&c->names, m.packs[i], strlen(m.packs[i])))
+			rc = strbuf_add(&c->names, m.packs[i], strlen(m.packs[i]) + 1);
+	}
+	manifest_free(&m);
+	return rc;
+}
+
+static bool kept_id(const struct collect_ctx *c, const char *id, size_t len)
+{
+	for (size_t i = 0; i < c->nkeep; i++) {
+		if (strlen(c->keep_ids[i]) == len && !memcmp(c->keep_ids[i], id, len))
+			return true;
+	}
+	for (struct inflight *fl = c->st->inflight; fl; fl = fl->next) {
+		if (strlen(fl->id) == len && !memcmp(fl->id, id, len))
+			return true;
+	}
+	return false;
+}
+
+/* "packs/<id>/<seq>.pack|.idx" of no manifest, no put in flight → delete. */
+static int consider_pack_key(const char *key, int64_t size, void *arg)
+{
+	struct collect_ctx *c = arg;
+	(void)size;
+	const char *name = key + strlen("packs/");
+	const char *slash = strchr(name, '/');
+	const char *dot = strrchr(name, '.');
+	char pack[MANIFEST_PACK_MAX + 1];
+	if (!slash || !dot || dot < slash || (size_t)(dot - name) > MANIFEST_PACK_MAX)
+		return 0;
+	memcpy(pack, name, (size_t)(dot - name));
+	pack[dot - name] = '\0';
+	pthread_mutex_lock(&c->st->lock);
+	bool live = kept_id(c, name, (size_t)(slash - name)) || store_find_pack(c->st, pack);
+	pthread_mutex_unlock(&c->st->lock);
+	if (live || in_set(&c->names, pack, strlen(pack)))
+		return 0;
+	return strbuf_add(&c->keys, key, strlen(key) + 1);
+}
+
+static int delete_keys(struct store *st, const struct strbuf *keys, struct err *e)
+{
+	int count = 0;
+	for (size_t off = 0; off < keys->len; off += strlen(keys->buf + off) + 1) {
+		int rc = objstore_del(st->os, keys->buf + off, e);
+		if (rc < 0)
+			return rc;
+		count++;
+	}
+	return count;
 }
 
 int store_collect(struct store *st, const char *const *keep_ids, size_t nkeep, struct err *e)
 {
-	/* Manifests are read before data: a put that completes in between is in @keep_ids. */
-	_cleanup_strbuf_ struct strbuf live = STRBUF_INIT;
-	int rc = store_list_snapshots(st, add_id, &live, e);
-	for (size_t i = 0; rc == 0 && i < nkeep; i++)
-		rc = strbuf_add(&live, keep_ids[i], strlen(keep_ids[i]) + 1);
-	if (rc == -EFBIG || rc == -ENOMEM)
-		return err_set(e, -rc, "too many snapshots in %s", st->os->url);
-	if (rc < 0)
-		return rc;
-	struct orphans o = {.live = &live, .keys = STRBUF_INIT};
-	rc = objstore_list(st->os, "data/", add_orphan, &o, e);
+	struct collect_ctx c = {.st = st, .keep_ids = keep_ids, .nkeep = nkeep};
+	pthread_mutex_lock(&st->lock);
+	bool busy = st->inflight || nkeep > 0;
+	pthread_mutex_unlock(&st->lock);
+	int swept = objstore_sweep(st->os, busy ? SWEEP_GRACE_MS : 0, e);
+	int rc = swept < 0 ? swept : 0;
+	/* Manifests before packs: a put that completes in between is in memory by then. */
+	if (rc == 0)
+		rc = store_list_snapshots(st, add_listed_packs, &c, e);
+	if (rc == 0)
+		rc = objstore_list(st->os, "packs/", consider_pack_key, &c, e);
+	if (rc == 0)
+		rc = delete_keys(st, &c.keys, e);
 	if (rc == -EFBIG || rc == -ENOMEM)
 		rc = err_set(e, -rc, "too many objects in %s", st->os->url);
-	if (rc == 0)
-		rc = del_keys(st, &o.keys, e);
-	strbuf_release(&o.keys);
-	return rc;
+	strbuf_release(&c.names);
+	strbuf_release(&c.keys);
+	return rc < 0 ? rc : rc + swept;
+}
+
+void store_stats(struct store *st, struct store_stats *out)
+{
+	memset(out, 0, sizeof(*out));
+	pthread_mutex_lock(&st->lock);
+	out->snapshots = (int64_t)st->nsnaps;
+	out->packs = (int64_t)st->npacks;
+	out->chunks = (int64_t)st->index.count;
+	out->chunk_bytes = st->index.plain_bytes;
+	for (size_t i = 0; i < st->npacks; i++)
+		out->stored_bytes += st->packs[i]->bytes + st->packs[i]->idx_bytes;
+	for (size_t i = 0; i < st->nsnaps; i++) {
+		out->stored_bytes += st->snaps[i].manifest_bytes;
+		out->logical_bytes += st->snaps[i].size_bytes;
+	}
+	for (struct inflight *fl = st->inflight; fl; fl = fl->next)
+		out->puts_in_flight++;
+	pthread_mutex_unlock(&st->lock);
 }

@@ -1,20 +1,32 @@
 /*
- * store.h - the snapshot store: a snapshot's checkpoint files plus one JSON
- * manifest, kept in an objstore (local directory or S3).
+ * store.h - the snapshot store: content-addressed, deduplicated, compressed
+ * and verified, kept in an objstore (local directory or S3).
  *
- * Layout in the objstore (this version stores files whole; the chunked,
- * deduplicated layout replaces the data part, not this interface):
- *   data/<snapshot-id>/<file-name>      one object per checkpoint file
- *   manifests/<snapshot-id>.json        written last; its presence means
- *                                       "completed", its absence "never was"
+ * A put cuts each checkpoint file into chunks (backend/chunker.h), names
+ * each chunk by the SHA-256 of its plain bytes, and stores only chunks the
+ * store does not hold yet, zstd-compressed, appended into pack objects of
+ * about 32 MiB; all-zero chunks are stored nowhere. Layout in the objstore:
+ *   packs/<snapshot-id>/<seq>.pack   chunks a put of that snapshot added
+ *   packs/<snapshot-id>/<seq>.idx    the chunks in that pack (binary)
+ *   manifests/<snapshot-id>.json     written last; lists every chunk of
+ *                                    every file and where it is stored
+ *                                    (backend/manifest.h)
+ * A put stores every pack first (each pack before its index), then the
+ * manifest: a crash at any point leaves a snapshot with a manifest and all
+ * its data, or no manifest (and possibly packs no manifest lists, which
+ * store_collect() removes). A get reads only the byte ranges of packs it
+ * needs and checks every chunk's SHA-256 before it writes it; a corrupt or
+ * missing chunk fails the get with -EIO naming the snapshot and the chunk,
+ * and the get removes what it wrote.
  *
- * A put stores every file first, then the manifest: a crash at any point
- * leaves a snapshot with a manifest and all its data, or no manifest (and
- * possibly orphaned data, which store_collect() removes). A get verifies
- * each file's SHA-256 against the manifest before it reports success, and
- * removes what it wrote on failure.
+ * Deletion removes the manifest first, then every pack that no manifest
+ * lists any more and that no put in flight uses (docs/store.md: the grace
+ * rules). The store keeps in memory, rebuilt from the manifests and pack
+ * indexes at open, which packs each manifest lists and where every stored
+ * chunk is.
  *
  * Thread-safety: every function may be called from any thread at once.
+ * A put or get uses up to one thread per core.
  * Ownership: the store owns its objstore; callers own @meta and free what
  * store_get_manifest() returns with free().
  */
@@ -33,12 +45,25 @@ typedef void (*store_progress_fn)(void *arg, int64_t done, int64_t total);
 
 struct store_put_result {
 	int64_t size_bytes;   /* plain bytes of all files */
-	int64_t stored_bytes; /* bytes this put added to the store */
+	int64_t stored_bytes; /* bytes this put added to the store: new packs, their indexes,
+				 manifest */
+};
+
+/* The store's totals, for metrics. */
+struct store_stats {
+	int64_t snapshots;     /* manifests */
+	int64_t packs;	       /* pack objects */
+	int64_t chunks;	       /* distinct chunks stored */
+	int64_t chunk_bytes;   /* their plain bytes */
+	int64_t stored_bytes;  /* bytes of packs, pack indexes and manifests */
+	int64_t logical_bytes; /* plain bytes of every snapshot, as if each were stored whole */
+	int64_t puts_in_flight;
 };
 
 /*
  * Open the store named by @url: "file:///abs/dir", or NULL/"" for the
  * default "<state_dir>/store". Other schemes: -EINVAL with a message.
+ * Reads every manifest and the index of every pack they list.
  */
 int store_open(const char *url, const char *state_dir, struct store **out, struct err *e);
 void store_close(struct store *st);
@@ -48,19 +73,27 @@ const char *store_url(const struct store *st);
 /*
  * Store every regular file in directory @dir as snapshot @id, then write
  * the manifest: the object @meta (the caller's fields: id, sandbox, image,
- * host, ...) with a "files" array added: [{"name","size","sha256"}], and
- * "format": 1. @meta is not consumed.
+ * host, ...) with the fields of backend/manifest.h added. @meta is not
+ * consumed. @progress is called as chunks are stored, in plain bytes.
+ * -EEXIST if @id is stored already, -EBUSY if a put of @id is in flight.
  */
 int store_put_snapshot(struct store *st, const char *id, const char *dir, const cJSON *meta,
 		       store_progress_fn progress, void *arg, struct store_put_result *res,
 		       struct err *e);
 
 /*
- * Materialize snapshot @id into directory @dir (created if missing), each
- * file verified against its SHA-256. -ENOENT if there is no manifest; -EIO
- * naming the snapshot and file if data is missing or corrupt.
+ * Materialize snapshot @id into directory @dir (created if missing), every
+ * chunk verified against its SHA-256, files fsynced. -ENOENT if there is
+ * no manifest; -EIO naming the snapshot, the chunk and its file if data is
+ * missing or corrupt; -ENOSPC if @dir's filesystem is full.
  */
 int store_get_snapshot(struct store *st, const char *id, const char *dir, struct err *e);
+
+/*
+ * Read and check every chunk of snapshot @id (decompress, SHA-256) without
+ * writing anything: 0 if all are there and sound, else as store_get_snapshot().
+ */
+int store_verify_snapshot(struct store *st, const char *id, struct err *e);
 
 /* The manifest text of @id (caller frees), -ENOENT if none. */
 int store_get_manifest(struct store *st, const char *id, char **json, struct err *e);
@@ -69,14 +102,23 @@ int store_get_manifest(struct store *st, const char *id, char **json, struct err
 int store_list_snapshots(struct store *st, int (*fn)(const char *id, void *arg), void *arg,
 			 struct err *e);
 
-/* Delete the manifest first, then the data of @id. A missing snapshot is 0. */
+/*
+ * Delete the manifest of @id first, then the packs no other manifest lists
+ * and no put in flight uses. A missing snapshot is 0.
+ */
 int store_delete_snapshot(struct store *st, const char *id, struct err *e);
 
 /*
- * Remove data that no manifest references and whose id is not in
- * @keep_ids (snapshots still being stored). Returns the number of objects
+ * Remove packs that no manifest lists, unless a put in flight in this
+ * process wrote them or their snapshot id is in @keep_ids (snapshots being
+ * stored by someone else), and what interrupted puts left behind (temp
+ * objects: all of them when no put is in flight here and @nkeep is 0,
+ * otherwise only those older than an hour). Returns the number of objects
  * removed or a negative errno.
  */
 int store_collect(struct store *st, const char *const *keep_ids, size_t nkeep, struct err *e);
+
+/* The store's totals as this process knows them. */
+void store_stats(struct store *st, struct store_stats *out);
 
 #endif

@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "backend/store.h"
+#include "runtime/cache.h"
 #include "runtime/images.h"
 #include "runtime/jobs.h"
 #include "runtime/journal.h"
@@ -544,8 +545,10 @@ int ops_open(const struct ops_config *cfg, struct err *e)
 	int rc = make_dirs(cfg, e);
 	if (rc == 0)
 		rc = lock_state(cfg->state_dir, e);
-	if (rc == 0)
+	if (rc == 0) {
+		cache_init(ops.cache_dir, cfg->cache_max_bytes);
 		rc = open_parts(cfg, e);
+	}
 	if (rc < 0)
 		return rc;
 	/* Snapshots first: an interrupted suspend needs to know whether it was stored. */

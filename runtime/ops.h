@@ -51,6 +51,7 @@ struct ops_config {
 	const char *images_dir; /* --images */
 	const char *store_url;  /* --store, NULL for <state>/store */
 	const char *runsc_bin;  /* --runsc, NULL for "runsc" on PATH */
+	int64_t cache_max_bytes; /* --cache-max, 0 for a quarter of the disk (runtime/cache.h) */
 };
 
 /*

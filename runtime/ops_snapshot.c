@@ -5,12 +5,14 @@
  *   1. JOB_CHECKPOINT: `runsc checkpoint` into <state>/spool/<snap>. This is
  *      the only time the sandbox pauses (pause_ms). A snapshot leaves the
  *      sandbox running; a suspend stops it and deletes its container.
- *   2. JOB_STORE: store the spool into the store, manifest last; then the
- *      snapshot is `completed` and the spool becomes the snapshot's local
- *      cache (<state>/cache/<snap>), which forks and resume reuse.
+ *   2. JOB_STORE: store the spool into the store (chunked, deduplicated,
+ *      compressed; backend/store.h), manifest last; then the snapshot is
+ *      `completed` and the spool becomes the snapshot's local cache
+ *      (<state>/cache/<snap>, runtime/cache.h), which forks and resume reuse.
  * A fork or resume (JOB_LIFECYCLE) materializes the snapshot into the cache
- * when it is not there (verified against the manifest), writes a bundle and
- * runs `runsc restore --detach`.
+ * when it is not there (every chunk verified), writes a bundle and runs
+ * `runsc restore --detach`. The cache is bounded: least recently used
+ * images go first, never one a restore is reading.
  */
 #include "runtime/ops_internal.h"
 
@@ -22,6 +24,7 @@
 
 #include "backend/store.h"
 #include "lib/strbuf.h"
+#include "runtime/cache.h"
 #include "runtime/host.h"
 #include "runtime/images.h"
 #include "runtime/jobs.h"
@@ -250,6 +253,7 @@ static void store_job(void *arg)
 	cJSON *meta = snapshot_meta(&snap);
 	int rc = meta ? 0 : err_set(&e, ENOMEM, "cannot build the manifest of %s", snap.id);
 	spool_path(job->snap_id, spool, sizeof(spool));
+	int64_t t0 = mono_ms();
 	if (rc == 0)
 		rc = store_put_snapshot(ops.store, snap.id, spool, meta, store_progress, snap.id,
 					&res, &e);
@@ -258,7 +262,11 @@ static void store_job(void *arg)
 		store_failed(job, &snap, &e);
 		return;
 	}
+	info("stored snapshot %s: %lld MiB, %lld MiB new in the store, in %lld ms", snap.id,
+	     (long long)(res.size_bytes >> 20), (long long)(res.stored_bytes >> 20),
+	     (long long)(mono_ms() - t0));
 	keep_spool_as_cache(snap.id);
+	cache_trim();
 	snap.state = SNAP_COMPLETED;
 	snap.completed_at = now_ms();
 	snap.size_bytes = res.size_bytes;
@@ -379,7 +387,7 @@ int ops_sandbox_suspend(const char *id, ops_done_fn done, void *ctx, struct err 
 
 /* --- restore: fork and resume -------------------------------------------- */
 
-/* Make sure cache/<snap> holds the verified checkpoint image. */
+/* Make sure cache/<snap> holds the verified checkpoint image; the caller holds it. */
 static int materialize(const char *snap_id, char *dir, size_t len, struct err *e)
 {
 	char tmp[PATH_MAX + 32], hex[9];
@@ -390,11 +398,15 @@ static int materialize(const char *snap_id, char *dir, size_t len, struct err *e
 		return 0;
 	random_hex(hex, 8);
 	snprintf(tmp, sizeof(tmp), "%s.tmp-%s", dir, hex);
+	int64_t t0 = mono_ms();
 	rc = store_get_snapshot(ops.store, snap_id, tmp, e);
 	if (rc < 0) {
 		rm_rf(tmp);
 		return rc;
 	}
+	int64_t ms = mono_ms() - t0;
+	info("materialized snapshot %s from the store: %lld MiB in %lld ms", snap_id,
+	     (long long)(tree_bytes(tmp) >> 20), (long long)ms);
 	/* Another fork may have won the race: then use its copy. */
 	if (rename(tmp, dir) < 0)
 		rm_rf(tmp);
@@ -521,10 +533,14 @@ static int restore_container(const struct restore_job *job, const char *runtime_
 	struct snapshot snap;
 	if (registry_snapshot_get(ops.reg, job->snap_id, &snap) < 0)
 		return err_set(e, ENOENT, "snapshot %s no longer exists", job->snap_id);
+	/* Held from before the check that it is there until runsc has read it. */
+	cache_hold(snap.id);
 	int rc = materialize(snap.id, image_dir, sizeof(image_dir), e);
-	if (rc < 0)
-		return rc;
-	return restore_image(job->sandbox_id, &snap, image_dir, runtime_id, digest, e);
+	if (rc == 0)
+		rc = restore_image(job->sandbox_id, &snap, image_dir, runtime_id, digest, e);
+	cache_release(snap.id);
+	cache_trim();
+	return rc;
 }
 
 static void restore_job_run(void *arg)
@@ -711,11 +727,9 @@ static void delete_job_run(void *arg)
 {
 	struct delete_job *job = arg;
 	struct err e = {0};
-	char cache[PATH_MAX];
 	int rc = store_delete_snapshot(ops.store, job->snap_id, &e);
 	if (rc == 0) {
-		if (cache_path(job->snap_id, cache, sizeof(cache)) >= 0)
-			rm_rf(cache);
+		cache_remove(job->snap_id);
 		pthread_mutex_lock(&ops.lock);
 		rc = registry_snapshot_delete(ops.reg, job->snap_id);
 		pthread_mutex_unlock(&ops.lock);
@@ -824,6 +838,19 @@ int ops_snapshot_restorable(const char *snap_id, struct strbuf *out)
 
 /* --- start-up reconciliation --------------------------------------------- */
 
+/* A manifest's sizes, for a snapshot that completed while snapfs was down. */
+static void sizes_from_manifest(const char *json, struct snapshot *snap)
+{
+	cJSON *m = cJSON_Parse(json);
+	const cJSON *size = cJSON_GetObjectItemCaseSensitive(m, "size_bytes");
+	const cJSON *stored = cJSON_GetObjectItemCaseSensitive(m, "stored_bytes");
+	if (cJSON_IsNumber(size))
+		snap->size_bytes = (int64_t)size->valuedouble;
+	if (cJSON_IsNumber(stored))
+		snap->stored_bytes = (int64_t)stored->valuedouble;
+	cJSON_Delete(m);
+}
+
 /*
  * One snapshot after a restart. The manifest is written last, so it decides:
  * an interrupted snapshot with a manifest is whole; one without failed, and
@@ -843,6 +870,8 @@ static void reconcile_snapshot(struct snapshot *snap)
 		return;
 	snap->state = stored ? SNAP_COMPLETED : SNAP_FAILED;
 	snap->completed_at = now_ms();
+	if (stored)
+		sizes_from_manifest(manifest, snap);
 	if (!stored) {
 		store_delete_snapshot(ops.store, snap->id, NULL);
 		snprintf(snap->message, sizeof(snap->message),
@@ -857,17 +886,33 @@ static int collect_snapshot_ids(const struct snapshot *snap, void *arg)
 	return strbuf_addf(arg, "%s\n", snap->id);
 }
 
+/* A cache entry stays if its snapshot is still known and completed. */
+static bool cache_entry_wanted(const char *snap_id, void *arg)
+{
+	struct snapshot snap;
+	(void)arg;
+	return registry_snapshot_get(ops.reg, snap_id, &snap) == 0 && snap.state == SNAP_COMPLETED;
+}
+
 /* Walk ids collected first: store reads run outside the registry walk. */
 void reconcile_snapshots(void)
 {
 	_cleanup_strbuf_ struct strbuf ids = STRBUF_INIT;
+	struct err e = {0};
 	registry_snapshot_each(ops.reg, collect_snapshot_ids, &ids);
-	if (!ids.len)
-		return;
 	char *save = NULL;
-	for (char *id = strtok_r(ids.buf, "\n", &save); id; id = strtok_r(NULL, "\n", &save)) {
+	for (char *id = ids.len ? strtok_r(ids.buf, "\n", &save) : NULL; id;
+	     id = strtok_r(NULL, "\n", &save)) {
 		struct snapshot snap;
 		if (registry_snapshot_get(ops.reg, id, &snap) == 0)
 			reconcile_snapshot(&snap);
 	}
+	/* Nothing is being stored yet, so packs no manifest lists are garbage. */
+	int n = store_collect(ops.store, NULL, 0, &e);
+	if (n > 0)
+		info("removed %d objects left by interrupted snapshots", n);
+	else if (n < 0)
+		warning("cannot collect the store's garbage: %s", e.msg);
+	cache_clean(cache_entry_wanted, NULL);
+	cache_trim();
 }

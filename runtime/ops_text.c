@@ -4,6 +4,7 @@
 #include "runtime/ops_internal.h"
 
 #include "backend/store.h"
+#include "runtime/cache.h"
 #include "runtime/jobs.h"
 
 int ops_version_text(struct strbuf *out)
@@ -46,6 +47,37 @@ static void metric_header(struct strbuf *out, const char *name, const char *type
 	strbuf_addf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
+static void gauge(struct strbuf *out, const char *name, const char *help, int64_t value)
+{
+	metric_header(out, name, "gauge", help);
+	strbuf_addf(out, "%s %lld\n", name, (long long)value);
+}
+
+/* The store's own totals, and the local cache. */
+static void store_metrics(struct strbuf *out)
+{
+	struct store_stats s;
+	struct cache_stats c;
+	store_stats(ops.store, &s);
+	cache_stats(&c);
+	gauge(out, "snapfs_store_bytes", "Bytes in the store: packs, pack indexes, manifests.",
+	      s.stored_bytes);
+	gauge(out, "snapfs_store_snapshots", "Snapshots with a manifest in the store.",
+	      s.snapshots);
+	gauge(out, "snapfs_store_packs", "Pack objects in the store.", s.packs);
+	gauge(out, "snapfs_store_chunks", "Distinct chunks in the store.", s.chunks);
+	gauge(out, "snapfs_store_chunk_bytes", "Plain bytes of the distinct chunks in the store.",
+	      s.chunk_bytes);
+	gauge(out, "snapfs_store_logical_bytes",
+	      "Plain bytes of every snapshot in the store, as if each were stored whole.",
+	      s.logical_bytes);
+	gauge(out, "snapfs_store_puts_in_flight", "Snapshots being stored.", s.puts_in_flight);
+	gauge(out, "snapfs_cache_bytes", "Disk bytes of local snapshot images.", c.bytes);
+	gauge(out, "snapfs_cache_limit_bytes", "The bound on local snapshot images.",
+	      c.limit_bytes);
+	gauge(out, "snapfs_cache_images", "Local snapshot images.", c.entries);
+}
+
 int ops_metrics_text(struct strbuf *out)
 {
 	struct metric_counts c = {0};
@@ -62,9 +94,10 @@ int ops_metrics_text(struct strbuf *out)
 	metric_header(out, "snapfs_snapshot_size_bytes", "gauge",
 		      "Plain bytes of all completed snapshots.");
 	strbuf_addf(out, "snapfs_snapshot_size_bytes %lld\n", (long long)c.size_bytes);
-	metric_header(out, "snapfs_store_bytes", "gauge",
-		      "Bytes the completed snapshots added to the store.");
-	strbuf_addf(out, "snapfs_store_bytes %lld\n", (long long)c.stored_bytes);
+	metric_header(out, "snapfs_snapshot_stored_bytes", "gauge",
+		      "Bytes the completed snapshots added to the store when they were taken.");
+	strbuf_addf(out, "snapfs_snapshot_stored_bytes %lld\n", (long long)c.stored_bytes);
+	store_metrics(out);
 	metric_header(out, "snapfs_snapshot_pause_seconds", "summary",
 		      "Time sandboxes were paused by completed snapshots.");
 	strbuf_addf(out, "snapfs_snapshot_pause_seconds_sum %.3f\n", (double)c.pause_ms_sum / 1000);

@@ -1,0 +1,378 @@
+/*
+ * store_get.c - store_get_snapshot(): read the packs' byte ranges the
+ * manifest names, decompress and verify every chunk, write the files.
+ *
+ * Consecutive chunks of one file stored back to back in one pack are read
+ * with one ranged get (up to RANGE_MAX). The ranges are jobs that every
+ * worker thread takes in turn; each chunk is checked against its SHA-256
+ * before it is written, so nothing unverified reaches the files. Zero runs
+ * are holes. Writeback of each range starts as soon as it is written, so
+ * the final fsync has little left to wait for.
+ */
+#include "backend/store_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zstd.h>
+
+/* A job reads at most this much of a pack and writes at most this much of a file. */
+#define RANGE_MAX (4u << 20)
+#define RBUF_BYTES (RANGE_MAX + ZSTD_COMPRESSBOUND(MANIFEST_CHUNK_MAX))
+#define PBUF_BYTES (RANGE_MAX + MANIFEST_CHUNK_MAX)
+
+/* Chunks [first, first + count) of one file, stored back to back in one pack. */
+struct range_job {
+	size_t file;
+	size_t first, count;
+	int64_t file_off; /* where the first one goes in the file */
+	int64_t plain;	  /* their plain bytes */
+	int64_t off, len; /* the range of the pack */
+};
+
+struct get {
+	struct store *st;
+	const char *id;
+	struct manifest m;
+	int *fds;
+	struct range_job *jobs;
+	size_t njobs, cap;
+	atomic_size_t next;
+	atomic_bool failed;
+	pthread_mutex_t lock; /* the failure of the lowest job */
+	size_t err_job;
+	struct err err;
+	ZSTD_DCtx *dctx[STORE_WORKERS_MAX];
+	EVP_MD_CTX *md[STORE_WORKERS_MAX];
+	unsigned char *rbuf[STORE_WORKERS_MAX]; /* the range read */
+	unsigned char *pbuf[STORE_WORKERS_MAX]; /* its chunks, plain and verified */
+};
+
+/* --- the jobs --------------------------------------------------------------- */
+
+static int add_job(struct get *g, const struct range_job *job)
+{
+	if (g->njobs == g->cap) {
+		size_t ncap = g->cap ? g->cap * 2 : 256;
+		struct range_job *bigger = reallocarray(g->jobs, ncap, sizeof(*bigger));
+		if (!bigger)
+			return -ENOMEM;
+		g->jobs = bigger;
+		g->cap = ncap;
+	}
+	g->jobs[g->njobs++] = *job;
+	return 0;
+}
+
+/* Can chunk @c of the file join @job? Same pack, right after it, ranges not too long. */
+static bool extends(const struct get *g, const struct range_job *job,
+		    const struct manifest_chunk *c)
+{
+	const struct manifest_chunk *first = &g->m.files[job->file].chunks[job->first];
+	return job->count > 0 && c->pack != MANIFEST_ZERO && c->pack == first->pack &&
+	       c->off == job->off + job->len && job->len + c->zlen <= RANGE_MAX &&
+	       job->plain + c->len <= RANGE_MAX;
+}
+
+static int plan_file(struct get *g, size_t fi)
+{
+	const struct manifest_file *f = &g->m.files[fi];
+	struct range_job job = {.file = fi};
+	int64_t pos = 0;
+	for (size_t i = 0; i < f->nchunks; pos += f->chunks[i].len, i++) {
+		const struct manifest_chunk *c = &f->chunks[i];
+		if (extends(g, &job, c)) {
+			job.count++;
+			job.len += c->zlen;
+			job.plain += c->len;
+			continue;
+		}
+		if (job.count > 0 && add_job(g, &job) < 0)
+			return -ENOMEM;
+		/* A zero run ends a job: it is a hole, and the job's chunks must be adjacent. */
+		job = (struct range_job){.file = fi,
+					 .first = i,
+					 .count = 1,
+					 .file_off = pos,
+					 .plain = c->len,
+					 .off = c->off,
+					 .len = c->zlen};
+		if (c->pack == MANIFEST_ZERO)
+			job.count = 0;
+	}
+	return job.count > 0 ? add_job(g, &job) : 0;
+}
+
+/* --- the workers ------------------------------------------------------------ */
+
+/* Keep the failure of the lowest job, so the message does not depend on timing. */
+static void fail_job(struct get *g, size_t job, const struct err *e)
+{
+	pthread_mutex_lock(&g->lock);
+	if (!atomic_load(&g->failed) || job < g->err_job) {
+		g->err_job = job;
+		g->err = *e;
+	}
+	atomic_store(&g->failed, true);
+	pthread_mutex_unlock(&g->lock);
+}
+
+static int chunk_fail(struct get *g, const struct range_job *job, size_t i, const char *what,
+		      struct err *e)
+{
+	const struct manifest_file *f = &g->m.files[job->file];
+	const struct manifest_chunk *c = &f->chunks[i];
+	char hex[SHA256_HEX_LEN + 1];
+	int64_t at = job->file_off;
+	for (size_t k = job->first; k < i; k++)
+		at += f->chunks[k].len;
+	sha256_to_hex(c->sha256, hex);
+	return err_set(e, EIO, "snapshot %s: chunk %s of %s (at byte %lld) %s", g->id, hex, f->name,
+		       (long long)at, what);
+}
+
+static int read_range(struct get *g, const struct range_job *job, unsigned char *buf, struct err *e)
+{
+	const struct manifest_chunk *c = &g->m.files[job->file].chunks[job->first];
+	char key[OBJ_KEY_MAX], what[ERR_MSG_MAX / 2];
+	struct err inner = {0};
+	store_pack_key(g->m.packs[c->pack], "pack", key);
+	int rc = objstore_get_range(g->st->os, key, job->off, (size_t)job->len, buf, &inner);
+	if (rc == 0)
+		return 0;
+	if (rc == -ENOENT)
+		snprintf(what, sizeof(what), "is missing from the store (pack %s)",
+			 g->m.packs[c->pack]);
+	else
+		snprintf(what, sizeof(what), "cannot be read: %.400s", inner.msg);
+	return chunk_fail(g, job, job->first, what, e);
+}
+
+/* Chunk @i, stored at @stored, plain into @plain (decompressed or copied), verified. */
+static int verify_chunk(struct get *g, const struct range_job *job, size_t i,
+			const unsigned char *stored, unsigned char *plain, unsigned worker,
+			struct err *e)
+{
+	const struct manifest_chunk *c = &g->m.files[job->file].chunks[i];
+	unsigned char sha[SHA256_LEN];
+	if (c->zlen == c->len) {
+		memcpy(plain, stored, (size_t)c->len);
+	} else {
+		size_t n = ZSTD_decompressDCtx(g->dctx[worker], plain, (size_t)c->len, stored,
+					       (size_t)c->zlen);
+		if (ZSTD_isError(n) || n != (size_t)c->len)
+			return chunk_fail(g, job, i, "is corrupt (it does not decompress)", e);
+	}
+	if (!store_sha256(g->st, g->md[worker], plain, (size_t)c->len, sha))
+		return err_set(e, EIO, "snapshot %s: SHA-256 failed", g->id);
+	if (memcmp(sha, c->sha256, SHA256_LEN))
+		return chunk_fail(g, job, i, "is corrupt (SHA-256 mismatch)", e);
+	return 0;
+}
+
+static int write_all_at(int fd, const unsigned char *p, size_t len, int64_t off)
+{
+	while (len > 0) {
+		ssize_t n = pwrite(fd, p, len, (off_t)off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		p += n;
+		len -= (size_t)n;
+		off += n;
+	}
+	return 0;
+}
+
+/* Read the range, verify every chunk into the plain buffer, then write it with one call. */
+static int run_job(struct get *g, const struct range_job *job, unsigned worker, struct err *e)
+{
+	const struct manifest_file *f = &g->m.files[job->file];
+	int fd = g->fds[job->file];
+	int rc = read_range(g, job, g->rbuf[worker], e);
+	int64_t at = 0;
+	for (size_t i = job->first; rc == 0 && i < job->first + job->count; i++) {
+		const struct manifest_chunk *c = &f->chunks[i];
+		rc = verify_chunk(g, job, i, g->rbuf[worker] + (c->off - job->off),
+				  g->pbuf[worker] + at, worker, e);
+		at += c->len;
+	}
+	if (fd < 0) /* store_verify_snapshot(): nothing to write */
+		return rc;
+	if (rc == 0)
+		rc = write_all_at(fd, g->pbuf[worker], (size_t)job->plain, job->file_off);
+	if (rc < 0 && !e->code)
+		rc = err_set(e, rc == -ENOSPC ? ENOSPC : EIO, "snapshot %s: cannot write %s: %s",
+			     g->id, f->name, strerror(-rc));
+	/* Start the writeback now: the fsync at the end then has little left to wait for. */
+	if (rc == 0)
+		sync_file_range(fd, job->file_off, job->plain, SYNC_FILE_RANGE_WRITE);
+	return rc;
+}
+
+static void worker_main(void *arg, unsigned worker)
+{
+	struct get *g = arg;
+	while (!atomic_load(&g->failed)) {
+		size_t i = atomic_fetch_add(&g->next, 1);
+		if (i >= g->njobs)
+			break;
+		struct err e = {0};
+		if (run_job(g, &g->jobs[i], worker, &e) < 0)
+			fail_job(g, i, &e);
+	}
+}
+
+/* --- files ------------------------------------------------------------------ */
+
+static int open_files(struct get *g, const char *dir, struct err *e)
+{
+	char path[PATH_MAX];
+	for (size_t i = 0; i < g->m.nfiles; i++) {
+		const struct manifest_file *f = &g->m.files[i];
+		if (xsnprintf(path, sizeof(path), "%s/%s", dir, f->name) < 0)
+			return err_set(e, EINVAL, "snapshot %s: path %s/%s is too long", g->id, dir,
+				       f->name);
+		g->fds[i] = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		/* The size first: zero runs stay holes. */
+		if (g->fds[i] < 0 || ftruncate(g->fds[i], f->size) < 0)
+			return err_set(e, errno == ENOSPC ? ENOSPC : EIO,
+				       "snapshot %s: cannot create %s: %s", g->id, path,
+				       strerror(errno));
+	}
+	return 0;
+}
+
+static int sync_files(struct get *g, const char *dir, struct err *e)
+{
+	for (size_t i = 0; i < g->m.nfiles; i++) {
+		if (fsync(g->fds[i]) < 0)
+			return err_set(e, errno == ENOSPC ? ENOSPC : EIO,
+				       "snapshot %s: cannot fsync %s: %s", g->id,
+				       g->m.files[i].name, strerror(errno));
+	}
+	int rc = fsync_dir(dir);
+	if (rc < 0)
+		return err_set(e, EIO, "snapshot %s: cannot fsync %s: %s", g->id, dir,
+			       strerror(-rc));
+	return 0;
+}
+
+/* Close the files; on failure remove those this get created, and @dir if it made it. */
+static void close_files(struct get *g, const char *dir, bool failed, bool made_dir)
+{
+	char path[PATH_MAX];
+	for (size_t i = 0; g->fds && i < g->m.nfiles; i++) {
+		if (g->fds[i] < 0)
+			continue;
+		close(g->fds[i]);
+		if (failed && xsnprintf(path, sizeof(path), "%s/%s", dir, g->m.files[i].name) >= 0)
+			unlink(path);
+	}
+	if (failed && made_dir)
+		rmdir(dir);
+}
+
+static int get_setup(struct get *g, struct err *e)
+{
+	g->fds = malloc((g->m.nfiles + 1) * sizeof(*g->fds));
+	if (!g->fds)
+		return err_set(e, ENOMEM, "out of memory");
+	for (size_t i = 0; i < g->m.nfiles; i++)
+		g->fds[i] = -1;
+	for (size_t i = 0; i < g->m.nfiles; i++) {
+		if (plan_file(g, i) < 0)
+			return err_set(e, ENOMEM, "out of memory");
+	}
+	for (unsigned i = 0; i < g->st->workers; i++) {
+		g->dctx[i] = ZSTD_createDCtx();
+		g->md[i] = EVP_MD_CTX_new();
+		g->rbuf[i] = malloc(RBUF_BYTES);
+		g->pbuf[i] = malloc(PBUF_BYTES);
+		if (!g->dctx[i] || !g->md[i] || !g->rbuf[i] || !g->pbuf[i])
+			return err_set(e, ENOMEM, "out of memory");
+	}
+	return 0;
+}
+
+static void get_teardown(struct get *g)
+{
+	for (unsigned i = 0; i < STORE_WORKERS_MAX; i++) {
+		ZSTD_freeDCtx(g->dctx[i]);
+		EVP_MD_CTX_free(g->md[i]);
+		free(g->rbuf[i]);
+		free(g->pbuf[i]);
+	}
+	free(g->fds);
+	free(g->jobs);
+	manifest_free(&g->m);
+	pthread_mutex_destroy(&g->lock);
+}
+
+/* Run the jobs into the files of @dir, or (@dir NULL) only check every chunk. */
+static int get_files(struct get *g, const char *dir, struct err *e)
+{
+	int rc = get_setup(g, e);
+	if (rc == 0 && dir)
+		rc = open_files(g, dir, e);
+	if (rc < 0)
+		return rc;
+	unsigned workers = g->st->workers;
+	store_parallel(g->njobs < workers ? (unsigned)g->njobs : workers, worker_main, g);
+	if (atomic_load(&g->failed)) {
+		if (e)
+			*e = g->err;
+		return -g->err.code;
+	}
+	return dir ? sync_files(g, dir, e) : 0;
+}
+
+static int get_begin(struct store *st, const char *id, struct get *g, struct err *e)
+{
+	_cleanup_free_ char *json = NULL;
+	*g = (struct get){.st = st, .id = id};
+	int rc = store_get_manifest(st, id, &json, e);
+	if (rc < 0)
+		return rc;
+	pthread_mutex_init(&g->lock, NULL);
+	rc = manifest_parse(json, id, &g->m, e);
+	if (rc < 0)
+		pthread_mutex_destroy(&g->lock);
+	return rc;
+}
+
+int store_verify_snapshot(struct store *st, const char *id, struct err *e)
+{
+	struct get g;
+	int rc = get_begin(st, id, &g, e);
+	if (rc < 0)
+		return rc;
+	rc = get_files(&g, NULL, e);
+	get_teardown(&g);
+	return rc;
+}
+
+int store_get_snapshot(struct store *st, const char *id, const char *dir, struct err *e)
+{
+	struct get g;
+	int rc = get_begin(st, id, &g, e);
+	if (rc < 0)
+		return rc;
+	struct stat sb;
+	bool made_dir = stat(dir, &sb) < 0;
+	rc = mkdir_p(dir, 0755);
+	if (rc < 0)
+		rc = err_set(e, -rc == ENOSPC ? ENOSPC : EIO, "snapshot %s: cannot create %s: %s",
+			     id, dir, strerror(-rc));
+	if (rc == 0)
+		rc = get_files(&g, dir, e);
+	close_files(&g, dir, rc < 0, made_dir);
+	get_teardown(&g);
+	return rc;
+}

@@ -1,0 +1,161 @@
+/*
+ * store_internal.h - what store.c (open, index, delete, collect),
+ * store_put.c and store_get.c share. Not for other modules.
+ *
+ * In memory the store keeps, under st->lock:
+ *   - one struct pack per pack object some manifest lists, with `refs` (how
+ *     many manifests list it) and `pins` (how many puts in flight use chunks
+ *     of it);
+ *   - the chunk index: SHA-256 -> where the chunk is stored, for every chunk
+ *     of every indexed pack; a put looks its chunks up here to store each
+ *     one once;
+ *   - one struct snap_rec per manifest: the packs it lists, its sizes;
+ *   - the puts in flight, each with the packs it pinned.
+ * A pack is deleted only once refs and pins are both zero; its chunks leave
+ * the index (under the lock) before its objects leave the objstore, so no
+ * put can start using a pack that is being deleted.
+ *
+ * Objects: manifests/<id>.json, packs/<id>/<seq>.pack and
+ * packs/<id>/<seq>.idx, where <id> is the snapshot whose put wrote the pack
+ * (later snapshots may use its chunks too) and <seq> four or more digits.
+ */
+#ifndef SNAPFS_STORE_INTERNAL_H
+#define SNAPFS_STORE_INTERNAL_H
+
+#include <openssl/evp.h>
+#include <pthread.h>
+
+#include "backend/manifest.h"
+#include "backend/objstore.h"
+#include "backend/store.h"
+
+#define STORE_ID_MAX 63
+#define STORE_MANIFEST_MAX (64u << 20)
+/* Threads one put or get runs on: the cores, at most this many. */
+#define STORE_WORKERS_MAX 8
+
+struct pack {
+	char name[MANIFEST_PACK_MAX + 1]; /* "<id>/<seq>" */
+	int refs;
+	int pins;
+	int64_t bytes;	   /* the pack object */
+	int64_t idx_bytes; /* its index object */
+	bool indexed;	   /* its chunks are in the chunk index */
+};
+
+/* Where one chunk is stored. An empty index slot has pack == NULL. */
+struct chunk_ref {
+	unsigned char sha256[SHA256_LEN];
+	struct pack *pack;
+	int64_t off;
+	uint32_t len;  /* plain bytes */
+	uint32_t zlen; /* stored bytes; == len: stored plain */
+};
+
+/* Open addressing on the first 8 bytes of the hash, linear probing, at most half full. */
+struct chunk_index {
+	struct chunk_ref *slots;
+	size_t cap; /* a power of two, or 0 */
+	size_t count;
+	int64_t plain_bytes; /* sum of len */
+};
+
+struct snap_rec {
+	char id[STORE_ID_MAX + 1];
+	struct pack **packs;
+	size_t npacks;
+	int64_t size_bytes;
+	int64_t stored_bytes;
+	int64_t manifest_bytes;
+};
+
+struct inflight {
+	char id[STORE_ID_MAX + 1];
+	struct pack **pinned; /* packs of other snapshots whose chunks this put uses */
+	size_t npinned, cap;
+	struct inflight *next;
+};
+
+struct store {
+	struct objstore *os;
+	EVP_MD *sha256; /* fetched once: an implicit fetch per digest costs a lock */
+	unsigned workers;
+	pthread_mutex_t lock; /* everything below */
+	struct pack **packs;
+	size_t npacks, packs_cap;
+	struct chunk_index index;
+	struct snap_rec *snaps;
+	size_t nsnaps, snaps_cap;
+	struct inflight *inflight;
+};
+
+/* Pack index objects: a header, one entry per chunk, a SHA-256 of all before it. */
+#define PACK_IDX_MAGIC "SNAPFSPI"
+#define PACK_IDX_VERSION 1u
+struct pack_idx_entry {
+	unsigned char sha256[SHA256_LEN];
+	uint64_t off; /* little-endian, as every field */
+	uint32_t len;
+	uint32_t zlen;
+};
+
+/* @arr (holding @used of *@cap elements of @size bytes) with room for one more; NULL: ENOMEM. */
+void *store_grow(void *arr, size_t *cap, size_t used, size_t size);
+/* Grow array @arr in place: 0, or -ENOMEM (and @arr is left as it was). */
+#define STORE_GROW(arr, cap, used)                                                                 \
+	({                                                                                         \
+		__typeof__(arr) grown_ = store_grow((arr), &(cap), (used), sizeof(*(arr)));        \
+		if (grown_)                                                                        \
+			(arr) = grown_;                                                            \
+		grown_ ? 0 : -ENOMEM;                                                              \
+	})
+
+bool store_id_ok(const char *id);
+int store_check_id(const char *id, struct err *e);
+void store_manifest_key(const char *id, char key[OBJ_KEY_MAX]);
+/* "packs/<name>.pack" or ".idx". */
+void store_pack_key(const char *name, const char *ext, char key[OBJ_KEY_MAX]);
+/* Re-raise an objstore failure with "snapshot ID: " before its message. */
+int store_wrap(struct err *e, const char *id, int rc, const struct err *inner);
+
+/* The chunk index. add: -ENOMEM; a hash already there is left as it is (returns 0). */
+const struct chunk_ref *chunk_index_find(const struct chunk_index *ix,
+					 const unsigned char sha[SHA256_LEN]);
+int chunk_index_add(struct chunk_index *ix, const struct chunk_ref *ref);
+void chunk_index_free(struct chunk_index *ix);
+
+/* The pack index object of @n entries (caller frees *out), and its parse. */
+int pack_idx_encode(const struct store *st, const struct pack_idx_entry *ents, size_t n, char **out,
+		    size_t *len);
+int pack_idx_decode(const struct store *st, const char *data, size_t len,
+		    struct pack_idx_entry **ents, size_t *n);
+
+/* SHA-256 of @len bytes with a context the caller keeps; false on a libcrypto failure. */
+bool store_sha256(const struct store *st, EVP_MD_CTX *ctx, const void *data, size_t len,
+		  unsigned char out[SHA256_LEN]);
+
+/* Run fn(arg, worker) on @n threads (the caller's is worker 0); returns when all did. */
+void store_parallel(unsigned n, void (*fn)(void *arg, unsigned worker), void *arg);
+
+/* Under st->lock: the pack named @name, or NULL. */
+struct pack *store_find_pack(struct store *st, const char *name);
+/* Delete every pack with no refs and no pins: out of the index, then out of the objstore. */
+void store_gc(struct store *st);
+
+/* Under st->lock: register a put of @id; NULL (-ENOMEM) or -EBUSY if one is in flight. */
+int store_inflight_begin(struct store *st, const char *id, struct inflight **out);
+/* Under st->lock: pin @p for @fl once; -ENOMEM. */
+int store_inflight_pin(struct inflight *fl, struct pack *p);
+/* Under st->lock: unpin all of @fl's packs, unlink and free @fl. */
+void store_inflight_end(struct store *st, struct inflight *fl);
+
+/* Under st->lock: room for @packs more packs, one more snapshot, @chunks more chunks. */
+int store_reserve(struct store *st, size_t packs, size_t chunks);
+/* Under st->lock: add @p (refs 0, pins 0) to the store's packs. -ENOMEM. */
+int store_add_pack(struct store *st, struct pack *p);
+/* Under st->lock: drop the record of @id, its packs lose a ref; false if there was none. */
+bool store_forget_snap(struct store *st, const char *id);
+/* Under st->lock: record manifest @rec (takes its packs array), refs++ on each pack. */
+int store_add_snap(struct store *st, struct snap_rec *rec);
+
+#endif

@@ -1,0 +1,54 @@
+/*
+ * cache.h - the local cache of snapshot images: <state>/cache/<snap-id>/
+ * holds the checkpoint files of one snapshot on local disk, either the
+ * spool a snapshot was stored from or an image materialized from the
+ * store. Forks and resume restore from it instead of the store.
+ *
+ * Bounded in size: cache_trim() removes least recently used directories
+ * (by the directory's mtime, which cache_hold() renews) until the disk
+ * blocks they use fit the limit: --cache-max, or by default a quarter of
+ * what the cache holds plus the free space of its filesystem. A directory
+ * held by a restore is never removed; cache_remove() of a held one waits
+ * for the last cache_release().
+ *
+ * Temp directories (names holding ".tmp") are made by materializing
+ * restores; cache_clean() removes leftovers at start-up, and every image
+ * if the machine rebooted since they were written (cache/.boot_id): spool
+ * files are not fsynced, so a machine crash may have torn them.
+ *
+ * Thread-safety: every function may be called from any thread.
+ */
+#ifndef SNAPFS_CACHE_H
+#define SNAPFS_CACHE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct cache_stats {
+	int64_t bytes;	     /* disk blocks used, in bytes */
+	int64_t limit_bytes; /* what cache_trim() keeps it under */
+	int64_t entries;
+};
+
+/* @dir is the cache directory (it exists); @max_bytes 0 for the default limit. */
+void cache_init(const char *dir, int64_t max_bytes);
+
+/* A restore reads cache/<snap_id>: keep it, and make it the most recently used. */
+void cache_hold(const char *snap_id);
+void cache_release(const char *snap_id);
+
+/* Remove cache/<snap_id> now, or when the last holder releases it. */
+void cache_remove(const char *snap_id);
+
+/* Remove least recently used entries that nobody holds until the cache fits its limit. */
+void cache_trim(void);
+
+/*
+ * At start-up: remove temp directories, each entry for which @keep returns
+ * false, and every entry after a reboot.
+ */
+void cache_clean(bool (*keep)(const char *snap_id, void *arg), void *arg);
+
+void cache_stats(struct cache_stats *out);
+
+#endif

@@ -1,0 +1,95 @@
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "lib/util.h"
+#include "runtime/cache.h"
+#include "tests/unit/t.h"
+
+#define ENTRY_BYTES (1u << 20)
+
+static char base[64];
+
+static bool exists(const char *rel)
+{
+	char p[PATH_MAX];
+	struct stat st;
+	snprintf(p, sizeof(p), "%s/%s", base, rel);
+	return stat(p, &st) == 0;
+}
+
+/* An image of ENTRY_BYTES of data, last used @age seconds ago. */
+static void make_entry(const char *id, int age)
+{
+	char p[PATH_MAX];
+	snprintf(p, sizeof(p), "%s/%s", base, id);
+	CHECK(mkdir_p(p, 0755) == 0);
+	char *data = malloc(ENTRY_BYTES);
+	memset(data, 'x', ENTRY_BYTES);
+	snprintf(p, sizeof(p), "%s/%s/pages.img", base, id);
+	CHECK(write_file_durable(p, data, ENTRY_BYTES) == 0);
+	free(data);
+	snprintf(p, sizeof(p), "%s/%s", base, id);
+	struct timespec t[2] = {{.tv_sec = time(NULL) - age}, {.tv_sec = time(NULL) - age}};
+	CHECK(utimensat(AT_FDCWD, p, t, 0) == 0);
+}
+
+static bool keep_even(const char *id, void *arg)
+{
+	(void)arg;
+	return id[strlen(id) - 1] % 2 == 0;
+}
+
+int main(void)
+{
+	snprintf(base, sizeof(base), "/tmp/test_cache.XXXXXX");
+	if (!mkdtemp(base))
+		return 1;
+	/* Room for three images and a bit. */
+	cache_init(base, 3 * ENTRY_BYTES + ENTRY_BYTES / 2);
+	make_entry("snap-1", 500);
+	make_entry("snap-2", 400);
+	make_entry("snap-3", 300);
+	make_entry("snap-4", 200);
+	make_entry("snap-5", 100);
+	make_entry("snap-6.tmp-abcd", 1000); /* being materialized: never trimmed */
+	struct cache_stats s;
+	cache_stats(&s);
+	CHECK(s.entries == 5 && s.bytes >= 6 * ENTRY_BYTES);
+
+	cache_hold("snap-1"); /* in use, and now the most recently used */
+	cache_trim();
+	CHECK(exists("snap-1"));
+	CHECK(!exists("snap-2") && !exists("snap-3") && !exists("snap-4"));
+	CHECK(exists("snap-5") && exists("snap-6.tmp-abcd"));
+
+	cache_remove("snap-1"); /* held: goes at the last release */
+	CHECK(exists("snap-1"));
+	cache_hold("snap-1");
+	cache_release("snap-1");
+	CHECK(exists("snap-1"));
+	cache_release("snap-1");
+	CHECK(!exists("snap-1"));
+	cache_remove("snap-5");
+	CHECK(!exists("snap-5"));
+
+	/* The first clean records the boot id: images from an unknown boot go. */
+	make_entry("snap-8", 10);
+	cache_clean(keep_even, NULL);
+	CHECK(!exists("snap-8") && exists(".boot_id"));
+	make_entry("snap-7", 10);
+	make_entry("snap-8", 10);
+	cache_clean(keep_even, NULL);
+	CHECK(!exists("snap-7") && exists("snap-8") && !exists("snap-6.tmp-abcd"));
+	cache_stats(&s);
+	CHECK(s.entries == 1 && s.limit_bytes == 3 * ENTRY_BYTES + ENTRY_BYTES / 2);
+
+	/* The default limit: a quarter of the cache and the free space together. */
+	cache_init(base, 0);
+	cache_stats(&s);
+	CHECK(s.limit_bytes > 0 && s.limit_bytes < INT64_MAX);
+	rm_rf(base);
+	return t_done();
+}
