@@ -28,6 +28,9 @@ UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 OBJ = $(patsubst %.c,$(1)/%.o,$(2))
 
 .PHONY: all test unit install format clean integration
+# Keep the unit tests' objects: make would otherwise delete them after `make test`
+# and print that last, after the suite's closing "N passed, N failed" line.
+.SECONDARY:
 
 all: build/snapfs
 

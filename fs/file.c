@@ -11,20 +11,58 @@
 
 /* --- lifetime --------------------------------------------------------- */
 
+/*
+ * Every file not yet freed, so fs_destroy() can free the ones the kernel
+ * never released (a file still open when the mount was lazily detached).
+ */
+static pthread_mutex_t open_files_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct fs_file *open_files;
+
 static void file_ref(struct fs_file *f)
 {
 	atomic_fetch_add(&f->refs, 1);
+}
+
+static void file_free(struct fs_file *f)
+{
+	strbuf_release(&f->content);
+	strbuf_release(&f->collected);
+	ctl_spec_release(&f->spec);
+	pthread_mutex_destroy(&f->lock);
+	free(f);
+}
+
+static void file_unlink(struct fs_file *f)
+{
+	pthread_mutex_lock(&open_files_lock);
+	if (f->prev_open)
+		f->prev_open->next_open = f->next_open;
+	else
+		open_files = f->next_open;
+	if (f->next_open)
+		f->next_open->prev_open = f->prev_open;
+	pthread_mutex_unlock(&open_files_lock);
 }
 
 static void file_unref(struct fs_file *f)
 {
 	if (atomic_fetch_sub(&f->refs, 1) != 1)
 		return;
-	strbuf_release(&f->content);
-	strbuf_release(&f->collected);
-	ctl_spec_release(&f->spec);
-	pthread_mutex_destroy(&f->lock);
-	free(f);
+	file_unlink(f);
+	file_free(f);
+}
+
+void file_free_all(void)
+{
+	pthread_mutex_lock(&open_files_lock);
+	struct fs_file *f = open_files;
+	open_files = NULL;
+	pthread_mutex_unlock(&open_files_lock);
+	while (f) {
+		struct fs_file *next = f->next_open;
+		file_free(f);
+		f = next;
+	}
 }
 
 static int check_access(const struct fs_node *n, int flags, struct err *e)
@@ -62,6 +100,12 @@ int file_open(const struct fs_node *n, int flags, struct fs_file **out, struct e
 	f->collected.max = ENV_MAX - 1;
 	if (n->ent->flags & FS_STATUS)
 		status_now(n, f->seen);
+	pthread_mutex_lock(&open_files_lock);
+	f->next_open = open_files;
+	if (open_files)
+		open_files->prev_open = f;
+	open_files = f;
+	pthread_mutex_unlock(&open_files_lock);
 	*out = f;
 	return 0;
 }

@@ -57,20 +57,23 @@ struct fs_file {
 	/* The rest is under lock. */
 	struct strbuf content; /* what reads return: made by a read, or a write's result */
 	bool has_content;
-	size_t pos;		  /* FS_STREAM: where the next read starts */
-	bool running;		  /* FS_STREAM: an exec is in flight; reads wait */
-	struct waiter *waiters;	  /* reads held until it ends, oldest first */
-	char seen[FILE_SEEN_MAX]; /* FS_STATUS: the status this file saw last */
-	struct ctl_lines lines;	  /* the line being written */
-	struct strbuf collected;  /* env: every line written on this file */
-	struct ctl_spec spec;	  /* sandboxes/new: the spec being written */
-	uint64_t writer;	  /* lock owner (descriptor table) of the last write */
+	size_t pos;			       /* FS_STREAM: where the next read starts */
+	bool running;			       /* FS_STREAM: an exec is in flight; reads wait */
+	struct waiter *waiters;		       /* reads held until it ends, oldest first */
+	char seen[FILE_SEEN_MAX];	       /* FS_STATUS: the status this file saw last */
+	struct ctl_lines lines;		       /* the line being written */
+	struct strbuf collected;	       /* env: every line written on this file */
+	struct ctl_spec spec;		       /* sandboxes/new: the spec being written */
+	uint64_t writer;		       /* lock owner (descriptor table) of the last write */
+	struct fs_file *prev_open, *next_open; /* the list of files not yet freed */
 };
 
 /* Open @n; -EACCES (with @e's sentence) for a mode the file does not have. */
 int file_open(const struct fs_node *n, int flags, struct fs_file **out, struct err *e);
 /* The kernel's RELEASE: drop its reference and its poll handle. */
 void file_release(struct fs_file *f);
+/* At shutdown, after the session ended: free every file the kernel never released. */
+void file_free_all(void);
 
 void file_read(fuse_req_t req, struct fs_file *f, size_t size, off_t off);
 /* @owner: the request's fi->lock_owner. */

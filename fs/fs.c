@@ -550,6 +550,7 @@ void fs_destroy(struct fs *fs)
 	notify_join();
 	if (fs->se)
 		fuse_session_destroy(fs->se);
+	file_free_all();
 	inode_fini();
 	free(fs->mountpoint);
 	free(fs);

@@ -33,7 +33,9 @@ die() {
 	exit 1
 }
 
-installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -qx 'install ok installed'; }
+# No `cmd | grep -q` here: grep -q exits at the first match, the writer may die
+# of SIGPIPE, and pipefail would call the whole test false.
+installed() { [ "$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null)" = "install ok installed" ]; }
 
 apt_updated=0
 apt_install() {
@@ -48,12 +50,15 @@ apt_install() {
 has_backports() {
 	local f
 	for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources; do
-		[ -f "$f" ] && grep -v '^[[:space:]]*#' "$f" | grep -q 'bookworm-backports' && return 0
+		[ -f "$f" ] && grep -q '^[^#]*bookworm-backports' "$f" && return 0
 	done
 	return 1
 }
 
-runsc_ok() { command -v runsc >/dev/null 2>&1 && runsc --version 2>/dev/null | grep -q "$RUNSC_RELEASE"; }
+runsc_ok() {
+	local v
+	v=$(runsc --version 2>/dev/null) && [[ $v == *"$RUNSC_RELEASE"* ]]
+}
 
 [ "$(id -u)" -eq 0 ] || die "run me as root"
 

@@ -79,6 +79,11 @@ SNAPFS_TEST_LOGS=$PWD/build/test-logs
 export SNAPFS_TEST_CACHE SNAPFS_TEST_LOGS
 trap 'rm -rf "$SNAPFS_TEST_CACHE"' EXIT
 rm -rf "$SNAPFS_TEST_LOGS"
+# Every test runs the daemon as it was when the run began, even if the tree is rebuilt meanwhile.
+if [ -z "${SNAPFS_BIN:-}" ] && [ -x build/asan/snapfs ]; then
+	cp build/asan/snapfs "$SNAPFS_TEST_CACHE/snapfs"
+	export SNAPFS_BIN=$SNAPFS_TEST_CACHE/snapfs
+fi
 if ! scripts/make-image.sh "$SNAPFS_TEST_CACHE/busybox" >/dev/null; then
 	echo "scripts/make-image.sh failed: the integration tests need the busybox image" >&2
 fi

@@ -93,6 +93,22 @@ ok "rmdir a terminated sandbox" rmdir "$sb"
 ok "it is gone" test ! -e "$sb"
 check_lacks "index no longer lists it" "web " "$(rd "$MNT/sandboxes/index")"
 ok "a gone sandbox's name can be used again" mkdir "$sb"
+ok "rmdir of a sandbox never started (docs/control-files.md)" rmdir "$sb"
+
+# --- a sandbox whose entrypoint ends on its own (docs/control-files.md) ---
+ok "start a sandbox that exits after a second" make_sandbox short 'sleep 1'
+ok "it becomes terminated" poll_until 30 status_is short terminated
+check_match "its error says the process exited" 'exited' "$(rd "$MNT/sandboxes/short/error")"
+
+# --- tail -f events follows the journal ---
+timeout 60 tail -n 0 -f "$MNT/events" >"$T/events.tail" 2>&1 &
+tail_pid=$!
+BG_PIDS+=("$tail_pid")
+sleep 1.5 # let tail take its first look at the file
+ok "mkdir sandboxes/followed" mkdir "$MNT/sandboxes/followed"
+ok "tail -f events sees the new line" poll_until 15 grep -q '"followed"' "$T/events.tail"
+kill "$tail_pid"
+wait "$tail_pid" 2>/dev/null
 
 stop_daemon
 finish

@@ -16,7 +16,7 @@ fi
 
 start_daemon || bail "the daemon mounts"
 make_sandbox small "$COUNTER_ENTRYPOINT" || bail "start sandbox small"
-make_sandbox big "dd if=/dev/urandom of=/tmp/big bs=1M count=$BIG_MB 2>/dev/null; $COUNTER_ENTRYPOINT" ||
+make_sandbox big "dd if=/dev/urandom of=/tmp/big bs=1M count=$BIG_MB iflag=fullblock 2>/dev/null; $COUNTER_ENTRYPOINT" ||
 	bail "start sandbox big"
 poll_until 900 sb_run big 'test -f /tmp/counter' || bail "sandbox big fills $BIG_MB MiB of /tmp"
 check_eq "big holds $BIG_MB MiB in /tmp" "$((BIG_MB * 1024 * 1024))" "$(sb_run big 'stat -c %s /tmp/big')"

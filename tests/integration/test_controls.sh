@@ -60,6 +60,7 @@ ok "truncate -s 0 snapshot is accepted" truncate -s 0 "$A/snapshot"
 ok "an open with O_TRUNC and no write is accepted" bash -c ': >"$1"' _ "$A/snapshot"
 sleep 1
 check_eq "neither took a snapshot" "$n" "$(count_snapshots)"
+expect_errno EINVAL "truncate to a size other than 0 (docs/control-files.md)" truncate -s 5 "$A/snapshot"
 
 { mkdir "$MNT/sandboxes/b" && wr "$MNT/sandboxes/b/image" busybox; } ||
 	bail "mkdir sandboxes/b, image busybox"
@@ -96,6 +97,13 @@ else
 	check_eq "c is still created" created "$(sb_status c)"
 fi
 expect_errno ENOENT "a write to a sandbox that is not there" wr "$MNT/sandboxes/no-such/start"
+# What the tree does not allow at all (docs/control-files.md, "Reading").
+expect_errno EACCES "creating a file" touch "$A/new-file"
+expect_errno EPERM "unlink of a control file" rm -f "$A/status"
+expect_errno EPERM "rename of a control file" mv "$A/status" "$A/status2"
+expect_errno EPERM "chmod of a control file" chmod 0777 "$A/status"
+expect_errno EPERM "mkdir outside sandboxes/" mkdir "$MNT/snapshots/mine"
+check_eq "a is unchanged by all that" running "$(sb_status a)"
 
 # --- a failed snapshot cannot be forked ---
 # Make the store refuse writes (immutable, even for root): the checkpoint

@@ -39,6 +39,7 @@ else
 	check_eq "the fork is the source's process, restored (token)" "$tok" \
 		"$(counter_token "$(counter "$fork")")"
 	ps_fork=$(sb_run "$fork" 'ps')
+	check_contains "ps in the fork lists the restored entrypoint" "/tmp/counter" "$ps_fork"
 	check_lacks "the exec'd command is gone in the fork" "sleep 31" "$ps_fork"
 	check_eq "exec works in the fork" hello "$(sb_run "$fork" 'echo hello')"
 fi

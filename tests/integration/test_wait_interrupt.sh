@@ -10,7 +10,7 @@ FILL_MB=${FILL_MB:-512}
 BOUND_MS=5000 # "at once", generously
 
 start_daemon || bail "the daemon mounts"
-make_sandbox big "dd if=/dev/urandom of=/tmp/fill bs=1M count=$FILL_MB 2>/dev/null; $COUNTER_ENTRYPOINT" ||
+make_sandbox big "dd if=/dev/urandom of=/tmp/fill bs=1M count=$FILL_MB iflag=fullblock 2>/dev/null; $COUNTER_ENTRYPOINT" ||
 	bail "start sandbox big"
 poll_until 600 sb_run big 'test -f /tmp/counter' || bail "sandbox big fills $FILL_MB MiB of /tmp"
 B=$MNT/sandboxes/big
