@@ -15,7 +15,7 @@
 #   3. a fork from the local cache against `runsc restore --detach` by hand
 #      of the same image, ROUNDS times each;
 #   4. a fork with the cache emptied (materialized from the store: ranged
-#      reads, decompression, verification, fsync), ROUNDS times;
+#      reads, decompression, verification, writing the files), ROUNDS times;
 #   5. the store alone (bench/store_bench.c) on the first snapshot's image:
 #      chunk + hash + compress + write, chunk + hash only, verify, and get.
 # The section between the "store bench" markers of OUT is replaced.
@@ -221,7 +221,7 @@ section=$T/section
 	awk '{ printf "| %d | %d | %d | %d | %.0f |\n", $1, $2, $4, $3, $3 * 1048576 / $4 / 1000 }' "$cold"
 	echo
 	echo "Materializing reads the packs' byte ranges, decompresses and verifies every chunk"
-	echo "(SHA-256) on both cores, writes the files and fsyncs them (goal for decompression and"
+	echo "(SHA-256) on both cores and writes the files (goal for decompression and"
 	echo "verification: 1 GB/s or more on two cores)."
 	echo
 	echo "### The store alone (bench/store_bench.c, first snapshot's image, fresh store)"
@@ -231,7 +231,7 @@ section=$T/section
 	echo "| put, every chunk new: chunk, SHA-256, zstd -1, write packs | $(sbv put_new 2) | $(sbv put_new 3) |"
 	echo "| put, every chunk known: chunk, SHA-256 | $(sbv put_known 2) | $(sbv put_known 3) |"
 	echo "| verify: read ranges, decompress, verify | $(sbv verify 2) | $(sbv verify 3) |"
-	echo "| get: read ranges, decompress, verify, write, fsync | $(sbv get 2) | $(sbv get 3) |"
+	echo "| get: read ranges, decompress, verify, write | $(sbv get 2) | $(sbv get 3) |"
 	echo
 	echo "Stored $(sbv stored_bytes 2) bytes for $(sbv size_bytes 2) ($(awk -v a="$(sbv stored_bytes 2)" -v b="$(sbv size_bytes 2)" 'BEGIN { printf "%.1f%%", 100 * a / b }'))."
 	echo "Reproduce with \`bench/store.sh $ROUNDS\`."
