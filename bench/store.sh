@@ -176,6 +176,8 @@ for r in $(seq "$ROUNDS"); do
 done
 
 # --- 5. the store alone ------------------------------------------------------------
+# After the writeback of everything above, which would slow its fsyncs.
+sync
 "$SB" "$T/sb-store" "$STATE/cache/${snaps[0]}" "$T/sb-out" >"$T/sb"
 sbv() { awk -v k="$1" -v c="$2" '$1 == k { print $c }' "$T/sb"; }
 
