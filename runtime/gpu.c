@@ -551,11 +551,17 @@ static int undo_twice(const struct cuda_target *t, struct cuda_procs *procs, str
 	return rc;
 }
 
+static bool all_back(const struct cuda_procs *procs)
+{
+	for (size_t i = 0; i < procs->n; i++)
+		if (procs->p[i].now != procs->p[i].before)
+			return false;
+	return true;
+}
+
 void cuda_outcome(const struct cuda_procs *procs, struct strbuf *out)
 {
-	size_t left = 0;
-	for (size_t i = 0; i < procs->n; i++)
-		left += procs->p[i].now != procs->p[i].before;
+	bool left = !all_back(procs);
 	bool first = true;
 	strbuf_adds(out, left ? "CUDA processes not back:" : "CUDA processes back as before:");
 	for (size_t i = 0; i < procs->n; i++) {
@@ -618,10 +624,12 @@ int cuda_rollback(const struct cuda_target *t, struct cuda_procs *procs, int cod
 	struct err undo = {0};
 	_cleanup_strbuf_ struct strbuf outcome = STRBUF_INIT;
 	int urc = undo_twice(t, procs, &undo);
+	const char *how = urc < 0 ? "rollback failed: " : "rolled back: ";
 	cuda_outcome(procs, &outcome);
-	return err_set(e, code, "cannot %s: %s; %s%s%s%s", t->what, why,
-		       urc < 0 ? "rollback failed: " : "rolled back: ", urc < 0 ? undo.msg : "",
-		       urc < 0 ? "; " : "", strbuf_str(&outcome));
+	if (urc == 0 && !all_back(procs))
+		how = "rollback incomplete: ";
+	return err_set(e, code, "cannot %s: %s; %s%s%s%s", t->what, why, how,
+		       urc < 0 ? undo.msg : "", urc < 0 ? "; " : "", strbuf_str(&outcome));
 }
 
 int cuda_suspend(const struct cuda_target *t, struct cuda_procs *procs, struct err *e)
