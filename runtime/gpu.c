@@ -499,6 +499,12 @@ static int run_step(const struct cuda_target *t, struct cuda_proc *c, enum cuda_
 	return -EIO;
 }
 
+void cuda_refresh(const struct cuda_target *t, struct cuda_procs *procs)
+{
+	for (size_t i = 0; i < procs->n; i++)
+		procs->p[i].now = get_state(t, procs->p[i].pid);
+}
+
 /* Step @s for every process in its from-state, in order; stops at the first failure. */
 static int run_steps(const struct cuda_target *t, struct cuda_procs *procs, enum cuda_step s,
 		     struct err *e)

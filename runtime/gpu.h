@@ -190,6 +190,8 @@ int cuda_undo(const struct cuda_target *t, struct cuda_procs *procs, struct err 
  */
 int cuda_rollback(const struct cuda_target *t, struct cuda_procs *procs, int code, const char *why,
 		  struct err *e);
+/* Ask every process of @procs its state now (a process that is gone: unknown). */
+void cuda_refresh(const struct cuda_target *t, struct cuda_procs *procs);
 /* Append to @out where the processes stand: "CUDA processes 1 12 run unlocked again", ... */
 void cuda_outcome(const struct cuda_procs *procs, struct strbuf *out);
 

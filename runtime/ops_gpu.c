@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "lib/strbuf.h"
@@ -37,20 +38,18 @@ static enum cuda_driver driver_of(const struct sandbox *sb)
 	return cuda_driver_for(sb->gpu, tool, runsc_can);
 }
 
-/* The record goes into the spool before the checkpoint, so a suspend can never lose it. */
-static int record(struct gpu_checkpoint *gc, const struct cuda_target *t, const char *spool,
-		  struct err *e)
+/*
+ * The record goes into the spool twice: before the first lock (so a restart
+ * after a crash knows which processes to look at, gpu_reconcile()) and
+ * after the last checkpoint, before the gVisor checkpoint (so a suspend can
+ * never lose it).
+ */
+static int record(struct gpu_checkpoint *gc, const char *spool, struct err *e)
 {
-	char why[ERR_MSG_MAX];
 	int rc = mkdir_p(spool, 0700);
 	if (rc < 0)
-		err_set(e, -rc, "cannot create %s: %s", spool, strerror(-rc));
-	else
-		rc = cuda_record_write(spool, &gc->procs, e);
-	if (rc == 0)
-		return 0;
-	snprintf(why, sizeof(why), "%s", e->msg);
-	return cuda_rollback(t, &gc->procs, -rc, why, e);
+		return err_set(e, -rc, "cannot create %s: %s", spool, strerror(-rc));
+	return cuda_record_write(spool, &gc->procs, e);
 }
 
 int gpu_before_checkpoint(const struct sandbox *sb, const char *spool, struct gpu_checkpoint *gc,
@@ -75,12 +74,21 @@ int gpu_before_checkpoint(const struct sandbox *sb, const char *spool, struct gp
 		break;
 	}
 	struct cuda_target t = {&ops.runsc, gc->cid, gc->what};
+	char why[ERR_MSG_MAX];
 	int rc = cuda_find(&t, &gc->procs, e);
+	if (rc < 0 || !gc->procs.n)
+		return rc;
+	rc = record(gc, spool, e);
+	if (rc < 0)
+		return err_set(e, -rc, "cannot %s: %s", gc->what, e->msg);
+	rc = cuda_suspend(&t, &gc->procs, e);
+	if (rc < 0)
+		return rc;
+	rc = record(gc, spool, e);
 	if (rc == 0)
-		rc = cuda_suspend(&t, &gc->procs, e);
-	if (rc == 0 && gc->procs.n)
-		rc = record(gc, &t, spool, e);
-	return rc;
+		return 0;
+	snprintf(why, sizeof(why), "%s", e->msg);
+	return cuda_rollback(&t, &gc->procs, -rc, why, e);
 }
 
 static bool container_running(const char *cid)
@@ -124,4 +132,38 @@ int gpu_after_restore(const char *sandbox_id, const char *snap_id, const char *r
 		return err_set(e, -rc, "cannot %s: %s", what, e->msg);
 	struct cuda_target t = {&ops.runsc, runtime_id, what};
 	return cuda_undo(&t, &procs, e);
+}
+
+static int newest_snapshot(const struct snapshot *snap, void *arg)
+{
+	*(struct snapshot *)arg = *snap; /* oldest first: the last one wins */
+	return 0;
+}
+
+void gpu_reconcile(struct sandbox *sb)
+{
+	struct snapshot *newest = calloc(1, sizeof(*newest));
+	char spool[PATH_MAX], what[ID_MAX + 64];
+	struct cuda_procs procs;
+	struct err e = {0};
+	_cleanup_strbuf_ struct strbuf outcome = STRBUF_INIT;
+	if (!newest)
+		return;
+	registry_snapshot_each_of_sandbox(ops.reg, sb->id, newest_snapshot, newest);
+	int rc = newest->id[0] ? spool_path(newest->id, spool, sizeof(spool)) : -ENOENT;
+	free(newest);
+	if (rc < 0 || cuda_record_read(spool, &procs, NULL) < 0)
+		return;
+	snprintf(what, sizeof(what), "bring back the CUDA processes of sandbox %s", sb->id);
+	struct cuda_target t = {&ops.runsc, sb->runtime_id, what};
+	/* How far the interrupted sequence got: ask, do not trust the record. */
+	cuda_refresh(&t, &procs);
+	rc = cuda_undo(&t, &procs, &e);
+	cuda_outcome(&procs, &outcome);
+	if (rc < 0)
+		snprintf(sb->message, sizeof(sb->message), "%s", e.msg);
+	else
+		snprintf(sb->message, sizeof(sb->message),
+			 "snapfs stopped during a checkpoint of this sandbox; %s",
+			 strbuf_str(&outcome));
 }

@@ -164,5 +164,11 @@ int gpu_after_checkpoint(struct gpu_checkpoint *gc, bool leave_running, int rc, 
 /* After `runsc restore` of @image_dir into @runtime_id: restore and unlock what it records. */
 int gpu_after_restore(const char *sandbox_id, const char *snap_id, const char *runtime_id,
 		      const char *image_dir, struct err *e);
+/*
+ * At start-up, for a sandbox that was snapshotting or suspending and still
+ * runs: bring back the CUDA processes the interrupted checkpoint's spool
+ * records, and say so in @sb->message (the caller saves @sb).
+ */
+void gpu_reconcile(struct sandbox *sb);
 
 #endif

@@ -509,6 +509,7 @@ static void reconcile_suspend(struct sandbox *sb, bool alive)
 		sb->pid = 0;
 	} else if (alive) {
 		sb->state = SB_RUNNING; /* the checkpoint never stopped it */
+		gpu_reconcile(sb);      /* CUDA processes it may have left locked */
 	} else if (snap.id[0] && restore_from_spool(sb, snap.id, &e) == 0) {
 		sb->state = SB_RUNNING;
 		snprintf(
@@ -545,6 +546,8 @@ static void reconcile_one(struct sandbox *sb)
 		sb->state = SB_SUSPENDED; /* a failed resume can be tried again */
 	} else if (alive) {
 		sb->state = SB_RUNNING;
+		if (was == SB_SNAPSHOTTING)
+			gpu_reconcile(sb); /* CUDA processes it may have left locked */
 	} else {
 		runsc_delete(&ops.runsc, sb->runtime_id, NULL);
 		sb->state = SB_FAILED;

@@ -241,6 +241,28 @@ fork2=$(fork_of "$snap2")
 check_eq "after the window a fork of it works" running "$(sb_status "$fork2")"
 check_eq "and its CUDA processes run unlocked" "1:running $P:running" "$(cc_states "$fork2")"
 
+# --- snapfs killed in the middle of the sequence ------------------------------------------
+
+# The checkpoint of $P sleeps; snapfs dies meanwhile with 1 checkpointed and $P locked. Its
+# restart finds fork2 `snapshotting` and still running, and brings the processes back.
+mark=$(cc_lines "$fork2")
+inject "$fork2" "sleep-checkpoint-$P" 6
+ok "an async snapshot of fork2" wr "$MNT/sandboxes/$fork2/snapshot" async
+sleep 3
+kill -KILL "$DAEMON_PID"
+wait "$DAEMON_PID" 2>/dev/null
+DAEMON_PID=""
+unmount_mnt
+DAEMON_ARGS=(--runsc "$T/runsc")
+start_daemon || bail "the daemon starts again after SIGKILL"
+check_eq "after the restart fork2 runs" running "$(sb_status "$fork2")"
+check_eq "its CUDA processes run unlocked" "1:running $P:running" "$(cc_states "$fork2")"
+check_contains "its error says what happened" \
+	"snapfs stopped during a checkpoint of this sandbox; CUDA processes back as before" \
+	"$(rd "$MNT/sandboxes/$fork2/error")"
+check_eq "the interrupted snapshot failed" failed "$(snap_status "$(newest_snapshot_of "$fork2")")"
+note "calls: $(actions "$(cc_log "$fork2")" "$mark")"
+
 # --- a process cuda-checkpoint cannot recover ----------------------------------------------
 
 mark=$(cc_lines src)
