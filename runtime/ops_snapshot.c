@@ -131,9 +131,16 @@ static void checkpoint_job(void *arg)
 	snapshot_save(&snap);
 	spool_path(snap.id, spool, sizeof(spool));
 	rm_rf(spool);
-	int64_t t0 = mono_ms();
-	int rc = runsc_checkpoint(&ops.runsc, sb.runtime_id, spool, leave_running, &e);
-	snap.pause_ms = mono_ms() - t0;
+	/* CUDA state first (ops_gpu.c); the pause is the gVisor checkpoint alone. */
+	struct gpu_checkpoint gpu;
+	int rc = gpu_before_checkpoint(&sb, spool, &gpu, &e);
+	if (rc == 0) {
+		int64_t t0 = mono_ms();
+		rc = runsc_checkpoint_cuda(&ops.runsc, sb.runtime_id, spool, leave_running,
+					   gpu.runsc_cuda, &e);
+		snap.pause_ms = mono_ms() - t0;
+		rc = gpu_after_checkpoint(&gpu, leave_running, rc, &e);
+	}
 	if (rc < 0) {
 		rm_rf(spool);
 		sandbox_after_failed_checkpoint(sb.id, sb.runtime_id, &e);
@@ -254,6 +261,8 @@ static void store_job(void *arg)
 	int rc = meta ? 0 : err_set(&e, ENOMEM, "cannot build the manifest of %s", snap.id);
 	spool_path(job->snap_id, spool, sizeof(spool));
 	int64_t t0 = mono_ms();
+	if (meta)
+		gpu_manifest_meta(meta, spool);
 	if (rc == 0)
 		rc = store_put_snapshot(ops.store, snap.id, spool, meta, store_progress, snap.id,
 					&res, &e);
@@ -496,12 +505,15 @@ static int restore_image(const char *sandbox_id, const struct snapshot *snap, co
 {
 	char bundle[PATH_MAX], log[PATH_MAX];
 	const char *entry = snap->entrypoint[0] ? snap->entrypoint : OPS_DEFAULT_ENTRYPOINT;
-	int rc = prepare_bundle(sandbox_id, snap->image, entry, snap->env, digest, e);
+	int rc = prepare_bundle(sandbox_id, snap->image, entry, snap->env, snap->gpu, digest, e);
 	if (rc < 0)
 		return rc;
 	sandbox_path(sandbox_id, "bundle", bundle, sizeof(bundle));
 	sandbox_path(sandbox_id, "console.log", log, sizeof(log));
-	rc = runsc_restore(&ops.runsc, runtime_id, bundle, image_dir, log, e);
+	rc = runsc_restore_flags(&ops.runsc, snap->gpu ? RUNSC_NVPROXY : 0, runtime_id, bundle,
+				 image_dir, log, e);
+	if (rc == 0)
+		rc = gpu_after_restore(sandbox_id, snap->id, runtime_id, image_dir, e);
 	if (rc < 0)
 		runsc_delete(&ops.runsc, runtime_id, NULL);
 	return rc;
@@ -645,7 +657,8 @@ static int restore_blockers(const struct snapshot *snap, struct strbuf *why)
 		n++;
 	}
 	int diffs = host_compare(snap->host_json, ops.runsc.version, why);
-	return n + (diffs > 0 ? diffs : 0);
+	int gpu_diffs = snap->gpu ? gpu_compare_host(snap->host_json, why) : 0;
+	return n + (diffs > 0 ? diffs : 0) + (gpu_diffs > 0 ? gpu_diffs : 0);
 }
 
 static int check_forkable(const char *snap_id, struct snapshot *snap, struct err *e)
