@@ -337,7 +337,6 @@ start_daemon() {
 			note "the daemon exited with status $? before the mount answered:"
 			tail -n 20 "$DAEMON_LOG"
 			DAEMON_PID=""
-DAEMON_ARGS=()   # more daemon options (--store, --runsc) a test may set
 			return 1
 		fi
 		[ "$i" -eq 300 ] || sleep 0.1
@@ -367,7 +366,6 @@ wait_daemon_exit() {
 	wait "$DAEMON_PID"
 	rc=$?
 	DAEMON_PID=""
-DAEMON_ARGS=()   # more daemon options (--store, --runsc) a test may set
 	return "$rc"
 }
 
