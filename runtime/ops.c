@@ -529,6 +529,7 @@ static void *monitor_main(void *arg)
 			break;
 		pthread_mutex_unlock(&monitor_lock);
 		monitor_sandboxes();
+		ops_sync_if_stale();
 		pthread_mutex_lock(&monitor_lock);
 	}
 	pthread_mutex_unlock(&monitor_lock);
