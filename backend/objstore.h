@@ -36,10 +36,18 @@ struct objstore_ops {
 	int (*get_file)(struct objstore *os, const char *key, const char *path, struct err *e);
 	int (*get_buf)(struct objstore *os, const char *key, char **out, size_t *len, size_t max,
 		       struct err *e);
+	/* @len bytes at @off of @key into @buf; -EIO if the object ends before @off + @len. */
+	int (*get_range)(struct objstore *os, const char *key, int64_t off, size_t len, void *buf,
+			 struct err *e);
 	int (*del)(struct objstore *os, const char *key, struct err *e); /* missing: 0 */
 	/* Keys starting with @prefix, any order. @fn returning non-zero stops the walk. */
 	int (*list)(struct objstore *os, const char *prefix,
 		    int (*fn)(const char *key, int64_t size, void *arg), void *arg, struct err *e);
+	/*
+	 * Remove what interrupted puts left behind (temp files, unfinished uploads) that is at
+	 * least @min_age_ms old. Returns how many were removed.
+	 */
+	int (*sweep)(struct objstore *os, int64_t min_age_ms, struct err *e);
 	void (*close)(struct objstore *os);
 };
 
@@ -50,6 +58,12 @@ struct objstore {
 
 /* file:///abs/path; creates the directory. */
 int objstore_local_open(const char *dir, struct objstore **out, struct err *e);
+/*
+ * s3://bucket[/prefix] on any S3-compatible server, configured from the environment as the AWS
+ * tools are (AWS_ENDPOINT_URL, AWS_REGION, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
+ * AWS_SESSION_TOKEN); see backend/s3_client.h and docs/s3.md. Checks nothing on the server.
+ */
+int objstore_s3_open(const char *url, struct objstore **out, struct err *e);
 
 static inline int objstore_put_file(struct objstore *os, const char *key, const char *path,
 				    struct err *e)
@@ -71,6 +85,11 @@ static inline int objstore_get_buf(struct objstore *os, const char *key, char **
 {
 	return os->ops->get_buf(os, key, out, len, max, e);
 }
+static inline int objstore_get_range(struct objstore *os, const char *key, int64_t off, size_t len,
+				     void *buf, struct err *e)
+{
+	return os->ops->get_range(os, key, off, len, buf, e);
+}
 static inline int objstore_del(struct objstore *os, const char *key, struct err *e)
 {
 	return os->ops->del(os, key, e);
@@ -80,6 +99,10 @@ static inline int objstore_list(struct objstore *os, const char *prefix,
 				struct err *e)
 {
 	return os->ops->list(os, prefix, fn, arg, e);
+}
+static inline int objstore_sweep(struct objstore *os, int64_t min_age_ms, struct err *e)
+{
+	return os->ops->sweep(os, min_age_ms, e);
 }
 static inline void objstore_close(struct objstore *os)
 {

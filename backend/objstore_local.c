@@ -241,6 +241,8 @@ static int make_parents(struct local_store *ls, const char *key, struct err *e)
 	return 0;
 }
 
+static void prune_parents(struct local_store *ls, const char *path);
+
 static int put_source(struct local_store *ls, const char *key, const struct source *src,
 		      struct err *e)
 {
@@ -253,6 +255,9 @@ static int put_source(struct local_store *ls, const char *key, const struct sour
 		rc = make_parents(ls, key, e);
 		if (rc == 0)
 			rc = write_atomic(path, src, e);
+		/* A failed put leaves no directories behind it (a full disk, say). */
+		if (rc < 0 && rc != -ENOENT)
+			prune_parents(ls, path);
 		if (rc != -ENOENT)
 			return rc;
 		if (tries == PUT_TRIES)
@@ -315,6 +320,35 @@ static int local_get_buf(struct objstore *os, const char *key, char **out, size_
 	if (rc == -EFBIG)
 		return err_set(e, EFBIG, "object %s is larger than %zu bytes", key, max);
 	return rc < 0 ? io_fail(e, -rc, "read", path) : 0;
+}
+
+static int local_get_range(struct objstore *os, const char *key, int64_t off, size_t len, void *buf,
+			   struct err *e)
+{
+	struct local_store *ls = to_local(os);
+	char path[PATH_MAX];
+	int rc = key_path(ls, key, path, e);
+	if (rc < 0)
+		return rc;
+	if (off < 0)
+		return err_set(e, EINVAL, "negative offset in object %s", key);
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 && errno == ENOENT)
+		return err_set(e, ENOENT, "no object %s in %s", key, os->url);
+	if (fd < 0)
+		return io_fail(e, errno, "open", path);
+	for (size_t got = 0; got < len;) {
+		ssize_t n = pread(fd, (char *)buf + got, len - got, (off_t)(off + (int64_t)got));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return io_fail(e, errno, "read", path);
+		if (n == 0)
+			return err_set(e, EIO, "object %s ends before byte %lld", key,
+				       (long long)(off + (int64_t)len));
+		got += (size_t)n;
+	}
+	return 0;
 }
 
 /* rmdir empty directories from @path's parent up to, not including, the root. */
@@ -432,6 +466,64 @@ static int local_list(struct objstore *os, const char *prefix,
 	return walk_dir(&w, dfd, base_len);
 }
 
+struct sweep {
+	struct local_store *ls;
+	int64_t cutoff_ms; /* temp files modified at or before this are removed */
+	int count;
+	struct err *e;
+};
+
+static int sweep_dir(struct sweep *s, const char *dir);
+
+/* One entry of a directory under the root: descend, or remove a stale temp file. */
+static int sweep_entry(struct sweep *s, const char *dir, const char *name)
+{
+	char path[PATH_MAX];
+	struct stat st;
+	if (xsnprintf(path, sizeof(path), "%s/%s", dir, name) < 0)
+		return 0;
+	if (lstat(path, &st) < 0)
+		return errno == ENOENT ? 0 : io_fail(s->e, errno, "stat", path);
+	if (S_ISDIR(st.st_mode))
+		return sweep_dir(s, path);
+	int64_t mtime_ms = (int64_t)st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000;
+	if (!S_ISREG(st.st_mode) || !strstr(name, TMP_MARK) || mtime_ms > s->cutoff_ms)
+		return 0;
+	if (unlink(path) < 0)
+		return errno == ENOENT ? 0 : io_fail(s->e, errno, "delete", path);
+	s->count++;
+	prune_parents(s->ls, path);
+	return 0;
+}
+
+static int sweep_dir(struct sweep *s, const char *dir)
+{
+	DIR *d = opendir(dir);
+	if (!d)
+		return errno == ENOENT ? 0 : io_fail(s->e, errno, "read directory", dir);
+	int rc = 0;
+	while (rc == 0) {
+		errno = 0;
+		struct dirent *de = readdir(d);
+		if (!de) {
+			if (errno)
+				rc = io_fail(s->e, errno, "read directory", dir);
+			break;
+		}
+		if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+			rc = sweep_entry(s, dir, de->d_name);
+	}
+	closedir(d);
+	return rc;
+}
+
+static int local_sweep(struct objstore *os, int64_t min_age_ms, struct err *e)
+{
+	struct sweep s = {.ls = to_local(os), .cutoff_ms = now_ms() - min_age_ms, .e = e};
+	int rc = sweep_dir(&s, s.ls->root);
+	return rc < 0 ? rc : s.count;
+}
+
 static void local_close(struct objstore *os)
 {
 	free(to_local(os));
@@ -442,8 +534,10 @@ static const struct objstore_ops local_ops = {
     .put_buf = local_put_buf,
     .get_file = local_get_file,
     .get_buf = local_get_buf,
+    .get_range = local_get_range,
     .del = local_del,
     .list = local_list,
+    .sweep = local_sweep,
     .close = local_close,
 };
 
