@@ -71,7 +71,7 @@ int store_open(const char *url, const char *state_dir, struct store **out, struc
 		if (!state_dir || xsnprintf(dir, sizeof(dir), "%s/store", state_dir) < 0)
 			return err_set(e, EINVAL, "no store URL and no usable state directory");
 	} else if (str_has_prefix(url, "s3://")) {
-		return err_set(e, EINVAL, "S3 store is not supported yet");
+		dir[0] = '\0'; /* objstore_s3_open() reads the URL itself */
 	} else if (str_has_prefix(url, "file:///")) {
 		if (xsnprintf(dir, sizeof(dir), "%s", url + strlen("file://")) < 0)
 			return err_set(e, EINVAL, "store path is too long");
@@ -82,7 +82,7 @@ int store_open(const char *url, const char *state_dir, struct store **out, struc
 	_cleanup_free_ struct store *st = calloc(1, sizeof(*st));
 	if (!st)
 		return err_set(e, ENOMEM, "out of memory");
-	int rc = objstore_local_open(dir, &st->os, e);
+	int rc = dir[0] ? objstore_local_open(dir, &st->os, e) : objstore_s3_open(url, &st->os, e);
 	if (rc < 0)
 		return rc;
 	*out = steal_ptr(st);

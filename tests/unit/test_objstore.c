@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "backend/objstore.h"
@@ -135,6 +136,45 @@ static void test_list_and_del(struct objstore *os)
 	CHECK(!exists("store/f"));
 }
 
+static void test_range(struct objstore *os)
+{
+	struct err e = {0};
+	char buf[16] = "";
+	CHECK(objstore_put_buf(os, "r/obj", "0123456789", 10, &e) == 0);
+	CHECK(objstore_get_range(os, "r/obj", 3, 4, buf, &e) == 0);
+	CHECK(!memcmp(buf, "3456", 4));
+	CHECK(objstore_get_range(os, "r/obj", 0, 10, buf, &e) == 0);
+	CHECK(!memcmp(buf, "0123456789", 10));
+	CHECK(objstore_get_range(os, "r/obj", 8, 3, buf, &e) == -EIO);
+	CHECK(strstr(e.msg, "r/obj") != NULL);
+	CHECK(objstore_get_range(os, "r/none", 0, 1, buf, &e) == -ENOENT);
+	CHECK(objstore_get_range(os, "../x", 0, 1, buf, &e) == -EINVAL);
+	CHECK(objstore_del(os, "r/obj", &e) == 0);
+}
+
+/* Temp files of interrupted puts: swept when old enough, with their emptied directories. */
+static void test_sweep(struct objstore *os)
+{
+	struct err e = {0};
+	char p[PATH_MAX], q[PATH_MAX];
+	path_in(p, "store/s/t/x.pack.tmp.0123abcd");
+	path_in(q, "store/s/t");
+	CHECK(mkdir_p(q, 0755) == 0);
+	path_in(q, "store/s/keep.tmp.fresh");
+	CHECK(write_file_durable(p, "junk", 4) == 0);
+	CHECK(write_file_durable(q, "junk", 4) == 0);
+	struct timespec old[2] = {{.tv_sec = time(NULL) - 7200}, {.tv_sec = time(NULL) - 7200}};
+	CHECK(utimensat(AT_FDCWD, p, old, 0) == 0);
+	CHECK(objstore_put_buf(os, "s/real", "x", 1, &e) == 0);
+	CHECK(objstore_sweep(os, 3600 * 1000, &e) == 1);
+	CHECK(!exists("store/s/t")); /* emptied, so pruned */
+	CHECK(exists("store/s/keep.tmp.fresh") && exists("store/s/real"));
+	CHECK(objstore_sweep(os, 0, &e) == 1);
+	CHECK(!exists("store/s/keep.tmp.fresh") && exists("store/s/real"));
+	CHECK(objstore_del(os, "s/real", &e) == 0);
+	CHECK(!exists("store/s"));
+}
+
 /* A 1 MiB tmpfs in a private mount namespace; skipped where that needs privileges we lack. */
 static void test_enospc(void)
 {
@@ -181,6 +221,8 @@ int main(void)
 	test_bad_keys(os);
 	test_file(os);
 	test_list_and_del(os);
+	test_range(os);
+	test_sweep(os);
 	objstore_close(os);
 	test_enospc();
 	rm_rf(base);
