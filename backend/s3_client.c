@@ -587,8 +587,10 @@ static int reset_try(struct xfer *x)
 /* A 2xx answer that is an <Error> all the same (CompleteMultipartUpload does this). */
 static bool error_in_ok(const struct s3_req *r)
 {
+	if (!r->xml_answer || !r->out)
+		return false;
 	struct xml_span doc = {strbuf_str(r->out), r->out->len}, content;
-	return r->xml_answer && r->out && xml_next(&doc, "Error", &content);
+	return xml_next(&doc, "Error", &content);
 }
 
 static CURLcode perform(struct xfer *x)
