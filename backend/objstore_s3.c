@@ -41,9 +41,10 @@ static struct s3_client *client(struct objstore *os)
 static bool key_ok(const char *key)
 {
 	size_t len = strlen(key);
-	if (len == 0 || len >= OBJ_KEY_MAX || strspn(key, "abcdefghijklmnopqrstuvwxyz"
-							  "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-							  "0123456789._/-") != len)
+	if (len == 0 || len >= OBJ_KEY_MAX ||
+	    strspn(key, "abcdefghijklmnopqrstuvwxyz"
+			"ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+			"0123456789._/-") != len)
 		return false;
 	for (const char *comp = key; comp <= key + len;) {
 		size_t n = strcspn(comp, "/");
@@ -81,10 +82,9 @@ static void set_body(struct s3_req *r, const struct source *src, int64_t off, in
 	r->body_len = len;
 }
 
-static int put_single(struct objstore *os, const char *key, const struct source *src,
-		      struct err *e)
+static int put_single(struct objstore *os, const char *key, const struct source *src, struct err *e)
 {
-	struct s3_req r = {S3_REQ_INIT, .what = "put", .method = "PUT", .key = key};
+	struct s3_req r = s3_req_make("put", "PUT", key);
 	set_body(&r, src, 0, src->len);
 	return s3_request(client(os), &r, e);
 }
@@ -108,8 +108,10 @@ static int create_upload(struct upload *u, struct err *e)
 {
 	_cleanup_strbuf_ struct strbuf out = {.max = XML_ANSWER_MAX};
 	const struct s3_param params[] = {{"uploads", NULL}};
-	struct s3_req r = {S3_REQ_INIT, .what = "start an upload of", .method = "POST",
-			   .key = u->key, .params = params, .nparams = 1, .out = &out};
+	struct s3_req r = s3_req_make("start an upload of", "POST", u->key);
+	r.params = params;
+	r.nparams = ARRAY_SIZE(params);
+	r.out = &out;
 	int rc = s3_request(u->c, &r, e);
 	if (rc < 0)
 		return rc;
@@ -125,11 +127,12 @@ static int upload_part(struct upload *u, int part, struct err *e)
 	char number[16];
 	snprintf(number, sizeof(number), "%d", part + 1);
 	const struct s3_param params[] = {{"partNumber", number}, {"uploadId", u->id}};
-	struct s3_req r = {S3_REQ_INIT, .what = "upload a part of", .method = "PUT", .key = u->key,
-			   .params = params, .nparams = 2};
+	struct s3_req r = s3_req_make("upload a part of", "PUT", u->key);
+	r.params = params;
+	r.nparams = ARRAY_SIZE(params);
 	int64_t off = (int64_t)part * u->part_size;
-	set_body(&r, u->src, off, u->src->len - off < u->part_size ? u->src->len - off
-								   : u->part_size);
+	set_body(&r, u->src, off,
+		 u->src->len - off < u->part_size ? u->src->len - off : u->part_size);
 	int rc = s3_request(u->c, &r, e);
 	if (rc < 0)
 		return rc;
@@ -198,9 +201,13 @@ static int complete_upload(struct upload *u, struct err *e)
 		return err_set(e, -rc, "cannot complete the upload of %s: %s", u->key,
 			       strerror(-rc));
 	const struct s3_param params[] = {{"uploadId", u->id}};
-	struct s3_req r = {S3_REQ_INIT, .what = "complete the upload of", .method = "POST",
-			   .key = u->key, .params = params, .nparams = 1, .body = body.buf,
-			   .body_len = (int64_t)body.len, .out = &out, .xml_answer = true};
+	struct s3_req r = s3_req_make("complete the upload of", "POST", u->key);
+	r.params = params;
+	r.nparams = ARRAY_SIZE(params);
+	r.body = body.buf;
+	r.body_len = (int64_t)body.len;
+	r.out = &out;
+	r.xml_answer = true;
 	return s3_request(u->c, &r, e);
 }
 
@@ -209,8 +216,9 @@ static void abort_upload(struct s3_client *c, const char *key, const char *id)
 {
 	struct err e = {0};
 	const struct s3_param params[] = {{"uploadId", id}};
-	struct s3_req r = {S3_REQ_INIT, .what = "abort the upload of", .method = "DELETE",
-			   .key = key, .params = params, .nparams = 1};
+	struct s3_req r = s3_req_make("abort the upload of", "DELETE", key);
+	r.params = params;
+	r.nparams = ARRAY_SIZE(params);
 	if (s3_request(c, &r, &e) < 0)
 		warning("%s", e.msg);
 }
@@ -247,8 +255,7 @@ out:
 	return rc;
 }
 
-static int put_source(struct objstore *os, const char *key, const struct source *src,
-		      struct err *e)
+static int put_source(struct objstore *os, const char *key, const struct source *src, struct err *e)
 {
 	char fkey[S3_KEY_MAX];
 	int rc = full_key(os, key, fkey, e);
@@ -289,7 +296,8 @@ static int s3_get_buf(struct objstore *os, const char *key, char **out, size_t *
 		return rc;
 	/* A strbuf's max of 0 means its default: one byte is the least we can ask for. */
 	_cleanup_strbuf_ struct strbuf sb = {.max = max ? max : 1};
-	struct s3_req r = {S3_REQ_INIT, .what = "get", .method = "GET", .key = fkey, .out = &sb};
+	struct s3_req r = s3_req_make("get", "GET", fkey);
+	r.out = &sb;
 	rc = s3_request(client(os), &r, e);
 	if (rc == -EFBIG || (rc == 0 && sb.len > max))
 		return err_set(e, EFBIG, "object %s is larger than %zu bytes", key, max);
@@ -333,7 +341,7 @@ static int s3_get_file(struct objstore *os, const char *key, const char *path, s
 	if (fd < 0)
 		return err_set(e, errno == ENOSPC ? ENOSPC : EIO, "cannot create %s: %s", tmp,
 			       strerror(errno));
-	struct s3_req r = {S3_REQ_INIT, .what = "get", .method = "GET", .key = fkey};
+	struct s3_req r = s3_req_make("get", "GET", fkey);
 	r.out_fd = fd;
 	rc = s3_request(client(os), &r, e);
 	if (rc == 0 && fsync(fd) < 0)
@@ -362,8 +370,10 @@ static int s3_get_range(struct objstore *os, const char *key, int64_t off, size_
 		return 0;
 	snprintf(range, sizeof(range), "bytes=%lld-%lld", (long long)off,
 		 (long long)(off + (int64_t)len - 1));
-	struct s3_req r = {S3_REQ_INIT, .what = "get", .method = "GET", .key = fkey,
-			   .range = range, .out_buf = buf, .out_cap = len};
+	struct s3_req r = s3_req_make("get", "GET", fkey);
+	r.range = range;
+	r.out_buf = buf;
+	r.out_cap = len;
 	struct err inner = {0};
 	rc = s3_request(client(os), &r, &inner);
 	bool whole = r.status == 200 && off == 0; /* a server may answer the whole object */
@@ -386,7 +396,7 @@ static int s3_del(struct objstore *os, const char *key, struct err *e)
 	int rc = full_key(os, key, fkey, e);
 	if (rc < 0)
 		return rc;
-	struct s3_req r = {S3_REQ_INIT, .what = "delete", .method = "DELETE", .key = fkey};
+	struct s3_req r = s3_req_make("delete", "DELETE", fkey);
 	rc = s3_request(client(os), &r, e);
 	return rc == -ENOENT ? 0 : rc;
 }
@@ -403,7 +413,8 @@ static int list_page(struct objstore *os, struct xml_span doc,
 		int64_t size;
 		if (xml_text(item, "Key", key, sizeof(key)) < 0 ||
 		    xml_int64(item, "Size", &size) < 0)
-			return err_set(e, EIO, "cannot list %s: a malformed <Contents> in the answer",
+			return err_set(e, EIO,
+				       "cannot list %s: a malformed <Contents> in the answer",
 				       os->url);
 		/* Keys the objstore could not have written are not its objects. */
 		if (!str_has_prefix(key, prefix) || strlen(key) - plen >= OBJ_KEY_MAX)
@@ -427,8 +438,9 @@ static int next_token(struct objstore *os, struct xml_span doc, char token[TOKEN
 	    strcmp(truncated, "true"))
 		return 0;
 	if (xml_text(doc, "NextContinuationToken", token, TOKEN_MAX) <= 0 || !strcmp(old, token))
-		return err_set(e, EIO, "cannot list %s: a cut listing without a new "
-				       "continuation token",
+		return err_set(e, EIO,
+			       "cannot list %s: a cut listing without a new "
+			       "continuation token",
 			       os->url);
 	return 0;
 }
@@ -444,8 +456,10 @@ static int s3_list(struct objstore *os, const char *prefix,
 	do {
 		const struct s3_param params[] = {
 		    {"list-type", "2"}, {"prefix", full}, {"continuation-token", token}};
-		struct s3_req r = {S3_REQ_INIT, .what = "list", .method = "GET",
-				   .params = params, .nparams = token[0] ? 3 : 2, .out = &out};
+		struct s3_req r = s3_req_make("list", "GET", NULL);
+		r.params = params;
+		r.nparams = token[0] ? 3 : 2; /* no continuation-token the first time */
+		r.out = &out;
 		rc = s3_request(client(os), &r, e);
 		struct xml_span doc = {strbuf_str(&out), out.len};
 		if (rc == 0)
@@ -518,9 +532,10 @@ static int s3_sweep(struct objstore *os, int64_t min_age_ms, struct err *e)
 						  {"prefix", s3_client_prefix(client(os))},
 						  {"key-marker", s.key_marker},
 						  {"upload-id-marker", s.id_marker}};
-		struct s3_req r = {S3_REQ_INIT, .what = "list the uploads in", .method = "GET",
-				   .params = params, .nparams = s.key_marker[0] ? 4 : 2,
-				   .out = &out};
+		struct s3_req r = s3_req_make("list the uploads in", "GET", NULL);
+		r.params = params;
+		r.nparams = s.key_marker[0] ? 4 : 2; /* no markers the first time */
+		r.out = &out;
 		struct err inner = {0};
 		rc = s3_request(client(os), &r, &inner);
 		/* Servers without ListMultipartUploads (s3rver) keep no uploads to sweep. */

@@ -113,8 +113,9 @@ static int parse_url(struct s3_client *c, const char *url, struct err *e)
 	while (plen > 0 && p[plen - 1] == '/')
 		plen--;
 	if (plen > S3_PREFIX_MAX || (plen > 0 && !prefix_ok(p, plen)))
-		return err_set(e, EINVAL, "invalid prefix in the S3 store URL: at most %d of "
-					  "A-Z a-z 0-9 . _ - / in non-empty components",
+		return err_set(e, EINVAL,
+			       "invalid prefix in the S3 store URL: at most %d of "
+			       "A-Z a-z 0-9 . _ - / in non-empty components",
 			       S3_PREFIX_MAX);
 	if (plen > 0)
 		snprintf(c->prefix, sizeof(c->prefix), "%.*s/", (int)plen, p);
@@ -168,8 +169,9 @@ static int parse_endpoint(struct s3_client *c, const char *region, struct err *e
 	/* Not echoed: user:password@host must not reach a log. */
 	if ((!https && !str_has_prefix(ep, "http://")) || alen == 0 || alen > AUTHORITY_MAX ||
 	    !all_in(auth, alen, KEY_CHARS ":[]") || strspn(auth + alen, "/") != strlen(auth + alen))
-		return err_set(e, EINVAL, "AWS_ENDPOINT_URL must be http://host[:port] or "
-					  "https://host[:port]");
+		return err_set(e, EINVAL,
+			       "AWS_ENDPOINT_URL must be http://host[:port] or "
+			       "https://host[:port]");
 	snprintf(c->endpoint, sizeof(c->endpoint), "%s%.*s", https ? "https://" : "http://",
 		 (int)alen, auth);
 	snprintf(c->base, sizeof(c->base), "%s/%s", c->endpoint, c->bucket);
@@ -178,7 +180,9 @@ static int parse_endpoint(struct s3_client *c, const char *region, struct err *e
 	const char *bracket = memrchr(auth, ']', alen);
 	bool has_port = colon && (!bracket || colon > bracket);
 	snprintf(c->hostport, sizeof(c->hostport), "%.*s%s", (int)alen, auth,
-		 has_port ? "" : https ? ":443" : ":80");
+		 has_port ? ""
+		 : https  ? ":443"
+			  : ":80");
 	return 0;
 }
 
@@ -203,8 +207,9 @@ static int parse_credentials(struct s3_client *c, struct err *e)
 	const char *token = env("AWS_SESSION_TOKEN");
 	char tok[TOKEN_MAX + 1];
 	if (!id || !secret)
-		return err_set(e, EINVAL, "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY must be set "
-					  "for an S3 store");
+		return err_set(e, EINVAL,
+			       "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY must be set "
+			       "for an S3 store");
 	int rc = credential("AWS_ACCESS_KEY_ID", id, c->access_key, sizeof(c->access_key), e);
 	if (rc == 0)
 		rc = credential("AWS_SECRET_ACCESS_KEY", secret, c->secret, sizeof(c->secret), e);
@@ -366,7 +371,8 @@ static int sha256_hex(const struct s3_req *r, char hex[65])
 		rc = buf ? 0 : -ENOMEM;
 	}
 	for (int64_t done = 0; rc == 0 && r->body_fd >= 0 && done < r->body_len;) {
-		size_t want = r->body_len - done < HASH_CHUNK ? (size_t)(r->body_len - done) : HASH_CHUNK;
+		size_t want =
+		    r->body_len - done < HASH_CHUNK ? (size_t)(r->body_len - done) : HASH_CHUNK;
 		ssize_t n = pread(r->body_fd, buf, want, (off_t)(r->body_off + done));
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -420,9 +426,9 @@ static int build_headers(struct s3_client *c, const struct s3_req *r, struct cur
 struct xfer {
 	struct s3_req *r;
 	CURL *h;
-	int64_t sent;	    /* body bytes handed to libcurl */
-	struct strbuf err;  /* an error answer's body */
-	int sink_rc;	    /* why a callback stopped the transfer */
+	int64_t sent;	   /* body bytes handed to libcurl */
+	struct strbuf err; /* an error answer's body */
+	int sink_rc;	   /* why a callback stopped the transfer */
 	bool error_answer; /* the answer's status is not 2xx */
 };
 
@@ -712,8 +718,8 @@ static int answer_failure(struct s3_client *c, struct s3_req *r, const struct st
 		snprintf(after, sizeof(after), " (%d tries)", tries);
 	bool missing = r->status == 404 && (!r->code[0] || !strcmp(r->code, "NoSuchKey"));
 	if (!r->code[0])
-		return err_set(e, missing ? ENOENT : EIO, "cannot %s %s: HTTP status %ld%s", r->what,
-			       name, r->status, after);
+		return err_set(e, missing ? ENOENT : EIO, "cannot %s %s: HTTP status %ld%s",
+			       r->what, name, r->status, after);
 	return err_set(e, missing ? ENOENT : EIO, "cannot %s %s: %s%s%s%s", r->what, name, r->code,
 		       msg[0] ? ": " : "", msg, after);
 }

@@ -89,14 +89,18 @@ struct s3_req {
 	size_t out_cap;
 	bool xml_answer; /* S3 may answer 200 with an <Error> body (CompleteMultipartUpload) */
 
-	long status;	       /* the last HTTP status, 0 without an answer */
-	int64_t out_len;       /* bytes of the answer's body delivered */
+	long status;		/* the last HTTP status, 0 without an answer */
+	int64_t out_len;	/* bytes of the answer's body delivered */
 	char etag[S3_ETAG_MAX]; /* the ETag header, quotes included */
 	char code[S3_CODE_MAX]; /* S3's error code of a failed request, or "" */
 };
 
-/* An s3_req with no body and no sink, for designated initialisers to start from. */
-#define S3_REQ_INIT .body_fd = -1, .out_fd = -1
+/* A request with no parameters, no body and no sink, for the caller to add to. */
+static inline struct s3_req s3_req_make(const char *what, const char *method, const char *key)
+{
+	return (struct s3_req){
+	    .what = what, .method = method, .key = key, .body_fd = -1, .out_fd = -1};
+}
 
 /*
  * Run @r, retrying as above. 0 for a 2xx answer. -ENOENT for a 404 whose

@@ -2,8 +2,10 @@
 //
 // Serves http://127.0.0.1:PORT with path-style buckets, keeps objects in DIR,
 // creates each BUCKET, checks SigV4 signatures (credentials S3RVER/S3RVER) and
-// prints "ready" once it listens. Run it with `node --openssl-legacy-provider`:
-// s3rver's ListObjectsV2 continuation tokens are DES-encrypted.
+// prints "ready PORT" once it listens (PORT 0: any free port, the one printed).
+// With S3RVER_LOG=1 it also prints "request METHOD URL" for each request.
+// Run it with `node --openssl-legacy-provider`: s3rver's ListObjectsV2
+// continuation tokens are DES-encrypted.
 'use strict';
 
 const S3rver = require('@20minutes/s3rver');
@@ -23,7 +25,12 @@ const server = new S3rver({
 });
 
 server.run().then(
-  () => console.log('ready'),
+  (address) => {
+    if (process.env.S3RVER_LOG === '1') {
+      server.httpServer.on('request', (req) => console.log(`request ${req.method} ${req.url}`));
+    }
+    console.log(`ready ${address.port}`);
+  },
   (err) => {
     console.error(`s3rver: ${err.message}`);
     process.exit(1);

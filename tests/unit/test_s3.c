@@ -76,10 +76,12 @@ static void test_config(void)
 	CHECK(objstore_s3_open("s3://bkt/a/b/", &os, &e) == 0);
 	CHECK_STR(os ? os->url : NULL, "s3://bkt/a/b at http://127.0.0.1:9000");
 	objstore_close(os);
-	static const char *const bad[] = {
-	    "s3://",	     "s3://ab",		 "s3://Bucket",	    "s3://b_kt",
-	    "s3://-bkt",     "s3://bkt/../x",	 "s3://bkt//x",	    "s3://bkt/a b",
-	    "s3://bkt/./x",  "s3://key:" SECRET "@bkt/x", "file:///x"};
+	static const char *const bad[] = {"s3://",	  "s3://ab",
+					  "s3://Bucket",  "s3://b_kt",
+					  "s3://-bkt",	  "s3://bkt/../x",
+					  "s3://bkt//x",  "s3://bkt/a b",
+					  "s3://bkt/./x", "s3://key:" SECRET "@bkt/x",
+					  "file:///x"};
 	for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
 		CHECK(open_fails(bad[i]) == -EINVAL);
 
@@ -231,9 +233,8 @@ static void test_retries(void)
 	struct fake f;
 	struct err e = {0};
 	char *got = NULL;
-	const struct answer flaky[] = {{503, ERROR_XML("SlowDown", "Reduce your rate.")},
-				       {502, ""},
-				       {200, "hello"}};
+	const struct answer flaky[] = {
+	    {503, ERROR_XML("SlowDown", "Reduce your rate.")}, {502, ""}, {200, "hello"}};
 	struct objstore *os = fake_start(&f, flaky, ARRAY_SIZE(flaky));
 	CHECK(objstore_get_buf(os, "a/b", &got, NULL, 100, &e) == 0);
 	CHECK(got && !strcmp(got, "hello") && f.requests == 3);
@@ -359,8 +360,10 @@ static void test_refused(void)
 	CHECK(objstore_put_buf(os, "k", "x", 1, &e) == -EIO);
 	/* Four waits of at least half of 100, 200, 400, 800 ms. */
 	CHECK(mono_ms() - start >= 750);
-	snprintf(want, sizeof(want), "cannot put s3://bkt/k: connection refused to 127.0.0.1:%d "
-				     "(5 tries)", port);
+	snprintf(want, sizeof(want),
+		 "cannot put s3://bkt/k: connection refused to 127.0.0.1:%d "
+		 "(5 tries)",
+		 port);
 	CHECK_STR(e.msg, want);
 	objstore_close(os);
 }
@@ -526,6 +529,7 @@ static void real_killed(struct objstore *os, pid_t pid)
 	int rc = objstore_put_buf(os, "killed/big", data, len, &e);
 	pthread_join(t, NULL);
 	CHECK(rc == -EIO && strstr(e.msg, "killed/big") && strstr(e.msg, "connection refused to"));
+	CHECK(strstr(e.msg, "(5 tries)") != NULL);
 	printf("after the server was killed: %s\n", e.msg);
 }
 

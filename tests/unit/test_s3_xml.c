@@ -44,9 +44,9 @@ static void test_entities(void)
 	CHECK_STR(text, "<a> \"'&");
 	CHECK(xml_decode(span("&#65;&#x42;&#x263A;&#128512;"), text, sizeof(text)) == 9);
 	CHECK_STR(text, "AB\xe2\x98\xba\xf0\x9f\x98\x80");
-	static const char *const bad[] = {"&",	     "&amp",	"&nope;", "&#;",  "&#x;",
-					  "&#0;",    "&#xD800;", "&#-1;",  "&# 1;", "&#x110000;",
-					  "&#12345678901234;"};
+	static const char *const bad[] = {"&",	   "&amp",	 "&nope;",	     "&#;",
+					  "&#x;",  "&#0;",	 "&#xD800;",	     "&#-1;",
+					  "&# 1;", "&#x110000;", "&#12345678901234;"};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		CHECK(xml_decode(span(bad[i]), text, sizeof(text)) == -EINVAL);
 	/* Hard maximum: the NUL must fit too. */
