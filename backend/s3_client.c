@@ -358,31 +358,40 @@ static int build_url(struct s3_client *c, const struct s3_req *r, struct strbuf 
 	return rc;
 }
 
+/* Feed @len bytes of @fd from @off to @ctx. */
+static int hash_file(EVP_MD_CTX *ctx, int fd, int64_t off, int64_t len)
+{
+	_cleanup_free_ char *buf = malloc(HASH_CHUNK);
+	if (!buf)
+		return -ENOMEM;
+	for (int64_t done = 0; done < len;) {
+		size_t want = len - done < HASH_CHUNK ? (size_t)(len - done) : HASH_CHUNK;
+		ssize_t n = pread(fd, buf, want, (off_t)(off + done));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? -errno : -ENODATA; /* the file shrank */
+		if (!EVP_DigestUpdate(ctx, buf, (size_t)n))
+			return -EIO;
+		done += n;
+	}
+	return 0;
+}
+
+/* The hex SHA-256 of the request's body, for x-amz-content-sha256. */
 static int sha256_hex(const struct s3_req *r, char hex[65])
 {
 	unsigned char md[32];
-	_cleanup_free_ char *buf = NULL;
 	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-	int rc = ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) ? 0 : -ENOMEM;
-	if (rc == 0 && r->body_fd < 0 && r->body_len > 0)
-		rc = EVP_DigestUpdate(ctx, r->body, (size_t)r->body_len) ? 0 : -EIO;
-	if (rc == 0 && r->body_fd >= 0) {
-		buf = malloc(HASH_CHUNK);
-		rc = buf ? 0 : -ENOMEM;
-	}
-	for (int64_t done = 0; rc == 0 && r->body_fd >= 0 && done < r->body_len;) {
-		size_t want =
-		    r->body_len - done < HASH_CHUNK ? (size_t)(r->body_len - done) : HASH_CHUNK;
-		ssize_t n = pread(r->body_fd, buf, want, (off_t)(r->body_off + done));
-		if (n < 0 && errno == EINTR)
-			continue;
-		rc = n < 0 ? -errno : n == 0 ? -ENODATA : 0;
-		if (rc == 0)
-			rc = EVP_DigestUpdate(ctx, buf, (size_t)n) ? 0 : -EIO;
-		done += n > 0 ? n : 0;
-	}
-	if (rc == 0)
-		rc = EVP_DigestFinal_ex(ctx, md, NULL) ? 0 : -EIO;
+	if (!ctx)
+		return -ENOMEM;
+	int rc = EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) ? 0 : -EIO;
+	if (rc == 0 && r->body_fd >= 0)
+		rc = hash_file(ctx, r->body_fd, r->body_off, r->body_len);
+	else if (rc == 0 && r->body_len > 0 && !EVP_DigestUpdate(ctx, r->body, (size_t)r->body_len))
+		rc = -EIO;
+	if (rc == 0 && !EVP_DigestFinal_ex(ctx, md, NULL))
+		rc = -EIO;
 	EVP_MD_CTX_free(ctx);
 	for (size_t i = 0; rc == 0 && i < sizeof(md); i++)
 		snprintf(hex + 2 * i, 3, "%02x", md[i]);
@@ -428,8 +437,7 @@ struct xfer {
 	CURL *h;
 	int64_t sent;	   /* body bytes handed to libcurl */
 	struct strbuf err; /* an error answer's body */
-	int sink_rc;	   /* why a callback stopped the transfer */
-	bool error_answer; /* the answer's status is not 2xx */
+	int local_rc;	   /* why our side (a callback, a reset) stopped the transfer */
 };
 
 static size_t read_cb(char *dst, size_t size, size_t nmemb, void *arg)
@@ -451,7 +459,7 @@ static size_t read_cb(char *dst, size_t size, size_t nmemb, void *arg)
 		n = pread(r->body_fd, dst, want, (off_t)(r->body_off + x->sent));
 	while (n < 0 && errno == EINTR);
 	if (n <= 0) {
-		x->sink_rc = n < 0 ? -errno : -ENODATA;
+		x->local_rc = n < 0 ? -errno : -ENODATA;
 		return CURL_READFUNC_ABORT;
 	}
 	x->sent += n;
@@ -497,15 +505,14 @@ static size_t write_cb(char *data, size_t size, size_t nmemb, void *arg)
 	size_t len = size * nmemb;
 	long status = 0;
 	curl_easy_getinfo(x->h, CURLINFO_RESPONSE_CODE, &status);
-	x->error_answer = status < 200 || status > 299;
-	if (x->error_answer) {
+	if (status < 200 || status > 299) {
 		/* Only the start of an error answer matters; the rest is dropped. */
 		if (x->err.len + len <= ERROR_BODY_MAX)
 			strbuf_add(&x->err, data, len);
 		return len;
 	}
-	x->sink_rc = sink(x->r, data, len);
-	if (x->sink_rc < 0)
+	x->local_rc = sink(x->r, data, len);
+	if (x->local_rc < 0)
 		return 0;
 	x->r->out_len += (int64_t)len;
 	return len;
@@ -576,8 +583,7 @@ static int reset_try(struct xfer *x)
 {
 	struct s3_req *r = x->r;
 	x->sent = 0;
-	x->sink_rc = 0;
-	x->error_answer = false;
+	x->local_rc = 0;
 	strbuf_reset(&x->err);
 	r->status = 0;
 	r->out_len = 0;
@@ -603,7 +609,7 @@ static CURLcode perform(struct xfer *x)
 {
 	int rc = reset_try(x);
 	if (rc < 0) {
-		x->sink_rc = rc;
+		x->local_rc = rc;
 		return CURLE_WRITE_ERROR;
 	}
 	CURLcode cc = curl_easy_perform(x->h);
@@ -727,8 +733,8 @@ static int answer_failure(struct s3_client *c, struct s3_req *r, const struct st
 static int outcome(struct s3_client *c, struct xfer *x, CURLcode cc, int tries, struct err *e)
 {
 	struct s3_req *r = x->r;
-	if (x->sink_rc < 0)
-		return local_failure(c, r, -x->sink_rc, e);
+	if (x->local_rc < 0)
+		return local_failure(c, r, -x->local_rc, e);
 	if (r->status >= 200 && r->status <= 299 && cc == CURLE_OK)
 		return 0;
 	/* An answer counts even where the connection broke after it (a refused upload). */
@@ -750,7 +756,7 @@ static int run(struct s3_client *c, struct s3_req *r, const char *url, struct cu
 	for (;;) {
 		cc = perform(&x);
 		tries++;
-		if (x.sink_rc < 0 || !transient(cc, r->status) || tries == S3_TRIES)
+		if (x.local_rc < 0 || !transient(cc, r->status) || tries == S3_TRIES)
 			break;
 		debug("S3 %s %s: try %d failed (%s, HTTP %ld); retrying", r->method,
 		      r->key ? r->key : c->bucket, tries, curl_easy_strerror(cc), r->status);

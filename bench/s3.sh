@@ -27,7 +27,7 @@ export AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER AWS_DEFAULT_REGION=
 export AWS_CONFIG_FILE=$T/no-aws-config AWS_SHARED_CREDENTIALS_FILE=$T/no-aws-credentials
 
 OBJS="backend/objstore_s3.o backend/s3_client.o backend/s3_xml.o lib/util.o lib/strbuf.o"
-# shellcheck disable=SC2086
+# shellcheck disable=SC2046,SC2086
 make -C "$REPO" $(printf 'build/rel/%s ' $OBJS) >/dev/null
 # shellcheck disable=SC2046,SC2086
 cc -std=c17 -D_GNU_SOURCE -O2 -I"$REPO" -o "$SB" "$REPO/bench/s3_bench.c" \

@@ -484,6 +484,48 @@ static void real_list(struct objstore *os)
 	CHECK(objstore_del(os, "manyx", &e) == 0);
 }
 
+struct worker {
+	struct objstore *os;
+	int id, ok;
+};
+
+/* One of several threads sharing one objstore: its own keys, put, read back, deleted. */
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	struct err e = {0};
+	char key[64], data[100 << 10], *got = NULL;
+	size_t len = 0;
+	for (int i = 0; i < 8; i++) {
+		snprintf(key, sizeof(key), "threads/%d/%d", w->id, i);
+		memset(data, 'a' + (w->id + i) % 26, sizeof(data));
+		bool ok = objstore_put_buf(w->os, key, data, sizeof(data), &e) == 0 &&
+			  objstore_get_buf(w->os, key, &got, &len, sizeof(data), &e) == 0 &&
+			  len == sizeof(data) && !memcmp(got, data, len) &&
+			  objstore_del(w->os, key, &e) == 0;
+		w->ok += ok;
+		free(got);
+		got = NULL;
+	}
+	return NULL;
+}
+
+/* The store's workers call one objstore from several threads at once. */
+static void real_threads(struct objstore *os)
+{
+	enum { THREADS = 6 };
+	pthread_t t[THREADS];
+	struct worker w[THREADS];
+	for (int i = 0; i < THREADS; i++) {
+		w[i] = (struct worker){.os = os, .id = i};
+		CHECK(pthread_create(&t[i], NULL, worker_main, &w[i]) == 0);
+	}
+	for (int i = 0; i < THREADS; i++) {
+		pthread_join(t[i], NULL);
+		CHECK(w[i].ok == 8);
+	}
+}
+
 static void real_errors(const char *bucket)
 {
 	struct err e = {0};
@@ -550,6 +592,7 @@ static void test_real(void)
 	if (!out)
 		CHECK(objstore_del(os, "multi/file", &e) == 0);
 	real_list(os);
+	real_threads(os);
 	CHECK(objstore_sweep(os, 0, &e) == 0);
 	if (aws_key && getenv("SNAPFS_TEST_S3_AWS_FILE"))
 		real_from_aws(os, aws_key, getenv("SNAPFS_TEST_S3_AWS_FILE"));
