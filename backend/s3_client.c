@@ -631,7 +631,7 @@ static bool transient(CURLcode cc, long status)
 		return false;
 	switch (cc) {
 	case CURLE_OK:
-		return status >= 500;
+		return status >= 500 && status != 501; /* 501 Not Implemented stays so */
 	case CURLE_COULDNT_RESOLVE_HOST:
 	case CURLE_COULDNT_CONNECT:
 	case CURLE_OPERATION_TIMEDOUT:

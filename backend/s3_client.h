@@ -16,9 +16,9 @@
  * s3_request() sorts and percent-encodes the query (RFC 3986, upper-case hex).
  *
  * Retries: a request is tried up to S3_TRIES times while it fails with a 5xx
- * answer, a timeout, a refused or broken connection; the waits double from
- * S3_BACKOFF_MS up to S3_BACKOFF_MAX_MS, each a random time in [d/2, d]. A 4xx
- * answer is final.
+ * answer (but 501), a timeout, a refused or broken connection; the waits
+ * double from S3_BACKOFF_MS up to S3_BACKOFF_MAX_MS, each a random time in
+ * [d/2, d]. A 4xx answer is final.
  *
  * Secrets: the secret key and the session token go to libcurl only. No URL,
  * log line or error message holds them; s3_client_url() is safe to show.

@@ -346,6 +346,30 @@ static void test_range(void)
 	fake_stop(&f, os);
 }
 
+/* Unfinished multipart uploads older than the grace period are aborted. */
+static void test_sweep(void)
+{
+	struct fake f;
+	struct err e = {0};
+	const struct answer answers[] = {
+	    {200, "<ListMultipartUploadsResult><Upload><Key>pfx/old</Key><UploadId>u+1</UploadId>"
+		  "<Initiated>2020-01-02T03:04:05.000Z</Initiated></Upload>"
+		  "<Upload><Key>pfx/new</Key><UploadId>u2</UploadId>"
+		  "<Initiated>2999-01-01T00:00:00.000Z</Initiated></Upload>"
+		  "<IsTruncated>false</IsTruncated></ListMultipartUploadsResult>"},
+	    {204, ""}};
+	struct objstore *os = fake_start(&f, answers, ARRAY_SIZE(answers));
+	CHECK(objstore_sweep(os, 3600 * 1000, &e) == 1 && f.requests == 2);
+	CHECK(str_has_prefix(f.head, "DELETE /bkt/pfx/old?uploadId=u%2B1 HTTP/1.1\r\n"));
+	fake_stop(&f, os);
+
+	const struct answer unsupported[] = {{501, ERROR_XML("NotImplemented", "Not here")}};
+	os = fake_start(&f, unsupported, 1);
+	CHECK(objstore_sweep(os, 0, &e) == 0 && f.requests == 1);
+	CHECK(str_has_prefix(f.head, "GET /bkt?prefix=pfx%2F&uploads= HTTP/1.1\r\n"));
+	fake_stop(&f, os);
+}
+
 static void test_refused(void)
 {
 	struct objstore *os = NULL;
@@ -612,6 +636,7 @@ int main(void)
 	test_headers();
 	test_list_query();
 	test_range();
+	test_sweep();
 	test_refused();
 	test_real();
 	rm_rf(base);
