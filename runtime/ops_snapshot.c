@@ -873,8 +873,12 @@ static void sizes_from_manifest(const char *json, struct snapshot *snap)
 static void reconcile_snapshot(struct snapshot *snap)
 {
 	_cleanup_free_ char *manifest = NULL;
-	bool stored = store_get_manifest(ops.store, snap->id, &manifest, NULL) == 0;
+	int mrc = store_get_manifest(ops.store, snap->id, &manifest, NULL);
+	bool stored = mrc == 0;
 	enum snapshot_state was = snap->state;
+	/* A store that cannot answer (down, bad credentials) proves nothing. */
+	if (mrc < 0 && mrc != -ENOENT && was == SNAP_COMPLETED)
+		return;
 	if (was == SNAP_COMPLETED && !stored) {
 		registry_snapshot_delete(ops.reg, snap->id);
 		return;
@@ -886,7 +890,8 @@ static void reconcile_snapshot(struct snapshot *snap)
 	if (stored)
 		sizes_from_manifest(manifest, snap);
 	if (!stored) {
-		store_delete_snapshot(ops.store, snap->id, NULL);
+		if (mrc == -ENOENT) /* what it stored before the crash is garbage */
+			store_delete_snapshot(ops.store, snap->id, NULL);
 		snprintf(snap->message, sizeof(snap->message),
 			 "snapshot %s was interrupted: snapfs stopped while it was %s", snap->id,
 			 snapshot_state_name(was));
