@@ -16,30 +16,7 @@ BUCKET=snapfs-test
 S3_DIR=$T/s3rver
 S3_PID=""
 S3_PORT=""
-
-# A fresh environment for the aws CLI: s3rver's credentials, no user config.
-export AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER AWS_DEFAULT_REGION=us-east-1
-export AWS_CONFIG_FILE=$T/no-aws-config AWS_SHARED_CREDENTIALS_FILE=$T/no-aws-credentials
-
-# start_s3rver: s3rver on a free port over $S3_DIR (kept across restarts); sets S3_PID, S3_PORT.
-start_s3rver() {
-	local log=$T/s3rver.log i
-	: >"$log"
-	node --openssl-legacy-provider "$REPO/tests/s3rver.js" 0 "$S3_DIR" "$BUCKET" >"$log" 2>&1 &
-	S3_PID=$!
-	disown "$S3_PID" # test_s3 kills it: no "Killed" from the shell
-	BG_PIDS+=("$S3_PID")
-	for i in $(seq 1 200); do
-		S3_PORT=$(awk '/^ready/ { print $2 }' "$log")
-		[ -n "$S3_PORT" ] && return 0
-		kill -0 "$S3_PID" 2>/dev/null || break
-		sleep 0.1
-	done
-	note "s3rver did not start:" "$(cat "$log")"
-	return 1
-}
-
-s3() { timeout -k 5 "$OP_TIMEOUT" aws --endpoint-url "http://127.0.0.1:$S3_PORT" s3 "$@"; }
+use_s3rver_credentials
 
 # run_c_test: the C program; its "N passed, N failed" line is added to ours.
 run_c_test() {
@@ -65,7 +42,7 @@ run_c_test() {
 [ -x "$S3_TEST_BIN" ] || bail "$S3_TEST_BIN is missing (make build/asan/tests/unit/test_s3)"
 [ -f "$REPO/tests/node_modules/@20minutes/s3rver/package.json" ] ||
 	bail "s3rver is missing (scripts/setup.sh --test, or npm install --prefix tests)"
-command -v aws >/dev/null || bail "the aws CLI is missing (scripts/setup.sh --test)"
+[ -x /usr/bin/aws ] || bail "Debian's aws CLI is missing (scripts/setup.sh --test)"
 mkdir -p "$T/out"
 start_s3rver || bail "start s3rver"
 
