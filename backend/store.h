@@ -83,7 +83,8 @@ int store_put_snapshot(struct store *st, const char *id, const char *dir, const 
 
 /*
  * Materialize snapshot @id into directory @dir (created if missing), every
- * chunk verified against its SHA-256, files fsynced. -ENOENT if there is
+ * chunk verified against its SHA-256; the files are written, not fsynced
+ * (the caller decides what must survive a crash). -ENOENT if there is
  * no manifest; -EIO naming the snapshot, the chunk and its file if data is
  * missing or corrupt; -ENOSPC if @dir's filesystem is full.
  */

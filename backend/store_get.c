@@ -6,8 +6,9 @@
  * with one ranged get (up to RANGE_MAX). The ranges are jobs that every
  * worker thread takes in turn; each chunk is checked against its SHA-256
  * before it is written, so nothing unverified reaches the files. Zero runs
- * are holes. Writeback of each range starts as soon as it is written, so
- * the final fsync has little left to wait for.
+ * are holes. The files are not fsynced: a restore reads them from the page
+ * cache at once, and the runtime's cache drops them after a reboot
+ * (runtime/cache.h), so waiting for the disk would only slow every fork.
  */
 #include "backend/store_internal.h"
 
@@ -210,9 +211,6 @@ static int run_job(struct get *g, const struct range_job *job, unsigned worker, 
 	if (rc < 0 && !e->code)
 		rc = err_set(e, rc == -ENOSPC ? ENOSPC : EIO, "snapshot %s: cannot write %s: %s",
 			     g->id, f->name, strerror(-rc));
-	/* Start the writeback now: the fsync at the end then has little left to wait for. */
-	if (rc == 0)
-		sync_file_range(fd, job->file_off, job->plain, SYNC_FILE_RANGE_WRITE);
 	return rc;
 }
 
@@ -246,21 +244,6 @@ static int open_files(struct get *g, const char *dir, struct err *e)
 				       "snapshot %s: cannot create %s: %s", g->id, path,
 				       strerror(errno));
 	}
-	return 0;
-}
-
-static int sync_files(struct get *g, const char *dir, struct err *e)
-{
-	for (size_t i = 0; i < g->m.nfiles; i++) {
-		if (fsync(g->fds[i]) < 0)
-			return err_set(e, errno == ENOSPC ? ENOSPC : EIO,
-				       "snapshot %s: cannot fsync %s: %s", g->id,
-				       g->m.files[i].name, strerror(errno));
-	}
-	int rc = fsync_dir(dir);
-	if (rc < 0)
-		return err_set(e, EIO, "snapshot %s: cannot fsync %s: %s", g->id, dir,
-			       strerror(-rc));
 	return 0;
 }
 
@@ -330,7 +313,7 @@ static int get_files(struct get *g, const char *dir, struct err *e)
 			*e = g->err;
 		return -g->err.code;
 	}
-	return dir ? sync_files(g, dir, e) : 0;
+	return 0;
 }
 
 static int get_begin(struct store *st, const char *id, struct get *g, struct err *e)

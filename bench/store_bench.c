@@ -10,7 +10,7 @@
  * 2. put it again as "bench-2": every chunk is known, so this is chunking +
  *    SHA-256 only;
  * 3. verify "bench-1": ranged reads, decompression, SHA-256 verification;
- * 4. get "bench-1" into OUT_DIR: the same, and writing the files (fsynced).
+ * 4. get "bench-1" into OUT_DIR: the same, and writing the files.
  * Prints "name seconds MB/s" lines (MB of plain data, 10^6 bytes) and the
  * bytes stored by the first put.
  */

@@ -510,12 +510,17 @@ static int restore_image(const char *sandbox_id, const struct snapshot *snap, co
 		return rc;
 	sandbox_path(sandbox_id, "bundle", bundle, sizeof(bundle));
 	sandbox_path(sandbox_id, "console.log", log, sizeof(log));
+	int64_t t0 = mono_ms();
 	rc = runsc_restore_flags(&ops.runsc, snap->gpu ? RUNSC_NVPROXY : 0, runtime_id, bundle,
 				 image_dir, log, e);
+	int64_t restore_ms = mono_ms() - t0;
 	if (rc == 0)
 		rc = gpu_after_restore(sandbox_id, snap->id, runtime_id, image_dir, e);
 	if (rc < 0)
 		runsc_delete(&ops.runsc, runtime_id, NULL);
+	else
+		info("restored snapshot %s into %s: runsc restore took %lld ms", snap->id, sandbox_id,
+		     (long long)restore_ms);
 	return rc;
 }
 
