@@ -519,8 +519,8 @@ static int restore_image(const char *sandbox_id, const struct snapshot *snap, co
 	if (rc < 0)
 		runsc_delete(&ops.runsc, runtime_id, NULL);
 	else
-		info("restored snapshot %s into %s: runsc restore took %lld ms", snap->id, sandbox_id,
-		     (long long)restore_ms);
+		info("restored snapshot %s into %s: runsc restore took %lld ms", snap->id,
+		     sandbox_id, (long long)restore_ms);
 	return rc;
 }
 
@@ -930,8 +930,15 @@ void reconcile_snapshots(void)
 		if (registry_snapshot_get(ops.reg, id, &snap) == 0)
 			reconcile_snapshot(&snap);
 	}
-	/* Nothing is being stored yet, so packs no manifest lists are garbage. */
-	int n = store_collect(ops.store, NULL, 0, &e);
+	/*
+	 * Nothing is being stored here yet, so packs no manifest lists are
+	 * garbage, in a store only this host writes. In a shared bucket they
+	 * may be another host's put in flight: collecting there waits for a
+	 * cross-host grace rule (docs/store.md, "Limits").
+	 */
+	int n = str_has_prefix(store_url(ops.store), "file://")
+		    ? store_collect(ops.store, NULL, 0, &e)
+		    : 0;
 	if (n > 0)
 		info("removed %d objects left by interrupted snapshots", n);
 	else if (n < 0)
