@@ -58,6 +58,12 @@ struct objstore {
 
 /* file:///abs/path; creates the directory. */
 int objstore_local_open(const char *dir, struct objstore **out, struct err *e);
+/*
+ * s3://bucket[/prefix] on any S3-compatible server, configured from the environment as the AWS
+ * tools are (AWS_ENDPOINT_URL, AWS_REGION, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
+ * AWS_SESSION_TOKEN); see backend/s3_client.h and docs/s3.md. Checks nothing on the server.
+ */
+int objstore_s3_open(const char *url, struct objstore **out, struct err *e);
 
 static inline int objstore_put_file(struct objstore *os, const char *key, const char *path,
 				    struct err *e)

@@ -89,20 +89,6 @@ static int parent_of(const char *path, char dir[PATH_MAX])
 	return xsnprintf(dir, PATH_MAX, "%.*s", (int)(slash - path), path);
 }
 
-static int write_all(int fd, const char *p, size_t len)
-{
-	while (len > 0) {
-		ssize_t n = write(fd, p, len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 /* A copy method that cannot handle these files says so before copying anything. */
 static bool copy_unsupported(int code)
 {

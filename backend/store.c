@@ -561,8 +561,10 @@ static int store_dir(const char *url, const char *state_dir, char dir[PATH_MAX],
 			return err_set(e, EINVAL, "no store URL and no usable state directory");
 		return 0;
 	}
-	if (str_has_prefix(url, "s3://"))
-		return err_set(e, EINVAL, "S3 store is not supported yet");
+	if (str_has_prefix(url, "s3://")) {
+		dir[0] = '\0'; /* objstore_s3_open() reads the URL itself */
+		return 0;
+	}
 	if (!str_has_prefix(url, "file:///")) {
 		/* Not echoed: an unknown URL might carry credentials. */
 		return err_set(e, EINVAL, "store URL must be file:///path or s3://bucket/prefix");
@@ -590,7 +592,7 @@ int store_open(const char *url, const char *state_dir, struct store **out, struc
 	if (!st->sha256)
 		rc = err_set(e, EIO, "libcrypto has no SHA-256");
 	if (rc == 0)
-		rc = objstore_local_open(dir, &st->os, e);
+		rc = dir[0] ? objstore_local_open(dir, &st->os, e) : objstore_s3_open(url, &st->os, e);
 	if (rc == 0)
 		rc = load_state(st, e);
 	if (rc < 0) {

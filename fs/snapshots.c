@@ -206,6 +206,7 @@ static int index_line(const struct snapshot *snap, void *arg)
 static int index_read(const struct fs_node *n, struct strbuf *out)
 {
 	(void)n;
+	ops_sync_if_stale(); /* other hosts' snapshots, if the store is shared */
 	return registry_snapshot_each(ops_registry(), index_line, out);
 }
 
@@ -214,6 +215,7 @@ static int snapshots_list(const struct fs_node *dir, int (*fn)(const char *name,
 {
 	(void)dir;
 	_cleanup_strbuf_ struct strbuf names = STRBUF_INIT;
+	ops_sync_if_stale(); /* other hosts' snapshots, if the store is shared */
 	int rc = registry_snapshot_each(ops_registry(), tree_snapshot_name, &names);
 	return rc < 0 ? rc : tree_names_each(&names, fn, arg);
 }

@@ -21,6 +21,11 @@ static int object_load(enum fs_scope scope, const char *id, void **out)
 		return -ENOMEM;
 	int rc = sandbox ? registry_sandbox_get(ops_registry(), id, obj)
 			 : registry_snapshot_get(ops_registry(), id, obj);
+	if (rc == -ENOENT && !sandbox) {
+		/* Perhaps another host sharing the store just made it. */
+		ops_sync_if_stale();
+		rc = registry_snapshot_get(ops_registry(), id, obj);
+	}
 	if (rc == 0)
 		*out = steal_ptr(obj);
 	return rc;

@@ -161,7 +161,7 @@ int fsync_dir(const char *dir)
 	return 0;
 }
 
-static int write_all(int fd, const void *data, size_t len)
+int write_all(int fd, const void *data, size_t len)
 {
 	const char *p = data;
 	while (len > 0) {

@@ -70,6 +70,8 @@ int random_hex(char *out, size_t nhex);
 /* snprintf that fails with -ENAMETOOLONG instead of truncating. */
 int xsnprintf(char *buf, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
+/* write(2) all of @data, retrying short writes and EINTR; 0 or -errno. */
+int write_all(int fd, const void *data, size_t len);
 /* Write @len bytes to @path durably: temp file, fsync, rename, fsync dir. */
 int write_file_durable(const char *path, const void *data, size_t len);
 /* Read a whole file of at most @max bytes; *out is NUL-terminated, caller frees. */

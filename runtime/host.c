@@ -8,6 +8,7 @@
 #include <sys/utsname.h>
 
 #include "lib/util.h"
+#include "runtime/gpu.h"
 
 #define CPU_FLAGS_MAX 8192
 #define RUNSC_PLATFORM "systrap"
@@ -68,7 +69,12 @@ int host_profile_json(const char *runsc_version, struct strbuf *out)
 	cJSON_AddStringToObject(obj, "runsc_version", runsc_version);
 	cJSON_AddStringToObject(obj, "platform", RUNSC_PLATFORM);
 	cJSON_AddStringToObject(obj, "kernel", un.release);
-	cJSON_AddStringToObject(obj, "gpu_driver", "");
+	struct gpu_host gpu;
+	gpu_host_probe("", &gpu);
+	if (gpu_profile_add(obj, &gpu) < 0) {
+		cJSON_Delete(obj);
+		return -ENOMEM;
+	}
 	_cleanup_free_ char *text = cJSON_PrintUnformatted(obj);
 	cJSON_Delete(obj);
 	if (!text)

@@ -4,8 +4,12 @@
  *
  * The profile is a JSON object: {"cpu_features": "sse sse2 ...",
  * "runsc_version": "...", "platform": "systrap", "kernel": "6.1.0",
- * "gpu_driver": ""}. cpu_features is the sorted, space-separated flag list
- * of /proc/cpuinfo. kernel is informational: gVisor does not depend on it.
+ * "gpu_driver": "550.54.15", "gpus": ["NVIDIA H100 80GB HBM3"]}.
+ * cpu_features is the sorted, space-separated flag list of /proc/cpuinfo.
+ * kernel is informational: gVisor does not depend on it. gpu_driver ("" on
+ * a host without NVIDIA driver) and gpus (sorted models, one per GPU) are
+ * recorded for every snapshot; host_compare() leaves them alone, and
+ * gpu_compare_host() (runtime/gpu.h) compares them for GPU snapshots.
  */
 #ifndef SNAPFS_HOST_H
 #define SNAPFS_HOST_H

@@ -379,7 +379,7 @@ int new_object_id(const char *prefix, char out[ID_MAX])
 }
 
 int prepare_bundle(const char *id, const char *image, const char *entrypoint, const char *env,
-		   char digest_out[DIGEST_MAX], struct err *e)
+		   bool gpu, char digest_out[DIGEST_MAX], struct err *e)
 {
 	char rootfs[PATH_MAX], bundle[PATH_MAX];
 	int rc = images_exists(ops.images, image);
@@ -394,6 +394,8 @@ int prepare_bundle(const char *id, const char *image, const char *entrypoint, co
 	rc = images_digest(ops.images, image, digest_out, e);
 	if (rc < 0)
 		return rc;
+	if (gpu)
+		return gpu_write_bundle(bundle, rootfs, entrypoint, env, e);
 	return runsc_write_bundle(bundle, rootfs, entrypoint, env, e);
 }
 
@@ -499,7 +501,10 @@ static int open_parts(const struct ops_config *cfg, struct err *e)
 		return rc;
 	if (xsnprintf(path, sizeof(path), "%s/runsc", cfg->state_dir) < 0)
 		return err_set(e, ENAMETOOLONG, "state directory path is too long");
-	return runsc_init(&ops.runsc, cfg->runsc_bin ? cfg->runsc_bin : "runsc", path, e);
+	rc = runsc_init(&ops.runsc, cfg->runsc_bin ? cfg->runsc_bin : "runsc", path, e);
+	if (rc == 0)
+		gpu_runsc_checkpoints_cuda(&ops.runsc); /* ask runsc once, at start-up */
+	return rc;
 }
 
 /* Every MONITOR_PERIOD_MS, notice sandboxes whose process ended on its own. */
@@ -524,6 +529,7 @@ static void *monitor_main(void *arg)
 			break;
 		pthread_mutex_unlock(&monitor_lock);
 		monitor_sandboxes();
+		ops_sync_if_stale();
 		pthread_mutex_lock(&monitor_lock);
 	}
 	pthread_mutex_unlock(&monitor_lock);

@@ -180,6 +180,15 @@ void ops_report_error(enum ops_object kind, const char *id, const char *path,
 void ops_set_change_listener(void (*fn)(enum ops_object kind, const char *id, void *arg),
 			     void *arg);
 
+/*
+ * Make the registry follow the store's manifests (snapshots other hosts
+ * sharing the store completed or deleted). The daemon does it every few
+ * seconds; ops_sync_if_stale() does it now if the last time is older than
+ * that, for readers of snapshots/ (runtime/ops_sync.c).
+ */
+int ops_sync_snapshots(void);
+void ops_sync_if_stale(void);
+
 /* The journals' files, for reading at an offset (append-only JSON lines). */
 const char *ops_events_path(void);
 const char *ops_errors_path(void);

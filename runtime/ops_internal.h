@@ -18,6 +18,7 @@
 #include <limits.h>
 #include <pthread.h>
 
+#include "runtime/gpu.h"
 #include "runtime/ops.h"
 #include "runtime/runsc.h"
 
@@ -106,9 +107,12 @@ int cache_path(const char *snap_id, char *out, size_t len);
 /* A fresh id: @prefix + 16 hex digits. */
 int new_object_id(const char *prefix, char out[ID_MAX]);
 
-/* Make the sandbox's bundle for @image with @entrypoint and @env; pins the digest. */
+/*
+ * Make the sandbox's bundle for @image with @entrypoint and @env, and the
+ * host's NVIDIA devices when @gpu; pins the digest.
+ */
 int prepare_bundle(const char *id, const char *image, const char *entrypoint, const char *env,
-		   char digest_out[DIGEST_MAX], struct err *e);
+		   bool gpu, char digest_out[DIGEST_MAX], struct err *e);
 
 /*
  * Bring sandbox @sb back to running from the checkpoint still in the spool
@@ -124,5 +128,47 @@ void reconcile_snapshots(void);
 void monitor_sandboxes(void);
 
 #define STATE_BIT(s) (1u << (s))
+
+/*
+ * --- GPU sandboxes and cuda-checkpoint (ops_gpu.c; docs/gpu.md) ----------
+ *
+ * The hooks the operations call around a start, a checkpoint and a
+ * restore. Each does nothing for a sandbox without GPU whose image ships
+ * no cuda-checkpoint.
+ */
+
+/* Before a start of @id (NULL: sandboxes/new): a GPU sandbox needs a GPU and driver (-ENODEV). */
+int gpu_start_check(const char *id, bool gpu, struct err *e);
+
+/* What gpu_before_checkpoint() did, for gpu_after_checkpoint(). */
+struct gpu_checkpoint {
+	char what[ID_MAX + 32];	  /* "snapshot sandbox web", for messages */
+	char cid[RUNTIME_ID_MAX]; /* the source's container */
+	struct cuda_procs procs;  /* the CUDA processes snapfs locked and checkpointed */
+	const char *runsc_cuda;	  /* for runsc_checkpoint_cuda(): set when runsc drives CUDA */
+};
+
+/*
+ * Before the gVisor checkpoint of @sb into @spool: lock and checkpoint its
+ * CUDA processes and record them in @spool; on a failure nothing is left
+ * locked or checkpointed and @e says which step failed.
+ */
+int gpu_before_checkpoint(const struct sandbox *sb, const char *spool, struct gpu_checkpoint *gc,
+			  struct err *e);
+/*
+ * After it (@rc: how it went): a snapshot restores and unlocks the source's
+ * CUDA processes; a failed checkpoint does the same if the source still
+ * runs, and says so in @e. Returns @rc, or the undo's failure.
+ */
+int gpu_after_checkpoint(struct gpu_checkpoint *gc, bool leave_running, int rc, struct err *e);
+/* After `runsc restore` of @image_dir into @runtime_id: restore and unlock what it records. */
+int gpu_after_restore(const char *sandbox_id, const char *snap_id, const char *runtime_id,
+		      const char *image_dir, struct err *e);
+/*
+ * At start-up, for a sandbox that was snapshotting or suspending and still
+ * runs: bring back the CUDA processes the interrupted checkpoint's spool
+ * records, and say so in @sb->message (the caller saves @sb).
+ */
+void gpu_reconcile(struct sandbox *sb);
 
 #endif

@@ -108,9 +108,10 @@ int ops_sandbox_new(const struct sandbox_spec *spec, char id_out[ID_MAX], ops_do
 	if (images_exists(ops.images, spec->image) < 0)
 		return err_set(e, ENOENT, "image %s does not exist in %s", spec->image,
 			       images_dir(ops.images));
-	if (spec->gpu)
-		return err_set(e, EINVAL, "GPU sandboxes are not supported yet");
-	int rc = new_object_id("sbx-", id_out);
+	int rc = gpu_start_check(NULL, spec->gpu, e);
+	if (rc < 0)
+		return rc;
+	rc = new_object_id("sbx-", id_out);
 	if (rc < 0)
 		return err_set(e, -rc, "cannot make a sandbox id: %s", strerror(-rc));
 	rc = insert_sandbox(id_out, spec, e);
@@ -198,12 +199,13 @@ static int start_container(const struct sandbox *sb, char digest[DIGEST_MAX], st
 {
 	char bundle[PATH_MAX], log[PATH_MAX];
 	const char *entry = sb->entrypoint[0] ? sb->entrypoint : OPS_DEFAULT_ENTRYPOINT;
-	int rc = prepare_bundle(sb->id, sb->image, entry, sb->env, digest, e);
+	int rc = prepare_bundle(sb->id, sb->image, entry, sb->env, sb->gpu, digest, e);
 	if (rc < 0)
 		return rc;
 	sandbox_path(sb->id, "bundle", bundle, sizeof(bundle));
 	sandbox_path(sb->id, "console.log", log, sizeof(log));
-	rc = runsc_run(&ops.runsc, sb->runtime_id, bundle, log, e);
+	rc = runsc_run_flags(&ops.runsc, sb->gpu ? RUNSC_NVPROXY : 0, sb->runtime_id, bundle, log,
+			     e);
 	if (rc < 0)
 		runsc_delete(&ops.runsc, sb->runtime_id, NULL);
 	return rc;
@@ -247,9 +249,11 @@ int ops_sandbox_start(const char *id, ops_done_fn done, void *ctx, struct err *e
 	if (rc == 0 && sb.state == SB_CREATED && images_exists(ops.images, sb.image) < 0)
 		return err_set(e, ENOENT, "cannot start sandbox %s: image %s does not exist", id,
 			       sb.image);
-	if (rc == 0 && sb.gpu)
-		return err_set(e, EINVAL,
-			       "cannot start sandbox %s: GPU sandboxes are not supported yet", id);
+	if (rc == 0 && sb.state == SB_CREATED) {
+		rc = gpu_start_check(id, sb.gpu, e);
+		if (rc < 0)
+			return rc;
+	}
 	rc = sandbox_begin(id, STATE_BIT(SB_CREATED), SB_STARTING, "start", &sb, e);
 	if (rc < 0)
 		return rc;
@@ -505,6 +509,7 @@ static void reconcile_suspend(struct sandbox *sb, bool alive)
 		sb->pid = 0;
 	} else if (alive) {
 		sb->state = SB_RUNNING; /* the checkpoint never stopped it */
+		gpu_reconcile(sb);      /* CUDA processes it may have left locked */
 	} else if (snap.id[0] && restore_from_spool(sb, snap.id, &e) == 0) {
 		sb->state = SB_RUNNING;
 		snprintf(
@@ -541,6 +546,8 @@ static void reconcile_one(struct sandbox *sb)
 		sb->state = SB_SUSPENDED; /* a failed resume can be tried again */
 	} else if (alive) {
 		sb->state = SB_RUNNING;
+		if (was == SB_SNAPSHOTTING)
+			gpu_reconcile(sb); /* CUDA processes it may have left locked */
 	} else {
 		runsc_delete(&ops.runsc, sb->runtime_id, NULL);
 		sb->state = SB_FAILED;

@@ -131,9 +131,16 @@ static void checkpoint_job(void *arg)
 	snapshot_save(&snap);
 	spool_path(snap.id, spool, sizeof(spool));
 	rm_rf(spool);
-	int64_t t0 = mono_ms();
-	int rc = runsc_checkpoint(&ops.runsc, sb.runtime_id, spool, leave_running, &e);
-	snap.pause_ms = mono_ms() - t0;
+	/* CUDA state first (ops_gpu.c); the pause is the gVisor checkpoint alone. */
+	struct gpu_checkpoint gpu;
+	int rc = gpu_before_checkpoint(&sb, spool, &gpu, &e);
+	if (rc == 0) {
+		int64_t t0 = mono_ms();
+		rc = runsc_checkpoint_cuda(&ops.runsc, sb.runtime_id, spool, leave_running,
+					   gpu.runsc_cuda, &e);
+		snap.pause_ms = mono_ms() - t0;
+		rc = gpu_after_checkpoint(&gpu, leave_running, rc, &e);
+	}
 	if (rc < 0) {
 		rm_rf(spool);
 		sandbox_after_failed_checkpoint(sb.id, sb.runtime_id, &e);
@@ -254,6 +261,8 @@ static void store_job(void *arg)
 	int rc = meta ? 0 : err_set(&e, ENOMEM, "cannot build the manifest of %s", snap.id);
 	spool_path(job->snap_id, spool, sizeof(spool));
 	int64_t t0 = mono_ms();
+	if (meta)
+		gpu_manifest_meta(meta, spool);
 	if (rc == 0)
 		rc = store_put_snapshot(ops.store, snap.id, spool, meta, store_progress, snap.id,
 					&res, &e);
@@ -496,18 +505,22 @@ static int restore_image(const char *sandbox_id, const struct snapshot *snap, co
 {
 	char bundle[PATH_MAX], log[PATH_MAX];
 	const char *entry = snap->entrypoint[0] ? snap->entrypoint : OPS_DEFAULT_ENTRYPOINT;
-	int rc = prepare_bundle(sandbox_id, snap->image, entry, snap->env, digest, e);
+	int rc = prepare_bundle(sandbox_id, snap->image, entry, snap->env, snap->gpu, digest, e);
 	if (rc < 0)
 		return rc;
 	sandbox_path(sandbox_id, "bundle", bundle, sizeof(bundle));
 	sandbox_path(sandbox_id, "console.log", log, sizeof(log));
 	int64_t t0 = mono_ms();
-	rc = runsc_restore(&ops.runsc, runtime_id, bundle, image_dir, log, e);
+	rc = runsc_restore_flags(&ops.runsc, snap->gpu ? RUNSC_NVPROXY : 0, runtime_id, bundle,
+				 image_dir, log, e);
+	int64_t restore_ms = mono_ms() - t0;
+	if (rc == 0)
+		rc = gpu_after_restore(sandbox_id, snap->id, runtime_id, image_dir, e);
 	if (rc < 0)
 		runsc_delete(&ops.runsc, runtime_id, NULL);
 	else
-		info("restored snapshot %s into %s: runsc restore took %lld ms", snap->id, sandbox_id,
-		     (long long)(mono_ms() - t0));
+		info("restored snapshot %s into %s: runsc restore took %lld ms", snap->id,
+		     sandbox_id, (long long)restore_ms);
 	return rc;
 }
 
@@ -649,7 +662,8 @@ static int restore_blockers(const struct snapshot *snap, struct strbuf *why)
 		n++;
 	}
 	int diffs = host_compare(snap->host_json, ops.runsc.version, why);
-	return n + (diffs > 0 ? diffs : 0);
+	int gpu_diffs = snap->gpu ? gpu_compare_host(snap->host_json, why) : 0;
+	return n + (diffs > 0 ? diffs : 0) + (gpu_diffs > 0 ? gpu_diffs : 0);
 }
 
 static int check_forkable(const char *snap_id, struct snapshot *snap, struct err *e)
@@ -864,8 +878,12 @@ static void sizes_from_manifest(const char *json, struct snapshot *snap)
 static void reconcile_snapshot(struct snapshot *snap)
 {
 	_cleanup_free_ char *manifest = NULL;
-	bool stored = store_get_manifest(ops.store, snap->id, &manifest, NULL) == 0;
+	int mrc = store_get_manifest(ops.store, snap->id, &manifest, NULL);
+	bool stored = mrc == 0;
 	enum snapshot_state was = snap->state;
+	/* A store that cannot answer (down, bad credentials) proves nothing. */
+	if (mrc < 0 && mrc != -ENOENT && was == SNAP_COMPLETED)
+		return;
 	if (was == SNAP_COMPLETED && !stored) {
 		registry_snapshot_delete(ops.reg, snap->id);
 		return;
@@ -877,7 +895,8 @@ static void reconcile_snapshot(struct snapshot *snap)
 	if (stored)
 		sizes_from_manifest(manifest, snap);
 	if (!stored) {
-		store_delete_snapshot(ops.store, snap->id, NULL);
+		if (mrc == -ENOENT) /* what it stored before the crash is garbage */
+			store_delete_snapshot(ops.store, snap->id, NULL);
 		snprintf(snap->message, sizeof(snap->message),
 			 "snapshot %s was interrupted: snapfs stopped while it was %s", snap->id,
 			 snapshot_state_name(was));
@@ -911,8 +930,15 @@ void reconcile_snapshots(void)
 		if (registry_snapshot_get(ops.reg, id, &snap) == 0)
 			reconcile_snapshot(&snap);
 	}
-	/* Nothing is being stored yet, so packs no manifest lists are garbage. */
-	int n = store_collect(ops.store, NULL, 0, &e);
+	/*
+	 * Nothing is being stored here yet, so packs no manifest lists are
+	 * garbage, in a store only this host writes. In a shared bucket they
+	 * may be another host's put in flight: collecting there waits for a
+	 * cross-host grace rule (docs/store.md, "Limits").
+	 */
+	int n = str_has_prefix(store_url(ops.store), "file://")
+		    ? store_collect(ops.store, NULL, 0, &e)
+		    : 0;
 	if (n > 0)
 		info("removed %d objects left by interrupted snapshots", n);
 	else if (n < 0)

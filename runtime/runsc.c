@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -40,8 +41,13 @@ static void cmd_add(struct cmd *c, const char *arg)
 	c->argv[c->argc] = NULL;
 }
 
-/* runsc --root R [sandbox flags] SUBCOMMAND: sandbox flags only for run and restore. */
-static void cmd_init(struct cmd *c, const struct runsc *rs, const char *what, bool sandbox_flags)
+/*
+ * runsc --root R [sandbox flags] [@extra flags] SUBCOMMAND: sandbox flags only
+ * for run and restore; @extra is a RUNSC_* mask (the same for a run and the
+ * restores of its checkpoints).
+ */
+static void cmd_init_flags(struct cmd *c, const struct runsc *rs, const char *what,
+			   bool sandbox_flags, unsigned extra)
 {
 	c->argc = 0;
 	c->what = what;
@@ -56,7 +62,14 @@ static void cmd_init(struct cmd *c, const struct runsc *rs, const char *what, bo
 		cmd_add(c, "--overlay2=root:memory");
 		cmd_add(c, "--network=none");
 	}
+	if (extra & RUNSC_NVPROXY)
+		cmd_add(c, "--nvproxy");
 	cmd_add(c, what);
+}
+
+static void cmd_init(struct cmd *c, const struct runsc *rs, const char *what, bool sandbox_flags)
+{
+	cmd_init_flags(c, rs, what, sandbox_flags, 0);
 }
 
 static int spawn_attrs(posix_spawnattr_t *attr)
@@ -313,8 +326,14 @@ int runsc_new_container_id(char out[RUNTIME_ID_MAX])
 int runsc_run(const struct runsc *rs, const char *cid, const char *bundle, const char *log_path,
 	      struct err *e)
 {
+	return runsc_run_flags(rs, 0, cid, bundle, log_path, e);
+}
+
+int runsc_run_flags(const struct runsc *rs, unsigned flags, const char *cid, const char *bundle,
+		    const char *log_path, struct err *e)
+{
 	struct cmd c;
-	cmd_init(&c, rs, "run", true);
+	cmd_init_flags(&c, rs, "run", true, flags);
 	cmd_add(&c, "--detach");
 	cmd_add(&c, "--bundle");
 	cmd_add(&c, bundle);
@@ -325,8 +344,14 @@ int runsc_run(const struct runsc *rs, const char *cid, const char *bundle, const
 int runsc_restore(const struct runsc *rs, const char *cid, const char *bundle,
 		  const char *image_dir, const char *log_path, struct err *e)
 {
+	return runsc_restore_flags(rs, 0, cid, bundle, image_dir, log_path, e);
+}
+
+int runsc_restore_flags(const struct runsc *rs, unsigned flags, const char *cid, const char *bundle,
+			const char *image_dir, const char *log_path, struct err *e)
+{
 	struct cmd c;
-	cmd_init(&c, rs, "restore", true);
+	cmd_init_flags(&c, rs, "restore", true, flags);
 	cmd_add(&c, "--detach");
 	cmd_add(&c, "--image-path");
 	cmd_add(&c, image_dir);
@@ -339,15 +364,43 @@ int runsc_restore(const struct runsc *rs, const char *cid, const char *bundle,
 int runsc_checkpoint(const struct runsc *rs, const char *cid, const char *image_dir,
 		     bool leave_running, struct err *e)
 {
+	return runsc_checkpoint_cuda(rs, cid, image_dir, leave_running, NULL, e);
+}
+
+int runsc_checkpoint_cuda(const struct runsc *rs, const char *cid, const char *image_dir,
+			  bool leave_running, const char *cuda_checkpoint, struct err *e)
+{
 	struct cmd c;
+	char cuda_flag[4096];
 	cmd_init(&c, rs, "checkpoint", false);
 	cmd_add(&c, "--compression=none");
 	cmd_add(&c, "--image-path");
 	cmd_add(&c, image_dir);
 	if (leave_running)
 		cmd_add(&c, "--leave-running");
+	if (cuda_checkpoint) {
+		if (xsnprintf(cuda_flag, sizeof(cuda_flag), "--cuda-checkpoint-path=%s",
+			      cuda_checkpoint) < 0)
+			return err_set(e, ENAMETOOLONG, "cuda-checkpoint path too long");
+		cmd_add(&c, cuda_flag);
+	}
 	cmd_add(&c, cid);
 	return run_short(&c, cid, -1, e);
+}
+
+int runsc_help(const struct runsc *rs, const char *subcommand, char **text, struct err *e)
+{
+	struct cmd c;
+	cmd_init(&c, rs, "help", false);
+	cmd_add(&c, subcommand);
+	_cleanup_close_ int out = memfd_create("runsc-help", MFD_CLOEXEC);
+	if (out < 0)
+		return err_set(e, EIO, "runsc help failed: memfd: %s", strerror(errno));
+	int rc = run_short(&c, "", out, e);
+	if (rc < 0)
+		return rc;
+	*text = read_from(out, 0);
+	return *text ? 0 : err_set(e, ENOMEM, "runsc help %s: out of memory", subcommand);
 }
 
 /*
@@ -591,8 +644,58 @@ static int bundle_config(cJSON *cfg, const char *rootfs, const char *entrypoint,
 	return ok ? 0 : err_set(e, ENOMEM, "cannot build bundle config");
 }
 
+/* One linux.devices entry and its linux.resources.devices allow rule for host node @path. */
+static int bundle_device(cJSON *devs, cJSON *rules, const char *path, struct err *e)
+{
+	struct stat st;
+	if (stat(path, &st) < 0)
+		return err_set(e, errno == ENOENT ? ENODEV : EIO, "device %s: %s", path,
+			       strerror(errno));
+	if (!S_ISCHR(st.st_mode))
+		return err_set(e, ENODEV, "device %s is not a character device", path);
+	cJSON *dev = cJSON_CreateObject();
+	cJSON *rule = cJSON_CreateObject();
+	bool ok = add(devs, NULL, dev) && add(rules, NULL, rule) &&
+		  cJSON_AddStringToObject(dev, "path", path) &&
+		  cJSON_AddStringToObject(dev, "type", "c") &&
+		  cJSON_AddNumberToObject(dev, "major", major(st.st_rdev)) &&
+		  cJSON_AddNumberToObject(dev, "minor", minor(st.st_rdev)) &&
+		  cJSON_AddNumberToObject(dev, "fileMode", st.st_mode & 0777) &&
+		  cJSON_AddNumberToObject(dev, "uid", 0) &&
+		  cJSON_AddNumberToObject(dev, "gid", 0) && cJSON_AddTrueToObject(rule, "allow") &&
+		  cJSON_AddStringToObject(rule, "type", "c") &&
+		  cJSON_AddNumberToObject(rule, "major", major(st.st_rdev)) &&
+		  cJSON_AddNumberToObject(rule, "minor", minor(st.st_rdev)) &&
+		  cJSON_AddStringToObject(rule, "access", "rwm");
+	return ok ? 0 : err_set(e, ENOMEM, "cannot build bundle config");
+}
+
+/* linux.devices and the matching linux.resources.devices rules for @devices. */
+static int bundle_devices(cJSON *cfg, const char *const *devices, size_t ndevices, struct err *e)
+{
+	cJSON *lnx = cJSON_GetObjectItemCaseSensitive(cfg, "linux");
+	cJSON *devs = lnx ? cJSON_AddArrayToObject(lnx, "devices") : NULL;
+	cJSON *res = lnx ? cJSON_AddObjectToObject(lnx, "resources") : NULL;
+	cJSON *rules = res ? cJSON_AddArrayToObject(res, "devices") : NULL;
+	if (!devs || !rules)
+		return err_set(e, ENOMEM, "cannot build bundle config");
+	for (size_t i = 0; i < ndevices; i++) {
+		int rc = bundle_device(devs, rules, devices[i], e);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
 int runsc_write_bundle(const char *bundle_dir, const char *rootfs, const char *entrypoint,
 		       const char *env, struct err *e)
+{
+	return runsc_write_bundle_devices(bundle_dir, rootfs, entrypoint, env, NULL, 0, e);
+}
+
+int runsc_write_bundle_devices(const char *bundle_dir, const char *rootfs, const char *entrypoint,
+			       const char *env, const char *const *devices, size_t ndevices,
+			       struct err *e)
 {
 	char path[4096];
 	if (rootfs[0] != '/')
@@ -606,6 +709,8 @@ int runsc_write_bundle(const char *bundle_dir, const char *rootfs, const char *e
 	if (!cfg)
 		return err_set(e, ENOMEM, "cannot build bundle config");
 	rc = bundle_config(cfg, rootfs, entrypoint, env ? env : "", e);
+	if (rc == 0 && ndevices > 0)
+		rc = bundle_devices(cfg, devices, ndevices, e);
 	_cleanup_free_ char *text = rc == 0 ? cJSON_Print(cfg) : NULL;
 	cJSON_Delete(cfg);
 	if (rc < 0)

@@ -47,13 +47,35 @@ int runsc_new_container_id(char out[RUNTIME_ID_MAX]);
 int runsc_write_bundle(const char *bundle_dir, const char *rootfs, const char *entrypoint,
 		       const char *env, struct err *e);
 
+/*
+ * The same with the host device nodes @devices (absolute paths, character
+ * devices) in linux.devices, with their major and minor numbers and mode,
+ * and allowed in linux.resources.devices: a GPU sandbox's NVIDIA devices
+ * (runtime/gpu.h). A missing node is -ENODEV.
+ */
+int runsc_write_bundle_devices(const char *bundle_dir, const char *rootfs, const char *entrypoint,
+			       const char *env, const char *const *devices, size_t ndevices,
+			       struct err *e);
+
+/*
+ * Extra global flags for run and restore, a mask: a restore must be given
+ * the flags of the run whose checkpoint it restores.
+ */
+#define RUNSC_NVPROXY 0x1u /* --nvproxy: the sandbox gets NVIDIA GPUs (docs/gpu.md) */
+
 /* `runsc run --detach --bundle B CID`, stdio to @log_path. */
 int runsc_run(const struct runsc *rs, const char *cid, const char *bundle, const char *log_path,
 	      struct err *e);
 
+/* The same with the RUNSC_* global @flags. */
+int runsc_run_flags(const struct runsc *rs, unsigned flags, const char *cid, const char *bundle,
+		    const char *log_path, struct err *e);
+
 /* `runsc restore --detach --image-path IMG --bundle B CID`, stdio to @log_path. */
 int runsc_restore(const struct runsc *rs, const char *cid, const char *bundle,
 		  const char *image_dir, const char *log_path, struct err *e);
+int runsc_restore_flags(const struct runsc *rs, unsigned flags, const char *cid, const char *bundle,
+			const char *image_dir, const char *log_path, struct err *e);
 
 /*
  * `runsc checkpoint --compression=none --image-path IMG [--leave-running] CID`.
@@ -61,6 +83,16 @@ int runsc_restore(const struct runsc *rs, const char *cid, const char *bundle,
  */
 int runsc_checkpoint(const struct runsc *rs, const char *cid, const char *image_dir,
 		     bool leave_running, struct err *e);
+/*
+ * The same, adding `--cuda-checkpoint-path=@cuda_checkpoint` when that is
+ * not NULL: a runsc that has the flag (releases from 20260608) then
+ * checkpoints the sandbox's CUDA processes itself (docs/gpu.md).
+ */
+int runsc_checkpoint_cuda(const struct runsc *rs, const char *cid, const char *image_dir,
+			  bool leave_running, const char *cuda_checkpoint, struct err *e);
+
+/* `runsc help SUBCOMMAND`: its output into *@text (caller frees). */
+int runsc_help(const struct runsc *rs, const char *subcommand, char **text, struct err *e);
 
 /*
  * `runsc exec CID /bin/sh -c CMDLINE`, stdout and stderr both to @out_fd.

@@ -105,8 +105,9 @@ fi
 [ "$with_test" -eq 1 ] || exit 0
 
 test_pkgs=()
-command -v aws >/dev/null 2>&1 || test_pkgs+=(awscli)
+[ -x /usr/bin/aws ] || test_pkgs+=(awscli) # Debian's, not another on PATH
 command -v jq >/dev/null 2>&1 || test_pkgs+=(jq)
+command -v zstd >/dev/null 2>&1 || test_pkgs+=(zstd)
 # NodeSource's nodejs ships npm itself; ask for Debian's npm only when there is none.
 command -v node >/dev/null 2>&1 || test_pkgs+=(nodejs)
 command -v npm >/dev/null 2>&1 || test_pkgs+=(npm)

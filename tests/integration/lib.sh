@@ -337,7 +337,6 @@ start_daemon() {
 			note "the daemon exited with status $? before the mount answered:"
 			tail -n 20 "$DAEMON_LOG"
 			DAEMON_PID=""
-DAEMON_ARGS=()   # more daemon options (--store, --runsc) a test may set
 			return 1
 		fi
 		[ "$i" -eq 300 ] || sleep 0.1
@@ -367,7 +366,6 @@ wait_daemon_exit() {
 	wait "$DAEMON_PID"
 	rc=$?
 	DAEMON_PID=""
-DAEMON_ARGS=()   # more daemon options (--store, --runsc) a test may set
 	return "$rc"
 }
 
@@ -383,6 +381,35 @@ stop_daemon() {
 		fail "the daemon exits with status 0 once unmounted (got $rc)" "$(tail -n 30 "$DAEMON_LOG")"
 	fi
 }
+
+# --- S3 (s3rver) ------------------------------------------------------------
+# A test that needs an S3 server sets BUCKET and S3_DIR, then calls start_s3rver.
+
+# use_s3rver_credentials: s3rver's credentials for aws and snapfs, no user config.
+use_s3rver_credentials() {
+	export AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER AWS_DEFAULT_REGION=us-east-1
+	export AWS_CONFIG_FILE=$T/no-aws-config AWS_SHARED_CREDENTIALS_FILE=$T/no-aws-credentials
+}
+
+# start_s3rver: s3rver on a free port over $S3_DIR (kept across restarts); sets S3_PID, S3_PORT.
+start_s3rver() {
+	local log=$T/s3rver.log i
+	: >"$log"
+	node --openssl-legacy-provider "$REPO/tests/s3rver.js" 0 "$S3_DIR" "$BUCKET" >"$log" 2>&1 &
+	S3_PID=$!
+	disown "$S3_PID" # test_s3 kills it: no "Killed" from the shell
+	BG_PIDS+=("$S3_PID")
+	for i in $(seq 1 200); do
+		S3_PORT=$(awk '/^ready/ { print $2 }' "$log")
+		[ -n "$S3_PORT" ] && return 0
+		kill -0 "$S3_PID" 2>/dev/null || break
+		sleep 0.1
+	done
+	note "s3rver did not start:" "$(cat "$log")"
+	return 1
+}
+
+s3() { timeout -k 5 "$OP_TIMEOUT" /usr/bin/aws --endpoint-url "http://127.0.0.1:$S3_PORT" s3 "$@"; }
 
 kill_sandboxes() {
 	local id

@@ -5,7 +5,6 @@
 . "$(dirname "$0")/lib.sh"
 
 BIG_MB=${BIG_MB:-1024}
-LATENCY_BOUND_MS=1000
 
 # The spool holds the checkpoint (BIG_MB) and the store a copy: leave room to spare.
 avail_mb=$(df --output=avail -BM "$T" | tail -n 1 | tr -dc 0-9)
@@ -21,6 +20,7 @@ make_sandbox big "dd if=/dev/urandom of=/tmp/big bs=1M count=$BIG_MB iflag=fullb
 poll_until 900 sb_run big 'test -f /tmp/counter' || bail "sandbox big fills $BIG_MB MiB of /tmp"
 check_eq "big holds $BIG_MB MiB in /tmp" "$((BIG_MB * 1024 * 1024))" "$(sb_run big 'stat -c %s /tmp/big')"
 
+snap_t0=$(now_ms)
 id=$(wr_read "$MNT/sandboxes/big/snapshot" async | head -n 1)
 check_match "async snapshot of big: the id" '^snap-[0-9a-f]{16}$' "$id"
 [ -n "$id" ] || bail "no snapshot id"
@@ -57,10 +57,13 @@ while [ "$(date +%s)" -lt "$deadline" ]; do
 	esac
 	sleep 0.2
 done
+snap_ms=$(($(now_ms) - snap_t0))
 note "big was:$seen_big; the snapshot was:$seen_snap; slowest of $reads reads: $slowest, $max_ms ms"
 check_eq "every read was answered" 0 "$unanswered"
-ok "every read answered within $LATENCY_BOUND_MS ms (slowest: $slowest, $max_ms ms)" \
-	test "$max_ms" -le "$LATENCY_BOUND_MS"
+# Not a speed test: a read that waited on the job would take about as long as
+# the snapshot itself. On two busy cores under ASan a read may take a second.
+ok "no read waited for the snapshot (slowest: $slowest, $max_ms ms; the snapshot took $snap_ms ms)" \
+	test "$((max_ms * 4))" -lt "$snap_ms"
 check_eq "small stayed running" " running" "$small_states"
 check_eq "progress always read DONE TOTAL with DONE <= TOTAL" "" "$bad_progress"
 if [[ "$seen_big$seen_snap" =~ snapshotting|pending|in_progress ]]; then

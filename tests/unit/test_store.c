@@ -199,8 +199,10 @@ static void test_open(void)
 	snprintf(want, sizeof(want), "file://%s/store", base);
 	CHECK_STR(st ? store_url(st) : NULL, want);
 	store_close(st);
+	/* s3:// goes to objstore_s3_open(), which wants credentials in the environment. */
+	unsetenv("AWS_ACCESS_KEY_ID");
 	CHECK(store_open("s3://bucket/prefix", base, &st, &e) == -EINVAL);
-	CHECK_STR(e.msg, "S3 store is not supported yet");
+	CHECK(strstr(e.msg, "AWS_ACCESS_KEY_ID") != NULL);
 	CHECK(store_open("http://user:secret@host/x", base, &st, &e) == -EINVAL);
 	CHECK(strstr(e.msg, "secret") == NULL);
 	CHECK(store_open("file://relative", base, &st, &e) == -EINVAL);

@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# bench/s3.sh - an upload of one large file to s3rver through snapfs's S3
+# objstore (bench/s3_bench.c: objstore_put_file) against `aws s3 cp` of the
+# same bytes to the same server, one run each; then a download each way.
+# Counts the requests s3rver saw for each. Run on demand (not in CI):
+#
+#   bench/s3.sh [SIZE_MIB] [OUT]      (defaults: 1024, docs/benchmarks-s3.md)
+#
+# Needs what `scripts/setup.sh --test` installs (node, s3rver, awscli).
+set -euo pipefail
+SIZE_MIB=${1:-1024}
+REPO=$(cd "$(dirname "$0")/.." && pwd)
+OUT=${2:-$REPO/docs/benchmarks-s3.md}
+SB=$REPO/build/s3_bench
+BUCKET=bench
+T=$(mktemp -d /tmp/snapfs-bench-s3.XXXXXX)
+S3_PID=""
+
+cleanup() {
+	set +e
+	[ -n "$S3_PID" ] && kill "$S3_PID" 2>/dev/null && wait "$S3_PID" 2>/dev/null
+	rm -rf "$T"
+}
+trap cleanup EXIT
+
+export AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER AWS_DEFAULT_REGION=us-east-1
+export AWS_CONFIG_FILE=$T/no-aws-config AWS_SHARED_CREDENTIALS_FILE=$T/no-aws-credentials
+
+OBJS="backend/objstore_s3.o backend/s3_client.o backend/s3_xml.o lib/util.o lib/strbuf.o"
+# shellcheck disable=SC2046,SC2086
+make -C "$REPO" $(printf 'build/rel/%s ' $OBJS) >/dev/null
+# shellcheck disable=SC2046,SC2086
+cc -std=c17 -D_GNU_SOURCE -O2 -I"$REPO" -o "$SB" "$REPO/bench/s3_bench.c" \
+	$(printf "$REPO/build/rel/%s " $OBJS) -lcurl -lcrypto -pthread
+
+S3RVER_LOG=1 node --openssl-legacy-provider "$REPO/tests/s3rver.js" 0 "$T/s3rver" "$BUCKET" \
+	>"$T/s3rver.log" 2>&1 &
+S3_PID=$!
+for _ in $(seq 1 200); do
+	PORT=$(awk '/^ready/ { print $2 }' "$T/s3rver.log")
+	[ -n "$PORT" ] && break
+	sleep 0.1
+done
+[ -n "${PORT:-}" ] || { cat "$T/s3rver.log"; exit 1; }
+ENDPOINT=http://127.0.0.1:$PORT
+export AWS_ENDPOINT_URL=$ENDPOINT
+
+echo "writing $SIZE_MIB MiB of random bytes"
+head -c $((SIZE_MIB << 20)) /dev/urandom >"$T/data"
+sync
+
+requests() { grep -c '^request ' "$T/s3rver.log" || true; }
+
+# measure NAME CMD...: wall seconds, client CPU seconds and requests into $T/NAME.
+measure() {
+	local name=$1 before after
+	shift
+	before=$(requests)
+	/usr/bin/time -f '%e %U %S' -o "$T/$name.time" "$@" >/dev/null
+	after=$(requests)
+	read -r wall user sys <"$T/$name.time"
+	echo "$wall $(echo "$user + $sys" | bc | xargs printf "%.2f") $((after - before))" >"$T/$name"
+	echo "$name: $(cat "$T/$name") (wall s, client CPU s, requests)"
+}
+
+measure snapfs_put "$SB" "s3://$BUCKET/snapfs" put "$T/data" blob
+measure aws_put aws s3 cp --only-show-errors "$T/data" "s3://$BUCKET/aws/blob"
+measure snapfs_get "$SB" "s3://$BUCKET/snapfs" get "$T/back.snapfs" blob
+measure aws_get aws s3 cp --only-show-errors "s3://$BUCKET/aws/blob" "$T/back.aws"
+cmp "$T/data" "$T/back.snapfs"
+cmp "$T/data" "$T/back.aws"
+
+# row NAME LABEL: one line of the table.
+row() {
+	local wall cpu reqs
+	read -r wall cpu reqs <"$T/$1"
+	printf '| %s | %s | %s | %s | %s | %s |\n' "$2" "$wall" \
+		"$(echo "scale=0; $SIZE_MIB / $wall" | bc)" "$cpu" "$reqs" \
+		"$(echo "scale=1; $reqs * 1024 / $SIZE_MIB" | bc)"
+}
+
+{
+	echo "# S3 transfer benchmark"
+	echo
+	echo "Written by \`bench/s3.sh\` on $(date -u +%F). One run each, one $SIZE_MIB MiB file"
+	echo "of random bytes, to and from @20minutes/s3rver 4.0.4 (SigV4 checked) on 127.0.0.1,"
+	echo "which stores objects on the local disk. Host: $(nproc) cores"
+	echo "($(lscpu | awk -F': *' '/Model name/ { print $2; exit }')), $(free -g |
+		awk '/^Mem/ { print $2 }') GiB of memory; the server and the client share the cores."
+	echo
+	echo "| client | seconds | MiB/s | client CPU s | requests | requests per GiB |"
+	echo "|---|---|---|---|---|---|"
+	row snapfs_put "snapfs objstore, upload (put_file)"
+	row aws_put "\`aws s3 cp\`, upload"
+	row snapfs_get "snapfs objstore, download (get_file)"
+	row aws_get "\`aws s3 cp\`, download"
+	echo
+	echo "snapfs: objects above 16 MiB go as a multipart upload of 16 MiB parts, 4 in"
+	echo "flight on 4 connections, each part's SHA-256 signed (x-amz-content-sha256),"
+	echo "read with pread from the file twice (hash, then send). A download is one"
+	echo "GET on one connection. $(curl --version | head -n 1 | cut -d' ' -f1-2)."
+	echo
+	echo "aws: $(aws --version 2>&1 | cut -d' ' -f1,4), default transfer settings"
+	echo "(8 MiB parts above 8 MiB, 10 requests in flight, payload SHA-256 over plain HTTP);"
+	echo "its download is ranged GETs of 8 MiB in parallel."
+	echo
+	echo "What limits these figures is the server: s3rver is one node process that"
+	echo "writes every object to disk, on the same cores as the client. They compare"
+	echo "the clients' request counts and CPU cost more than what a network would allow."
+} >"$OUT"
+echo "wrote $OUT"

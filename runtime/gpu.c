@@ -1,0 +1,765 @@
+#include "runtime/gpu.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define INFO_MAX (64u << 10)   /* most of a /proc/driver/nvidia file read */
+#define OUTPUT_MAX (64u << 10) /* most of a cuda-checkpoint call's output read back */
+#define QUOTE_MAX 300	       /* most of cuda-checkpoint's output quoted in a message */
+#define RECORD_MAX (1u << 20)
+#define CMD_MAX 256
+
+/* --- the host ------------------------------------------------------------ */
+
+static int read_at(const char *root, const char *path, char **text)
+{
+	char full[PATH_MAX];
+	size_t len;
+	if (xsnprintf(full, sizeof(full), "%s%s", root, path) < 0)
+		return -ENAMETOOLONG;
+	return read_file(full, text, &len, INFO_MAX);
+}
+
+static bool exists_at(const char *root, const char *path)
+{
+	char full[PATH_MAX];
+	struct stat st;
+	return xsnprintf(full, sizeof(full), "%s%s", root, path) >= 0 && lstat(full, &st) == 0;
+}
+
+static bool is_version_token(const char *w, size_t n)
+{
+	bool dot = false;
+	if (n == 0 || !isdigit((unsigned char)w[0]))
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		if (w[i] == '.')
+			dot = true;
+		else if (!isdigit((unsigned char)w[i]))
+			return false;
+	}
+	return dot;
+}
+
+int gpu_parse_driver_version(const char *text, char *out, size_t len)
+{
+	const char *line = strstr(text, "NVRM version:");
+	if (!line)
+		return -EINVAL;
+	const char *p = line + strlen("NVRM version:");
+	const char *end = p + strcspn(p, "\n");
+	while (p < end) {
+		p += strspn(p, " \t");
+		size_t n = strcspn(p, " \t\n");
+		if (p + n > end)
+			n = (size_t)(end - p);
+		if (is_version_token(p, n))
+			return xsnprintf(out, len, "%.*s", (int)n, p) < 0 ? -ENAMETOOLONG : 0;
+		p += n;
+	}
+	return -EINVAL;
+}
+
+int gpu_parse_model(const char *text, char *out, size_t len)
+{
+	for (const char *p = text; *p; p += strcspn(p, "\n"), p += (*p == '\n')) {
+		if (!str_has_prefix(p, "Model:"))
+			continue;
+		const char *v = p + strlen("Model:");
+		v += strspn(v, " \t");
+		size_t n = strcspn(v, "\n");
+		if (xsnprintf(out, len, "%.*s", (int)n, v) < 0)
+			return -ENAMETOOLONG;
+		return rstrip(out) > 0 ? 0 : -EINVAL;
+	}
+	return -EINVAL;
+}
+
+static int compare_models(const void *a, const void *b)
+{
+	return strcmp(a, b);
+}
+
+static int compare_uint(const void *a, const void *b)
+{
+	unsigned x = *(const unsigned *)a, y = *(const unsigned *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* The N of every /dev/nvidiaN below @root, sorted; returns how many (at most @max). */
+static size_t gpu_minors(const char *root, unsigned *minors, size_t max)
+{
+	char dir[PATH_MAX];
+	size_t n = 0;
+	if (xsnprintf(dir, sizeof(dir), "%s/dev", root) < 0)
+		return 0;
+	DIR *d = opendir(dir);
+	if (!d)
+		return 0;
+	for (struct dirent *de = readdir(d); de && n < max; de = readdir(d)) {
+		const char *num = de->d_name + strlen("nvidia");
+		if (!str_has_prefix(de->d_name, "nvidia") || !*num ||
+		    strspn(num, "0123456789") != strlen(num) || strlen(num) > 6)
+			continue;
+		minors[n++] = (unsigned)strtoul(num, NULL, 10);
+	}
+	closedir(d);
+	qsort(minors, n, sizeof(minors[0]), compare_uint);
+	return n;
+}
+
+/* One model per directory of /proc/driver/nvidia/gpus ("unknown" if unreadable). */
+static void gpu_models(const char *root, struct gpu_host *h)
+{
+	char dir[PATH_MAX];
+	if (xsnprintf(dir, sizeof(dir), "%s/proc/driver/nvidia/gpus", root) < 0)
+		return;
+	DIR *d = opendir(dir);
+	if (!d)
+		return;
+	for (struct dirent *de = readdir(d); de && h->ngpus < GPU_MAX; de = readdir(d)) {
+		char rel[PATH_MAX];
+		_cleanup_free_ char *text = NULL;
+		if (de->d_name[0] == '.')
+			continue;
+		char *model = h->models[h->ngpus++];
+		snprintf(model, GPU_MODEL_MAX, "unknown");
+		if (xsnprintf(rel, sizeof(rel), "/proc/driver/nvidia/gpus/%s/information",
+			      de->d_name) >= 0 &&
+		    read_at(root, rel, &text) == 0 &&
+		    gpu_parse_model(text, model, GPU_MODEL_MAX) < 0)
+			snprintf(model, GPU_MODEL_MAX, "unknown");
+	}
+	closedir(d);
+	qsort(h->models, h->ngpus, sizeof(h->models[0]), compare_models);
+}
+
+static void add_node(struct gpu_host *h, const char *path)
+{
+	if (h->nnodes < GPU_NODES_MAX)
+		snprintf(h->nodes[h->nnodes++], GPU_NODE_MAX, "%s", path);
+}
+
+/* The first thing a GPU sandbox needs that the host lacks, in the order they matter. */
+static void find_missing(const char *root, const struct gpu_host *h, size_t nminors, char *out,
+			 size_t len)
+{
+	if (!exists_at(root, "/dev/nvidiactl"))
+		snprintf(out, len, "/dev/nvidiactl is missing");
+	else if (!h->driver[0])
+		snprintf(out, len, "no NVIDIA driver is loaded (/proc/driver/nvidia/version)");
+	else if (!exists_at(root, "/dev/nvidia-uvm"))
+		snprintf(out, len, "/dev/nvidia-uvm is missing (load nvidia-uvm)");
+	else if (nminors == 0)
+		snprintf(out, len, "no GPU device node /dev/nvidiaN");
+	else
+		out[0] = '\0';
+}
+
+int gpu_host_probe(const char *root, struct gpu_host *out)
+{
+	unsigned minors[GPU_MAX];
+	_cleanup_free_ char *version = NULL;
+	memset(out, 0, sizeof(*out));
+	if (read_at(root, "/proc/driver/nvidia/version", &version) == 0 &&
+	    gpu_parse_driver_version(version, out->driver, sizeof(out->driver)) < 0)
+		snprintf(out->driver, sizeof(out->driver), "unknown");
+	gpu_models(root, out);
+	size_t nminors = gpu_minors(root, minors, ARRAY_SIZE(minors));
+	/* What nvproxy opens: the control node, UVM, and each GPU. */
+	if (exists_at(root, "/dev/nvidiactl"))
+		add_node(out, "/dev/nvidiactl");
+	if (exists_at(root, "/dev/nvidia-uvm"))
+		add_node(out, "/dev/nvidia-uvm");
+	for (size_t i = 0; i < nminors; i++) {
+		char node[GPU_NODE_MAX];
+		snprintf(node, sizeof(node), "/dev/nvidia%u", minors[i]);
+		add_node(out, node);
+	}
+	find_missing(root, out, nminors, out->missing, sizeof(out->missing));
+	return 0;
+}
+
+int gpu_host_ready(const char *what, struct gpu_host *h, struct err *e)
+{
+	gpu_host_probe("", h);
+	if (h->missing[0])
+		return err_set(e, ENODEV, "cannot %s: gpu=1 needs an NVIDIA GPU and driver: %s",
+			       what, h->missing);
+	return 0;
+}
+
+int gpu_write_bundle(const char *bundle_dir, const char *rootfs, const char *entrypoint,
+		     const char *env, struct err *e)
+{
+	struct gpu_host h;
+	const char *nodes[GPU_NODES_MAX];
+	int rc = gpu_host_ready("write the bundle of a GPU sandbox", &h, e);
+	if (rc < 0)
+		return rc;
+	for (size_t i = 0; i < h.nnodes; i++)
+		nodes[i] = h.nodes[i];
+	return runsc_write_bundle_devices(bundle_dir, rootfs, entrypoint, env, nodes, h.nnodes, e);
+}
+
+/* --- the host profile ------------------------------------------------------- */
+
+int gpu_profile_add(cJSON *obj, const struct gpu_host *h)
+{
+	const char *models[GPU_MAX];
+	for (size_t i = 0; i < h->ngpus; i++)
+		models[i] = h->models[i];
+	cJSON *arr = cJSON_CreateStringArray(models, (int)h->ngpus);
+	if (!arr || !cJSON_AddStringToObject(obj, "gpu_driver", h->driver) ||
+	    !cJSON_AddItemToObject(obj, "gpus", arr)) {
+		cJSON_Delete(arr);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+static const char *or_none(const char *s)
+{
+	return *s ? s : "none";
+}
+
+/* The recorded "gpus" array, sorted, into @models; returns how many. */
+static size_t recorded_models(const cJSON *rec, char models[GPU_MAX][GPU_MODEL_MAX])
+{
+	const cJSON *arr = cJSON_GetObjectItemCaseSensitive(rec, "gpus");
+	const cJSON *item;
+	size_t n = 0;
+	cJSON_ArrayForEach(item, arr)
+	{
+		if (n < GPU_MAX && cJSON_IsString(item))
+			snprintf(models[n++], GPU_MODEL_MAX, "%s", item->valuestring);
+	}
+	qsort(models, n, GPU_MODEL_MAX, compare_models);
+	return n;
+}
+
+static void add_model_list(struct strbuf *out, char models[][GPU_MODEL_MAX], size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		strbuf_addf(out, "%s%s", i ? ", " : "", models[i]);
+}
+
+int gpu_profile_compare(const char *recorded_json, const struct gpu_host *h, struct strbuf *out)
+{
+	char models[GPU_MAX][GPU_MODEL_MAX];
+	cJSON *rec = cJSON_Parse(recorded_json);
+	int diffs = 0;
+	if (!rec)
+		return 0; /* host_compare() reports an unreadable profile */
+	const cJSON *drv = cJSON_GetObjectItemCaseSensitive(rec, "gpu_driver");
+	const char *driver = cJSON_IsString(drv) ? drv->valuestring : "";
+	if (strcmp(driver, h->driver) != 0) {
+		strbuf_addf(out, "GPU driver differs: snapshot %s, host %s\n", or_none(driver),
+			    or_none(h->driver));
+		diffs++;
+	}
+	size_t n = recorded_models(rec, models);
+	cJSON_Delete(rec);
+	bool same = n == h->ngpus;
+	for (size_t i = 0; same && i < n; i++)
+		same = strcmp(models[i], h->models[i]) == 0;
+	if (n != h->ngpus) {
+		strbuf_addf(out, "GPU count differs: snapshot %zu, host %zu\n", n, h->ngpus);
+		diffs++;
+	} else if (!same) {
+		strbuf_adds(out, "GPU models differ: snapshot ");
+		add_model_list(out, models, n);
+		strbuf_adds(out, "; host ");
+		add_model_list(out, (char(*)[GPU_MODEL_MAX])h->models, h->ngpus);
+		strbuf_adds(out, "\n");
+		diffs++;
+	}
+	return diffs;
+}
+
+int gpu_compare_host(const char *recorded_json, struct strbuf *out)
+{
+	struct gpu_host h;
+	gpu_host_probe("", &h);
+	return gpu_profile_compare(recorded_json, &h, out);
+}
+
+/* --- runsc ------------------------------------------------------------------ */
+
+bool gpu_help_has_flag(const char *help, const char *flag)
+{
+	size_t n = strlen(flag);
+	for (const char *p = help; *p; p += strcspn(p, "\n"), p += (*p == '\n')) {
+		const char *w = p + strspn(p, " \t");
+		if (*w != '-')
+			continue;
+		w += (w[1] == '-') ? 2 : 1;
+		if (strncmp(w, flag, n) == 0 && strchr(" \t=\n", w[n]))
+			return true;
+	}
+	return false;
+}
+
+static pthread_mutex_t runsc_probe_lock = PTHREAD_MUTEX_INITIALIZER;
+static int runsc_cuda = -1; /* unknown until asked */
+
+bool gpu_runsc_checkpoints_cuda(const struct runsc *rs)
+{
+	pthread_mutex_lock(&runsc_probe_lock);
+	if (runsc_cuda < 0) {
+		_cleanup_free_ char *help = NULL;
+		struct err e = {0};
+		if (runsc_help(rs, "checkpoint", &help, &e) < 0)
+			warning("cannot ask runsc which checkpoint flags it has: %s", e.msg);
+		runsc_cuda = help && gpu_help_has_flag(help, "cuda-checkpoint-path");
+		info("runsc %s %s --cuda-checkpoint-path: %s checkpoints CUDA processes",
+		     rs->version, runsc_cuda ? "has" : "lacks", runsc_cuda ? "runsc" : "snapfs");
+	}
+	bool can = runsc_cuda > 0;
+	pthread_mutex_unlock(&runsc_probe_lock);
+	return can;
+}
+
+enum cuda_driver cuda_driver_for(bool gpu, bool image_has_tool, bool runsc_can)
+{
+	if (gpu && !image_has_tool)
+		return CUDA_UNAVAILABLE;
+	if (gpu)
+		return runsc_can ? CUDA_BY_RUNSC : CUDA_BY_SNAPFS;
+	return image_has_tool ? CUDA_BY_SNAPFS : CUDA_NONE;
+}
+
+bool gpu_image_has_tool(const char *rootfs)
+{
+	char path[PATH_MAX];
+	struct stat st;
+	if (xsnprintf(path, sizeof(path), "%s%s", rootfs, GPU_CUDA_CHECKPOINT) < 0 ||
+	    lstat(path, &st) < 0)
+		return false;
+	return S_ISREG(st.st_mode) || S_ISLNK(st.st_mode);
+}
+
+/* --- cuda-checkpoint: states and parsing ------------------------------------ */
+
+static const char *const state_names[] = {
+    [CUDA_RUNNING] = "running", [CUDA_LOCKED] = "locked",   [CUDA_CHECKPOINTED] = "checkpointed",
+    [CUDA_FAILED] = "failed",	[CUDA_UNKNOWN] = "unknown",
+};
+
+const char *cuda_state_name(enum cuda_state s)
+{
+	return (size_t)s < ARRAY_SIZE(state_names) ? state_names[s] : "unknown";
+}
+
+enum cuda_state cuda_state_parse(const char *text)
+{
+	const char *w = text + strspn(text, " \t\r\n");
+	size_t n = strcspn(w, " \t\r\n");
+	for (size_t s = 0; s < CUDA_UNKNOWN; s++)
+		if (n == strlen(state_names[s]) && strncasecmp(w, state_names[s], n) == 0)
+			return (enum cuda_state)s;
+	return CUDA_UNKNOWN;
+}
+
+int cuda_parse_list(const char *text, struct cuda_procs *out)
+{
+	memset(out, 0, sizeof(*out));
+	for (const char *p = text; *p; p += strcspn(p, "\n"), p += (*p == '\n')) {
+		/* Lines that do not start with a pid are more lines of one answer. */
+		if (!isdigit((unsigned char)*p))
+			continue;
+		char *end;
+		long pid = strtol(p, &end, 10);
+		if (pid <= 0 || pid > INT_MAX || (*end != ' ' && *end != '\t'))
+			return -EINVAL;
+		if (out->n == CUDA_PROCS_MAX)
+			return -E2BIG;
+		struct cuda_proc *c = &out->p[out->n++];
+		c->pid = (int)pid;
+		c->before = c->now = cuda_state_parse(end);
+	}
+	return 0;
+}
+
+/* --- cuda-checkpoint: running it in the sandbox ----------------------------- */
+
+/* Read what a memfd holds, at most OUTPUT_MAX bytes, as a string. */
+static char *read_all(int fd)
+{
+	char *buf = malloc(OUTPUT_MAX + 1);
+	size_t got = 0;
+	while (buf && got < OUTPUT_MAX) {
+		ssize_t n = pread(fd, buf + got, OUTPUT_MAX - got, (off_t)got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+	}
+	if (buf)
+		buf[got] = '\0';
+	return buf;
+}
+
+/* Run @cmdline with /bin/sh in the sandbox; its output into *@output. */
+static int sandbox_run(const struct cuda_target *t, const char *cmdline, char **output, int *code,
+		       struct err *e)
+{
+	_cleanup_close_ int fd = memfd_create("cuda-checkpoint", MFD_CLOEXEC);
+	if (fd < 0)
+		return err_set(e, errno, "memfd: %s", strerror(errno));
+	int rc = runsc_exec(t->rs, t->cid, cmdline, fd, code, e);
+	if (rc < 0)
+		return rc;
+	*output = read_all(fd);
+	return *output ? 0 : err_set(e, ENOMEM, "out of memory");
+}
+
+/* @text on one line, at most QUOTE_MAX bytes: what a message quotes. */
+static void quote(const char *text, char *out, size_t len)
+{
+	size_t o = 0;
+	const char *p = text + strspn(text, " \t\r\n");
+	while (*p && o + 4 < len && o < QUOTE_MAX) {
+		if (*p == '\n' || *p == '\r') {
+			p += strspn(p, " \t\r\n");
+			if (*p)
+				o += (size_t)snprintf(out + o, len - o, " / ");
+			continue;
+		}
+		out[o++] = *p++;
+	}
+	out[o] = '\0';
+	rstrip(out);
+	if (!out[0])
+		snprintf(out, len, "(no output)");
+}
+
+static enum cuda_state get_state(const struct cuda_target *t, int pid)
+{
+	char cmd[CMD_MAX];
+	_cleanup_free_ char *out = NULL;
+	int code = -1;
+	snprintf(cmd, sizeof(cmd), "%s --get-state --pid %d", GPU_CUDA_CHECKPOINT, pid);
+	if (sandbox_run(t, cmd, &out, &code, NULL) < 0 || code != 0)
+		return CUDA_UNKNOWN;
+	return cuda_state_parse(out);
+}
+
+enum cuda_step { STEP_LOCK, STEP_CHECKPOINT, STEP_RESTORE, STEP_UNLOCK };
+
+static const struct {
+	const char *action;
+	enum cuda_state from, to;
+} steps[] = {
+    [STEP_LOCK] = {"lock", CUDA_RUNNING, CUDA_LOCKED},
+    [STEP_CHECKPOINT] = {"checkpoint", CUDA_LOCKED, CUDA_CHECKPOINTED},
+    [STEP_RESTORE] = {"restore", CUDA_CHECKPOINTED, CUDA_LOCKED},
+    [STEP_UNLOCK] = {"unlock", CUDA_LOCKED, CUDA_RUNNING},
+};
+
+/*
+ * One `cuda-checkpoint --action` on @c. A failure's sentence (without the
+ * "cannot <what>" prefix) goes to @e; the process's state is then asked
+ * again, since a failed action may have moved it.
+ */
+static int run_step(const struct cuda_target *t, struct cuda_proc *c, enum cuda_step s,
+		    struct err *e)
+{
+	char cmd[CMD_MAX], timeout[64] = "", said[QUOTE_MAX + 8];
+	_cleanup_free_ char *out = NULL;
+	int code = -1;
+	if (s == STEP_LOCK)
+		snprintf(timeout, sizeof(timeout), " --timeout %d", GPU_LOCK_TIMEOUT_MS);
+	snprintf(cmd, sizeof(cmd), "%s --action %s --pid %d%s", GPU_CUDA_CHECKPOINT,
+		 steps[s].action, c->pid, timeout);
+	int rc = sandbox_run(t, cmd, &out, &code, e);
+	if (rc < 0)
+		return err_set(e, -rc, "cuda-checkpoint %s of process %d could not run: %s",
+			       steps[s].action, c->pid, e ? e->msg : strerror(-rc));
+	if (code == 0) {
+		c->now = steps[s].to;
+		return 0;
+	}
+	quote(out, said, sizeof(said));
+	if (s == STEP_LOCK)
+		snprintf(timeout, sizeof(timeout), ", lock timeout %d ms", GPU_LOCK_TIMEOUT_MS);
+	err_set(e, EIO, "cuda-checkpoint %s of process %d failed (exit %d%s): %s", steps[s].action,
+		c->pid, code, timeout, said);
+	c->now = get_state(t, c->pid);
+	return -EIO;
+}
+
+void cuda_refresh(const struct cuda_target *t, struct cuda_procs *procs)
+{
+	for (size_t i = 0; i < procs->n; i++)
+		procs->p[i].now = get_state(t, procs->p[i].pid);
+}
+
+/* Step @s for every process in its from-state, in order; stops at the first failure. */
+static int run_steps(const struct cuda_target *t, struct cuda_procs *procs, enum cuda_step s,
+		     struct err *e)
+{
+	for (size_t i = 0; i < procs->n; i++) {
+		if (procs->p[i].now != steps[s].from)
+			continue;
+		int rc = run_step(t, &procs->p[i], s, e);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+/* Should @c be moved back by step @s? Only what snapfs moved, never past its state before. */
+static bool needs(const struct cuda_proc *c, enum cuda_step s)
+{
+	if (s == STEP_RESTORE)
+		return c->now == CUDA_CHECKPOINTED && c->before != CUDA_CHECKPOINTED;
+	return c->now == CUDA_LOCKED && c->before == CUDA_RUNNING;
+}
+
+/* One pass of restore, then unlock, in reverse order; the first failure into @e. */
+static int undo_pass(const struct cuda_target *t, struct cuda_procs *procs, struct err *e)
+{
+	static const enum cuda_step order[] = {STEP_RESTORE, STEP_UNLOCK};
+	int first = 0;
+	for (size_t k = 0; k < ARRAY_SIZE(order); k++) {
+		for (size_t i = procs->n; i-- > 0;) {
+			struct err se = {0};
+			if (!needs(&procs->p[i], order[k]))
+				continue;
+			int rc = run_step(t, &procs->p[i], order[k], &se);
+			if (rc < 0 && !first) {
+				first = rc;
+				if (e)
+					*e = se;
+			}
+		}
+	}
+	return first;
+}
+
+/* Undo, and a second pass for whatever the first left; the first failure into @e. */
+static int undo_twice(const struct cuda_target *t, struct cuda_procs *procs, struct err *e)
+{
+	int rc = undo_pass(t, procs, e);
+	if (rc < 0)
+		undo_pass(t, procs, NULL);
+	return rc;
+}
+
+static bool all_back(const struct cuda_procs *procs)
+{
+	for (size_t i = 0; i < procs->n; i++)
+		if (procs->p[i].now != procs->p[i].before)
+			return false;
+	return true;
+}
+
+void cuda_outcome(const struct cuda_procs *procs, struct strbuf *out)
+{
+	bool left = !all_back(procs);
+	bool first = true;
+	strbuf_adds(out, left ? "CUDA processes not back:" : "CUDA processes back as before:");
+	for (size_t i = 0; i < procs->n; i++) {
+		const struct cuda_proc *c = &procs->p[i];
+		if (left && c->now == c->before)
+			continue;
+		strbuf_addf(out, "%s %d %s", first ? "" : ",", c->pid, cuda_state_name(c->now));
+		if (left)
+			strbuf_addf(out, " (was %s)", cuda_state_name(c->before));
+		first = false;
+	}
+}
+
+/* --- cuda-checkpoint: the public sequence ----------------------------------- */
+
+/*
+ * Every process of the sandbox but the finder's own shell, asked for its
+ * state; a non-CUDA process makes cuda-checkpoint fail and is skipped.
+ */
+static const char finder[] =
+    "for d in /proc/[0-9]*; do p=${d#/proc/}; [ \"$p\" = \"$$\" ] && "
+    "continue; s=$(" GPU_CUDA_CHECKPOINT " --get-state --pid \"$p\" 2>/dev/null) && "
+    "echo \"$p $s\"; done; exit 0";
+
+int cuda_find(const struct cuda_target *t, struct cuda_procs *out, struct err *e)
+{
+	_cleanup_free_ char *text = NULL;
+	char said[QUOTE_MAX + 8];
+	int code = -1;
+	memset(out, 0, sizeof(*out));
+	int rc = sandbox_run(t, finder, &text, &code, e);
+	if (rc < 0)
+		return err_set(e, -rc, "cannot %s: cannot list its CUDA processes: %s", t->what,
+			       e ? e->msg : strerror(-rc));
+	quote(text, said, sizeof(said));
+	if (code != 0)
+		return err_set(e, EIO, "cannot %s: listing its CUDA processes failed (exit %d): %s",
+			       t->what, code, said);
+	rc = cuda_parse_list(text, out);
+	if (rc == -E2BIG)
+		return err_set(e, E2BIG, "cannot %s: it has more than %d CUDA processes", t->what,
+			       CUDA_PROCS_MAX);
+	if (rc < 0)
+		return err_set(e, EIO, "cannot %s: cannot parse its list of CUDA processes: %s",
+			       t->what, said);
+	for (size_t i = 0; i < out->n; i++) {
+		const struct cuda_proc *c = &out->p[i];
+		if (c->before == CUDA_FAILED || c->before == CUDA_UNKNOWN)
+			return err_set(e, EBUSY,
+				       "cannot %s: CUDA process %d is in state %s, which "
+				       "cuda-checkpoint cannot checkpoint",
+				       t->what, c->pid, cuda_state_name(c->before));
+	}
+	return 0;
+}
+
+int cuda_rollback(const struct cuda_target *t, struct cuda_procs *procs, int code, const char *why,
+		  struct err *e)
+{
+	struct err undo = {0};
+	_cleanup_strbuf_ struct strbuf outcome = STRBUF_INIT;
+	int urc = undo_twice(t, procs, &undo);
+	const char *how = urc < 0 ? "rollback failed: " : "rolled back: ";
+	cuda_outcome(procs, &outcome);
+	if (urc == 0 && !all_back(procs))
+		how = "rollback incomplete: ";
+	return err_set(e, code, "cannot %s: %s; %s%s%s%s", t->what, why, how,
+		       urc < 0 ? undo.msg : "", urc < 0 ? "; " : "", strbuf_str(&outcome));
+}
+
+int cuda_suspend(const struct cuda_target *t, struct cuda_procs *procs, struct err *e)
+{
+	struct err step = {0};
+	int rc = run_steps(t, procs, STEP_LOCK, &step);
+	if (rc == 0)
+		rc = run_steps(t, procs, STEP_CHECKPOINT, &step);
+	if (rc == 0)
+		return 0;
+	return cuda_rollback(t, procs, -rc, step.msg, e);
+}
+
+int cuda_undo(const struct cuda_target *t, struct cuda_procs *procs, struct err *e)
+{
+	struct err first = {0};
+	_cleanup_strbuf_ struct strbuf outcome = STRBUF_INIT;
+	int rc = undo_twice(t, procs, &first);
+	if (rc == 0)
+		return 0;
+	cuda_outcome(procs, &outcome);
+	return err_set(e, -rc, "cannot %s: %s; retried: %s", t->what, first.msg,
+		       strbuf_str(&outcome));
+}
+
+/* --- the record ------------------------------------------------------------- */
+
+cJSON *cuda_procs_json(const struct cuda_procs *procs)
+{
+	cJSON *arr = cJSON_CreateArray();
+	for (size_t i = 0; arr && i < procs->n; i++) {
+		cJSON *o = cJSON_CreateObject();
+		if (!o || !cJSON_AddItemToArray(arr, o) ||
+		    !cJSON_AddNumberToObject(o, "pid", procs->p[i].pid) ||
+		    !cJSON_AddStringToObject(o, "before", cuda_state_name(procs->p[i].before)) ||
+		    !cJSON_AddStringToObject(o, "at_checkpoint",
+					     cuda_state_name(procs->p[i].now))) {
+			cJSON_Delete(arr);
+			return NULL;
+		}
+	}
+	return arr;
+}
+
+int cuda_procs_from_json(const cJSON *arr, struct cuda_procs *out)
+{
+	const cJSON *o;
+	memset(out, 0, sizeof(*out));
+	if (!cJSON_IsArray(arr))
+		return -EINVAL;
+	cJSON_ArrayForEach(o, arr)
+	{
+		const cJSON *pid = cJSON_GetObjectItemCaseSensitive(o, "pid");
+		const cJSON *before = cJSON_GetObjectItemCaseSensitive(o, "before");
+		const cJSON *at = cJSON_GetObjectItemCaseSensitive(o, "at_checkpoint");
+		if (!cJSON_IsNumber(pid) || pid->valuedouble < 1 || pid->valuedouble > INT_MAX ||
+		    !cJSON_IsString(before) || !cJSON_IsString(at))
+			return -EINVAL;
+		if (out->n == CUDA_PROCS_MAX)
+			return -E2BIG;
+		struct cuda_proc *c = &out->p[out->n++];
+		c->pid = (int)pid->valuedouble;
+		c->before = cuda_state_parse(before->valuestring);
+		c->now = cuda_state_parse(at->valuestring);
+	}
+	return 0;
+}
+
+static int record_path(const char *image_dir, char *out, size_t len)
+{
+	return xsnprintf(out, len, "%s/%s", image_dir, GPU_RECORD_FILE) < 0 ? -ENAMETOOLONG : 0;
+}
+
+int cuda_record_write(const char *image_dir, const struct cuda_procs *procs, struct err *e)
+{
+	char path[PATH_MAX];
+	cJSON *rec = cJSON_CreateObject();
+	cJSON *arr = cuda_procs_json(procs);
+	_cleanup_free_ char *text = NULL;
+	bool ok = rec && arr && cJSON_AddNumberToObject(rec, "format", 1) &&
+		  cJSON_AddStringToObject(rec, "cuda_checkpoint", GPU_CUDA_CHECKPOINT) &&
+		  cJSON_AddItemToObject(rec, "processes", arr);
+	if (!ok)
+		cJSON_Delete(arr);
+	text = ok ? cJSON_Print(rec) : NULL;
+	cJSON_Delete(rec);
+	if (!text)
+		return err_set(e, ENOMEM, "cannot record the CUDA processes: out of memory");
+	int rc = record_path(image_dir, path, sizeof(path));
+	if (rc == 0)
+		rc = write_file_durable(path, text, strlen(text));
+	if (rc < 0)
+		return err_set(e, -rc, "cannot write %s: %s", path, strerror(-rc));
+	return 0;
+}
+
+int cuda_record_read(const char *image_dir, struct cuda_procs *procs, struct err *e)
+{
+	char path[PATH_MAX];
+	_cleanup_free_ char *text = NULL;
+	size_t len;
+	memset(procs, 0, sizeof(*procs));
+	int rc = record_path(image_dir, path, sizeof(path));
+	if (rc == 0)
+		rc = read_file(path, &text, &len, RECORD_MAX);
+	if (rc == -ENOENT)
+		return rc;
+	if (rc < 0)
+		return err_set(e, -rc, "cannot read %s: %s", path, strerror(-rc));
+	cJSON *rec = cJSON_Parse(text);
+	rc = rec ? cuda_procs_from_json(cJSON_GetObjectItemCaseSensitive(rec, "processes"), procs)
+		 : -EINVAL;
+	cJSON_Delete(rec);
+	if (rc < 0)
+		return err_set(e, EIO, "%s is not a record of CUDA processes", path);
+	return 0;
+}
+
+void gpu_manifest_meta(cJSON *meta, const char *image_dir)
+{
+	struct cuda_procs procs;
+	if (cuda_record_read(image_dir, &procs, NULL) < 0)
+		return;
+	cJSON *arr = cuda_procs_json(&procs);
+	if (arr && !cJSON_AddItemToObject(meta, "cuda_processes", arr))
+		cJSON_Delete(arr);
+}

@@ -1,0 +1,208 @@
+/*
+ * gpu.h - NVIDIA GPUs and CUDA state: what the host has, what a GPU
+ * sandbox's bundle and runsc flags need, and cuda-checkpoint around a
+ * checkpoint (the sequence and its rules: docs/gpu.md).
+ *
+ * The host. gpu_host_probe() reads the device nodes nvproxy opens
+ * (/dev/nvidiactl, /dev/nvidia-uvm, /dev/nvidiaN), the driver version (/proc/driver/nvidia/version)
+ * and the GPU models (/proc/driver/nvidia/gpus/<bus id>/information, "Model:"). Nothing is cached:
+ * a driver can be loaded or upgraded while snapfs runs. The host profile (runtime/host.h) records
+ * driver and models for every snapshot; a GPU snapshot is restorable only where the driver version,
+ * the GPU count and the models are the same (gpu_compare_host()).
+ *
+ * runsc. A runsc whose checkpoint takes --cuda-checkpoint-path (releases
+ * from 20260608) checkpoints and restores a GPU sandbox's CUDA processes
+ * itself; gpu_runsc_checkpoints_cuda() asks `runsc help checkpoint` once
+ * and keeps the answer for the life of the process.
+ *
+ * cuda-checkpoint. Otherwise snapfs drives NVIDIA's cuda-checkpoint, at
+ * GPU_CUDA_CHECKPOINT in the sandbox, through `runsc exec`: cuda_find()
+ * lists the CUDA processes (`--get-state --pid P` succeeds for them),
+ * cuda_suspend() locks (`--action lock --timeout MS`) and then checkpoints
+ * every one, and cuda_undo() restores and unlocks them, in the reverse
+ * order, back to the state each had before. A struct cuda_procs remembers
+ * both states of each process, so an undo after any failure touches only
+ * what was done. The processes a checkpoint holds are recorded in its image
+ * directory (GPU_RECORD_FILE), so a fork or resume knows which processes
+ * to restore and unlock in the new sandbox.
+ *
+ * Errors: a negative errno; a failed cuda-checkpoint call is -EIO with @e
+ * naming the step, the process and what cuda-checkpoint printed.
+ * Threads: every function may be called from any thread.
+ */
+#ifndef SNAPFS_GPU_H
+#define SNAPFS_GPU_H
+
+#include <cjson/cJSON.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "lib/strbuf.h"
+#include "lib/util.h"
+#include "runtime/runsc.h"
+
+/* cuda-checkpoint inside the sandbox (a GPU image ships it there). */
+#define GPU_CUDA_CHECKPOINT "/usr/bin/cuda-checkpoint"
+/* How long a lock waits for the CUDA work already submitted. */
+#define GPU_LOCK_TIMEOUT_MS 10000
+/* The CUDA processes of a checkpoint, in its image directory. */
+#define GPU_RECORD_FILE "snapfs-cuda.json"
+
+/* --- the host ------------------------------------------------------------ */
+
+#define GPU_MAX 16
+#define GPU_MODEL_MAX 96
+#define GPU_DRIVER_MAX 64
+#define GPU_NODES_MAX (4 + GPU_MAX)
+#define GPU_NODE_MAX 48
+
+struct gpu_host {
+	char driver[GPU_DRIVER_MAX];	     /* "550.54.15"; "" without a loaded driver */
+	size_t ngpus;			     /* GPUs the driver lists */
+	char models[GPU_MAX][GPU_MODEL_MAX]; /* their models, sorted */
+	size_t nnodes;
+	char nodes[GPU_NODES_MAX][GPU_NODE_MAX]; /* device nodes present: "/dev/nvidiactl", ... */
+	char missing[GPU_NODE_MAX + 64]; /* what a GPU sandbox needs and is absent; "" if nothing */
+};
+
+/*
+ * Probe the host below @root ("" for the real one; tests pass a fake
+ * tree). Only existence is checked here; the bundle checks the node types.
+ */
+int gpu_host_probe(const char *root, struct gpu_host *out);
+
+/* "NVRM version: NVIDIA UNIX ... Kernel Module  550.54.15  ..." -> "550.54.15"; -EINVAL. */
+int gpu_parse_driver_version(const char *text, char *out, size_t len);
+/* The "Model:" line of an information file -> "NVIDIA H100 80GB HBM3"; -EINVAL. */
+int gpu_parse_model(const char *text, char *out, size_t len);
+
+/* Add "gpu_driver" (string) and "gpus" (array of models) to the profile @obj. */
+int gpu_profile_add(cJSON *obj, const struct gpu_host *h);
+/*
+ * Compare the GPU part of a recorded host profile with @h: one line in @out
+ * per difference (driver version, GPU count, GPU models); returns how many.
+ */
+int gpu_profile_compare(const char *recorded_json, const struct gpu_host *h, struct strbuf *out);
+/* The same against this host. */
+int gpu_compare_host(const char *recorded_json, struct strbuf *out);
+
+/*
+ * Can this host run a GPU sandbox? Probes into @h; -ENODEV with "cannot
+ * <what>: gpu=1 needs an NVIDIA GPU and driver: /dev/nvidiactl is missing"
+ * (or what else is missing first) in @e.
+ */
+int gpu_host_ready(const char *what, struct gpu_host *h, struct err *e);
+
+/*
+ * runsc_write_bundle() plus this host's NVIDIA device nodes in
+ * linux.devices; -ENODEV when the host has no GPU.
+ */
+int gpu_write_bundle(const char *bundle_dir, const char *rootfs, const char *entrypoint,
+		     const char *env, struct err *e);
+
+/* --- runsc ----------------------------------------------------------------- */
+
+/* Does the `runsc help SUBCOMMAND` text @help list flag @flag (no dashes)? */
+bool gpu_help_has_flag(const char *help, const char *flag);
+/* Does @rs's checkpoint take --cuda-checkpoint-path? Asked once, then cached. */
+bool gpu_runsc_checkpoints_cuda(const struct runsc *rs);
+
+/* Who checkpoints a sandbox's CUDA processes. */
+enum cuda_driver {
+	CUDA_NONE,	  /* nobody: no GPU, no cuda-checkpoint in the image */
+	CUDA_BY_RUNSC,	  /* runsc, with --cuda-checkpoint-path */
+	CUDA_BY_SNAPFS,	  /* snapfs, through runsc exec */
+	CUDA_UNAVAILABLE, /* a GPU sandbox whose image has no cuda-checkpoint */
+};
+
+/*
+ * The rule: a GPU sandbox needs cuda-checkpoint in its image; runsc drives
+ * it when it can, snapfs otherwise. A sandbox without GPU whose image ships
+ * cuda-checkpoint gets snapfs's sequence too (that is how the test double
+ * runs it without a GPU); runsc drives CUDA only under --nvproxy.
+ */
+enum cuda_driver cuda_driver_for(bool gpu, bool image_has_tool, bool runsc_can);
+/* Does the image tree at @rootfs ship GPU_CUDA_CHECKPOINT? */
+bool gpu_image_has_tool(const char *rootfs);
+
+/* --- cuda-checkpoint ------------------------------------------------------- */
+
+/* cuda-checkpoint's process states (CUprocessState), and UNKNOWN for anything else. */
+enum cuda_state {
+	CUDA_RUNNING,
+	CUDA_LOCKED,
+	CUDA_CHECKPOINTED,
+	CUDA_FAILED,
+	CUDA_UNKNOWN,
+};
+
+#define CUDA_PROCS_MAX 64
+
+struct cuda_proc {
+	int pid;		/* in the sandbox's pid namespace */
+	enum cuda_state before; /* when snapfs found it */
+	enum cuda_state now;	/* as far as snapfs knows */
+};
+
+struct cuda_procs {
+	size_t n;
+	struct cuda_proc p[CUDA_PROCS_MAX];
+};
+
+const char *cuda_state_name(enum cuda_state s);
+/* The first word of `--get-state` output; CUDA_UNKNOWN if it is none of the four. */
+enum cuda_state cuda_state_parse(const char *text);
+/* The finder's output, "PID STATE" lines, into @out (before = now = STATE). -EINVAL, -E2BIG. */
+int cuda_parse_list(const char *text, struct cuda_procs *out);
+
+/* A sandbox as cuda-checkpoint runs in it, and what snapfs is doing, for messages. */
+struct cuda_target {
+	const struct runsc *rs;
+	const char *cid;  /* runsc container id */
+	const char *what; /* "snapshot sandbox web": messages read "cannot <what>: ..." */
+};
+
+/*
+ * List the CUDA processes of @t into @out. A process in state failed or
+ * in an unknown state is refused (-EBUSY): the gVisor checkpoint of a
+ * process that still holds GPU state fails and takes the sandbox with it.
+ */
+int cuda_find(const struct cuda_target *t, struct cuda_procs *out, struct err *e);
+/*
+ * Lock every running process (with GPU_LOCK_TIMEOUT_MS), then checkpoint
+ * every locked one. On a failure everything done is undone (cuda_undo) and
+ * @e names the step, the process and cuda-checkpoint's output, then what the
+ * undo left.
+ */
+int cuda_suspend(const struct cuda_target *t, struct cuda_procs *procs, struct err *e);
+/*
+ * Bring every process back to its state before: restore what is
+ * checkpointed, then unlock what snapfs locked, both in reverse order. A
+ * failed call does not stop the others; a second pass retries what is not
+ * back. Returns the first failure (in @e, with what is left appended).
+ */
+int cuda_undo(const struct cuda_target *t, struct cuda_procs *procs, struct err *e);
+/*
+ * After the failure @why (a sentence, without the "cannot <what>" start)
+ * with errno @code: undo as cuda_undo() does, and say it all in @e:
+ * "cannot <what>: <why>; rolled back: <outcome>" or "...; rollback failed:
+ * <first failure>; <outcome>". Returns -@code.
+ */
+int cuda_rollback(const struct cuda_target *t, struct cuda_procs *procs, int code, const char *why,
+		  struct err *e);
+/* Ask every process of @procs its state now (a process that is gone: unknown). */
+void cuda_refresh(const struct cuda_target *t, struct cuda_procs *procs);
+/* Append to @out where the processes stand: "CUDA processes 1 12 run unlocked again", ... */
+void cuda_outcome(const struct cuda_procs *procs, struct strbuf *out);
+
+/* The record of a checkpoint's CUDA processes, GPU_RECORD_FILE in @image_dir. */
+int cuda_record_write(const char *image_dir, const struct cuda_procs *procs, struct err *e);
+/* -ENOENT when the checkpoint has none (no CUDA processes, or runsc drove them). */
+int cuda_record_read(const char *image_dir, struct cuda_procs *procs, struct err *e);
+/* The processes as JSON [{"pid","before","at_checkpoint"}], and back. */
+cJSON *cuda_procs_json(const struct cuda_procs *procs);
+int cuda_procs_from_json(const cJSON *arr, struct cuda_procs *out);
+/* Add "cuda_processes" to a manifest @meta when @image_dir holds a record. */
+void gpu_manifest_meta(cJSON *meta, const char *image_dir);
+
+#endif

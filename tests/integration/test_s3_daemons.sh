@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# shellcheck source-path=SCRIPTDIR disable=SC2016
+# Issue 4 at the daemon level, against s3rver (which checks SigV4):
+# two daemons with their own --state share one bucket (test_shared_store.sh
+# run with an s3:// store), and Debian's aws CLI, an independent client,
+# lists the manifests snapfs wrote, downloads a pack, and the chunk a
+# manifest names in it has the SHA-256 the manifest gives it.
+. "$(dirname "$0")/lib.sh"
+
+BUCKET=snapfs-daemons
+S3_DIR=$T/s3rver
+S3_PID="" S3_PORT=""
+use_s3rver_credentials
+
+[ -f "$REPO/tests/node_modules/@20minutes/s3rver/package.json" ] ||
+	bail "s3rver is missing (scripts/setup.sh --test, or npm install --prefix tests)"
+start_s3rver || bail "start s3rver"
+export AWS_ENDPOINT_URL=http://127.0.0.1:$S3_PORT AWS_REGION=us-east-1
+
+# The two-daemon test, on the bucket; its checks count as one here.
+out=$(SHARED_STORE_URL="s3://$BUCKET/shared" bash "$REPO/tests/integration/test_shared_store.sh" 2>&1)
+printf '%s\n' "$out" | sed 's/^/     /'
+check_match "two daemons share the bucket (test_shared_store.sh on s3://)" \
+	'^[0-9]+ passed, 0 failed$' "$(printf '%s\n' "$out" | tail -n 1)"
+
+# One daemon leaves a snapshot in the bucket for the aws CLI to read.
+DAEMON_ARGS=(--store "s3://$BUCKET/one")
+start_daemon || bail "the daemon mounts on s3://$BUCKET/one"
+check_contains "version names the bucket, no secret" "s3://$BUCKET/one" "$(rd "$MNT/version")"
+check_lacks "version holds no secret" S3RVER "$(rd "$MNT/version")"
+start_counter_sandbox src || bail "start sandbox src"
+snap=$(snapshot_of src)
+check_eq "the snapshot completes on S3" completed "$(snap_status "$snap")"
+
+listing=$(s3 ls --recursive "s3://$BUCKET/one/")
+check_contains "aws lists the manifest snapfs wrote" "one/manifests/$snap.json" "$listing"
+s3 cp --quiet "s3://$BUCKET/one/manifests/$snap.json" "$T/manifest.json"
+check_eq "the manifest aws downloads is the one snapfs shows" \
+	"$(jq -S . "$T/manifest.json")" "$(jq -S . "$MNT/snapshots/$snap/manifest.json")"
+
+# The first stored chunk: [sha256, len, pack, off, zlen].
+chunk=$(jq -c '[.files[].chunks[] | select(length == 5)][0]' "$T/manifest.json")
+pack=$(jq -r --argjson c "$chunk" '.packs[$c[2]]' "$T/manifest.json")
+s3 cp --quiet "s3://$BUCKET/one/packs/$pack.pack" "$T/pack"
+off=$(jq -r '.[3]' <<<"$chunk") zlen=$(jq -r '.[4]' <<<"$chunk") len=$(jq -r '.[1]' <<<"$chunk")
+tail -c +"$((off + 1))" "$T/pack" | head -c "$zlen" >"$T/chunk.stored"
+if [ "$zlen" -lt "$len" ]; then
+	zstd -q -d -c "$T/chunk.stored" >"$T/chunk"
+else
+	cp "$T/chunk.stored" "$T/chunk"
+fi
+check_eq "the chunk aws downloaded hashes to its name" "$(jq -r '.[0]' <<<"$chunk")" \
+	"$(sha256sum "$T/chunk" | cut -d' ' -f1)"
+
+wr "$MNT/sandboxes/src/terminate" >/dev/null
+stop_daemon
+finish

@@ -1,0 +1,293 @@
+#include "runtime/gpu.h"
+#include "runtime/runsc.h"
+#include "lib/strbuf.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "tests/unit/t.h"
+
+static char base[64];
+
+static void put(const char *rel, const char *data)
+{
+	char path[PATH_MAX], dir[PATH_MAX];
+	snprintf(path, sizeof(path), "%s/%s", base, rel);
+	snprintf(dir, sizeof(dir), "%s", path);
+	*strrchr(dir, '/') = '\0';
+	CHECK(mkdir_p(dir, 0755) == 0);
+	CHECK(write_file_durable(path, data, strlen(data)) == 0);
+}
+
+static void test_parsers(void)
+{
+	char out[GPU_DRIVER_MAX], model[GPU_MODEL_MAX];
+	CHECK(
+	    gpu_parse_driver_version("NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  "
+				     "Sat Aug 19 01:15:15 UTC 2023\nGCC version:  gcc 12\n",
+				     out, sizeof(out)) == 0);
+	CHECK_STR(out, "535.104.05");
+	CHECK(gpu_parse_driver_version("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  "
+				       "550.54.15  Release Build  (dvs-builder@U16)  Tue Mar  5\n",
+				       out, sizeof(out)) == 0);
+	CHECK_STR(out, "550.54.15");
+	CHECK(gpu_parse_driver_version("NVRM version: NVIDIA UNIX x86_64 Kernel Module\n", out,
+				       sizeof(out)) == -EINVAL);
+	CHECK(gpu_parse_driver_version("something else 1.2\n", out, sizeof(out)) == -EINVAL);
+
+	CHECK(gpu_parse_model("Model: \t\t NVIDIA H100 80GB HBM3\nIRQ:   \t\t 45\n", model,
+			      sizeof(model)) == 0);
+	CHECK_STR(model, "NVIDIA H100 80GB HBM3");
+	CHECK(gpu_parse_model("IRQ: 4\nModel:\t Tesla T4  \n", model, sizeof(model)) == 0);
+	CHECK_STR(model, "Tesla T4");
+	CHECK(gpu_parse_model("IRQ: 4\n", model, sizeof(model)) == -EINVAL);
+	CHECK(gpu_parse_model("Model:   \n", model, sizeof(model)) == -EINVAL);
+}
+
+static void test_probe(void)
+{
+	struct gpu_host h;
+	CHECK(gpu_host_probe(base, &h) == 0);
+	CHECK_STR(h.missing, "/dev/nvidiactl is missing");
+	CHECK_STR(h.driver, "");
+	CHECK(h.ngpus == 0 && h.nnodes == 0);
+
+	put("dev/nvidiactl", "");
+	gpu_host_probe(base, &h);
+	CHECK(strstr(h.missing, "no NVIDIA driver") != NULL);
+	put("proc/driver/nvidia/version",
+	    "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar  5 2024\n");
+	gpu_host_probe(base, &h);
+	CHECK_STR(h.driver, "550.54.15");
+	CHECK(strstr(h.missing, "/dev/nvidia-uvm is missing") != NULL);
+	put("dev/nvidia-uvm", "");
+	gpu_host_probe(base, &h);
+	CHECK(strstr(h.missing, "no GPU device node") != NULL);
+
+	put("dev/nvidia10", "");
+	put("dev/nvidia2", "");
+	put("dev/nvidia-modeset", "");
+	put("dev/nvidia-uvm-tools", "");
+	put("proc/driver/nvidia/gpus/0000:02:00.0/information", "Model: \t Tesla T4\n");
+	put("proc/driver/nvidia/gpus/0000:01:00.0/information", "Model: \t NVIDIA A100\n");
+	gpu_host_probe(base, &h);
+	CHECK_STR(h.missing, "");
+	CHECK(h.nnodes == 4);
+	CHECK_STR(h.nodes[0], "/dev/nvidiactl");
+	CHECK_STR(h.nodes[1], "/dev/nvidia-uvm");
+	CHECK_STR(h.nodes[2], "/dev/nvidia2");
+	CHECK_STR(h.nodes[3], "/dev/nvidia10");
+	CHECK(h.ngpus == 2);
+	CHECK_STR(h.models[0], "NVIDIA A100");
+	CHECK_STR(h.models[1], "Tesla T4");
+}
+
+static int compare(const char *recorded, const struct gpu_host *h, struct strbuf *out)
+{
+	strbuf_reset(out);
+	return gpu_profile_compare(recorded, h, out);
+}
+
+static void test_profile(void)
+{
+	struct gpu_host h = {0}, none = {0};
+	_cleanup_strbuf_ struct strbuf out = STRBUF_INIT;
+	snprintf(h.driver, sizeof(h.driver), "550.54.15");
+	h.ngpus = 2;
+	snprintf(h.models[0], GPU_MODEL_MAX, "NVIDIA A100");
+	snprintf(h.models[1], GPU_MODEL_MAX, "Tesla T4");
+
+	cJSON *obj = cJSON_CreateObject();
+	CHECK(gpu_profile_add(obj, &h) == 0);
+	char *text = cJSON_PrintUnformatted(obj);
+	cJSON_Delete(obj);
+	CHECK_STR(text, "{\"gpu_driver\":\"550.54.15\",\"gpus\":[\"NVIDIA A100\",\"Tesla T4\"]}");
+	CHECK(compare(text, &h, &out) == 0 && out.len == 0);
+
+	CHECK(compare(text, &none, &out) == 2);
+	CHECK(strstr(strbuf_str(&out), "GPU driver differs: snapshot 550.54.15, host none\n"));
+	CHECK(strstr(strbuf_str(&out), "GPU count differs: snapshot 2, host 0\n"));
+	free(text);
+
+	/* Recorded in another order: the models are compared sorted. */
+	CHECK(compare("{\"gpu_driver\":\"550.54.15\",\"gpus\":[\"Tesla T4\",\"NVIDIA A100\"]}", &h,
+		      &out) == 0);
+	CHECK(compare("{\"gpu_driver\":\"550.54.15\",\"gpus\":[\"Tesla T4\",\"Tesla T4\"]}", &h,
+		      &out) == 1);
+	CHECK_STR(strbuf_str(&out),
+		  "GPU models differ: snapshot Tesla T4, Tesla T4; host NVIDIA A100, Tesla T4\n");
+	CHECK(compare("{\"gpu_driver\":\"535.1\",\"gpus\":[\"NVIDIA A100\",\"Tesla T4\"]}", &h,
+		      &out) == 1);
+	CHECK_STR(strbuf_str(&out), "GPU driver differs: snapshot 535.1, host 550.54.15\n");
+	/* A profile from before GPUs were recorded, on a host without: nothing differs. */
+	CHECK(compare("{\"gpu_driver\":\"\"}", &none, &out) == 0);
+	CHECK(compare("{\"cpu_features\":\"sse\"}", &none, &out) == 0);
+	CHECK(compare("not json", &h, &out) == 0);
+}
+
+static const char help_20240729[] =
+    "checkpoint [flags] <container id> - save current state of container.\n"
+    "  -compression value\n"
+    "    \tcompress checkpoint image on disk. Values: none|flate-best-speed.\n"
+    "  -image-path string\n"
+    "    \tdirectory path to saved container image\n"
+    "  -leave-running\n"
+    "    \trestart the container after checkpointing\n";
+
+static void test_help(void)
+{
+	CHECK(!gpu_help_has_flag(help_20240729, "cuda-checkpoint-path"));
+	CHECK(gpu_help_has_flag(help_20240729, "leave-running"));
+	CHECK(!gpu_help_has_flag(help_20240729, "leave"));
+	CHECK(gpu_help_has_flag("  -cuda-checkpoint-path string\n    \tpath to cuda-checkpoint\n",
+				"cuda-checkpoint-path"));
+	CHECK(gpu_help_has_flag("  --cuda-checkpoint-path=PATH\n", "cuda-checkpoint-path"));
+	CHECK(gpu_help_has_flag("x\n  -cuda-checkpoint-path", "cuda-checkpoint-path"));
+	CHECK(!gpu_help_has_flag("  -cuda-checkpoint-paths string\n", "cuda-checkpoint-path"));
+	CHECK(!gpu_help_has_flag("    \tuse -cuda-checkpoint-path with it\n",
+				 "cuda-checkpoint-path"));
+	CHECK(!gpu_help_has_flag("", "cuda-checkpoint-path"));
+}
+
+static void test_driver_rule(void)
+{
+	CHECK(cuda_driver_for(false, false, false) == CUDA_NONE);
+	CHECK(cuda_driver_for(false, false, true) == CUDA_NONE);
+	CHECK(cuda_driver_for(false, true, false) == CUDA_BY_SNAPFS);
+	CHECK(cuda_driver_for(false, true, true) == CUDA_BY_SNAPFS);
+	CHECK(cuda_driver_for(true, false, false) == CUDA_UNAVAILABLE);
+	CHECK(cuda_driver_for(true, false, true) == CUDA_UNAVAILABLE);
+	CHECK(cuda_driver_for(true, true, false) == CUDA_BY_SNAPFS);
+	CHECK(cuda_driver_for(true, true, true) == CUDA_BY_RUNSC);
+
+	char img[PATH_MAX];
+	snprintf(img, sizeof(img), "%s/img", base);
+	CHECK(!gpu_image_has_tool(img));
+	put("img/usr/bin/cuda-checkpoint", "#!/bin/sh\n");
+	CHECK(gpu_image_has_tool(img));
+}
+
+static void test_states(void)
+{
+	struct cuda_procs p;
+	CHECK(cuda_state_parse("running\n") == CUDA_RUNNING);
+	CHECK(cuda_state_parse("  Locked") == CUDA_LOCKED);
+	CHECK(cuda_state_parse("checkpointed") == CUDA_CHECKPOINTED);
+	CHECK(cuda_state_parse("failed\n") == CUDA_FAILED);
+	CHECK(cuda_state_parse("run") == CUDA_UNKNOWN);
+	CHECK(cuda_state_parse("runningx") == CUDA_UNKNOWN);
+	CHECK(cuda_state_parse("") == CUDA_UNKNOWN);
+	CHECK_STR(cuda_state_name(CUDA_CHECKPOINTED), "checkpointed");
+
+	CHECK(cuda_parse_list("", &p) == 0 && p.n == 0);
+	CHECK(cuda_parse_list("1 running\n12 locked\nmore text\n7 checkpointed", &p) == 0);
+	CHECK(p.n == 3);
+	CHECK(p.p[0].pid == 1 && p.p[0].before == CUDA_RUNNING && p.p[0].now == CUDA_RUNNING);
+	CHECK(p.p[1].pid == 12 && p.p[1].before == CUDA_LOCKED);
+	CHECK(p.p[2].pid == 7 && p.p[2].now == CUDA_CHECKPOINTED);
+	CHECK(cuda_parse_list("5 \n", &p) == 0 && p.n == 1 && p.p[0].before == CUDA_UNKNOWN);
+	CHECK(cuda_parse_list("5\n", &p) == -EINVAL);
+	CHECK(cuda_parse_list("0 running\n", &p) == -EINVAL);
+	_cleanup_strbuf_ struct strbuf many = STRBUF_INIT;
+	for (int i = 1; i <= CUDA_PROCS_MAX + 1; i++)
+		strbuf_addf(&many, "%d running\n", i);
+	CHECK(cuda_parse_list(strbuf_str(&many), &p) == -E2BIG);
+}
+
+static void test_outcome(void)
+{
+	struct cuda_procs p = {.n = 2};
+	_cleanup_strbuf_ struct strbuf out = STRBUF_INIT;
+	p.p[0] = (struct cuda_proc){1, CUDA_RUNNING, CUDA_RUNNING};
+	p.p[1] = (struct cuda_proc){12, CUDA_LOCKED, CUDA_LOCKED};
+	cuda_outcome(&p, &out);
+	CHECK_STR(strbuf_str(&out), "CUDA processes back as before: 1 running, 12 locked");
+	strbuf_reset(&out);
+	p.p[0].now = CUDA_CHECKPOINTED;
+	cuda_outcome(&p, &out);
+	CHECK_STR(strbuf_str(&out), "CUDA processes not back: 1 checkpointed (was running)");
+}
+
+static void test_record(void)
+{
+	struct cuda_procs p = {.n = 2}, q;
+	char dir[PATH_MAX];
+	p.p[0] = (struct cuda_proc){1, CUDA_RUNNING, CUDA_CHECKPOINTED};
+	p.p[1] = (struct cuda_proc){42, CUDA_LOCKED, CUDA_CHECKPOINTED};
+	snprintf(dir, sizeof(dir), "%s/spool", base);
+	CHECK(mkdir_p(dir, 0700) == 0);
+	CHECK(cuda_record_read(dir, &q, NULL) == -ENOENT);
+	CHECK(cuda_record_write(dir, &p, NULL) == 0);
+	CHECK(cuda_record_read(dir, &q, NULL) == 0);
+	CHECK(q.n == 2 && q.p[0].pid == 1 && q.p[0].before == CUDA_RUNNING &&
+	      q.p[0].now == CUDA_CHECKPOINTED);
+	CHECK(q.p[1].pid == 42 && q.p[1].before == CUDA_LOCKED);
+
+	cJSON *meta = cJSON_CreateObject();
+	gpu_manifest_meta(meta, dir);
+	char *text = cJSON_PrintUnformatted(meta);
+	CHECK_STR(text, "{\"cuda_processes\":[{\"pid\":1,\"before\":\"running\",\"at_checkpoint\":"
+			"\"checkpointed\"},{\"pid\":42,\"before\":\"locked\",\"at_checkpoint\":"
+			"\"checkpointed\"}]}");
+	free(text);
+	cJSON_Delete(meta);
+
+	put("spool/" GPU_RECORD_FILE, "{\"processes\":[{\"pid\":-1}]}");
+	CHECK(cuda_record_read(dir, &q, NULL) == -EIO);
+	cJSON *bad = cJSON_Parse("[{\"pid\":3,\"before\":\"running\"}]");
+	CHECK(cuda_procs_from_json(bad, &q) == -EINVAL);
+	cJSON_Delete(bad);
+}
+
+static void test_bundle_devices(void)
+{
+	char bundle[PATH_MAX], path[PATH_MAX + 16];
+	const char *devs[] = {"/dev/null"};
+	const char *missing[] = {"/dev/nvidia-no-such-node"};
+	_cleanup_free_ char *text = NULL;
+	size_t len;
+	struct err e = {0};
+	snprintf(bundle, sizeof(bundle), "%s/bundle", base);
+	CHECK(runsc_write_bundle_devices(bundle, "/rootfs", "true", "", devs, 1, &e) == 0);
+	snprintf(path, sizeof(path), "%s/config.json", bundle);
+	CHECK(read_file(path, &text, &len, 1 << 20) == 0);
+	cJSON *cfg = cJSON_Parse(text);
+	cJSON *dev = cJSON_GetArrayItem(
+	    cJSON_GetObjectItem(cJSON_GetObjectItem(cfg, "linux"), "devices"), 0);
+	CHECK_STR(cJSON_GetStringValue(cJSON_GetObjectItem(dev, "path")), "/dev/null");
+	CHECK_STR(cJSON_GetStringValue(cJSON_GetObjectItem(dev, "type")), "c");
+	CHECK(cJSON_GetNumberValue(cJSON_GetObjectItem(dev, "major")) == 1);
+	CHECK(cJSON_GetNumberValue(cJSON_GetObjectItem(dev, "minor")) == 3);
+	cJSON *rule = cJSON_GetArrayItem(
+	    cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(cfg, "linux"), "resources"),
+				"devices"),
+	    0);
+	CHECK(cJSON_IsTrue(cJSON_GetObjectItem(rule, "allow")));
+	CHECK_STR(cJSON_GetStringValue(cJSON_GetObjectItem(rule, "access")), "rwm");
+	cJSON_Delete(cfg);
+	CHECK(runsc_write_bundle_devices(bundle, "/rootfs", "true", "", missing, 1, &e) == -ENODEV);
+	CHECK(strstr(e.msg, "/dev/nvidia-no-such-node") != NULL);
+}
+
+int main(void)
+{
+	snprintf(base, sizeof(base), "/tmp/snapfs-test-gpu.XXXXXX");
+	if (!mkdtemp(base))
+		return 1;
+	test_parsers();
+	test_probe();
+	test_profile();
+	test_help();
+	test_driver_rule();
+	test_states();
+	test_outcome();
+	test_record();
+	test_bundle_devices();
+	rm_rf(base);
+	return t_done();
+}
