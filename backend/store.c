@@ -431,6 +431,8 @@ static size_t take_dead_packs(struct store *st, struct pack **dead)
 
 void store_gc(struct store *st)
 {
+	if (st->incomplete)
+		return; /* refs may be undercounted: see struct store */
 	pthread_mutex_lock(&st->lock);
 	_cleanup_free_ struct pack **dead = calloc(st->npacks + 1, sizeof(*dead));
 	size_t n = dead ? take_dead_packs(st, dead) : 0;
@@ -484,6 +486,7 @@ static int load_manifest(const char *id, void *arg)
 		rc = manifest_parse(json, id, &m, &e);
 	if (rc < 0) {
 		warning("store: ignoring snapshot %s: %s", id, e.msg);
+		st->incomplete = true;
 		return rc == -ENOMEM ? rc : 0;
 	}
 	struct snap_rec rec = {.size_bytes = m.size_bytes,
@@ -592,9 +595,18 @@ int store_open(const char *url, const char *state_dir, struct store **out, struc
 	if (!st->sha256)
 		rc = err_set(e, EIO, "libcrypto has no SHA-256");
 	if (rc == 0)
-		rc = dir[0] ? objstore_local_open(dir, &st->os, e) : objstore_s3_open(url, &st->os, e);
+		rc = dir[0] ? objstore_local_open(dir, &st->os, e)
+			    : objstore_s3_open(url, &st->os, e);
 	if (rc == 0)
 		rc = load_state(st, e);
+	if (rc < 0 && rc != -ENOMEM && st->os) {
+		/* Serve anyway: puts and gets fail with the store's own reason until it answers. */
+		warning("cannot read the store %s: %s; packs will not be collected", st->os->url,
+			e->msg);
+		err_clear(e);
+		st->incomplete = true;
+		rc = 0;
+	}
 	if (rc < 0) {
 		store_close(st);
 		return rc;

@@ -87,6 +87,12 @@ struct store {
 	struct snap_rec *snaps;
 	size_t nsnaps, snaps_cap;
 	struct inflight *inflight;
+	/*
+	 * Some manifest could not be read at open (the store did not answer,
+	 * or answered garbage): pack refs may be undercounted, so no pack is
+	 * collected for the rest of this process's life.
+	 */
+	bool incomplete;
 };
 
 /* Pack index objects: a header, one entry per chunk, a SHA-256 of all before it. */

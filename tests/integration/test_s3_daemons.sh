@@ -4,7 +4,8 @@
 # two daemons with their own --state share one bucket (test_shared_store.sh
 # run with an s3:// store), and Debian's aws CLI, an independent client,
 # lists the manifests snapfs wrote, downloads a pack, and the chunk a
-# manifest names in it has the SHA-256 the manifest gives it.
+# manifest names in it has the SHA-256 the manifest gives it. With a wrong
+# secret a snapshot fails naming SignatureDoesNotMatch and the source runs on.
 . "$(dirname "$0")/lib.sh"
 
 BUCKET=snapfs-daemons
@@ -53,5 +54,20 @@ check_eq "the chunk aws downloaded hashes to its name" "$(jq -r '.[0]' <<<"$chun
 	"$(sha256sum "$T/chunk" | cut -d' ' -f1)"
 
 wr "$MNT/sandboxes/src/terminate" >/dev/null
+stop_daemon
+
+# A wrong secret: the daemon starts, the snapshot fails naming the S3 error,
+# and the source runs on.
+AWS_SECRET_ACCESS_KEY=wrong-secret start_daemon || bail "the daemon mounts with a wrong secret"
+start_counter_sandbox bad || bail "start sandbox bad"
+expect_errno EIO "a snapshot with a wrong secret" wr "$MNT/sandboxes/bad/snapshot"
+failed=$(awk '$3 == "bad" && $2 == "failed" { print $1 }' "$MNT/snapshots/index" | tail -n 1)
+check_match "the snapshot is failed" '^snap-' "$failed"
+check_contains "its error names SignatureDoesNotMatch" SignatureDoesNotMatch \
+	"$(rd "$MNT/snapshots/$failed/error")"
+check_lacks "its error holds no secret" wrong-secret "$(rd "$MNT/snapshots/$failed/error")"
+check_eq "the source runs on" running "$(sb_status bad)"
+ok "the source still answers" sb_run bad true
+wr "$MNT/sandboxes/bad/terminate" >/dev/null
 stop_daemon
 finish
