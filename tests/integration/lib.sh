@@ -391,11 +391,12 @@ use_s3rver_credentials() {
 	export AWS_CONFIG_FILE=$T/no-aws-config AWS_SHARED_CREDENTIALS_FILE=$T/no-aws-credentials
 }
 
-# start_s3rver: s3rver on a free port over $S3_DIR (kept across restarts); sets S3_PID, S3_PORT.
+# start_s3rver [PORT]: s3rver on PORT (default: a free one) over $S3_DIR (kept across
+# restarts); sets S3_PID, S3_PORT.
 start_s3rver() {
 	local log=$T/s3rver.log i
 	: >"$log"
-	node --openssl-legacy-provider "$REPO/tests/s3rver.js" 0 "$S3_DIR" "$BUCKET" >"$log" 2>&1 &
+	node --openssl-legacy-provider "$REPO/tests/s3rver.js" "${1:-0}" "$S3_DIR" "$BUCKET" >"$log" 2>&1 &
 	S3_PID=$!
 	disown "$S3_PID" # test_s3 kills it: no "Killed" from the shell
 	BG_PIDS+=("$S3_PID")

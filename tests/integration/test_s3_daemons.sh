@@ -70,4 +70,31 @@ check_eq "the source runs on" running "$(sb_status bad)"
 ok "the source still answers" sb_run bad true
 wr "$MNT/sandboxes/bad/terminate" >/dev/null
 stop_daemon
+
+# The server stops in the middle of an upload: the snapshot fails with the
+# reason, nothing half-written is listed as completed, the source runs on,
+# and with the server back the next snapshot completes.
+DAEMON_ARGS=(--store "s3://$BUCKET/outage")
+start_daemon || bail "the daemon mounts on s3://$BUCKET/outage"
+make_sandbox big "dd if=/dev/urandom of=/tmp/big bs=1M count=384 2>/dev/null; $COUNTER_ENTRYPOINT" ||
+	bail "start sandbox big"
+poll_until 300 counter big || bail "sandbox big fills its memory"
+snap=$(snapshot_of big async)
+storing() { [ "$(snap_status "$snap")" = in_progress ] && [ "$(rd "$MNT/snapshots/$snap/progress" | cut -d' ' -f1)" -gt 0 ]; }
+if poll_until 120 storing; then
+	kill -KILL "$S3_PID"
+	check_eq "the snapshot fails while the server is down" failed "$(snap_wait "$snap")"
+	check_match "its error says what failed" 'refused|Couldn.t connect|connect' \
+		"$(rd "$MNT/snapshots/$snap/error")"
+	check_lacks "nothing of it is listed as completed" "$snap completed" "$(rd "$MNT/snapshots/index")"
+	check_eq "the source runs on" running "$(sb_status big)"
+	start_s3rver "$S3_PORT" || bail "restart s3rver on port $S3_PORT"
+	again=$(snapshot_of big)
+	check_eq "with the server back the next snapshot completes" completed "$(snap_status "$again")"
+	ok "and it forks" fork_of "$again"
+else
+	skip "the snapshot was stored before the server could be stopped ($(snap_status "$snap"))"
+fi
+kill_sandboxes
+stop_daemon
 finish
