@@ -412,46 +412,6 @@ static void delete_pack_objects(struct store *st, const char *name)
 		warning("store: leaving pack %s for store_collect(): %s", name, e.msg);
 }
 
-/* Under st->lock: move the packs with no refs and no pins out of st->packs into @dead. */
-static size_t take_dead_packs(struct store *st, struct pack **dead)
-{
-	size_t n = 0;
-	for (size_t i = 0; i < st->npacks;) {
-		struct pack *p = st->packs[i];
-		if (p->refs > 0 || p->pins > 0) {
-			i++;
-			continue;
-		}
-		p->indexed = false;
-		dead[n++] = p;
-		st->packs[i] = st->packs[--st->npacks];
-	}
-	return n;
-}
-
-void store_gc(struct store *st)
-{
-	if (st->incomplete)
-		return; /* refs may be undercounted: see struct store */
-	pthread_mutex_lock(&st->lock);
-	_cleanup_free_ struct pack **dead = calloc(st->npacks + 1, sizeof(*dead));
-	size_t n = dead ? take_dead_packs(st, dead) : 0;
-	/* Out of the index before out of the objstore: no put may find them any more. */
-	if (n > 0 && index_drop_unindexed(&st->index) < 0) {
-		/* Keep them, and their chunks findable: collected on a later try. */
-		for (size_t i = 0; i < n; i++) {
-			dead[i]->indexed = true;
-			store_add_pack(st, dead[i]);
-		}
-		n = 0;
-	}
-	pthread_mutex_unlock(&st->lock);
-	for (size_t i = 0; i < n; i++) {
-		delete_pack_objects(st, dead[i]->name);
-		free(dead[i]);
-	}
-}
-
 /* --- open: rebuild the in-memory state ------------------------------------ */
 
 /* Under st->lock: the pack @name, added (unindexed, no refs) if it is new. */
@@ -760,6 +720,63 @@ static int add_listed_packs(const char *id, void *arg)
 	}
 	manifest_free(&m);
 	return rc;
+}
+
+/*
+ * Under st->lock: move the packs with no refs and no pins, and not in
+ * @listed (NUL-separated names another host's manifest uses), out of
+ * st->packs into @dead.
+ */
+static size_t take_dead_packs(struct store *st, const struct strbuf *listed, struct pack **dead)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < st->npacks;) {
+		struct pack *p = st->packs[i];
+		if (p->refs > 0 || p->pins > 0 || in_set(listed, p->name, strlen(p->name))) {
+			i++;
+			continue;
+		}
+		p->indexed = false;
+		dead[n++] = p;
+		st->packs[i] = st->packs[--st->npacks];
+	}
+	return n;
+}
+
+void store_gc(struct store *st)
+{
+	if (st->incomplete)
+		return; /* refs may be undercounted: see struct store */
+	/*
+	 * Manifests another host sharing the store wrote since this process
+	 * opened it may use packs this process counts as unused: read them
+	 * afresh, and keep what they list.
+	 */
+	struct collect_ctx c = {.st = st};
+	struct err e = {0};
+	if (store_list_snapshots(st, add_listed_packs, &c, &e) < 0) {
+		warning("store: not collecting packs: %s", e.msg);
+		strbuf_release(&c.names);
+		return;
+	}
+	pthread_mutex_lock(&st->lock);
+	_cleanup_free_ struct pack **dead = calloc(st->npacks + 1, sizeof(*dead));
+	size_t n = dead ? take_dead_packs(st, &c.names, dead) : 0;
+	/* Out of the index before out of the objstore: no put may find them any more. */
+	if (n > 0 && index_drop_unindexed(&st->index) < 0) {
+		/* Keep them, and their chunks findable: collected on a later try. */
+		for (size_t i = 0; i < n; i++) {
+			dead[i]->indexed = true;
+			store_add_pack(st, dead[i]);
+		}
+		n = 0;
+	}
+	pthread_mutex_unlock(&st->lock);
+	strbuf_release(&c.names);
+	for (size_t i = 0; i < n; i++) {
+		delete_pack_objects(st, dead[i]->name);
+		free(dead[i]);
+	}
 }
 
 static bool kept_id(const struct collect_ctx *c, const char *id, size_t len)

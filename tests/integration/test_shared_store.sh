@@ -62,12 +62,27 @@ ok "the fork's counter goes on from the snapshot's value" \
 	test "$(counter_count "$got")" -ge "$(counter_count "$at_snap")"
 check_eq "B's fork is not on A" "" "$(grep "^$fork " "$MNT/sandboxes/index")"
 
+# Garbage collection across hosts: B, restarted so its store knows A's packs,
+# snapshots its fork; that snapshot reuses A's packs, so A's delete of its
+# own snapshot must leave them.
+as_host_b stop_daemon
+as_host_b start_daemon || bail "daemon B mounts again"
+snap_b=$(as_host_b snapshot_of "$fork")
+check_match "snapshot of the fork on B" '^snap-[0-9a-f]{16}$' "$snap_b"
+check_contains "B's snapshot reuses a pack of A's" "\"$snap/" \
+	"$(jq -c .packs "$B_MNT/snapshots/$snap_b/manifest.json")"
 wr "$B_MNT/sandboxes/$fork/terminate" >/dev/null
 ok "A deletes the snapshot" wr "$MNT/snapshots/$snap/delete"
+if [[ $SHARED_STORE_URL == file://* ]]; then
+	used=$(jq -r '.packs[]' "$B_MNT/snapshots/$snap_b/manifest.json" | grep "^$snap/" | head -n 1)
+	ok "A's pack that B's snapshot uses is still in the store" \
+		test -f "${SHARED_STORE_URL#file://}/packs/$used.pack"
+fi
 gone_on_b() { ! grep -q "^$snap " "$B_MNT/snapshots/index"; }
 ok "the delete disappears from B within 10 s" poll_until 10 gone_on_b
 expect_errno ENOENT "B's snapshot directory is gone" cat "$B_MNT/snapshots/$snap/status"
 
+ok "B deletes its snapshot" wr "$B_MNT/snapshots/$snap_b/delete"
 wr "$MNT/sandboxes/src/terminate" >/dev/null
 as_host_b stop_daemon
 stop_daemon
