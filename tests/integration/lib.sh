@@ -421,13 +421,8 @@ kill_sandboxes() {
 	done
 }
 
-cleanup() {
-	local rc=$? p d
-	trap - EXIT INT TERM
-	set +e
-	for p in "${BG_PIDS[@]}"; do
-		kill -KILL "$p" 2>/dev/null
-	done
+# teardown_host: this host's sandboxes, mount and daemon, gone whatever state they are in.
+teardown_host() {
 	kill_sandboxes
 	unmount_mnt
 	if [ -n "$DAEMON_PID" ]; then
@@ -437,6 +432,16 @@ cleanup() {
 	fi
 	# Whatever the daemon started while the first round ran.
 	kill_sandboxes
+}
+
+cleanup() {
+	local rc=$? p d
+	trap - EXIT INT TERM
+	set +e
+	for p in "${BG_PIDS[@]}"; do
+		kill -KILL "$p" 2>/dev/null
+	done
+	teardown_host
 	for d in "${UNFREEZE_DIRS[@]}"; do
 		chattr -R -i "$d" 2>/dev/null
 	done

@@ -25,17 +25,7 @@ as_host_b() {
 }
 
 # B first, then lib.sh's cleanup for A.
-cleanup_b() {
-	kill_sandboxes
-	unmount_mnt
-	if [ -n "$DAEMON_PID" ]; then
-		kill -TERM "$DAEMON_PID" 2>/dev/null
-		wait_daemon_exit 15
-		[ "$?" -eq 255 ] && kill -KILL "$DAEMON_PID" 2>/dev/null
-	fi
-	kill_sandboxes
-}
-trap 'rc=$?; as_host_b cleanup_b; (exit $rc); cleanup' EXIT
+trap 'rc=$?; as_host_b teardown_host; (exit $rc); cleanup' EXIT
 
 start_daemon || bail "daemon A mounts"
 as_host_b start_daemon || bail "daemon B mounts"
