@@ -103,6 +103,15 @@ char *strbuf_detach(struct strbuf *sb, size_t *len)
 	return p;
 }
 
+void strbuf_each_line(struct strbuf *sb, void (*fn)(const char *line))
+{
+	char *save = NULL;
+	if (!sb->len)
+		return;
+	for (char *line = strtok_r(sb->buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+		fn(line);
+}
+
 const char *strbuf_str(const struct strbuf *sb)
 {
 	return sb->buf ? sb->buf : "";

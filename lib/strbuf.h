@@ -24,7 +24,10 @@ struct strbuf {
 	size_t max; /* 0 means STRBUF_MAX */
 };
 
-#define STRBUF_INIT {NULL, 0, 0, 0}
+#define STRBUF_INIT                                                                                \
+	{                                                                                          \
+		NULL, 0, 0, 0                                                                      \
+	}
 
 int strbuf_add(struct strbuf *sb, const void *data, size_t len);
 int strbuf_adds(struct strbuf *sb, const char *s);
@@ -36,6 +39,12 @@ char *strbuf_detach(struct strbuf *sb, size_t *len);
 /* The contents as a C string: "" while nothing was added. */
 const char *strbuf_str(const struct strbuf *sb);
 void strbuf_releasep(struct strbuf *sb);
+/*
+ * Call @fn with each non-empty "\n"-separated line of @sb, in order. It cuts
+ * @sb's buffer into those lines (NULs replace the newlines), so @sb holds
+ * them only until it is reset or released.
+ */
+void strbuf_each_line(struct strbuf *sb, void (*fn)(const char *line));
 
 #define _cleanup_strbuf_ __attribute__((cleanup(strbuf_releasep)))
 

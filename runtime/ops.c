@@ -94,31 +94,31 @@ static struct waiter *waiters_take(enum ops_object kind, const char *id)
 	return taken;
 }
 
+/* Complete and free the waiters of @kind/@id with @rc and @line. */
+static void waiters_end(enum ops_object kind, const char *id, int rc, const char *line, size_t len)
+{
+	struct waiter *w = waiters_take(kind, id);
+	while (w) {
+		struct waiter *next = w->next;
+		w->done(w->ctx, rc, line, len);
+		free(w);
+		w = next;
+	}
+}
+
 void waiters_wake(enum ops_object kind, const char *id, const char *status, bool settled)
 {
 	if (!settled)
 		return;
 	char line[64];
 	int n = snprintf(line, sizeof(line), "%s\n", status);
-	struct waiter *w = waiters_take(kind, id);
-	while (w) {
-		struct waiter *next = w->next;
-		w->done(w->ctx, 0, line, (size_t)n);
-		free(w);
-		w = next;
-	}
+	waiters_end(kind, id, 0, line, (size_t)n);
 }
 
 /* Gone objects end their waiters with ENOENT. */
 void waiters_fail(enum ops_object kind, const char *id)
 {
-	struct waiter *w = waiters_take(kind, id);
-	while (w) {
-		struct waiter *next = w->next;
-		w->done(w->ctx, -ENOENT, NULL, 0);
-		free(w);
-		w = next;
-	}
+	waiters_end(kind, id, -ENOENT, NULL, 0);
 }
 
 static const char *object_name(enum ops_object kind)

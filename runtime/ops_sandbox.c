@@ -509,7 +509,7 @@ static void reconcile_suspend(struct sandbox *sb, bool alive)
 		sb->pid = 0;
 	} else if (alive) {
 		sb->state = SB_RUNNING; /* the checkpoint never stopped it */
-		gpu_reconcile(sb);      /* CUDA processes it may have left locked */
+		gpu_reconcile(sb);	/* CUDA processes it may have left locked */
 	} else if (snap.id[0] && restore_from_spool(sb, snap.id, &e) == 0) {
 		sb->state = SB_RUNNING;
 		snprintf(
@@ -563,19 +563,19 @@ static int collect_ids(const struct sandbox *sb, void *arg)
 	return strbuf_addf(arg, "%s\n", sb->id);
 }
 
+static void reconcile_id(const char *id)
+{
+	struct sandbox sb;
+	if (registry_sandbox_get(ops.reg, id, &sb) == 0)
+		reconcile_one(&sb);
+}
+
 /* Walk ids collected first: runsc runs outside the registry walk. */
 void reconcile_sandboxes(void)
 {
 	_cleanup_strbuf_ struct strbuf ids = STRBUF_INIT;
 	registry_sandbox_each(ops.reg, collect_ids, &ids);
-	if (!ids.len)
-		return;
-	char *save = NULL;
-	for (char *id = strtok_r(ids.buf, "\n", &save); id; id = strtok_r(NULL, "\n", &save)) {
-		struct sandbox sb;
-		if (registry_sandbox_get(ops.reg, id, &sb) == 0)
-			reconcile_one(&sb);
-	}
+	strbuf_each_line(&ids, reconcile_id);
 }
 
 /* --- the monitor: sandboxes whose process ended on its own ---------------- */
@@ -614,9 +614,5 @@ void monitor_sandboxes(void)
 {
 	_cleanup_strbuf_ struct strbuf ids = STRBUF_INIT;
 	registry_sandbox_each(ops.reg, collect_exited, &ids);
-	if (!ids.len)
-		return;
-	char *save = NULL;
-	for (char *id = strtok_r(ids.buf, "\n", &save); id; id = strtok_r(NULL, "\n", &save))
-		mark_exited(id);
+	strbuf_each_line(&ids, mark_exited);
 }

@@ -917,19 +917,20 @@ static bool cache_entry_wanted(const char *snap_id, void *arg)
 	return registry_snapshot_get(ops.reg, snap_id, &snap) == 0 && snap.state == SNAP_COMPLETED;
 }
 
+static void reconcile_snapshot_id(const char *id)
+{
+	struct snapshot snap;
+	if (registry_snapshot_get(ops.reg, id, &snap) == 0)
+		reconcile_snapshot(&snap);
+}
+
 /* Walk ids collected first: store reads run outside the registry walk. */
 void reconcile_snapshots(void)
 {
 	_cleanup_strbuf_ struct strbuf ids = STRBUF_INIT;
 	struct err e = {0};
 	registry_snapshot_each(ops.reg, collect_snapshot_ids, &ids);
-	char *save = NULL;
-	for (char *id = ids.len ? strtok_r(ids.buf, "\n", &save) : NULL; id;
-	     id = strtok_r(NULL, "\n", &save)) {
-		struct snapshot snap;
-		if (registry_snapshot_get(ops.reg, id, &snap) == 0)
-			reconcile_snapshot(&snap);
-	}
+	strbuf_each_line(&ids, reconcile_snapshot_id);
 	/*
 	 * Nothing is being stored here yet, so packs no manifest lists are
 	 * garbage, in a store only this host writes. In a shared bucket they

@@ -139,15 +139,6 @@ static int collect_gone(const struct snapshot *snap, void *arg)
 	return 0;
 }
 
-static void for_each_line(struct strbuf *ids, void (*fn)(const char *id))
-{
-	if (!ids->len)
-		return;
-	char *save = NULL;
-	for (char *id = strtok_r(ids->buf, "\n", &save); id; id = strtok_r(NULL, "\n", &save))
-		fn(id);
-}
-
 static void forget_id(const char *id)
 {
 	struct snapshot snap;
@@ -164,8 +155,8 @@ int ops_sync_snapshots(void)
 	int rc = store_list_snapshots(ops.store, note_stored, &w, &e);
 	if (rc == 0) {
 		registry_snapshot_each(ops.reg, collect_gone, &w);
-		for_each_line(&w.gone, forget_id);
-		for_each_line(&w.stored, adopt); /* last: it cuts w.stored into lines */
+		strbuf_each_line(&w.gone, forget_id);
+		strbuf_each_line(&w.stored, adopt); /* last: it cuts w.stored into lines */
 		last_sync_ms = mono_ms();
 	} else {
 		warning("cannot list the store's snapshots: %s", e.msg);
