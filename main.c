@@ -30,6 +30,7 @@ struct options {
 	const char *store_url;
 	const char *runsc_bin;
 	int64_t cache_max_bytes;
+	int64_t gc_grace_ms; /* -1: the default */
 	const char *fuse_opts[16];
 	size_t nfuse_opts;
 	const char *mountpoint;
@@ -39,7 +40,8 @@ static void usage(FILE *out)
 {
 	fprintf(out,
 		"usage: snapfs [-f] [--state DIR] [--images DIR] [--store URL] [--runsc PATH]\n"
-		"              [--cache-max SIZE] [-o FUSE_OPTS] [--debug] MOUNTPOINT\n"
+		"              [--cache-max SIZE] [--gc-grace SECONDS] [-o FUSE_OPTS] [--debug]\n"
+		"              MOUNTPOINT\n"
 		"\n"
 		"  -f              stay in the foreground, log to stderr\n"
 		"  --state DIR     registry, spool, cache, runsc root (default %s)\n"
@@ -48,6 +50,9 @@ static void usage(FILE *out)
 		"  --runsc PATH    the runsc binary (default: runsc on PATH)\n"
 		"  --cache-max SIZE  bound on local snapshot images, e.g. 20G (default: a\n"
 		"                  quarter of the cache plus the free space of its disk)\n"
+		"  --gc-grace SECONDS  how long a pack no snapshot uses waits before it is\n"
+		"                  deleted, for puts of other hosts sharing the store (default:\n"
+		"                  0 for the default store, 3600 for a --store you name)\n"
 		"  -o OPTS         FUSE mount options, e.g. allow_other\n"
 		"  --debug         log every operation\n"
 		"\n"
@@ -78,16 +83,29 @@ static int parse_size(const char *s, int64_t *out)
 	return 0;
 }
 
+/* "0", "3600": whole seconds, at most a year, into milliseconds. */
+static int parse_seconds(const char *s, int64_t *out_ms)
+{
+	char *end = NULL;
+	errno = 0;
+	unsigned long n = strtoul(s, &end, 10);
+	if (errno || end == s || *end || s[0] == '-' || n > 366ul * 24 * 3600)
+		return -1;
+	*out_ms = (int64_t)n * 1000;
+	return 0;
+}
+
 static int parse_options(int argc, char **argv, struct options *o)
 {
 	static const struct option longopts[] = {
-	    {"state", required_argument, NULL, 's'}, {"images", required_argument, NULL, 'i'},
-	    {"store", required_argument, NULL, 'S'}, {"runsc", required_argument, NULL, 'r'},
-	    {"cache-max", required_argument, NULL, 'c'},
-	    {"debug", no_argument, NULL, 'd'},	     {"help", no_argument, NULL, 'h'},
-	    {"version", no_argument, NULL, 'V'},     {NULL, 0, NULL, 0},
+	    {"state", required_argument, NULL, 's'},	 {"images", required_argument, NULL, 'i'},
+	    {"store", required_argument, NULL, 'S'},	 {"runsc", required_argument, NULL, 'r'},
+	    {"cache-max", required_argument, NULL, 'c'}, {"gc-grace", required_argument, NULL, 'g'},
+	    {"debug", no_argument, NULL, 'd'},		 {"help", no_argument, NULL, 'h'},
+	    {"version", no_argument, NULL, 'V'},	 {NULL, 0, NULL, 0},
 	};
 	o->state_dir = DEFAULT_STATE;
+	o->gc_grace_ms = -1;
 	for (;;) {
 		int c = getopt_long(argc, argv, "fo:h", longopts, NULL);
 		if (c == -1)
@@ -111,6 +129,10 @@ static int parse_options(int argc, char **argv, struct options *o)
 		case 'c':
 			if (parse_size(optarg, &o->cache_max_bytes) < 0)
 				return error("--cache-max: not a size: %s", optarg);
+			break;
+		case 'g':
+			if (parse_seconds(optarg, &o->gc_grace_ms) < 0)
+				return error("--gc-grace: not a number of seconds: %s", optarg);
 			break;
 		case 'd':
 			log_debug_enabled = true;
@@ -189,6 +211,7 @@ static int serve(struct options *o, struct fuse_args *args)
 	    .store_url = o->store_url,
 	    .runsc_bin = o->runsc_bin,
 	    .cache_max_bytes = o->cache_max_bytes,
+	    .gc_grace_ms = o->gc_grace_ms,
 	};
 	int rc = ops_open(&cfg, &e);
 	if (rc < 0) {

@@ -23,13 +23,13 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define ID_MAX 64           /* sandbox and snapshot ids, NUL included */
-#define RUNTIME_ID_MAX 40   /* runsc container ids, NUL included */
+#define ID_MAX 64	  /* sandbox and snapshot ids, NUL included */
+#define RUNTIME_ID_MAX 40 /* runsc container ids, NUL included */
 #define IMAGE_NAME_MAX 256
-#define DIGEST_MAX 80       /* "sha256:" + 64 hex + NUL */
+#define DIGEST_MAX 80 /* "sha256:" + 64 hex + NUL */
 #define LABEL_MAX 128
 #define ENTRYPOINT_MAX 4097 /* one control-file line, NUL included */
-#define ENV_MAX 16384       /* KEY=VALUE lines */
+#define ENV_MAX 16384	    /* KEY=VALUE lines */
 #define MESSAGE_MAX 1024
 #define HOST_JSON_MAX 4096
 
@@ -76,11 +76,11 @@ struct sandbox {
 	char env[ENV_MAX]; /* KEY=VALUE lines; values never leave the daemon */
 	bool gpu;
 	enum sandbox_state state;
-	char message[MESSAGE_MAX]; /* last failure's message, "" if none */
-	int64_t created_at;        /* ms since the epoch */
-	char parent_snapshot[ID_MAX]; /* snapshot it was forked from, "" if none */
+	char message[MESSAGE_MAX];     /* last failure's message, "" if none */
+	int64_t created_at;	       /* ms since the epoch */
+	char parent_snapshot[ID_MAX];  /* snapshot it was forked from, "" if none */
 	char restore_snapshot[ID_MAX]; /* suspend snapshot it resumes from, "" if none */
-	pid_t pid;                    /* runsc sandbox pid, 0 when not running */
+	pid_t pid;		       /* runsc sandbox pid, 0 when not running */
 };
 
 struct snapshot {
@@ -98,8 +98,8 @@ struct snapshot {
 	char image[IMAGE_NAME_MAX];
 	char image_digest[DIGEST_MAX];
 	char entrypoint[ENTRYPOINT_MAX]; /* the source's, so a fork can rebuild its bundle */
-	char env[ENV_MAX];               /* the source's: `runsc exec` in a fork takes it from the bundle */
-	char host_json[HOST_JSON_MAX];   /* host profile as a JSON object text */
+	char env[ENV_MAX]; /* the source's: `runsc exec` in a fork takes it from the bundle */
+	char host_json[HOST_JSON_MAX]; /* host profile as a JSON object text */
 	bool gpu;
 };
 

@@ -8,11 +8,8 @@
 
 #include "lib/strbuf.h"
 
-/* Temp objects of puts that may still be running are only swept this old. */
-#define SWEEP_GRACE_MS (3600 * 1000)
 #define PACK_IDX_HEADER 16 /* magic, version, count */
 #define PACK_IDX_ENTRY 48
-#define PACK_IDX_MAX (64u << 20)
 
 /* --- ids and keys ----------------------------------------------------------- */
 
@@ -148,8 +145,13 @@ static int index_grow(struct chunk_index *ix)
 
 int chunk_index_add(struct chunk_index *ix, const struct chunk_ref *ref)
 {
-	if (chunk_index_find(ix, ref->sha256))
+	struct chunk_ref *found = (struct chunk_ref *)chunk_index_find(ix, ref->sha256);
+	if (found) {
+		/* A chunk stored again because its pack was condemned: the new copy serves. */
+		if (!pack_usable(found->pack) && pack_usable(ref->pack))
+			*found = *ref;
 		return 0;
+	}
 	if ((ix->count + 1) * 2 > ix->cap) {
 		int rc = index_grow(ix);
 		if (rc < 0)
@@ -165,8 +167,7 @@ void chunk_index_free(struct chunk_index *ix)
 	memset(ix, 0, sizeof(*ix));
 }
 
-/* Rebuild @ix without the chunks of packs that are no longer indexed. */
-static int index_drop_unindexed(struct chunk_index *ix)
+int chunk_index_drop_unindexed(struct chunk_index *ix)
 {
 	struct chunk_index kept = {0};
 	for (size_t i = 0; i < ix->cap; i++) {
@@ -286,6 +287,22 @@ struct pack *store_find_pack(struct store *st, const char *name)
 	return NULL;
 }
 
+struct pack *store_pack_get_or_add(struct store *st, const char *name)
+{
+	struct pack *p = store_find_pack(st, name);
+	if (p)
+		return p;
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return NULL;
+	snprintf(p->name, sizeof(p->name), "%s", name);
+	if (store_add_pack(st, p) < 0) {
+		free(p);
+		return NULL;
+	}
+	return p;
+}
+
 void *store_grow(void *arr, size_t *cap, size_t used, size_t size)
 {
 	if (used < *cap)
@@ -324,6 +341,7 @@ int store_add_snap(struct store *st, struct snap_rec *rec)
 		return rc;
 	for (size_t i = 0; i < rec->npacks; i++)
 		rec->packs[i]->refs++;
+	rec->seq = ++st->seq;
 	st->snaps[st->nsnaps++] = *rec;
 	rec->packs = NULL;
 	return 0;
@@ -395,126 +413,6 @@ void store_inflight_end(struct store *st, struct inflight *fl)
 	free(fl);
 }
 
-/* --- garbage collection ----------------------------------------------------- */
-
-static void delete_pack_objects(struct store *st, const char *name)
-{
-	char key[OBJ_KEY_MAX];
-	struct err e = {0};
-	/* The index first: a pack without one is an orphan that store_collect() removes. */
-	store_pack_key(name, "idx", key);
-	int rc = objstore_del(st->os, key, &e);
-	if (rc == 0) {
-		store_pack_key(name, "pack", key);
-		rc = objstore_del(st->os, key, &e);
-	}
-	if (rc < 0)
-		warning("store: leaving pack %s for store_collect(): %s", name, e.msg);
-}
-
-/* --- open: rebuild the in-memory state ------------------------------------ */
-
-/* Under st->lock: the pack @name, added (unindexed, no refs) if it is new. */
-static struct pack *pack_get_or_add(struct store *st, const char *name)
-{
-	struct pack *p = store_find_pack(st, name);
-	if (p)
-		return p;
-	p = calloc(1, sizeof(*p));
-	if (!p)
-		return NULL;
-	snprintf(p->name, sizeof(p->name), "%s", name);
-	if (store_add_pack(st, p) < 0) {
-		free(p);
-		return NULL;
-	}
-	return p;
-}
-
-/* Record the manifest of @id: its packs and sizes. A bad manifest is skipped. */
-static int load_manifest(const char *id, void *arg)
-{
-	struct store *st = arg;
-	_cleanup_free_ char *json = NULL;
-	size_t len = 0;
-	struct err e = {0};
-	struct manifest m;
-	char key[OBJ_KEY_MAX];
-	store_manifest_key(id, key);
-	int rc = objstore_get_buf(st->os, key, &json, &len, STORE_MANIFEST_MAX, &e);
-	if (rc == 0)
-		rc = manifest_parse(json, id, &m, &e);
-	if (rc < 0) {
-		warning("store: ignoring snapshot %s: %s", id, e.msg);
-		st->incomplete = true;
-		return rc == -ENOMEM ? rc : 0;
-	}
-	struct snap_rec rec = {.size_bytes = m.size_bytes,
-			       .stored_bytes = m.stored_bytes,
-			       .manifest_bytes = (int64_t)len,
-			       .npacks = m.npacks};
-	snprintf(rec.id, sizeof(rec.id), "%s", id);
-	rec.packs = calloc(m.npacks + 1, sizeof(*rec.packs));
-	rc = rec.packs ? 0 : -ENOMEM;
-	for (size_t i = 0; rc == 0 && i < m.npacks; i++) {
-		rec.packs[i] = pack_get_or_add(st, m.packs[i]);
-		if (!rec.packs[i])
-			rc = -ENOMEM;
-	}
-	if (rc == 0)
-		rc = store_add_snap(st, &rec);
-	free(rec.packs);
-	manifest_free(&m);
-	return rc;
-}
-
-/* Read the index object of @p and add its chunks to the chunk index. */
-static int load_pack_index(struct store *st, struct pack *p)
-{
-	char key[OBJ_KEY_MAX];
-	_cleanup_free_ char *data = NULL;
-	_cleanup_free_ struct pack_idx_entry *ents = NULL;
-	size_t len = 0, n = 0;
-	struct err e = {0};
-	store_pack_key(p->name, "idx", key);
-	int rc = objstore_get_buf(st->os, key, &data, &len, PACK_IDX_MAX, &e);
-	if (rc == 0)
-		rc = pack_idx_decode(st, data, len, &ents, &n);
-	if (rc == -ENOMEM)
-		return rc;
-	if (rc < 0) {
-		/* Its snapshots still restore (the manifests say where); new ones do not use it. */
-		warning("store: pack %s has no usable index: %s", p->name,
-			e.code ? e.msg : "malformed");
-		return 0;
-	}
-	p->idx_bytes = (int64_t)len;
-	for (size_t i = 0; i < n; i++) {
-		struct chunk_ref r = {.pack = p,
-				      .off = (int64_t)ents[i].off,
-				      .len = ents[i].len,
-				      .zlen = ents[i].zlen};
-		memcpy(r.sha256, ents[i].sha256, SHA256_LEN);
-		if (r.off + r.zlen > p->bytes)
-			p->bytes = r.off + r.zlen;
-		rc = chunk_index_add(&st->index, &r);
-		if (rc < 0)
-			return rc;
-	}
-	p->indexed = true;
-	return 0;
-}
-
-static int load_state(struct store *st, struct err *e)
-{
-	int rc = store_list_snapshots(st, load_manifest, st, e);
-	for (size_t i = 0; rc == 0 && i < st->npacks; i++)
-		rc = load_pack_index(st, st->packs[i]);
-	if (rc == -ENOMEM)
-		return err_set(e, ENOMEM, "out of memory reading the store %s", st->os->url);
-	return rc;
-}
-
 /* --- open and close --------------------------------------------------------- */
 
 static int store_dir(const char *url, const char *state_dir, char dir[PATH_MAX], struct err *e)
@@ -547,6 +445,7 @@ int store_open(const char *url, const char *state_dir, struct store **out, struc
 	if (!st)
 		return err_set(e, ENOMEM, "out of memory");
 	pthread_mutex_init(&st->lock, NULL);
+	pthread_mutex_init(&st->sync_lock, NULL);
 	long cores = sysconf(_SC_NPROCESSORS_ONLN);
 	st->workers = cores < 1			  ? 1
 		      : cores > STORE_WORKERS_MAX ? STORE_WORKERS_MAX
@@ -557,14 +456,13 @@ int store_open(const char *url, const char *state_dir, struct store **out, struc
 	if (rc == 0)
 		rc = dir[0] ? objstore_local_open(dir, &st->os, e)
 			    : objstore_s3_open(url, &st->os, e);
+	bool complete = false;
 	if (rc == 0)
-		rc = load_state(st, e);
+		rc = store_refresh_locked(st, NULL, NULL, &complete, e);
 	if (rc < 0 && rc != -ENOMEM && st->os) {
 		/* Serve anyway: puts and gets fail with the store's own reason until it answers. */
-		warning("cannot read the store %s: %s; packs will not be collected", st->os->url,
-			e->msg);
+		warning("cannot read the store %s: %s", st->os->url, e->msg);
 		err_clear(e);
-		st->incomplete = true;
 		rc = 0;
 	}
 	if (rc < 0) {
@@ -589,7 +487,9 @@ void store_close(struct store *st)
 	chunk_index_free(&st->index);
 	EVP_MD_free(st->sha256);
 	objstore_close(st->os);
+	free(st->seen);
 	pthread_mutex_destroy(&st->lock);
+	pthread_mutex_destroy(&st->sync_lock);
 	free(st);
 }
 
@@ -647,204 +547,6 @@ int store_list_snapshots(struct store *st, int (*fn)(const char *id, void *arg),
 	struct list_ctx ctx = {.fn = fn, .arg = arg};
 	int rc = objstore_list(st->os, "manifests/", list_one, &ctx, e);
 	return ctx.rc ? ctx.rc : rc;
-}
-
-/* --- delete and collect ----------------------------------------------------- */
-
-int store_delete_snapshot(struct store *st, const char *id, struct err *e)
-{
-	int rc = store_check_id(id, e);
-	if (rc < 0)
-		return rc;
-	char key[OBJ_KEY_MAX];
-	store_manifest_key(id, key);
-	struct err inner = {0};
-	rc = objstore_del(st->os, key, &inner);
-	if (rc < 0)
-		return store_wrap(e, id, rc, &inner);
-	pthread_mutex_lock(&st->lock);
-	bool known = store_forget_snap(st, id);
-	pthread_mutex_unlock(&st->lock);
-	if (known)
-		store_gc(st);
-	return 0;
-}
-
-struct collect_ctx {
-	struct store *st;
-	struct strbuf names; /* NUL-separated names of packs some manifest lists */
-	struct strbuf keys;  /* NUL-separated pack keys to delete */
-	const char *const *keep_ids;
-	size_t nkeep;
-};
-
-/* Whether @s (of @len bytes) is one of the NUL-separated strings of @set. */
-static bool in_set(const struct strbuf *set, const char *s, size_t len)
-{
-	for (size_t off = 0; off < set->len; off += strlen(set->buf + off) + 1) {
-		if (strlen(set->buf + off) == len && !memcmp(set->buf + off, s, len))
-			return true;
-	}
-	return false;
-}
-
-static bool snap_known(struct store *st, const char *id)
-{
-	bool known = false;
-	pthread_mutex_lock(&st->lock);
-	for (size_t i = 0; !known && i < st->nsnaps; i++)
-		known = !strcmp(st->snaps[i].id, id);
-	pthread_mutex_unlock(&st->lock);
-	return known;
-}
-
-/* The packs of a manifest this process has not loaded (another host wrote it). */
-static int add_listed_packs(const char *id, void *arg)
-{
-	struct collect_ctx *c = arg;
-	_cleanup_free_ char *json = NULL;
-	struct manifest m;
-	struct err e = {0};
-	if (snap_known(c->st, id))
-		return 0;
-	int rc = store_get_manifest(c->st, id, &json, &e);
-	if (rc == 0)
-		rc = manifest_parse(json, id, &m, &e);
-	if (rc == -ENOENT)
-		return 0; /* deleted meanwhile */
-	if (rc < 0)
-		return rc;
-	for (size_t i = 0; rc == 0 && i < m.npacks; i++) {
-		if (!in_set(&c->names, m.packs[i], strlen(m.packs[i])))
-			rc = strbuf_add(&c->names, m.packs[i], strlen(m.packs[i]) + 1);
-	}
-	manifest_free(&m);
-	return rc;
-}
-
-/*
- * Under st->lock: move the packs with no refs and no pins, and not in
- * @listed (NUL-separated names another host's manifest uses), out of
- * st->packs into @dead.
- */
-static size_t take_dead_packs(struct store *st, const struct strbuf *listed, struct pack **dead)
-{
-	size_t n = 0;
-	for (size_t i = 0; i < st->npacks;) {
-		struct pack *p = st->packs[i];
-		if (p->refs > 0 || p->pins > 0 || in_set(listed, p->name, strlen(p->name))) {
-			i++;
-			continue;
-		}
-		p->indexed = false;
-		dead[n++] = p;
-		st->packs[i] = st->packs[--st->npacks];
-	}
-	return n;
-}
-
-void store_gc(struct store *st)
-{
-	if (st->incomplete)
-		return; /* refs may be undercounted: see struct store */
-	/*
-	 * Manifests another host sharing the store wrote since this process
-	 * opened it may use packs this process counts as unused: read them
-	 * afresh, and keep what they list.
-	 */
-	struct collect_ctx c = {.st = st};
-	struct err e = {0};
-	if (store_list_snapshots(st, add_listed_packs, &c, &e) < 0) {
-		warning("store: not collecting packs: %s", e.msg);
-		strbuf_release(&c.names);
-		return;
-	}
-	pthread_mutex_lock(&st->lock);
-	_cleanup_free_ struct pack **dead = calloc(st->npacks + 1, sizeof(*dead));
-	size_t n = dead ? take_dead_packs(st, &c.names, dead) : 0;
-	/* Out of the index before out of the objstore: no put may find them any more. */
-	if (n > 0 && index_drop_unindexed(&st->index) < 0) {
-		/* Keep them, and their chunks findable: collected on a later try. */
-		for (size_t i = 0; i < n; i++) {
-			dead[i]->indexed = true;
-			store_add_pack(st, dead[i]);
-		}
-		n = 0;
-	}
-	pthread_mutex_unlock(&st->lock);
-	strbuf_release(&c.names);
-	for (size_t i = 0; i < n; i++) {
-		delete_pack_objects(st, dead[i]->name);
-		free(dead[i]);
-	}
-}
-
-static bool kept_id(const struct collect_ctx *c, const char *id, size_t len)
-{
-	for (size_t i = 0; i < c->nkeep; i++) {
-		if (strlen(c->keep_ids[i]) == len && !memcmp(c->keep_ids[i], id, len))
-			return true;
-	}
-	for (struct inflight *fl = c->st->inflight; fl; fl = fl->next) {
-		if (strlen(fl->id) == len && !memcmp(fl->id, id, len))
-			return true;
-	}
-	return false;
-}
-
-/* "packs/<id>/<seq>.pack|.idx" of no manifest, no put in flight → delete. */
-static int consider_pack_key(const char *key, int64_t size, void *arg)
-{
-	struct collect_ctx *c = arg;
-	(void)size;
-	const char *name = key + strlen("packs/");
-	const char *slash = strchr(name, '/');
-	const char *dot = strrchr(name, '.');
-	char pack[MANIFEST_PACK_MAX + 1];
-	if (!slash || !dot || dot < slash || (size_t)(dot - name) > MANIFEST_PACK_MAX)
-		return 0;
-	memcpy(pack, name, (size_t)(dot - name));
-	pack[dot - name] = '\0';
-	pthread_mutex_lock(&c->st->lock);
-	bool live = kept_id(c, name, (size_t)(slash - name)) || store_find_pack(c->st, pack);
-	pthread_mutex_unlock(&c->st->lock);
-	if (live || in_set(&c->names, pack, strlen(pack)))
-		return 0;
-	return strbuf_add(&c->keys, key, strlen(key) + 1);
-}
-
-static int delete_keys(struct store *st, const struct strbuf *keys, struct err *e)
-{
-	int count = 0;
-	for (size_t off = 0; off < keys->len; off += strlen(keys->buf + off) + 1) {
-		int rc = objstore_del(st->os, keys->buf + off, e);
-		if (rc < 0)
-			return rc;
-		count++;
-	}
-	return count;
-}
-
-int store_collect(struct store *st, const char *const *keep_ids, size_t nkeep, struct err *e)
-{
-	struct collect_ctx c = {.st = st, .keep_ids = keep_ids, .nkeep = nkeep};
-	pthread_mutex_lock(&st->lock);
-	bool busy = st->inflight || nkeep > 0;
-	pthread_mutex_unlock(&st->lock);
-	int swept = objstore_sweep(st->os, busy ? SWEEP_GRACE_MS : 0, e);
-	int rc = swept < 0 ? swept : 0;
-	/* Manifests before packs: a put that completes in between is in memory by then. */
-	if (rc == 0)
-		rc = store_list_snapshots(st, add_listed_packs, &c, e);
-	if (rc == 0)
-		rc = objstore_list(st->os, "packs/", consider_pack_key, &c, e);
-	if (rc == 0)
-		rc = delete_keys(st, &c.keys, e);
-	if (rc == -EFBIG || rc == -ENOMEM)
-		rc = err_set(e, -rc, "too many objects in %s", st->os->url);
-	strbuf_release(&c.names);
-	strbuf_release(&c.keys);
-	return rc < 0 ? rc : rc + swept;
 }
 
 void store_stats(struct store *st, struct store_stats *out)

@@ -19,11 +19,12 @@
  * missing chunk fails the get with -EIO naming the snapshot and the chunk,
  * and the get removes what it wrote.
  *
- * Deletion removes the manifest first, then every pack that no manifest
- * lists any more and that no put in flight uses (docs/store.md: the grace
- * rules). The store keeps in memory, rebuilt from the manifests and pack
- * indexes at open, which packs each manifest lists and where every stored
- * chunk is.
+ * Deletion removes the manifest first; packs that no manifest lists any
+ * more and no put in flight uses go under the rules of backend/store_gc.c:
+ * at once in a store only this process writes, after a grace period in a
+ * store that several hosts share (docs/store.md). The store keeps in
+ * memory which packs each manifest lists and where every stored chunk is,
+ * read at open and kept up to date with store_refresh().
  *
  * Thread-safety: every function may be called from any thread at once.
  * A put or get uses up to one thread per core.
@@ -104,18 +105,40 @@ int store_list_snapshots(struct store *st, int (*fn)(const char *id, void *arg),
 			 struct err *e);
 
 /*
- * Delete the manifest of @id first, then the packs no other manifest lists
- * and no put in flight uses. A missing snapshot is 0.
+ * Follow the manifests other hosts sharing the store added or deleted: the
+ * records this store keeps (and so which chunks puts deduplicate against
+ * and which packs are in use) match the manifests listed now. Calls @fn (if
+ * not NULL) with the id of every snapshot listed, as store_list_snapshots().
+ */
+int store_refresh(struct store *st, int (*fn)(const char *id, void *arg), void *arg, struct err *e);
+
+/*
+ * The grace period, in ms, before a pack that no manifest lists may be
+ * deleted: 0 (the default) when this process is the only writer of the
+ * store, so packs go at once; otherwise longer than any put takes (a put
+ * that outlasts 3/4 of it may fail with ETIMEDOUT). See backend/store_gc.c.
+ */
+void store_set_grace(struct store *st, int64_t grace_ms);
+int64_t store_grace_ms(const struct store *st);
+/* How often the daemon should run store_collect(): a quarter of the grace, 1 s to 10 min. */
+#define STORE_COLLECT_PERIOD_MAX_MS (600 * 1000)
+int64_t store_collect_period_ms(const struct store *st);
+
+/*
+ * Delete the manifest of @id first, then collect the packs no manifest
+ * lists any more and no put in flight uses. A missing snapshot is 0.
  */
 int store_delete_snapshot(struct store *st, const char *id, struct err *e);
 
 /*
- * Remove packs that no manifest lists, unless a put in flight in this
- * process wrote them or their snapshot id is in @keep_ids (snapshots being
- * stored by someone else), and what interrupted puts left behind (temp
- * objects: all of them when no put is in flight here and @nkeep is 0,
- * otherwise only those older than an hour). Returns the number of objects
- * removed or a negative errno.
+ * One collection pass (backend/store_gc.c): condemn packs that no manifest
+ * lists, unless a put in flight in this process writes or uses them or their
+ * snapshot id is in @keep_ids; delete those condemned longer than the grace
+ * period; rescue condemned packs a manifest lists again. Also removes what
+ * interrupted puts left behind: temp objects, all of them when the grace is
+ * 0 and no put is in flight here and @nkeep is 0, otherwise those older
+ * than an hour or the grace period. Returns the number of objects removed
+ * or a negative errno.
  */
 int store_collect(struct store *st, const char *const *keep_ids, size_t nkeep, struct err *e);
 

@@ -11,13 +11,16 @@
  *     one once;
  *   - one struct snap_rec per manifest: the packs it lists, its sizes;
  *   - the puts in flight, each with the packs it pinned.
- * A pack is deleted only once refs and pins are both zero; its chunks leave
- * the index (under the lock) before its objects leave the objstore, so no
- * put can start using a pack that is being deleted.
+ * store_refresh() makes this follow the manifests in the objstore, which
+ * other hosts sharing it add and delete. A put uses a stored chunk only if
+ * its pack is in use (refs or pins) and not condemned; packs leave under
+ * the rules of backend/store_gc.c, their chunks leaving the index (under
+ * the lock) before their objects leave the objstore.
  *
  * Objects: manifests/<id>.json, packs/<id>/<seq>.pack and
  * packs/<id>/<seq>.idx, where <id> is the snapshot whose put wrote the pack
- * (later snapshots may use its chunks too) and <seq> four or more digits.
+ * (later snapshots may use its chunks too) and <seq> four or more digits;
+ * trash/<id>/<seq>.<token>: the pack <id>/<seq> is condemned (store_gc.c).
  */
 #ifndef SNAPFS_STORE_INTERNAL_H
 #define SNAPFS_STORE_INTERNAL_H
@@ -41,7 +44,15 @@ struct pack {
 	int64_t bytes;	   /* the pack object */
 	int64_t idx_bytes; /* its index object */
 	bool indexed;	   /* its chunks are in the chunk index */
+	bool idx_read;	   /* its index object was read, or could not be: not read again */
+	bool condemned;	   /* a trash/ marker names it: no new put may use it */
 };
+
+/* Whether a put may use chunks of @p (under st->lock). */
+static inline bool pack_usable(const struct pack *p)
+{
+	return p->indexed && !p->condemned && (p->refs > 0 || p->pins > 0);
+}
 
 /* Where one chunk is stored. An empty index slot has pack == NULL. */
 struct chunk_ref {
@@ -67,6 +78,7 @@ struct snap_rec {
 	int64_t size_bytes;
 	int64_t stored_bytes;
 	int64_t manifest_bytes;
+	uint64_t seq; /* st->seq when it was recorded: see store_refresh() */
 };
 
 struct inflight {
@@ -87,12 +99,16 @@ struct store {
 	struct snap_rec *snaps;
 	size_t nsnaps, snaps_cap;
 	struct inflight *inflight;
+	uint64_t seq;	  /* counts records added */
+	int64_t grace_ms; /* see store_set_grace() */
 	/*
-	 * Some manifest could not be read at open (the store did not answer,
-	 * or answered garbage): pack refs may be undercounted, so no pack is
-	 * collected for the rest of this process's life.
+	 * Held by store_refresh() and the collection (store_gc.c): one at a
+	 * time, so neither frees a pack the other is reading. Taken before
+	 * st->lock, never while holding it.
 	 */
-	bool incomplete;
+	pthread_mutex_t sync_lock;
+	struct marker_seen *seen; /* under sync_lock: store_gc.c */
+	size_t nseen, seen_cap;
 };
 
 /* Pack index objects: a header, one entry per chunk, a SHA-256 of all before it. */
@@ -129,6 +145,8 @@ const struct chunk_ref *chunk_index_find(const struct chunk_index *ix,
 					 const unsigned char sha[SHA256_LEN]);
 int chunk_index_add(struct chunk_index *ix, const struct chunk_ref *ref);
 void chunk_index_free(struct chunk_index *ix);
+/* Rebuild @ix without the chunks of packs no longer indexed; -ENOMEM leaves it as it was. */
+int chunk_index_drop_unindexed(struct chunk_index *ix);
 
 /* The pack index object of @n entries (caller frees *out), and its parse. */
 int pack_idx_encode(const struct store *st, const struct pack_idx_entry *ents, size_t n, char **out,
@@ -145,8 +163,32 @@ void store_parallel(unsigned n, void (*fn)(void *arg, unsigned worker), void *ar
 
 /* Under st->lock: the pack named @name, or NULL. */
 struct pack *store_find_pack(struct store *st, const char *name);
-/* Delete every pack with no refs and no pins: out of the index, then out of the objstore. */
+/* Under st->lock: the pack @name, added (unindexed, no refs) if it is new; NULL: ENOMEM. */
+struct pack *store_pack_get_or_add(struct store *st, const char *name);
+/* Under st->lock: the record of snapshot @id, or NULL. */
+struct snap_rec *store_find_snap(struct store *st, const char *id);
+
+/*
+ * Under sync_lock (store_refresh.c): make the records follow the manifests
+ * listed now. *@complete: every manifest listed could be read.
+ */
+int store_refresh_locked(struct store *st, int (*fn)(const char *id, void *arg), void *arg,
+			 bool *complete, struct err *e);
+
+/* Collect if some pack lost its last user (store_gc.c): after a delete or a put. */
 void store_gc(struct store *st);
+/*
+ * For a put (store_gc.c), when the grace period is not zero: mark every
+ * pack a trash/ marker names as condemned, so this put does not use it.
+ */
+int store_note_condemned(struct store *st, struct err *e);
+/*
+ * Whether a put that listed trash/ at @since_ms (mono_ms()) and uses the
+ * @n packs @packs may write its manifest: 0, or -ETIMEDOUT when one of them
+ * is condemned and the grace period may be over (see store_gc.c).
+ */
+int store_check_condemned(struct store *st, const char *id, struct pack *const *packs, size_t n,
+			  int64_t since_ms, struct err *e);
 
 /* Under st->lock: register a put of @id; NULL (-ENOMEM) or -EBUSY if one is in flight. */
 int store_inflight_begin(struct store *st, const char *id, struct inflight **out);
@@ -161,7 +203,8 @@ int store_reserve(struct store *st, size_t packs, size_t chunks);
 int store_add_pack(struct store *st, struct pack *p);
 /* Under st->lock: drop the record of @id, its packs lose a ref; false if there was none. */
 bool store_forget_snap(struct store *st, const char *id);
-/* Under st->lock: record manifest @rec (takes its packs array), refs++ on each pack. */
+/* Under st->lock: record manifest @rec (takes its packs array, sets its seq), refs++ on each pack.
+ */
 int store_add_snap(struct store *st, struct snap_rec *rec);
 
 #endif

@@ -123,6 +123,7 @@ struct put {
 	struct pool pool;
 	struct progress progress;
 	int64_t size_bytes, pack_bytes;
+	int64_t trash_listed_ms; /* mono_ms() when condemned packs were listed: store_gc.c */
 };
 
 static void report(struct progress *p, int64_t add)
@@ -299,14 +300,17 @@ static bool all_zero(const unsigned char *p, size_t len)
 	return p[0] == 0 && memcmp(p, p + 1, len - 1) == 0;
 }
 
-/* Is the chunk stored already? A hit in the store's index pins its pack for this put. */
+/*
+ * Is the chunk stored already, in a pack a put may use? A hit in the
+ * store's index pins its pack for this put.
+ */
 static int look_up(struct put *put, struct work *w)
 {
 	struct store *st = put->st;
 	int rc = 0;
 	pthread_mutex_lock(&st->lock);
 	const struct chunk_ref *r = chunk_index_find(&st->index, w->sha256);
-	if (r) {
+	if (r && pack_usable(r->pack)) {
 		w->ref = *r;
 		w->found = true;
 		rc = store_inflight_pin(put->fl, r->pack);
@@ -709,14 +713,16 @@ static int register_put(struct put *put, int64_t stored, int64_t manifest_len)
 		store_add_pack(st, put->own[i]);
 	}
 	put->nown = 0; /* the store owns them now */
-	for (size_t i = 0; i < put->local.cap; i++) {
+	int rc =
+	    store_add_snap(st, &rec); /* first: a chunk of a used pack replaces a condemned copy */
+	for (size_t i = 0; rc == 0 && i < put->local.cap; i++) {
 		if (put->local.slots[i].pack)
 			chunk_index_add(&st->index, &put->local.slots[i]);
 	}
-	return store_add_snap(st, &rec);
+	return rc;
 }
 
-/* Undo a put that failed before register_put(): its packs, its pins. */
+/* Undo a failed put: the packs it wrote, unless register_put() gave them to the store. */
 static void abort_put(struct put *put)
 {
 	char key[OBJ_KEY_MAX];
@@ -733,6 +739,15 @@ static void abort_put(struct put *put)
 		free(put->own[i]);
 	}
 	put->nown = 0;
+}
+
+/* Before any chunk is looked up: which packs other hosts condemned (store_gc.c, rule 3). */
+static int note_condemned(struct put *put, struct err *e)
+{
+	struct err inner = {0};
+	put->trash_listed_ms = mono_ms();
+	int rc = store_note_condemned(put->st, &inner);
+	return rc < 0 ? store_wrap(e, put->id, rc, &inner) : 0;
 }
 
 /* Ids are never reused; refusing keeps a put from mixing data with a completed snapshot. */
@@ -830,7 +845,10 @@ static int put_manifest(struct put *put, const cJSON *meta, struct store_put_res
 	size_t len = 0;
 	char key[OBJ_KEY_MAX];
 	struct err inner = {0};
-	int rc = build_manifest(put, meta, &json, &len, e);
+	int rc =
+	    store_check_condemned(st, put->id, put->mpacks, put->nmpacks, put->trash_listed_ms, e);
+	if (rc == 0)
+		rc = build_manifest(put, meta, &json, &len, e);
 	if (rc < 0)
 		return rc;
 	int64_t stored = put->pack_bytes + (int64_t)len;
@@ -875,12 +893,14 @@ int store_put_snapshot(struct store *st, const char *id, const char *dir, const 
 	pthread_mutex_unlock(&st->lock);
 	if (rc < 0)
 		return err_set(e, -rc, "snapshot %s is being stored already", id);
-	rc = put_setup(&put, e);
+	rc = note_condemned(&put, e);
+	if (rc == 0)
+		rc = put_setup(&put, e);
 	if (rc == 0)
 		rc = put_files(&put, dir, e);
 	if (rc == 0)
 		rc = put_manifest(&put, meta, res, e);
-	else
+	if (rc < 0)
 		abort_put(&put);
 	pthread_mutex_lock(&st->lock);
 	store_inflight_end(st, put.fl);

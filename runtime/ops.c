@@ -496,6 +496,10 @@ static int open_parts(const struct ops_config *cfg, struct err *e)
 	rc = store_open(cfg->store_url, cfg->state_dir, &ops.store, e);
 	if (rc < 0)
 		return rc;
+	bool named = cfg->store_url && cfg->store_url[0];
+	store_set_grace(ops.store, cfg->gc_grace_ms >= 0 ? cfg->gc_grace_ms
+				   : named		 ? OPS_SHARED_GRACE_MS
+							 : 0);
 	rc = images_open(cfg->images_dir, &ops.images, e);
 	if (rc < 0)
 		return rc;
@@ -530,6 +534,7 @@ static void *monitor_main(void *arg)
 		pthread_mutex_unlock(&monitor_lock);
 		monitor_sandboxes();
 		ops_sync_if_stale();
+		ops_collect_if_due();
 		pthread_mutex_lock(&monitor_lock);
 	}
 	pthread_mutex_unlock(&monitor_lock);

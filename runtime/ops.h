@@ -47,12 +47,19 @@ struct images;
 struct runsc;
 
 struct ops_config {
-	const char *state_dir;  /* --state */
-	const char *images_dir; /* --images */
-	const char *store_url;  /* --store, NULL for <state>/store */
-	const char *runsc_bin;  /* --runsc, NULL for "runsc" on PATH */
+	const char *state_dir;	 /* --state */
+	const char *images_dir;	 /* --images */
+	const char *store_url;	 /* --store, NULL for <state>/store */
+	const char *runsc_bin;	 /* --runsc, NULL for "runsc" on PATH */
 	int64_t cache_max_bytes; /* --cache-max, 0 for a quarter of the disk (runtime/cache.h) */
+	/*
+	 * --gc-grace (backend/store_gc.c); -1: 0 for the default store, which
+	 * only this daemon writes, and OPS_SHARED_GRACE_MS for a --store named,
+	 * which other hosts may share.
+	 */
+	int64_t gc_grace_ms;
 };
+#define OPS_SHARED_GRACE_MS (3600 * 1000)
 
 /*
  * Take the state directory's lock, open the registry, store, images and
@@ -117,8 +124,7 @@ enum sandbox_field {
 	SB_FIELD_GPU,
 };
 /* Write image/entrypoint/env/gpu while `created` (-EBUSY after). @value is the whole file. */
-int ops_sandbox_set(const char *id, enum sandbox_field field, const char *value,
-		    struct err *e);
+int ops_sandbox_set(const char *id, enum sandbox_field field, const char *value, struct err *e);
 
 int ops_sandbox_start(const char *id, ops_done_fn done, void *ctx, struct err *e);
 /* @label may be NULL or "". @snap_id_out gets the new snapshot's id. done: when completed. */
@@ -159,7 +165,7 @@ enum ops_object {
 	OPS_OBJ_SNAPSHOT,
 	OPS_OBJ_EVENTS, /* the events journal grew; id is "" */
 	OPS_OBJ_ERRORS, /* the errors journal grew; id is "" */
-	OPS_OBJ_LIST,   /* an object appeared or went away; id is the object's */
+	OPS_OBJ_LIST,	/* an object appeared or went away; id is the object's */
 };
 
 /*
@@ -168,8 +174,7 @@ enum ops_object {
  * `error`. @path is the control file relative to the mount, e.g.
  * "sandboxes/web/start".
  */
-void ops_report_error(enum ops_object kind, const char *id, const char *path,
-		      const struct err *e);
+void ops_report_error(enum ops_object kind, const char *id, const char *path, const struct err *e);
 
 /*
  * Register the one change listener: called after every state change of an
@@ -188,6 +193,8 @@ void ops_set_change_listener(void (*fn)(enum ops_object kind, const char *id, vo
  */
 int ops_sync_snapshots(void);
 void ops_sync_if_stale(void);
+/* Queue a collection pass of the store if its period is over (runtime/ops_sync.c). */
+void ops_collect_if_due(void);
 
 /* The journals' files, for reading at an offset (append-only JSON lines). */
 const char *ops_events_path(void);

@@ -932,14 +932,11 @@ void reconcile_snapshots(void)
 	registry_snapshot_each(ops.reg, collect_snapshot_ids, &ids);
 	strbuf_each_line(&ids, reconcile_snapshot_id);
 	/*
-	 * Nothing is being stored here yet, so packs no manifest lists are
-	 * garbage, in a store only this host writes. In a shared bucket they
-	 * may be another host's put in flight: collecting there waits for a
-	 * cross-host grace rule (docs/store.md, "Limits").
+	 * Nothing is being stored here yet: what interrupted puts left is
+	 * condemned now, or removed at once where the grace period is 0
+	 * (backend/store_gc.c).
 	 */
-	int n = str_has_prefix(store_url(ops.store), "file://")
-		    ? store_collect(ops.store, NULL, 0, &e)
-		    : 0;
+	int n = store_collect(ops.store, NULL, 0, &e);
 	if (n > 0)
 		info("removed %d objects left by interrupted snapshots", n);
 	else if (n < 0)

@@ -12,8 +12,15 @@
  *     suspended sandbox here depends on it (that one turns `failed`, so
  *     resume says why instead of finding nothing).
  * Rows still pending or in progress are this host's own work and are left
- * alone. The monitor thread calls it every SYNC_PERIOD_MS; readers of
- * snapshots/ call ops_sync_if_stale() so a listing is never older than that.
+ * alone. The same listing refreshes the store's own records
+ * (store_refresh()), so puts here deduplicate against other hosts' packs and
+ * stop using packs of deleted snapshots. The monitor thread calls it every
+ * SYNC_PERIOD_MS; readers of snapshots/ call ops_sync_if_stale() so a
+ * listing is never older than that.
+ *
+ * ops_collect_if_due() queues a collection pass of the store (condemn and
+ * delete unused packs: backend/store_gc.c) on the store queue every
+ * store_collect_period_ms().
  */
 #include "runtime/ops_internal.h"
 
@@ -24,6 +31,7 @@
 
 #include "backend/store.h"
 #include "lib/strbuf.h"
+#include "runtime/jobs.h"
 
 #define SYNC_PERIOD_MS 3000
 
@@ -152,7 +160,7 @@ int ops_sync_snapshots(void)
 	struct err e = {0};
 	pthread_mutex_lock(&sync_lock);
 	strbuf_adds(&w.stored, "\n");
-	int rc = store_list_snapshots(ops.store, note_stored, &w, &e);
+	int rc = store_refresh(ops.store, note_stored, &w, &e);
 	if (rc == 0) {
 		registry_snapshot_each(ops.reg, collect_gone, &w);
 		strbuf_each_line(&w.gone, forget_id);
@@ -174,4 +182,32 @@ void ops_sync_if_stale(void)
 	pthread_mutex_unlock(&sync_lock);
 	if (stale)
 		ops_sync_snapshots();
+}
+
+static int64_t last_collect_ms;
+static bool collect_queued; /* under sync_lock */
+
+static void collect_job(void *arg)
+{
+	struct err e = {0};
+	(void)arg;
+	int n = store_collect(ops.store, NULL, 0, &e);
+	if (n > 0)
+		info("store: removed %d unused objects", n);
+	else if (n < 0)
+		warning("cannot collect the store's garbage: %s", e.msg);
+	pthread_mutex_lock(&sync_lock);
+	collect_queued = false;
+	last_collect_ms = mono_ms();
+	pthread_mutex_unlock(&sync_lock);
+}
+
+void ops_collect_if_due(void)
+{
+	pthread_mutex_lock(&sync_lock);
+	bool due =
+	    !collect_queued && mono_ms() - last_collect_ms >= store_collect_period_ms(ops.store);
+	if (due && jobs_submit(JOB_STORE, collect_job, NULL) == 0)
+		collect_queued = true;
+	pthread_mutex_unlock(&sync_lock);
 }

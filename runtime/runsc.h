@@ -28,8 +28,8 @@
 #include "lib/util.h"
 
 struct runsc {
-	char bin[4096];  /* runsc binary (--runsc), default "runsc" from PATH */
-	char root[4096]; /* runsc --root: <state>/runsc */
+	char bin[4096];	   /* runsc binary (--runsc), default "runsc" from PATH */
+	char root[4096];   /* runsc --root: <state>/runsc */
 	char version[128]; /* first line of `runsc --version`, without "runsc version " */
 };
 

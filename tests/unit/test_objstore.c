@@ -11,21 +11,7 @@
 #include "backend/objstore.h"
 #include "lib/util.h"
 #include "tests/unit/t.h"
-
-static char base[64];
-
-static void path_in(char *out, const char *rel)
-{
-	snprintf(out, PATH_MAX, "%s/%s", base, rel);
-}
-
-static bool exists(const char *rel)
-{
-	char p[PATH_MAX];
-	struct stat st;
-	path_in(p, rel);
-	return stat(p, &st) == 0;
-}
+#include "tests/unit/t_dir.h"
 
 struct seen {
 	int n;
@@ -91,8 +77,8 @@ static void test_file(struct objstore *os)
 	char *data = malloc(len);
 	for (size_t i = 0; i < len; i++)
 		data[i] = (char)(i * 7 + i / 4096);
-	path_in(src, "src.bin");
-	path_in(dst, "dst.bin");
+	t_path(src, "src.bin");
+	t_path(dst, "dst.bin");
 	CHECK(write_file_durable(src, data, len) == 0);
 	CHECK(objstore_put_file(os, "f/big", src, &e) == 0);
 	CHECK(objstore_get_file(os, "f/big", dst, &e) == 0);
@@ -110,7 +96,7 @@ static void test_list_and_del(struct objstore *os)
 {
 	struct err e = {0};
 	char p[PATH_MAX];
-	path_in(p, "store/a/b/leftover.tmp.abcd");
+	t_path(p, "store/a/b/leftover.tmp.abcd");
 	CHECK(write_file_durable(p, "junk", 4) == 0);
 	struct seen s = {0};
 	CHECK(objstore_list(os, "a/", on_key, &s, &e) == 0);
@@ -128,12 +114,12 @@ static void test_list_and_del(struct objstore *os)
 
 	unlink(p);
 	CHECK(objstore_del(os, "a/b/c", &e) == 0);
-	CHECK(!exists("store/a/b/c"));
-	CHECK(!exists("store/a")); /* empty parents pruned */
-	CHECK(exists("store"));	   /* but never the root */
+	CHECK(!t_exists("store/a/b/c"));
+	CHECK(!t_exists("store/a")); /* empty parents pruned */
+	CHECK(t_exists("store"));    /* but never the root */
 	CHECK(objstore_del(os, "a/b/c", &e) == 0);
 	CHECK(objstore_del(os, "f/big", &e) == 0);
-	CHECK(!exists("store/f"));
+	CHECK(!t_exists("store/f"));
 }
 
 static void test_range(struct objstore *os)
@@ -157,29 +143,29 @@ static void test_sweep(struct objstore *os)
 {
 	struct err e = {0};
 	char p[PATH_MAX], q[PATH_MAX];
-	path_in(p, "store/s/t/x.pack.tmp.0123abcd");
-	path_in(q, "store/s/t");
+	t_path(p, "store/s/t/x.pack.tmp.0123abcd");
+	t_path(q, "store/s/t");
 	CHECK(mkdir_p(q, 0755) == 0);
-	path_in(q, "store/s/keep.tmp.fresh");
+	t_path(q, "store/s/keep.tmp.fresh");
 	CHECK(write_file_durable(p, "junk", 4) == 0);
 	CHECK(write_file_durable(q, "junk", 4) == 0);
 	struct timespec old[2] = {{.tv_sec = time(NULL) - 7200}, {.tv_sec = time(NULL) - 7200}};
 	CHECK(utimensat(AT_FDCWD, p, old, 0) == 0);
 	CHECK(objstore_put_buf(os, "s/real", "x", 1, &e) == 0);
 	CHECK(objstore_sweep(os, 3600 * 1000, &e) == 1);
-	CHECK(!exists("store/s/t")); /* emptied, so pruned */
-	CHECK(exists("store/s/keep.tmp.fresh") && exists("store/s/real"));
+	CHECK(!t_exists("store/s/t")); /* emptied, so pruned */
+	CHECK(t_exists("store/s/keep.tmp.fresh") && t_exists("store/s/real"));
 	CHECK(objstore_sweep(os, 0, &e) == 1);
-	CHECK(!exists("store/s/keep.tmp.fresh") && exists("store/s/real"));
+	CHECK(!t_exists("store/s/keep.tmp.fresh") && t_exists("store/s/real"));
 	CHECK(objstore_del(os, "s/real", &e) == 0);
-	CHECK(!exists("store/s"));
+	CHECK(!t_exists("store/s"));
 }
 
 /* A 1 MiB tmpfs in a private mount namespace; skipped where that needs privileges we lack. */
 static void test_enospc(void)
 {
 	char dir[PATH_MAX];
-	path_in(dir, "small");
+	t_path(dir, "small");
 	mkdir(dir, 0755);
 	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
 	    mount("tmpfs", dir, "tmpfs", 0, "size=1m") < 0) {
@@ -203,11 +189,10 @@ static void test_enospc(void)
 
 int main(void)
 {
-	snprintf(base, sizeof(base), "/tmp/test_objstore.XXXXXX");
-	if (!mkdtemp(base))
+	if (!t_dir_make("test_objstore"))
 		return 1;
 	char dir[PATH_MAX];
-	path_in(dir, "store");
+	t_path(dir, "store");
 	struct objstore *os = NULL;
 	struct err e = {0};
 	CHECK(objstore_local_open(dir, &os, &e) == 0);
@@ -225,6 +210,6 @@ int main(void)
 	test_sweep(os);
 	objstore_close(os);
 	test_enospc();
-	rm_rf(base);
+	rm_rf(t_base);
 	return t_done();
 }

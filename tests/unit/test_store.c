@@ -15,6 +15,7 @@
 #include "backend/store.h"
 #include "lib/util.h"
 #include "tests/unit/t.h"
+#include "tests/unit/t_dir.h"
 
 #define PAGE 4096u
 /* pages.img: random pages, a zero region, text pages, the same random page again and again. */
@@ -25,8 +26,6 @@
 #define PAGES_LEN ((RANDOM_PAGES + ZERO_PAGES + TEXT_PAGES + REPEAT_PAGES) * PAGE)
 #define CKPT_LEN ((300u << 10) + 77)
 
-static char base[64];
-
 struct file {
 	const char *name;
 	unsigned char *data;
@@ -35,51 +34,9 @@ struct file {
 
 static struct file files[3];
 
-static void path_in(char *out, const char *rel)
-{
-	snprintf(out, PATH_MAX, "%s/%s", base, rel);
-}
-
-static bool exists(const char *rel)
-{
-	char p[PATH_MAX];
-	struct stat st;
-	path_in(p, rel);
-	return stat(p, &st) == 0;
-}
-
-/* Entries in @rel other than "." and "..", or -1 if it cannot be read. */
-static int count_entries(const char *rel)
-{
-	char p[PATH_MAX];
-	path_in(p, rel);
-	DIR *d = opendir(p);
-	if (!d)
-		return -1;
-	int n = 0;
-	struct dirent *de;
-	while ((de = readdir(d)) != NULL)
-		n += strcmp(de->d_name, ".") && strcmp(de->d_name, "..");
-	closedir(d);
-	return n;
-}
-
-static void write_rel(const char *rel, const void *data, size_t len)
-{
-	char p[PATH_MAX];
-	path_in(p, rel);
-	CHECK(write_file_durable(p, data, len) == 0);
-}
-
-static void random_bytes(unsigned char *p, size_t len)
-{
-	for (size_t off = 0; off < len;)
-		off += (size_t)getrandom(p + off, len - off, 0);
-}
-
 static void make_pages(unsigned char *p)
 {
-	random_bytes(p, RANDOM_PAGES * PAGE);
+	t_random(p, RANDOM_PAGES * PAGE);
 	p += RANDOM_PAGES * PAGE;
 	memset(p, 0, ZERO_PAGES * PAGE);
 	p += ZERO_PAGES * PAGE;
@@ -94,10 +51,10 @@ static void make_pages(unsigned char *p)
 static void write_source(const char *rel)
 {
 	char p[PATH_MAX];
-	path_in(p, rel);
+	t_path(p, rel);
 	CHECK(mkdir_p(p, 0755) == 0);
 	for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
-		snprintf(p, sizeof(p), "%s/%s/%s", base, rel, files[i].name);
+		snprintf(p, sizeof(p), "%s/%s/%s", t_base, rel, files[i].name);
 		CHECK(write_file_durable(p, files[i].data, files[i].len) == 0);
 	}
 }
@@ -112,19 +69,19 @@ static void make_source(void)
 	files[2] = (struct file){"empty_file", (unsigned char *)strdup(""), 0};
 	write_source("src");
 	char p[PATH_MAX];
-	path_in(p, "src/subdir");
+	t_path(p, "src/subdir");
 	CHECK(mkdir_p(p, 0755) == 0); /* not a regular file: not stored */
 }
 
 /* Every source file is in directory @rel with the same bytes, and nothing else is. */
 static void check_copy(const char *rel)
 {
-	CHECK(count_entries(rel) == (int)ARRAY_SIZE(files));
+	CHECK(t_entries(rel) == (int)ARRAY_SIZE(files));
 	for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
 		char p[PATH_MAX];
 		char *got = NULL;
 		size_t len = 0;
-		snprintf(p, sizeof(p), "%s/%s/%s", base, rel, files[i].name);
+		snprintf(p, sizeof(p), "%s/%s/%s", t_base, rel, files[i].name);
 		CHECK(read_file(p, &got, &len, PAGES_LEN) == 0);
 		CHECK(got && len == files[i].len && !memcmp(got, files[i].data, len));
 		free(got);
@@ -168,7 +125,7 @@ static int put_dir(struct store *st, const char *id, const char *rel, struct sto
 		   struct err *e)
 {
 	char src[PATH_MAX];
-	path_in(src, rel);
+	t_path(src, rel);
 	cJSON *meta = meta_for(id);
 	int rc = store_put_snapshot(st, id, src, meta, NULL, NULL, res, e);
 	cJSON_Delete(meta);
@@ -195,17 +152,17 @@ static void test_open(void)
 	struct store *st = NULL;
 	struct err e = {0};
 	char want[PATH_MAX + 16];
-	CHECK(store_open(NULL, base, &st, &e) == 0);
-	snprintf(want, sizeof(want), "file://%s/store", base);
+	CHECK(store_open(NULL, t_base, &st, &e) == 0);
+	snprintf(want, sizeof(want), "file://%s/store", t_base);
 	CHECK_STR(st ? store_url(st) : NULL, want);
 	store_close(st);
 	/* s3:// goes to objstore_s3_open(), which wants credentials in the environment. */
 	unsetenv("AWS_ACCESS_KEY_ID");
-	CHECK(store_open("s3://bucket/prefix", base, &st, &e) == -EINVAL);
+	CHECK(store_open("s3://bucket/prefix", t_base, &st, &e) == -EINVAL);
 	CHECK(strstr(e.msg, "AWS_ACCESS_KEY_ID") != NULL);
-	CHECK(store_open("http://user:secret@host/x", base, &st, &e) == -EINVAL);
+	CHECK(store_open("http://user:secret@host/x", t_base, &st, &e) == -EINVAL);
 	CHECK(strstr(e.msg, "secret") == NULL);
-	CHECK(store_open("file://relative", base, &st, &e) == -EINVAL);
+	CHECK(store_open("file://relative", t_base, &st, &e) == -EINVAL);
 	rm_rf(want + strlen("file://"));
 }
 
@@ -213,8 +170,8 @@ static void test_put_get(struct store *st)
 {
 	struct err e = {0};
 	char src[PATH_MAX], out[PATH_MAX];
-	path_in(src, "src");
-	path_in(out, "out");
+	t_path(src, "src");
+	t_path(out, "out");
 	cJSON *meta = meta_for("snap-1");
 	struct progress_log pl = {.monotonic = true};
 	struct store_put_result res = {0};
@@ -228,7 +185,7 @@ static void test_put_get(struct store *st)
 	CHECK(res.stored_bytes < (int64_t)((RANDOM_PAGES + TEXT_PAGES / 2) * PAGE + CKPT_LEN / 2));
 	CHECK(!strcmp(cJSON_GetObjectItem(meta, "id")->valuestring, "snap-1")); /* not consumed */
 	cJSON_Delete(meta);
-	CHECK(exists("store/packs/snap-1/0000.pack") && exists("store/packs/snap-1/0000.idx"));
+	CHECK(t_exists("store/packs/snap-1/0000.pack") && t_exists("store/packs/snap-1/0000.idx"));
 
 	CHECK(put(st, "snap-1", &e) == -EEXIST);
 	CHECK(store_get_snapshot(st, "snap-1", out, &e) == 0);
@@ -236,7 +193,7 @@ static void test_put_get(struct store *st)
 	/* The zero region is a hole. */
 	struct stat sb;
 	char p[PATH_MAX];
-	path_in(p, "out/pages.img");
+	t_path(p, "out/pages.img");
 	CHECK(stat(p, &sb) == 0 && sb.st_blocks * 512 < (blkcnt_t)PAGES_LEN);
 	CHECK(store_get_snapshot(st, "snap-nope", out, &e) == -ENOENT);
 	rm_rf(out);
@@ -283,13 +240,13 @@ static void test_dedup(struct store *st)
 	CHECK(r2.stored_bytes < (int64_t)(CHUNK_MAX + (64u << 10)));
 	CHECK(put_dir(st, "snap-3", "src2", &r3, &e) == 0);
 	CHECK(r3.stored_bytes < (64 << 10)); /* the manifest only */
-	CHECK(!exists("store/packs/snap-3"));
+	CHECK(!t_exists("store/packs/snap-3"));
 	struct manifest m;
 	CHECK(parse(st, "snap-3", &m));
 	CHECK(m.npacks == 2); /* snap-1's pack and snap-2's */
 	manifest_free(&m);
 	char out[PATH_MAX];
-	path_in(out, "out3");
+	t_path(out, "out3");
 	CHECK(store_get_snapshot(st, "snap-3", out, &e) == 0);
 	check_copy("out3");
 	rm_rf(out);
@@ -321,7 +278,7 @@ static void corrupt_first_chunk(struct store *st, const char *id, const char *pa
 	}
 	sha256_to_hex(c->sha256, hex);
 	char p[PATH_MAX];
-	snprintf(p, sizeof(p), "%s/store/packs/%s.pack", base, pack);
+	snprintf(p, sizeof(p), "%s/store/packs/%s.pack", t_base, pack);
 	int fd = open(p, O_RDWR);
 	unsigned char b = 0;
 	CHECK(fd >= 0 && pread(fd, &b, 1, c->off + c->zlen / 2) == 1);
@@ -335,8 +292,8 @@ static void test_corrupt(struct store *st)
 {
 	struct err e = {0};
 	char out[PATH_MAX], existing[PATH_MAX], hex[65] = "";
-	path_in(out, "bad");
-	path_in(existing, "existing");
+	t_path(out, "bad");
+	t_path(existing, "existing");
 	/* snap-2's own pack holds the changed chunk: snap-2 and snap-3 use it, snap-1 does not. */
 	CHECK(store_verify_snapshot(st, "snap-2", &e) == 0);
 	corrupt_first_chunk(st, "snap-2", "snap-2/0000", hex);
@@ -345,24 +302,24 @@ static void test_corrupt(struct store *st)
 	CHECK(store_get_snapshot(st, "snap-2", out, &e) == -EIO);
 	CHECK(strstr(e.msg, "snapshot snap-2: chunk ") && strstr(e.msg, hex) &&
 	      strstr(e.msg, "of pages.img") && strstr(e.msg, "is corrupt"));
-	CHECK(!exists("bad")); /* made by the get, so removed with what it wrote */
+	CHECK(!t_exists("bad")); /* made by the get, so removed with what it wrote */
 	CHECK(mkdir(existing, 0755) == 0);
 	CHECK(store_get_snapshot(st, "snap-3", existing, &e) == -EIO);
 	CHECK(strstr(e.msg, "snapshot snap-3: chunk ") && strstr(e.msg, hex));
-	CHECK(count_entries("existing") == 0);
+	CHECK(t_entries("existing") == 0);
 	CHECK(store_get_snapshot(st, "snap-1", out, &e) == 0);
 	rm_rf(out);
 
 	/* A missing pack. */
 	char p[PATH_MAX];
-	path_in(p, "store/packs/snap-2/0000.pack");
+	t_path(p, "store/packs/snap-2/0000.pack");
 	char *saved = NULL;
 	size_t len = 0;
 	CHECK(read_file(p, &saved, &len, 1u << 30) == 0);
 	CHECK(unlink(p) == 0);
 	CHECK(store_get_snapshot(st, "snap-2", existing, &e) == -EIO);
 	CHECK(strstr(e.msg, "is missing from the store (pack snap-2/0000)") != NULL);
-	CHECK(count_entries("existing") == 0);
+	CHECK(t_entries("existing") == 0);
 	rmdir(existing);
 	CHECK(write_file_durable(p, saved, len) == 0);
 	free(saved);
@@ -374,15 +331,15 @@ static void test_delete(struct store *st)
 	char *json = NULL;
 	CHECK(store_delete_snapshot(st, "snap-1", &e) == 0);
 	CHECK(store_get_manifest(st, "snap-1", &json, &e) == -ENOENT);
-	CHECK(!exists("store/manifests/snap-1.json"));
-	CHECK(exists("store/packs/snap-1/0000.pack")); /* snap-2 and snap-3 use it */
+	CHECK(!t_exists("store/manifests/snap-1.json"));
+	CHECK(t_exists("store/packs/snap-1/0000.pack")); /* snap-2 and snap-3 use it */
 	CHECK(store_delete_snapshot(st, "snap-1", &e) == 0);
 	CHECK(store_delete_snapshot(st, "bad/id", &e) == -EINVAL);
 	CHECK(store_delete_snapshot(st, "snap-2", &e) == 0);
-	CHECK(exists("store/packs/snap-2/0000.pack")); /* snap-3 uses it */
+	CHECK(t_exists("store/packs/snap-2/0000.pack")); /* snap-3 uses it */
 	CHECK(store_delete_snapshot(st, "snap-3", &e) == 0);
-	CHECK(count_entries("store/packs") <= 0);
-	CHECK(count_entries("store/manifests") <= 0);
+	CHECK(t_entries("store/packs") <= 0);
+	CHECK(t_entries("store/manifests") <= 0);
 	struct store_stats s;
 	store_stats(st, &s);
 	CHECK(s.snapshots == 0 && s.packs == 0 && s.chunks == 0 && s.stored_bytes == 0);
@@ -394,22 +351,22 @@ static void test_delete_during_put(struct store *st)
 	struct err e = {0};
 	char src[PATH_MAX], out[PATH_MAX];
 	CHECK(put(st, "snap-a", &e) == 0);
-	path_in(src, "src");
-	path_in(out, "outb");
+	t_path(src, "src");
+	t_path(out, "outb");
 	cJSON *meta = meta_for("snap-b");
 	struct progress_log pl = {.monotonic = true, .st = st, .victim = "snap-a"};
 	struct store_put_result res = {0};
 	CHECK(store_put_snapshot(st, "snap-b", src, meta, on_progress, &pl, &res, &e) == 0);
 	cJSON_Delete(meta);
 	CHECK(pl.deleted == 1);
-	CHECK(!exists("store/manifests/snap-a.json"));
-	CHECK(exists("store/packs/snap-a/0000.pack")); /* snap-b uses it */
+	CHECK(!t_exists("store/manifests/snap-a.json"));
+	CHECK(t_exists("store/packs/snap-a/0000.pack")); /* snap-b uses it */
 	CHECK(res.stored_bytes < (64 << 10));
 	CHECK(store_get_snapshot(st, "snap-b", out, &e) == 0);
 	check_copy("outb");
 	rm_rf(out);
 	CHECK(store_delete_snapshot(st, "snap-b", &e) == 0);
-	CHECK(count_entries("store/packs") <= 0);
+	CHECK(t_entries("store/packs") <= 0);
 }
 
 /* What a crash mid-put leaves: packs, temp files, no manifest. */
@@ -418,30 +375,30 @@ static void test_crash_and_collect(struct store *st)
 	struct err e = {0};
 	char p[PATH_MAX];
 	CHECK(put(st, "snap-live", &e) == 0);
-	path_in(p, "store/packs/snap-crash");
+	t_path(p, "store/packs/snap-crash");
 	CHECK(mkdir_p(p, 0755) == 0);
-	write_rel("store/packs/snap-crash/0000.pack", "partial", 7);
-	write_rel("store/packs/snap-crash/0000.idx", "x", 1);
-	write_rel("store/packs/snap-crash/0001.pack.tmp.0123abcd", "x", 1);
-	write_rel("store/manifests/snap-crash.json.tmp.0123abcd", "{}", 2);
-	path_in(p, "store/packs/snap-busy");
+	t_write("store/packs/snap-crash/0000.pack", "partial", 7);
+	t_write("store/packs/snap-crash/0000.idx", "x", 1);
+	t_write("store/packs/snap-crash/0001.pack.tmp.0123abcd", "x", 1);
+	t_write("store/manifests/snap-crash.json.tmp.0123abcd", "{}", 2);
+	t_path(p, "store/packs/snap-busy");
 	CHECK(mkdir_p(p, 0755) == 0);
-	write_rel("store/packs/snap-busy/0000.pack", "a", 1);
-	write_rel("store/packs/snap-busy/0000.idx", "b", 1);
+	t_write("store/packs/snap-busy/0000.pack", "a", 1);
+	t_write("store/packs/snap-busy/0000.idx", "b", 1);
 
 	const char *const keep[] = {"snap-busy"};
 	/* Temp files are recent and a put may be running (keep_ids): they stay. */
 	CHECK(store_collect(st, keep, ARRAY_SIZE(keep), &e) == 2);
-	CHECK(!exists("store/packs/snap-crash/0000.pack"));
-	CHECK(exists("store/packs/snap-crash/0001.pack.tmp.0123abcd"));
-	CHECK(exists("store/packs/snap-busy/0000.pack") &&
-	      exists("store/packs/snap-busy/0000.idx"));
-	CHECK(exists("store/packs/snap-live/0000.pack"));
+	CHECK(!t_exists("store/packs/snap-crash/0000.pack"));
+	CHECK(t_exists("store/packs/snap-crash/0001.pack.tmp.0123abcd"));
+	CHECK(t_exists("store/packs/snap-busy/0000.pack") &&
+	      t_exists("store/packs/snap-busy/0000.idx"));
+	CHECK(t_exists("store/packs/snap-live/0000.pack"));
 	CHECK(store_collect(st, NULL, 0, &e) == 4);
-	CHECK(!exists("store/packs/snap-busy") && !exists("store/packs/snap-crash"));
-	CHECK(!exists("store/manifests/snap-crash.json.tmp.0123abcd"));
+	CHECK(!t_exists("store/packs/snap-busy") && !t_exists("store/packs/snap-crash"));
+	CHECK(!t_exists("store/manifests/snap-crash.json.tmp.0123abcd"));
 	CHECK(store_collect(st, NULL, 0, &e) == 0);
-	CHECK(exists("store/packs/snap-live/0000.pack"));
+	CHECK(t_exists("store/packs/snap-live/0000.pack"));
 }
 
 /* Reopened, the store knows its chunks again: the same data costs only a manifest. */
@@ -452,7 +409,7 @@ static void test_reopen(struct store **st)
 	char url[PATH_MAX];
 	store_stats(*st, &before);
 	store_close(*st);
-	snprintf(url, sizeof(url), "file://%s/store", base);
+	snprintf(url, sizeof(url), "file://%s/store", t_base);
 	*st = NULL;
 	CHECK(store_open(url, NULL, st, &e) == 0);
 	if (!*st)
@@ -464,9 +421,9 @@ static void test_reopen(struct store **st)
 	CHECK(put_dir(*st, "snap-again", "src", &res, &e) == 0);
 	CHECK(res.stored_bytes < (64 << 10));
 	CHECK(store_delete_snapshot(*st, "snap-live", &e) == 0);
-	CHECK(exists("store/packs/snap-live/0000.pack"));
+	CHECK(t_exists("store/packs/snap-live/0000.pack"));
 	CHECK(store_delete_snapshot(*st, "snap-again", &e) == 0);
-	CHECK(count_entries("store/packs") <= 0);
+	CHECK(t_entries("store/packs") <= 0);
 }
 
 /* Enough random data for two packs: ~100 objects a GiB, not one a chunk. */
@@ -475,20 +432,20 @@ static void test_packs(struct store *st)
 	struct err e = {0};
 	size_t len = 40u << 20;
 	unsigned char *big = malloc(len);
-	random_bytes(big, len);
+	t_random(big, len);
 	char dir[PATH_MAX];
-	path_in(dir, "bigsrc");
+	t_path(dir, "bigsrc");
 	CHECK(mkdir(dir, 0755) == 0);
-	write_rel("bigsrc/pages.img", big, len);
+	t_write("bigsrc/pages.img", big, len);
 	struct store_put_result res = {0};
 	CHECK(put_dir(st, "snap-big", "bigsrc", &res, &e) == 0);
-	CHECK(count_entries("store/packs/snap-big") == 4); /* 2 packs, 2 indexes */
+	CHECK(t_entries("store/packs/snap-big") == 4); /* 2 packs, 2 indexes */
 	char out[PATH_MAX], p[PATH_MAX];
-	path_in(out, "bigout");
+	t_path(out, "bigout");
 	CHECK(store_get_snapshot(st, "snap-big", out, &e) == 0);
 	char *got = NULL;
 	size_t got_len = 0;
-	path_in(p, "bigout/pages.img");
+	t_path(p, "bigout/pages.img");
 	CHECK(read_file(p, &got, &got_len, len) == 0);
 	CHECK(got && got_len == len && !memcmp(got, big, len));
 	free(got);
@@ -512,8 +469,8 @@ static void *work(void *arg)
 	struct worker *w = arg;
 	struct err e = {0};
 	char src[PATH_MAX], out[PATH_MAX], id[32];
-	path_in(src, "small");
-	snprintf(out, sizeof(out), "%s/tout%d", base, w->index);
+	t_path(src, "small");
+	snprintf(out, sizeof(out), "%s/tout%d", t_base, w->index);
 	cJSON *meta = cJSON_CreateObject();
 	for (int j = 0; j < ROUNDS; j++) {
 		snprintf(id, sizeof(id), "snap-t%d-%d", w->index, j);
@@ -533,11 +490,11 @@ static void test_threads(void)
 	struct store *st = NULL;
 	struct err e = {0};
 	char url[PATH_MAX], src[PATH_MAX];
-	path_in(src, "small");
+	t_path(src, "small");
 	CHECK(mkdir(src, 0755) == 0);
-	snprintf(url, sizeof(url), "file://%s/tstore", base);
-	write_rel("small/a.img", "aaaa", 4);
-	write_rel("small/pages.img", files[0].data, 64 * PAGE);
+	snprintf(url, sizeof(url), "file://%s/tstore", t_base);
+	t_write("small/a.img", "aaaa", 4);
+	t_write("small/pages.img", files[0].data, 64 * PAGE);
 	CHECK(store_open(url, NULL, &st, &e) == 0);
 	pthread_t tids[THREADS];
 	struct worker workers[THREADS];
@@ -549,7 +506,7 @@ static void test_threads(void)
 		pthread_join(tids[i], NULL);
 		CHECK(workers[i].failures == 0);
 	}
-	CHECK(count_entries("tstore") == 0); /* every delete pruned its directories */
+	CHECK(t_entries("tstore") == 0); /* every delete pruned its directories */
 	store_close(st);
 }
 
@@ -557,8 +514,8 @@ static void test_threads(void)
 static void test_enospc(void)
 {
 	char dir[PATH_MAX], src[PATH_MAX], url[PATH_MAX + 8];
-	path_in(dir, "small-fs");
-	path_in(src, "src");
+	t_path(dir, "small-fs");
+	t_path(src, "src");
 	mkdir(dir, 0755);
 	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
 	    mount("tmpfs", dir, "tmpfs", 0, "size=1m") < 0) {
@@ -572,7 +529,7 @@ static void test_enospc(void)
 	cJSON *meta = cJSON_CreateObject();
 	CHECK(store_put_snapshot(st, "snap-full", src, meta, NULL, NULL, NULL, &e) == -ENOSPC);
 	CHECK(strstr(e.msg, "No space left") != NULL);
-	CHECK(count_entries("small-fs") == 0);
+	CHECK(t_entries("small-fs") == 0);
 	cJSON_Delete(meta);
 	store_close(st);
 	umount(dir);
@@ -581,8 +538,7 @@ static void test_enospc(void)
 int main(void)
 {
 	log_debug_enabled = getenv("TEST_DEBUG") != NULL;
-	snprintf(base, sizeof(base), "/tmp/test_store.XXXXXX");
-	if (!mkdtemp(base))
+	if (!t_dir_make("test_store"))
 		return 1;
 	make_source();
 	test_open();
@@ -590,7 +546,7 @@ int main(void)
 	struct store *st = NULL;
 	struct err e = {0};
 	char url[PATH_MAX];
-	snprintf(url, sizeof(url), "file://%s/store", base);
+	snprintf(url, sizeof(url), "file://%s/store", t_base);
 	CHECK(store_open(url, NULL, &st, &e) == 0);
 	if (st) {
 		test_put_get(st);
@@ -608,6 +564,6 @@ int main(void)
 	test_enospc();
 	for (size_t i = 0; i < ARRAY_SIZE(files); i++)
 		free(files[i].data);
-	rm_rf(base);
+	rm_rf(t_base);
 	return t_done();
 }

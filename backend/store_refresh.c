@@ -1,0 +1,267 @@
+/*
+ * store_refresh.c - the store's records follow the manifests in the
+ * objstore.
+ *
+ * Hosts that share a store add and delete manifests behind each other's
+ * backs. store_refresh() lists manifests/ and
+ *   - records every manifest it does not know (its packs gain a ref, and
+ *     the chunks of packs new to it enter the index, so later puts here
+ *     deduplicate against other hosts' snapshots too);
+ *   - forgets every record whose manifest is gone (its packs lose a ref,
+ *     and a pack no manifest uses is no longer offered to puts).
+ * A record added after the listing began (a put of this process that
+ * finished meanwhile) is never forgotten by that listing: records carry the
+ * sequence number they were added under. Store open runs the same walk.
+ */
+#include "backend/store_internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/strbuf.h"
+
+#define PACK_IDX_MAX (64u << 20)
+
+struct snap_rec *store_find_snap(struct store *st, const char *id)
+{
+	for (size_t i = 0; i < st->nsnaps; i++) {
+		if (!strcmp(st->snaps[i].id, id))
+			return &st->snaps[i];
+	}
+	return NULL;
+}
+
+/* Under st->lock: record manifest @m of @id unless a record of it exists. */
+static int record_manifest(struct store *st, const char *id, const struct manifest *m, size_t len)
+{
+	if (store_find_snap(st, id))
+		return 0;
+	struct snap_rec rec = {.size_bytes = m->size_bytes,
+			       .stored_bytes = m->stored_bytes,
+			       .manifest_bytes = (int64_t)len,
+			       .npacks = m->npacks};
+	snprintf(rec.id, sizeof(rec.id), "%s", id);
+	rec.packs = calloc(m->npacks + 1, sizeof(*rec.packs));
+	int rc = rec.packs ? 0 : -ENOMEM;
+	for (size_t i = 0; rc == 0 && i < m->npacks; i++) {
+		rec.packs[i] = store_pack_get_or_add(st, m->packs[i]);
+		if (!rec.packs[i])
+			rc = -ENOMEM;
+	}
+	if (rc == 0)
+		rc = store_add_snap(st, &rec);
+	free(rec.packs);
+	return rc;
+}
+
+/*
+ * Read and record the manifest of @id. A manifest deleted since the listing
+ * is nothing; one that cannot be read leaves *@complete false.
+ */
+static int load_manifest(struct store *st, const char *id, bool *complete)
+{
+	_cleanup_free_ char *json = NULL;
+	size_t len = 0;
+	struct err e = {0};
+	struct manifest m;
+	char key[OBJ_KEY_MAX];
+	store_manifest_key(id, key);
+	int rc = objstore_get_buf(st->os, key, &json, &len, STORE_MANIFEST_MAX, &e);
+	if (rc == -ENOENT)
+		return 0;
+	if (rc == 0)
+		rc = manifest_parse(json, id, &m, &e);
+	if (rc < 0) {
+		warning("store: cannot read snapshot %s: %s", id, e.msg);
+		*complete = false;
+		return rc == -ENOMEM ? rc : 0;
+	}
+	pthread_mutex_lock(&st->lock);
+	rc = record_manifest(st, id, &m, len);
+	pthread_mutex_unlock(&st->lock);
+	manifest_free(&m);
+	return rc;
+}
+
+/* Under st->lock: the chunks of @p's index into the chunk index. */
+static int index_pack(struct store *st, struct pack *p, const struct pack_idx_entry *ents, size_t n,
+		      size_t len)
+{
+	p->idx_bytes = (int64_t)len;
+	for (size_t i = 0; i < n; i++) {
+		struct chunk_ref r = {.pack = p,
+				      .off = (int64_t)ents[i].off,
+				      .len = ents[i].len,
+				      .zlen = ents[i].zlen};
+		memcpy(r.sha256, ents[i].sha256, SHA256_LEN);
+		if (r.off + r.zlen > p->bytes)
+			p->bytes = r.off + r.zlen;
+		int rc = chunk_index_add(&st->index, &r);
+		if (rc < 0)
+			return rc;
+	}
+	p->indexed = true;
+	return 0;
+}
+
+/*
+ * Read the index object of pack @name and add its chunks to the chunk
+ * index. A pack without a usable index still restores (its manifests say
+ * where each chunk is); new puts do not use it, and it is not read again.
+ */
+static int load_pack_index(struct store *st, const char *name)
+{
+	char key[OBJ_KEY_MAX];
+	_cleanup_free_ char *data = NULL;
+	_cleanup_free_ struct pack_idx_entry *ents = NULL;
+	size_t len = 0, n = 0;
+	struct err e = {0};
+	store_pack_key(name, "idx", key);
+	int rc = objstore_get_buf(st->os, key, &data, &len, PACK_IDX_MAX, &e);
+	if (rc == 0)
+		rc = pack_idx_decode(st, data, len, &ents, &n);
+	if (rc < 0 && rc != -ENOMEM)
+		warning("store: pack %s has no usable index: %s", name,
+			e.code ? e.msg : "malformed");
+	pthread_mutex_lock(&st->lock);
+	/* Under sync_lock nothing frees packs: it is still there. */
+	struct pack *p = store_find_pack(st, name);
+	if (p) {
+		p->idx_read = true;
+		if (rc == 0)
+			rc = index_pack(st, p, ents, n, len);
+	}
+	pthread_mutex_unlock(&st->lock);
+	return rc == -ENOMEM ? rc : 0;
+}
+
+/* Under st->lock: NUL-separated names of packs whose index is still to read. */
+static int packs_to_index(struct store *st, struct strbuf *names)
+{
+	for (size_t i = 0; i < st->npacks; i++) {
+		const struct pack *p = st->packs[i];
+		if (!p->indexed && !p->idx_read) {
+			int rc = strbuf_add(names, p->name, strlen(p->name) + 1);
+			if (rc < 0)
+				return rc;
+		}
+	}
+	return 0;
+}
+
+struct refresh {
+	struct store *st;
+	int (*fn)(const char *id, void *arg);
+	void *arg;
+	struct strbuf listed; /* "\n"-separated ids, "\n" first */
+};
+
+static int note_listed(const char *id, void *arg)
+{
+	struct refresh *r = arg;
+	int rc = strbuf_addf(&r->listed, "%s\n", id);
+	if (rc == 0 && r->fn)
+		rc = r->fn(id, r->arg);
+	return rc;
+}
+
+static bool was_listed(const struct refresh *r, const char *id)
+{
+	char needle[STORE_ID_MAX + 3];
+	snprintf(needle, sizeof(needle), "\n%s\n", id);
+	return strstr(strbuf_str(&r->listed), needle) != NULL;
+}
+
+static bool in_flight(const struct store *st, const char *id)
+{
+	for (const struct inflight *fl = st->inflight; fl; fl = fl->next) {
+		if (!strcmp(fl->id, id))
+			return true;
+	}
+	return false;
+}
+
+/* Under st->lock: forget the records, older than the listing, of manifests it did not show. */
+static void forget_unlisted(struct refresh *r, uint64_t listed_at_seq)
+{
+	struct store *st = r->st;
+	for (size_t i = 0; i < st->nsnaps;) {
+		const struct snap_rec *rec = &st->snaps[i];
+		if (rec->seq > listed_at_seq || in_flight(st, rec->id) || was_listed(r, rec->id))
+			i++;
+		else
+			store_forget_snap(st, rec->id); /* moves the last record to i */
+	}
+}
+
+static bool known(struct store *st, const char *id)
+{
+	pthread_mutex_lock(&st->lock);
+	bool found = store_find_snap(st, id) != NULL;
+	pthread_mutex_unlock(&st->lock);
+	return found;
+}
+
+static int load_new(struct refresh *r, bool *complete)
+{
+	struct store *st = r->st;
+	int rc = 0;
+	const char *line = strbuf_str(&r->listed) + 1;
+	while (rc == 0 && *line) {
+		const char *end = strchr(line, '\n');
+		char id[STORE_ID_MAX + 1];
+		snprintf(id, sizeof(id), "%.*s", (int)(end - line), line);
+		if (!known(st, id))
+			rc = load_manifest(st, id, complete);
+		line = end + 1;
+	}
+	return rc;
+}
+
+static int load_new_indexes(struct store *st)
+{
+	_cleanup_strbuf_ struct strbuf names = STRBUF_INIT;
+	pthread_mutex_lock(&st->lock);
+	int rc = packs_to_index(st, &names);
+	pthread_mutex_unlock(&st->lock);
+	for (size_t off = 0; rc == 0 && off < names.len; off += strlen(names.buf + off) + 1)
+		rc = load_pack_index(st, names.buf + off);
+	return rc;
+}
+
+int store_refresh_locked(struct store *st, int (*fn)(const char *id, void *arg), void *arg,
+			 bool *complete, struct err *e)
+{
+	struct refresh r = {.st = st, .fn = fn, .arg = arg, .listed = STRBUF_INIT};
+	*complete = false;
+	pthread_mutex_lock(&st->lock);
+	uint64_t listed_at_seq = st->seq;
+	pthread_mutex_unlock(&st->lock);
+	int rc = strbuf_adds(&r.listed, "\n");
+	if (rc == 0)
+		rc = store_list_snapshots(st, note_listed, &r, e);
+	if (rc < 0)
+		goto out;
+	*complete = true;
+	pthread_mutex_lock(&st->lock);
+	forget_unlisted(&r, listed_at_seq);
+	pthread_mutex_unlock(&st->lock);
+	rc = load_new(&r, complete);
+	if (rc == 0)
+		rc = load_new_indexes(st);
+	if (rc == -ENOMEM)
+		rc = err_set(e, ENOMEM, "out of memory reading the store %s", st->os->url);
+out:
+	strbuf_release(&r.listed);
+	return rc;
+}
+
+int store_refresh(struct store *st, int (*fn)(const char *id, void *arg), void *arg, struct err *e)
+{
+	bool complete = false;
+	pthread_mutex_lock(&st->sync_lock);
+	int rc = store_refresh_locked(st, fn, arg, &complete, e);
+	pthread_mutex_unlock(&st->sync_lock);
+	return rc;
+}

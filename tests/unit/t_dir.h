@@ -1,0 +1,85 @@
+/*
+ * t_dir.h - a temporary directory for a unit test, and paths inside it.
+ *
+ *     t_dir_make("test_x");            // /tmp/test_x.XXXXXX, into t_base
+ *     t_path(p, "store/packs");        // "<t_base>/store/packs"
+ *     ...
+ *     rm_rf(t_base);
+ *
+ * Paths are PATH_MAX buffers the caller owns.
+ */
+#ifndef SNAPFS_T_DIR_H
+#define SNAPFS_T_DIR_H
+
+#include <dirent.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+
+#include "lib/util.h"
+#include "tests/unit/t.h"
+
+static char t_base[64];
+
+/* Create the directory; false (and a message) if it cannot be made. */
+static inline bool t_dir_make(const char *name)
+{
+	snprintf(t_base, sizeof(t_base), "/tmp/%s.XXXXXX", name);
+	if (mkdtemp(t_base))
+		return true;
+	perror("mkdtemp");
+	return false;
+}
+
+static inline void t_path(char out[PATH_MAX], const char *rel)
+{
+	if (snprintf(out, PATH_MAX, "%s/%s", t_base, rel) >= PATH_MAX)
+		abort(); /* a test's own paths are short */
+}
+
+static inline bool t_exists(const char *rel)
+{
+	char p[PATH_MAX];
+	struct stat st;
+	t_path(p, rel);
+	return stat(p, &st) == 0;
+}
+
+/* Entries in @rel other than "." and "..", or -1 if it cannot be read. */
+static inline int t_entries(const char *rel)
+{
+	char p[PATH_MAX];
+	t_path(p, rel);
+	DIR *d = opendir(p);
+	if (!d)
+		return -1;
+	int n = 0;
+	struct dirent *de;
+	while ((de = readdir(d)) != NULL)
+		n += strcmp(de->d_name, ".") && strcmp(de->d_name, "..");
+	closedir(d);
+	return n;
+}
+
+/* Write @rel durably (its directory must exist); a failure is a failed check. */
+static inline void t_write(const char *rel, const void *data, size_t len)
+{
+	char p[PATH_MAX];
+	t_path(p, rel);
+	CHECK(write_file_durable(p, data, len) == 0);
+}
+
+static inline void t_random(unsigned char *p, size_t len)
+{
+	for (size_t off = 0; off < len;) {
+		ssize_t n = getrandom(p + off, len - off, 0);
+		if (n > 0)
+			off += (size_t)n;
+	}
+}
+
+#endif

@@ -1,0 +1,267 @@
+/*
+ * Collection across hosts (backend/store_gc.c): two stores open on one
+ * directory stand for two hosts sharing a bucket, with a short grace period.
+ */
+#include <errno.h>
+#include <time.h>
+
+#include "backend/manifest.h"
+#include "backend/store.h"
+#include "tests/unit/t.h"
+#include "tests/unit/t_dir.h"
+
+#define GRACE_MS 1500
+#define SRC_LEN (2u << 20)
+
+static struct store *open_host(void)
+{
+	struct store *st = NULL;
+	struct err e = {0};
+	char url[PATH_MAX + 8];
+	snprintf(url, sizeof(url), "file://%s/store", t_base);
+	CHECK(store_open(url, NULL, &st, &e) == 0);
+	if (st)
+		store_set_grace(st, GRACE_MS);
+	return st;
+}
+
+static void sleep_ms(int64_t ms)
+{
+	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000};
+	nanosleep(&ts, NULL);
+}
+
+/* What a put's progress callback does once, the first time it is called. */
+struct meanwhile {
+	struct store *other;
+	const char *delete_id; /* the other host deletes this snapshot */
+	int64_t then_sleep_ms;
+	bool done;
+};
+
+static void on_progress(void *arg, int64_t done, int64_t total)
+{
+	struct meanwhile *m = arg;
+	struct err e = {0};
+	(void)done;
+	(void)total;
+	if (!m || m->done)
+		return;
+	m->done = true;
+	CHECK(store_delete_snapshot(m->other, m->delete_id, &e) == 0);
+	sleep_ms(m->then_sleep_ms);
+}
+
+/* Each test stores data of its own: no pack of an earlier test serves it. */
+static void new_source(void)
+{
+	static unsigned char data[SRC_LEN];
+	t_random(data, SRC_LEN);
+	t_write("src/pages.img", data, SRC_LEN);
+}
+
+static int put(struct store *st, const char *id, struct meanwhile *m, struct store_put_result *res,
+	       struct err *e)
+{
+	char src[PATH_MAX];
+	t_path(src, "src");
+	cJSON *meta = cJSON_CreateObject();
+	cJSON_AddStringToObject(meta, "id", id);
+	int rc = store_put_snapshot(st, id, src, meta, on_progress, m, res, e);
+	cJSON_Delete(meta);
+	return rc;
+}
+
+static bool pack_stored(const char *pack)
+{
+	char rel[PATH_MAX];
+	snprintf(rel, sizeof(rel), "store/packs/%s.pack", pack);
+	return t_exists(rel);
+}
+
+/* Markers of pack "<id>/0000" in trash/. */
+static int markers_of(const char *id)
+{
+	char rel[PATH_MAX];
+	snprintf(rel, sizeof(rel), "store/trash/%s", id);
+	int n = t_entries(rel);
+	return n < 0 ? 0 : n;
+}
+
+static bool lists_pack(struct store *st, const char *id, const char *pack)
+{
+	char *json = NULL;
+	struct manifest m;
+	struct err e = {0};
+	bool found = false;
+	if (store_get_manifest(st, id, &json, &e) == 0 && manifest_parse(json, id, &m, &e) == 0) {
+		for (size_t i = 0; i < m.npacks; i++)
+			found = found || !strcmp(m.packs[i], pack);
+		manifest_free(&m);
+	}
+	free(json);
+	return found;
+}
+
+static int collect(struct store *st)
+{
+	struct err e = {0};
+	int n = store_collect(st, NULL, 0, &e);
+	if (n < 0)
+		fprintf(stderr, "store_collect: %s\n", e.msg);
+	return n;
+}
+
+/* A delete condemns; the pack goes a grace period later, its marker another one later. */
+static void test_grace(struct store *a)
+{
+	struct err e = {0};
+	new_source();
+	CHECK(put(a, "snap-x", NULL, NULL, &e) == 0);
+	CHECK(store_delete_snapshot(a, "snap-x", &e) == 0);
+	CHECK(pack_stored("snap-x/0000"));
+	CHECK(markers_of("snap-x") == 1);
+	CHECK(collect(a) == 0);
+	CHECK(pack_stored("snap-x/0000"));
+	sleep_ms(GRACE_MS + 100);
+	CHECK(collect(a) == 2); /* the pack and its index */
+	CHECK(!pack_stored("snap-x/0000"));
+	CHECK(markers_of("snap-x") == 1); /* kept a while, for hosts whose records lag */
+	sleep_ms(GRACE_MS + 100);
+	CHECK(collect(a) == 1);
+	CHECK(markers_of("snap-x") == 0);
+}
+
+/*
+ * Host B starts a put that reuses snap-y's pack; meanwhile host A deletes
+ * snap-y and condemns the pack. B's manifest, written within the grace
+ * period, rescues it: A's next pass keeps the pack and drops the marker.
+ */
+static void test_rescue(struct store *a, struct store *b)
+{
+	struct err e = {0};
+	new_source();
+	CHECK(put(a, "snap-y", NULL, NULL, &e) == 0);
+	CHECK(store_refresh(b, NULL, NULL, &e) == 0);
+	struct meanwhile m = {.other = a, .delete_id = "snap-y"};
+	struct store_put_result res = {0};
+	CHECK(put(b, "snap-y2", &m, &res, &e) == 0);
+	CHECK(m.done);
+	CHECK(lists_pack(b, "snap-y2", "snap-y/0000"));
+	CHECK(res.stored_bytes < (64 << 10));
+	CHECK(markers_of("snap-y") == 1);
+	sleep_ms(GRACE_MS + 100);
+	collect(a);
+	CHECK(pack_stored("snap-y/0000"));
+	CHECK(markers_of("snap-y") == 0);
+	CHECK(store_verify_snapshot(a, "snap-y2", &e) == 0);
+	CHECK(store_delete_snapshot(b, "snap-y2", &e) == 0);
+}
+
+/* A put that starts after a pack was condemned stores its chunks again; later puts use those. */
+static void test_condemned_not_reused(struct store *a, struct store *b)
+{
+	struct err e = {0};
+	new_source();
+	struct store_put_result res = {0};
+	CHECK(put(a, "snap-z", NULL, NULL, &e) == 0);
+	CHECK(store_refresh(b, NULL, NULL, &e) == 0);
+	CHECK(store_delete_snapshot(a, "snap-z", &e) == 0);
+	/* B has not refreshed: only the marker tells it. */
+	CHECK(put(b, "snap-z2", NULL, &res, &e) == 0);
+	CHECK(!lists_pack(b, "snap-z2", "snap-z/0000"));
+	CHECK(res.stored_bytes > SRC_LEN / 2);
+	sleep_ms(GRACE_MS + 100);
+	collect(a);
+	CHECK(!pack_stored("snap-z/0000"));
+	CHECK(store_verify_snapshot(b, "snap-z2", &e) == 0);
+	CHECK(put(b, "snap-z3", NULL, &res, &e) == 0);
+	CHECK(res.stored_bytes < (64 << 10));
+	CHECK(lists_pack(b, "snap-z3", "snap-z2/0000"));
+	CHECK(store_delete_snapshot(b, "snap-z2", &e) == 0);
+	CHECK(store_delete_snapshot(b, "snap-z3", &e) == 0);
+}
+
+/* A put that uses a condemned pack and outlasts 3/4 of the grace writes no manifest. */
+static void test_slow_put(struct store *a, struct store *b)
+{
+	struct err e = {0};
+	new_source();
+	CHECK(put(a, "snap-w", NULL, NULL, &e) == 0);
+	CHECK(store_refresh(b, NULL, NULL, &e) == 0);
+	struct meanwhile m = {.other = a, .delete_id = "snap-w", .then_sleep_ms = GRACE_MS};
+	CHECK(put(b, "snap-w2", &m, NULL, &e) == -ETIMEDOUT);
+	CHECK(strstr(e.msg, "grace period") != NULL && strstr(e.msg, "snap-w/0000") != NULL);
+	CHECK(!t_exists("store/manifests/snap-w2.json"));
+	sleep_ms(GRACE_MS + 100);
+	collect(a);
+	CHECK(!pack_stored("snap-w/0000"));
+}
+
+/* Packs no manifest lists (another host's put in flight, or a crash): condemned first. */
+static void test_orphans(struct store *a)
+{
+	struct err e = {0};
+	char dir[PATH_MAX];
+	const char *const keep[] = {"snap-kept"};
+	t_path(dir, "store/packs/snap-orphan");
+	CHECK(mkdir_p(dir, 0755) == 0);
+	t_path(dir, "store/packs/snap-kept");
+	CHECK(mkdir_p(dir, 0755) == 0);
+	t_write("store/packs/snap-orphan/0000.pack", "p", 1);
+	t_write("store/packs/snap-orphan/0000.idx", "i", 1);
+	t_write("store/packs/snap-kept/0000.pack", "p", 1);
+	CHECK(store_collect(a, keep, ARRAY_SIZE(keep), &e) >= 0);
+	CHECK(markers_of("snap-orphan") == 1 && markers_of("snap-kept") == 0);
+	CHECK(pack_stored("snap-orphan/0000"));
+	sleep_ms(GRACE_MS + 100);
+	CHECK(store_collect(a, keep, ARRAY_SIZE(keep), &e) >= 2);
+	CHECK(!pack_stored("snap-orphan/0000") && pack_stored("snap-kept/0000"));
+	t_path(dir, "store/packs/snap-kept");
+	rm_rf(dir);
+}
+
+/* B's records follow A's manifests: B deduplicates against them, and A's delete keeps B's. */
+static void test_refresh(struct store *a, struct store *b)
+{
+	struct err e = {0};
+	new_source();
+	struct store_put_result res = {0};
+	struct store_stats s;
+	CHECK(put(a, "snap-v", NULL, NULL, &e) == 0);
+	CHECK(store_refresh(b, NULL, NULL, &e) == 0);
+	store_stats(b, &s);
+	CHECK(s.snapshots >= 1);
+	CHECK(put(b, "snap-v2", NULL, &res, &e) == 0);
+	CHECK(res.stored_bytes < (64 << 10));
+	CHECK(store_delete_snapshot(a, "snap-v", &e) == 0);
+	CHECK(markers_of("snap-v") == 0); /* snap-v2 lists it */
+	CHECK(store_delete_snapshot(b, "snap-v2", &e) == 0);
+	CHECK(markers_of("snap-v") == 1);
+	CHECK(store_refresh(a, NULL, NULL, &e) == 0);
+	store_stats(a, &s);
+	CHECK(s.snapshots == 0);
+}
+
+int main(void)
+{
+	log_debug_enabled = getenv("TEST_DEBUG") != NULL;
+	if (!t_dir_make("test_store_gc"))
+		return 1;
+	char dir[PATH_MAX];
+	t_path(dir, "src");
+	CHECK(mkdir_p(dir, 0755) == 0);
+	struct store *a = open_host(), *b = open_host();
+	if (a && b) {
+		test_grace(a);
+		test_rescue(a, b);
+		test_condemned_not_reused(a, b);
+		test_slow_put(a, b);
+		test_orphans(a);
+		test_refresh(a, b);
+	}
+	store_close(a);
+	store_close(b);
+	rm_rf(t_base);
+	return t_done();
+}
