@@ -132,15 +132,17 @@ int store_delete_snapshot(struct store *st, const char *id, struct err *e);
 
 /*
  * One collection pass (backend/store_gc.c): condemn packs that no manifest
- * lists, unless a put in flight in this process writes or uses them or their
- * snapshot id is in @keep_ids; delete those condemned longer than the grace
- * period; rescue condemned packs a manifest lists again. Also removes what
- * interrupted puts left behind: temp objects, all of them when the grace is
- * 0 and no put is in flight here and @nkeep is 0, otherwise those older
- * than an hour or the grace period. Returns the number of objects removed
- * or a negative errno.
+ * lists and no put in flight in this process writes or uses; delete those
+ * condemned longer than the grace period (with a grace of 0: at once);
+ * rescue condemned packs a manifest lists again. Also sweeps what
+ * interrupted puts left behind (temp objects) that is older than an hour or
+ * the grace period, or all of it with STORE_COLLECT_AT_START and a grace of
+ * 0: the caller then promises that no put runs in this process during the
+ * pass, and the grace of 0 that no other process writes the store.
+ * Returns the number of objects removed or a negative errno.
  */
-int store_collect(struct store *st, const char *const *keep_ids, size_t nkeep, struct err *e);
+#define STORE_COLLECT_AT_START 1u
+int store_collect(struct store *st, unsigned flags, struct err *e);
 
 /* The store's totals as this process knows them. */
 void store_stats(struct store *st, struct store_stats *out);

@@ -160,8 +160,7 @@ int store_check_condemned(struct store *st, const char *id, struct pack *const *
 
 struct pass {
 	struct store *st;
-	const char *const *keep_ids;
-	size_t nkeep;
+	unsigned flags;
 	int64_t now_ms;
 	struct strbuf present;	/* NUL-separated names of packs in packs/ */
 	struct strbuf condemn;	/* packs to condemn */
@@ -224,14 +223,10 @@ static int see_pack(const char *key, int64_t size, void *arg)
 	return key_pack(key, name) ? set_add(&ps->present, name) : 0;
 }
 
-/* Under st->lock: a put of this process, or one the caller named, writes packs of @pack's id. */
+/* Under st->lock: a put of this process in flight writes the packs of @pack's id. */
 static bool kept(const struct pass *ps, const char *pack)
 {
 	size_t len = strcspn(pack, "/");
-	for (size_t i = 0; i < ps->nkeep; i++) {
-		if (strlen(ps->keep_ids[i]) == len && !strncmp(ps->keep_ids[i], pack, len))
-			return true;
-	}
 	for (const struct inflight *fl = ps->st->inflight; fl; fl = fl->next) {
 		if (strlen(fl->id) == len && !strncmp(fl->id, pack, len))
 			return true;
@@ -391,13 +386,11 @@ static void act(struct pass *ps)
 		delete_key(ps, ps->unmark.buf + off);
 }
 
+/* Temp objects a put may still be writing are never swept: see store_collect() in store.h. */
 static int64_t sweep_age(const struct pass *ps)
 {
-	struct store *st = ps->st;
-	pthread_mutex_lock(&st->lock);
-	bool busy = st->inflight || ps->nkeep > 0;
-	pthread_mutex_unlock(&st->lock);
-	if (st->grace_ms == 0 && !busy)
+	const struct store *st = ps->st;
+	if (st->grace_ms == 0 && (ps->flags & STORE_COLLECT_AT_START))
 		return 0;
 	return st->grace_ms > SWEEP_GRACE_MS ? st->grace_ms : SWEEP_GRACE_MS;
 }
@@ -430,11 +423,10 @@ static int run_pass(struct pass *ps, struct err *e)
 	return rc;
 }
 
-int store_collect(struct store *st, const char *const *keep_ids, size_t nkeep, struct err *e)
+int store_collect(struct store *st, unsigned flags, struct err *e)
 {
 	struct pass ps = {.st = st,
-			  .keep_ids = keep_ids,
-			  .nkeep = nkeep,
+			  .flags = flags,
 			  .present = STRBUF_INIT,
 			  .condemn = STRBUF_INIT,
 			  .doomed = STRBUF_INIT,
@@ -466,7 +458,7 @@ void store_gc(struct store *st)
 	}
 	pthread_mutex_unlock(&st->lock);
 	struct err e = {0};
-	if (unused && store_collect(st, NULL, 0, &e) < 0)
+	if (unused && store_collect(st, 0, &e) < 0)
 		warning("store: not collecting packs: %s", e.msg);
 }
 
@@ -485,7 +477,7 @@ int store_delete_snapshot(struct store *st, const char *id, struct err *e)
 	store_forget_snap(st, id);
 	pthread_mutex_unlock(&st->lock);
 	/* A whole pass, not store_gc(): records of other hosts' deletes may lag. */
-	if (store_collect(st, NULL, 0, &inner) < 0)
+	if (store_collect(st, 0, &inner) < 0)
 		warning("store: not collecting packs: %s", inner.msg);
 	return 0;
 }

@@ -323,7 +323,8 @@ int64_t tree_bytes(const char *path)
 size_t rstrip(char *s)
 {
 	size_t n = strlen(s);
-	while (n > 0 && (s[n - 1] == '\n' || s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\r'))
+	while (n > 0 &&
+	       (s[n - 1] == '\n' || s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\r'))
 		s[--n] = '\0';
 	return n;
 }

@@ -936,7 +936,7 @@ void reconcile_snapshots(void)
 	 * condemned now, or removed at once where the grace period is 0
 	 * (backend/store_gc.c).
 	 */
-	int n = store_collect(ops.store, NULL, 0, &e);
+	int n = store_collect(ops.store, STORE_COLLECT_AT_START, &e);
 	if (n > 0)
 		info("removed %d objects left by interrupted snapshots", n);
 	else if (n < 0)

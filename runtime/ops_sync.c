@@ -191,7 +191,7 @@ static void collect_job(void *arg)
 {
 	struct err e = {0};
 	(void)arg;
-	int n = store_collect(ops.store, NULL, 0, &e);
+	int n = store_collect(ops.store, 0, &e);
 	if (n > 0)
 		info("store: removed %d unused objects", n);
 	else if (n < 0)
