@@ -445,7 +445,7 @@ int store_open(const char *url, const char *state_dir, struct store **out, struc
 	if (!st)
 		return err_set(e, ENOMEM, "out of memory");
 	pthread_mutex_init(&st->lock, NULL);
-	pthread_mutex_init(&st->sync_lock, NULL);
+	pthread_mutex_init(&st->sync_lock, NULL); /* calloc'd: st->unreadable is empty */
 	long cores = sysconf(_SC_NPROCESSORS_ONLN);
 	st->workers = cores < 1			  ? 1
 		      : cores > STORE_WORKERS_MAX ? STORE_WORKERS_MAX
@@ -488,6 +488,7 @@ void store_close(struct store *st)
 	EVP_MD_free(st->sha256);
 	objstore_close(st->os);
 	free(st->seen);
+	strbuf_release(&st->unreadable);
 	pthread_mutex_destroy(&st->lock);
 	pthread_mutex_destroy(&st->sync_lock);
 	free(st);

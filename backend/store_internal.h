@@ -31,6 +31,7 @@
 #include "backend/manifest.h"
 #include "backend/objstore.h"
 #include "backend/store.h"
+#include "lib/strbuf.h"
 
 #define STORE_ID_MAX 63
 #define STORE_MANIFEST_MAX (64u << 20)
@@ -109,6 +110,7 @@ struct store {
 	pthread_mutex_t sync_lock;
 	struct marker_seen *seen; /* under sync_lock: store_gc.c */
 	size_t nseen, seen_cap;
+	struct strbuf unreadable; /* under sync_lock: "\n"-separated ids already warned about */
 };
 
 /* Pack index objects: a header, one entry per chunk, a SHA-256 of all before it. */

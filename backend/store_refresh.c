@@ -55,6 +55,21 @@ static int record_manifest(struct store *st, const char *id, const struct manife
 	return rc;
 }
 
+/* Under sync_lock: a manifest that cannot be read is said once, not every refresh. */
+static void warn_once(struct store *st, const char *id, const struct err *e)
+{
+	char needle[STORE_ID_MAX + 3];
+	snprintf(needle, sizeof(needle), "\n%s\n", id);
+	if (st->unreadable.len == 0)
+		strbuf_adds(&st->unreadable, "\n");
+	if (strstr(strbuf_str(&st->unreadable), needle)) {
+		debug("store: cannot read snapshot %s: %s", id, e->msg);
+		return;
+	}
+	warning("store: cannot read snapshot %s: %s", id, e->msg);
+	strbuf_addf(&st->unreadable, "%s\n", id);
+}
+
 /*
  * Read and record the manifest of @id. A manifest deleted since the listing
  * is nothing; one that cannot be read leaves *@complete false.
@@ -73,7 +88,7 @@ static int load_manifest(struct store *st, const char *id, bool *complete)
 	if (rc == 0)
 		rc = manifest_parse(json, id, &m, &e);
 	if (rc < 0) {
-		warning("store: cannot read snapshot %s: %s", id, e.msg);
+		warn_once(st, id, &e);
 		*complete = false;
 		return rc == -ENOMEM ? rc : 0;
 	}

@@ -3,6 +3,7 @@
  * directory stand for two hosts sharing a bucket, with a short grace period.
  */
 #include <errno.h>
+#include <unistd.h>
 #include <time.h>
 
 #include "backend/manifest.h"
@@ -214,6 +215,26 @@ static void test_orphans(struct store *a)
 	CHECK(!pack_stored("snap-orphan/0000"));
 }
 
+/* A manifest that cannot be read might list any pack: nothing is condemned while it is there. */
+static void test_unreadable(struct store *a)
+{
+	struct err e = {0};
+	char p[PATH_MAX];
+	t_path(p, "store/packs/snap-orphan2");
+	CHECK(mkdir_p(p, 0755) == 0);
+	t_write("store/packs/snap-orphan2/0000.pack", "p", 1);
+	t_path(p, "store/manifests");
+	CHECK(mkdir_p(p, 0755) == 0);
+	t_write("store/manifests/snap-bad.json", "{not json", 9);
+	CHECK(store_collect(a, 0, &e) == -EIO);
+	CHECK(strstr(e.msg, "cannot be read") != NULL);
+	CHECK(markers_of("snap-orphan2") == 0);
+	t_path(p, "store/manifests/snap-bad.json");
+	CHECK(unlink(p) == 0);
+	CHECK(collect(a) >= 0);
+	CHECK(markers_of("snap-orphan2") == 1);
+}
+
 /* B's records follow A's manifests: B deduplicates against them, and A's delete keeps B's. */
 static void test_refresh(struct store *a, struct store *b)
 {
@@ -251,6 +272,7 @@ int main(void)
 		test_condemned_not_reused(a, b);
 		test_slow_put(a, b);
 		test_orphans(a);
+		test_unreadable(a);
 		test_refresh(a, b);
 	}
 	store_close(a);
