@@ -558,8 +558,11 @@ void store_stats(struct store *st, struct store_stats *out)
 	out->packs = (int64_t)st->npacks;
 	out->chunks = (int64_t)st->index.count;
 	out->chunk_bytes = st->index.plain_bytes;
-	for (size_t i = 0; i < st->npacks; i++)
+	for (size_t i = 0; i < st->npacks; i++) {
 		out->stored_bytes += st->packs[i]->bytes + st->packs[i]->idx_bytes;
+	}
+	out->condemned_packs = st->condemned;
+	out->grace_ms = st->grace_ms;
 	for (size_t i = 0; i < st->nsnaps; i++) {
 		out->stored_bytes += st->snaps[i].manifest_bytes;
 		out->logical_bytes += st->snaps[i].size_bytes;

@@ -59,6 +59,8 @@ struct store_stats {
 	int64_t stored_bytes;  /* bytes of packs, pack indexes and manifests */
 	int64_t logical_bytes; /* plain bytes of every snapshot, as if each were stored whole */
 	int64_t puts_in_flight;
+	int64_t condemned_packs; /* packs waiting for the grace period to end (store_gc.c) */
+	int64_t grace_ms;
 };
 
 /*

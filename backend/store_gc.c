@@ -168,6 +168,7 @@ struct pass {
 	struct strbuf unmark;	/* marker keys to delete */
 	struct pack **detached; /* out of st->packs, freed at the end */
 	size_t ndetached;
+	int64_t condemned; /* packs left condemned */
 	int removed;
 };
 
@@ -281,15 +282,11 @@ static int decide_pack(struct pass *ps, const char *name)
 			p->condemned = false;
 		return unmark_all(ps, name);
 	}
-	if (st->grace_ms > 0 && first == INT64_MAX) {
-		if (p)
-			p->condemned = true;
-		return set_add(&ps->condemn, name);
-	}
 	if (st->grace_ms > 0 && ps->now_ms - first < st->grace_ms) {
 		if (p)
 			p->condemned = true;
-		return 0;
+		ps->condemned++;
+		return first == INT64_MAX ? set_add(&ps->condemn, name) : 0;
 	}
 	if (p)
 		detach(ps, p);
@@ -309,6 +306,7 @@ static int decide(struct pass *ps)
 	for (size_t off = 0; rc == 0 && off < ps->present.len;
 	     off += strlen(ps->present.buf + off) + 1)
 		rc = decide_pack(ps, ps->present.buf + off);
+	st->condemned = ps->condemned;
 	for (size_t i = 0; rc == 0 && i < st->nseen; i++) {
 		const struct marker_seen *m = &st->seen[i];
 		if (!in_set(&ps->present, m->pack) && ps->now_ms - m->first_ms >= 2 * st->grace_ms)

@@ -100,8 +100,9 @@ struct store {
 	struct snap_rec *snaps;
 	size_t nsnaps, snaps_cap;
 	struct inflight *inflight;
-	uint64_t seq;	  /* counts records added */
-	int64_t grace_ms; /* see store_set_grace() */
+	uint64_t seq;	   /* counts records added */
+	int64_t condemned; /* packs the last collection pass left condemned */
+	int64_t grace_ms;  /* see store_set_grace() */
 	/*
 	 * Held by store_refresh() and the collection (store_gc.c): one at a
 	 * time, so neither frees a pack the other is reading. Taken before

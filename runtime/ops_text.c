@@ -72,6 +72,11 @@ static void store_metrics(struct strbuf *out)
 	      "Plain bytes of every snapshot in the store, as if each were stored whole.",
 	      s.logical_bytes);
 	gauge(out, "snapfs_store_puts_in_flight", "Snapshots being stored.", s.puts_in_flight);
+	gauge(out, "snapfs_store_condemned_packs",
+	      "Packs no snapshot uses, kept until the grace period ends.", s.condemned_packs);
+	gauge(out, "snapfs_store_gc_grace_seconds",
+	      "How long an unused pack is kept before it is deleted (--gc-grace).",
+	      s.grace_ms / 1000);
 	gauge(out, "snapfs_cache_bytes", "Disk bytes of local snapshot images.", c.bytes);
 	gauge(out, "snapfs_cache_limit_bytes", "The bound on local snapshot images.",
 	      c.limit_bytes);

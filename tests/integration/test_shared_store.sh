@@ -108,6 +108,11 @@ store_put "$orphan.pack" "$REPO/README.md" || bail "write an orphan pack"
 orphan_marked() { store_keys | grep -q "^trash/snap-0rphan000000000/0000\."; }
 ok "an orphan pack is condemned, not deleted at once" poll_until 10 orphan_marked
 check_contains "the condemned pack is still there" "$orphan.pack" "$(store_keys)"
+condemned() { rd "$MNT/metrics" | awk '$1 == "snapfs_store_condemned_packs" { print $2 }'; }
+some_condemned() { [ "$(condemned)" -ge 1 ]; }
+ok "A's metrics count it as condemned" poll_until 10 some_condemned
+check_eq "A's metrics give the grace period" "$GRACE" \
+	"$(rd "$MNT/metrics" | awk '$1 == "snapfs_store_gc_grace_seconds" { print $2 }')"
 
 ok "B deletes its snapshot" wr "$B_MNT/snapshots/$snap_b/delete"
 no_packs() { ! store_keys | grep -q '^packs/'; }
@@ -115,6 +120,8 @@ ok "every pack is gone within two grace periods" poll_until $((2 * GRACE + 10)) 
 no_markers() { ! store_keys | grep -q '^trash/'; }
 ok "and their markers a grace period later" poll_until $((2 * GRACE + 10)) no_markers
 check_eq "no manifest is left" "" "$(store_keys | grep '^manifests/')"
+none_condemned() { [ "$(condemned)" = 0 ]; }
+ok "and A's metrics count no condemned pack" poll_until 10 none_condemned
 wr "$MNT/sandboxes/src/terminate" >/dev/null
 as_host_b stop_daemon
 stop_daemon
