@@ -6,12 +6,16 @@
 #
 #   bench/s3.sh [SIZE_MIB] [OUT]      (defaults: 1024, docs/benchmarks-s3.md)
 #
-# Needs what `scripts/setup.sh --test` installs (node, s3rver, awscli).
+# Needs what `scripts/setup.sh --test` installs (node, s3rver, awscli). The aws
+# CLI is Debian's /usr/bin/aws, whatever else is first on PATH (AWS=path to
+# measure another one). Debian's aws 2.9 ignores AWS_ENDPOINT_URL (read from
+# 2.13 on): it is given --endpoint-url.
 set -euo pipefail
 SIZE_MIB=${1:-1024}
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${2:-$REPO/docs/benchmarks-s3.md}
 SB=$REPO/build/s3_bench
+AWS=${AWS:-/usr/bin/aws}
 BUCKET=bench
 T=$(mktemp -d /tmp/snapfs-bench-s3.XXXXXX)
 S3_PID=""
@@ -63,12 +67,14 @@ measure() {
 	echo "$name: $(cat "$T/$name") (wall s, client CPU s, requests)"
 }
 
+LOAD_START="$(date -u +%H:%MZ): $(cut -d' ' -f1-3 /proc/loadavg)"
 measure snapfs_put "$SB" "s3://$BUCKET/snapfs" put "$T/data" blob
-measure aws_put aws s3 cp --only-show-errors "$T/data" "s3://$BUCKET/aws/blob"
+measure aws_put "$AWS" --endpoint-url "$ENDPOINT" s3 cp --only-show-errors "$T/data" "s3://$BUCKET/aws/blob"
 measure snapfs_get "$SB" "s3://$BUCKET/snapfs" get "$T/back.snapfs" blob
-measure aws_get aws s3 cp --only-show-errors "s3://$BUCKET/aws/blob" "$T/back.aws"
+measure aws_get "$AWS" --endpoint-url "$ENDPOINT" s3 cp --only-show-errors "s3://$BUCKET/aws/blob" "$T/back.aws"
 cmp "$T/data" "$T/back.snapfs"
 cmp "$T/data" "$T/back.aws"
+LOAD_END="$(date -u +%H:%MZ): $(cut -d' ' -f1-3 /proc/loadavg)"
 
 # row NAME LABEL: one line of the table.
 row() {
@@ -87,6 +93,9 @@ row() {
 	echo "which stores objects on the local disk. Host: $(nproc) cores"
 	echo "($(lscpu | awk -F': *' '/Model name/ { print $2; exit }')), $(free -g |
 		awk '/^Mem/ { print $2 }') GiB of memory; the server and the client share the cores."
+	echo "Load average (1, 5, 15 min) at the start, $LOAD_START; at the end, $LOAD_END"
+	echo "(the end's figures include this benchmark's own work)."
+	echo "The machine is shared with another engineer's builds and tests, which may run meanwhile."
 	echo
 	echo "| client | seconds | MiB/s | client CPU s | requests | requests per GiB |"
 	echo "|---|---|---|---|---|---|"
@@ -100,7 +109,7 @@ row() {
 	echo "read with pread from the file twice (hash, then send). A download is one"
 	echo "GET on one connection. $(curl --version | head -n 1 | cut -d' ' -f1-2)."
 	echo
-	echo "aws: $(aws --version 2>&1 | cut -d' ' -f1,4), default transfer settings"
+	echo "aws: $AWS, $("$AWS" --version 2>&1 | cut -d' ' -f1,2), default transfer settings"
 	echo "(8 MiB parts above 8 MiB, 10 requests in flight, payload SHA-256 over plain HTTP);"
 	echo "its download is ranged GETs of 8 MiB in parallel."
 	echo

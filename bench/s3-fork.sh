@@ -1,0 +1,240 @@
+#!/usr/bin/env bash
+# bench/s3-fork.sh - issue 4's fork on a second daemon: two daemons (A and B),
+# each with its own --state and mountpoint, share one s3:// store on s3rver,
+# as two hosts share a bucket. A sandbox on A holds SIZE MiB of random bytes
+# in its /tmp. Each round A snapshots it (the snapshot is uploaded), B lists
+# the new snapshot, and then, all timed as the wall time of
+# `echo 1 > snapshots/S/fork` until the fork runs:
+#   B cold:  B's first fork of S: nothing of S on B's disk, so it downloads the
+#            packs' byte ranges from S3 (materialize) before `runsc restore`;
+#   B warm:  B's second fork of S, from the image the first one left in its cache;
+#   A warm:  a fork of S on A, from the spool A kept when it took S.
+# Bytes downloaded: the metrics file has no download counter, so the bytes
+# s3rver wrote (wchar of its /proc/PID/io: socket sends, plus its log) and the
+# GETs it logged while B's cold fork ran. Run on demand (not in CI), as root:
+#
+#   bench/s3-fork.sh [ROUNDS] [OUT] [SIZES]   (defaults: 3, docs/benchmarks-s3-fork.md, "64 256")
+#
+# Needs what `scripts/setup.sh --test` installs (node, s3rver in tests/node_modules).
+set -euo pipefail
+ROUNDS=${1:-3}
+REPO=$(cd "$(dirname "$0")/.." && pwd)
+OUT=${2:-$REPO/docs/benchmarks-s3-fork.md}
+SIZES=${3:-64 256}
+BIN=$REPO/build/snapfs
+BUCKET=bench
+T=$(mktemp -d /tmp/snapfs-bench-s3fork.XXXXXX)
+IMAGES=$T/images
+A_STATE=$T/a/state A_MNT=$T/a/mnt A_PID=""
+B_STATE=$T/b/state B_MNT=$T/b/mnt B_PID=""
+S3_PID=""
+mkdir -p "$IMAGES" "$A_STATE" "$A_MNT" "$B_STATE" "$B_MNT"
+
+# teardown STATE MNT PID: one daemon's sandboxes, mount and process.
+teardown() {
+	local rs="runsc --root $1/runsc" c d p
+	for d in "$2"/sandboxes/*/; do
+		# shellcheck disable=SC2016
+		[ -e "$d/terminate" ] && timeout 30 bash -c 'echo 1 >"$1"' _ "$d/terminate" 2>/dev/null
+	done
+	for c in $($rs list -q 2>/dev/null); do
+		$rs kill "$c" KILL >/dev/null 2>&1
+		$rs delete -force "$c" >/dev/null 2>&1
+	done
+	mountpoint -q "$2" && fusermount3 -u "$2"
+	[ -n "$3" ] && wait "$3" 2>/dev/null
+	# Whatever runsc left of this daemon's sandboxes (their command lines name its root).
+	for p in $(pgrep -f -- "--root=$1/runsc"); do
+		kill -KILL "$p" 2>/dev/null
+	done
+}
+
+cleanup() {
+	set +e
+	teardown "$B_STATE" "$B_MNT" "$B_PID"
+	teardown "$A_STATE" "$A_MNT" "$A_PID"
+	[ -n "$S3_PID" ] && kill "$S3_PID" 2>/dev/null && wait "$S3_PID" 2>/dev/null
+	rm -rf --one-file-system "$T"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+ms() { date +%s%3N; }
+load() { cut -d' ' -f1-3 /proc/loadavg; }
+median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+# write_read FILE [TEXT]: write a line, read the answer on the same open file.
+write_read() {
+	exec 3<>"$1"
+	echo "${2:-1}" >&3
+	local line
+	read -r line <&3 || true
+	exec 3>&-
+	echo "$line"
+}
+# fork_ms MNT SNAP: fork, print "ms new-id"; the fork is left running.
+fork_ms() {
+	local t0 f
+	t0=$(ms)
+	f=$(write_read "$1/snapshots/$2/fork")
+	[ "$(cat "$1/sandboxes/$f/status")" = running ] || { echo "fork $f of $2 is not running" >&2; exit 1; }
+	echo "$(($(ms) - t0)) $f"
+}
+drop_fork() {
+	echo 1 >"$1/sandboxes/$2/terminate"
+	rmdir "$1/sandboxes/$2"
+}
+s3_sent() { awk '$1 == "wchar:" { print $2 }' "/proc/$S3_PID/io"; }
+# cpu_ms PID: user + system CPU time of a process, all its threads, in ms.
+cpu_ms() { awk -v hz="$(getconf CLK_TCK)" '{ print int(($14 + $15) * 1000 / hz) }' "/proc/$1/stat"; }
+s3_gets() { grep -c "^request GET /$BUCKET/fork/packs/" "$T/s3rver.log" || true; }
+
+make -C "$REPO" build/snapfs >/dev/null
+"$REPO/scripts/make-image.sh" "$IMAGES/busybox" >/dev/null
+LOAD_START="$(date -u +%H:%MZ): $(load)"
+
+export AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER AWS_REGION=us-east-1
+export AWS_CONFIG_FILE=$T/no-aws-config AWS_SHARED_CREDENTIALS_FILE=$T/no-aws-credentials
+S3RVER_LOG=1 node --openssl-legacy-provider "$REPO/tests/s3rver.js" 0 "$T/s3rver" "$BUCKET" \
+	>"$T/s3rver.log" 2>&1 &
+S3_PID=$!
+for _ in $(seq 1 200); do
+	PORT=$(awk '/^ready/ { print $2 }' "$T/s3rver.log")
+	[ -n "$PORT" ] && break
+	sleep 0.1
+done
+[ -n "${PORT:-}" ] || { cat "$T/s3rver.log"; exit 1; }
+export AWS_ENDPOINT_URL=http://127.0.0.1:$PORT
+STORE=s3://$BUCKET/fork
+
+"$BIN" -f --state "$A_STATE" --images "$IMAGES" --store "$STORE" "$A_MNT" 2>"$T/a.log" &
+A_PID=$!
+"$BIN" -f --state "$B_STATE" --images "$IMAGES" --store "$STORE" "$B_MNT" 2>"$T/b.log" &
+B_PID=$!
+for m in "$A_MNT" "$B_MNT"; do
+	for _ in $(seq 300); do [ -r "$m/version" ] && break; sleep 0.1; done
+	[ -r "$m/version" ] || { tail "$T/a.log" "$T/b.log"; exit 1; }
+done
+
+rounds=$T/rounds
+# bench_size SIZE: a sandbox on A with SIZE MiB of random bytes, ROUNDS rounds.
+bench_size() {
+	local size=$1 b="src$1" r t0 s wall pause bytes stored listed cold warm awarm f
+	local sent0 gets0 sent gets mat rst out s3cpu0 bcpu0 s3cpu bcpu
+	mkdir "$A_MNT/sandboxes/$b"
+	echo busybox >"$A_MNT/sandboxes/$b/image"
+	echo "head -c $((size << 20)) /dev/urandom > /tmp/fill; echo ready > /tmp/ready; while :; do sleep 1; done" \
+		>"$A_MNT/sandboxes/$b/entrypoint"
+	echo 1 >"$A_MNT/sandboxes/$b/start"
+	until [ "$(write_read "$A_MNT/sandboxes/$b/exec" 'cat /tmp/ready 2>/dev/null')" = ready ]; do
+		sleep 1
+	done
+	for r in $(seq "$ROUNDS"); do
+		t0=$(ms)
+		s=$(write_read "$A_MNT/sandboxes/$b/snapshot")
+		wall=$(($(ms) - t0))
+		pause=$(jq -r .pause_ms <"$A_MNT/snapshots/$s/info.json")
+		bytes=$(jq -r .size_bytes <"$A_MNT/snapshots/$s/info.json")
+		stored=$(jq -r .stored_bytes <"$A_MNT/snapshots/$s/info.json")
+		# From A's answer (completed: manifest uploaded) until B's index shows it.
+		t0=$(ms)
+		until grep -q "^$s completed " "$B_MNT/snapshots/index"; do sleep 0.05; done
+		listed=$(($(ms) - t0))
+		sent0=$(s3_sent) gets0=$(s3_gets) s3cpu0=$(cpu_ms "$S3_PID") bcpu0=$(cpu_ms "$B_PID")
+		out=$(fork_ms "$B_MNT" "$s")
+		read -r cold f <<<"$out"
+		sent=$(($(s3_sent) - sent0)) gets=$(($(s3_gets) - gets0))
+		s3cpu=$(($(cpu_ms "$S3_PID") - s3cpu0)) bcpu=$(($(cpu_ms "$B_PID") - bcpu0))
+		mat=$(sed -n "s/.*materialized snapshot $s from the store: .* in \([0-9]*\) ms/\1/p" "$T/b.log")
+		rst=$(sed -n "s/.*restored snapshot $s into $f: runsc restore took \([0-9]*\) ms/\1/p" "$T/b.log")
+		drop_fork "$B_MNT" "$f"
+		out=$(fork_ms "$B_MNT" "$s")
+		read -r warm f <<<"$out"
+		drop_fork "$B_MNT" "$f"
+		out=$(fork_ms "$A_MNT" "$s")
+		read -r awarm f <<<"$out"
+		drop_fork "$A_MNT" "$f"
+		echo "$size $r $pause $wall $bytes $stored $listed $cold ${mat:-0} ${rst:-0} $sent $gets $warm $awarm $s3cpu $bcpu" |
+			tee -a "$rounds"
+	done
+	echo 1 >"$A_MNT/sandboxes/$b/terminate"
+}
+
+for size in $SIZES; do
+	bench_size "$size"
+done
+LOAD_END="$(date -u +%H:%MZ): $(load)"
+
+# col SIZE N: column N of SIZE's rounds, one value a line.
+col() { awk -v s="$1" -v c="$2" '$1 == s { print $c }' "$rounds"; }
+{
+	echo "# Fork on a second daemon with a cold cache, from S3"
+	echo
+	echo "Written by \`bench/s3-fork.sh $ROUNDS\` on $(date -u +%F). Two daemons, A and B, each with its"
+	echo "own \`--state\` and mountpoint, share the store \`$STORE\` on @20minutes/s3rver"
+	echo "$(jq -r .version "$REPO/tests/node_modules/@20minutes/s3rver/package.json") (node $(node --version), SigV4 checked) on 127.0.0.1, as two hosts share a bucket."
+	echo "A sandbox on A holds SIZE MiB of random bytes in its /tmp (incompressible: the"
+	echo "snapshot's chunks are stored as they are). Each round A snapshots it, B lists"
+	echo "the new snapshot, then three forks of it, each timed as the wall time of"
+	echo "\`echo 1 > snapshots/S/fork\` until the fork runs:"
+	echo
+	echo "- **B cold**: B's first fork of S. Nothing of S is on B's disk: B downloads the"
+	echo "  packs' byte ranges (ranged GETs of up to 4 MiB, on its worker threads),"
+	echo "  decompresses and verifies every chunk, writes the image, then runs \`runsc restore\`."
+	echo "- **B warm**: B's second fork of S, from the image the first left in B's cache."
+	echo "- **A warm**: a fork of S on A, from the spool A kept when it took S."
+	echo
+	echo "Host: $(nproc) cores ($(lscpu | awk -F': *' '/Model name/ { print $2; exit }')), $(free -g |
+		awk '/^Mem/ { print $2 }') GiB of memory, $(runsc --version | head -1),"
+	echo "$(head -n 1 "$A_MNT/version") (release build), $(curl --version | head -n 1 | cut -d' ' -f1-2)."
+	echo "Load average (1, 5, 15 min) at the start, $LOAD_START; at the end, $LOAD_END"
+	echo "(the end's figures include this benchmark's own work)."
+	echo "The machine is shared with another engineer's builds and tests, which may run meanwhile."
+	echo "Times in milliseconds; MB = 10^6 bytes."
+	echo
+	echo "| data MiB | round | A pause | A snapshot until completed | B lists it after | B fork cold | its materialize | its runsc restore | s3rver sent MiB | GETs of packs | s3rver CPU | B daemon CPU | B fork warm | A fork warm |"
+	echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+	awk '{ printf "| %d | %d | %d | %d | %d | %d | %d | %d | %.1f | %d | %d | %d | %d | %d |\n",
+		$1, $2, $3, $4, $7, $8, $9, $10, $11 / 1048576, $12, $15, $16, $13, $14 }' "$rounds"
+	echo
+	echo "Medians:"
+	echo
+	echo "| data MiB | snapshot MiB | stored MiB (round 1) | B fork cold | B fork warm | A fork warm | cold - warm on B | materialize MB/s | s3rver CPU | B daemon CPU | cores busy in materialize |"
+	echo "|---|---|---|---|---|---|---|---|---|---|---|"
+	for size in $SIZES; do
+		med_cold=$(col "$size" 8 | median)
+		med_warm=$(col "$size" 13 | median)
+		printf '| %d | %.1f | %.1f | %d | %d | %d | %d | %.0f | %d | %d | %.2f |\n' "$size" \
+			"$(col "$size" 5 | median | awk '{ print $1 / 1048576 }')" \
+			"$(col "$size" 6 | head -n 1 | awk '{ print $1 / 1048576 }')" \
+			"$med_cold" "$med_warm" "$(col "$size" 14 | median)" \
+			"$((med_cold - med_warm))" \
+			"$(awk -v s="$size" '$1 == s && $9 > 0 { print $5 / $9 / 1000 }' "$rounds" | median)" \
+			"$(col "$size" 15 | median)" "$(col "$size" 16 | median)" \
+			"$(awk -v s="$size" '$1 == s && $9 > 0 { print ($15 + $16) / $9 }' "$rounds" | median)"
+	done
+	echo
+	echo "\"s3rver sent\" is the growth of s3rver's write count (\`wchar\` in /proc/PID/io)"
+	echo "while B's cold fork ran: the bodies and headers of its responses, plus its log"
+	echo "lines and the two daemons' periodic listings (a few KiB). snapfs's \`metrics\`"
+	echo "file has no counter of bytes downloaded. \"s3rver CPU\" and \"B daemon CPU\": the"
+	echo "CPU time (user + system, all threads) each process used during B's cold fork"
+	echo "(not the runsc processes of the restore); \"cores busy in materialize\": the two"
+	echo "together over the materialize time. The later rounds' snapshots reuse round 1's"
+	echo "chunks (A stores almost nothing new), but B still downloads them all: its cache"
+	echo "holds whole images, one per snapshot, not chunks."
+	echo "\"B lists it after\": from A's answer to the snapshot write (the manifest is"
+	echo "uploaded) until B's \`snapshots/index\` shows it; B lists the store's manifests"
+	echo "every 3 s, and a read of its snapshots/ lists them if that is older."
+	echo
+	echo "What limits these figures: s3rver is one node process on the same $(nproc) cores as"
+	echo "both daemons and runsc; it reads every range from its files on the local disk"
+	echo "and sends it over loopback. B's download, verification and writing share those"
+	echo "cores and one disk with it (and with whatever else the shared machine runs), so"
+	echo "a cold fork here is bound by both ends' CPU and the disk, not by a network: compare the"
+	echo "materialize rate with the one from a local store in docs/benchmarks.md (\"Fork"
+	echo "with an empty cache\"). A real S3 endpoint takes s3rver's CPU cost off these"
+	echo "cores and adds network latency per GET and a bandwidth limit."
+	echo "Reproduce with \`bench/s3-fork.sh $ROUNDS\`."
+} >"$OUT"
+echo "wrote $OUT"
