@@ -445,7 +445,8 @@ int store_open(const char *url, const char *state_dir, struct store **out, struc
 	if (!st)
 		return err_set(e, ENOMEM, "out of memory");
 	pthread_mutex_init(&st->lock, NULL);
-	pthread_mutex_init(&st->sync_lock, NULL); /* calloc'd: st->unreadable is empty */
+	pthread_mutex_init(&st->sync_lock, NULL);
+	pthread_mutex_init(&st->gc_lock, NULL); /* calloc'd: st->unreadable is empty */
 	long cores = sysconf(_SC_NPROCESSORS_ONLN);
 	st->workers = cores < 1			  ? 1
 		      : cores > STORE_WORKERS_MAX ? STORE_WORKERS_MAX
@@ -458,7 +459,7 @@ int store_open(const char *url, const char *state_dir, struct store **out, struc
 			    : objstore_s3_open(url, &st->os, e);
 	bool complete = false;
 	if (rc == 0)
-		rc = store_refresh_locked(st, NULL, NULL, &complete, e);
+		rc = store_refresh_locked(st, NULL, NULL, NULL, &complete, e);
 	if (rc < 0 && rc != -ENOMEM && st->os) {
 		/* Serve anyway: puts and gets fail with the store's own reason until it answers. */
 		warning("cannot read the store %s: %s", st->os->url, e->msg);
@@ -491,6 +492,7 @@ void store_close(struct store *st)
 	strbuf_release(&st->unreadable);
 	pthread_mutex_destroy(&st->lock);
 	pthread_mutex_destroy(&st->sync_lock);
+	pthread_mutex_destroy(&st->gc_lock);
 	free(st);
 }
 

@@ -42,11 +42,12 @@ struct pack {
 	char name[MANIFEST_PACK_MAX + 1]; /* "<id>/<seq>" */
 	int refs;
 	int pins;
-	int64_t bytes;	   /* the pack object */
-	int64_t idx_bytes; /* its index object */
-	bool indexed;	   /* its chunks are in the chunk index */
-	bool idx_read;	   /* its index object was read, or could not be: not read again */
-	bool condemned;	   /* a trash/ marker names it: no new put may use it */
+	int64_t bytes;	      /* the pack object */
+	int64_t idx_bytes;    /* its index object */
+	bool indexed;	      /* its chunks are in the chunk index */
+	bool idx_read;	      /* its index object was read, or could not be: not read again */
+	bool condemned;	      /* a trash/ marker names it: no new put may use it */
+	bool listed, present; /* during a collection pass: a manifest listed names it; in packs/ */
 };
 
 /* Whether a put may use chunks of @p (under st->lock). */
@@ -109,7 +110,8 @@ struct store {
 	 * st->lock, never while holding it.
 	 */
 	pthread_mutex_t sync_lock;
-	struct marker_seen *seen; /* under sync_lock: store_gc.c */
+	pthread_mutex_t gc_lock;  /* one collection pass at a time; taken before sync_lock */
+	struct marker_seen *seen; /* under gc_lock: store_gc.c */
 	size_t nseen, seen_cap;
 	struct strbuf unreadable; /* under sync_lock: "\n"-separated ids already warned about */
 };
@@ -173,25 +175,26 @@ struct snap_rec *store_find_snap(struct store *st, const char *id);
 
 /*
  * Under sync_lock (store_refresh.c): make the records follow the manifests
- * listed now. *@complete: every manifest listed could be read.
+ * listed now. *@complete: every manifest listed could be read. @listed (if
+ * not NULL, empty) receives the ids listed, sealed.
  */
+struct strset;
 int store_refresh_locked(struct store *st, int (*fn)(const char *id, void *arg), void *arg,
-			 bool *complete, struct err *e);
+			 struct strset *listed, bool *complete, struct err *e);
 
 /* Collect if some pack lost its last user (store_gc.c): after a delete or a put. */
 void store_gc(struct store *st);
 /*
- * For a put (store_gc.c), when the grace period is not zero: mark every
- * pack a trash/ marker names as condemned, so this put does not use it.
+ * For a put, when it starts (store_gc.c, rule 3): the names of the packs
+ * trash/ condemns, into @names (empty; sealed on return), flagged in the
+ * records too. Nothing when the grace period is 0.
  */
-int store_note_condemned(struct store *st, struct err *e);
+int store_list_condemned(struct store *st, struct strset *names, struct err *e);
 /*
- * Whether a put that listed trash/ at @since_ms (mono_ms()) and uses the
- * @n packs @packs may write its manifest: 0, or -ETIMEDOUT when one of them
- * is condemned and the grace period may be over (see store_gc.c).
+ * For a put about to write its manifest (rule 4): 0, or -ETIMEDOUT if more
+ * than 3/4 of the grace period passed since @since_ms (mono_ms()).
  */
-int store_check_condemned(struct store *st, const char *id, struct pack *const *packs, size_t n,
-			  int64_t since_ms, struct err *e);
+int store_put_deadline(struct store *st, const char *id, int64_t since_ms, struct err *e);
 
 /* Under st->lock: register a put of @id; NULL (-ENOMEM) or -EBUSY if one is in flight. */
 int store_inflight_begin(struct store *st, const char *id, struct inflight **out);

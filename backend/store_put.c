@@ -28,6 +28,7 @@
 #include <zstd.h>
 
 #include "backend/chunker.h"
+#include "lib/strset.h"
 
 /* A pack is written once it holds this much: a GiB of new data is 32 packs and 32 indexes. */
 #define PACK_TARGET (32u << 20)
@@ -124,6 +125,7 @@ struct put {
 	struct progress progress;
 	int64_t size_bytes, pack_bytes;
 	int64_t trash_listed_ms; /* mono_ms() when condemned packs were listed: store_gc.c */
+	struct strset condemned; /* their names: never used by this put */
 };
 
 static void report(struct progress *p, int64_t add)
@@ -310,7 +312,7 @@ static int look_up(struct put *put, struct work *w)
 	int rc = 0;
 	pthread_mutex_lock(&st->lock);
 	const struct chunk_ref *r = chunk_index_find(&st->index, w->sha256);
-	if (r && pack_usable(r->pack)) {
+	if (r && pack_usable(r->pack) && !strset_has(&put->condemned, r->pack->name)) {
 		w->ref = *r;
 		w->found = true;
 		rc = store_inflight_pin(put->fl, r->pack);
@@ -746,7 +748,7 @@ static int note_condemned(struct put *put, struct err *e)
 {
 	struct err inner = {0};
 	put->trash_listed_ms = mono_ms();
-	int rc = store_note_condemned(put->st, &inner);
+	int rc = store_list_condemned(put->st, &put->condemned, &inner);
 	return rc < 0 ? store_wrap(e, put->id, rc, &inner) : 0;
 }
 
@@ -811,6 +813,7 @@ static void put_teardown(struct put *put)
 	pthread_cond_destroy(&put->pool.work);
 	pthread_cond_destroy(&put->pool.done);
 	chunk_index_free(&put->local);
+	strset_release(&put->condemned);
 	free(put->files);
 	free(put->own);
 	free(put->mpacks);
@@ -845,8 +848,7 @@ static int put_manifest(struct put *put, const cJSON *meta, struct store_put_res
 	size_t len = 0;
 	char key[OBJ_KEY_MAX];
 	struct err inner = {0};
-	int rc =
-	    store_check_condemned(st, put->id, put->mpacks, put->nmpacks, put->trash_listed_ms, e);
+	int rc = store_put_deadline(st, put->id, put->trash_listed_ms, e);
 	if (rc == 0)
 		rc = build_manifest(put, meta, &json, &len, e);
 	if (rc < 0)
@@ -871,6 +873,15 @@ static int put_manifest(struct put *put, const cJSON *meta, struct store_put_res
 		}
 		return rc;
 	}
+	/*
+	 * A refresh that listed before the manifest was there must not forget
+	 * the record once this put is no longer in flight: it is newer now.
+	 */
+	pthread_mutex_lock(&st->lock);
+	struct snap_rec *rec = store_find_snap(st, put->id);
+	if (rec)
+		rec->seq = ++st->seq;
+	pthread_mutex_unlock(&st->lock);
 	if (res) {
 		res->size_bytes = put->size_bytes;
 		res->stored_bytes = stored;

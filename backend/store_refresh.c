@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "lib/strbuf.h"
+#include "lib/strset.h"
 
 #define PACK_IDX_MAX (64u << 20)
 
@@ -169,23 +170,16 @@ struct refresh {
 	struct store *st;
 	int (*fn)(const char *id, void *arg);
 	void *arg;
-	struct strbuf listed; /* "\n"-separated ids, "\n" first */
+	struct strset *listed; /* the ids listed */
 };
 
 static int note_listed(const char *id, void *arg)
 {
 	struct refresh *r = arg;
-	int rc = strbuf_addf(&r->listed, "%s\n", id);
+	int rc = strset_add(r->listed, id);
 	if (rc == 0 && r->fn)
 		rc = r->fn(id, r->arg);
 	return rc;
-}
-
-static bool was_listed(const struct refresh *r, const char *id)
-{
-	char needle[STORE_ID_MAX + 3];
-	snprintf(needle, sizeof(needle), "\n%s\n", id);
-	return strstr(strbuf_str(&r->listed), needle) != NULL;
 }
 
 static bool in_flight(const struct store *st, const char *id)
@@ -203,7 +197,8 @@ static void forget_unlisted(struct refresh *r, uint64_t listed_at_seq)
 	struct store *st = r->st;
 	for (size_t i = 0; i < st->nsnaps;) {
 		const struct snap_rec *rec = &st->snaps[i];
-		if (rec->seq > listed_at_seq || in_flight(st, rec->id) || was_listed(r, rec->id))
+		if (rec->seq > listed_at_seq || in_flight(st, rec->id) ||
+		    strset_has(r->listed, rec->id))
 			i++;
 		else
 			store_forget_snap(st, rec->id); /* moves the last record to i */
@@ -220,16 +215,10 @@ static bool known(struct store *st, const char *id)
 
 static int load_new(struct refresh *r, bool *complete)
 {
-	struct store *st = r->st;
 	int rc = 0;
-	const char *line = strbuf_str(&r->listed) + 1;
-	while (rc == 0 && *line) {
-		const char *end = strchr(line, '\n');
-		char id[STORE_ID_MAX + 1];
-		snprintf(id, sizeof(id), "%.*s", (int)(end - line), line);
-		if (!known(st, id))
-			rc = load_manifest(st, id, complete);
-		line = end + 1;
+	for (size_t i = 0; rc == 0 && i < r->listed->n; i++) {
+		if (!known(r->st, r->listed->v[i]))
+			rc = load_manifest(r->st, r->listed->v[i], complete);
 	}
 	return rc;
 }
@@ -246,16 +235,17 @@ static int load_new_indexes(struct store *st)
 }
 
 int store_refresh_locked(struct store *st, int (*fn)(const char *id, void *arg), void *arg,
-			 bool *complete, struct err *e)
+			 struct strset *listed, bool *complete, struct err *e)
 {
-	struct refresh r = {.st = st, .fn = fn, .arg = arg, .listed = STRBUF_INIT};
+	struct strset own = STRSET_INIT;
+	struct refresh r = {.st = st, .fn = fn, .arg = arg, .listed = listed ? listed : &own};
 	*complete = false;
 	pthread_mutex_lock(&st->lock);
 	uint64_t listed_at_seq = st->seq;
 	pthread_mutex_unlock(&st->lock);
-	int rc = strbuf_adds(&r.listed, "\n");
-	if (rc == 0)
-		rc = store_list_snapshots(st, note_listed, &r, e);
+	int rc = store_list_snapshots(st, note_listed, &r, e);
+	if (rc == 0 && strset_seal(r.listed) < 0)
+		rc = -ENOMEM;
 	if (rc < 0)
 		goto out;
 	*complete = true;
@@ -265,10 +255,10 @@ int store_refresh_locked(struct store *st, int (*fn)(const char *id, void *arg),
 	rc = load_new(&r, complete);
 	if (rc == 0)
 		rc = load_new_indexes(st);
-	if (rc == -ENOMEM)
-		rc = err_set(e, ENOMEM, "out of memory reading the store %s", st->os->url);
 out:
-	strbuf_release(&r.listed);
+	if (rc == -ENOMEM || rc == -EFBIG)
+		rc = err_set(e, -rc, "too many snapshots in %s", st->os->url);
+	strset_release(&own);
 	return rc;
 }
 
@@ -276,7 +266,7 @@ int store_refresh(struct store *st, int (*fn)(const char *id, void *arg), void *
 {
 	bool complete = false;
 	pthread_mutex_lock(&st->sync_lock);
-	int rc = store_refresh_locked(st, fn, arg, &complete, e);
+	int rc = store_refresh_locked(st, fn, arg, NULL, &complete, e);
 	pthread_mutex_unlock(&st->sync_lock);
 	return rc;
 }
