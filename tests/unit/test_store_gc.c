@@ -6,8 +6,12 @@
 #include <unistd.h>
 #include <time.h>
 
+#include <pthread.h>
+#include <semaphore.h>
+
 #include "backend/manifest.h"
 #include "backend/store.h"
+#include "backend/store_internal.h" /* to wrap a store's objstore operations */
 #include "tests/unit/t.h"
 #include "tests/unit/t_dir.h"
 
@@ -215,6 +219,124 @@ static void test_orphans(struct store *a)
 	CHECK(!pack_stored("snap-orphan/0000"));
 }
 
+/*
+ * A pack condemned before a put starts, that the put learns of only later
+ * (a refresh mid-put records its manifest): the put still refuses it.
+ */
+static void on_progress_refresh(void *arg, int64_t done, int64_t total)
+{
+	struct store *st = arg;
+	struct err e = {0};
+	(void)total;
+	if (done == 0)
+		CHECK(store_refresh(st, NULL, NULL, &e) == 0);
+}
+
+static void test_learned_mid_put(struct store *a, struct store *b)
+{
+	struct err e = {0};
+	char shown[PATH_MAX], hidden[PATH_MAX], src[PATH_MAX];
+	new_source();
+	CHECK(put(a, "snap-m", NULL, NULL, &e) == 0);
+	/* While its manifest is not there (as if its put were in flight elsewhere)... */
+	t_path(shown, "store/manifests/snap-m.json");
+	t_path(hidden, "snap-m.json");
+	CHECK(rename(shown, hidden) == 0);
+	collect(a);
+	CHECK(markers_of("snap-m") == 1); /* ...a pass condemns its pack */
+	CHECK(rename(hidden, shown) == 0);
+	t_path(src, "src");
+	cJSON *meta = cJSON_CreateObject();
+	CHECK(store_put_snapshot(b, "snap-m2", src, meta, on_progress_refresh, b, NULL, &e) == 0);
+	cJSON_Delete(meta);
+	CHECK(!lists_pack(b, "snap-m2", "snap-m/0000"));
+	CHECK(store_delete_snapshot(b, "snap-m2", &e) == 0);
+	CHECK(store_delete_snapshot(a, "snap-m", &e) == 0);
+}
+
+/*
+ * With no grace, one host: a pass that listed the manifests just before a
+ * put wrote its own, and decides only once that put has ended, must not
+ * take the put's packs for unused.
+ */
+static const struct objstore_ops *real_ops;
+static struct objstore_ops hooked_ops;
+static sem_t pass_listed, pass_go;
+static int hook_state; /* 0: waiting for the manifest PUT, 1: pass to pause, 2: done */
+static pthread_t pass_thread;
+static struct store *race_store;
+
+static int paused_list(struct objstore *os, const char *prefix,
+		       int (*fn)(const char *key, int64_t size, void *arg), void *arg,
+		       struct err *e)
+{
+	int rc = real_ops->list(os, prefix, fn, arg, e);
+	if (hook_state == 1 && !strcmp(prefix, "manifests/")) {
+		hook_state = 2;
+		sem_post(&pass_listed);
+		sem_wait(&pass_go);
+	}
+	return rc;
+}
+
+static void *run_pass(void *arg)
+{
+	collect(arg);
+	return NULL;
+}
+
+static void *release_pass(void *arg)
+{
+	(void)arg;
+	sleep_ms(300); /* the put returns meanwhile */
+	sem_post(&pass_go);
+	return NULL;
+}
+
+static int manifest_put_starts_pass(struct objstore *os, const char *key, const void *data,
+				    size_t len, struct err *e)
+{
+	if (hook_state != 0 || strcmp(key, "manifests/snap-r.json"))
+		return real_ops->put_buf(os, key, data, len, e);
+	hook_state = 1;
+	CHECK(pthread_create(&pass_thread, NULL, run_pass, race_store) == 0);
+	sem_wait(&pass_listed);
+	int rc = real_ops->put_buf(os, key, data, len, e);
+	pthread_t releaser;
+	CHECK(pthread_create(&releaser, NULL, release_pass, NULL) == 0);
+	pthread_detach(releaser);
+	return rc;
+}
+
+static void test_refresh_races_put_end(void)
+{
+	struct err e = {0};
+	struct store *st = open_host();
+	if (!st)
+		return;
+	store_set_grace(st, 0);
+	race_store = st;
+	new_source();
+	sem_init(&pass_listed, 0, 0);
+	sem_init(&pass_go, 0, 0);
+	real_ops = st->os->ops;
+	hooked_ops = *real_ops;
+	hooked_ops.list = paused_list;
+	hooked_ops.put_buf = manifest_put_starts_pass;
+	st->os->ops = &hooked_ops;
+	CHECK(put(st, "snap-r", NULL, NULL, &e) == 0);
+	pthread_join(pass_thread, NULL);
+	st->os->ops = real_ops;
+	CHECK(hook_state == 2);
+	CHECK(pack_stored("snap-r/0000"));
+	CHECK(store_verify_snapshot(st, "snap-r", &e) == 0);
+	CHECK(store_delete_snapshot(st, "snap-r", &e) == 0);
+	CHECK(!pack_stored("snap-r/0000"));
+	store_close(st);
+	sem_destroy(&pass_listed);
+	sem_destroy(&pass_go);
+}
+
 /* A manifest that cannot be read might list any pack: nothing is condemned while it is there. */
 static void test_unreadable(struct store *a)
 {
@@ -273,10 +395,12 @@ int main(void)
 		test_slow_put(a, b);
 		test_orphans(a);
 		test_unreadable(a);
+		test_learned_mid_put(a, b);
 		test_refresh(a, b);
 	}
 	store_close(a);
 	store_close(b);
+	test_refresh_races_put_end();
 	rm_rf(t_base);
 	return t_done();
 }
