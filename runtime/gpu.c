@@ -295,20 +295,6 @@ int gpu_compare_host(const char *recorded_json, struct strbuf *out)
 
 /* --- runsc ------------------------------------------------------------------ */
 
-bool gpu_help_has_flag(const char *help, const char *flag)
-{
-	size_t n = strlen(flag);
-	for (const char *p = help; *p; p += strcspn(p, "\n"), p += (*p == '\n')) {
-		const char *w = p + strspn(p, " \t");
-		if (*w != '-')
-			continue;
-		w += (w[1] == '-') ? 2 : 1;
-		if (strncmp(w, flag, n) == 0 && strchr(" \t=\n", w[n]))
-			return true;
-	}
-	return false;
-}
-
 static pthread_mutex_t runsc_probe_lock = PTHREAD_MUTEX_INITIALIZER;
 static int runsc_cuda = -1; /* unknown until asked */
 
@@ -320,7 +306,7 @@ bool gpu_runsc_checkpoints_cuda(const struct runsc *rs)
 		struct err e = {0};
 		if (runsc_help(rs, "checkpoint", &help, &e) < 0)
 			warning("cannot ask runsc which checkpoint flags it has: %s", e.msg);
-		runsc_cuda = help && gpu_help_has_flag(help, "cuda-checkpoint-path");
+		runsc_cuda = help && runsc_help_has_flag(help, "cuda-checkpoint-path");
 		info("runsc %s %s --cuda-checkpoint-path: %s checkpoints CUDA processes",
 		     rs->version, runsc_cuda ? "has" : "lacks", runsc_cuda ? "runsc" : "snapfs");
 	}

@@ -102,8 +102,6 @@ int gpu_write_bundle(const char *bundle_dir, const char *rootfs, const char *ent
 
 /* --- runsc ----------------------------------------------------------------- */
 
-/* Does the `runsc help SUBCOMMAND` text @help list flag @flag (no dashes)? */
-bool gpu_help_has_flag(const char *help, const char *flag);
 /* Does @rs's checkpoint take --cuda-checkpoint-path? Asked once, then cached. */
 bool gpu_runsc_checkpoints_cuda(const struct runsc *rs);
 

@@ -2,6 +2,7 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -374,6 +375,8 @@ int runsc_checkpoint_cuda(const struct runsc *rs, const char *cid, const char *i
 	char cuda_flag[4096];
 	cmd_init(&c, rs, "checkpoint", false);
 	cmd_add(&c, "--compression=none");
+	if (rs->checkpoint_direct)
+		cmd_add(&c, "--direct");
 	cmd_add(&c, "--image-path");
 	cmd_add(&c, image_dir);
 	if (leave_running)
@@ -401,6 +404,53 @@ int runsc_help(const struct runsc *rs, const char *subcommand, char **text, stru
 		return rc;
 	*text = read_from(out, 0);
 	return *text ? 0 : err_set(e, ENOMEM, "runsc help %s: out of memory", subcommand);
+}
+
+bool runsc_help_has_flag(const char *help, const char *flag)
+{
+	size_t n = strlen(flag);
+	for (const char *p = help; *p; p += strcspn(p, "\n"), p += (*p == '\n')) {
+		const char *w = p + strspn(p, " \t");
+		if (*w != '-')
+			continue;
+		w += (w[1] == '-') ? 2 : 1;
+		if (strncmp(w, flag, n) == 0 && strchr(" \t=\n", w[n]))
+			return true;
+	}
+	return false;
+}
+
+/* Whether an aligned O_DIRECT write into a new file in @dir works (tmpfs may refuse it). */
+static bool dir_takes_direct(const char *dir)
+{
+	char path[PATH_MAX];
+	if (xsnprintf(path, sizeof(path), "%s/.direct-probe", dir) < 0)
+		return false;
+	void *block = NULL;
+	if (posix_memalign(&block, 4096, 4096) != 0)
+		return false;
+	memset(block, 0, 4096);
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_DIRECT | O_CLOEXEC, 0600);
+	bool ok = fd >= 0 && write(fd, block, 4096) == 4096;
+	if (fd >= 0)
+		close(fd);
+	unlink(path);
+	free(block);
+	return ok;
+}
+
+void runsc_probe_direct(struct runsc *rs, const char *image_parent)
+{
+	_cleanup_free_ char *help = NULL;
+	struct err e = {0};
+	if (runsc_help(rs, "checkpoint", &help, &e) < 0)
+		warning("cannot ask runsc which checkpoint flags it has: %s", e.msg);
+	bool has_flag = help && runsc_help_has_flag(help, "direct");
+	bool takes = has_flag && dir_takes_direct(image_parent);
+	rs->checkpoint_direct = takes;
+	info("checkpoints write their pages %s (runsc %s --direct%s)",
+	     takes ? "with O_DIRECT" : "through the page cache", has_flag ? "has" : "lacks",
+	     has_flag && !takes ? ", which the spool's filesystem refuses" : "");
 }
 
 /*

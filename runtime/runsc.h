@@ -28,9 +28,10 @@
 #include "lib/util.h"
 
 struct runsc {
-	char bin[4096];	   /* runsc binary (--runsc), default "runsc" from PATH */
-	char root[4096];   /* runsc --root: <state>/runsc */
-	char version[128]; /* first line of `runsc --version`, without "runsc version " */
+	char bin[4096];		/* runsc binary (--runsc), default "runsc" from PATH */
+	char root[4096];	/* runsc --root: <state>/runsc */
+	char version[128];	/* first line of `runsc --version`, without "runsc version " */
+	bool checkpoint_direct; /* checkpoints pass --direct: see runsc_probe_direct() */
 };
 
 int runsc_init(struct runsc *rs, const char *bin, const char *root, struct err *e);
@@ -93,6 +94,17 @@ int runsc_checkpoint_cuda(const struct runsc *rs, const char *cid, const char *i
 
 /* `runsc help SUBCOMMAND`: its output into *@text (caller frees). */
 int runsc_help(const struct runsc *rs, const char *subcommand, char **text, struct err *e);
+/* Does the `runsc help SUBCOMMAND` text @help list flag @flag (no dashes)? */
+bool runsc_help_has_flag(const char *help, const char *flag);
+
+/*
+ * Set rs->checkpoint_direct if runsc's checkpoint has --direct (O_DIRECT
+ * for the pages file) and the filesystem of @image_parent (where
+ * checkpoints are written) takes O_DIRECT writes. Written through the page
+ * cache, the pages of a large sandbox cost the pause far more, and far more
+ * unevenly, than the disk's own speed does (docs/runsc-notes.md).
+ */
+void runsc_probe_direct(struct runsc *rs, const char *image_parent);
 
 /*
  * `runsc exec CID /bin/sh -c CMDLINE`, stdout and stderr both to @out_fd.

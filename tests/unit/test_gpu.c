@@ -141,17 +141,17 @@ static const char help_20240729[] =
 
 static void test_help(void)
 {
-	CHECK(!gpu_help_has_flag(help_20240729, "cuda-checkpoint-path"));
-	CHECK(gpu_help_has_flag(help_20240729, "leave-running"));
-	CHECK(!gpu_help_has_flag(help_20240729, "leave"));
-	CHECK(gpu_help_has_flag("  -cuda-checkpoint-path string\n    \tpath to cuda-checkpoint\n",
-				"cuda-checkpoint-path"));
-	CHECK(gpu_help_has_flag("  --cuda-checkpoint-path=PATH\n", "cuda-checkpoint-path"));
-	CHECK(gpu_help_has_flag("x\n  -cuda-checkpoint-path", "cuda-checkpoint-path"));
-	CHECK(!gpu_help_has_flag("  -cuda-checkpoint-paths string\n", "cuda-checkpoint-path"));
-	CHECK(!gpu_help_has_flag("    \tuse -cuda-checkpoint-path with it\n",
-				 "cuda-checkpoint-path"));
-	CHECK(!gpu_help_has_flag("", "cuda-checkpoint-path"));
+	CHECK(!runsc_help_has_flag(help_20240729, "cuda-checkpoint-path"));
+	CHECK(runsc_help_has_flag(help_20240729, "leave-running"));
+	CHECK(!runsc_help_has_flag(help_20240729, "leave"));
+	CHECK(runsc_help_has_flag("  -cuda-checkpoint-path string\n    \tpath to cuda-checkpoint\n",
+				  "cuda-checkpoint-path"));
+	CHECK(runsc_help_has_flag("  --cuda-checkpoint-path=PATH\n", "cuda-checkpoint-path"));
+	CHECK(runsc_help_has_flag("x\n  -cuda-checkpoint-path", "cuda-checkpoint-path"));
+	CHECK(!runsc_help_has_flag("  -cuda-checkpoint-paths string\n", "cuda-checkpoint-path"));
+	CHECK(!runsc_help_has_flag("    \tuse -cuda-checkpoint-path with it\n",
+				   "cuda-checkpoint-path"));
+	CHECK(!runsc_help_has_flag("", "cuda-checkpoint-path"));
 }
 
 static void test_driver_rule(void)
