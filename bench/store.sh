@@ -169,7 +169,7 @@ for r in $(seq "$ROUNDS"); do
 	f=$(write_read "$MNT/snapshots/$last/fork")
 	fork_ms=$(($(ms) - t0))
 	line=$(grep "materialized snapshot $last" "$T/daemon.log" | tail -n 1)
-	m_mib=$(sed -n 's/.*: \([0-9]*\) MiB, .*/\1/p' <<<"$line")
+	m_mib=$(sed -n 's/.*: \([0-9.]*\) MiB, .*/\1/p' <<<"$line")
 	m_ms=$(sed -n 's/.* in \([0-9]*\) ms/\1/p' <<<"$line")
 	echo 1 >"$MNT/sandboxes/$f/terminate"
 	rmdir "$MNT/sandboxes/$f"

@@ -498,10 +498,11 @@ static int materialize_into(const struct snapshot *snap, const char *tmp, struct
 		return rc;
 	keep_manifest(tmp, res.manifest);
 	free(res.manifest);
-	info("materialized snapshot %s: %lld MiB, %lld MiB from %zu local images, %lld MiB read "
+	/* Tenths of MiB: what the store gave is often well under one. */
+	info("materialized snapshot %s: %.1f MiB, %.1f MiB from %zu local images, %.1f MiB read "
 	     "from the store, in %lld ms",
-	     snap->id, (long long)(res.size_bytes >> 20), (long long)(res.local_bytes >> 20), n,
-	     (long long)(res.store_bytes >> 20), (long long)(mono_ms() - t0));
+	     snap->id, (double)res.size_bytes / (1 << 20), (double)res.local_bytes / (1 << 20), n,
+	     (double)res.store_bytes / (1 << 20), (long long)(mono_ms() - t0));
 	return 0;
 }
 
