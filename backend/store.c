@@ -565,6 +565,8 @@ void store_stats(struct store *st, struct store_stats *out)
 	}
 	out->condemned_packs = st->condemned;
 	out->grace_ms = st->grace_ms;
+	out->get_store_bytes = st->get_store_bytes;
+	out->get_local_bytes = st->get_local_bytes;
 	for (size_t i = 0; i < st->nsnaps; i++) {
 		out->stored_bytes += st->snaps[i].manifest_bytes;
 		out->logical_bytes += st->snaps[i].size_bytes;

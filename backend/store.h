@@ -61,6 +61,8 @@ struct store_stats {
 	int64_t puts_in_flight;
 	int64_t condemned_packs; /* packs waiting for the grace period to end (store_gc.c) */
 	int64_t grace_ms;
+	int64_t get_store_bytes; /* read from the objstore by gets since open (as stored) */
+	int64_t get_local_bytes; /* copied from donors by gets since open (plain) */
 };
 
 /*
@@ -92,6 +94,38 @@ int store_put_snapshot(struct store *st, const char *id, const char *dir, const 
  * missing or corrupt; -ENOSPC if @dir's filesystem is full.
  */
 int store_get_snapshot(struct store *st, const char *id, const char *dir, struct err *e);
+
+/*
+ * A local image a get may copy chunks from instead of reading them from the
+ * store: the files of some snapshot in directory @dir, and @manifest, a file
+ * holding that snapshot's manifest text (as store_get_manifest() returns
+ * it), which says which chunk is where in them.
+ */
+struct store_donor {
+	const char *dir;
+	const char *manifest;
+};
+/* Donors a get looks at; more are ignored. */
+#define STORE_DONORS_MAX 16
+
+struct store_get_result {
+	int64_t size_bytes;  /* plain bytes of the files */
+	int64_t store_bytes; /* bytes read from the objstore: the packs' ranges and the manifest */
+	int64_t local_bytes; /* plain bytes copied from donors (verified) */
+	char *manifest;	     /* the manifest text the get followed; the caller frees it */
+};
+
+/*
+ * store_get_snapshot() that copies every chunk one of @donors holds from
+ * there rather than from the store. A chunk is verified against its SHA-256
+ * wherever it comes from; one a donor holds that does not verify (the file
+ * changed or is torn) is read from the store instead, and a donor that
+ * cannot be read is skipped: donors never make a get fail. Errors as
+ * store_get_snapshot(). @res (may be NULL) is filled on success.
+ */
+int store_get_snapshot_from(struct store *st, const char *id, const char *dir,
+			    const struct store_donor *donors, size_t ndonors,
+			    struct store_get_result *res, struct err *e);
 
 /*
  * Read and check every chunk of snapshot @id (decompress, SHA-256) without

@@ -9,6 +9,12 @@
  * are holes. The files are not fsynced: a restore reads them from the page
  * cache at once, and the runtime's cache drops them after a reboot
  * (runtime/cache.h), so waiting for the disk would only slow every fork.
+ *
+ * With donors (store_get_snapshot_from()), chunks that local images hold
+ * (store_donor.c) are copied from them instead: consecutive ones of a file
+ * make a local job, read with one pread a chunk and verified the same way.
+ * A donor chunk that does not verify is read from the store alone, as a
+ * range of one chunk: a donor can make a get slower, never wrong or failed.
  */
 #include "backend/store_internal.h"
 
@@ -33,19 +39,24 @@ struct range_job {
 	size_t first, count;
 	int64_t file_off; /* where the first one goes in the file */
 	int64_t plain;	  /* their plain bytes */
-	int64_t off, len; /* the range of the pack */
+	int64_t off, len; /* the range of the pack (not for a local job) */
+	bool local;	  /* copied from donors */
 };
 
 struct get {
 	struct store *st;
 	const char *id;
 	struct manifest m;
+	char *json; /* the text of m */
+	struct donor_map donors;
 	int *fds;
 	struct range_job *jobs;
 	size_t njobs, cap;
 	atomic_size_t next;
 	atomic_bool failed;
-	pthread_mutex_t lock; /* the failure of the lowest job */
+	_Atomic int64_t store_bytes, local_bytes; /* see struct store_get_result */
+	atomic_size_t refetched;		  /* donor chunks that did not verify */
+	pthread_mutex_t lock;			  /* the failure of the lowest job */
 	size_t err_job;
 	struct err err;
 	ZSTD_DCtx *dctx[STORE_WORKERS_MAX];
@@ -70,14 +81,26 @@ static int add_job(struct get *g, const struct range_job *job)
 	return 0;
 }
 
-/* Can chunk @c of the file join @job? Same pack, right after it, ranges not too long. */
+/* Whether chunk @c is copied from a donor rather than read from the store. */
+static bool is_local(const struct get *g, const struct manifest_chunk *c)
+{
+	return c->pack != MANIFEST_ZERO && donor_map_find(&g->donors, c->sha256);
+}
+
+/*
+ * Can chunk @c of the file (@local: a donor holds it) join @job? Both from
+ * donors, or both from the same pack with @c right after the job's range;
+ * ranges not too long.
+ */
 static bool extends(const struct get *g, const struct range_job *job,
-		    const struct manifest_chunk *c)
+		    const struct manifest_chunk *c, bool local)
 {
 	const struct manifest_chunk *first = &g->m.files[job->file].chunks[job->first];
-	return job->count > 0 && c->pack != MANIFEST_ZERO && c->pack == first->pack &&
-	       c->off == job->off + job->len && job->len + c->zlen <= RANGE_MAX &&
-	       job->plain + c->len <= RANGE_MAX;
+	if (job->count == 0 || c->pack == MANIFEST_ZERO || local != job->local ||
+	    job->plain + c->len > RANGE_MAX)
+		return false;
+	return local || (c->pack == first->pack && c->off == job->off + job->len &&
+			 job->len + c->zlen <= RANGE_MAX);
 }
 
 static int plan_file(struct get *g, size_t fi)
@@ -87,7 +110,8 @@ static int plan_file(struct get *g, size_t fi)
 	int64_t pos = 0;
 	for (size_t i = 0; i < f->nchunks; pos += f->chunks[i].len, i++) {
 		const struct manifest_chunk *c = &f->chunks[i];
-		if (extends(g, &job, c)) {
+		bool local = is_local(g, c);
+		if (extends(g, &job, c, local)) {
 			job.count++;
 			job.len += c->zlen;
 			job.plain += c->len;
@@ -102,7 +126,8 @@ static int plan_file(struct get *g, size_t fi)
 					 .file_off = pos,
 					 .plain = c->len,
 					 .off = c->off,
-					 .len = c->zlen};
+					 .len = c->zlen,
+					 .local = local};
 		if (c->pack == MANIFEST_ZERO)
 			job.count = 0;
 	}
@@ -137,21 +162,25 @@ static int chunk_fail(struct get *g, const struct range_job *job, size_t i, cons
 		       (long long)at, what);
 }
 
-static int read_range(struct get *g, const struct range_job *job, unsigned char *buf, struct err *e)
+/* @len bytes at @off of the pack of chunk @i (of @job's file) into @buf; failures name @i. */
+static int read_pack(struct get *g, const struct range_job *job, size_t i, int64_t off, int64_t len,
+		     unsigned char *buf, struct err *e)
 {
-	const struct manifest_chunk *c = &g->m.files[job->file].chunks[job->first];
+	const struct manifest_chunk *c = &g->m.files[job->file].chunks[i];
 	char key[OBJ_KEY_MAX], what[ERR_MSG_MAX / 2];
 	struct err inner = {0};
 	store_pack_key(g->m.packs[c->pack], "pack", key);
-	int rc = objstore_get_range(g->st->os, key, job->off, (size_t)job->len, buf, &inner);
-	if (rc == 0)
+	int rc = objstore_get_range(g->st->os, key, off, (size_t)len, buf, &inner);
+	if (rc == 0) {
+		atomic_fetch_add(&g->store_bytes, len);
 		return 0;
+	}
 	if (rc == -ENOENT)
 		snprintf(what, sizeof(what), "is missing from the store (pack %s)",
 			 g->m.packs[c->pack]);
 	else
 		snprintf(what, sizeof(what), "cannot be read: %.400s", inner.msg);
-	return chunk_fail(g, job, job->first, what, e);
+	return chunk_fail(g, job, i, what, e);
 }
 
 /* Chunk @i, stored at @stored, plain into @plain (decompressed or copied), verified. */
@@ -191,12 +220,26 @@ static int write_all_at(int fd, const unsigned char *p, size_t len, int64_t off)
 	return 0;
 }
 
-/* Read the range, verify every chunk into the plain buffer, then write it with one call. */
-static int run_job(struct get *g, const struct range_job *job, unsigned worker, struct err *e)
+static int read_all_at(int fd, unsigned char *p, size_t len, int64_t off)
+{
+	while (len > 0) {
+		ssize_t n = pread(fd, p, len, (off_t)off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) /* a donor file shorter than its manifest says */
+			return n < 0 ? -errno : -EIO;
+		p += n;
+		len -= (size_t)n;
+		off += n;
+	}
+	return 0;
+}
+
+/* Read the job's range of its pack and verify every chunk into the plain buffer. */
+static int fetch_job(struct get *g, const struct range_job *job, unsigned worker, struct err *e)
 {
 	const struct manifest_file *f = &g->m.files[job->file];
-	int fd = g->fds[job->file];
-	int rc = read_range(g, job, g->rbuf[worker], e);
+	int rc = read_pack(g, job, job->first, job->off, job->len, g->rbuf[worker], e);
 	int64_t at = 0;
 	for (size_t i = job->first; rc == 0 && i < job->first + job->count; i++) {
 		const struct manifest_chunk *c = &f->chunks[i];
@@ -204,6 +247,52 @@ static int run_job(struct get *g, const struct range_job *job, unsigned worker, 
 				  g->pbuf[worker] + at, worker, e);
 		at += c->len;
 	}
+	return rc;
+}
+
+/* Chunk @c from the donor that holds it into @plain: whether it was all there and verifies. */
+static bool copy_chunk(struct get *g, const struct manifest_chunk *c, unsigned char *plain,
+		       unsigned worker)
+{
+	const struct donor_ref *r = donor_map_find(&g->donors, c->sha256);
+	unsigned char sha[SHA256_LEN];
+	if (!r || read_all_at(r->fd, plain, (size_t)c->len, r->off) < 0)
+		return false;
+	return store_sha256(g->st, g->md[worker], plain, (size_t)c->len, sha) &&
+	       !memcmp(sha, c->sha256, SHA256_LEN);
+}
+
+/*
+ * Copy each chunk of a local job from its donor into the plain buffer; one
+ * that does not verify (the donor's file changed since its manifest was
+ * written) is read from the store alone and verified as a fetched one.
+ */
+static int copy_job(struct get *g, const struct range_job *job, unsigned worker, struct err *e)
+{
+	const struct manifest_file *f = &g->m.files[job->file];
+	unsigned char *plain = g->pbuf[worker];
+	int rc = 0;
+	for (size_t i = job->first; rc == 0 && i < job->first + job->count; i++) {
+		const struct manifest_chunk *c = &f->chunks[i];
+		if (copy_chunk(g, c, plain, worker)) {
+			atomic_fetch_add(&g->local_bytes, c->len);
+		} else {
+			atomic_fetch_add(&g->refetched, 1);
+			rc = read_pack(g, job, i, c->off, c->zlen, g->rbuf[worker], e);
+			if (rc == 0)
+				rc = verify_chunk(g, job, i, g->rbuf[worker], plain, worker, e);
+		}
+		plain += c->len;
+	}
+	return rc;
+}
+
+/* Get every chunk of the job, verified, into the plain buffer, then write it with one call. */
+static int run_job(struct get *g, const struct range_job *job, unsigned worker, struct err *e)
+{
+	const struct manifest_file *f = &g->m.files[job->file];
+	int fd = g->fds[job->file];
+	int rc = job->local ? copy_job(g, job, worker, e) : fetch_job(g, job, worker, e);
 	if (fd < 0) /* store_verify_snapshot(): nothing to write */
 		return rc;
 	if (rc == 0)
@@ -284,8 +373,20 @@ static int get_setup(struct get *g, struct err *e)
 	return 0;
 }
 
+/* What the get read, into the store's totals (struct store_stats). */
+static void get_account(struct get *g)
+{
+	pthread_mutex_lock(&g->st->lock);
+	g->st->get_store_bytes += atomic_load(&g->store_bytes);
+	g->st->get_local_bytes += atomic_load(&g->local_bytes);
+	pthread_mutex_unlock(&g->st->lock);
+}
+
 static void get_teardown(struct get *g)
 {
+	get_account(g);
+	donor_map_free(&g->donors);
+	free(g->json);
 	for (unsigned i = 0; i < STORE_WORKERS_MAX; i++) {
 		ZSTD_freeDCtx(g->dctx[i]);
 		EVP_MD_CTX_free(g->md[i]);
@@ -318,15 +419,18 @@ static int get_files(struct get *g, const char *dir, struct err *e)
 
 static int get_begin(struct store *st, const char *id, struct get *g, struct err *e)
 {
-	_cleanup_free_ char *json = NULL;
 	*g = (struct get){.st = st, .id = id};
-	int rc = store_get_manifest(st, id, &json, e);
+	int rc = store_get_manifest(st, id, &g->json, e);
 	if (rc < 0)
 		return rc;
+	atomic_store(&g->store_bytes, (int64_t)strlen(g->json));
 	pthread_mutex_init(&g->lock, NULL);
-	rc = manifest_parse(json, id, &g->m, e);
-	if (rc < 0)
+	rc = manifest_parse(g->json, id, &g->m, e);
+	if (rc < 0) {
+		get_account(g);
 		pthread_mutex_destroy(&g->lock);
+		free(g->json);
+	}
 	return rc;
 }
 
@@ -341,12 +445,41 @@ int store_verify_snapshot(struct store *st, const char *id, struct err *e)
 	return rc;
 }
 
+/* After a get: the caller's figures, and a word if donors did not hold what they said. */
+static void get_result(struct get *g, int rc, struct store_get_result *res)
+{
+	size_t refetched = atomic_load(&g->refetched);
+	if (refetched > 0)
+		warning("snapshot %s: %zu chunks of local images did not verify (changed since "
+			"they were written?); read from the store instead",
+			g->id, refetched);
+	if (!res || rc < 0)
+		return;
+	res->size_bytes = g->m.size_bytes;
+	res->store_bytes = atomic_load(&g->store_bytes);
+	res->local_bytes = atomic_load(&g->local_bytes);
+	res->manifest = steal_ptr(g->json);
+}
+
 int store_get_snapshot(struct store *st, const char *id, const char *dir, struct err *e)
 {
+	return store_get_snapshot_from(st, id, dir, NULL, 0, NULL, e);
+}
+
+int store_get_snapshot_from(struct store *st, const char *id, const char *dir,
+			    const struct store_donor *donors, size_t ndonors,
+			    struct store_get_result *res, struct err *e)
+{
 	struct get g;
+	if (res)
+		*res = (struct store_get_result){0};
 	int rc = get_begin(st, id, &g, e);
 	if (rc < 0)
 		return rc;
+	int64_t found = donor_map_build(&g.donors, &g.m, donors, ndonors, id);
+	if (ndonors > 0)
+		debug("snapshot %s: %lld MiB of its chunks are in %zu local images", id,
+		      (long long)(found >> 20), ndonors);
 	struct stat sb;
 	bool made_dir = stat(dir, &sb) < 0;
 	rc = mkdir_p(dir, 0755);
@@ -356,6 +489,7 @@ int store_get_snapshot(struct store *st, const char *id, const char *dir, struct
 	if (rc == 0)
 		rc = get_files(&g, dir, e);
 	close_files(&g, dir, rc < 0, made_dir);
+	get_result(&g, rc, res);
 	get_teardown(&g);
 	return rc;
 }

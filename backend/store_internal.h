@@ -1,6 +1,6 @@
 /*
  * store_internal.h - what store.c (open, index, delete, collect),
- * store_put.c and store_get.c share. Not for other modules.
+ * store_put.c, store_get.c and store_donor.c share. Not for other modules.
  *
  * In memory the store keeps, under st->lock:
  *   - one struct pack per pack object some manifest lists, with `refs` (how
@@ -114,6 +114,8 @@ struct store {
 	struct marker_seen *seen; /* under gc_lock: store_gc.c */
 	size_t nseen, seen_cap;
 	struct strbuf unreadable; /* under sync_lock: "\n"-separated ids already warned about */
+	int64_t get_store_bytes;  /* under lock: see struct store_stats */
+	int64_t get_local_bytes;
 };
 
 /* Pack index objects: a header, one entry per chunk, a SHA-256 of all before it. */
@@ -195,6 +197,38 @@ int store_list_condemned(struct store *st, struct strset *names, struct err *e);
  * than 3/4 of the grace period passed since @since_ms (mono_ms()).
  */
 int store_put_deadline(struct store *st, const char *id, int64_t since_ms, struct err *e);
+
+/*
+ * The chunks of a get's snapshot that its donors (local images, struct
+ * store_donor) hold: SHA-256 -> a donor file and the chunk's offset in it.
+ * Built from the donors' manifests (store_donor.c) before the get plans its
+ * jobs; a chunk read from a donor is still verified like any other.
+ */
+struct donor_ref {
+	const struct manifest_chunk *chunk; /* a wanted chunk (the key); NULL: an empty slot */
+	int fd;				    /* a donor file that holds it, or -1: none does */
+	int64_t off;			    /* where in that file */
+};
+
+/* Open addressing on the first 8 bytes of the hash, linear probing, at most half full. */
+struct donor_map {
+	struct donor_ref *slots;
+	size_t cap; /* a power of two, or 0: no donors */
+	int *fds;   /* the donor files opened, closed by donor_map_free() */
+	size_t nfds;
+};
+
+/*
+ * Find the chunks of @want (snapshot @id) that @donors hold. Best effort: a
+ * donor whose manifest or files cannot be read adds nothing, and without
+ * memory the map stays empty. Returns the plain bytes found.
+ */
+int64_t donor_map_build(struct donor_map *dm, const struct manifest *want,
+			const struct store_donor *donors, size_t n, const char *id);
+/* The donor copy of the chunk of hash @sha, or NULL. */
+const struct donor_ref *donor_map_find(const struct donor_map *dm,
+				       const unsigned char sha[SHA256_LEN]);
+void donor_map_free(struct donor_map *dm);
 
 /* Under st->lock: register a put of @id; NULL (-ENOMEM) or -EBUSY if one is in flight. */
 int store_inflight_begin(struct store *st, const char *id, struct inflight **out);

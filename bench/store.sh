@@ -160,13 +160,16 @@ done
 
 # --- 4. fork with an empty cache ------------------------------------------------------------
 cold=$T/cold
+# The other snapshots' images stay (step 5 reads one) but may not lend chunks
+# (runtime/cache.h): every chunk comes from the store.
+rm -f "$STATE"/cache/*/.manifest.json
 for r in $(seq "$ROUNDS"); do
 	rm -rf "${STATE:?}/cache/$last"
 	t0=$(ms)
 	f=$(write_read "$MNT/snapshots/$last/fork")
 	fork_ms=$(($(ms) - t0))
 	line=$(grep "materialized snapshot $last" "$T/daemon.log" | tail -n 1)
-	m_mib=$(sed -n 's/.*: \([0-9]*\) MiB in .*/\1/p' <<<"$line")
+	m_mib=$(sed -n 's/.*: \([0-9.]*\) MiB, .*/\1/p' <<<"$line")
 	m_ms=$(sed -n 's/.* in \([0-9]*\) ms/\1/p' <<<"$line")
 	echo 1 >"$MNT/sandboxes/$f/terminate"
 	rmdir "$MNT/sandboxes/$f"

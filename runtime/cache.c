@@ -57,10 +57,9 @@ static struct held *find_held(const char *snap_id)
 	return NULL;
 }
 
-void cache_hold(const char *snap_id)
+/* Under the lock: one more holder of @snap_id. */
+static void hold_locked(const char *snap_id)
 {
-	char path[PATH_MAX];
-	pthread_mutex_lock(&cache.lock);
 	struct held *h = find_held(snap_id);
 	if (!h && cache.nheld == cache.cap) {
 		size_t ncap = cache.cap ? cache.cap * 2 : 16;
@@ -79,6 +78,13 @@ void cache_hold(const char *snap_id)
 	 */
 	if (h)
 		h->count++;
+}
+
+void cache_hold(const char *snap_id)
+{
+	char path[PATH_MAX];
+	pthread_mutex_lock(&cache.lock);
+	hold_locked(snap_id);
 	if (entry_path(snap_id, path) >= 0)
 		utimensat(AT_FDCWD, path, NULL, 0);
 	pthread_mutex_unlock(&cache.lock);
@@ -174,6 +180,36 @@ static size_t list_entries(struct entry *out, bool tmp, int64_t *total)
 	}
 	closedir(d);
 	return n;
+}
+
+/* Under the lock: whether entry @id may lend chunks: it keeps its manifest, no delete waits. */
+static bool lends(const char *id)
+{
+	char path[PATH_MAX];
+	const struct held *h = find_held(id);
+	return !(h && h->doomed) &&
+	       xsnprintf(path, sizeof(path), "%s/%s/%s", cache.dir, id, CACHE_MANIFEST_FILE) >= 0 &&
+	       access(path, F_OK) == 0;
+}
+
+size_t cache_hold_recent(const char *except, char (*ids)[ID_MAX], size_t max)
+{
+	int64_t total = 0;
+	size_t got = 0;
+	_cleanup_free_ struct entry *e = calloc(TRIM_ENTRIES_MAX, sizeof(*e));
+	if (!e)
+		return 0;
+	pthread_mutex_lock(&cache.lock);
+	size_t n = list_entries(e, false, &total);
+	qsort(e, n, sizeof(*e), by_age);
+	for (size_t i = n; i-- > 0 && got < max;) {
+		if (strcmp(e[i].id, except) == 0 || !lends(e[i].id))
+			continue;
+		hold_locked(e[i].id);
+		memcpy(ids[got++], e[i].id, ID_MAX);
+	}
+	pthread_mutex_unlock(&cache.lock);
+	return got;
 }
 
 /* Under the lock. */

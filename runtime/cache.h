@@ -4,6 +4,11 @@
  * spool a snapshot was stored from or an image materialized from the
  * store. Forks and resume restore from it instead of the store.
  *
+ * Each image also keeps its snapshot's manifest text in CACHE_MANIFEST_FILE,
+ * written before the directory takes its name (runtime/ops_snapshot.c): a
+ * materialize copies the chunks it needs from such images rather than
+ * download them (store_get_snapshot_from(), cache_hold_recent()).
+ *
  * Bounded in size: cache_trim() removes least recently used directories
  * (by the directory's mtime, which cache_hold() renews) until the disk
  * blocks they use fit the limit: --cache-max, or by default a quarter of
@@ -22,7 +27,13 @@
 #define SNAPFS_CACHE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
+
+#include "backend/registry.h"
+
+/* In an image's directory: its manifest. The leading dot keeps it apart from checkpoint files. */
+#define CACHE_MANIFEST_FILE ".manifest.json"
 
 struct cache_stats {
 	int64_t bytes;	     /* disk blocks used, in bytes */
@@ -36,6 +47,14 @@ void cache_init(const char *dir, int64_t max_bytes);
 /* A restore reads cache/<snap_id>: keep it, and make it the most recently used. */
 void cache_hold(const char *snap_id);
 void cache_release(const char *snap_id);
+
+/*
+ * Hold up to @max images that keep their manifest, most recently used
+ * first, none named @except, and put their ids in @ids: a materialize
+ * copies chunks from them. Unlike cache_hold() this leaves their mtimes: to
+ * lend chunks is not to be used. Returns how many; cache_release() each.
+ */
+size_t cache_hold_recent(const char *except, char (*ids)[ID_MAX], size_t max);
 
 /* Remove cache/<snap_id> now, or when the last holder releases it. */
 void cache_remove(const char *snap_id);

@@ -12,12 +12,16 @@
  * A fork or resume (JOB_LIFECYCLE) materializes the snapshot into the cache
  * when it is not there (every chunk verified), writes a bundle and runs
  * `runsc restore --detach`. The cache is bounded: least recently used
- * images go first, never one a restore is reading.
+ * images go first, never one a restore is reading. Every image keeps its
+ * manifest, so a materialize copies the chunks that images already cached
+ * hold (earlier snapshots of the same sandbox share most) and downloads
+ * only the rest.
  */
 #include "runtime/ops_internal.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -31,6 +35,14 @@
 
 /* Room the spool needs beyond the sandbox's resident memory. */
 #define SPOOL_MARGIN_BYTES (64ll << 20)
+/*
+ * A materialize looks at the DONORS_SCAN most recently used cached images
+ * and copies chunks from DONORS_USED of them, those of the same sandbox
+ * first: each costs a parse of its manifest, and a sandbox's own earlier
+ * snapshots hold nearly every chunk of its next one.
+ */
+#define DONORS_SCAN 32
+#define DONORS_USED 8
 
 struct snap_job {
 	char snap_id[ID_MAX];
@@ -194,12 +206,34 @@ static cJSON *snapshot_meta(const struct snapshot *snap)
 	return meta;
 }
 
+/*
+ * Keep manifest @json in image directory @dir (CACHE_MANIFEST_FILE), so
+ * later materializes may copy its chunks. Not fsynced, as the image is not
+ * (runtime/cache.h); a torn one is only a donor the store skips.
+ */
+static void keep_manifest(const char *dir, const char *json)
+{
+	char path[PATH_MAX];
+	_cleanup_close_ int fd = -1;
+	if (xsnprintf(path, sizeof(path), "%s/%s", dir, CACHE_MANIFEST_FILE) >= 0)
+		fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd >= 0 && write_all(fd, json, strlen(json)) == 0)
+		return;
+	warning("cannot keep the manifest in %s: no fork will copy chunks from it", dir);
+	if (fd >= 0)
+		unlink(path);
+}
+
 /* The stored snapshot's spool becomes its local cache; forks and resume reuse it. */
 static void keep_spool_as_cache(const char *snap_id)
 {
 	char spool[PATH_MAX], cache[PATH_MAX];
+	_cleanup_free_ char *json = NULL;
 	spool_path(snap_id, spool, sizeof(spool));
 	cache_path(snap_id, cache, sizeof(cache));
+	/* Before the rename: an image is never seen without its manifest. */
+	if (store_get_manifest(ops.store, snap_id, &json, NULL) == 0)
+		keep_manifest(spool, json);
 	rm_rf(cache);
 	if (rename(spool, cache) < 0)
 		rm_rf(spool);
@@ -396,26 +430,98 @@ int ops_sandbox_suspend(const char *id, ops_done_fn done, void *ctx, struct err 
 
 /* --- restore: fork and resume -------------------------------------------- */
 
+/* Cached images a materialize copies chunks from, held while it runs. */
+struct donors {
+	char ids[DONORS_USED][ID_MAX];
+	size_t n;
+	char dirs[DONORS_USED][PATH_MAX];
+	char manifests[DONORS_USED][PATH_MAX];
+	struct store_donor list[DONORS_USED];
+};
+
+/* Held image @id, if @now: the next donor while there is room, else released. */
+static void donor_pick(struct donors *d, const char *id, bool now, size_t *used)
+{
+	if (!now)
+		return;
+	if (*used < DONORS_USED && cache_path(id, d->dirs[*used], PATH_MAX) == 0 &&
+	    xsnprintf(d->manifests[*used], PATH_MAX, "%s/%s", d->dirs[*used],
+		      CACHE_MANIFEST_FILE) >= 0) {
+		d->list[*used] = (struct store_donor){d->dirs[*used], d->manifests[*used]};
+		memcpy(d->ids[*used], id, ID_MAX);
+		(*used)++;
+		return;
+	}
+	cache_release(id);
+}
+
+/*
+ * Hold the most recently used cached images and keep DONORS_USED of them:
+ * those of @snap's sandbox first, then the others. Returns how many.
+ */
+static size_t donors_hold(struct donors *d, const struct snapshot *snap)
+{
+	char held[DONORS_SCAN][ID_MAX];
+	bool same[DONORS_SCAN];
+	size_t n = cache_hold_recent(snap->id, held, DONORS_SCAN), used = 0;
+	for (size_t i = 0; i < n; i++) {
+		struct snapshot s;
+		same[i] = registry_snapshot_get(ops.reg, held[i], &s) == 0 &&
+			  !strcmp(s.sandbox_id, snap->sandbox_id);
+	}
+	for (size_t i = 0; i < n; i++)
+		donor_pick(d, held[i], same[i], &used);
+	for (size_t i = 0; i < n; i++)
+		donor_pick(d, held[i], !same[i], &used);
+	d->n = used;
+	return used;
+}
+
+static void donors_release(struct donors *d)
+{
+	for (size_t i = 0; i < d->n; i++)
+		cache_release(d->ids[i]);
+}
+
+/* Get @snap from the store into @tmp, copying what cached images hold; then keep its manifest. */
+static int materialize_into(const struct snapshot *snap, const char *tmp, struct err *e)
+{
+	_cleanup_free_ struct donors *d = calloc(1, sizeof(*d));
+	struct store_get_result res = {0};
+	if (!d)
+		return err_set(e, ENOMEM, "out of memory");
+	int64_t t0 = mono_ms();
+	size_t n = donors_hold(d, snap);
+	int rc = store_get_snapshot_from(ops.store, snap->id, tmp, d->list, n, &res, e);
+	donors_release(d);
+	if (rc < 0)
+		return rc;
+	keep_manifest(tmp, res.manifest);
+	free(res.manifest);
+	/* Tenths of MiB: what the store gave is often well under one. */
+	info("materialized snapshot %s: %.1f MiB, %.1f MiB from %zu local images, %.1f MiB read "
+	     "from the store, in %lld ms",
+	     snap->id, (double)res.size_bytes / (1 << 20), (double)res.local_bytes / (1 << 20), n,
+	     (double)res.store_bytes / (1 << 20), (long long)(mono_ms() - t0));
+	return 0;
+}
+
 /* Make sure cache/<snap> holds the verified checkpoint image; the caller holds it. */
-static int materialize(const char *snap_id, char *dir, size_t len, struct err *e)
+static int materialize(const struct snapshot *snap, char *dir, size_t len, struct err *e)
 {
 	char tmp[PATH_MAX + 32], hex[9];
-	int rc = cache_path(snap_id, dir, len);
+	int rc = cache_path(snap->id, dir, len);
 	if (rc < 0)
-		return err_set(e, ENAMETOOLONG, "cache path of %s is too long", snap_id);
+		return err_set(e, ENAMETOOLONG, "cache path of %s is too long", snap->id);
 	if (access(dir, F_OK) == 0)
 		return 0;
 	random_hex(hex, 8);
 	snprintf(tmp, sizeof(tmp), "%s.tmp-%s", dir, hex);
-	int64_t t0 = mono_ms();
-	rc = store_get_snapshot(ops.store, snap_id, tmp, e);
+	rc = materialize_into(snap, tmp, e);
 	if (rc < 0) {
 		rm_rf(tmp);
 		return rc;
 	}
-	int64_t ms = mono_ms() - t0;
-	info("materialized snapshot %s from the store: %lld MiB in %lld ms", snap_id,
-	     (long long)(tree_bytes(tmp) >> 20), (long long)ms);
 	/* Another fork may have won the race: then use its copy. */
 	if (rename(tmp, dir) < 0)
 		rm_rf(tmp);
@@ -552,7 +658,7 @@ static int restore_container(const struct restore_job *job, const char *runtime_
 		return err_set(e, ENOENT, "snapshot %s no longer exists", job->snap_id);
 	/* Held from before the check that it is there until runsc has read it. */
 	cache_hold(snap.id);
-	int rc = materialize(snap.id, image_dir, sizeof(image_dir), e);
+	int rc = materialize(&snap, image_dir, sizeof(image_dir), e);
 	if (rc == 0)
 		rc = restore_image(job->sandbox_id, &snap, image_dir, runtime_id, digest, e);
 	cache_release(snap.id);

@@ -4,6 +4,8 @@
 # hosts share a bucket): a snapshot taken on the first appears in the
 # second's snapshots/ within a few seconds, forks there with the right
 # state, and a delete on the first makes it disappear from the second.
+# A second snapshot of the same sandbox forks on the second host from the
+# chunks its image of the first one holds, downloading only the rest.
 # Collection across hosts: a pack the other host's snapshot uses stays; a
 # pack no snapshot uses is condemned (trash/) and goes after the grace
 # period, orphans included.
@@ -61,6 +63,8 @@ as_host_b start_daemon || bail "daemon B mounts"
 
 start_counter_sandbox src || bail "start sandbox src on A"
 sb_run src 'echo from-a > /root/from-a' >/dev/null
+# 16 MiB that every snapshot of src shares: the second comes from B's disk.
+sb_run src 'head -c 16777216 /dev/urandom > /tmp/fill' >/dev/null
 snap=$(snapshot_of src)
 check_match "snapshot on A" '^snap-[0-9a-f]{16}$' "$snap"
 at_snap=$(counter src)
@@ -80,6 +84,34 @@ check_eq "the fork's counter starts from the snapshot's token" "$(counter_token 
 ok "the fork's counter goes on from the snapshot's value" \
 	test "$(counter_count "$got")" -ge "$(counter_count "$at_snap")"
 check_eq "B's fork is not on A" "" "$(grep "^$fork " "$MNT/sandboxes/index")"
+
+# A second snapshot of src. B holds the image of the first (its fork above
+# materialized it): it copies the chunks they share from there.
+get_bytes() {
+	rd "$B_MNT/metrics" | awk -v k="snapfs_store_get_bytes_total{source=\"$1\"}" '$1 == k { print $2 }'
+}
+sb_run src 'echo second > /root/second' >/dev/null
+snap2=$(snapshot_of src)
+at_snap2=$(counter src)
+listed2_on_b() { grep -q "^$snap2 completed src$" "$B_MNT/snapshots/index"; }
+ok "B lists A's second snapshot within 10 s" poll_until 10 listed2_on_b
+local0=$(get_bytes local) store0=$(get_bytes store)
+fork2=$(as_host_b fork_of "$snap2")
+check_eq "the fork of the second snapshot runs on B" running "$(as_host_b sb_status "$fork2")"
+check_eq "it has the second snapshot's file" second \
+	"$(as_host_b sb_run "$fork2" 'cat /root/second')"
+got=$(as_host_b counter "$fork2")
+check_eq "its counter starts from the second snapshot's token" "$(counter_token "$at_snap2")" \
+	"$(counter_token "$got")"
+ok "and goes on from its value" test "$(counter_count "$got")" -ge "$(counter_count "$at_snap2")"
+local1=$(get_bytes local) store1=$(get_bytes store)
+note "B's materialize: $(((local1 - local0) >> 10)) KiB copied, $(((store1 - store0) >> 10)) KiB downloaded"
+ok "B copied most of the 16 MiB they share from its image of the first" \
+	test $((local1 - local0)) -ge $((12 << 20))
+ok "and downloaded less than it copied" test $((store1 - store0)) -lt $((local1 - local0))
+check_contains "B's log gives the split" "materialized snapshot $snap2: " "$(cat "$B_LOG")"
+wr "$B_MNT/sandboxes/$fork2/terminate" >/dev/null
+ok "A deletes the second snapshot" wr "$MNT/snapshots/$snap2/delete"
 
 # Garbage collection across hosts. B's records follow the store, so a
 # snapshot of its fork reuses A's packs; A's delete of its own snapshot must

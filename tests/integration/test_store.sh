@@ -91,7 +91,8 @@ check_fork() {
 	wr "$MNT/sandboxes/$f/terminate" && rmdir "$MNT/sandboxes/$f"
 }
 
-# Cold cache: every fork reads the store.
+# Cold cache: the first fork reads the store; each later one copies the chunks
+# the earlier forks' images hold (verified) and reads only the rest.
 rm -rf "${STATE:?}/cache/"*
 for k in 1 2 3 4 5; do
 	check_fork "$k"

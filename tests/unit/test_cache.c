@@ -20,6 +20,15 @@ static bool exists(const char *rel)
 	return stat(p, &st) == 0;
 }
 
+/* Image @id was last used @age seconds ago. */
+static void set_age(const char *id, int age)
+{
+	char p[PATH_MAX];
+	snprintf(p, sizeof(p), "%s/%s", base, id);
+	struct timespec t[2] = {{.tv_sec = time(NULL) - age}, {.tv_sec = time(NULL) - age}};
+	CHECK(utimensat(AT_FDCWD, p, t, 0) == 0);
+}
+
 /* An image of ENTRY_BYTES of data, last used @age seconds ago. */
 static void make_entry(const char *id, int age)
 {
@@ -31,9 +40,47 @@ static void make_entry(const char *id, int age)
 	snprintf(p, sizeof(p), "%s/%s/pages.img", base, id);
 	CHECK(write_file_durable(p, data, ENTRY_BYTES) == 0);
 	free(data);
+	set_age(id, age);
+}
+
+static int64_t age_of(const char *id)
+{
+	char p[PATH_MAX];
+	struct stat st;
 	snprintf(p, sizeof(p), "%s/%s", base, id);
-	struct timespec t[2] = {{.tv_sec = time(NULL) - age}, {.tv_sec = time(NULL) - age}};
-	CHECK(utimensat(AT_FDCWD, p, t, 0) == 0);
+	return stat(p, &st) == 0 ? time(NULL) - st.st_mtime : -1;
+}
+
+/* Images that keep their manifest lend chunks: most recently used first, held, not renewed. */
+static void test_hold_recent(void)
+{
+	char p[PATH_MAX], ids[4][ID_MAX];
+	make_entry("snap-a", 300);
+	make_entry("snap-b", 200);
+	make_entry("snap-c", 100);
+	make_entry("snap-d", 50);
+	const char *with[] = {"snap-a", "snap-c", "snap-d"};
+	const int ages[] = {300, 100, 50};
+	for (size_t i = 0; i < ARRAY_SIZE(with); i++) {
+		snprintf(p, sizeof(p), "%s/%s/%s", base, with[i], CACHE_MANIFEST_FILE);
+		CHECK(write_file_durable(p, "{}", 2) == 0);
+		set_age(with[i], ages[i]);
+	}
+	CHECK(cache_hold_recent("snap-d", ids, 4) == 2);
+	CHECK_STR(ids[0], "snap-c");
+	CHECK_STR(ids[1], "snap-a");
+	CHECK(age_of("snap-a") >= 299);
+	cache_remove("snap-a"); /* held: goes at the release, and lends no more */
+	CHECK(exists("snap-a"));
+	CHECK(cache_hold_recent("snap-c", ids, 4) == 1);
+	CHECK_STR(ids[0], "snap-d");
+	cache_release("snap-d");
+	cache_release("snap-a");
+	CHECK(!exists("snap-a"));
+	CHECK(cache_hold_recent("snap-d", ids, 1) == 1);
+	CHECK_STR(ids[0], "snap-c");
+	cache_release("snap-c");
+	cache_release("snap-c");
 }
 
 static bool keep_even(const char *id, void *arg)
@@ -85,6 +132,8 @@ int main(void)
 	CHECK(!exists("snap-7") && exists("snap-8") && !exists("snap-6.tmp-abcd"));
 	cache_stats(&s);
 	CHECK(s.entries == 1 && s.limit_bytes == 3 * ENTRY_BYTES + ENTRY_BYTES / 2);
+
+	test_hold_recent();
 
 	/* The default limit: a quarter of the cache and the free space together. */
 	cache_init(base, 0);

@@ -1,0 +1,276 @@
+/*
+ * test_store_donor.c - store_get_snapshot_from(): a get that copies the
+ * chunks local images ("donors") hold reads only the rest from the store,
+ * verifies every chunk whatever its source, and falls back to the store for
+ * a donor that changed, is torn, or cannot be read.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "backend/manifest.h"
+#include "backend/store.h"
+#include "lib/util.h"
+#include "tests/unit/t.h"
+#include "tests/unit/t_dir.h"
+
+#define PAGE 4096u
+/* pages.img: random pages, then zeros; checkpoint.img: text. */
+#define RANDOM_PAGES 2048u
+#define ZERO_PAGES 256u
+#define PAGES_LEN ((RANDOM_PAGES + ZERO_PAGES) * PAGE)
+#define CKPT_LEN ((200u << 10) + 13)
+/* The file the runtime keeps a cached image's manifest in (runtime/cache.h). */
+#define MANIFEST_FILE ".manifest.json"
+
+static unsigned char *pages, *ckpt;
+
+/* Write pages.img and checkpoint.img into directory @rel. */
+static void write_image(const char *rel)
+{
+	char p[PATH_MAX];
+	t_path(p, rel);
+	CHECK(mkdir_p(p, 0755) == 0);
+	snprintf(p, sizeof(p), "%s/%s/pages.img", t_base, rel);
+	CHECK(write_file_durable(p, pages, PAGES_LEN) == 0);
+	snprintf(p, sizeof(p), "%s/%s/checkpoint.img", t_base, rel);
+	CHECK(write_file_durable(p, ckpt, CKPT_LEN) == 0);
+}
+
+/* Directory @rel holds the current pages and checkpoint. */
+static void check_image(const char *rel)
+{
+	char p[PATH_MAX];
+	char *got = NULL;
+	size_t len = 0;
+	CHECK(t_entries(rel) == 2);
+	snprintf(p, sizeof(p), "%s/%s/pages.img", t_base, rel);
+	CHECK(read_file(p, &got, &len, PAGES_LEN) == 0);
+	CHECK(got && len == PAGES_LEN && !memcmp(got, pages, len));
+	free(got);
+	got = NULL;
+	snprintf(p, sizeof(p), "%s/%s/checkpoint.img", t_base, rel);
+	CHECK(read_file(p, &got, &len, CKPT_LEN) == 0);
+	CHECK(got && len == CKPT_LEN && !memcmp(got, ckpt, len));
+	free(got);
+}
+
+static int put(struct store *st, const char *id, const char *rel)
+{
+	char src[PATH_MAX];
+	struct err e = {0};
+	t_path(src, rel);
+	cJSON *meta = cJSON_CreateObject();
+	int rc = store_put_snapshot(st, id, src, meta, NULL, NULL, NULL, &e);
+	cJSON_Delete(meta);
+	return rc;
+}
+
+/* Materialize @id into @rel with @donors: image directories, NULL-terminated, at most 4. */
+static int get_from(struct store *st, const char *id, const char *rel, const char *const *donors,
+		    struct store_get_result *res, struct err *e)
+{
+	char out[PATH_MAX], dirs[4][PATH_MAX], manifests[4][PATH_MAX];
+	struct store_donor d[4];
+	size_t n = 0;
+	for (; donors && donors[n] && n < ARRAY_SIZE(d); n++) {
+		t_path(dirs[n], donors[n]);
+		snprintf(manifests[n], PATH_MAX, "%s/%s", dirs[n], MANIFEST_FILE);
+		d[n] = (struct store_donor){.dir = dirs[n], .manifest = manifests[n]};
+	}
+	t_path(out, rel);
+	return store_get_snapshot_from(st, id, out, d, n, res, e);
+}
+
+/* Keep @id's manifest in image @rel, as the runtime does for its cached images. */
+static void keep_manifest(struct store *st, const char *id, const char *rel)
+{
+	char p[PATH_MAX];
+	char *json = NULL;
+	struct err e = {0};
+	CHECK(store_get_manifest(st, id, &json, &e) == 0);
+	snprintf(p, sizeof(p), "%s/%s/%s", t_base, rel, MANIFEST_FILE);
+	CHECK(json && write_file_durable(p, json, strlen(json)) == 0);
+	free(json);
+}
+
+/* Files @a and @b have the same bytes. */
+static bool same_file(const char *a, const char *b)
+{
+	char pa[PATH_MAX], pb[PATH_MAX];
+	_cleanup_free_ char *da = NULL, *db = NULL;
+	size_t la = 0, lb = 0;
+	t_path(pa, a);
+	t_path(pb, b);
+	return read_file(pa, &da, &la, PAGES_LEN) == 0 && read_file(pb, &db, &lb, PAGES_LEN) == 0 &&
+	       la == lb && !memcmp(da, db, la);
+}
+
+/* Flip a byte of file @rel at @off. */
+static void flip(const char *rel, off_t off)
+{
+	char p[PATH_MAX];
+	unsigned char b = 0;
+	t_path(p, rel);
+	int fd = open(p, O_RDWR);
+	CHECK(fd >= 0 && pread(fd, &b, 1, off) == 1);
+	b ^= 0x5a;
+	CHECK(pwrite(fd, &b, 1, off) == 1);
+	close(fd);
+}
+
+/* Without donors a get reads everything from the store, and says so. */
+static void test_no_donors(struct store *st)
+{
+	struct store_get_result res;
+	struct store_stats before, after;
+	struct err e = {0};
+	store_stats(st, &before);
+	CHECK(get_from(st, "snap-1", "img1", NULL, &res, &e) == 0);
+	check_image("img1");
+	CHECK(res.size_bytes == (int64_t)(PAGES_LEN + CKPT_LEN));
+	CHECK(res.local_bytes == 0);
+	/* The random pages are stored plain: at least they came over. */
+	CHECK(res.store_bytes > (int64_t)(RANDOM_PAGES * PAGE));
+	CHECK(res.manifest && strstr(res.manifest, "\"files\""));
+	store_stats(st, &after);
+	CHECK(after.get_store_bytes - before.get_store_bytes == res.store_bytes);
+	CHECK(after.get_local_bytes == before.get_local_bytes);
+	free(res.manifest);
+	keep_manifest(st, "snap-1", "img1");
+}
+
+/* snap-2 differs from snap-1 in a few pages: only their chunks come from the store. */
+static void test_shared_chunks(struct store *st)
+{
+	struct store_get_result full, res;
+	struct store_stats before, after;
+	struct err e = {0};
+	const char *donors[] = {"img1", NULL};
+	for (unsigned i = 0; i < 4; i++)
+		pages[(300 + i * 500) * PAGE + 7] ^= 0xff;
+	write_image("src2");
+	CHECK(put(st, "snap-2", "src2") == 0);
+	CHECK(get_from(st, "snap-2", "full2", NULL, &full, &e) == 0);
+	store_stats(st, &before);
+	CHECK(get_from(st, "snap-2", "img2", donors, &res, &e) == 0);
+	check_image("img2");
+	store_stats(st, &after);
+	/* Four changed chunks of ~80 KiB each, the manifest, and nothing else. */
+	CHECK(res.local_bytes > (int64_t)(RANDOM_PAGES * PAGE) - (2 << 20));
+	CHECK(res.store_bytes < (2 << 20) && res.store_bytes * 4 < full.store_bytes);
+	CHECK(res.size_bytes == full.size_bytes);
+	CHECK(after.get_store_bytes - before.get_store_bytes == res.store_bytes);
+	CHECK(after.get_local_bytes - before.get_local_bytes == res.local_bytes);
+	keep_manifest(st, "snap-2", "img2");
+	/* Every chunk a donor has: only the manifest is read. */
+	const char *both[] = {"img1", "img2", NULL};
+	struct store_get_result again;
+	CHECK(get_from(st, "snap-2", "img2b", both, &again, &e) == 0);
+	check_image("img2b");
+	CHECK(again.store_bytes == (int64_t)strlen(again.manifest));
+	free(full.manifest);
+	free(res.manifest);
+	free(again.manifest);
+}
+
+/* A donor whose files changed, shrank or went: the image is still right. */
+static void test_torn_donor(struct store *st)
+{
+	struct store_get_result res;
+	struct err e = {0};
+	const char *donors[] = {"img2", NULL};
+	char p[PATH_MAX];
+	flip("img2/pages.img", 100);		   /* the first chunk */
+	flip("img2/checkpoint.img", CKPT_LEN / 2); /* a text chunk */
+	CHECK(get_from(st, "snap-2", "torn", donors, &res, &e) == 0);
+	check_image("torn");
+	CHECK(res.store_bytes > (int64_t)strlen(res.manifest));
+	CHECK(res.local_bytes > (int64_t)(RANDOM_PAGES * PAGE) - (2 << 20));
+	free(res.manifest);
+
+	t_path(p, "img2/pages.img");
+	CHECK(truncate(p, PAGES_LEN / 2) == 0);
+	CHECK(get_from(st, "snap-2", "short", donors, &res, &e) == 0);
+	check_image("short");
+	CHECK(res.local_bytes < (int64_t)(PAGES_LEN / 2 + CKPT_LEN));
+	CHECK(res.local_bytes > (int64_t)(PAGES_LEN / 4));
+	free(res.manifest);
+
+	/* No files at all, a manifest that is not one, a directory that is not there. */
+	t_path(p, "img2/pages.img");
+	CHECK(unlink(p) == 0);
+	t_write("img2/" MANIFEST_FILE, "{not json", 9);
+	const char *bad[] = {"img2", "nowhere", NULL};
+	CHECK(get_from(st, "snap-2", "bad", bad, &res, &e) == 0);
+	check_image("bad");
+	CHECK(res.local_bytes == 0);
+	free(res.manifest);
+}
+
+/*
+ * The store's copy is bad and the donor's too: the get fails naming the
+ * chunk and removes what it wrote. A good donor copy of a chunk whose
+ * stored copy is bad is used (it verifies).
+ */
+static void test_bad_store(struct store *st)
+{
+	struct store_get_result res;
+	struct manifest m;
+	struct err e = {0};
+	char *json = NULL, hex[SHA256_HEX_LEN + 1], p[PATH_MAX];
+	CHECK(store_get_manifest(st, "snap-1", &json, &e) == 0);
+	CHECK(manifest_parse(json, "snap-1", &m, &e) == 0);
+	free(json);
+	const struct manifest_chunk *c = &m.files[1].chunks[0]; /* pages.img, sorted second */
+	CHECK(!strcmp(m.files[1].name, "pages.img") && c->pack != MANIFEST_ZERO);
+	sha256_to_hex(c->sha256, hex);
+	snprintf(p, sizeof(p), "store/packs/%s.pack", m.packs[c->pack]);
+	flip(p, c->off + c->zlen / 2);
+	const char *donors[] = {"img1", NULL};
+	CHECK(get_from(st, "snap-1", "good-donor", donors, &res, &e) == 0);
+	CHECK(same_file("good-donor/pages.img", "src1/pages.img"));
+	free(res.manifest);
+	flip("img1/pages.img", 200); /* now the donor's copy is bad too */
+	CHECK(get_from(st, "snap-1", "bad-both", donors, &res, &e) == -EIO);
+	CHECK(strstr(e.msg, "snapshot snap-1: chunk ") && strstr(e.msg, hex) &&
+	      strstr(e.msg, "of pages.img (at byte 0) is corrupt"));
+	CHECK(!t_exists("bad-both"));
+	CHECK(res.manifest == NULL);
+	manifest_free(&m);
+}
+
+int main(void)
+{
+	log_debug_enabled = getenv("TEST_DEBUG") != NULL;
+	if (!t_dir_make("test_store_donor"))
+		return 1;
+	pages = malloc(PAGES_LEN);
+	ckpt = malloc(CKPT_LEN);
+	t_random(pages, RANDOM_PAGES * PAGE);
+	memset(pages + RANDOM_PAGES * PAGE, 0, ZERO_PAGES * PAGE);
+	for (size_t i = 0; i < CKPT_LEN; i++)
+		ckpt[i] = (unsigned char)"kernel state, compressible "[i % 27] + (i / 7919 % 5);
+	write_image("src1");
+
+	struct store *st = NULL;
+	struct err e = {0};
+	char url[PATH_MAX + 8];
+	snprintf(url, sizeof(url), "file://%s/store", t_base);
+	CHECK(store_open(url, NULL, &st, &e) == 0);
+	CHECK(st && put(st, "snap-1", "src1") == 0);
+	if (st) {
+		test_no_donors(st);
+		test_shared_chunks(st);
+		test_torn_donor(st);
+		test_bad_store(st);
+		store_close(st);
+	}
+	free(pages);
+	free(ckpt);
+	rm_rf(t_base);
+	return t_done();
+}
