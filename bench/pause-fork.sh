@@ -21,14 +21,12 @@ RS="runsc --root $STATE/runsc"
 PID=""
 mkdir -p "$STATE" "$MNT" "$IMAGES"
 
+# shellcheck source-path=SCRIPTDIR
+. "$REPO/bench/lib.sh"
+
 cleanup() {
 	set +e
-	for c in $($RS list -q 2>/dev/null); do
-		$RS kill "$c" KILL >/dev/null 2>&1
-		$RS delete -force "$c" >/dev/null 2>&1
-	done
-	mountpoint -q "$MNT" && fusermount3 -u "$MNT"
-	[ -n "$PID" ] && wait "$PID" 2>/dev/null
+	bench_teardown "$STATE" "$MNT" "$PID"
 	rm -rf "$T"
 }
 trap cleanup EXIT INT TERM

@@ -33,30 +33,14 @@ B_STATE=$T/b/state B_MNT=$T/b/mnt B_PID=""
 S3_PID=""
 mkdir -p "$IMAGES" "$A_STATE" "$A_MNT" "$B_STATE" "$B_MNT"
 
-# teardown STATE MNT PID: one daemon's sandboxes, mount and process.
-teardown() {
-	local rs="runsc --root $1/runsc" c d p
-	for d in "$2"/sandboxes/*/; do
-		# shellcheck disable=SC2016
-		[ -e "$d/terminate" ] && timeout 30 bash -c 'echo 1 >"$1"' _ "$d/terminate" 2>/dev/null
-	done
-	for c in $($rs list -q 2>/dev/null); do
-		$rs kill "$c" KILL >/dev/null 2>&1
-		$rs delete -force "$c" >/dev/null 2>&1
-	done
-	mountpoint -q "$2" && fusermount3 -u "$2"
-	[ -n "$3" ] && wait "$3" 2>/dev/null
-	# Whatever runsc left of this daemon's sandboxes (their command lines name its root).
-	for p in $(pgrep -f -- "--root=$1/runsc"); do
-		kill -KILL "$p" 2>/dev/null
-	done
-}
+# shellcheck source-path=SCRIPTDIR
+. "$REPO/bench/lib.sh"
 
 cleanup() {
 	set +e
-	teardown "$B_STATE" "$B_MNT" "$B_PID"
-	teardown "$A_STATE" "$A_MNT" "$A_PID"
-	[ -n "$S3_PID" ] && kill "$S3_PID" 2>/dev/null && wait "$S3_PID" 2>/dev/null
+	bench_teardown "$B_STATE" "$B_MNT" "$B_PID"
+	bench_teardown "$A_STATE" "$A_MNT" "$A_PID"
+	bench_stop_s3rver
 	rm -rf --one-file-system "$T"
 }
 trap cleanup EXIT
@@ -98,18 +82,7 @@ make -C "$REPO" build/snapfs >/dev/null
 "$REPO/scripts/make-image.sh" "$IMAGES/busybox" >/dev/null
 LOAD_START="$(date -u +%H:%MZ): $(load)"
 
-export AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER AWS_REGION=us-east-1
-export AWS_CONFIG_FILE=$T/no-aws-config AWS_SHARED_CREDENTIALS_FILE=$T/no-aws-credentials
-S3RVER_LOG=1 node --openssl-legacy-provider "$REPO/tests/s3rver.js" 0 "$T/s3rver" "$BUCKET" \
-	>"$T/s3rver.log" 2>&1 &
-S3_PID=$!
-for _ in $(seq 1 200); do
-	PORT=$(awk '/^ready/ { print $2 }' "$T/s3rver.log")
-	[ -n "$PORT" ] && break
-	sleep 0.1
-done
-[ -n "${PORT:-}" ] || { cat "$T/s3rver.log"; exit 1; }
-export AWS_ENDPOINT_URL=http://127.0.0.1:$PORT
+bench_start_s3rver "$T" "$T/s3rver.log" "$BUCKET"
 STORE=s3://$BUCKET/fork
 
 "$BIN" -f --state "$A_STATE" --images "$IMAGES" --store "$STORE" "$A_MNT" 2>"$T/a.log" &

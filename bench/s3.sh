@@ -20,15 +20,15 @@ BUCKET=bench
 T=$(mktemp -d /tmp/snapfs-bench-s3.XXXXXX)
 S3_PID=""
 
+# shellcheck source-path=SCRIPTDIR
+. "$REPO/bench/lib.sh"
+
 cleanup() {
 	set +e
-	[ -n "$S3_PID" ] && kill "$S3_PID" 2>/dev/null && wait "$S3_PID" 2>/dev/null
+	bench_stop_s3rver
 	rm -rf "$T"
 }
 trap cleanup EXIT
-
-export AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER AWS_DEFAULT_REGION=us-east-1
-export AWS_CONFIG_FILE=$T/no-aws-config AWS_SHARED_CREDENTIALS_FILE=$T/no-aws-credentials
 
 OBJS="backend/objstore_s3.o backend/s3_client.o backend/s3_xml.o lib/util.o lib/strbuf.o"
 # shellcheck disable=SC2046,SC2086
@@ -37,17 +37,8 @@ make -C "$REPO" $(printf 'build/rel/%s ' $OBJS) >/dev/null
 cc -std=c17 -D_GNU_SOURCE -O2 -I"$REPO" -o "$SB" "$REPO/bench/s3_bench.c" \
 	$(printf "$REPO/build/rel/%s " $OBJS) -lcurl -lcrypto -pthread
 
-S3RVER_LOG=1 node --openssl-legacy-provider "$REPO/tests/s3rver.js" 0 "$T/s3rver" "$BUCKET" \
-	>"$T/s3rver.log" 2>&1 &
-S3_PID=$!
-for _ in $(seq 1 200); do
-	PORT=$(awk '/^ready/ { print $2 }' "$T/s3rver.log")
-	[ -n "$PORT" ] && break
-	sleep 0.1
-done
-[ -n "${PORT:-}" ] || { cat "$T/s3rver.log"; exit 1; }
-ENDPOINT=http://127.0.0.1:$PORT
-export AWS_ENDPOINT_URL=$ENDPOINT
+bench_start_s3rver "$T" "$T/s3rver.log" "$BUCKET"
+ENDPOINT=$AWS_ENDPOINT_URL
 
 echo "writing $SIZE_MIB MiB of random bytes"
 head -c $((SIZE_MIB << 20)) /dev/urandom >"$T/data"

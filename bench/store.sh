@@ -32,21 +32,12 @@ RS="runsc --root $STATE/runsc"
 PID=""
 mkdir -p "$STATE" "$MNT" "$IMAGES"
 
+# shellcheck source-path=SCRIPTDIR
+. "$REPO/bench/lib.sh"
+
 cleanup() {
 	set +e
-	for d in "$MNT"/sandboxes/*/; do
-		[ -e "$d/terminate" ] && echo 1 >"$d/terminate" 2>/dev/null
-	done
-	for c in $($RS list -q 2>/dev/null); do
-		$RS kill "$c" KILL >/dev/null 2>&1
-		$RS delete -force "$c" >/dev/null 2>&1
-	done
-	mountpoint -q "$MNT" && fusermount3 -u "$MNT"
-	[ -n "$PID" ] && wait "$PID" 2>/dev/null
-	# Whatever runsc left of this run's sandboxes (their command lines name our root).
-	for p in $(pgrep -f -- "--root=$STATE/runsc"); do
-		kill -KILL "$p" 2>/dev/null
-	done
+	bench_teardown "$STATE" "$MNT" "$PID"
 	rm -rf "$T"
 }
 trap cleanup EXIT INT TERM
@@ -68,6 +59,7 @@ median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 
 make -C "$REPO" build/snapfs >/dev/null
 # Every backend and lib object that build/snapfs was linked from (the store opens S3 URLs too).
+# shellcheck disable=SC2046 # pkg-config's flags are words
 cc -std=c17 -D_GNU_SOURCE -O2 -I"$REPO" $(pkg-config --cflags libcjson) -o "$SB" "$REPO/bench/store_bench.c" \
 	"$REPO"/build/rel/backend/*.o "$REPO"/build/rel/lib/*.o \
 	$(pkg-config --libs libcjson libzstd libcrypto libcurl sqlite3) -pthread
@@ -87,6 +79,7 @@ until [ "$(write_read "$MNT/sandboxes/$B/exec" 'cat /tmp/ready 2>/dev/null')" = 
 rid=$(field "sandboxes/$B" .runtime_id)
 bundle=$STATE/sandboxes/$B/bundle
 # 1% of 256 MiB: ten runs of 256 KiB of new random bytes, five in each half.
+# shellcheck disable=SC2016 # runs inside the sandbox
 CHANGE='for f in rand text rand text rand text rand text rand text; do o=$(( $(od -An -tu2 -N2 /dev/urandom) % 511 )); dd if=/dev/urandom of=/tmp/$f bs=256k count=1 seek=$o conv=notrunc 2>/dev/null; done'
 
 # --- 1. ten snapshots -----------------------------------------------------

@@ -1,0 +1,55 @@
+# shellcheck shell=bash
+# bench/lib.sh - what the benchmark scripts share; sourced, not run.
+#
+#   bench_teardown STATE MNT PID   one daemon's sandboxes, mount and process
+#   bench_start_s3rver DIR LOG BUCKET
+#                                  s3rver on a free port, storing under DIR,
+#                                  logging to LOG, with BUCKET made; sets
+#                                  S3_PID and PORT, and the AWS_* variables
+#                                  that point at it with its credentials
+#   bench_stop_s3rver              ends the s3rver bench_start_s3rver started
+
+# Terminate the daemon's sandboxes, remove what runsc still has under its
+# root, unmount, wait for the daemon.
+bench_teardown() {
+	local rs="runsc --root $1/runsc" c d p
+	for d in "$2"/sandboxes/*/; do
+		# shellcheck disable=SC2016
+		[ -e "$d/terminate" ] && timeout 30 bash -c 'echo 1 >"$1"' _ "$d/terminate" 2>/dev/null
+	done
+	for c in $($rs list -q 2>/dev/null); do
+		$rs kill "$c" KILL >/dev/null 2>&1
+		$rs delete -force "$c" >/dev/null 2>&1
+	done
+	mountpoint -q "$2" && fusermount3 -u "$2"
+	[ -n "$3" ] && wait "$3" 2>/dev/null
+	# Whatever runsc left of this daemon's sandboxes (their command lines name its root).
+	for p in $(pgrep -f -- "--root=$1/runsc"); do
+		kill -KILL "$p" 2>/dev/null
+	done
+	return 0
+}
+
+bench_start_s3rver() {
+	local repo
+	repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+	export AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER
+	export AWS_REGION=us-east-1 AWS_DEFAULT_REGION=us-east-1
+	export AWS_CONFIG_FILE=$1/no-aws-config AWS_SHARED_CREDENTIALS_FILE=$1/no-aws-credentials
+	S3RVER_LOG=1 node --openssl-legacy-provider "$repo/tests/s3rver.js" 0 "$1/s3rver" "$3" \
+		>"$2" 2>&1 &
+	S3_PID=$!
+	PORT=""
+	for _ in $(seq 1 200); do
+		PORT=$(awk '/^ready/ { print $2 }' "$2")
+		[ -n "$PORT" ] && break
+		sleep 0.1
+	done
+	[ -n "$PORT" ] || { cat "$2"; return 1; }
+	export AWS_ENDPOINT_URL=http://127.0.0.1:$PORT
+}
+
+bench_stop_s3rver() {
+	[ -n "${S3_PID:-}" ] && kill "$S3_PID" 2>/dev/null && wait "$S3_PID" 2>/dev/null
+	return 0
+}
