@@ -8,6 +8,7 @@
 #                                  S3_PID and PORT, and the AWS_* variables
 #                                  that point at it with its credentials
 #   bench_stop_s3rver              ends the s3rver bench_start_s3rver started
+#   ms, median, write_read FILE [TEXT]
 
 # Terminate the daemon's sandboxes, remove what runsc still has under its
 # root, unmount, wait for the daemon.
@@ -52,4 +53,16 @@ bench_start_s3rver() {
 bench_stop_s3rver() {
 	[ -n "${S3_PID:-}" ] && kill "$S3_PID" 2>/dev/null && wait "$S3_PID" 2>/dev/null
 	return 0
+}
+
+ms() { date +%s%3N; }
+median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+# write_read FILE [TEXT]: write a line, read the answer on the same open file.
+write_read() {
+	exec 3<>"$1"
+	echo "${2:-1}" >&3
+	local line
+	read -r line <&3 || true
+	exec 3>&-
+	echo "$line"
 }

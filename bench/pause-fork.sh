@@ -31,7 +31,6 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-ms() { date +%s%3N; }
 
 "$REPO/scripts/make-image.sh" "$IMAGES/busybox" >/dev/null
 "$BIN" -f --state "$STATE" --images "$IMAGES" "$MNT" 2>"$T/daemon.log" &

@@ -47,18 +47,7 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-ms() { date +%s%3N; }
 load() { cut -d' ' -f1-3 /proc/loadavg; }
-median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
-# write_read FILE [TEXT]: write a line, read the answer on the same open file.
-write_read() {
-	exec 3<>"$1"
-	echo "${2:-1}" >&3
-	local line
-	read -r line <&3 || true
-	exec 3>&-
-	echo "$line"
-}
 # fork_ms MNT SNAP: fork, print "ms new-id"; the fork is left running.
 fork_ms() {
 	local t0 f

@@ -42,20 +42,9 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-ms() { date +%s%3N; }
 field() { jq -r "$2" <"$MNT/$1/info.json"; }
 mib() { echo $(($1 >> 20)); }
-# write_read FILE [TEXT]: write a line, read the answer on the same open file.
-write_read() {
-	exec 3<>"$1"
-	echo "${2:-1}" >&3
-	local line
-	read -r line <&3 || true
-	exec 3>&-
-	echo "$line"
-}
 run_in() { write_read "$MNT/sandboxes/$1/exec" "$2" >/dev/null; }
-median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 
 make -C "$REPO" build/snapfs >/dev/null
 # Every backend and lib object that build/snapfs was linked from (the store opens S3 URLs too).
