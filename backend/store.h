@@ -48,6 +48,8 @@ struct store_put_result {
 	int64_t size_bytes;   /* plain bytes of all files */
 	int64_t stored_bytes; /* bytes this put added to the store: new packs, their indexes,
 				 manifest */
+	char **manifest;      /* set by the caller, or NULL: receives the manifest text
+				 written (the caller frees it) */
 };
 
 /* The store's totals, for metrics. */

@@ -885,6 +885,8 @@ static int put_manifest(struct put *put, const cJSON *meta, struct store_put_res
 	if (res) {
 		res->size_bytes = put->size_bytes;
 		res->stored_bytes = stored;
+		if (res->manifest)
+			*res->manifest = steal_ptr(json);
 	}
 	return 0;
 }

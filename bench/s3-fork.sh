@@ -11,7 +11,7 @@
 #            ranges of the others from S3 (in round 1, everything);
 #   B warm:  B's second fork of S, from the image the first one left in its cache;
 #   A warm:  a fork of S on A, from the spool A kept when it took S.
-# Bytes: B's snapfs_store_get_bytes_total{source="store"|"local"} (metrics),
+# Bytes: B's snapfs_store_read_bytes_total and snapfs_cache_copied_bytes_total (metrics),
 # and as a check the bytes s3rver wrote (wchar of its /proc/PID/io: socket
 # sends, plus its log) and the GETs it logged, while B's cold fork ran.
 # Run on demand (not in CI), as root:
@@ -64,8 +64,12 @@ s3_sent() { awk '$1 == "wchar:" { print $2 }' "/proc/$S3_PID/io"; }
 # cpu_ms PID: user + system CPU time of a process, all its threads, in ms.
 cpu_ms() { awk -v hz="$(getconf CLK_TCK)" '{ print int(($14 + $15) * 1000 / hz) }' "/proc/$1/stat"; }
 s3_gets() { grep -c "^request GET /$BUCKET/fork/packs/" "$T/s3rver.log" || true; }
-# b_got SOURCE: B's snapfs_store_get_bytes_total{source=SOURCE}.
-b_got() { awk -v k="snapfs_store_get_bytes_total{source=\"$1\"}" '$1 == k { print $2 }' "$B_MNT/metrics"; }
+# b_got store|local: B's snapfs_store_read_bytes_total or snapfs_cache_copied_bytes_total.
+b_got() {
+	local k=snapfs_store_read_bytes_total
+	[ "$1" = local ] && k=snapfs_cache_copied_bytes_total
+	awk -v k="$k" '$1 == k { print $2 }' "$B_MNT/metrics"
+}
 
 make -C "$REPO" build/snapfs >/dev/null
 "$REPO/scripts/make-image.sh" "$IMAGES/busybox" >/dev/null
@@ -191,8 +195,8 @@ mib() { awk '{ printf "%.1f\n", $1 / 1048576 }'; }
 	done
 	echo
 	echo "\"B downloaded\" and \"B copied\": the growth of B's"
-	echo "\`snapfs_store_get_bytes_total{source=\"store\"}\` (bytes read from the store as"
-	echo "stored: packs' ranges and the manifest) and \`{source=\"local\"}\` (plain bytes"
+	echo "\`snapfs_store_read_bytes_total\` (bytes read from the store as stored: packs'"
+	echo "ranges and the manifest) and \`snapfs_cache_copied_bytes_total\` (plain bytes"
 	echo "copied from B's cached images of earlier snapshots) over B's cold fork."
 	echo "\"s3rver sent\" checks the first from the other end: the growth of s3rver's write"
 	echo "count (\`wchar\` in /proc/PID/io) meanwhile, the bodies and headers of its"

@@ -290,36 +290,6 @@ int64_t free_bytes(const char *path)
 	return (int64_t)sv.f_bavail * (int64_t)sv.f_frsize;
 }
 
-static int64_t tree_bytes_at(int parent, const char *name)
-{
-	struct stat st;
-	if (fstatat(parent, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-		return 0;
-	if (!S_ISDIR(st.st_mode))
-		return S_ISREG(st.st_mode) ? st.st_size : 0;
-	int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	DIR *d = fdopendir(fd);
-	if (!d) {
-		close(fd);
-		return 0;
-	}
-	int64_t total = 0;
-	struct dirent *de;
-	while ((de = readdir(d)) != NULL) {
-		if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
-			total += tree_bytes_at(dirfd(d), de->d_name);
-	}
-	closedir(d);
-	return total;
-}
-
-int64_t tree_bytes(const char *path)
-{
-	return tree_bytes_at(AT_FDCWD, path);
-}
-
 size_t rstrip(char *s)
 {
 	size_t n = strlen(s);

@@ -82,8 +82,6 @@ int mkdir_p(const char *path, mode_t mode);
 int rm_rf(const char *path);
 /* Free bytes on the filesystem holding @path, or a negative errno. */
 int64_t free_bytes(const char *path);
-/* Total size in bytes of the regular files under @path. */
-int64_t tree_bytes(const char *path);
 
 /* Strip trailing newlines and spaces in place; returns the new length. */
 size_t rstrip(char *s);

@@ -58,7 +58,7 @@ static struct held *find_held(const char *snap_id)
 }
 
 /* Under the lock: one more holder of @snap_id. */
-static void hold_locked(const char *snap_id)
+static bool hold_locked(const char *snap_id)
 {
 	struct held *h = find_held(snap_id);
 	if (!h && cache.nheld == cache.cap) {
@@ -78,6 +78,7 @@ static void hold_locked(const char *snap_id)
 	 */
 	if (h)
 		h->count++;
+	return h != NULL;
 }
 
 void cache_hold(const char *snap_id)
@@ -203,9 +204,10 @@ size_t cache_hold_recent(const char *except, char (*ids)[ID_MAX], size_t max)
 	size_t n = list_entries(e, false, &total);
 	qsort(e, n, sizeof(*e), by_age);
 	for (size_t i = n; i-- > 0 && got < max;) {
-		if (strcmp(e[i].id, except) == 0 || !lends(e[i].id))
+		/* Unheld (out of memory) it must not be listed: its release would drop another
+		 * hold. */
+		if (strcmp(e[i].id, except) == 0 || !lends(e[i].id) || !hold_locked(e[i].id))
 			continue;
-		hold_locked(e[i].id);
 		memcpy(ids[got++], e[i].id, ID_MAX);
 	}
 	pthread_mutex_unlock(&cache.lock);

@@ -217,23 +217,27 @@ static void keep_manifest(const char *dir, const char *json)
 	_cleanup_close_ int fd = -1;
 	if (xsnprintf(path, sizeof(path), "%s/%s", dir, CACHE_MANIFEST_FILE) >= 0)
 		fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd >= 0 && write_all(fd, json, strlen(json)) == 0)
+	int rc = fd < 0 ? -errno : write_all(fd, json, strlen(json));
+	if (rc == 0)
 		return;
-	warning("cannot keep the manifest in %s: no fork will copy chunks from it", dir);
+	warning("cannot keep the manifest in %s: %s; no fork will copy chunks from it", dir,
+		strerror(-rc));
 	if (fd >= 0)
 		unlink(path);
 }
 
-/* The stored snapshot's spool becomes its local cache; forks and resume reuse it. */
-static void keep_spool_as_cache(const char *snap_id)
+/*
+ * The stored snapshot's spool becomes its local cache, with @manifest (as
+ * stored; may be NULL); forks and resume reuse it.
+ */
+static void keep_spool_as_cache(const char *snap_id, const char *manifest)
 {
 	char spool[PATH_MAX], cache[PATH_MAX];
-	_cleanup_free_ char *json = NULL;
 	spool_path(snap_id, spool, sizeof(spool));
 	cache_path(snap_id, cache, sizeof(cache));
 	/* Before the rename: an image is never seen without its manifest. */
-	if (store_get_manifest(ops.store, snap_id, &json, NULL) == 0)
-		keep_manifest(spool, json);
+	if (manifest)
+		keep_manifest(spool, manifest);
 	rm_rf(cache);
 	if (rename(spool, cache) < 0)
 		rm_rf(spool);
@@ -281,7 +285,8 @@ static void store_job(void *arg)
 {
 	struct snap_job *job = arg;
 	struct snapshot snap;
-	struct store_put_result res = {0};
+	_cleanup_free_ char *manifest = NULL;
+	struct store_put_result res = {.manifest = &manifest};
 	struct err e = {0};
 	char spool[PATH_MAX];
 	if (registry_snapshot_get(ops.reg, job->snap_id, &snap) < 0) {
@@ -308,7 +313,7 @@ static void store_job(void *arg)
 	info("stored snapshot %s: %lld MiB, %lld MiB new in the store, in %lld ms", snap.id,
 	     (long long)(res.size_bytes >> 20), (long long)(res.stored_bytes >> 20),
 	     (long long)(mono_ms() - t0));
-	keep_spool_as_cache(snap.id);
+	keep_spool_as_cache(snap.id, manifest);
 	cache_trim();
 	snap.state = SNAP_COMPLETED;
 	snap.completed_at = now_ms();
@@ -499,8 +504,8 @@ static int materialize_into(const struct snapshot *snap, const char *tmp, struct
 	keep_manifest(tmp, res.manifest);
 	free(res.manifest);
 	/* Tenths of MiB: what the store gave is often well under one. */
-	info("materialized snapshot %s: %.1f MiB, %.1f MiB from %zu local images, %.1f MiB read "
-	     "from the store, in %lld ms",
+	info("materialized snapshot %s: %.1f MiB, %.1f MiB copied from local images (%zu looked "
+	     "at), %.1f MiB read from the store, in %lld ms",
 	     snap->id, (double)res.size_bytes / (1 << 20), (double)res.local_bytes / (1 << 20), n,
 	     (double)res.store_bytes / (1 << 20), (long long)(mono_ms() - t0));
 	return 0;

@@ -77,13 +77,14 @@ static void store_metrics(struct strbuf *out)
 	gauge(out, "snapfs_store_gc_grace_seconds",
 	      "How long an unused pack is kept before it is deleted (--gc-grace).",
 	      s.grace_ms / 1000);
-	metric_header(out, "snapfs_store_get_bytes_total", "counter",
-		      "Bytes materialized snapshots took, by source: read from the store (as "
-		      "stored: packs' ranges, manifests), or copied from local images (plain).");
-	strbuf_addf(out, "snapfs_store_get_bytes_total{source=\"store\"} %lld\n",
-		    (long long)s.get_store_bytes);
-	strbuf_addf(out, "snapfs_store_get_bytes_total{source=\"local\"} %lld\n",
-		    (long long)s.get_local_bytes);
+	metric_header(out, "snapfs_store_read_bytes_total", "counter",
+		      "Bytes restores and verifications read from the store, as stored: packs' "
+		      "ranges and manifests.");
+	strbuf_addf(out, "snapfs_store_read_bytes_total %lld\n", (long long)s.get_store_bytes);
+	metric_header(out, "snapfs_cache_copied_bytes_total", "counter",
+		      "Plain bytes restores copied from local snapshot images instead of reading "
+		      "them from the store.");
+	strbuf_addf(out, "snapfs_cache_copied_bytes_total %lld\n", (long long)s.get_local_bytes);
 	gauge(out, "snapfs_cache_bytes", "Disk bytes of local snapshot images.", c.bytes);
 	gauge(out, "snapfs_cache_limit_bytes", "The bound on local snapshot images.",
 	      c.limit_bytes);

@@ -375,7 +375,11 @@ int runsc_checkpoint_cuda(const struct runsc *rs, const char *cid, const char *i
 	char cuda_flag[4096];
 	cmd_init(&c, rs, "checkpoint", false);
 	cmd_add(&c, "--compression=none");
-	if (rs->checkpoint_direct)
+	/*
+	 * Only where the pause matters: a suspend stops the sandbox anyway, and
+	 * pages that went around the page cache must be read back from the disk.
+	 */
+	if (rs->checkpoint_direct && leave_running)
 		cmd_add(&c, "--direct");
 	cmd_add(&c, "--image-path");
 	cmd_add(&c, image_dir);
@@ -420,23 +424,27 @@ bool runsc_help_has_flag(const char *help, const char *flag)
 	return false;
 }
 
-/* Whether an aligned O_DIRECT write into a new file in @dir works (tmpfs may refuse it). */
-static bool dir_takes_direct(const char *dir)
+/* 0 if an aligned O_DIRECT write into a new file in @dir works, else why not (-errno). */
+static int dir_takes_direct(const char *dir)
 {
 	char path[PATH_MAX];
 	if (xsnprintf(path, sizeof(path), "%s/.direct-probe", dir) < 0)
-		return false;
-	void *block = NULL;
+		return -ENAMETOOLONG;
+	_cleanup_free_ void *block = NULL;
 	if (posix_memalign(&block, 4096, 4096) != 0)
-		return false;
+		return -ENOMEM;
 	memset(block, 0, 4096);
+	int rc = 0;
 	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_DIRECT | O_CLOEXEC, 0600);
-	bool ok = fd >= 0 && write(fd, block, 4096) == 4096;
-	if (fd >= 0)
+	if (fd < 0)
+		rc = -errno;
+	else if (write(fd, block, 4096) != 4096)
+		rc = errno ? -errno : -EIO;
+	if (fd >= 0) {
 		close(fd);
-	unlink(path);
-	free(block);
-	return ok;
+		unlink(path);
+	}
+	return rc;
 }
 
 void runsc_probe_direct(struct runsc *rs, const char *image_parent)
@@ -445,12 +453,19 @@ void runsc_probe_direct(struct runsc *rs, const char *image_parent)
 	struct err e = {0};
 	if (runsc_help(rs, "checkpoint", &help, &e) < 0)
 		warning("cannot ask runsc which checkpoint flags it has: %s", e.msg);
-	bool has_flag = help && runsc_help_has_flag(help, "direct");
-	bool takes = has_flag && dir_takes_direct(image_parent);
-	rs->checkpoint_direct = takes;
-	info("checkpoints write their pages %s (runsc %s --direct%s)",
-	     takes ? "with O_DIRECT" : "through the page cache", has_flag ? "has" : "lacks",
-	     has_flag && !takes ? ", which the spool's filesystem refuses" : "");
+	if (!help || !runsc_help_has_flag(help, "direct")) {
+		info("snapshots write their pages through the page cache (runsc lacks --direct)");
+		return;
+	}
+	errno = 0;
+	int rc = dir_takes_direct(image_parent);
+	rs->checkpoint_direct = rc == 0;
+	if (rc == 0)
+		info("snapshots write their pages with O_DIRECT (runsc --direct)");
+	else
+		info("snapshots write their pages through the page cache: an O_DIRECT write "
+		     "into %s failed: %s",
+		     image_parent, strerror(-rc));
 }
 
 /*

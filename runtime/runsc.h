@@ -31,7 +31,7 @@ struct runsc {
 	char bin[4096];		/* runsc binary (--runsc), default "runsc" from PATH */
 	char root[4096];	/* runsc --root: <state>/runsc */
 	char version[128];	/* first line of `runsc --version`, without "runsc version " */
-	bool checkpoint_direct; /* checkpoints pass --direct: see runsc_probe_direct() */
+	bool checkpoint_direct; /* checkpoints that leave the sandbox running pass --direct */
 };
 
 int runsc_init(struct runsc *rs, const char *bin, const char *root, struct err *e);

@@ -88,7 +88,9 @@ check_eq "B's fork is not on A" "" "$(grep "^$fork " "$MNT/sandboxes/index")"
 # A second snapshot of src. B holds the image of the first (its fork above
 # materialized it): it copies the chunks they share from there.
 get_bytes() {
-	rd "$B_MNT/metrics" | awk -v k="snapfs_store_get_bytes_total{source=\"$1\"}" '$1 == k { print $2 }'
+	local k=snapfs_store_read_bytes_total
+	[ "$1" = local ] && k=snapfs_cache_copied_bytes_total
+	rd "$B_MNT/metrics" | awk -v k="$k" '$1 == k { print $2 }'
 }
 sb_run src 'echo second > /root/second' >/dev/null
 snap2=$(snapshot_of src)
