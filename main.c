@@ -31,6 +31,7 @@ struct options {
 	const char *runsc_bin;
 	int64_t cache_max_bytes;
 	int64_t gc_grace_ms; /* -1: the default */
+	const char *spool_parent;
 	const char *fuse_opts[16];
 	size_t nfuse_opts;
 	const char *mountpoint;
@@ -40,8 +41,8 @@ static void usage(FILE *out)
 {
 	fprintf(out,
 		"usage: snapfs [-f] [--state DIR] [--images DIR] [--store URL] [--runsc PATH]\n"
-		"              [--cache-max SIZE] [--gc-grace SECONDS] [-o FUSE_OPTS] [--debug]\n"
-		"              MOUNTPOINT\n"
+		"              [--cache-max SIZE] [--gc-grace SECONDS] [--spool DIR] [-o FUSE_OPTS]\n"
+		"              [--debug] MOUNTPOINT\n"
 		"\n"
 		"  -f              stay in the foreground, log to stderr\n"
 		"  --state DIR     registry, spool, cache, runsc root (default %s)\n"
@@ -53,6 +54,8 @@ static void usage(FILE *out)
 		"  --gc-grace SECONDS  how long a pack no snapshot uses waits before it is\n"
 		"                  deleted, for puts of other hosts sharing the store (default:\n"
 		"                  0 for the default store, 3600 for a --store you name)\n"
+		"  --spool DIR     where checkpoints are written before they are stored, e.g. a\n"
+		"                  tmpfs for shorter pauses (default STATE/spool)\n"
 		"  -o OPTS         FUSE mount options, e.g. allow_other\n"
 		"  --debug         log every operation\n"
 		"\n"
@@ -101,6 +104,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 	    {"state", required_argument, NULL, 's'},	 {"images", required_argument, NULL, 'i'},
 	    {"store", required_argument, NULL, 'S'},	 {"runsc", required_argument, NULL, 'r'},
 	    {"cache-max", required_argument, NULL, 'c'}, {"gc-grace", required_argument, NULL, 'g'},
+	    {"spool", required_argument, NULL, 'p'},
 	    {"debug", no_argument, NULL, 'd'},		 {"help", no_argument, NULL, 'h'},
 	    {"version", no_argument, NULL, 'V'},	 {NULL, 0, NULL, 0},
 	};
@@ -133,6 +137,9 @@ static int parse_options(int argc, char **argv, struct options *o)
 		case 'g':
 			if (parse_seconds(optarg, &o->gc_grace_ms) < 0)
 				return error("--gc-grace: not a number of seconds: %s", optarg);
+			break;
+		case 'p':
+			o->spool_parent = optarg;
 			break;
 		case 'd':
 			log_debug_enabled = true;
@@ -212,6 +219,7 @@ static int serve(struct options *o, struct fuse_args *args)
 	    .runsc_bin = o->runsc_bin,
 	    .cache_max_bytes = o->cache_max_bytes,
 	    .gc_grace_ms = o->gc_grace_ms,
+	    .spool_parent = o->spool_parent,
 	};
 	int rc = ops_open(&cfg, &e);
 	if (rc < 0) {

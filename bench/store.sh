@@ -5,6 +5,7 @@
 # demand (not in CI), as root:
 #
 #   bench/store.sh [ROUNDS] [OUT]      (defaults: 3, docs/benchmarks.md)
+#   SNAPFS_ARGS="--spool /dev/shm" bench/store.sh ...   (more daemon options)
 #
 # It builds build/snapfs and build/store_bench, then measures:
 #   1. ten successive snapshots, 1% of the 256 MiB (ten 256 KiB runs of new
@@ -55,7 +56,8 @@ cc -std=c17 -D_GNU_SOURCE -O2 -I"$REPO" $(pkg-config --cflags libcjson) -o "$SB"
 	$(pkg-config --libs libcjson libzstd libcrypto libcurl sqlite3) -pthread
 
 "$REPO/scripts/make-image.sh" "$IMAGES/busybox" >/dev/null
-"$BIN" -f --state "$STATE" --images "$IMAGES" "$MNT" 2>"$T/daemon.log" &
+# shellcheck disable=SC2086 # SNAPFS_ARGS: more daemon options, split into words
+"$BIN" -f --state "$STATE" --images "$IMAGES" ${SNAPFS_ARGS:-} "$MNT" 2>"$T/daemon.log" &
 PID=$!
 for _ in $(seq 100); do [ -r "$MNT/version" ] && break; sleep 0.1; done
 

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <time.h>
@@ -174,6 +175,71 @@ int write_all(int fd, const void *data, size_t len)
 		len -= (size_t)n;
 	}
 	return 0;
+}
+
+#define COPY_CHUNK (1u << 20)
+
+/* A copy method that cannot handle these files says so before copying anything. */
+static bool copy_unsupported(int code)
+{
+	return code == ENOSYS || code == EXDEV || code == EINVAL || code == EOPNOTSUPP;
+}
+
+static ssize_t copy_range(int in, int out)
+{
+	return copy_file_range(in, NULL, out, NULL, COPY_CHUNK, 0);
+}
+
+static ssize_t copy_sendfile(int in, int out)
+{
+	return sendfile(out, in, NULL, COPY_CHUNK);
+}
+
+/* 0 when all was copied, 1 when @fn cannot copy these files (nothing copied), or -errno. */
+static int copy_with(ssize_t (*fn)(int, int), int in, int out)
+{
+	bool started = false;
+	for (;;) {
+		ssize_t n = fn(in, out);
+		if (n == 0)
+			return 0;
+		if (n > 0) {
+			started = true;
+			continue;
+		}
+		if (errno == EINTR)
+			continue;
+		if (!started && copy_unsupported(errno))
+			return 1;
+		return -errno;
+	}
+}
+
+static int copy_read_write(int in, int out)
+{
+	_cleanup_free_ char *buf = malloc(COPY_CHUNK);
+	if (!buf)
+		return -ENOMEM;
+	for (;;) {
+		ssize_t n = read(in, buf, COPY_CHUNK);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? -errno : 0;
+		int rc = write_all(out, buf, (size_t)n);
+		if (rc < 0)
+			return rc;
+	}
+}
+
+int copy_fd(int in, int out)
+{
+	int rc = copy_with(copy_range, in, out);
+	if (rc == 1)
+		rc = copy_with(copy_sendfile, in, out);
+	if (rc == 1)
+		rc = copy_read_write(in, out);
+	return rc;
 }
 
 int write_file_durable(const char *path, const void *data, size_t len)

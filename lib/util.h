@@ -72,6 +72,8 @@ int xsnprintf(char *buf, size_t size, const char *fmt, ...) __attribute__((forma
 
 /* write(2) all of @data, retrying short writes and EINTR; 0 or -errno. */
 int write_all(int fd, const void *data, size_t len);
+/* Copy @in to @out from their current offsets to @in's end, in the kernel where it can. */
+int copy_fd(int in, int out);
 /* Write @len bytes to @path durably: temp file, fsync, rename, fsync dir. */
 int write_file_durable(const char *path, const void *data, size_t len);
 /* Read a whole file of at most @max bytes; *out is NUL-terminated, caller frees. */

@@ -438,13 +438,30 @@ const char *ops_errors_path(void)
 
 /* --- start-up and shutdown ------------------------------------------------ */
 
+/*
+ * --spool DIR: this daemon's spool is DIR/snapfs-spool-<hash of the state
+ * directory's real path>, so daemons sharing DIR (each has its own state
+ * directory, which it locks) never empty each other's, and DIR itself is
+ * never emptied.
+ */
+static int spool_dir_in(const char *parent, const char *state_dir)
+{
+	char real[PATH_MAX];
+	if (!realpath(state_dir, real))
+		return -errno;
+	uint64_t h = 14695981039346656037ull; /* FNV-1a */
+	for (const char *p = real; *p; p++)
+		h = (h ^ (unsigned char)*p) * 1099511628211ull;
+	return xsnprintf(ops.spool_dir, PATH_MAX, "%s/snapfs-spool-%016llx", parent,
+			 (unsigned long long)h);
+}
+
 static int make_dirs(const struct ops_config *cfg, struct err *e)
 {
 	struct {
 		char *dst;
 		const char *leaf;
 	} dirs[] = {
-	    {ops.spool_dir, "spool"},
 	    {ops.cache_dir, "cache"},
 	    {ops.sandbox_dir, "sandboxes"},
 	    {ops.exec_dir, "exec"},
@@ -460,6 +477,13 @@ static int make_dirs(const struct ops_config *cfg, struct err *e)
 			return err_set(e, -rc, "cannot create %s/%s: %s", cfg->state_dir,
 				       dirs[i].leaf, strerror(-rc));
 	}
+	rc = cfg->spool_parent ? spool_dir_in(cfg->spool_parent, cfg->state_dir)
+			       : xsnprintf(ops.spool_dir, PATH_MAX, "%s/spool", cfg->state_dir);
+	if (rc >= 0)
+		rc = mkdir_p(ops.spool_dir, 0700);
+	if (rc < 0)
+		return err_set(e, -rc, "cannot create the spool directory %s: %s",
+			       ops.spool_dir[0] ? ops.spool_dir : cfg->spool_parent, strerror(-rc));
 	return 0;
 }
 
@@ -599,6 +623,9 @@ void ops_shutdown(void)
 	if (monitor_started)
 		monitor_end();
 	jobs_stop();
+	/* Empty unless a checkpoint was interrupted, and then kept for the restart. */
+	if (ops.spool_dir[0])
+		rmdir(ops.spool_dir);
 	images_close(ops.images);
 	store_close(ops.store);
 	registry_close(ops.reg);

@@ -58,6 +58,12 @@ struct ops_config {
 	 * which other hosts may share.
 	 */
 	int64_t gc_grace_ms;
+	/*
+	 * --spool: checkpoints are written into a directory of this daemon's in
+	 * it (named after the state directory, emptied at start-up), e.g. on a
+	 * tmpfs; NULL for <state>/spool.
+	 */
+	const char *spool_parent;
 };
 #define OPS_SHARED_GRACE_MS (3600 * 1000)
 

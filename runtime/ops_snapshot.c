@@ -20,6 +20,8 @@
 #include "runtime/ops_internal.h"
 
 #include <cjson/cJSON.h>
+#include <dirent.h>
+#include <sys/stat.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -226,6 +228,60 @@ static void keep_manifest(const char *dir, const char *json)
 		unlink(path);
 }
 
+/* Copy regular file @name of @from into @to. */
+static int copy_image_file(const char *from, const char *to, const char *name)
+{
+	char src[PATH_MAX], dst[PATH_MAX];
+	if (xsnprintf(src, sizeof(src), "%s/%s", from, name) < 0 ||
+	    xsnprintf(dst, sizeof(dst), "%s/%s", to, name) < 0)
+		return -ENAMETOOLONG;
+	_cleanup_close_ int in = open(src, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (in < 0)
+		return -errno;
+	_cleanup_close_ int out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (out < 0)
+		return -errno;
+	return copy_fd(in, out);
+}
+
+static bool is_regular(DIR *d, const struct dirent *de)
+{
+	struct stat st;
+	if (de->d_type != DT_UNKNOWN)
+		return de->d_type == DT_REG;
+	return fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode);
+}
+
+/* The regular files of image directory @from into a new directory @to, which appears whole. */
+static int copy_image(const char *from, const char *to)
+{
+	char tmp[PATH_MAX];
+	if (xsnprintf(tmp, sizeof(tmp), "%s.tmp-copy", to) < 0)
+		return -ENAMETOOLONG;
+	rm_rf(tmp);
+	int rc = mkdir(tmp, 0700) < 0 ? -errno : 0;
+	DIR *d = rc == 0 ? opendir(from) : NULL;
+	if (rc == 0 && !d)
+		rc = -errno;
+	while (rc == 0) {
+		errno = 0;
+		const struct dirent *de = readdir(d);
+		if (!de) {
+			rc = -errno;
+			break;
+		}
+		if (is_regular(d, de))
+			rc = copy_image_file(from, tmp, de->d_name);
+	}
+	if (d)
+		closedir(d);
+	if (rc == 0 && rename(tmp, to) < 0)
+		rc = -errno;
+	if (rc < 0)
+		rm_rf(tmp);
+	return rc;
+}
+
 /*
  * The stored snapshot's spool becomes its local cache, with @manifest (as
  * stored; may be NULL); forks and resume reuse it.
@@ -239,8 +295,14 @@ static void keep_spool_as_cache(const char *snap_id, const char *manifest)
 	if (manifest)
 		keep_manifest(spool, manifest);
 	rm_rf(cache);
-	if (rename(spool, cache) < 0)
-		rm_rf(spool);
+	int rc = rename(spool, cache) < 0 ? -errno : 0;
+	/* A spool on another filesystem (--spool on a tmpfs) is copied. */
+	if (rc == -EXDEV)
+		rc = copy_image(spool, cache);
+	if (rc < 0)
+		warning("cannot keep snapshot %s in the cache: %s; forks will read the store",
+			snap_id, strerror(-rc));
+	rm_rf(spool);
 }
 
 /*
