@@ -39,28 +39,29 @@ struct options {
 
 static void usage(FILE *out)
 {
-	fprintf(out,
-		"usage: snapfs [-f] [--state DIR] [--images DIR] [--store URL] [--runsc PATH]\n"
-		"              [--cache-max SIZE] [--gc-grace SECONDS] [--spool DIR] [-o FUSE_OPTS]\n"
-		"              [--debug] MOUNTPOINT\n"
-		"\n"
-		"  -f              stay in the foreground, log to stderr\n"
-		"  --state DIR     registry, spool, cache, runsc root (default %s)\n"
-		"  --images DIR    one root filesystem per subdirectory (default %s)\n"
-		"  --store URL     file:///path (default STATE/store) or s3://bucket/prefix\n"
-		"  --runsc PATH    the runsc binary (default: runsc on PATH)\n"
-		"  --cache-max SIZE  bound on local snapshot images, e.g. 20G (default: a\n"
-		"                  quarter of the cache plus the free space of its disk)\n"
-		"  --gc-grace SECONDS  how long a pack no snapshot uses waits before it is\n"
-		"                  deleted, for puts of other hosts sharing the store (default:\n"
-		"                  0 for the default store, 3600 for a --store you name)\n"
-		"  --spool DIR     where checkpoints are written before they are stored, e.g. a\n"
-		"                  tmpfs for shorter pauses (default STATE/spool)\n"
-		"  -o OPTS         FUSE mount options, e.g. allow_other\n"
-		"  --debug         log every operation\n"
-		"\n"
-		"Unmount with: fusermount3 -u MOUNTPOINT (running sandboxes keep running)\n",
-		DEFAULT_STATE, DEFAULT_IMAGES);
+	fprintf(
+	    out,
+	    "usage: snapfs [-f] [--state DIR] [--images DIR] [--store URL] [--runsc PATH]\n"
+	    "              [--cache-max SIZE] [--gc-grace SECONDS] [--spool DIR] [-o FUSE_OPTS]\n"
+	    "              [--debug] MOUNTPOINT\n"
+	    "\n"
+	    "  -f              stay in the foreground, log to stderr\n"
+	    "  --state DIR     registry, spool, cache, runsc root (default %s)\n"
+	    "  --images DIR    one root filesystem per subdirectory (default %s)\n"
+	    "  --store URL     file:///path (default STATE/store) or s3://bucket/prefix\n"
+	    "  --runsc PATH    the runsc binary (default: runsc on PATH)\n"
+	    "  --cache-max SIZE  bound on local snapshot images, e.g. 20G (default: a\n"
+	    "                  quarter of the cache plus the free space of its disk)\n"
+	    "  --gc-grace SECONDS  how long a pack no snapshot uses waits before it is\n"
+	    "                  deleted, for puts of other hosts sharing the store (default:\n"
+	    "                  0 for the default store, 3600 for a --store you name)\n"
+	    "  --spool DIR     where checkpoints are written before they are stored, e.g. a\n"
+	    "                  tmpfs for shorter pauses (default STATE/spool)\n"
+	    "  -o OPTS         FUSE mount options, e.g. allow_other\n"
+	    "  --debug         log every operation\n"
+	    "\n"
+	    "Unmount with: fusermount3 -u MOUNTPOINT (running sandboxes keep running)\n",
+	    DEFAULT_STATE, DEFAULT_IMAGES);
 }
 
 /* "1073741824", "512M", "20G": bytes, with an optional K, M, G or T (powers of 1024). */
@@ -101,12 +102,17 @@ static int parse_seconds(const char *s, int64_t *out_ms)
 static int parse_options(int argc, char **argv, struct options *o)
 {
 	static const struct option longopts[] = {
-	    {"state", required_argument, NULL, 's'},	 {"images", required_argument, NULL, 'i'},
-	    {"store", required_argument, NULL, 'S'},	 {"runsc", required_argument, NULL, 'r'},
-	    {"cache-max", required_argument, NULL, 'c'}, {"gc-grace", required_argument, NULL, 'g'},
+	    {"state", required_argument, NULL, 's'},
+	    {"images", required_argument, NULL, 'i'},
+	    {"store", required_argument, NULL, 'S'},
+	    {"runsc", required_argument, NULL, 'r'},
+	    {"cache-max", required_argument, NULL, 'c'},
+	    {"gc-grace", required_argument, NULL, 'g'},
 	    {"spool", required_argument, NULL, 'p'},
-	    {"debug", no_argument, NULL, 'd'},		 {"help", no_argument, NULL, 'h'},
-	    {"version", no_argument, NULL, 'V'},	 {NULL, 0, NULL, 0},
+	    {"debug", no_argument, NULL, 'd'},
+	    {"help", no_argument, NULL, 'h'},
+	    {"version", no_argument, NULL, 'V'},
+	    {NULL, 0, NULL, 0},
 	};
 	o->state_dir = DEFAULT_STATE;
 	o->gc_grace_ms = -1;

@@ -295,24 +295,9 @@ int gpu_compare_host(const char *recorded_json, struct strbuf *out)
 
 /* --- runsc ------------------------------------------------------------------ */
 
-static pthread_mutex_t runsc_probe_lock = PTHREAD_MUTEX_INITIALIZER;
-static int runsc_cuda = -1; /* unknown until asked */
-
 bool gpu_runsc_checkpoints_cuda(const struct runsc *rs)
 {
-	pthread_mutex_lock(&runsc_probe_lock);
-	if (runsc_cuda < 0) {
-		_cleanup_free_ char *help = NULL;
-		struct err e = {0};
-		if (runsc_help(rs, "checkpoint", &help, &e) < 0)
-			warning("cannot ask runsc which checkpoint flags it has: %s", e.msg);
-		runsc_cuda = help && runsc_help_has_flag(help, "cuda-checkpoint-path");
-		info("runsc %s %s --cuda-checkpoint-path: %s checkpoints CUDA processes",
-		     rs->version, runsc_cuda ? "has" : "lacks", runsc_cuda ? "runsc" : "snapfs");
-	}
-	bool can = runsc_cuda > 0;
-	pthread_mutex_unlock(&runsc_probe_lock);
-	return can;
+	return rs->checkpoint_cuda;
 }
 
 enum cuda_driver cuda_driver_for(bool gpu, bool image_has_tool, bool runsc_can)

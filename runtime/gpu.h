@@ -12,8 +12,8 @@
  *
  * runsc. A runsc whose checkpoint takes --cuda-checkpoint-path (releases
  * from 20260608) checkpoints and restores a GPU sandbox's CUDA processes
- * itself; gpu_runsc_checkpoints_cuda() asks `runsc help checkpoint` once
- * and keeps the answer for the life of the process.
+ * itself; runsc_probe_checkpoint() asks `runsc help checkpoint` once, at
+ * start-up, and gpu_runsc_checkpoints_cuda() gives its answer.
  *
  * cuda-checkpoint. Otherwise snapfs drives NVIDIA's cuda-checkpoint, at
  * GPU_CUDA_CHECKPOINT in the sandbox, through `runsc exec`: cuda_find()
@@ -102,7 +102,7 @@ int gpu_write_bundle(const char *bundle_dir, const char *rootfs, const char *ent
 
 /* --- runsc ----------------------------------------------------------------- */
 
-/* Does @rs's checkpoint take --cuda-checkpoint-path? Asked once, then cached. */
+/* Does @rs's checkpoint take --cuda-checkpoint-path (runsc_probe_checkpoint())? */
 bool gpu_runsc_checkpoints_cuda(const struct runsc *rs);
 
 /* Who checkpoints a sandbox's CUDA processes. */

@@ -530,10 +530,8 @@ static int open_parts(const struct ops_config *cfg, struct err *e)
 	if (xsnprintf(path, sizeof(path), "%s/runsc", cfg->state_dir) < 0)
 		return err_set(e, ENAMETOOLONG, "state directory path is too long");
 	rc = runsc_init(&ops.runsc, cfg->runsc_bin ? cfg->runsc_bin : "runsc", path, e);
-	if (rc == 0) {
-		gpu_runsc_checkpoints_cuda(&ops.runsc); /* ask runsc once, at start-up */
-		runsc_probe_direct(&ops.runsc, ops.spool_dir);
-	}
+	if (rc == 0)
+		runsc_probe_checkpoint(&ops.runsc, ops.spool_dir);
 	return rc;
 }
 

@@ -447,12 +447,15 @@ static int dir_takes_direct(const char *dir)
 	return rc;
 }
 
-void runsc_probe_direct(struct runsc *rs, const char *image_parent)
+void runsc_probe_checkpoint(struct runsc *rs, const char *image_parent)
 {
 	_cleanup_free_ char *help = NULL;
 	struct err e = {0};
 	if (runsc_help(rs, "checkpoint", &help, &e) < 0)
 		warning("cannot ask runsc which checkpoint flags it has: %s", e.msg);
+	rs->checkpoint_cuda = help && runsc_help_has_flag(help, "cuda-checkpoint-path");
+	info("runsc %s %s --cuda-checkpoint-path: %s checkpoints CUDA processes", rs->version,
+	     rs->checkpoint_cuda ? "has" : "lacks", rs->checkpoint_cuda ? "runsc" : "snapfs");
 	if (!help || !runsc_help_has_flag(help, "direct")) {
 		info("snapshots write their pages through the page cache (runsc lacks --direct)");
 		return;

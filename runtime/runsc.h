@@ -28,10 +28,12 @@
 #include "lib/util.h"
 
 struct runsc {
-	char bin[4096];		/* runsc binary (--runsc), default "runsc" from PATH */
-	char root[4096];	/* runsc --root: <state>/runsc */
-	char version[128];	/* first line of `runsc --version`, without "runsc version " */
+	char bin[4096];	   /* runsc binary (--runsc), default "runsc" from PATH */
+	char root[4096];   /* runsc --root: <state>/runsc */
+	char version[128]; /* first line of `runsc --version`, without "runsc version " */
+	/* What runsc_probe_checkpoint() found; false until it runs. */
 	bool checkpoint_direct; /* checkpoints that leave the sandbox running pass --direct */
+	bool checkpoint_cuda;	/* checkpoint takes --cuda-checkpoint-path */
 };
 
 int runsc_init(struct runsc *rs, const char *bin, const char *root, struct err *e);
@@ -98,13 +100,15 @@ int runsc_help(const struct runsc *rs, const char *subcommand, char **text, stru
 bool runsc_help_has_flag(const char *help, const char *flag);
 
 /*
- * Set rs->checkpoint_direct if runsc's checkpoint has --direct (O_DIRECT
- * for the pages file) and the filesystem of @image_parent (where
- * checkpoints are written) takes O_DIRECT writes. Written through the page
- * cache, the pages of a large sandbox cost the pause far more, and far more
- * unevenly, than the disk's own speed does (docs/runsc-notes.md).
+ * Ask `runsc help checkpoint` once, at start-up, and log the answers:
+ * rs->checkpoint_cuda if it takes --cuda-checkpoint-path (docs/gpu.md);
+ * rs->checkpoint_direct if it has --direct (O_DIRECT for the pages file) and
+ * the filesystem of @image_parent (where checkpoints are written) takes
+ * O_DIRECT writes. Written through the page cache, the pages of a large
+ * sandbox cost the pause far more, and far more unevenly, than the disk's
+ * own speed does (docs/runsc-notes.md).
  */
-void runsc_probe_direct(struct runsc *rs, const char *image_parent);
+void runsc_probe_checkpoint(struct runsc *rs, const char *image_parent);
 
 /*
  * `runsc exec CID /bin/sh -c CMDLINE`, stdout and stderr both to @out_fd.
