@@ -156,8 +156,12 @@ static int by_age(const void *a, const void *b)
 	return (x->mtime_ns > y->mtime_ns) - (x->mtime_ns < y->mtime_ns);
 }
 
-/* Under the lock: the entries of the cache (temp dirs too, when @tmp) and their total. */
-static size_t list_entries(struct entry *out, bool tmp, int64_t *total)
+/*
+ * Under the lock: the entries of the cache (temp dirs too, when @tmp) and,
+ * when @sizes, their disk bytes and total (a walk of every file: skipped by
+ * callers that only need the entries' ages).
+ */
+static size_t list_entries(struct entry *out, bool tmp, bool sizes, int64_t *total)
 {
 	DIR *d = opendir(cache.dir);
 	size_t n = 0;
@@ -170,7 +174,7 @@ static size_t list_entries(struct entry *out, bool tmp, int64_t *total)
 		if (de->d_name[0] == '.' || strlen(de->d_name) >= ID_MAX ||
 		    fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 			continue;
-		int64_t bytes = disk_bytes_at(dirfd(d), de->d_name);
+		int64_t bytes = sizes ? disk_bytes_at(dirfd(d), de->d_name) : 0;
 		*total += bytes;
 		if (!tmp && strstr(de->d_name, ".tmp"))
 			continue;
@@ -201,7 +205,7 @@ size_t cache_hold_recent(const char *except, char (*ids)[ID_MAX], size_t max)
 	if (!e)
 		return 0;
 	pthread_mutex_lock(&cache.lock);
-	size_t n = list_entries(e, false, &total);
+	size_t n = list_entries(e, false, false, &total);
 	qsort(e, n, sizeof(*e), by_age);
 	for (size_t i = n; i-- > 0 && got < max;) {
 		/* Unheld (out of memory) it must not be listed: its release would drop another
@@ -231,7 +235,7 @@ void cache_trim(void)
 	if (!e)
 		return;
 	pthread_mutex_lock(&cache.lock);
-	size_t n = list_entries(e, false, &total);
+	size_t n = list_entries(e, false, true, &total);
 	int64_t limit = limit_for(total);
 	qsort(e, n, sizeof(*e), by_age);
 	for (size_t i = 0; i < n && total > limit; i++) {
@@ -272,7 +276,7 @@ void cache_clean(bool (*keep)(const char *snap_id, void *arg), void *arg)
 		return;
 	pthread_mutex_lock(&cache.lock);
 	bool trusted = same_boot();
-	size_t n = list_entries(e, true, &total);
+	size_t n = list_entries(e, true, true, &total);
 	for (size_t i = 0; i < n; i++) {
 		if ((trusted && !strstr(e[i].id, ".tmp") && keep(e[i].id, arg)) ||
 		    entry_path(e[i].id, path) < 0)
@@ -289,7 +293,7 @@ void cache_stats(struct cache_stats *out)
 	_cleanup_free_ struct entry *e = calloc(TRIM_ENTRIES_MAX, sizeof(*e));
 	int64_t total = 0;
 	pthread_mutex_lock(&cache.lock);
-	size_t n = e ? list_entries(e, false, &total) : 0;
+	size_t n = e ? list_entries(e, false, true, &total) : 0;
 	out->bytes = total;
 	out->entries = (int64_t)n;
 	out->limit_bytes = limit_for(total);
