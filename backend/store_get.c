@@ -262,28 +262,57 @@ static bool copy_chunk(struct get *g, const struct manifest_chunk *c, unsigned c
 	       !memcmp(sha, c->sha256, SHA256_LEN);
 }
 
+/* Chunks [@from, @to) of a local job, back to back in one pack: read from the store into @plain. */
+static int refetch(struct get *g, const struct range_job *job, size_t from, size_t to,
+		   unsigned char *plain, unsigned worker, struct err *e)
+{
+	const struct manifest_chunk *ch = g->m.files[job->file].chunks;
+	int64_t off = ch[from].off, len = ch[to - 1].off + ch[to - 1].zlen - off;
+	atomic_fetch_add(&g->refetched, to - from);
+	int rc = read_pack(g, job, from, off, len, g->rbuf[worker], e);
+	for (size_t i = from; rc == 0 && i < to; i++) {
+		rc = verify_chunk(g, job, i, g->rbuf[worker] + (ch[i].off - off), plain, worker, e);
+		plain += ch[i].len;
+	}
+	return rc;
+}
+
+/* Does chunk @c come right after @prev in the same pack? */
+static bool follows(const struct manifest_chunk *prev, const struct manifest_chunk *c)
+{
+	return c->pack == prev->pack && c->off == prev->off + prev->zlen;
+}
+
 /*
- * Copy each chunk of a local job from its donor into the plain buffer; one
- * that does not verify (the donor's file changed since its manifest was
- * written) is read from the store alone and verified as a fetched one.
+ * Copy each chunk of a local job from its donor into the plain buffer.
+ * Chunks that do not verify (the donor's file changed since its manifest
+ * was written) are read from the store instead, each run of them that lies
+ * back to back in one pack with one ranged read, and verified as fetched
+ * ones: a donor that is wrong throughout costs the reads a fetch would.
  */
 static int copy_job(struct get *g, const struct range_job *job, unsigned worker, struct err *e)
 {
-	const struct manifest_file *f = &g->m.files[job->file];
-	unsigned char *plain = g->pbuf[worker];
+	const struct manifest_chunk *ch = g->m.files[job->file].chunks;
+	unsigned char *plain = g->pbuf[worker], *run_plain = NULL;
+	size_t run = SIZE_MAX; /* the first chunk of the run to read from the store */
+	size_t end = job->first + job->count;
 	int rc = 0;
-	for (size_t i = job->first; rc == 0 && i < job->first + job->count; i++) {
-		const struct manifest_chunk *c = &f->chunks[i];
-		if (copy_chunk(g, c, plain, worker)) {
-			atomic_fetch_add(&g->local_bytes, c->len);
-		} else {
-			atomic_fetch_add(&g->refetched, 1);
-			rc = read_pack(g, job, i, c->off, c->zlen, g->rbuf[worker], e);
-			if (rc == 0)
-				rc = verify_chunk(g, job, i, g->rbuf[worker], plain, worker, e);
+	for (size_t i = job->first; rc == 0 && i < end; i++) {
+		bool copied = copy_chunk(g, &ch[i], plain, worker);
+		if (run != SIZE_MAX && (copied || !follows(&ch[i - 1], &ch[i]))) {
+			rc = refetch(g, job, run, i, run_plain, worker, e);
+			run = SIZE_MAX;
 		}
-		plain += c->len;
+		if (copied) {
+			atomic_fetch_add(&g->local_bytes, ch[i].len);
+		} else if (run == SIZE_MAX) {
+			run = i;
+			run_plain = plain;
+		}
+		plain += ch[i].len;
 	}
+	if (rc == 0 && run != SIZE_MAX)
+		rc = refetch(g, job, run, end, run_plain, worker, e);
 	return rc;
 }
 

@@ -13,6 +13,7 @@
 
 #include "backend/manifest.h"
 #include "backend/store.h"
+#include "backend/store_internal.h" /* to count the objstore's ranged reads */
 #include "lib/util.h"
 #include "tests/unit/t.h"
 #include "tests/unit/t_dir.h"
@@ -211,6 +212,57 @@ static void test_torn_donor(struct store *st)
 	free(res.manifest);
 }
 
+/* Ranged reads of the store, counted while a test wraps its objstore. */
+static const struct objstore_ops *real_ops;
+static int range_reads;
+
+static int counted_get_range(struct objstore *os, const char *key, int64_t off, size_t len,
+			     void *buf, struct err *e)
+{
+	range_reads++;
+	return real_ops->get_range(os, key, off, len, buf, e);
+}
+
+/*
+ * A donor whose every chunk is wrong (its file was rewritten): the chunks
+ * come from the store with as few ranged reads as a fetch without donors
+ * makes, not one a chunk.
+ */
+static void test_garbled_donor(struct store *st)
+{
+	struct store_get_result res;
+	struct err e = {0};
+	const char *donors[] = {"g1", NULL};
+	char p[PATH_MAX];
+	CHECK(get_from(st, "snap-1", "g1", NULL, &res, &e) == 0);
+	free(res.manifest);
+	keep_manifest(st, "snap-1", "g1");
+	unsigned char *junk = malloc(RANDOM_PAGES * PAGE);
+	t_path(p, "g1/pages.img");
+	int fd = open(p, O_WRONLY);
+	CHECK(junk && fd >= 0);
+	if (junk && fd >= 0) {
+		t_random(junk, RANDOM_PAGES * PAGE);
+		CHECK(pwrite(fd, junk, RANDOM_PAGES * PAGE, 0) == (ssize_t)(RANDOM_PAGES * PAGE));
+	}
+	if (fd >= 0)
+		close(fd);
+	free(junk);
+	struct objstore_ops counting = *st->os->ops;
+	real_ops = st->os->ops;
+	counting.get_range = counted_get_range;
+	st->os->ops = &counting;
+	range_reads = 0;
+	CHECK(get_from(st, "snap-1", "g1out", donors, &res, &e) == 0);
+	st->os->ops = real_ops;
+	CHECK(same_file("g1out/pages.img", "img1/pages.img"));
+	CHECK(same_file("g1out/checkpoint.img", "img1/checkpoint.img"));
+	/* 8 MiB of random pages: over a hundred chunks, in ranges of up to 4 MiB. */
+	CHECK(range_reads > 0 && range_reads <= 8);
+	CHECK(res.local_bytes == (int64_t)CKPT_LEN); /* the checkpoint file was left as it was */
+	free(res.manifest);
+}
+
 /*
  * The store's copy is bad and the donor's too: the get fails naming the
  * chunk and removes what it wrote. A good donor copy of a chunk whose
@@ -266,6 +318,7 @@ int main(void)
 		test_no_donors(st);
 		test_shared_chunks(st);
 		test_torn_donor(st);
+		test_garbled_donor(st);
 		test_bad_store(st);
 		store_close(st);
 	}
