@@ -529,10 +529,7 @@ static int open_parts(const struct ops_config *cfg, struct err *e)
 		return rc;
 	if (xsnprintf(path, sizeof(path), "%s/runsc", cfg->state_dir) < 0)
 		return err_set(e, ENAMETOOLONG, "state directory path is too long");
-	rc = runsc_init(&ops.runsc, cfg->runsc_bin ? cfg->runsc_bin : "runsc", path, e);
-	if (rc == 0)
-		runsc_probe_checkpoint(&ops.runsc, ops.spool_dir);
-	return rc;
+	return runsc_init(&ops.runsc, cfg->runsc_bin ? cfg->runsc_bin : "runsc", path, e);
 }
 
 /* Every MONITOR_PERIOD_MS, notice sandboxes whose process ended on its own. */
@@ -599,6 +596,8 @@ int ops_open(const struct ops_config *cfg, struct err *e)
 
 int ops_start(struct err *e)
 {
+	/* Here, not in ops_open(): once daemonized its answers reach the log. */
+	runsc_probe_checkpoint(&ops.runsc, ops.spool_dir);
 	int rc = jobs_start();
 	if (rc < 0)
 		return err_set(e, -rc, "cannot start the job threads: %s", strerror(-rc));
