@@ -362,7 +362,7 @@ bool store_forget_snap(struct store *st, const char *id)
 	return false;
 }
 
-static struct inflight *find_inflight(struct store *st, const char *id)
+struct inflight *store_find_inflight(struct store *st, const char *id)
 {
 	for (struct inflight *fl = st->inflight; fl; fl = fl->next) {
 		if (!strcmp(fl->id, id))
@@ -373,7 +373,7 @@ static struct inflight *find_inflight(struct store *st, const char *id)
 
 int store_inflight_begin(struct store *st, const char *id, struct inflight **out)
 {
-	if (find_inflight(st, id))
+	if (store_find_inflight(st, id))
 		return -EBUSY;
 	struct inflight *fl = calloc(1, sizeof(*fl));
 	if (!fl)
@@ -459,7 +459,7 @@ int store_open(const char *url, const char *state_dir, struct store **out, struc
 			    : objstore_s3_open(url, &st->os, e);
 	bool complete = false;
 	if (rc == 0)
-		rc = store_refresh_locked(st, NULL, NULL, NULL, &complete, e);
+		rc = store_refresh_locked(st, NULL, &complete, e);
 	if (rc < 0 && rc != -ENOMEM && st->os) {
 		/* Serve anyway: puts and gets fail with the store's own reason until it answers. */
 		warning("cannot read the store %s: %s", st->os->url, e->msg);

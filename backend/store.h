@@ -145,10 +145,11 @@ int store_list_snapshots(struct store *st, int (*fn)(const char *id, void *arg),
 /*
  * Follow the manifests other hosts sharing the store added or deleted: the
  * records this store keeps (and so which chunks puts deduplicate against
- * and which packs are in use) match the manifests listed now. Calls @fn (if
- * not NULL) with the id of every snapshot listed, as store_list_snapshots().
+ * and which packs are in use) match the manifests listed now. @listed (if
+ * not NULL, an empty set) receives the ids of the snapshots listed, sealed.
  */
-int store_refresh(struct store *st, int (*fn)(const char *id, void *arg), void *arg, struct err *e);
+struct strset;
+int store_refresh(struct store *st, struct strset *listed, struct err *e);
 
 /*
  * The grace period, in ms, before a pack that no manifest lists may be
@@ -157,7 +158,6 @@ int store_refresh(struct store *st, int (*fn)(const char *id, void *arg), void *
  * that outlasts 3/4 of it may fail with ETIMEDOUT). See backend/store_gc.c.
  */
 void store_set_grace(struct store *st, int64_t grace_ms);
-int64_t store_grace_ms(const struct store *st);
 /* How often the daemon should run store_collect(): a quarter of the grace, 1 s to 10 min. */
 #define STORE_COLLECT_PERIOD_MAX_MS (600 * 1000)
 int64_t store_collect_period_ms(const struct store *st);

@@ -125,13 +125,11 @@ struct pass {
 	struct store *st;
 	unsigned flags;
 	int64_t now_ms;
-	struct strset listed;  /* ids of the manifests listed */
-	struct strset present; /* names of the packs in packs/ */
-	struct strbuf condemn; /* NUL-separated: packs to condemn */
-	struct strbuf doomed;  /* packs to delete */
-	struct strbuf unmark;  /* marker keys to delete */
-	struct marker_seen *written;
-	size_t nwritten;
+	struct strset listed;	/* ids of the manifests listed */
+	struct strset present;	/* names of the packs in packs/ */
+	struct strbuf condemn;	/* NUL-separated: packs to condemn */
+	struct strbuf doomed;	/* packs to delete */
+	struct strbuf unmark;	/* marker keys to delete */
 	struct pack **detached; /* out of st->packs, freed at the end */
 	size_t ndetached;
 	int64_t condemned; /* packs left condemned */
@@ -453,7 +451,7 @@ static int survey(struct pass *ps, struct err *e)
 	bool complete = false;
 	int rc = list_markers(ps, e);
 	if (rc == 0)
-		rc = store_refresh_locked(st, NULL, NULL, &ps->listed, &complete, e);
+		rc = store_refresh_locked(st, &ps->listed, &complete, e);
 	if (rc == 0 && !complete)
 		return err_set(e, EIO, "not collecting: some manifest in %s cannot be read",
 			       st->os->url);
@@ -549,11 +547,6 @@ int store_delete_snapshot(struct store *st, const char *id, struct err *e)
 void store_set_grace(struct store *st, int64_t grace_ms)
 {
 	st->grace_ms = grace_ms > 0 ? grace_ms : 0;
-}
-
-int64_t store_grace_ms(const struct store *st)
-{
-	return st->grace_ms;
 }
 
 int64_t store_collect_period_ms(const struct store *st)

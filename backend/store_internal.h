@@ -180,9 +180,7 @@ struct snap_rec *store_find_snap(struct store *st, const char *id);
  * listed now. *@complete: every manifest listed could be read. @listed (if
  * not NULL, empty) receives the ids listed, sealed.
  */
-struct strset;
-int store_refresh_locked(struct store *st, int (*fn)(const char *id, void *arg), void *arg,
-			 struct strset *listed, bool *complete, struct err *e);
+int store_refresh_locked(struct store *st, struct strset *listed, bool *complete, struct err *e);
 
 /* Collect if some pack lost its last user (store_gc.c): after a delete or a put. */
 void store_gc(struct store *st);
@@ -230,6 +228,8 @@ const struct donor_ref *donor_map_find(const struct donor_map *dm,
 				       const unsigned char sha[SHA256_LEN]);
 void donor_map_free(struct donor_map *dm);
 
+/* Under st->lock: the put of @id in flight in this process, or NULL. */
+struct inflight *store_find_inflight(struct store *st, const char *id);
 /* Under st->lock: register a put of @id; NULL (-ENOMEM) or -EBUSY if one is in flight. */
 int store_inflight_begin(struct store *st, const char *id, struct inflight **out);
 /* Under st->lock: pin @p for @fl once; -ENOMEM. */

@@ -166,39 +166,18 @@ static int packs_to_index(struct store *st, struct strbuf *names)
 	return 0;
 }
 
-struct refresh {
-	struct store *st;
-	int (*fn)(const char *id, void *arg);
-	void *arg;
-	struct strset *listed; /* the ids listed */
-};
-
 static int note_listed(const char *id, void *arg)
 {
-	struct refresh *r = arg;
-	int rc = strset_add(r->listed, id);
-	if (rc == 0 && r->fn)
-		rc = r->fn(id, r->arg);
-	return rc;
-}
-
-static bool in_flight(const struct store *st, const char *id)
-{
-	for (const struct inflight *fl = st->inflight; fl; fl = fl->next) {
-		if (!strcmp(fl->id, id))
-			return true;
-	}
-	return false;
+	return strset_add(arg, id);
 }
 
 /* Under st->lock: forget the records, older than the listing, of manifests it did not show. */
-static void forget_unlisted(struct refresh *r, uint64_t listed_at_seq)
+static void forget_unlisted(struct store *st, const struct strset *listed, uint64_t listed_at_seq)
 {
-	struct store *st = r->st;
 	for (size_t i = 0; i < st->nsnaps;) {
 		const struct snap_rec *rec = &st->snaps[i];
-		if (rec->seq > listed_at_seq || in_flight(st, rec->id) ||
-		    strset_has(r->listed, rec->id))
+		if (rec->seq > listed_at_seq || store_find_inflight(st, rec->id) ||
+		    strset_has(listed, rec->id))
 			i++;
 		else
 			store_forget_snap(st, rec->id); /* moves the last record to i */
@@ -213,12 +192,12 @@ static bool known(struct store *st, const char *id)
 	return found;
 }
 
-static int load_new(struct refresh *r, bool *complete)
+static int load_new(struct store *st, const struct strset *listed, bool *complete)
 {
 	int rc = 0;
-	for (size_t i = 0; rc == 0 && i < r->listed->n; i++) {
-		if (!known(r->st, r->listed->v[i]))
-			rc = load_manifest(r->st, r->listed->v[i], complete);
+	for (size_t i = 0; rc == 0 && i < listed->n; i++) {
+		if (!known(st, listed->v[i]))
+			rc = load_manifest(st, listed->v[i], complete);
 	}
 	return rc;
 }
@@ -234,39 +213,38 @@ static int load_new_indexes(struct store *st)
 	return rc;
 }
 
-int store_refresh_locked(struct store *st, int (*fn)(const char *id, void *arg), void *arg,
-			 struct strset *listed, bool *complete, struct err *e)
+int store_refresh_locked(struct store *st, struct strset *listed, bool *complete, struct err *e)
 {
-	struct strset own = STRSET_INIT;
-	struct refresh r = {.st = st, .fn = fn, .arg = arg, .listed = listed ? listed : &own};
+	_cleanup_strset_ struct strset own = STRSET_INIT;
+	if (!listed)
+		listed = &own;
 	*complete = false;
 	pthread_mutex_lock(&st->lock);
 	uint64_t listed_at_seq = st->seq;
 	pthread_mutex_unlock(&st->lock);
-	int rc = store_list_snapshots(st, note_listed, &r, e);
-	if (rc == 0 && strset_seal(r.listed) < 0)
+	int rc = store_list_snapshots(st, note_listed, listed, e);
+	if (rc == 0 && strset_seal(listed) < 0)
 		rc = -ENOMEM;
 	if (rc < 0)
 		goto out;
 	*complete = true;
 	pthread_mutex_lock(&st->lock);
-	forget_unlisted(&r, listed_at_seq);
+	forget_unlisted(st, listed, listed_at_seq);
 	pthread_mutex_unlock(&st->lock);
-	rc = load_new(&r, complete);
+	rc = load_new(st, listed, complete);
 	if (rc == 0)
 		rc = load_new_indexes(st);
 out:
 	if (rc == -ENOMEM || rc == -EFBIG)
 		rc = err_set(e, -rc, "too many snapshots in %s", st->os->url);
-	strset_release(&own);
 	return rc;
 }
 
-int store_refresh(struct store *st, int (*fn)(const char *id, void *arg), void *arg, struct err *e)
+int store_refresh(struct store *st, struct strset *listed, struct err *e)
 {
 	bool complete = false;
 	pthread_mutex_lock(&st->sync_lock);
-	int rc = store_refresh_locked(st, fn, arg, NULL, &complete, e);
+	int rc = store_refresh_locked(st, listed, &complete, e);
 	pthread_mutex_unlock(&st->sync_lock);
 	return rc;
 }

@@ -1,6 +1,8 @@
 # shellcheck shell=bash
 # bench/lib.sh - what the benchmark scripts share; sourced, not run.
 #
+#   bench_one_daemon NAME          T, STATE, MNT, IMAGES, RS and PID for one
+#                                  daemon, torn down and removed on exit
 #   bench_teardown STATE MNT PID   one daemon's sandboxes, mount and process
 #   bench_start_s3rver DIR LOG BUCKET
 #                                  s3rver on a free port, storing under DIR,
@@ -29,6 +31,22 @@ bench_teardown() {
 		kill -KILL "$p" 2>/dev/null
 	done
 	return 0
+}
+
+bench_one_daemon() {
+	T=$(mktemp -d "/tmp/snapfs-$1.XXXXXX")
+	STATE=$T/state MNT=$T/mnt IMAGES=$T/images
+	# shellcheck disable=SC2034 # RS: used by the scripts that source this file
+	RS="runsc --root $STATE/runsc"
+	PID="" # the caller sets it once the daemon runs
+	mkdir -p "$STATE" "$MNT" "$IMAGES"
+	trap bench_one_daemon_cleanup EXIT INT TERM
+}
+
+bench_one_daemon_cleanup() {
+	set +e
+	bench_teardown "$STATE" "$MNT" "$PID"
+	rm -rf "$T"
 }
 
 bench_start_s3rver() {

@@ -15,21 +15,9 @@ ROUNDS=${1:-5}
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${2:-$REPO/docs/benchmarks-pause-fork.md}
 BIN=$REPO/build/snapfs
-T=$(mktemp -d /tmp/snapfs-bench.XXXXXX)
-STATE=$T/state MNT=$T/mnt IMAGES=$T/images
-RS="runsc --root $STATE/runsc"
-PID=""
-mkdir -p "$STATE" "$MNT" "$IMAGES"
-
 # shellcheck source-path=SCRIPTDIR
 . "$REPO/bench/lib.sh"
-
-cleanup() {
-	set +e
-	bench_teardown "$STATE" "$MNT" "$PID"
-	rm -rf "$T"
-}
-trap cleanup EXIT INT TERM
+bench_one_daemon bench
 
 
 "$REPO/scripts/make-image.sh" "$IMAGES/busybox" >/dev/null

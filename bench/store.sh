@@ -28,21 +28,9 @@ OUT=${2:-$REPO/docs/benchmarks.md}
 BIN=$REPO/build/snapfs
 SB=$REPO/build/store_bench
 HALF_MB=128
-T=$(mktemp -d /tmp/snapfs-bench-store.XXXXXX)
-STATE=$T/state MNT=$T/mnt IMAGES=$T/images
-RS="runsc --root $STATE/runsc"
-PID=""
-mkdir -p "$STATE" "$MNT" "$IMAGES"
-
 # shellcheck source-path=SCRIPTDIR
 . "$REPO/bench/lib.sh"
-
-cleanup() {
-	set +e
-	bench_teardown "$STATE" "$MNT" "$PID"
-	rm -rf "$T"
-}
-trap cleanup EXIT INT TERM
+bench_one_daemon bench-store
 
 field() { jq -r "$2" <"$MNT/$1/info.json"; }
 mib() { echo $(($1 >> 20)); }

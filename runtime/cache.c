@@ -276,7 +276,7 @@ void cache_clean(bool (*keep)(const char *snap_id, void *arg), void *arg)
 		return;
 	pthread_mutex_lock(&cache.lock);
 	bool trusted = same_boot();
-	size_t n = list_entries(e, true, true, &total);
+	size_t n = list_entries(e, true, false, &total);
 	for (size_t i = 0; i < n; i++) {
 		if ((trusted && !strstr(e[i].id, ".tmp") && keep(e[i].id, arg)) ||
 		    entry_path(e[i].id, path) < 0)

@@ -31,6 +31,7 @@
 
 #include "backend/store.h"
 #include "lib/strbuf.h"
+#include "lib/strset.h"
 #include "runtime/jobs.h"
 
 #define SYNC_PERIOD_MS 3000
@@ -85,22 +86,9 @@ static int snapshot_from_manifest(const char *id, const char *text, struct snaps
 }
 
 struct sync_walk {
-	struct strbuf stored; /* "\n"-separated ids with a manifest, "\n" first */
+	struct strset stored; /* ids with a manifest */
 	struct strbuf gone;   /* completed rows without a manifest */
 };
-
-static int note_stored(const char *id, void *arg)
-{
-	struct sync_walk *w = arg;
-	return strbuf_addf(&w->stored, "%s\n", id);
-}
-
-static bool is_stored(const struct sync_walk *w, const char *id)
-{
-	char needle[ID_MAX + 2];
-	snprintf(needle, sizeof(needle), "\n%s\n", id);
-	return strstr(strbuf_str(&w->stored), needle) != NULL;
-}
 
 static void adopt(const char *id)
 {
@@ -142,7 +130,7 @@ static void forget(const struct snapshot *snap)
 static int collect_gone(const struct snapshot *snap, void *arg)
 {
 	struct sync_walk *w = arg;
-	if (snap->state == SNAP_COMPLETED && !is_stored(w, snap->id))
+	if (snap->state == SNAP_COMPLETED && !strset_has(&w->stored, snap->id))
 		return strbuf_addf(&w->gone, "%s\n", snap->id);
 	return 0;
 }
@@ -156,21 +144,21 @@ static void forget_id(const char *id)
 
 int ops_sync_snapshots(void)
 {
-	struct sync_walk w = {STRBUF_INIT, STRBUF_INIT};
+	struct sync_walk w = {STRSET_INIT, STRBUF_INIT};
 	struct err e = {0};
 	pthread_mutex_lock(&sync_lock);
-	strbuf_adds(&w.stored, "\n");
-	int rc = store_refresh(ops.store, note_stored, &w, &e);
+	int rc = store_refresh(ops.store, &w.stored, &e);
 	if (rc == 0) {
 		registry_snapshot_each(ops.reg, collect_gone, &w);
 		strbuf_each_line(&w.gone, forget_id);
-		strbuf_each_line(&w.stored, adopt); /* last: it cuts w.stored into lines */
+		for (size_t i = 0; i < w.stored.n; i++)
+			adopt(w.stored.v[i]);
 		last_sync_ms = mono_ms();
 	} else {
 		warning("cannot list the store's snapshots: %s", e.msg);
 	}
 	pthread_mutex_unlock(&sync_lock);
-	strbuf_release(&w.stored);
+	strset_release(&w.stored);
 	strbuf_release(&w.gone);
 	return rc;
 }

@@ -436,10 +436,11 @@ static int dir_takes_direct(const char *dir)
 	memset(block, 0, 4096);
 	int rc = 0;
 	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_DIRECT | O_CLOEXEC, 0600);
-	if (fd < 0)
+	ssize_t n = fd < 0 ? -1 : write(fd, block, 4096);
+	if (n < 0)
 		rc = -errno;
-	else if (write(fd, block, 4096) != 4096)
-		rc = errno ? -errno : -EIO;
+	else if (n != 4096)
+		rc = -EIO; /* short: this filesystem does not take whole O_DIRECT blocks */
 	if (fd >= 0) {
 		close(fd);
 		unlink(path);
@@ -460,7 +461,6 @@ void runsc_probe_checkpoint(struct runsc *rs, const char *image_parent)
 		info("snapshots write their pages through the page cache (runsc lacks --direct)");
 		return;
 	}
-	errno = 0;
 	int rc = dir_takes_direct(image_parent);
 	rs->checkpoint_direct = rc == 0;
 	if (rc == 0)

@@ -147,7 +147,7 @@ static void test_rescue(struct store *a, struct store *b)
 	struct err e = {0};
 	new_source();
 	CHECK(put(a, "snap-y", NULL, NULL, &e) == 0);
-	CHECK(store_refresh(b, NULL, NULL, &e) == 0);
+	CHECK(store_refresh(b, NULL, &e) == 0);
 	struct meanwhile m = {.other = a, .delete_id = "snap-y"};
 	struct store_put_result res = {0};
 	CHECK(put(b, "snap-y2", &m, &res, &e) == 0);
@@ -170,7 +170,7 @@ static void test_condemned_not_reused(struct store *a, struct store *b)
 	new_source();
 	struct store_put_result res = {0};
 	CHECK(put(a, "snap-z", NULL, NULL, &e) == 0);
-	CHECK(store_refresh(b, NULL, NULL, &e) == 0);
+	CHECK(store_refresh(b, NULL, &e) == 0);
 	CHECK(store_delete_snapshot(a, "snap-z", &e) == 0);
 	/* B has not refreshed: only the marker tells it. */
 	CHECK(put(b, "snap-z2", NULL, &res, &e) == 0);
@@ -193,7 +193,7 @@ static void test_slow_put(struct store *a, struct store *b)
 	struct err e = {0};
 	new_source();
 	CHECK(put(a, "snap-w", NULL, NULL, &e) == 0);
-	CHECK(store_refresh(b, NULL, NULL, &e) == 0);
+	CHECK(store_refresh(b, NULL, &e) == 0);
 	struct meanwhile m = {.other = a, .delete_id = "snap-w", .then_sleep_ms = GRACE_MS};
 	CHECK(put(b, "snap-w2", &m, NULL, &e) == -ETIMEDOUT);
 	CHECK(strstr(e.msg, "snap-w2") != NULL && strstr(e.msg, "grace period") != NULL);
@@ -229,7 +229,7 @@ static void on_progress_refresh(void *arg, int64_t done, int64_t total)
 	struct err e = {0};
 	(void)total;
 	if (done == 0)
-		CHECK(store_refresh(st, NULL, NULL, &e) == 0);
+		CHECK(store_refresh(st, NULL, &e) == 0);
 }
 
 static void test_learned_mid_put(struct store *a, struct store *b)
@@ -365,7 +365,7 @@ static void test_refresh(struct store *a, struct store *b)
 	struct store_put_result res = {0};
 	struct store_stats s;
 	CHECK(put(a, "snap-v", NULL, NULL, &e) == 0);
-	CHECK(store_refresh(b, NULL, NULL, &e) == 0);
+	CHECK(store_refresh(b, NULL, &e) == 0);
 	store_stats(b, &s);
 	CHECK(s.snapshots >= 1);
 	CHECK(put(b, "snap-v2", NULL, &res, &e) == 0);
@@ -374,7 +374,7 @@ static void test_refresh(struct store *a, struct store *b)
 	CHECK(markers_of("snap-v") == 0); /* snap-v2 lists it */
 	CHECK(store_delete_snapshot(b, "snap-v2", &e) == 0);
 	CHECK(markers_of("snap-v") == 1);
-	CHECK(store_refresh(a, NULL, NULL, &e) == 0);
+	CHECK(store_refresh(a, NULL, &e) == 0);
 	store_stats(a, &s);
 	CHECK(s.snapshots == 0);
 }
