@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# shellcheck source-path=SCRIPTDIR disable=SC2016
+# shellcheck source-path=SCRIPTDIR disable=SC2016,SC2317
 # Other local users (design.md, "Who may do what"). With -o allow_other and
 # --allow-group: only root and the group create sandboxes; each user sees
 # and touches only what it owns (a sandbox is its creator's, a snapshot its
@@ -73,7 +73,9 @@ check_lacks "nothing was created" early "$(ls "$MNT/sandboxes")"
 expect_errno "EACCES" "another user reads events" as "$U1" cat "$MNT/events"
 expect_errno "EACCES" "another user reads errors" as "$U1" cat "$MNT/errors"
 
-usermod -aG "$GROUP" "$U1" && usermod -aG "$GROUP" "$U2" || bail "usermod -aG $GROUP"
+for u in "$U1" "$U2"; do
+	usermod -aG "$GROUP" "$u" || bail "usermod -aG $GROUP $u"
+done
 
 # --- the owner: create, use, snapshot, fork ----------------------------------------
 B=$MNT/sandboxes/u1box
