@@ -32,6 +32,7 @@ struct options {
 	int64_t cache_max_bytes;
 	int64_t gc_grace_ms; /* -1: the default */
 	const char *spool_parent;
+	const char *allow_group;
 	const char *fuse_opts[16];
 	size_t nfuse_opts;
 	const char *mountpoint;
@@ -43,7 +44,7 @@ static void usage(FILE *out)
 	    out,
 	    "usage: snapfs [-f] [--state DIR] [--images DIR] [--store URL] [--runsc PATH]\n"
 	    "              [--cache-max SIZE] [--gc-grace SECONDS] [--spool DIR] [-o FUSE_OPTS]\n"
-	    "              [--debug] MOUNTPOINT\n"
+	    "              [--allow-group GROUP] [--debug] MOUNTPOINT\n"
 	    "\n"
 	    "  -f              stay in the foreground, log to stderr\n"
 	    "  --state DIR     registry, spool, cache, runsc root (default %s)\n"
@@ -57,7 +58,12 @@ static void usage(FILE *out)
 	    "                  0 for the default store, 3600 for a --store you name)\n"
 	    "  --spool DIR     where checkpoints are written before they are stored, e.g. a\n"
 	    "                  tmpfs for shorter pauses (default STATE/spool)\n"
-	    "  -o OPTS         FUSE mount options, e.g. allow_other\n"
+	    "  -o OPTS         FUSE mount options. Without allow_other only root may use the\n"
+	    "                  mount. With it every local user may, and snapfs adds\n"
+	    "                  default_permissions: each user sees only the sandboxes and\n"
+	    "                  snapshots it owns (root sees all), the journals are root's\n"
+	    "  --allow-group GROUP  who besides root may create sandboxes under\n"
+	    "                  allow_other: a group name or gid (default: root only)\n"
 	    "  --debug         log every operation\n"
 	    "\n"
 	    "Unmount with: fusermount3 -u MOUNTPOINT (running sandboxes keep running)\n",
@@ -109,6 +115,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 	    {"cache-max", required_argument, NULL, 'c'},
 	    {"gc-grace", required_argument, NULL, 'g'},
 	    {"spool", required_argument, NULL, 'p'},
+	    {"allow-group", required_argument, NULL, 'G'},
 	    {"debug", no_argument, NULL, 'd'},
 	    {"help", no_argument, NULL, 'h'},
 	    {"version", no_argument, NULL, 'V'},
@@ -146,6 +153,9 @@ static int parse_options(int argc, char **argv, struct options *o)
 			break;
 		case 'p':
 			o->spool_parent = optarg;
+			break;
+		case 'G':
+			o->allow_group = optarg;
 			break;
 		case 'd':
 			log_debug_enabled = true;
@@ -226,6 +236,7 @@ static int serve(struct options *o, struct fuse_args *args)
 	    .cache_max_bytes = o->cache_max_bytes,
 	    .gc_grace_ms = o->gc_grace_ms,
 	    .spool_parent = o->spool_parent,
+	    .allow_group = o->allow_group,
 	};
 	int rc = ops_open(&cfg, &e);
 	if (rc < 0) {

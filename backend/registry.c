@@ -13,7 +13,7 @@
 #define BUSY_TIMEOUT_MS 5000
 
 /* Bump with a migration in registry_migrate() whenever the tables change. */
-#define SCHEMA_VERSION 1
+#define SCHEMA_VERSION 2
 #define STR_(x) #x
 #define STR(x) STR_(x)
 
@@ -114,7 +114,8 @@ static const char schema_sql[] =
     " image_digest TEXT NOT NULL, entrypoint TEXT NOT NULL, env TEXT NOT NULL,"
     " gpu INTEGER NOT NULL, state TEXT NOT NULL, message TEXT NOT NULL,"
     " created_at INTEGER NOT NULL, parent_snapshot TEXT NOT NULL,"
-    " restore_snapshot TEXT NOT NULL, pid INTEGER NOT NULL);"
+    " restore_snapshot TEXT NOT NULL, pid INTEGER NOT NULL,"
+    " owner_uid INTEGER NOT NULL DEFAULT 0, owner_gid INTEGER NOT NULL DEFAULT 0);"
     "CREATE INDEX IF NOT EXISTS sandboxes_created ON sandboxes (created_at, id);"
     "CREATE INDEX IF NOT EXISTS sandboxes_parent ON sandboxes (parent_snapshot, created_at, id);"
     "CREATE INDEX IF NOT EXISTS sandboxes_restore ON sandboxes (restore_snapshot);"
@@ -124,23 +125,35 @@ static const char schema_sql[] =
     " state TEXT NOT NULL, message TEXT NOT NULL, pause_ms INTEGER NOT NULL,"
     " size_bytes INTEGER NOT NULL, stored_bytes INTEGER NOT NULL, image TEXT NOT NULL,"
     " image_digest TEXT NOT NULL, entrypoint TEXT NOT NULL, host_json TEXT NOT NULL,"
-    " gpu INTEGER NOT NULL, env TEXT NOT NULL);"
+    " gpu INTEGER NOT NULL, env TEXT NOT NULL,"
+    " owner_uid INTEGER NOT NULL DEFAULT 0, owner_gid INTEGER NOT NULL DEFAULT 0);"
     "CREATE INDEX IF NOT EXISTS snapshots_created ON snapshots (created_at, id);"
     "CREATE INDEX IF NOT EXISTS snapshots_sandbox ON snapshots (sandbox_id, created_at, id);"
     "PRAGMA user_version = " STR(SCHEMA_VERSION) "; COMMIT;";
 
+/* Version 1 had no owners: its rows were made when only root could reach the mount. */
+static const char migrate_v1_sql[] =
+    "BEGIN IMMEDIATE;"
+    "ALTER TABLE sandboxes ADD COLUMN owner_uid INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE sandboxes ADD COLUMN owner_gid INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE snapshots ADD COLUMN owner_uid INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE snapshots ADD COLUMN owner_gid INTEGER NOT NULL DEFAULT 0;"
+    "PRAGMA user_version = 2; COMMIT;";
+
 /* Column order shared by sandbox_bind() and sandbox_read(). */
 #define SB_COLS                                                                                    \
 	"id, runtime_id, image, image_digest, entrypoint, env, gpu, state, message, created_at, "  \
-	"parent_snapshot, restore_snapshot, pid"
-#define SB_PARAMS "?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13"
+	"parent_snapshot, restore_snapshot, pid, owner_uid, owner_gid"
+#define SB_PARAMS "?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15"
 #define SB_SELECT "SELECT " SB_COLS " FROM sandboxes "
 
 /* Column order shared by snapshot_bind() and snapshot_read(). */
 #define SNAP_COLS                                                                                  \
 	"id, name, kind, sandbox_id, created_at, completed_at, state, message, pause_ms, "         \
-	"size_bytes, stored_bytes, image, image_digest, entrypoint, host_json, gpu, env"
-#define SNAP_PARAMS "?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17"
+	"size_bytes, stored_bytes, image, image_digest, entrypoint, host_json, gpu, env, "         \
+	"owner_uid, owner_gid"
+#define SNAP_PARAMS                                                                                \
+	"?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19"
 #define SNAP_SELECT "SELECT " SNAP_COLS " FROM snapshots "
 
 /* --- statements ------------------------------------------------------------- */
@@ -267,6 +280,24 @@ static int column_name(sqlite3_stmt *st, int i, const char *const *names, size_t
 	return -EIO;
 }
 
+/*
+ * The owner's uid and gid in columns @i and @i + 1. A value no uid can have
+ * (only a foreign writer makes one) is refused: read as root's, it would
+ * hand the row to root, and as anyone's, to them.
+ */
+static int column_id(sqlite3_stmt *st, int i, uid_t *uid, gid_t *gid)
+{
+	int64_t u = sqlite3_column_int64(st, i), g = sqlite3_column_int64(st, i + 1);
+	if (u < 0 || u >= (int64_t)(uid_t)-1 || g < 0 || g >= (int64_t)(gid_t)-1) {
+		error("registry: owner %lld:%lld of a row is no uid:gid", (long long)u,
+		      (long long)g);
+		return -EIO;
+	}
+	*uid = (uid_t)u;
+	*gid = (gid_t)g;
+	return 0;
+}
+
 /* --- rows <-> structs ------------------------------------------------------- */
 
 static int sandbox_bind(sqlite3_stmt *st, const void *obj)
@@ -286,6 +317,8 @@ static int sandbox_bind(sqlite3_stmt *st, const void *obj)
 	    BIND_TEXT(st, 11, sb->parent_snapshot),
 	    BIND_TEXT(st, 12, sb->restore_snapshot),
 	    bind_i64(st, 13, sb->pid),
+	    bind_i64(st, 14, sb->owner_uid),
+	    bind_i64(st, 15, sb->owner_gid),
 	};
 	return first_error(r, ARRAY_SIZE(r));
 }
@@ -309,7 +342,7 @@ static int sandbox_read(sqlite3_stmt *st, struct sandbox *sb)
 	COLUMN_TEXT(st, 10, sb->parent_snapshot);
 	COLUMN_TEXT(st, 11, sb->restore_snapshot);
 	sb->pid = (pid_t)sqlite3_column_int64(st, 12);
-	return 0;
+	return column_id(st, 13, &sb->owner_uid, &sb->owner_gid);
 }
 
 static int snapshot_bind(sqlite3_stmt *st, const void *obj)
@@ -333,6 +366,8 @@ static int snapshot_bind(sqlite3_stmt *st, const void *obj)
 	    BIND_TEXT(st, 15, snap->host_json),
 	    bind_i64(st, 16, snap->gpu),
 	    BIND_TEXT(st, 17, snap->env),
+	    bind_i64(st, 18, snap->owner_uid),
+	    bind_i64(st, 19, snap->owner_gid),
 	};
 	return first_error(r, ARRAY_SIZE(r));
 }
@@ -363,7 +398,7 @@ static int snapshot_read(sqlite3_stmt *st, struct snapshot *snap)
 	COLUMN_TEXT(st, 14, snap->host_json);
 	snap->gpu = sqlite3_column_int(st, 15) != 0;
 	COLUMN_TEXT(st, 16, snap->env);
-	return 0;
+	return column_id(st, 17, &snap->owner_uid, &snap->owner_gid);
 }
 
 /* --- generic runners -------------------------------------------------------- */
@@ -506,12 +541,14 @@ static int migrate(struct registry *reg, const char *path)
 		return r;
 	if (version == SCHEMA_VERSION)
 		return 0;
-	if (version != 0) {
+	/* A new file gets the whole schema; an older one the steps since its version. */
+	const char *sql = version == 0 ? schema_sql : version == 1 ? migrate_v1_sql : NULL;
+	if (!sql) {
 		error("registry: %s has schema version %d; this snapfs knows version %d", path,
 		      version, SCHEMA_VERSION);
 		return -EIO;
 	}
-	r = exec(reg, schema_sql);
+	r = exec(reg, sql);
 	if (r < 0 && !sqlite3_get_autocommit(reg->db))
 		exec(reg, "ROLLBACK");
 	return r;

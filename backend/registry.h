@@ -81,6 +81,8 @@ struct sandbox {
 	char parent_snapshot[ID_MAX];  /* snapshot it was forked from, "" if none */
 	char restore_snapshot[ID_MAX]; /* suspend snapshot it resumes from, "" if none */
 	pid_t pid;		       /* runsc sandbox pid, 0 when not running */
+	uid_t owner_uid;	       /* who created it (runtime/access.h); 0: root */
+	gid_t owner_gid;
 };
 
 struct snapshot {
@@ -101,6 +103,8 @@ struct snapshot {
 	char env[ENV_MAX]; /* the source's: `runsc exec` in a fork takes it from the bundle */
 	char host_json[HOST_JSON_MAX]; /* host profile as a JSON object text */
 	bool gpu;
+	uid_t owner_uid; /* its source sandbox's owner; 0 (root) for another host's */
+	gid_t owner_gid;
 };
 
 struct registry;

@@ -65,31 +65,16 @@ void file_free_all(void)
 	}
 }
 
-static int check_access(const struct fs_node *n, int flags, struct err *e)
-{
-	int acc = flags & O_ACCMODE;
-	mode_t mode = n->ent->mode;
-	/* Root bypasses mode bits in the kernel, so the modes are enforced here. */
-	if (acc != O_RDONLY && !(mode & 0222))
-		return err_set(e, EACCES, "%s is read-only", n->path);
-	if (acc != O_WRONLY && !(mode & 0444))
-		return err_set(e, EACCES, "%s is write-only", n->path);
-	return 0;
-}
-
 /* FS_STATUS: what the status is now, for poll to compare with what was seen. */
-static void status_now(const struct fs_node *n, char out[FILE_SEEN_MAX])
+static void status_now(const struct fs_file *f, char out[FILE_SEEN_MAX])
 {
 	_cleanup_strbuf_ struct strbuf sb = STRBUF_INIT;
-	int rc = n->ent->read(n, &sb);
+	int rc = f->node.ent->read(&f->node, &f->who, &sb);
 	snprintf(out, FILE_SEEN_MAX, "%s", rc < 0 ? "" : strbuf_str(&sb));
 }
 
-int file_open(const struct fs_node *n, int flags, struct fs_file **out, struct err *e)
+int file_open(const struct fs_node *n, const struct caller *who, int flags, struct fs_file **out)
 {
-	int rc = check_access(n, flags, e);
-	if (rc < 0)
-		return rc;
 	struct fs_file *f = calloc(1, sizeof(*f));
 	if (!f)
 		return -ENOMEM;
@@ -97,9 +82,10 @@ int file_open(const struct fs_node *n, int flags, struct fs_file **out, struct e
 	atomic_init(&f->refs, 1);
 	f->node = *n;
 	f->flags = flags;
+	f->who = *who;
 	f->collected.max = ENV_MAX - 1;
 	if (n->ent->flags & FS_STATUS)
-		status_now(n, f->seen);
+		status_now(f, f->seen);
 	pthread_mutex_lock(&open_files_lock);
 	f->next_open = open_files;
 	if (open_files)
@@ -251,7 +237,7 @@ static void read_generated(fuse_req_t req, struct fs_file *f, size_t size, off_t
 	pthread_mutex_lock(&f->lock);
 	bool fresh = off == 0 || !f->has_content;
 	pthread_mutex_unlock(&f->lock);
-	int rc = fresh && ent->read ? ent->read(&f->node, &made) : 0;
+	int rc = fresh && ent->read ? ent->read(&f->node, &f->who, &made) : 0;
 	if (rc < 0) {
 		fuse_reply_err(req, -rc);
 		return;
@@ -308,7 +294,8 @@ static void read_wait(fuse_req_t req, struct fs_file *f, size_t size, off_t off)
 	struct file_op *op = NULL;
 	int rc = file_op_new(f, p, FILE_OP_CONTENT, &op);
 	if (rc == 0)
-		rc = file_op_end(op, f->node.ent->action(f->node.id, file_op_done, op, &e));
+		rc =
+		    file_op_end(op, f->node.ent->action(&f->who, f->node.id, file_op_done, op, &e));
 	pending_done(p, rc, NULL, 0);
 }
 
@@ -319,7 +306,7 @@ static int stream_fill(struct fs_file *f)
 	pthread_mutex_lock(&f->lock);
 	bool need = !f->has_content && !f->running;
 	pthread_mutex_unlock(&f->lock);
-	int rc = need && f->node.ent->read ? f->node.ent->read(&f->node, &made) : 0;
+	int rc = need && f->node.ent->read ? f->node.ent->read(&f->node, &f->who, &made) : 0;
 	if (rc < 0 || !need)
 		return rc;
 	pthread_mutex_lock(&f->lock);
@@ -389,7 +376,7 @@ static int act_lines(struct fs_file *f, const struct strbuf *lines, struct pendi
 		struct err e = {0};
 		int rc = f->node.ent->write(f, line, p, &e);
 		if (rc < 0) {
-			tree_report(&f->node, rc, &e);
+			tree_report(&f->node, &f->who, rc, &e);
 			return rc;
 		}
 		at += strlen(line) + 1;
@@ -403,7 +390,7 @@ static void report_framing(struct fs_file *f, int rc)
 	if (rc == -EFBIG)
 		err_set(&e, EFBIG, "%s: a line is longer than %d bytes", f->node.path,
 			CTL_LINE_MAX);
-	tree_report(&f->node, rc, &e);
+	tree_report(&f->node, &f->who, rc, &e);
 }
 
 static void write_lines(fuse_req_t req, struct fs_file *f, const char *buf, size_t size,
@@ -451,7 +438,7 @@ static void flush_lines(fuse_req_t req, struct fs_file *f, uint64_t owner)
 		struct err e = {0};
 		rc = ent->flush(f, p, &e);
 		if (rc < 0)
-			tree_report(&f->node, rc, &e);
+			tree_report(&f->node, &f->who, rc, &e);
 	}
 	pending_done(p, rc, NULL, 0);
 }
@@ -487,7 +474,7 @@ static unsigned default_events(const struct fs_entry *ent)
 static unsigned status_events(struct fs_file *f)
 {
 	char now[FILE_SEEN_MAX];
-	status_now(&f->node, now);
+	status_now(f, now);
 	pthread_mutex_lock(&f->lock);
 	bool changed = strcmp(now, f->seen) != 0;
 	pthread_mutex_unlock(&f->lock);
@@ -497,7 +484,7 @@ static unsigned status_events(struct fs_file *f)
 
 static unsigned wait_events(struct fs_file *f)
 {
-	int rc = f->node.ent->settled(&f->node);
+	int rc = f->node.ent->settled(&f->node, &f->who);
 	if (rc < 0)
 		return POLLIN | POLLRDNORM | POLLERR;
 	return rc > 0 ? POLLIN | POLLRDNORM : 0;
@@ -532,7 +519,7 @@ int file_action_write(struct fs_file *f, const char *line, struct pending *p, st
 		rc = file_op_begin(f, p, w.async, &op);
 	if (rc < 0)
 		return rc;
-	return file_op_end(op, f->node.ent->action(f->node.id, file_op_fn(op), op, e));
+	return file_op_end(op, f->node.ent->action(&f->who, f->node.id, file_op_fn(op), op, e));
 }
 
 /* The id a write made: what reads on the same open file return next. */
@@ -551,7 +538,7 @@ int file_id_action(struct fs_file *f, struct pending *p, bool async, file_make_f
 	int rc = file_op_begin(f, p, async, &op);
 	if (rc < 0)
 		return rc;
-	rc = make(f->node.id, arg, id, file_op_fn(op), op, e);
+	rc = make(&f->who, f->node.id, arg, id, file_op_fn(op), op, e);
 	if (rc == 0)
 		file_set_id(f, id);
 	return file_op_end(op, rc);
@@ -582,7 +569,7 @@ int file_collect(struct fs_file *f, const char *line, file_apply_fn apply, struc
 	if (rc == -EFBIG)
 		rc = err_set(e, EFBIG, "%s: more than %d bytes", f->node.path, ENV_MAX - 1);
 	else if (rc == 0)
-		rc = apply(f->node.id, strbuf_str(&all), e);
+		rc = apply(&f->who, f->node.id, strbuf_str(&all), e);
 	/* A refused line is not part of what the next lines are judged with. */
 	if (rc < 0)
 		uncollect(f, from, to);

@@ -28,6 +28,10 @@
  * the line, so FLUSH compares lock owners (one per descriptor table) with
  * the last write's.
  *
+ * Who: an open file acts with the credentials of whoever opened it, as a
+ * Unix descriptor does (fork, exec and fd passing keep the opener's
+ * rights); open checked them against the node's owner and mode.
+ *
  * Ownership: an open file is reference-counted: the kernel's handle holds
  * one reference until RELEASE and each piece of work in flight holds one,
  * so work that outlives close() (after EINTR, say) still has somewhere to
@@ -53,6 +57,7 @@ struct fs_file {
 	atomic_int refs;
 	struct fs_node node; /* a copy: the inode may be forgotten while the file is open */
 	int flags;	     /* open(2) flags */
+	struct caller who;   /* who opened it: every read and write acts as them */
 
 	/* The rest is under lock. */
 	struct strbuf content; /* what reads return: made by a read, or a write's result */
@@ -68,8 +73,8 @@ struct fs_file {
 	struct fs_file *prev_open, *next_open; /* the list of files not yet freed */
 };
 
-/* Open @n; -EACCES (with @e's sentence) for a mode the file does not have. */
-int file_open(const struct fs_node *n, int flags, struct fs_file **out, struct err *e);
+/* Open @n for @who, whom tree_open_check() let in. */
+int file_open(const struct fs_node *n, const struct caller *who, int flags, struct fs_file **out);
 /* The kernel's RELEASE: drop its reference and its poll handle. */
 void file_release(struct fs_file *f);
 /* At shutdown, after the session ended: free every file the kernel never released. */
@@ -107,8 +112,8 @@ static inline ops_done_fn file_op_fn(const struct file_op *op)
 /* A one-word control file: parse the words, run the row's action. */
 int file_action_write(struct fs_file *f, const char *line, struct pending *p, struct err *e);
 /* An ops_* call that makes an object for object @id (snapshot, fork, new): its id into @made. */
-typedef int (*file_make_fn)(const char *id, const void *arg, char made[ID_MAX], ops_done_fn done,
-			    void *ctx, struct err *e);
+typedef int (*file_make_fn)(const struct caller *who, const char *id, const void *arg,
+			    char made[ID_MAX], ops_done_fn done, void *ctx, struct err *e);
 /*
  * Run @make with @arg for @f's object, answering @p when the work is done
  * (at once if @async). The id it made is what reads on @f return next.
@@ -116,7 +121,8 @@ typedef int (*file_make_fn)(const char *id, const void *arg, char made[ID_MAX], 
 int file_id_action(struct fs_file *f, struct pending *p, bool async, file_make_fn make,
 		   const void *arg, struct err *e);
 /* Apply @text, every line written on a file, to object @id (env: ops_sandbox_set). */
-typedef int (*file_apply_fn)(const char *id, const char *text, struct err *e);
+typedef int (*file_apply_fn)(const struct caller *who, const char *id, const char *text,
+			     struct err *e);
 /*
  * Add @line to the lines written on @f and @apply them all. A refused line
  * is taken back, so the lines written after it are judged without it.

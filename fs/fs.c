@@ -39,16 +39,36 @@ static struct fs_dirh *dirh_of(const struct fuse_file_info *fi)
 	return (struct fs_dirh *)(uintptr_t)fi->fh;
 }
 
+/* --- who asks ----------------------------------------------------------- */
+
+/*
+ * The credentials of @req's caller, for runtime/access.h to judge. The
+ * supplementary groups cost a read of /proc, so only @groups asks for them
+ * (who may create, and group-owned files), and never for root, whom no
+ * group changes. Groups that cannot be read grant nothing.
+ */
+static void caller_of(fuse_req_t req, bool groups, struct caller *out)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	out->uid = ctx->uid;
+	out->gid = ctx->gid;
+	out->ngroups = 0;
+	if (!groups || access_is_root(out))
+		return;
+	int n = fuse_req_getgroups(req, CALLER_GROUPS_MAX, out->groups);
+	out->ngroups = n < 0 ? 0 : n > CALLER_GROUPS_MAX ? CALLER_GROUPS_MAX : (unsigned)n;
+}
+
 /* --- names and attributes --------------------------------------------- */
 
 /* Count a lookup of @n and reply its entry; the count is undone if the reply fails. */
-static int reply_entry(fuse_req_t req, struct fs_node *n)
+static int reply_entry(fuse_req_t req, const struct caller *who, struct fs_node *n)
 {
 	struct fuse_entry_param ep = {0};
 	int rc = inode_ref(n);
 	if (rc < 0)
 		return rc;
-	rc = tree_stat(n, &ep.attr);
+	rc = tree_stat(n, who, &ep.attr);
 	if (rc < 0) {
 		inode_forget(n->ino, 1);
 		return rc;
@@ -65,11 +85,13 @@ static int reply_entry(fuse_req_t req, struct fs_node *n)
 static void ll_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct fs_node dir, child;
+	struct caller who;
+	caller_of(req, false, &who);
 	int rc = inode_get(parent, &dir);
 	if (rc == 0)
-		rc = tree_child(&dir, name, &child);
+		rc = tree_child(&dir, name, &who, &child);
 	if (rc == 0)
-		rc = reply_entry(req, &child);
+		rc = reply_entry(req, &who, &child);
 	/* A plain error, not an entry with ino 0: the kernel caches no negative entry. */
 	if (rc < 0)
 		fuse_reply_err(req, -rc);
@@ -93,9 +115,11 @@ static void ll_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	(void)fi;
 	struct fs_node n;
 	struct stat st;
+	struct caller who;
+	caller_of(req, false, &who);
 	int rc = inode_get(ino, &n);
 	if (rc == 0)
-		rc = tree_stat(&n, &st);
+		rc = tree_stat(&n, &who, &st);
 	if (rc < 0)
 		fuse_reply_err(req, -rc);
 	else
@@ -103,7 +127,8 @@ static void ll_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 }
 
 /* Shells truncate what they write to: a size of 0 on a control file is a no-op. */
-static int setattr_check(const struct fs_node *n, const struct stat *attr, int to_set)
+static int setattr_check(const struct fs_node *n, const struct caller *who, const struct stat *attr,
+			 int to_set)
 {
 	struct err e = {0};
 	int rc = 0;
@@ -112,7 +137,7 @@ static int setattr_check(const struct fs_node *n, const struct stat *attr, int t
 	else if ((to_set & FUSE_SET_ATTR_SIZE) && attr->st_size != 0)
 		rc = err_set(&e, EINVAL, "%s: only a truncate to 0 is accepted", n->path);
 	if (rc < 0)
-		tree_report(n, rc, &e);
+		tree_report(n, who, rc, &e);
 	else if (to_set & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID))
 		rc = -EPERM;
 	return rc;
@@ -124,11 +149,13 @@ static void ll_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 	(void)fi;
 	struct fs_node n;
 	struct stat st;
+	struct caller who;
+	caller_of(req, false, &who);
 	int rc = inode_get(ino, &n);
 	if (rc == 0)
-		rc = tree_stat(&n, &st);
+		rc = tree_stat(&n, &who, &st);
 	if (rc == 0)
-		rc = setattr_check(&n, attr, to_set);
+		rc = setattr_check(&n, &who, attr, to_set);
 	if (rc < 0)
 		fuse_reply_err(req, -rc);
 	else
@@ -139,11 +166,13 @@ static void ll_readlink(fuse_req_t req, fuse_ino_t ino)
 {
 	struct fs_node n;
 	char target[FS_PATH_MAX];
+	struct caller who;
+	caller_of(req, false, &who);
 	int rc = inode_get(ino, &n);
 	if (rc == 0)
-		rc = tree_check(&n);
+		rc = tree_check(&n, &who);
 	if (rc == 0)
-		rc = n.ent->link ? n.ent->link(&n, target, sizeof(target)) : -EINVAL;
+		rc = n.ent->link ? n.ent->link(&n, &who, target, sizeof(target)) : -EINVAL;
 	if (rc < 0)
 		fuse_reply_err(req, -rc);
 	else
@@ -152,11 +181,12 @@ static void ll_readlink(fuse_req_t req, fuse_ino_t ino)
 
 /* --- mkdir and rmdir -------------------------------------------------- */
 
-static int do_mkdir(const struct fs_node *dir, const char *name, struct fs_node *child)
+static int do_mkdir(const struct fs_node *dir, const struct caller *who, const char *name,
+		    struct fs_node *child)
 {
 	const struct fs_dir *d = dir->ent->dir;
 	struct err e = {0};
-	int rc = tree_child(dir, name, child);
+	int rc = tree_child(dir, name, who, child);
 	if (rc == 0)
 		return -EEXIST;
 	if (rc != -ENOENT)
@@ -164,9 +194,9 @@ static int do_mkdir(const struct fs_node *dir, const char *name, struct fs_node 
 	if (!d->mkdir || child->ent != d->child)
 		rc = err_set(&e, EPERM, "%s: directories are made in sandboxes/ only", child->path);
 	else
-		rc = d->mkdir(dir, name, &e);
+		rc = d->mkdir(dir, who, name, &e);
 	if (rc < 0)
-		tree_report(child, rc, &e);
+		tree_report(child, who, rc, &e);
 	return rc;
 }
 
@@ -174,11 +204,13 @@ static void ll_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 {
 	(void)mode;
 	struct fs_node dir, child = {0};
+	struct caller who;
+	caller_of(req, true, &who);
 	int rc = inode_get(parent, &dir);
 	if (rc == 0)
-		rc = do_mkdir(&dir, name, &child);
+		rc = do_mkdir(&dir, &who, name, &child);
 	if (rc == 0)
-		rc = reply_entry(req, &child);
+		rc = reply_entry(req, &who, &child);
 	if (rc < 0)
 		fuse_reply_err(req, -rc);
 }
@@ -187,9 +219,11 @@ static void ll_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct fs_node dir, child = {0};
 	struct err e = {0};
+	struct caller who;
+	caller_of(req, false, &who);
 	int rc = inode_get(parent, &dir);
 	if (rc == 0)
-		rc = tree_child(&dir, name, &child);
+		rc = tree_child(&dir, name, &who, &child);
 	if (rc < 0) {
 		fuse_reply_err(req, -rc);
 		return;
@@ -203,9 +237,9 @@ static void ll_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 	if (!d->rmdir || child.ent != d->child)
 		rc = err_set(&e, EPERM, "%s is part of the tree and cannot be removed", child.path);
 	else
-		rc = d->rmdir(&child, p, &e);
+		rc = d->rmdir(&child, &who, p, &e);
 	if (rc < 0)
-		tree_report(&child, rc, &e);
+		tree_report(&child, &who, rc, &e);
 	pending_done(p, rc, NULL, 0);
 }
 
@@ -255,16 +289,19 @@ static void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct fs_node n;
 	struct fs_file *f = NULL;
 	struct err e = {0};
+	/* Groups too: the file keeps them for what its writes create (new, fork). */
+	struct caller who;
+	caller_of(req, true, &who);
 	int rc = inode_get(ino, &n);
-	if (rc == 0)
-		rc = tree_check(&n);
 	if (rc == 0 && S_ISDIR(n.ent->mode))
 		rc = -EISDIR;
 	if (rc == 0) {
-		rc = file_open(&n, fi->flags, &f, &e);
+		rc = tree_open_check(&n, &who, fi->flags, &e);
 		if (rc == -EACCES)
-			tree_report(&n, rc, &e);
+			tree_report(&n, &who, rc, &e);
 	}
+	if (rc == 0)
+		rc = file_open(&n, &who, fi->flags, &f);
 	if (rc < 0) {
 		fuse_reply_err(req, -rc);
 		return;
@@ -316,9 +353,11 @@ static void ll_poll(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 static void ll_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct fs_node n;
+	struct caller who;
+	caller_of(req, false, &who);
 	int rc = inode_get(ino, &n);
 	if (rc == 0)
-		rc = tree_check(&n);
+		rc = tree_check(&n, &who);
 	if (rc == 0 && !n.ent->dir)
 		rc = -ENOTDIR;
 	struct fs_dirh *dh = rc == 0 ? calloc(1, sizeof(*dh)) : NULL;
@@ -365,8 +404,10 @@ static void ll_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	pthread_mutex_lock(&dh->lock);
 	if (off == 0) {
 		struct dir_fill df = {req, &dh->buf};
+		struct caller who;
+		caller_of(req, false, &who);
 		strbuf_reset(&dh->buf);
-		rc = tree_list(&dh->node, dir_add, &df);
+		rc = tree_list(&dh->node, &who, dir_add, &df);
 	}
 	/* The kernel stops at a record cut by @size and asks again from its offset. */
 	if (rc == 0) {
@@ -477,12 +518,45 @@ static void unmount(struct fs *fs)
 	fuse_session_unmount(fs->se);
 }
 
+/* fuse_opt_parse's callback: note allow_other, keep every argument as it is. */
+static int opt_seen(void *data, const char *arg, int key, struct fuse_args *outargs)
+{
+	(void)arg, (void)outargs;
+	if (key == 0)
+		*(bool *)data = true;
+	return 1;
+}
+
+/*
+ * With allow_other every local user's requests arrive: default_permissions
+ * makes the kernel check the tree's modes and owners against the caller
+ * before snapfs sees the request, as the rules of runtime/access.h say.
+ */
+static int add_default_permissions(struct fuse_args *args, struct err *e)
+{
+	static const struct fuse_opt allow_other[] = {FUSE_OPT_KEY("allow_other", 0), FUSE_OPT_END};
+	bool multi_user = false;
+	if (fuse_opt_parse(args, &multi_user, allow_other, opt_seen) != 0)
+		return err_set(e, EINVAL, "cannot parse the -o options");
+	tree_set_shared(multi_user);
+	if (!multi_user)
+		return 0;
+	if (fuse_opt_add_arg(args, "-odefault_permissions") != 0)
+		return err_set(e, ENOMEM, "out of memory");
+	info("allow_other: other users may use the mount, each its own sandboxes "
+	     "(default_permissions added)");
+	return 0;
+}
+
 int fs_create(const char *mountpoint, struct fuse_args *args, struct fs **out, struct err *e)
 {
+	int rc = add_default_permissions(args, e);
+	if (rc < 0)
+		return rc;
 	struct fs *fs = calloc(1, sizeof(*fs));
 	if (!fs)
 		return err_set(e, ENOMEM, "out of memory");
-	int rc = inode_init(&fs_root_entry);
+	rc = inode_init(&fs_root_entry);
 	if (rc < 0) {
 		err_set(e, -rc, "cannot set up the inode table");
 		goto fail;

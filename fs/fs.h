@@ -30,7 +30,8 @@ struct fs;
 
 /*
  * Create the FUSE session with @args (the -o options; consumed by libfuse)
- * and mount it on @mountpoint. On failure @e says why and nothing is left
+ * and mount it on @mountpoint; with allow_other, default_permissions is
+ * added (runtime/access.h). On failure @e says why and nothing is left
  * mounted.
  */
 int fs_create(const char *mountpoint, struct fuse_args *args, struct fs **out, struct err *e);

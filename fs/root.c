@@ -71,26 +71,30 @@ static const char readme[] =
     "\n"
     "Errno of a failed write: EINVAL bad input, EBUSY a state that forbids it, ENOENT\n"
     "gone, ENOSPC no room, EIO the runtime or the store failed, EFBIG a line over 4 KiB,\n"
-    "EINTR the writer was interrupted (the work itself goes on).\n"
+    "EINTR the writer was interrupted (the work itself goes on), EACCES not allowed.\n"
+    "\n"
+    "Users: a sandbox is its creator's, a snapshot its sandbox's owner's; other users\n"
+    "see neither (root sees all). Only root, or with --allow-group that group, creates.\n"
+    "events and errors are root's.\n"
     "\n"
     "poll(2): `status` is always readable and adds POLLPRI once it differs from what the\n"
     "open file last read; `wait` becomes readable (POLLIN) once the object has settled.\n";
 
-static int readme_read(const struct fs_node *n, struct strbuf *out)
+static int readme_read(const struct fs_node *n, const struct caller *who, struct strbuf *out)
 {
-	(void)n;
+	(void)n, (void)who;
 	return strbuf_add(out, readme, sizeof(readme) - 1);
 }
 
-static int version_read(const struct fs_node *n, struct strbuf *out)
+static int version_read(const struct fs_node *n, const struct caller *who, struct strbuf *out)
 {
-	(void)n;
+	(void)n, (void)who;
 	return ops_version_text(out);
 }
 
-static int metrics_read(const struct fs_node *n, struct strbuf *out)
+static int metrics_read(const struct fs_node *n, const struct caller *who, struct strbuf *out)
 {
-	(void)n;
+	(void)n, (void)who;
 	return ops_metrics_text(out);
 }
 
@@ -103,15 +107,17 @@ static int image_digest(const struct fs_node *n, char digest[DIGEST_MAX])
 	return rc == -ENOENT ? rc : rc < 0 ? -EIO : 0;
 }
 
-static int digest_read(const struct fs_node *n, struct strbuf *out)
+static int digest_read(const struct fs_node *n, const struct caller *who, struct strbuf *out)
 {
+	(void)who;
 	char digest[DIGEST_MAX];
 	int rc = image_digest(n, digest);
 	return rc < 0 ? rc : tree_line(out, digest);
 }
 
-static int image_info_read(const struct fs_node *n, struct strbuf *out)
+static int image_info_read(const struct fs_node *n, const struct caller *who, struct strbuf *out)
 {
+	(void)who;
 	char digest[DIGEST_MAX];
 	char path[PATH_MAX];
 	int rc = image_digest(n, digest);
@@ -133,9 +139,10 @@ static const struct fs_entry image_files[] = {
 
 static const struct fs_dir image_dir = FS_DIR(image_files);
 
-static int images_list(const struct fs_node *dir, int (*fn)(const char *name, void *arg), void *arg)
+static int images_list(const struct fs_node *dir, const struct caller *who,
+		       int (*fn)(const char *name, void *arg), void *arg)
 {
-	(void)dir;
+	(void)dir, (void)who; /* images are the host's: everybody sees them */
 	return images_each(ops_images(), fn, arg);
 }
 
@@ -153,15 +160,24 @@ const struct fs_dir fs_images_dir = {
 
 /* --- the root --------------------------------------------------------- */
 
+/*
+ * What every user may read: README, version (versions and the store's URL)
+ * and metrics (counts and byte totals, no ids). The journals name every
+ * user's sandboxes and carry their messages, so they are root's alone; a
+ * user follows its own objects through their status, error and wait files.
+ * sandboxes/ and snapshots/ are writable by the group that may create
+ * (mkdir, rmdir), sticky as /tmp: the kernel lets nobody else remove
+ * another's entry, which runtime/access.c refuses as well.
+ */
 static const struct fs_entry root_files[] = {
     {"README", S_IFREG | 0444, .read = readme_read},
     {"version", S_IFREG | 0444, .read = version_read},
     {"metrics", S_IFREG | 0444, .read = metrics_read},
-    {"events", S_IFREG | 0444, .journal = ops_events_path},
-    {"errors", S_IFREG | 0444, .journal = ops_errors_path},
+    {"events", S_IFREG | 0400, .journal = ops_events_path},
+    {"errors", S_IFREG | 0400, .journal = ops_errors_path},
     {"images", S_IFDIR | 0755, .dir = &fs_images_dir},
-    {"sandboxes", S_IFDIR | 0755, .dir = &fs_sandboxes_dir},
-    {"snapshots", S_IFDIR | 0755, .dir = &fs_snapshots_dir},
+    {"sandboxes", S_IFDIR | 01775, .flags = FS_CREATORS, .dir = &fs_sandboxes_dir},
+    {"snapshots", S_IFDIR | 01775, .flags = FS_CREATORS, .dir = &fs_snapshots_dir},
 };
 
 static const struct fs_dir root_dir = FS_DIR(root_files);

@@ -9,44 +9,45 @@
 /* --- sandboxes/<id>/: reads ---------------------------------------------- */
 
 /* A text field of the sandbox, at @field's offset in struct sandbox, as a line. */
-static int text_read(const struct fs_node *n, struct strbuf *out, size_t field)
+static int text_read(const struct fs_node *n, const struct caller *who, struct strbuf *out,
+		     size_t field)
 {
 	_cleanup_free_ struct sandbox *sb = NULL;
-	int rc = tree_sandbox(n->id, &sb);
+	int rc = tree_sandbox(who, n->id, &sb);
 	return rc < 0 ? rc : tree_line(out, (const char *)sb + field);
 }
 
-static int error_read(const struct fs_node *n, struct strbuf *out)
+static int error_read(const struct fs_node *n, const struct caller *who, struct strbuf *out)
 {
-	return text_read(n, out, offsetof(struct sandbox, message));
+	return text_read(n, who, out, offsetof(struct sandbox, message));
 }
 
-static int image_read(const struct fs_node *n, struct strbuf *out)
+static int image_read(const struct fs_node *n, const struct caller *who, struct strbuf *out)
 {
-	return text_read(n, out, offsetof(struct sandbox, image));
+	return text_read(n, who, out, offsetof(struct sandbox, image));
 }
 
-static int entrypoint_read(const struct fs_node *n, struct strbuf *out)
+static int entrypoint_read(const struct fs_node *n, const struct caller *who, struct strbuf *out)
 {
-	return text_read(n, out, offsetof(struct sandbox, entrypoint));
+	return text_read(n, who, out, offsetof(struct sandbox, entrypoint));
 }
 
-static int env_read(const struct fs_node *n, struct strbuf *out)
+static int env_read(const struct fs_node *n, const struct caller *who, struct strbuf *out)
 {
-	return text_read(n, out, offsetof(struct sandbox, env));
+	return text_read(n, who, out, offsetof(struct sandbox, env));
 }
 
-static int status_read(const struct fs_node *n, struct strbuf *out)
+static int status_read(const struct fs_node *n, const struct caller *who, struct strbuf *out)
 {
 	_cleanup_free_ struct sandbox *sb = NULL;
-	int rc = tree_sandbox(n->id, &sb);
+	int rc = tree_sandbox(who, n->id, &sb);
 	return rc < 0 ? rc : tree_line(out, sandbox_state_name(sb->state));
 }
 
-static int gpu_read(const struct fs_node *n, struct strbuf *out)
+static int gpu_read(const struct fs_node *n, const struct caller *who, struct strbuf *out)
 {
 	_cleanup_free_ struct sandbox *sb = NULL;
-	int rc = tree_sandbox(n->id, &sb);
+	int rc = tree_sandbox(who, n->id, &sb);
 	return rc < 0 ? rc : tree_line(out, sb->gpu ? "1" : "0");
 }
 
@@ -65,10 +66,10 @@ static cJSON *env_names(const char *env)
 	return names;
 }
 
-static int info_read(const struct fs_node *n, struct strbuf *out)
+static int info_read(const struct fs_node *n, const struct caller *who, struct strbuf *out)
 {
 	_cleanup_free_ struct sandbox *sb = NULL;
-	int rc = tree_sandbox(n->id, &sb);
+	int rc = tree_sandbox(who, n->id, &sb);
 	if (rc < 0)
 		return rc;
 	cJSON *info = cJSON_CreateObject();
@@ -90,22 +91,25 @@ static int info_read(const struct fs_node *n, struct strbuf *out)
 	return tree_json(out, info);
 }
 
-/* A fresh read of `snapshot`: the newest snapshot's id, or nothing. */
-static int newest_read(const struct fs_node *n, struct strbuf *out)
+/*
+ * A fresh read of `snapshot`: the newest snapshot's id, or nothing. Not
+ * another user's: it was taken of an earlier sandbox of the same name.
+ */
+static int newest_read(const struct fs_node *n, const struct caller *who, struct strbuf *out)
 {
 	_cleanup_free_ struct snapshot *snap = malloc(sizeof(*snap));
 	if (!snap)
 		return -ENOMEM;
 	int rc = registry_snapshot_newest_of_sandbox(ops_registry(), n->id, snap);
-	if (rc == -ENOENT)
+	if (rc == -ENOENT || (rc == 0 && !access_may_see(who, snap->owner_uid)))
 		return 0;
 	return rc < 0 ? rc : tree_line(out, snap->id);
 }
 
-static int settled(const struct fs_node *n)
+static int settled(const struct fs_node *n, const struct caller *who)
 {
 	_cleanup_free_ struct sandbox *sb = NULL;
-	int rc = tree_sandbox(n->id, &sb);
+	int rc = tree_sandbox(who, n->id, &sb);
 	return rc < 0 ? rc : !sandbox_state_transitional(sb->state);
 }
 
@@ -114,24 +118,24 @@ static int settled(const struct fs_node *n)
 static int image_write(struct fs_file *f, const char *line, struct pending *p, struct err *e)
 {
 	(void)p;
-	return ops_sandbox_set(f->node.id, SB_FIELD_IMAGE, line, e);
+	return ops_sandbox_set(&f->who, f->node.id, SB_FIELD_IMAGE, line, e);
 }
 
 static int entrypoint_write(struct fs_file *f, const char *line, struct pending *p, struct err *e)
 {
 	(void)p;
-	return ops_sandbox_set(f->node.id, SB_FIELD_ENTRYPOINT, line, e);
+	return ops_sandbox_set(&f->who, f->node.id, SB_FIELD_ENTRYPOINT, line, e);
 }
 
 static int gpu_write(struct fs_file *f, const char *line, struct pending *p, struct err *e)
 {
 	(void)p;
-	return ops_sandbox_set(f->node.id, SB_FIELD_GPU, line, e);
+	return ops_sandbox_set(&f->who, f->node.id, SB_FIELD_GPU, line, e);
 }
 
-static int env_apply(const char *id, const char *env, struct err *e)
+static int env_apply(const struct caller *who, const char *id, const char *env, struct err *e)
 {
-	return ops_sandbox_set(id, SB_FIELD_ENV, env, e);
+	return ops_sandbox_set(who, id, SB_FIELD_ENV, env, e);
 }
 
 /* Each line re-applies every line written on this open file: they are the whole env. */
@@ -141,10 +145,10 @@ static int env_write(struct fs_file *f, const char *line, struct pending *p, str
 	return file_collect(f, line, env_apply, e);
 }
 
-static int snapshot_make(const char *id, const void *label, char made[ID_MAX], ops_done_fn done,
-			 void *ctx, struct err *e)
+static int snapshot_make(const struct caller *who, const char *id, const void *label,
+			 char made[ID_MAX], ops_done_fn done, void *ctx, struct err *e)
 {
-	return ops_sandbox_snapshot(id, label, made, done, ctx, e);
+	return ops_sandbox_snapshot(who, id, label, made, done, ctx, e);
 }
 
 static int snapshot_write(struct fs_file *f, const char *line, struct pending *p, struct err *e)
@@ -167,44 +171,46 @@ static int exec_write(struct fs_file *f, const char *line, struct pending *p, st
 	int rc = file_exec_begin(f, &op, e);
 	if (rc < 0)
 		return rc;
-	return file_op_end(op, ops_sandbox_exec(f->node.id, line, file_op_done, op, e));
+	return file_op_end(op, ops_sandbox_exec(&f->who, f->node.id, line, file_op_done, op, e));
 }
 
 /* --- sandboxes/<id>/: links and the snapshots/ directory ----------------- */
 
-static int parent_exists(const struct fs_node *n)
+static int parent_exists(const struct fs_node *n, const struct caller *who)
 {
 	_cleanup_free_ struct sandbox *sb = NULL;
-	int rc = tree_sandbox(n->id, &sb);
+	int rc = tree_sandbox(who, n->id, &sb);
 	return rc < 0 ? rc : sb->parent_snapshot[0] ? 0 : -ENOENT;
 }
 
-static int parent_link(const struct fs_node *n, char *buf, size_t size)
+static int parent_link(const struct fs_node *n, const struct caller *who, char *buf, size_t size)
 {
 	_cleanup_free_ struct sandbox *sb = NULL;
-	int rc = tree_sandbox(n->id, &sb);
+	int rc = tree_sandbox(who, n->id, &sb);
 	return rc < 0 ? rc : xsnprintf(buf, size, "../../snapshots/%s", sb->parent_snapshot);
 }
 
-/* sandboxes/<id>/snapshots/<snap-id>: any snapshot taken of this sandbox. */
-static int snaplink_exists(const struct fs_node *n)
+/* sandboxes/<id>/snapshots/<snap-id>: any snapshot taken of this sandbox @who may see. */
+static int snaplink_exists(const struct fs_node *n, const struct caller *who)
 {
 	_cleanup_free_ struct snapshot *snap = NULL;
-	int rc = tree_snapshot(n->name, &snap);
+	int rc = tree_snapshot(who, n->name, &snap);
 	return rc < 0 ? rc : strcmp(snap->sandbox_id, n->id) ? -ENOENT : 0;
 }
 
-static int snaplink_link(const struct fs_node *n, char *buf, size_t size)
+static int snaplink_link(const struct fs_node *n, const struct caller *who, char *buf, size_t size)
 {
+	(void)who;
 	return xsnprintf(buf, size, "../../../snapshots/%s", n->name);
 }
 
-static int snaplinks_list(const struct fs_node *dir, int (*fn)(const char *name, void *arg),
-			  void *arg)
+static int snaplinks_list(const struct fs_node *dir, const struct caller *who,
+			  int (*fn)(const char *name, void *arg), void *arg)
 {
 	_cleanup_strbuf_ struct strbuf names = STRBUF_INIT;
+	struct tree_walk w = {who, &names};
 	struct registry *reg = ops_registry();
-	int rc = registry_snapshot_each_of_sandbox(reg, dir->id, tree_snapshot_name, &names);
+	int rc = registry_snapshot_each_of_sandbox(reg, dir->id, tree_snapshot_name, &w);
 	return rc < 0 ? rc : tree_names_each(&names, fn, arg);
 }
 
@@ -218,22 +224,23 @@ static const struct fs_dir snaplinks_dir = {.child = &snaplink_entry, .each = sn
 
 /* --- sandboxes/<id>/ ------------------------------------------------------ */
 
+/* Its owner's alone (runtime/access.h): no group or other bits, env's values are secrets. */
 static const struct fs_entry sandbox_files[] = {
-    {"status", S_IFREG | 0444, .flags = FS_STATUS, .read = status_read},
-    {"info.json", S_IFREG | 0444, .read = info_read},
-    {"error", S_IFREG | 0444, .read = error_read},
-    {"image", S_IFREG | 0644, .read = image_read, .write = image_write},
-    {"entrypoint", S_IFREG | 0644, .read = entrypoint_read, .write = entrypoint_write},
-    {"env", S_IFREG | 0644, .read = env_read, .write = env_write},
-    {"gpu", S_IFREG | 0644, .read = gpu_read, .write = gpu_write},
+    {"status", S_IFREG | 0400, .flags = FS_STATUS, .read = status_read},
+    {"info.json", S_IFREG | 0400, .read = info_read},
+    {"error", S_IFREG | 0400, .read = error_read},
+    {"image", S_IFREG | 0600, .read = image_read, .write = image_write},
+    {"entrypoint", S_IFREG | 0600, .read = entrypoint_read, .write = entrypoint_write},
+    {"env", S_IFREG | 0600, .read = env_read, .write = env_write},
+    {"gpu", S_IFREG | 0600, .read = gpu_read, .write = gpu_write},
     {"start", S_IFREG | 0200, .write = file_action_write, .action = ops_sandbox_start},
-    {"snapshot", S_IFREG | 0644, .flags = FS_STREAM, .read = newest_read, .write = snapshot_write},
+    {"snapshot", S_IFREG | 0600, .flags = FS_STREAM, .read = newest_read, .write = snapshot_write},
     {"suspend", S_IFREG | 0200, .write = file_action_write, .action = ops_sandbox_suspend},
     {"resume", S_IFREG | 0200, .write = file_action_write, .action = ops_sandbox_resume},
     {"terminate", S_IFREG | 0200, .write = file_action_write, .action = ops_sandbox_terminate},
-    {"exec", S_IFREG | 0644, .flags = FS_STREAM, .write = exec_write},
-    {"wait", S_IFREG | 0444, .flags = FS_WAIT, .action = ops_sandbox_wait, .settled = settled},
-    {"snapshots", S_IFDIR | 0755, .dir = &snaplinks_dir},
+    {"exec", S_IFREG | 0600, .flags = FS_STREAM, .write = exec_write},
+    {"wait", S_IFREG | 0400, .flags = FS_WAIT, .action = ops_sandbox_wait, .settled = settled},
+    {"snapshots", S_IFDIR | 0700, .dir = &snaplinks_dir},
     {"parent", S_IFLNK | 0777, .exists = parent_exists, .link = parent_link},
 };
 
@@ -241,22 +248,26 @@ static const struct fs_dir sandbox_dir = FS_DIR(sandbox_files);
 
 /* --- sandboxes/ ------------------------------------------------------------ */
 
-static int index_line(const struct sandbox *sb, void *arg)
+static int index_line(const struct sandbox *sb, void *walk)
 {
-	return strbuf_addf(arg, "%s %s\n", sb->id, sandbox_state_name(sb->state));
+	const struct tree_walk *w = walk;
+	if (!access_may_see(w->who, sb->owner_uid))
+		return 0;
+	return strbuf_addf(w->out, "%s %s\n", sb->id, sandbox_state_name(sb->state));
 }
 
-static int index_read(const struct fs_node *n, struct strbuf *out)
+static int index_read(const struct fs_node *n, const struct caller *who, struct strbuf *out)
 {
 	(void)n;
-	return registry_sandbox_each(ops_registry(), index_line, out);
+	struct tree_walk w = {who, out};
+	return registry_sandbox_each(ops_registry(), index_line, &w);
 }
 
-static int new_make(const char *id, const void *spec, char made[ID_MAX], ops_done_fn done,
-		    void *ctx, struct err *e)
+static int new_make(const struct caller *who, const char *id, const void *spec, char made[ID_MAX],
+		    ops_done_fn done, void *ctx, struct err *e)
 {
 	(void)id; /* sandboxes/new belongs to no sandbox */
-	return ops_sandbox_new(spec, made, done, ctx, e);
+	return ops_sandbox_new(who, spec, made, done, ctx, e);
 }
 
 /* sandboxes/new: act on a spec: a JSON object or key=value lines. */
@@ -286,34 +297,39 @@ static int new_flush(struct fs_file *f, struct pending *p, struct err *e)
 	return rc <= 0 ? rc : new_act(f, &text, async, p, e);
 }
 
-static int sandboxes_list(const struct fs_node *dir, int (*fn)(const char *name, void *arg),
-			  void *arg)
+static int sandboxes_list(const struct fs_node *dir, const struct caller *who,
+			  int (*fn)(const char *name, void *arg), void *arg)
 {
 	(void)dir;
 	_cleanup_strbuf_ struct strbuf names = STRBUF_INIT;
-	int rc = registry_sandbox_each(ops_registry(), tree_sandbox_name, &names);
+	struct tree_walk w = {who, &names};
+	int rc = registry_sandbox_each(ops_registry(), tree_sandbox_name, &w);
 	return rc < 0 ? rc : tree_names_each(&names, fn, arg);
 }
 
-static int sandbox_mkdir(const struct fs_node *dir, const char *name, struct err *e)
+static int sandbox_mkdir(const struct fs_node *dir, const struct caller *who, const char *name,
+			 struct err *e)
 {
 	(void)dir;
-	return ops_sandbox_create(name, e);
+	return ops_sandbox_create(who, name, e);
 }
 
-static int sandbox_rmdir(const struct fs_node *child, struct pending *p, struct err *e)
+static int sandbox_rmdir(const struct fs_node *child, const struct caller *who, struct pending *p,
+			 struct err *e)
 {
 	(void)p;
-	return ops_sandbox_remove(child->id, e);
+	return ops_sandbox_remove(who, child->id, e);
 }
 
+/* index lists what the reader may see; new is for who may create (FS_CREATORS). */
 static const struct fs_entry sandboxes_files[] = {
     {"index", S_IFREG | 0444, .read = index_read},
-    {"new", S_IFREG | 0644, .flags = FS_STREAM, .write = new_write, .flush = new_flush},
+    {"new", S_IFREG | 0660, .flags = FS_STREAM | FS_CREATORS, .write = new_write,
+     .flush = new_flush},
 };
 
 static const struct fs_entry sandbox_entry = {
-    .mode = S_IFDIR | 0755,
+    .mode = S_IFDIR | 0700,
     .scope = SCOPE_SANDBOX,
     .flags = FS_OBJECT,
     .dir = &sandbox_dir,

@@ -10,17 +10,17 @@
 
 /* --- snapshots/<id>/: reads ---------------------------------------------- */
 
-static int status_read(const struct fs_node *n, struct strbuf *out)
+static int status_read(const struct fs_node *n, const struct caller *who, struct strbuf *out)
 {
 	_cleanup_free_ struct snapshot *snap = NULL;
-	int rc = tree_snapshot(n->id, &snap);
+	int rc = tree_snapshot(who, n->id, &snap);
 	return rc < 0 ? rc : tree_line(out, snapshot_state_name(snap->state));
 }
 
-static int error_read(const struct fs_node *n, struct strbuf *out)
+static int error_read(const struct fs_node *n, const struct caller *who, struct strbuf *out)
 {
 	_cleanup_free_ struct snapshot *snap = NULL;
-	int rc = tree_snapshot(n->id, &snap);
+	int rc = tree_snapshot(who, n->id, &snap);
 	return rc < 0 ? rc : tree_line(out, snap->message);
 }
 
@@ -33,10 +33,10 @@ static void add_host(cJSON *info, const char *host_json)
 		cJSON_AddNullToObject(info, "host");
 }
 
-static int info_read(const struct fs_node *n, struct strbuf *out)
+static int info_read(const struct fs_node *n, const struct caller *who, struct strbuf *out)
 {
 	_cleanup_free_ struct snapshot *snap = NULL;
-	int rc = tree_snapshot(n->id, &snap);
+	int rc = tree_snapshot(who, n->id, &snap);
 	if (rc < 0)
 		return rc;
 	cJSON *info = cJSON_CreateObject();
@@ -57,15 +57,17 @@ static int info_read(const struct fs_node *n, struct strbuf *out)
 	return tree_json(out, info);
 }
 
-static int progress_read(const struct fs_node *n, struct strbuf *out)
+static int progress_read(const struct fs_node *n, const struct caller *who, struct strbuf *out)
 {
+	(void)who; /* the node was checked for @who at open */
 	int64_t done = 0, total = 0;
 	int rc = ops_snapshot_progress(n->id, &done, &total);
 	return rc < 0 ? rc : strbuf_addf(out, "%" PRId64 " %" PRId64 "\n", done, total);
 }
 
-static int restorable_read(const struct fs_node *n, struct strbuf *out)
+static int restorable_read(const struct fs_node *n, const struct caller *who, struct strbuf *out)
 {
+	(void)who; /* the node was checked for @who at open */
 	return ops_snapshot_restorable(n->id, out);
 }
 
@@ -116,12 +118,12 @@ static void manifest_keep(const char *id, char *json)
 }
 
 /* The stored manifest; empty until the snapshot is completed. */
-static int manifest_read(const struct fs_node *n, struct strbuf *out)
+static int manifest_read(const struct fs_node *n, const struct caller *who, struct strbuf *out)
 {
 	_cleanup_free_ struct snapshot *snap = NULL;
 	_cleanup_free_ char *json = NULL;
 	struct err e = {0};
-	int rc = tree_snapshot(n->id, &snap);
+	int rc = tree_snapshot(who, n->id, &snap);
 	/* The manifest is stored last: before that the store is not asked at all. */
 	if (rc < 0 || snap->state != SNAP_COMPLETED)
 		return rc;
@@ -139,38 +141,40 @@ static int manifest_read(const struct fs_node *n, struct strbuf *out)
 	return rc;
 }
 
-static int forked_line(const struct sandbox *sb, void *arg)
+static int forked_line(const struct sandbox *sb, void *walk)
 {
-	return strbuf_addf(arg, "%s\n", sb->id);
+	const struct tree_walk *w = walk;
+	return access_may_see(w->who, sb->owner_uid) ? strbuf_addf(w->out, "%s\n", sb->id) : 0;
 }
 
-/* A fresh read of `fork`: the sandboxes forked from this snapshot. */
-static int forked_read(const struct fs_node *n, struct strbuf *out)
+/* A fresh read of `fork`: the sandboxes forked from this snapshot that @who may see. */
+static int forked_read(const struct fs_node *n, const struct caller *who, struct strbuf *out)
 {
-	return registry_sandbox_each_forked_from(ops_registry(), n->id, forked_line, out);
+	struct tree_walk w = {who, out};
+	return registry_sandbox_each_forked_from(ops_registry(), n->id, forked_line, &w);
 }
 
-static int settled(const struct fs_node *n)
+static int settled(const struct fs_node *n, const struct caller *who)
 {
 	_cleanup_free_ struct snapshot *snap = NULL;
-	int rc = tree_snapshot(n->id, &snap);
+	int rc = tree_snapshot(who, n->id, &snap);
 	return rc < 0 ? rc : snap->state == SNAP_COMPLETED || snap->state == SNAP_FAILED;
 }
 
-static int source_link(const struct fs_node *n, char *buf, size_t size)
+static int source_link(const struct fs_node *n, const struct caller *who, char *buf, size_t size)
 {
 	_cleanup_free_ struct snapshot *snap = NULL;
-	int rc = tree_snapshot(n->id, &snap);
+	int rc = tree_snapshot(who, n->id, &snap);
 	return rc < 0 ? rc : xsnprintf(buf, size, "../../sandboxes/%s", snap->sandbox_id);
 }
 
 /* --- snapshots/<id>/: writes --------------------------------------------- */
 
-static int fork_make(const char *id, const void *arg, char made[ID_MAX], ops_done_fn done,
-		     void *ctx, struct err *e)
+static int fork_make(const struct caller *who, const char *id, const void *arg, char made[ID_MAX],
+		     ops_done_fn done, void *ctx, struct err *e)
 {
 	(void)arg;
-	return ops_snapshot_fork(id, made, done, ctx, e);
+	return ops_snapshot_fork(who, id, made, done, ctx, e);
 }
 
 static int fork_write(struct fs_file *f, const char *line, struct pending *p, struct err *e)
@@ -180,16 +184,17 @@ static int fork_write(struct fs_file *f, const char *line, struct pending *p, st
 	return rc < 0 ? rc : file_id_action(f, p, w.async, fork_make, NULL, e);
 }
 
+/* Its owner's alone (runtime/access.h), as the sandbox it was taken of. */
 static const struct fs_entry snapshot_files[] = {
-    {"status", S_IFREG | 0444, .flags = FS_STATUS, .read = status_read},
-    {"info.json", S_IFREG | 0444, .read = info_read},
-    {"error", S_IFREG | 0444, .read = error_read},
-    {"progress", S_IFREG | 0444, .read = progress_read},
-    {"fork", S_IFREG | 0644, .flags = FS_STREAM, .read = forked_read, .write = fork_write},
+    {"status", S_IFREG | 0400, .flags = FS_STATUS, .read = status_read},
+    {"info.json", S_IFREG | 0400, .read = info_read},
+    {"error", S_IFREG | 0400, .read = error_read},
+    {"progress", S_IFREG | 0400, .read = progress_read},
+    {"fork", S_IFREG | 0600, .flags = FS_STREAM, .read = forked_read, .write = fork_write},
     {"delete", S_IFREG | 0200, .write = file_action_write, .action = ops_snapshot_delete},
-    {"wait", S_IFREG | 0444, .flags = FS_WAIT, .action = ops_snapshot_wait, .settled = settled},
-    {"restorable", S_IFREG | 0444, .read = restorable_read},
-    {"manifest.json", S_IFREG | 0444, .read = manifest_read},
+    {"wait", S_IFREG | 0400, .flags = FS_WAIT, .action = ops_snapshot_wait, .settled = settled},
+    {"restorable", S_IFREG | 0400, .read = restorable_read},
+    {"manifest.json", S_IFREG | 0400, .read = manifest_read},
     {"source", S_IFLNK | 0777, .link = source_link},
 };
 
@@ -197,37 +202,43 @@ static const struct fs_dir snapshot_dir = FS_DIR(snapshot_files);
 
 /* --- snapshots/ ------------------------------------------------------------ */
 
-static int index_line(const struct snapshot *snap, void *arg)
+static int index_line(const struct snapshot *snap, void *walk)
 {
-	return strbuf_addf(arg, "%s %s %s\n", snap->id, snapshot_state_name(snap->state),
+	const struct tree_walk *w = walk;
+	if (!access_may_see(w->who, snap->owner_uid))
+		return 0;
+	return strbuf_addf(w->out, "%s %s %s\n", snap->id, snapshot_state_name(snap->state),
 			   snap->sandbox_id);
 }
 
-static int index_read(const struct fs_node *n, struct strbuf *out)
+static int index_read(const struct fs_node *n, const struct caller *who, struct strbuf *out)
 {
 	(void)n;
+	struct tree_walk w = {who, out};
 	ops_sync_if_stale(); /* other hosts' snapshots, if the store is shared */
-	return registry_snapshot_each(ops_registry(), index_line, out);
+	return registry_snapshot_each(ops_registry(), index_line, &w);
 }
 
-static int snapshots_list(const struct fs_node *dir, int (*fn)(const char *name, void *arg),
-			  void *arg)
+static int snapshots_list(const struct fs_node *dir, const struct caller *who,
+			  int (*fn)(const char *name, void *arg), void *arg)
 {
 	(void)dir;
 	_cleanup_strbuf_ struct strbuf names = STRBUF_INIT;
+	struct tree_walk w = {who, &names};
 	ops_sync_if_stale(); /* other hosts' snapshots, if the store is shared */
-	int rc = registry_snapshot_each(ops_registry(), tree_snapshot_name, &names);
+	int rc = registry_snapshot_each(ops_registry(), tree_snapshot_name, &w);
 	return rc < 0 ? rc : tree_names_each(&names, fn, arg);
 }
 
 /* rmdir snapshots/<id> is `delete`: held until the snapshot is gone. */
-static int snapshot_rmdir(const struct fs_node *child, struct pending *p, struct err *e)
+static int snapshot_rmdir(const struct fs_node *child, const struct caller *who, struct pending *p,
+			  struct err *e)
 {
 	struct file_op *op;
 	int rc = file_op_new(NULL, p, FILE_OP_NONE, &op);
 	if (rc < 0)
 		return rc;
-	return file_op_end(op, ops_snapshot_delete(child->id, file_op_done, op, e));
+	return file_op_end(op, ops_snapshot_delete(who, child->id, file_op_done, op, e));
 }
 
 static const struct fs_entry snapshots_files[] = {
@@ -235,7 +246,7 @@ static const struct fs_entry snapshots_files[] = {
 };
 
 static const struct fs_entry snapshot_entry = {
-    .mode = S_IFDIR | 0755,
+    .mode = S_IFDIR | 0700,
     .scope = SCOPE_SNAPSHOT,
     .flags = FS_OBJECT,
     .dir = &snapshot_dir,

@@ -1,16 +1,16 @@
 #include "fs/tree.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "runtime/images.h"
 
 #define DIR_TIMEOUT 0.5 /* seconds; files get none: their content changes any time */
 
-/* Sandbox or snapshot @id, loaded afresh into a new allocation (caller frees). */
-static int object_load(enum fs_scope scope, const char *id, void **out)
+/* Sandbox or snapshot @id as @who sees it, loaded afresh into a new allocation (caller frees). */
+static int object_load(enum fs_scope scope, const struct caller *who, const char *id, void **out)
 {
 	const bool sandbox = scope == SCOPE_SANDBOX;
 	const size_t size = sandbox ? sizeof(struct sandbox) : sizeof(struct snapshot);
@@ -26,35 +26,46 @@ static int object_load(enum fs_scope scope, const char *id, void **out)
 		ops_sync_if_stale();
 		rc = registry_snapshot_get(ops_registry(), id, obj);
 	}
+	/* Another user's object does not exist for @who: not even its name is confirmed. */
+	if (rc == 0 && !access_may_see(who, sandbox ? ((struct sandbox *)obj)->owner_uid
+						    : ((struct snapshot *)obj)->owner_uid))
+		rc = -ENOENT;
 	if (rc == 0)
 		*out = steal_ptr(obj);
 	return rc;
 }
 
-int tree_sandbox(const char *id, struct sandbox **out)
+int tree_sandbox(const struct caller *who, const char *id, struct sandbox **out)
 {
 	void *obj = NULL;
-	int rc = object_load(SCOPE_SANDBOX, id, &obj);
+	int rc = object_load(SCOPE_SANDBOX, who, id, &obj);
 	*out = obj;
 	return rc;
 }
 
-int tree_snapshot(const char *id, struct snapshot **out)
+int tree_snapshot(const struct caller *who, const char *id, struct snapshot **out)
 {
 	void *obj = NULL;
-	int rc = object_load(SCOPE_SNAPSHOT, id, &obj);
+	int rc = object_load(SCOPE_SNAPSHOT, who, id, &obj);
 	*out = obj;
 	return rc;
 }
 
-/* Does @n's object exist? Its creation time into *ms (now when it has none). */
-static int scope_load(const struct fs_node *n, int64_t *ms)
+/* What stat shows of a node besides its row. */
+struct node_attr {
+	int64_t ms; /* its object's creation time; now when it has none */
+	uid_t uid;  /* its object's owner; root's when it has none */
+	gid_t gid;
+};
+
+/* Does @n's object exist for @who? Its time and owner into @a. */
+static int scope_load(const struct fs_node *n, const struct caller *who, struct node_attr *a)
 {
 	_cleanup_free_ struct sandbox *sb = NULL;
 	_cleanup_free_ struct snapshot *snap = NULL;
 	int rc = 0;
 
-	*ms = now_ms();
+	*a = (struct node_attr){now_ms(), access_root_uid(), access_root_gid()};
 	switch (n->scope) {
 	case SCOPE_NONE:
 		break;
@@ -62,29 +73,49 @@ static int scope_load(const struct fs_node *n, int64_t *ms)
 		rc = images_exists(ops_images(), n->id);
 		break;
 	case SCOPE_SANDBOX:
-		rc = tree_sandbox(n->id, &sb);
-		*ms = rc == 0 ? sb->created_at : *ms;
+		rc = tree_sandbox(who, n->id, &sb);
+		if (rc == 0)
+			*a = (struct node_attr){sb->created_at, sb->owner_uid, sb->owner_gid};
 		break;
 	case SCOPE_SNAPSHOT:
-		rc = tree_snapshot(n->id, &snap);
-		*ms = rc == 0 ? snap->created_at : *ms;
+		rc = tree_snapshot(who, n->id, &snap);
+		if (rc == 0)
+			*a = (struct node_attr){snap->created_at, snap->owner_uid, snap->owner_gid};
 		break;
 	}
 	return rc;
 }
 
-static int check_time(const struct fs_node *n, int64_t *ms)
+static int node_load(const struct fs_node *n, const struct caller *who, struct node_attr *a)
 {
-	int rc = scope_load(n, ms);
+	int rc = scope_load(n, who, a);
 	if (rc == 0 && n->ent->exists)
-		rc = n->ent->exists(n);
+		rc = n->ent->exists(n, who);
+	if (n->ent->flags & FS_CREATORS)
+		a->gid = access_create_gid();
 	return rc;
 }
 
-int tree_check(const struct fs_node *n)
+int tree_check(const struct fs_node *n, const struct caller *who)
 {
-	int64_t ms;
-	return check_time(n, &ms);
+	struct node_attr a;
+	return node_load(n, who, &a);
+}
+
+int tree_open_check(const struct fs_node *n, const struct caller *who, int flags, struct err *e)
+{
+	const int acc = flags & O_ACCMODE;
+	const mode_t mode = n->ent->mode;
+	struct node_attr a;
+	int rc = node_load(n, who, &a);
+	if (rc < 0 || access_may_open(who, a.uid, a.gid, mode, acc))
+		return rc;
+	if (acc != O_RDONLY && !(mode & 0222))
+		return err_set(e, EACCES, "%s is read-only", n->path);
+	if (acc != O_WRONLY && !(mode & 0444))
+		return err_set(e, EACCES, "%s is write-only", n->path);
+	return err_set(e, EACCES, "%s: uid %u may not open it %s", n->path, (unsigned)who->uid,
+		       acc == O_RDONLY ? "for reading" : "for writing");
 }
 
 static const struct fs_entry *fixed_entry(const struct fs_dir *d, const char *name)
@@ -116,7 +147,8 @@ static int node_make(const struct fs_node *dir, const struct fs_entry *ent, cons
 	return rc < 0 ? -ENOENT : 0;
 }
 
-int tree_child(const struct fs_node *dir, const char *name, struct fs_node *out)
+int tree_child(const struct fs_node *dir, const char *name, const struct caller *who,
+	       struct fs_node *out)
 {
 	const struct fs_dir *d = dir->ent->dir;
 	if (!d)
@@ -128,7 +160,7 @@ int tree_child(const struct fs_node *dir, const char *name, struct fs_node *out)
 	int rc = node_make(dir, ent, name, out);
 	if (rc == 0 && !ent)
 		rc = -ENOENT;
-	return rc < 0 ? rc : tree_check(out);
+	return rc < 0 ? rc : tree_check(out, who);
 }
 
 static int journal_stat(const struct fs_node *n, struct stat *st)
@@ -142,49 +174,60 @@ static int journal_stat(const struct fs_node *n, struct stat *st)
 	return 0;
 }
 
-static int content_size(const struct fs_node *n, struct stat *st)
+static int content_size(const struct fs_node *n, const struct caller *who, struct stat *st)
 {
 	const struct fs_entry *ent = n->ent;
 	if (ent->journal)
 		return journal_stat(n, st);
 	if (S_ISLNK(ent->mode)) {
 		char target[FS_PATH_MAX];
-		int rc = ent->link(n, target, sizeof(target));
+		int rc = ent->link(n, who, target, sizeof(target));
 		st->st_size = rc < 0 ? 0 : (off_t)strlen(target);
 		return rc;
 	}
 	if (!S_ISREG(ent->mode) || !ent->read)
 		return 0;
 	_cleanup_strbuf_ struct strbuf sb = STRBUF_INIT;
-	int rc = ent->read(n, &sb);
+	int rc = ent->read(n, who, &sb);
 	st->st_size = (off_t)sb.len;
 	return rc;
 }
 
-int tree_stat(const struct fs_node *n, struct stat *st)
+int tree_stat(const struct fs_node *n, const struct caller *who, struct stat *st)
 {
-	int64_t ms;
-	int rc = check_time(n, &ms);
+	struct node_attr a;
+	int rc = node_load(n, who, &a);
 	if (rc < 0)
 		return rc;
 	memset(st, 0, sizeof(*st));
 	st->st_ino = n->ino;
 	st->st_mode = n->ent->mode;
 	st->st_nlink = S_ISDIR(n->ent->mode) ? 2 : 1;
-	st->st_uid = getuid();
-	st->st_gid = getgid();
+	/* What the kernel checks the modes against under default_permissions. */
+	st->st_uid = a.uid;
+	st->st_gid = a.gid;
 	st->st_blksize = 4096;
-	st->st_mtim = (struct timespec){.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000};
+	st->st_mtim = (struct timespec){.tv_sec = a.ms / 1000, .tv_nsec = (a.ms % 1000) * 1000000};
 	st->st_atim = st->st_mtim;
 	st->st_ctim = st->st_mtim;
-	rc = content_size(n, st);
+	rc = content_size(n, who, st);
 	st->st_blocks = (st->st_size + 511) / 512;
 	/* A failing generator (the store unreachable, say) is for read to report, not stat. */
 	return rc == -ENOENT ? rc : 0;
 }
 
+/* Other users' requests arrive (allow_other): see tree_set_shared(). */
+static bool shared;
+
+void tree_set_shared(bool on)
+{
+	shared = on;
+}
+
 double tree_timeout(const struct fs_node *n)
 {
+	if (shared && (n->ent->flags & FS_OBJECT))
+		return 0.0;
 	return S_ISDIR(n->ent->mode) ? DIR_TIMEOUT : 0.0;
 }
 
@@ -202,6 +245,7 @@ static fuse_ino_t list_ino(const struct fs_node *child)
 
 struct list_walk {
 	const struct fs_node *dir;
+	const struct caller *who;
 	tree_fill_fn fn;
 	void *arg;
 };
@@ -211,7 +255,7 @@ static int list_one(const struct fs_entry *ent, const char *name, struct list_wa
 	struct fs_node child;
 	if (node_make(w->dir, ent, name, &child) < 0)
 		return 0;
-	if (ent->exists && ent->exists(&child) < 0)
+	if (ent->exists && ent->exists(&child, w->who) < 0)
 		return 0;
 	return w->fn(name, ent->mode, list_ino(&child), w->arg);
 }
@@ -226,33 +270,33 @@ static int list_dynamic(const char *name, void *arg)
 	return list_one(d->child, name, w);
 }
 
-int tree_list(const struct fs_node *dir, tree_fill_fn fn, void *arg)
+int tree_list(const struct fs_node *dir, const struct caller *who, tree_fill_fn fn, void *arg)
 {
 	const struct fs_dir *d = dir->ent->dir;
-	struct list_walk w = {dir, fn, arg};
+	struct list_walk w = {dir, who, fn, arg};
 	int rc = fn(".", S_IFDIR, dir->ino, arg);
 	if (rc == 0)
 		rc = fn("..", S_IFDIR, dir->parent, arg);
 	for (size_t i = 0; rc == 0 && i < d->nentries; i++)
 		rc = list_one(&d->entries[i], d->entries[i].name, &w);
 	if (rc == 0 && d->each)
-		rc = d->each(dir, list_dynamic, &w);
+		rc = d->each(dir, who, list_dynamic, &w);
 	return rc;
 }
 
-void tree_report(const struct fs_node *n, int rc, struct err *e)
+void tree_report(const struct fs_node *n, const struct caller *who, int rc, struct err *e)
 {
 	if (e->code == 0)
 		err_set(e, -rc, "%s: %s", n->path, strerror(-rc));
 	switch (n->scope) {
 	case SCOPE_SANDBOX:
-		ops_report_error(OPS_OBJ_SANDBOX, n->id, n->path, e);
+		ops_report_error(who, OPS_OBJ_SANDBOX, n->id, n->path, e);
 		break;
 	case SCOPE_SNAPSHOT:
-		ops_report_error(OPS_OBJ_SNAPSHOT, n->id, n->path, e);
+		ops_report_error(who, OPS_OBJ_SNAPSHOT, n->id, n->path, e);
 		break;
 	default:
-		ops_report_error(OPS_OBJ_LIST, "", n->path, e);
+		ops_report_error(who, OPS_OBJ_LIST, "", n->path, e);
 		break;
 	}
 }
@@ -262,14 +306,16 @@ int tree_names_add(struct strbuf *names, const char *name)
 	return strbuf_add(names, name, strlen(name) + 1);
 }
 
-int tree_sandbox_name(const struct sandbox *sb, void *names)
+int tree_sandbox_name(const struct sandbox *sb, void *walk)
 {
-	return tree_names_add(names, sb->id);
+	const struct tree_walk *w = walk;
+	return access_may_see(w->who, sb->owner_uid) ? tree_names_add(w->out, sb->id) : 0;
 }
 
-int tree_snapshot_name(const struct snapshot *snap, void *names)
+int tree_snapshot_name(const struct snapshot *snap, void *walk)
 {
-	return tree_names_add(names, snap->id);
+	const struct tree_walk *w = walk;
+	return access_may_see(w->who, snap->owner_uid) ? tree_names_add(w->out, snap->id) : 0;
 }
 
 int tree_names_each(const struct strbuf *names, int (*fn)(const char *name, void *arg), void *arg)

@@ -11,6 +11,13 @@
  *
  * Nothing here caches objects: each lookup and getattr asks the registry
  * whether the node's object still exists, so deleted objects give ENOENT.
+ *
+ * Who asks: every function that shows or loads an object takes the
+ * caller's credentials (@who) and shows only what runtime/access.h lets
+ * it see: another user's sandbox or snapshot gives ENOENT, its files and
+ * listings included, and listings leave it out. Nodes under an object are
+ * owned by the object's owner (st_uid, st_gid), the rest by root, with the
+ * modes of the tables, which are the same with or without allow_other.
  */
 #ifndef SNAPFS_FS_TREE_H
 #define SNAPFS_FS_TREE_H
@@ -27,29 +34,32 @@
 
 struct fs_file;
 
-/* Content of a generated file, made afresh. -ENOENT when the object is gone. */
-typedef int (*fs_read_fn)(const struct fs_node *n, struct strbuf *out);
+/* Content of a generated file, made afresh for @who. -ENOENT when the object is gone. */
+typedef int (*fs_read_fn)(const struct fs_node *n, const struct caller *who, struct strbuf *out);
 /* Act on one whole line written to @f; long work finishes through @p. */
 typedef int (*fs_write_fn)(struct fs_file *f, const char *line, struct pending *p, struct err *e);
 /* Act on what is left at FLUSH (beyond the last line, already handed to write). */
 typedef int (*fs_flush_fn)(struct fs_file *f, struct pending *p, struct err *e);
 /* An ops_* call taking an object id and a completion (start, wait, delete...). */
-typedef int (*fs_action_fn)(const char *id, ops_done_fn done, void *ctx, struct err *e);
+typedef int (*fs_action_fn)(const struct caller *who, const char *id, ops_done_fn done, void *ctx,
+			    struct err *e);
 /* Symlink target into @buf. */
-typedef int (*fs_link_fn)(const struct fs_node *n, char *buf, size_t size);
-/* Does @n exist beyond its object existing? (conditional and dynamic rows) */
-typedef int (*fs_exists_fn)(const struct fs_node *n);
+typedef int (*fs_link_fn)(const struct fs_node *n, const struct caller *who, char *buf,
+			  size_t size);
+/* Does @n exist for @who beyond its object existing? (conditional and dynamic rows) */
+typedef int (*fs_exists_fn)(const struct fs_node *n, const struct caller *who);
 
 enum fs_flags {
-	FS_OBJECT = 1 << 0, /* a dynamic directory named by its object: id = name */
-	FS_STREAM = 1 << 1, /* reads on an open file continue; a write's result replaces them */
-	FS_WAIT = 1 << 2,   /* a read at offset 0 is held until .action completes */
-	FS_STATUS = 1 << 3, /* poll: POLLPRI once it differs from what this file saw */
+	FS_OBJECT = 1 << 0,   /* a dynamic directory named by its object: id = name */
+	FS_STREAM = 1 << 1,   /* reads on an open file continue; a write's result replaces them */
+	FS_WAIT = 1 << 2,     /* a read at offset 0 is held until .action completes */
+	FS_STATUS = 1 << 3,   /* poll: POLLPRI once it differs from what this file saw */
+	FS_CREATORS = 1 << 4, /* group-owned by who may create (access_create_gid) */
 };
 
 struct fs_entry {
 	const char *name;     /* NULL for the dynamic child row */
-	mode_t mode;	      /* S_IFDIR | 0755, S_IFREG | 0444 / 0200 / 0644, S_IFLNK | 0777 */
+	mode_t mode;	      /* S_IFDIR | 0700, S_IFREG | 0400 / 0200 / 0600 ... */
 	enum fs_scope scope;  /* FS_OBJECT rows: the scope they open */
 	unsigned flags;	      /* enum fs_flags */
 	fs_read_fn read;      /* regular files: content (the fresh read for rw files) */
@@ -67,11 +77,14 @@ struct fs_dir {
 	const struct fs_entry *entries; /* the fixed names */
 	size_t nentries;
 	const struct fs_entry *child; /* the dynamic children's row, or NULL */
-	/* Call @fn with each dynamic child's name; a non-zero return stops. */
-	int (*each)(const struct fs_node *dir, int (*fn)(const char *name, void *arg), void *arg);
-	int (*mkdir)(const struct fs_node *dir, const char *name, struct err *e);
+	/* Call @fn with each dynamic child's name @who may see; a non-zero return stops. */
+	int (*each)(const struct fs_node *dir, const struct caller *who,
+		    int (*fn)(const char *name, void *arg), void *arg);
+	int (*mkdir)(const struct fs_node *dir, const struct caller *who, const char *name,
+		     struct err *e);
 	/* Remove @child; long work answers through @p. */
-	int (*rmdir)(const struct fs_node *child, struct pending *p, struct err *e);
+	int (*rmdir)(const struct fs_node *child, const struct caller *who, struct pending *p,
+		     struct err *e);
 };
 
 #define FS_DIR(tbl, ...)                                                                           \
@@ -86,37 +99,61 @@ extern const struct fs_dir fs_sandboxes_dir;
 extern const struct fs_dir fs_snapshots_dir;
 
 /*
- * The child @name of directory @dir, checked to exist: 0, -ENOENT, or
- * -ENOTDIR. Unless -ENOTDIR, @out is filled (all but ino) even when the
- * object does not exist (mkdir needs it); out->ent is NULL when @dir has
- * no row for the name at all.
+ * The child @name of directory @dir, checked to exist for @who: 0,
+ * -ENOENT, or -ENOTDIR. Unless -ENOTDIR, @out is filled (all but ino) even
+ * when the object does not exist (mkdir needs it); out->ent is NULL when
+ * @dir has no row for the name at all.
  */
-int tree_child(const struct fs_node *dir, const char *name, struct fs_node *out);
-/* Does @n (still) exist? 0 or -ENOENT. */
-int tree_check(const struct fs_node *n);
-/* Attributes of @n, checked to exist; the size of generated files is honest. */
-int tree_stat(const struct fs_node *n, struct stat *st);
+int tree_child(const struct fs_node *dir, const char *name, const struct caller *who,
+	       struct fs_node *out);
+/* Does @n (still) exist for @who? 0 or -ENOENT. */
+int tree_check(const struct fs_node *n, const struct caller *who);
+/*
+ * May @who open @n with open(2) @flags? 0; -ENOENT as tree_check; -EACCES
+ * with @e's sentence for a mode that does not let it (root, too, neither
+ * writes a read-only file nor reads a write-only one).
+ */
+int tree_open_check(const struct fs_node *n, const struct caller *who, int flags, struct err *e);
+/* Attributes of @n as @who sees them, checked to exist; the size of generated files is honest. */
+int tree_stat(const struct fs_node *n, const struct caller *who, struct stat *st);
 /* How long the kernel may keep @n's entry and attributes. */
 double tree_timeout(const struct fs_node *n);
-/* Call @fn for each entry of directory @dir, "." and ".." first. */
+/*
+ * Other users' requests arrive (allow_other). The kernel's entry cache is
+ * shared by every user: an object's directory that root looked up would
+ * be found by anybody else without asking, so none is cached then.
+ */
+void tree_set_shared(bool on);
+/* Call @fn for each entry of directory @dir @who may see, "." and ".." first. */
 typedef int (*tree_fill_fn)(const char *name, mode_t mode, fuse_ino_t ino, void *arg);
-int tree_list(const struct fs_node *dir, tree_fill_fn fn, void *arg);
+int tree_list(const struct fs_node *dir, const struct caller *who, tree_fill_fn fn, void *arg);
 
-/* Report a refusal of a request on @n with ops_report_error (@e gets a sentence if it has none). */
-void tree_report(const struct fs_node *n, int rc, struct err *e);
+/*
+ * Report @who's refused request on @n with ops_report_error (@e gets a
+ * sentence if it has none).
+ */
+void tree_report(const struct fs_node *n, const struct caller *who, int rc, struct err *e);
 
-/* The objects, loaded afresh (caller frees): -ENOENT when gone. */
-int tree_sandbox(const char *id, struct sandbox **out);
-int tree_snapshot(const char *id, struct snapshot **out);
+/* The objects as @who sees them, loaded afresh (caller frees): -ENOENT when gone or another's. */
+int tree_sandbox(const struct caller *who, const char *id, struct sandbox **out);
+int tree_snapshot(const struct caller *who, const char *id, struct snapshot **out);
 
+/*
+ * A registry walk on behalf of @who: its callbacks skip the rows @who may
+ * not see and add to @out (names, or the lines of an index).
+ */
+struct tree_walk {
+	const struct caller *who;
+	struct strbuf *out;
+};
 /*
  * Names collected during a registry walk, handed on after it: walks stay
  * short (writes on the connection wait for them) and callbacks may query.
  */
 int tree_names_add(struct strbuf *names, const char *name);
-/* Registry walk callbacks that add the object's id to the strbuf @names. */
-int tree_sandbox_name(const struct sandbox *sb, void *names);
-int tree_snapshot_name(const struct snapshot *snap, void *names);
+/* Registry walk callbacks (@walk: a struct tree_walk) that add the object's id. */
+int tree_sandbox_name(const struct sandbox *sb, void *walk);
+int tree_snapshot_name(const struct snapshot *snap, void *walk);
 int tree_names_each(const struct strbuf *names, int (*fn)(const char *name, void *arg), void *arg);
 
 /* Helpers for readers: @s and a newline ("" stays empty); cJSON text (@obj is freed). */

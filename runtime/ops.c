@@ -170,11 +170,11 @@ static void journal_error(const char *path, const struct err *e)
 	notify(OPS_OBJ_ERRORS, "");
 }
 
-static void sandbox_set_message(const char *id, const char *msg)
+static void sandbox_set_message(const struct caller *who, const char *id, const char *msg)
 {
 	struct sandbox sb;
 	pthread_mutex_lock(&ops.lock);
-	if (registry_sandbox_get(ops.reg, id, &sb) == 0) {
+	if (sandbox_get_as(who, id, &sb) == 0) {
 		snprintf(sb.message, sizeof(sb.message), "%s", msg);
 		registry_sandbox_update(ops.reg, &sb);
 	}
@@ -182,11 +182,12 @@ static void sandbox_set_message(const char *id, const char *msg)
 	notify(OPS_OBJ_SANDBOX, id);
 }
 
-void ops_report_error(enum ops_object kind, const char *id, const char *path, const struct err *e)
+void ops_report_error(const struct caller *who, enum ops_object kind, const char *id,
+		      const char *path, const struct err *e)
 {
 	journal_error(path, e);
 	if (kind == OPS_OBJ_SANDBOX && id && *id)
-		sandbox_set_message(id, e->msg);
+		sandbox_set_message(who, id, e->msg);
 }
 
 void report_job_failure(enum ops_object kind, const char *id, const char *what, const struct err *e)
@@ -194,17 +195,33 @@ void report_job_failure(enum ops_object kind, const char *id, const char *what, 
 	char path[ID_MAX + 64];
 	snprintf(path, sizeof(path), "%s/%s/%s",
 		 kind == OPS_OBJ_SNAPSHOT ? "snapshots" : "sandboxes", id, what);
-	ops_report_error(kind, id, path, e);
+	ops_report_error(&access_root, kind, id, path, e);
 }
 
 /* --- state helpers -------------------------------------------------------- */
 
-int sandbox_begin(const char *id, unsigned allowed, enum sandbox_state to, const char *verb,
-		  struct sandbox *out, struct err *e)
+int sandbox_get_as(const struct caller *who, const char *id, struct sandbox *out)
+{
+	int rc = registry_sandbox_get(ops.reg, id, out);
+	if (rc == 0 && !access_may_see(who, out->owner_uid))
+		rc = -ENOENT;
+	return rc;
+}
+
+int snapshot_get_as(const struct caller *who, const char *id, struct snapshot *out)
+{
+	int rc = registry_snapshot_get(ops.reg, id, out);
+	if (rc == 0 && !access_may_see(who, out->owner_uid))
+		rc = -ENOENT;
+	return rc;
+}
+
+int sandbox_begin(const struct caller *who, const char *id, unsigned allowed, enum sandbox_state to,
+		  const char *verb, struct sandbox *out, struct err *e)
 {
 	int rc = 0;
 	pthread_mutex_lock(&ops.lock);
-	rc = registry_sandbox_get(ops.reg, id, out);
+	rc = sandbox_get_as(who, id, out);
 	if (rc == -ENOENT) {
 		rc = err_set(e, ENOENT, "cannot %s sandbox %s: it does not exist", verb, id);
 		goto out;
@@ -574,7 +591,9 @@ static void monitor_end(void)
 int ops_open(const struct ops_config *cfg, struct err *e)
 {
 	ops.lock_fd = -1;
-	int rc = make_dirs(cfg, e);
+	int rc = access_init(cfg->allow_group, e);
+	if (rc == 0)
+		rc = make_dirs(cfg, e);
 	if (rc == 0)
 		rc = lock_state(cfg->state_dir, e);
 	if (rc == 0) {

@@ -17,6 +17,12 @@
  * any job thread; it must not call back into ops_* functions that take the
  * lock (reading the registry is fine).
  *
+ * Who: every operation on a sandbox or snapshot names its caller (@who,
+ * the credentials of the request; &access_root for the daemon itself) and
+ * refuses one that may not see the object as if it did not exist (ENOENT);
+ * creating needs access_check_create() (EACCES). What is created belongs
+ * to @who (runtime/access.h).
+ *
  * Ids handed back through @id_out (snapshot, fork, new) are valid as soon
  * as the operation returns 0, before the work completes, so a control file
  * can be read for its id straight after an async write.
@@ -41,6 +47,7 @@
 #include "backend/registry.h"
 #include "lib/strbuf.h"
 #include "lib/util.h"
+#include "runtime/access.h"
 
 struct store;
 struct images;
@@ -64,6 +71,8 @@ struct ops_config {
 	 * tmpfs; NULL for <state>/spool.
 	 */
 	const char *spool_parent;
+	/* --allow-group: who besides root may create sandboxes; NULL: nobody (runtime/access.h) */
+	const char *allow_group;
 };
 #define OPS_SHARED_GRACE_MS (3600 * 1000)
 
@@ -117,11 +126,11 @@ struct sandbox_spec {
 int spec_parse(const char *text, size_t len, struct sandbox_spec *out, struct err *e);
 
 /* mkdir sandboxes/<name>: a sandbox in state `created`. -EINVAL bad name, -EEXIST taken. */
-int ops_sandbox_create(const char *name, struct err *e);
+int ops_sandbox_create(const struct caller *who, const char *name, struct err *e);
 
 /* sandboxes/new: create with a generated id and start it. */
-int ops_sandbox_new(const struct sandbox_spec *spec, char id_out[ID_MAX], ops_done_fn done,
-		    void *ctx, struct err *e);
+int ops_sandbox_new(const struct caller *who, const struct sandbox_spec *spec, char id_out[ID_MAX],
+		    ops_done_fn done, void *ctx, struct err *e);
 
 enum sandbox_field {
 	SB_FIELD_IMAGE,
@@ -130,30 +139,44 @@ enum sandbox_field {
 	SB_FIELD_GPU,
 };
 /* Write image/entrypoint/env/gpu while `created` (-EBUSY after). @value is the whole file. */
-int ops_sandbox_set(const char *id, enum sandbox_field field, const char *value, struct err *e);
+int ops_sandbox_set(const struct caller *who, const char *id, enum sandbox_field field,
+		    const char *value, struct err *e);
 
-int ops_sandbox_start(const char *id, ops_done_fn done, void *ctx, struct err *e);
-/* @label may be NULL or "". @snap_id_out gets the new snapshot's id. done: when completed. */
-int ops_sandbox_snapshot(const char *id, const char *label, char snap_id_out[ID_MAX],
-			 ops_done_fn done, void *ctx, struct err *e);
-int ops_sandbox_suspend(const char *id, ops_done_fn done, void *ctx, struct err *e);
-int ops_sandbox_resume(const char *id, ops_done_fn done, void *ctx, struct err *e);
-int ops_sandbox_terminate(const char *id, ops_done_fn done, void *ctx, struct err *e);
-/* Run @cmdline with /bin/sh -c in the sandbox; result is the output then "exit N\n". */
-int ops_sandbox_exec(const char *id, const char *cmdline, ops_done_fn done, void *ctx,
-		     struct err *e);
-/* rmdir: only `terminated` or `failed` (-EBUSY otherwise); synchronous. */
-int ops_sandbox_remove(const char *id, struct err *e);
-/* done(ctx, 0, "status\n") once the sandbox is not in a transitional state. */
-int ops_sandbox_wait(const char *id, ops_done_fn done, void *ctx, struct err *e);
-
-/* Restore snapshot @snap_id into a new sandbox; @id_out gets its id. done: when running. */
-int ops_snapshot_fork(const char *snap_id, char id_out[ID_MAX], ops_done_fn done, void *ctx,
+int ops_sandbox_start(const struct caller *who, const char *id, ops_done_fn done, void *ctx,
 		      struct err *e);
+/*
+ * @label may be NULL or "". @snap_id_out gets the new snapshot's id, owned
+ * by the sandbox's owner. done: when completed.
+ */
+int ops_sandbox_snapshot(const struct caller *who, const char *id, const char *label,
+			 char snap_id_out[ID_MAX], ops_done_fn done, void *ctx, struct err *e);
+int ops_sandbox_suspend(const struct caller *who, const char *id, ops_done_fn done, void *ctx,
+			struct err *e);
+int ops_sandbox_resume(const struct caller *who, const char *id, ops_done_fn done, void *ctx,
+		       struct err *e);
+int ops_sandbox_terminate(const struct caller *who, const char *id, ops_done_fn done, void *ctx,
+			  struct err *e);
+/* Run @cmdline with /bin/sh -c in the sandbox; result is the output then "exit N\n". */
+int ops_sandbox_exec(const struct caller *who, const char *id, const char *cmdline,
+		     ops_done_fn done, void *ctx, struct err *e);
+/* rmdir: only `terminated` or `failed` (-EBUSY otherwise); synchronous. */
+int ops_sandbox_remove(const struct caller *who, const char *id, struct err *e);
+/* done(ctx, 0, "status\n") once the sandbox is not in a transitional state. */
+int ops_sandbox_wait(const struct caller *who, const char *id, ops_done_fn done, void *ctx,
+		     struct err *e);
+
+/*
+ * Restore snapshot @snap_id into a new sandbox owned by @who (who must see
+ * the snapshot and may create); @id_out gets its id. done: when running.
+ */
+int ops_snapshot_fork(const struct caller *who, const char *snap_id, char id_out[ID_MAX],
+		      ops_done_fn done, void *ctx, struct err *e);
 /* Delete a snapshot (-EBUSY while a suspended sandbox depends on it). */
-int ops_snapshot_delete(const char *snap_id, ops_done_fn done, void *ctx, struct err *e);
+int ops_snapshot_delete(const struct caller *who, const char *snap_id, ops_done_fn done, void *ctx,
+			struct err *e);
 /* done(ctx, 0, "status\n") once completed or failed. */
-int ops_snapshot_wait(const char *snap_id, ops_done_fn done, void *ctx, struct err *e);
+int ops_snapshot_wait(const struct caller *who, const char *snap_id, ops_done_fn done, void *ctx,
+		      struct err *e);
 
 /* --- what the tree shows ---------------------------------------------- */
 
@@ -175,12 +198,14 @@ enum ops_object {
 };
 
 /*
- * Record a refused or failed request: append {time, path, errno, error} to
- * the errors journal and, for OPS_OBJ_SANDBOX, store e->msg as the sandbox's
- * `error`. @path is the control file relative to the mount, e.g.
+ * Record a refused or failed request of @who: append {time, path, errno,
+ * error} to the errors journal and, for OPS_OBJ_SANDBOX when @who may see
+ * the sandbox, store e->msg as its `error` (no user writes into another's).
+ * @path is the control file relative to the mount, e.g.
  * "sandboxes/web/start".
  */
-void ops_report_error(enum ops_object kind, const char *id, const char *path, const struct err *e);
+void ops_report_error(const struct caller *who, enum ops_object kind, const char *id,
+		      const char *path, const struct err *e);
 
 /*
  * Register the one change listener: called after every state change of an

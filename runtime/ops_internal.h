@@ -57,14 +57,22 @@ struct sb_patch {
 #define SB_PATCH(st) ((struct sb_patch){.state = (st), .pid = -1})
 
 /*
- * Under the lock: load sandbox @id and check that its state is one of
- * @allowed (a bit mask of 1u << state); if so, move it to @to and copy the
- * row as it was *before* the change to @out (so a caller can undo). -ENOENT
- * or -EBUSY with a sentence naming @verb ("snapshot", "start", ...)
- * otherwise. Announces the change.
+ * Load sandbox or snapshot @id as @who sees it: -ENOENT when it is missing
+ * and when it is another user's, which @who may not learn exists
+ * (runtime/access.h). No lock taken; no sentence.
  */
-int sandbox_begin(const char *id, unsigned allowed, enum sandbox_state to, const char *verb,
-		  struct sandbox *out, struct err *e);
+int sandbox_get_as(const struct caller *who, const char *id, struct sandbox *out);
+int snapshot_get_as(const struct caller *who, const char *id, struct snapshot *out);
+
+/*
+ * Under the lock: load sandbox @id as @who sees it and check that its
+ * state is one of @allowed (a bit mask of 1u << state); if so, move it to
+ * @to and copy the row as it was *before* the change to @out (so a caller
+ * can undo). -ENOENT or -EBUSY with a sentence naming @verb ("snapshot",
+ * "start", ...) otherwise. Announces the change.
+ */
+int sandbox_begin(const struct caller *who, const char *id, unsigned allowed, enum sandbox_state to,
+		  const char *verb, struct sandbox *out, struct err *e);
 /* Apply @patch to sandbox @id under the lock, then announce the change. */
 int sandbox_apply(const char *id, struct sb_patch patch);
 /* The same, only while its state is in @allowed (-EBUSY otherwise, nothing changed). */

@@ -65,10 +65,13 @@ static bool valid_sandbox_name(const char *name)
 	return strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789._-") == n;
 }
 
-static int insert_sandbox(const char *id, const struct sandbox_spec *spec, struct err *e)
+static int insert_sandbox(const struct caller *who, const char *id, const struct sandbox_spec *spec,
+			  struct err *e)
 {
 	struct sandbox sb = {0};
 	snprintf(sb.id, sizeof(sb.id), "%s", id);
+	sb.owner_uid = who->uid;
+	sb.owner_gid = who->gid;
 	int rc = runsc_new_container_id(sb.runtime_id);
 	if (rc < 0)
 		return err_set(e, -rc, "cannot make a container id: %s", strerror(-rc));
@@ -92,32 +95,38 @@ static int insert_sandbox(const char *id, const struct sandbox_spec *spec, struc
 	return 0;
 }
 
-int ops_sandbox_create(const char *name, struct err *e)
+int ops_sandbox_create(const struct caller *who, const char *name, struct err *e)
 {
+	int rc = access_check_create(who, "create a sandbox", e);
+	if (rc < 0)
+		return rc;
 	if (!valid_sandbox_name(name) || !strcmp(name, "index") || !strcmp(name, "new"))
 		return err_set(e, EINVAL,
 			       "invalid sandbox name '%s': use [a-z0-9][a-z0-9._-]{0,62}, not "
 			       "index or new",
 			       name);
-	return insert_sandbox(name, NULL, e);
+	return insert_sandbox(who, name, NULL, e);
 }
 
-int ops_sandbox_new(const struct sandbox_spec *spec, char id_out[ID_MAX], ops_done_fn done,
-		    void *ctx, struct err *e)
+int ops_sandbox_new(const struct caller *who, const struct sandbox_spec *spec, char id_out[ID_MAX],
+		    ops_done_fn done, void *ctx, struct err *e)
 {
+	int rc = access_check_create(who, "create a sandbox", e);
+	if (rc < 0)
+		return rc;
 	if (images_exists(ops.images, spec->image) < 0)
 		return err_set(e, ENOENT, "image %s does not exist in %s", spec->image,
 			       images_dir(ops.images));
-	int rc = gpu_start_check(NULL, spec->gpu, e);
+	rc = gpu_start_check(NULL, spec->gpu, e);
 	if (rc < 0)
 		return rc;
 	rc = new_object_id("sbx-", id_out);
 	if (rc < 0)
 		return err_set(e, -rc, "cannot make a sandbox id: %s", strerror(-rc));
-	rc = insert_sandbox(id_out, spec, e);
+	rc = insert_sandbox(who, id_out, spec, e);
 	if (rc < 0)
 		return rc;
-	return ops_sandbox_start(id_out, done, ctx, e);
+	return ops_sandbox_start(who, id_out, done, ctx, e);
 }
 
 /* --- settings while created ---------------------------------------------- */
@@ -160,12 +169,13 @@ static int set_field(struct sandbox *sb, enum sandbox_field field, const char *v
 	return -EINVAL;
 }
 
-int ops_sandbox_set(const char *id, enum sandbox_field field, const char *value, struct err *e)
+int ops_sandbox_set(const struct caller *who, const char *id, enum sandbox_field field,
+		    const char *value, struct err *e)
 {
 	static const char *const names[] = {"image", "entrypoint", "env", "gpu"};
 	struct sandbox sb;
 	pthread_mutex_lock(&ops.lock);
-	int rc = registry_sandbox_get(ops.reg, id, &sb);
+	int rc = sandbox_get_as(who, id, &sb);
 	if (rc < 0)
 		rc = err_set(e, ENOENT, "sandbox %s does not exist", id);
 	else if (sb.state != SB_CREATED)
@@ -237,11 +247,12 @@ static void start_job(void *arg)
 	free(job);
 }
 
-int ops_sandbox_start(const char *id, ops_done_fn done, void *ctx, struct err *e)
+int ops_sandbox_start(const struct caller *who, const char *id, ops_done_fn done, void *ctx,
+		      struct err *e)
 {
 	struct sandbox sb;
 	pthread_mutex_lock(&ops.lock);
-	int rc = registry_sandbox_get(ops.reg, id, &sb);
+	int rc = sandbox_get_as(who, id, &sb);
 	pthread_mutex_unlock(&ops.lock);
 	if (rc == 0 && sb.state == SB_CREATED && !sb.image[0])
 		return err_set(e, EINVAL,
@@ -254,7 +265,7 @@ int ops_sandbox_start(const char *id, ops_done_fn done, void *ctx, struct err *e
 		if (rc < 0)
 			return rc;
 	}
-	rc = sandbox_begin(id, STATE_BIT(SB_CREATED), SB_STARTING, "start", &sb, e);
+	rc = sandbox_begin(who, id, STATE_BIT(SB_CREATED), SB_STARTING, "start", &sb, e);
 	if (rc < 0)
 		return rc;
 	return submit_sandbox_job(JOB_LIFECYCLE, start_job, sandbox_job_new(id, done, ctx),
@@ -300,26 +311,27 @@ static void terminate_job(void *arg)
 	free(job);
 }
 
-int ops_sandbox_terminate(const char *id, ops_done_fn done, void *ctx, struct err *e)
+int ops_sandbox_terminate(const struct caller *who, const char *id, ops_done_fn done, void *ctx,
+			  struct err *e)
 {
 	unsigned allowed = STATE_BIT(SB_CREATED) | STATE_BIT(SB_RUNNING) | STATE_BIT(SB_SUSPENDED) |
 			   STATE_BIT(SB_FAILED);
 	struct sandbox sb;
-	int rc = sandbox_begin(id, allowed, SB_TERMINATING, "terminate", &sb, e);
+	int rc = sandbox_begin(who, id, allowed, SB_TERMINATING, "terminate", &sb, e);
 	if (rc < 0)
 		return rc;
 	return submit_sandbox_job(JOB_LIFECYCLE, terminate_job, sandbox_job_new(id, done, ctx),
 				  sb.state, e);
 }
 
-int ops_sandbox_remove(const char *id, struct err *e)
+int ops_sandbox_remove(const struct caller *who, const char *id, struct err *e)
 {
 	struct sandbox sb;
 	char dir[PATH_MAX];
 	unsigned removable =
 	    STATE_BIT(SB_CREATED) | STATE_BIT(SB_TERMINATED) | STATE_BIT(SB_FAILED);
 	pthread_mutex_lock(&ops.lock);
-	int rc = registry_sandbox_get(ops.reg, id, &sb);
+	int rc = sandbox_get_as(who, id, &sb);
 	if (rc < 0)
 		rc = err_set(e, ENOENT, "sandbox %s does not exist", id);
 	else if (!(removable & STATE_BIT(sb.state)))
@@ -439,11 +451,11 @@ static void exec_job(void *arg)
 	free(job);
 }
 
-int ops_sandbox_exec(const char *id, const char *cmdline, ops_done_fn done, void *ctx,
-		     struct err *e)
+int ops_sandbox_exec(const struct caller *who, const char *id, const char *cmdline,
+		     ops_done_fn done, void *ctx, struct err *e)
 {
 	struct sandbox sb;
-	int rc = registry_sandbox_get(ops.reg, id, &sb);
+	int rc = sandbox_get_as(who, id, &sb);
 	if (rc < 0)
 		return err_set(e, ENOENT, "sandbox %s does not exist", id);
 	if (sb.state != SB_RUNNING)
@@ -468,9 +480,16 @@ int ops_sandbox_exec(const char *id, const char *cmdline, ops_done_fn done, void
 
 /* --- wait ------------------------------------------------------------------ */
 
-int ops_sandbox_wait(const char *id, ops_done_fn done, void *ctx, struct err *e)
+int ops_sandbox_wait(const struct caller *who, const char *id, ops_done_fn done, void *ctx,
+		     struct err *e)
 {
 	struct sandbox sb;
+	/*
+	 * Another's sandbox is refused before waiting: waiters_fail() would
+	 * end its owner's waiters too. Owners never change, so no race.
+	 */
+	if (registry_sandbox_get(ops.reg, id, &sb) == 0 && !access_may_see(who, sb.owner_uid))
+		return err_set(e, ENOENT, "sandbox %s does not exist", id);
 	/* Register first, then look: a change in between still wakes us. */
 	waiters_add(OPS_OBJ_SANDBOX, id, done, ctx);
 	int rc = registry_sandbox_get(ops.reg, id, &sb);
@@ -480,7 +499,6 @@ int ops_sandbox_wait(const char *id, ops_done_fn done, void *ctx, struct err *e)
 	}
 	waiters_wake(OPS_OBJ_SANDBOX, id, sandbox_state_name(sb.state),
 		     !sandbox_state_transitional(sb.state));
-	(void)e;
 	return 0;
 }
 

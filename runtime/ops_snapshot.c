@@ -439,6 +439,8 @@ static int insert_snapshot(const struct sandbox *sb, enum snapshot_kind kind, co
 	memcpy(snap.env, sb->env, sizeof(snap.env));
 	snprintf(snap.host_json, sizeof(snap.host_json), "%s", strbuf_str(&host));
 	snap.gpu = sb->gpu;
+	snap.owner_uid = sb->owner_uid;
+	snap.owner_gid = sb->owner_gid;
 	pthread_mutex_lock(&ops.lock);
 	rc = registry_snapshot_insert(ops.reg, &snap);
 	pthread_mutex_unlock(&ops.lock);
@@ -451,13 +453,14 @@ static int insert_snapshot(const struct sandbox *sb, enum snapshot_kind kind, co
 }
 
 /* The common start of snapshot and suspend: checks, transition, record, queue. */
-static int begin_checkpoint(const char *id, enum snapshot_kind kind, const char *label,
-			    char snap_id[ID_MAX], ops_done_fn done, void *ctx, struct err *e)
+static int begin_checkpoint(const struct caller *who, const char *id, enum snapshot_kind kind,
+			    const char *label, char snap_id[ID_MAX], ops_done_fn done, void *ctx,
+			    struct err *e)
 {
 	const char *verb = kind == SNAP_KIND_SNAPSHOT ? "snapshot" : "suspend";
 	enum sandbox_state during = kind == SNAP_KIND_SNAPSHOT ? SB_SNAPSHOTTING : SB_SUSPENDING;
 	struct sandbox sb;
-	int rc = sandbox_begin(id, STATE_BIT(SB_RUNNING), during, verb, &sb, e);
+	int rc = sandbox_begin(who, id, STATE_BIT(SB_RUNNING), during, verb, &sb, e);
 	if (rc < 0)
 		return rc;
 	rc = check_spool_room(&sb, e);
@@ -480,19 +483,20 @@ static int begin_checkpoint(const char *id, enum snapshot_kind kind, const char 
 	return rc;
 }
 
-int ops_sandbox_snapshot(const char *id, const char *label, char snap_id_out[ID_MAX],
-			 ops_done_fn done, void *ctx, struct err *e)
+int ops_sandbox_snapshot(const struct caller *who, const char *id, const char *label,
+			 char snap_id_out[ID_MAX], ops_done_fn done, void *ctx, struct err *e)
 {
 	int rc = label ? check_label(label, e) : 0;
 	if (rc < 0)
 		return rc;
-	return begin_checkpoint(id, SNAP_KIND_SNAPSHOT, label, snap_id_out, done, ctx, e);
+	return begin_checkpoint(who, id, SNAP_KIND_SNAPSHOT, label, snap_id_out, done, ctx, e);
 }
 
-int ops_sandbox_suspend(const char *id, ops_done_fn done, void *ctx, struct err *e)
+int ops_sandbox_suspend(const struct caller *who, const char *id, ops_done_fn done, void *ctx,
+			struct err *e)
 {
 	char snap_id[ID_MAX];
-	return begin_checkpoint(id, SNAP_KIND_SUSPEND, NULL, snap_id, done, ctx, e);
+	return begin_checkpoint(who, id, SNAP_KIND_SUSPEND, NULL, snap_id, done, ctx, e);
 }
 
 /* --- restore: fork and resume -------------------------------------------- */
@@ -800,10 +804,11 @@ static int submit_restore(const char *sandbox_id, const char *snap_id, bool resu
 	return rc;
 }
 
-int ops_sandbox_resume(const char *id, ops_done_fn done, void *ctx, struct err *e)
+int ops_sandbox_resume(const struct caller *who, const char *id, ops_done_fn done, void *ctx,
+		       struct err *e)
 {
 	struct sandbox sb;
-	int rc = sandbox_begin(id, STATE_BIT(SB_SUSPENDED), SB_RESUMING, "resume", &sb, e);
+	int rc = sandbox_begin(who, id, STATE_BIT(SB_SUSPENDED), SB_RESUMING, "resume", &sb, e);
 	if (rc < 0)
 		return rc;
 	rc = snapshot_restore_begin(sb.restore_snapshot, e);
@@ -839,11 +844,15 @@ static int restore_blockers(const struct snapshot *snap, struct strbuf *why)
 	return n + (diffs > 0 ? diffs : 0) + (gpu_diffs > 0 ? gpu_diffs : 0);
 }
 
-static int check_forkable(const char *snap_id, struct snapshot *snap, struct err *e)
+static int check_forkable(const struct caller *who, const char *snap_id, struct snapshot *snap,
+			  struct err *e)
 {
 	_cleanup_strbuf_ struct strbuf why = STRBUF_INIT;
-	if (registry_snapshot_get(ops.reg, snap_id, snap) < 0)
+	if (snapshot_get_as(who, snap_id, snap) < 0)
 		return err_set(e, ENOENT, "snapshot %s does not exist", snap_id);
+	int rc = access_check_create(who, "fork", e);
+	if (rc < 0)
+		return rc;
 	if (snap->state == SNAP_FAILED)
 		return err_set(e, EINVAL, "cannot fork snapshot %s: it failed (%s)", snap_id,
 			       snap->message);
@@ -860,12 +869,12 @@ static int check_forkable(const char *snap_id, struct snapshot *snap, struct err
 	return 0;
 }
 
-int ops_snapshot_fork(const char *snap_id, char id_out[ID_MAX], ops_done_fn done, void *ctx,
-		      struct err *e)
+int ops_snapshot_fork(const struct caller *who, const char *snap_id, char id_out[ID_MAX],
+		      ops_done_fn done, void *ctx, struct err *e)
 {
 	struct snapshot snap;
-	struct sandbox sb = {0};
-	int rc = check_forkable(snap_id, &snap, e);
+	struct sandbox sb = {.owner_uid = who->uid, .owner_gid = who->gid};
+	int rc = check_forkable(who, snap_id, &snap, e);
 	if (rc < 0)
 		return rc;
 	rc = new_object_id("sbx-", sb.id);
@@ -940,13 +949,14 @@ static void delete_job_run(void *arg)
 	free(job);
 }
 
-int ops_snapshot_delete(const char *snap_id, ops_done_fn done, void *ctx, struct err *e)
+int ops_snapshot_delete(const struct caller *who, const char *snap_id, ops_done_fn done, void *ctx,
+			struct err *e)
 {
 	struct snapshot snap;
 	bool pinned = false;
 	struct snapshot_use *use = NULL;
 	pthread_mutex_lock(&ops.lock);
-	int rc = registry_snapshot_get(ops.reg, snap_id, &snap);
+	int rc = snapshot_get_as(who, snap_id, &snap);
 	if (rc == 0)
 		rc = registry_snapshot_pinned(ops.reg, snap_id, &pinned);
 	if (rc == 0 && !pinned && snap.state != SNAP_PENDING && snap.state != SNAP_IN_PROGRESS)
@@ -989,10 +999,14 @@ int ops_snapshot_delete(const char *snap_id, ops_done_fn done, void *ctx, struct
 
 /* --- wait, progress, restorable -------------------------------------------- */
 
-int ops_snapshot_wait(const char *snap_id, ops_done_fn done, void *ctx, struct err *e)
+int ops_snapshot_wait(const struct caller *who, const char *snap_id, ops_done_fn done, void *ctx,
+		      struct err *e)
 {
 	struct snapshot snap;
-	(void)e;
+	/* As ops_sandbox_wait: another's is refused before its owner's waiters could be ended. */
+	if (registry_snapshot_get(ops.reg, snap_id, &snap) == 0 &&
+	    !access_may_see(who, snap.owner_uid))
+		return err_set(e, ENOENT, "snapshot %s does not exist", snap_id);
 	waiters_add(OPS_OBJ_SNAPSHOT, snap_id, done, ctx);
 	if (registry_snapshot_get(ops.reg, snap_id, &snap) < 0) {
 		waiters_fail(OPS_OBJ_SNAPSHOT, snap_id);

@@ -1,6 +1,7 @@
 #include "backend/registry.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <sqlite3.h>
@@ -26,6 +27,8 @@ static void make_sandbox(struct sandbox *sb, const char *id, int64_t created_at)
 	snprintf(sb->message, sizeof(sb->message), "no message");
 	sb->created_at = created_at;
 	sb->pid = 4242;
+	sb->owner_uid = 4000000000u; /* past INT32_MAX: uids are unsigned */
+	sb->owner_gid = 1002;
 }
 
 static void make_snapshot(struct snapshot *snap, const char *id, const char *sandbox_id,
@@ -48,6 +51,8 @@ static void make_snapshot(struct snapshot *snap, const char *id, const char *san
 	snprintf(snap->entrypoint, sizeof(snap->entrypoint), "/bin/true");
 	snprintf(snap->host_json, sizeof(snap->host_json), "{\"cpu\":[\"avx2\"]}");
 	snap->gpu = false;
+	snap->owner_uid = 1001;
+	snap->owner_gid = 1002;
 }
 
 /* Ids seen by a walk, space-separated. */
@@ -378,14 +383,16 @@ static void raw_exec(const char *path, const char *sql)
 static void test_foreign_rows(const char *path)
 {
 	struct registry *reg = NULL;
-	raw_exec(path, "PRAGMA user_version = 2");
+	raw_exec(path, "PRAGMA user_version = 3");
 	CHECK(registry_open(path, &reg) == -EIO);
-	raw_exec(path, "PRAGMA user_version = 1");
+	raw_exec(path, "PRAGMA user_version = 2");
 
 	/* 100 bytes into a 40-byte field, and a state this build does not know. */
 	raw_exec(path, "UPDATE sandboxes SET runtime_id = replace(hex(zeroblob(50)), '0', 'r')"
 		       " WHERE id = 'pin';"
-		       "UPDATE sandboxes SET state = 'dancing' WHERE id = 's1'");
+		       "UPDATE sandboxes SET state = 'dancing' WHERE id = 's1';"
+		       "UPDATE sandboxes SET owner_uid = -1 WHERE id = 's2a';"
+		       "UPDATE snapshots SET owner_gid = 4294967295 WHERE id = 'n4'");
 	CHECK(registry_open(path, &reg) == 0);
 	if (!reg)
 		return;
@@ -394,6 +401,61 @@ static void test_foreign_rows(const char *path)
 	CHECK(strlen(sb.runtime_id) == RUNTIME_ID_MAX - 1);
 	CHECK(sb.runtime_id[0] == 'r');
 	CHECK(registry_sandbox_get(reg, "s1", &sb) == -EIO);
+	/* An owner no uid can be is refused, not read as root's or anyone's. */
+	CHECK(registry_sandbox_get(reg, "s2a", &sb) == -EIO);
+	static struct snapshot snap;
+	CHECK(registry_snapshot_get(reg, "n4", &snap) == -EIO);
+	registry_close(reg);
+}
+
+/* A registry of version 1 (before owners) opens, its rows root's, and takes owners after. */
+static void test_migrate_v1(const char *dir)
+{
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s/v1.db", dir);
+	raw_exec(path,
+		 "CREATE TABLE sandboxes ("
+		 " id TEXT PRIMARY KEY NOT NULL, runtime_id TEXT NOT NULL, image TEXT NOT NULL,"
+		 " image_digest TEXT NOT NULL, entrypoint TEXT NOT NULL, env TEXT NOT NULL,"
+		 " gpu INTEGER NOT NULL, state TEXT NOT NULL, message TEXT NOT NULL,"
+		 " created_at INTEGER NOT NULL, parent_snapshot TEXT NOT NULL,"
+		 " restore_snapshot TEXT NOT NULL, pid INTEGER NOT NULL);"
+		 "CREATE TABLE snapshots ("
+		 " id TEXT PRIMARY KEY NOT NULL, name TEXT NOT NULL, kind TEXT NOT NULL,"
+		 " sandbox_id TEXT NOT NULL, created_at INTEGER NOT NULL,"
+		 " completed_at INTEGER NOT NULL, state TEXT NOT NULL, message TEXT NOT NULL,"
+		 " pause_ms INTEGER NOT NULL, size_bytes INTEGER NOT NULL,"
+		 " stored_bytes INTEGER NOT NULL, image TEXT NOT NULL, image_digest TEXT NOT NULL,"
+		 " entrypoint TEXT NOT NULL, host_json TEXT NOT NULL, gpu INTEGER NOT NULL,"
+		 " env TEXT NOT NULL);"
+		 "INSERT INTO sandboxes VALUES ('old', 'snapfs-x', 'busybox', '', '', 'A=1', 0,"
+		 " 'running', '', 5, '', '', 77);"
+		 "INSERT INTO snapshots VALUES ('snap-old', '', 'snapshot', 'old', 6, 7,"
+		 " 'completed', '', 1, 2, 3, 'busybox', '', '', '{}', 0, '');"
+		 "PRAGMA user_version = 1");
+	struct registry *reg = NULL;
+	CHECK(registry_open(path, &reg) == 0);
+	if (!reg)
+		return;
+	static struct sandbox sb;
+	static struct snapshot snap;
+	CHECK(registry_sandbox_get(reg, "old", &sb) == 0);
+	CHECK(sb.owner_uid == 0 && sb.owner_gid == 0);
+	CHECK(sb.pid == 77);
+	CHECK_STR(sb.env, "A=1");
+	CHECK(registry_snapshot_get(reg, "snap-old", &snap) == 0);
+	CHECK(snap.owner_uid == 0 && snap.owner_gid == 0);
+	CHECK_STR(snap.sandbox_id, "old");
+	sb.owner_uid = 1234;
+	CHECK(registry_sandbox_update(reg, &sb) == 0);
+	registry_close(reg);
+
+	reg = NULL;
+	CHECK(registry_open(path, &reg) == 0); /* version 2 now: opened as it is */
+	if (!reg)
+		return;
+	CHECK(registry_sandbox_get(reg, "old", &sb) == 0);
+	CHECK(sb.owner_uid == 1234);
 	registry_close(reg);
 }
 
@@ -420,6 +482,7 @@ int main(void)
 		test_reopen(path);
 		test_foreign_rows(path);
 	}
+	test_migrate_v1(dir);
 	CHECK(registry_open("/nonexistent-dir/registry.db", &reg) < 0);
 	rm_rf(dir);
 	return t_done();

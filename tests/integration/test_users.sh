@@ -1,0 +1,194 @@
+#!/usr/bin/env bash
+# shellcheck source-path=SCRIPTDIR disable=SC2016,SC2317
+# Other local users (design.md, "Who may do what"). With -o allow_other and
+# --allow-group: only root and the group create sandboxes; each user sees
+# and touches only what it owns (a sandbox is its creator's, a snapshot its
+# sandbox owner's, a fork its forker's), with modes the kernel enforces;
+# root sees and does everything; the journals are root's; the owners
+# survive a restart. Without allow_other the modes are the same and root
+# works as before. Two throwaway users and a group are made for the test
+# and removed on every path out of it.
+. "$(dirname "$0")/lib.sh"
+
+GROUP=snapfst$$
+U1=snapfsa$$ # joins GROUP after the first checks
+U2=snapfsb$$ # joins GROUP too: membership gives nobody another's sandboxes
+MADE_USERS=()
+MADE_GROUP=""
+
+users_cleanup() {
+	local rc=$? u
+	for u in "${MADE_USERS[@]}"; do
+		userdel "$u" >/dev/null 2>&1
+		getent group "$u" >/dev/null && groupdel "$u" >/dev/null 2>&1
+	done
+	[ -n "$MADE_GROUP" ] && groupdel "$MADE_GROUP" >/dev/null 2>&1
+	(exit "$rc")
+	cleanup
+}
+trap users_cleanup EXIT
+
+# as USER CMD...: CMD as USER (its own groups, from /etc/group), from /.
+as() {
+	local u=$1
+	shift
+	(cd / && timeout -k 5 "$OP_TIMEOUT" setpriv --reuid="$u" --regid="$(id -g "$u")" \
+		--init-groups -- "$@")
+}
+# uwr USER FILE [TEXT] / uwr_read USER FILE [TEXT]: wr and wr_read as USER.
+uwr() { as "$1" bash -c 'printf "%s\n" "$2" >"$1"' wr "$2" "${3-1}"; }
+uwr_read() {
+	as "$1" bash -c 'exec 3<>"$1" && printf "%s\n" "$2" >&3 && cat <&3' wr_read "$2" "${3-1}"
+}
+owner_mode() { stat -c '%u %a' "$1"; }
+
+[ "$(id -u)" -eq 0 ] || bail "the test makes users and groups: run it as root"
+command -v setpriv >/dev/null || bail "setpriv (util-linux) is needed"
+groupadd --system "$GROUP" || bail "groupadd $GROUP"
+MADE_GROUP=$GROUP
+for u in "$U1" "$U2"; do
+	useradd --system --no-create-home --user-group --shell /usr/sbin/nologin "$u" ||
+		bail "useradd $u"
+	MADE_USERS+=("$u")
+done
+UID1=$(id -u "$U1")
+UID2=$(id -u "$U2")
+# The test's dir is mktemp's 0700: the users must reach the mount point in it,
+# and nothing else.
+chmod 0711 "$T"
+chmod 0700 "$STATE" "$IMAGES"
+
+DAEMON_ARGS=(-o allow_other --allow-group "$GROUP")
+start_daemon || bail "the daemon mounts with -o allow_other --allow-group $GROUP"
+check_match "the mount has allow_other and default_permissions" \
+	'default_permissions.*allow_other|allow_other.*default_permissions' \
+	"$(awk -v m="$MNT" '$2 == m { print $4 }' /proc/mounts)"
+ok "another user reads README" as "$U1" cat "$MNT/README"
+
+# --- without the group, no user creates ------------------------------------------
+expect_errno EACCES "mkdir by a user not in --allow-group" as "$U1" mkdir "$MNT/sandboxes/early"
+expect_errno EACCES "sandboxes/new by a user not in --allow-group" \
+	uwr "$U1" "$MNT/sandboxes/new" '{"image": "busybox"}'
+check_lacks "nothing was created" early "$(ls "$MNT/sandboxes")"
+expect_errno "EACCES" "another user reads events" as "$U1" cat "$MNT/events"
+expect_errno "EACCES" "another user reads errors" as "$U1" cat "$MNT/errors"
+
+for u in "$U1" "$U2"; do
+	usermod -aG "$GROUP" "$u" || bail "usermod -aG $GROUP $u"
+done
+
+# --- the owner: create, use, snapshot, fork ----------------------------------------
+B=$MNT/sandboxes/u1box
+ok "U1 (in the group) makes a sandbox with mkdir" as "$U1" mkdir "$B"
+ok "U1 sets its image" uwr "$U1" "$B/image" busybox
+ok "U1 sets its env" uwr "$U1" "$B/env" "SECRET=u1-secret-value"
+ok "U1 starts it" uwr "$U1" "$B/start"
+check_eq "its directory is U1's, 0700" "$UID1 700" "$(owner_mode "$B")"
+check_eq "env is U1's, 0600" "$UID1 600" "$(owner_mode "$B/env")"
+check_eq "status is U1's, 0400" "$UID1 400" "$(owner_mode "$B/status")"
+check_eq "start is U1's, 0200" "$UID1 200" "$(owner_mode "$B/start")"
+check_eq "U1 reads its env" "SECRET=u1-secret-value" "$(as "$U1" cat "$B/env")"
+check_eq "U1 execs in it" "$(printf 'hi-from-u1\nexit 0')" \
+	"$(uwr_read "$U1" "$B/exec" 'echo hi-from-u1')"
+S1=$(uwr_read "$U1" "$B/snapshot" | head -n 1)
+check_match "U1 snapshots it" '^snap-[0-9a-f]{16}$' "$S1"
+check_eq "the snapshot is U1's, 0700" "$UID1 700" "$(owner_mode "$MNT/snapshots/$S1")"
+check_eq "U1 sees it completed" completed "$(as "$U1" cat "$MNT/snapshots/$S1/status")"
+F1=$(uwr_read "$U1" "$MNT/snapshots/$S1/fork" | head -n 1)
+check_match "U1 forks its snapshot" '^sbx-[0-9a-f]{16}$' "$F1"
+check_eq "the fork is U1's" "$UID1 700" "$(owner_mode "$MNT/sandboxes/$F1")"
+check_eq "the fork runs" running "$(as "$U1" cat "$MNT/sandboxes/$F1/status")"
+N1=$(uwr_read "$U1" "$MNT/sandboxes/new" '{"image": "busybox"}' | head -n 1)
+check_match "U1 makes a sandbox through sandboxes/new" '^sbx-[0-9a-f]{16}$' "$N1"
+check_eq "that one is U1's" "$UID1 700" "$(owner_mode "$MNT/sandboxes/$N1")"
+ok "U1 terminates it" uwr "$U1" "$MNT/sandboxes/$N1/terminate"
+check_contains "U1's listing of sandboxes/ shows its own" u1box "$(as "$U1" ls "$MNT/sandboxes")"
+
+# --- a second user sees and touches none of it ------------------------------------
+listing=$(as "$U2" ls -a "$MNT/sandboxes")
+check_lacks "U2's ls sandboxes/ lacks U1's sandbox" u1box "$listing"
+check_lacks "U2's ls sandboxes/ lacks U1's fork" "$F1" "$listing"
+check_lacks "U2's ls sandboxes/ lacks U1's sandboxes/new one" "$N1" "$listing"
+index=$(as "$U2" cat "$MNT/sandboxes/index")
+check_lacks "U2's sandboxes/index lacks U1's sandbox" u1box "$index"
+check_lacks "U2's sandboxes/index lacks U1's fork" "$F1" "$index"
+check_lacks "U2's ls snapshots/ lacks U1's snapshot" "$S1" "$(as "$U2" ls -a "$MNT/snapshots")"
+check_lacks "U2's snapshots/index lacks U1's snapshot" "$S1" "$(as "$U2" cat "$MNT/snapshots/index")"
+expect_errno "ENOENT|EACCES" "U2 stats U1's sandbox" as "$U2" stat "$B"
+expect_errno "ENOENT|EACCES" "U2 execs in U1's sandbox" \
+	uwr "$U2" "$B/exec" 'echo pwned >/tmp/pwned'
+expect_errno "ENOENT|EACCES" "U2 reads U1's env" as "$U2" cat "$B/env"
+expect_errno "ENOENT|EACCES" "U2 writes U1's env" uwr "$U2" "$B/env" "SECRET=changed"
+expect_errno "ENOENT|EACCES" "U2 snapshots U1's sandbox" uwr "$U2" "$B/snapshot"
+expect_errno "ENOENT|EACCES" "U2 terminates U1's sandbox" uwr "$U2" "$B/terminate"
+expect_errno "ENOENT|EACCES" "U2 removes U1's sandbox" as "$U2" rmdir "$B"
+expect_errno "ENOENT|EACCES" "U2 reads U1's snapshot" as "$U2" cat "$MNT/snapshots/$S1/info.json"
+expect_errno "ENOENT|EACCES" "U2 forks U1's snapshot" uwr "$U2" "$MNT/snapshots/$S1/fork"
+expect_errno "ENOENT|EACCES" "U2 deletes U1's snapshot" uwr "$U2" "$MNT/snapshots/$S1/delete"
+expect_errno "ENOENT|EACCES|EPERM" "U2 rmdirs U1's snapshot" as "$U2" rmdir "$MNT/snapshots/$S1"
+expect_errno EEXIST "U2 mkdirs U1's sandbox's name: it is taken" as "$U2" mkdir "$B"
+check_eq "U1's sandbox still runs" running "$(sb_status u1box)"
+check_eq "U1's env is unchanged" "SECRET=u1-secret-value" "$(rd "$B/env")"
+check_eq "U1's sandbox has still one snapshot" "$S1" "$(ls "$B/snapshots")"
+check_eq "U1's snapshot is still there" completed "$(snap_status "$S1")"
+check_eq "U2's exec never ran" "exit 1" "$(sb_exec u1box 'test -e /tmp/pwned')"
+check_lacks "U2's refusal is not written into U1's error file" exists "$(rd "$B/error")"
+ok "U2 makes its own sandbox" as "$U2" mkdir "$MNT/sandboxes/u2box"
+check_eq "it is U2's" "$UID2 700" "$(owner_mode "$MNT/sandboxes/u2box")"
+check_lacks "U1 does not see U2's" u2box "$(as "$U1" ls "$MNT/sandboxes")"
+expect_errno "ENOENT|EACCES" "U1 reads U2's status" as "$U1" cat "$MNT/sandboxes/u2box/status"
+
+# --- root sees and does everything ---------------------------------------------------
+listing=$(ls "$MNT/sandboxes")
+check_contains "root's ls sandboxes/ has U1's sandbox" u1box "$listing"
+check_contains "root's ls sandboxes/ has U2's sandbox" u2box "$listing"
+check_contains "root's sandboxes/index has U1's fork" "$F1" "$(rd "$MNT/sandboxes/index")"
+check_contains "root's snapshots/index has U1's snapshot" "$S1" "$(rd "$MNT/snapshots/index")"
+check_eq "root reads U1's env" "SECRET=u1-secret-value" "$(rd "$B/env")"
+check_eq "root execs in U1's sandbox" root-here "$(sb_run u1box 'echo root-here')"
+S2=$(snapshot_of u1box)
+check_match "root snapshots U1's sandbox" '^snap-[0-9a-f]{16}$' "$S2"
+check_eq "that snapshot is U1's, as its sandbox" "$UID1" "$(stat -c %u "$MNT/snapshots/$S2")"
+F2=$(fork_of "$S1")
+check_match "root forks U1's snapshot" '^sbx-[0-9a-f]{16}$' "$F2"
+check_eq "root's fork is root's" "0 700" "$(owner_mode "$MNT/sandboxes/$F2")"
+check_lacks "U1 does not see root's fork" "$F2" "$(as "$U1" ls "$MNT/sandboxes")"
+forks=$(as "$U1" cat "$MNT/snapshots/$S1/fork")
+check_contains "U1's snapshot's fork file lists U1's fork" "$F1" "$forks"
+check_lacks "and not root's" "$F2" "$forks"
+ok "root terminates its fork" wr "$MNT/sandboxes/$F2/terminate"
+ok "root deletes U1's second snapshot" rmdir "$MNT/snapshots/$S2"
+ok "root reads events" rd "$MNT/events"
+
+# --- the owner removes what it owns --------------------------------------------------
+ok "U1 rmdirs its snapshot" as "$U1" rmdir "$MNT/snapshots/$S1"
+ok "U1 removes its terminated sandbox" as "$U1" rmdir "$MNT/sandboxes/$N1"
+
+# --- the owners survive a restart ------------------------------------------------------
+stop_daemon
+start_daemon || bail "the daemon mounts again"
+check_eq "after a restart U1's sandbox is U1's" "$UID1 700" "$(owner_mode "$B")"
+check_lacks "after a restart U2 still does not see it" u1box "$(as "$U2" ls "$MNT/sandboxes")"
+expect_errno "ENOENT|EACCES" "after a restart U2 still cannot read its env" as "$U2" cat "$B/env"
+check_eq "after a restart U1 execs in it" "$(printf 'again\nexit 0')" \
+	"$(uwr_read "$U1" "$B/exec" 'echo again')"
+
+# --- without allow_other: the same modes, root as before, nobody else ------------------
+stop_daemon
+DAEMON_ARGS=()
+start_daemon || bail "the daemon mounts without allow_other"
+check_eq "without allow_other: U1's sandbox is U1's, 0700" "$UID1 700" "$(owner_mode "$B")"
+check_eq "without allow_other: env 0600" "$UID1 600" "$(owner_mode "$B/env")"
+check_eq "without allow_other: start 0200" "$UID1 200" "$(owner_mode "$B/start")"
+check_eq "without allow_other: events is root's 0400" "0 400" "$(owner_mode "$MNT/events")"
+check_eq "without allow_other: README 0444" "0 444" "$(owner_mode "$MNT/README")"
+check_eq "without allow_other: sandboxes/ 1775" "0 1775" "$(owner_mode "$MNT/sandboxes")"
+expect_errno EACCES "without allow_other: U1 is not let in at all" as "$U1" cat "$MNT/README"
+check_eq "without allow_other: root execs in U1's sandbox" root-again \
+	"$(sb_run u1box 'echo root-again')"
+ok "without allow_other: root makes a sandbox" make_sandbox rootbox "sleep 100000"
+check_eq "and it is root's" "0 700" "$(owner_mode "$MNT/sandboxes/rootbox")"
+ok "without allow_other: root snapshots U1's sandbox" snapshot_of u1box
+
+stop_daemon
+finish
