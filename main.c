@@ -4,6 +4,9 @@
  *
  * Order matters: ops_open() and the mount come first, so a bad --state,
  * --store, --runsc or mountpoint fails in the foreground with a message;
+ * before them, umask(077) and the check of the state directory (root's,
+ * 0700, no symlink, below directories only root can change: snapshots are
+ * sandbox memory, and runsc is handed paths inside it);
  * fuse_daemonize() forks, so no thread may exist before it, which is why
  * ops_start() (job threads) comes after it.
  */
@@ -14,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "fs/fs.h"
@@ -21,7 +25,8 @@
 #include "runtime/ops.h"
 
 #define DEFAULT_STATE "/var/lib/snapfs"
-#define DEFAULT_IMAGES "/var/lib/snapfs/images"
+/* Without --images: STATE/images, made 0700 like everything under STATE. */
+#define IMAGES_LEAF "images"
 
 struct options {
 	bool foreground;
@@ -48,7 +53,7 @@ static void usage(FILE *out)
 	    "\n"
 	    "  -f              stay in the foreground, log to stderr\n"
 	    "  --state DIR     registry, spool, cache, runsc root (default %s)\n"
-	    "  --images DIR    one root filesystem per subdirectory (default %s)\n"
+	    "  --images DIR    one root filesystem per subdirectory (default STATE/%s)\n"
 	    "  --store URL     file:///path (default STATE/store) or s3://bucket/prefix\n"
 	    "  --runsc PATH    the runsc binary (default: runsc on PATH)\n"
 	    "  --cache-max SIZE  bound on local snapshot images, e.g. 20G (default: a\n"
@@ -67,7 +72,7 @@ static void usage(FILE *out)
 	    "  --debug         log every operation\n"
 	    "\n"
 	    "Unmount with: fusermount3 -u MOUNTPOINT (running sandboxes keep running)\n",
-	    DEFAULT_STATE, DEFAULT_IMAGES);
+	    DEFAULT_STATE, IMAGES_LEAF);
 }
 
 /* "1073741824", "512M", "20G": bytes, with an optional K, M, G or T (powers of 1024). */
@@ -181,10 +186,45 @@ static int parse_options(int argc, char **argv, struct options *o)
 		return -1;
 	}
 	o->mountpoint = argv[optind];
-	if (!o->images_dir) {
-		o->images_dir = DEFAULT_IMAGES;
-		mkdir_p(DEFAULT_IMAGES, 0755);
-	}
+	return 0;
+}
+
+/*
+ * The default images directory: made 0700, or one of ours an earlier
+ * version made 0755 tightened. Images are no secret, but then nothing under
+ * the state directory is open to others. A symlink or another owner's
+ * directory is the operator's doing and kept as it is.
+ */
+static void make_default_images(int state_fd, const char *path)
+{
+	if (mkdirat(state_fd, IMAGES_LEAF, 0700) < 0 && errno != EEXIST)
+		return; /* images_open() says why */
+	_cleanup_close_ int fd =
+	    openat(state_fd, IMAGES_LEAF, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	struct stat st;
+	if (fd >= 0 && fstat(fd, &st) == 0 && st.st_uid == geteuid())
+		dir_tighten(fd, path, st.st_mode, NULL);
+}
+
+/*
+ * The state directory, made ours alone (private_dir_open: created 0700, an
+ * existing one of ours from an earlier version tightened to 0700, a symlink
+ * or another user's refused), and from then on named by its canonical
+ * path; the default images directory inside it.
+ */
+static int open_state(struct options *o, char state[PATH_MAX], char images[PATH_MAX])
+{
+	struct err e = {0};
+	_cleanup_close_ int fd = private_dir_open(o->state_dir, state, &e);
+	if (fd < 0)
+		return error("cannot use the state directory %s: %s", o->state_dir, e.msg);
+	o->state_dir = state;
+	if (o->images_dir)
+		return 0;
+	if (xsnprintf(images, PATH_MAX, "%s/%s", state, IMAGES_LEAF) < 0)
+		return error("the state directory's path %s is too long", state);
+	make_default_images(fd, images);
+	o->images_dir = images;
 	return 0;
 }
 
@@ -217,9 +257,10 @@ static void redirect_log(const char *state_dir)
 	char path[PATH_MAX];
 	if (xsnprintf(path, sizeof(path), "%s/snapfs.log", state_dir) < 0)
 		return;
-	int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+	int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return;
+	fchmod(fd, 0600); /* one an earlier version made 0644 */
 	dup2(fd, STDERR_FILENO);
 	close(fd);
 }
@@ -268,11 +309,12 @@ int main(int argc, char **argv)
 {
 	struct options o = {0};
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
-	char state_abs[PATH_MAX], images_abs[PATH_MAX], mount_abs[PATH_MAX];
+	char state[PATH_MAX], images_default[PATH_MAX], images_abs[PATH_MAX], mount_abs[PATH_MAX];
 	if (parse_options(argc, argv, &o) < 0)
 		return 2;
-	mkdir_p(o.state_dir, 0700);
-	if (make_absolute(&o.state_dir, state_abs) < 0 ||
+	/* Whatever this process and its runsc children create is theirs alone. */
+	umask(077);
+	if (open_state(&o, state, images_default) < 0 ||
 	    make_absolute(&o.images_dir, images_abs) < 0 ||
 	    make_absolute(&o.mountpoint, mount_abs) < 0 || build_fuse_args(&o, &args) < 0)
 		return 1;

@@ -1,3 +1,10 @@
+/*
+ * objstore_local.c - the object store on a local (or mounted) directory.
+ *
+ * Packs are sandbox memory (keys, tokens, env values): the store's
+ * directories are 0700 and its objects 0600, and a root another user could
+ * enter is made 0700 at open (docs/design.md, "Who may do what").
+ */
 #include "backend/objstore.h"
 
 #include <dirent.h>
@@ -113,7 +120,7 @@ static int write_atomic(const char *path, const struct source *src, struct err *
 		return rc;
 	if (parent_of(path, dir) < 0)
 		return err_set(e, EINVAL, "path %s is too long", path);
-	_cleanup_close_ int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	_cleanup_close_ int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	if (fd < 0 && errno == ENOENT)
 		return err_set(e, ENOENT, "cannot create %s: %s", tmp, strerror(errno));
 	if (fd < 0)
@@ -148,7 +155,7 @@ static int make_parents(struct local_store *ls, const char *key, struct err *e)
 	for (const char *slash = strchr(key, '/'); slash; slash = strchr(slash + 1, '/')) {
 		if (xsnprintf(dir, sizeof(dir), "%s/%.*s", ls->root, (int)(slash - key), key) < 0)
 			return err_set(e, EINVAL, "object key %s is too long", key);
-		if (mkdir(dir, 0755) < 0) {
+		if (mkdir(dir, 0700) < 0) {
 			if (errno == EEXIST)
 				continue;
 			return dir_fail(e, errno, "create directory", dir);
@@ -461,13 +468,35 @@ static const struct objstore_ops local_ops = {
     .close = local_close,
 };
 
+/*
+ * The root, 0700 if it is ours. Another owner's (a share mounted with
+ * root_squash, say) is the operator's choice and only warned about: the
+ * store is untrusted input anyway, but that owner can read every snapshot.
+ */
+static int make_root_private(const char *root, struct err *e)
+{
+	_cleanup_close_ int fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) < 0)
+		return err_set(e, EIO, "cannot open store directory %s: %s", root, strerror(errno));
+	if (st.st_uid != geteuid()) {
+		warning("store directory %s is owned by uid %u, who can read every snapshot in it",
+			root, (unsigned)st.st_uid);
+		return 0;
+	}
+	int rc = dir_tighten(fd, root, st.st_mode, NULL);
+	return rc < 0
+		   ? err_set(e, EIO, "cannot make store directory %s 0700: %s", root, strerror(-rc))
+		   : 0;
+}
+
 int objstore_local_open(const char *dir, struct objstore **out, struct err *e)
 {
 	if (str_has_prefix(dir, "file://"))
 		dir += strlen("file://");
 	if (dir[0] == '\0')
 		return err_set(e, EINVAL, "the store directory is empty");
-	int rc = mkdir_p(dir, 0755);
+	int rc = mkdir_p(dir, 0700);
 	if (rc < 0)
 		return err_set(e, -rc == ENOSPC ? ENOSPC : EIO,
 			       "cannot create store directory %s: %s", dir, strerror(-rc));
@@ -477,6 +506,9 @@ int objstore_local_open(const char *dir, struct objstore **out, struct err *e)
 	if (!realpath(dir, ls->root))
 		return err_set(e, EIO, "cannot resolve store directory %s: %s", dir,
 			       strerror(errno));
+	rc = make_root_private(ls->root, e);
+	if (rc < 0)
+		return rc;
 	ls->root_len = strlen(ls->root);
 	/* Every key must fit under the root, so key_path() cannot fail on length. */
 	if (ls->root_len + 1 + OBJ_KEY_MAX + strlen(TMP_MARK) + TMP_HEX >= sizeof(ls->root) ||

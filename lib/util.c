@@ -249,7 +249,7 @@ int write_file_durable(const char *path, const void *data, size_t len)
 	int rc = xsnprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)gettid());
 	if (rc < 0)
 		return rc;
-	_cleanup_close_ int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	_cleanup_close_ int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return -errno;
 	rc = write_all(fd, data, len);
@@ -316,7 +316,7 @@ int mkdir_p(const char *path, mode_t mode)
 	return 0;
 }
 
-static int rm_rf_at(int parent, const char *name)
+int rm_rf_at(int parent, const char *name)
 {
 	if (unlinkat(parent, name, 0) == 0 || errno == ENOENT)
 		return 0;
@@ -346,6 +346,139 @@ static int rm_rf_at(int parent, const char *name)
 int rm_rf(const char *path)
 {
 	return rm_rf_at(AT_FDCWD, path);
+}
+
+/* One directory of path_trusted()'s walk. */
+static int trusted_one(const char *path, struct err *e)
+{
+	struct stat st;
+	if (lstat(path, &st) < 0)
+		return err_set(e, errno, "cannot stat %s: %s", path, strerror(errno));
+	if (S_ISLNK(st.st_mode))
+		return err_set(e, ELOOP, "%s is a symlink", path);
+	if (!S_ISDIR(st.st_mode))
+		return err_set(e, ENOTDIR, "%s is not a directory", path);
+	if (st.st_uid != 0 && st.st_uid != geteuid())
+		return err_set(e, EPERM,
+			       "%s is owned by uid %u, who could replace what is below it", path,
+			       (unsigned)st.st_uid);
+	if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX))
+		return err_set(e, EPERM,
+			       "%s is writable by %s and not sticky: they could replace what is "
+			       "below it",
+			       path, (st.st_mode & S_IWOTH) ? "every user" : "its group");
+	return 0;
+}
+
+int path_trusted(const char *dir, struct err *e)
+{
+	char p[PATH_MAX];
+	if (dir[0] != '/')
+		return err_set(e, EINVAL, "%s is not an absolute path", dir);
+	if (xsnprintf(p, sizeof(p), "%s", dir) < 0)
+		return err_set(e, ENAMETOOLONG, "path %s is too long", dir);
+	int rc = trusted_one("/", e);
+	for (char *s = p + 1; rc == 0 && *s; s++) {
+		if (*s != '/')
+			continue;
+		*s = '\0';
+		rc = trusted_one(p, e);
+		*s = '/';
+	}
+	if (rc == 0 && p[1])
+		rc = trusted_one(p, e);
+	return rc;
+}
+
+int dir_tighten(int fd, const char *path, mode_t mode, struct err *e)
+{
+	if (!(mode & 077))
+		return 0;
+	if (fchmod(fd, 0700) < 0)
+		return err_set(e, errno, "cannot make %s 0700: %s", path, strerror(errno));
+	/* An earlier version made it 0755: what its user expects now is 0700, and word of it. */
+	info("%s was open to other users (mode %04o): it is 0700 now", path,
+	     (unsigned)(mode & 07777));
+	return 0;
+}
+
+/* Why openat(O_DIRECTORY | O_NOFOLLOW) of @name failed with @code, as a sentence in @e. */
+static int private_dir_fail(int dfd, const char *dir, const char *name, int code, struct err *e)
+{
+	struct stat st;
+	if ((code == ELOOP || code == ENOTDIR) && fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+		return S_ISLNK(st.st_mode)
+			   ? err_set(e, ELOOP, "%s/%s is a symlink", dir, name)
+			   : err_set(e, ENOTDIR, "%s/%s is not a directory", dir, name);
+	return err_set(e, code, "cannot open %s/%s: %s", dir, name, strerror(code));
+}
+
+int private_dir_at(int dfd, const char *dir, const char *name, struct err *e)
+{
+	int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return private_dir_fail(dfd, dir, name, errno, e);
+	struct stat st;
+	int rc = fstat(fd, &st) < 0
+		     ? err_set(e, errno, "cannot stat %s/%s: %s", dir, name, strerror(errno))
+		     : 0;
+	if (rc == 0 && st.st_uid != geteuid())
+		rc = err_set(e, EPERM, "%s/%s is owned by uid %u, not by this daemon's uid %u", dir,
+			     name, (unsigned)st.st_uid, (unsigned)geteuid());
+	if (rc == 0 && (st.st_mode & 077)) {
+		char path[PATH_MAX];
+		snprintf(path, sizeof(path), "%s/%s", dir, name);
+		rc = dir_tighten(fd, path, st.st_mode, e);
+	}
+	if (rc < 0) {
+		close(fd);
+		return rc;
+	}
+	return fd;
+}
+
+/* @path as the directory @parent holding entry @name; "/", "." and ".." have none. */
+static int split_path(const char *path, char parent[PATH_MAX], char name[NAME_MAX + 1])
+{
+	char tmp[PATH_MAX];
+	if (xsnprintf(tmp, sizeof(tmp), "%s", path) < 0)
+		return -ENAMETOOLONG;
+	size_t n = strlen(tmp);
+	while (n > 1 && tmp[n - 1] == '/')
+		tmp[--n] = '\0';
+	char *slash = strrchr(tmp, '/');
+	const char *leaf = slash ? slash + 1 : tmp;
+	if (!*leaf || !strcmp(leaf, ".") || !strcmp(leaf, ".."))
+		return -EINVAL;
+	if (xsnprintf(name, NAME_MAX + 1, "%s", leaf) < 0)
+		return -ENAMETOOLONG;
+	if (slash)
+		*(slash == tmp ? slash + 1 : slash) = '\0';
+	return xsnprintf(parent, PATH_MAX, "%s", slash ? tmp : ".") < 0 ? -ENAMETOOLONG : 0;
+}
+
+int private_dir_open(const char *path, char canon[PATH_MAX], struct err *e)
+{
+	char parent[PATH_MAX], real[PATH_MAX], name[NAME_MAX + 1];
+	int rc = split_path(path, parent, name);
+	if (rc < 0)
+		return err_set(e, -rc, "%s does not name a directory snapfs may use", path);
+	rc = mkdir_p(parent, 0700);
+	if (rc < 0)
+		return err_set(e, -rc, "cannot create %s: %s", parent, strerror(-rc));
+	if (!realpath(parent, real))
+		return err_set(e, errno, "cannot resolve %s: %s", parent, strerror(errno));
+	rc = path_trusted(real, e);
+	if (rc < 0)
+		return rc;
+	if (xsnprintf(canon, PATH_MAX, "%s/%s", strcmp(real, "/") ? real : "", name) < 0)
+		return err_set(e, ENAMETOOLONG, "path %s is too long", path);
+	_cleanup_close_ int dfd = open(real, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd < 0)
+		return err_set(e, errno, "cannot open %s: %s", real, strerror(errno));
+	if (mkdirat(dfd, name, 0700) < 0 && errno != EEXIST)
+		return err_set(e, errno, "cannot create %s: %s", canon, strerror(errno));
+	return private_dir_at(dfd, real, name, e);
 }
 
 int64_t free_bytes(const char *path)

@@ -12,6 +12,7 @@
 #ifndef SNAPFS_UTIL_H
 #define SNAPFS_UTIL_H
 
+#include <limits.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -79,9 +80,39 @@ int write_file_durable(const char *path, const void *data, size_t len);
 /* Read a whole file of at most @max bytes; *out is NUL-terminated, caller frees. */
 int read_file(const char *path, char **out, size_t *len, size_t max);
 int fsync_dir(const char *dir);
+/* mkdir -p: every directory it creates gets @mode (less the umask); existing ones are kept. */
 int mkdir_p(const char *path, mode_t mode);
-/* Remove a tree; a missing path is success. */
+/* Remove a tree; a missing path is success. Never follows a symlink. */
 int rm_rf(const char *path);
+/* The same for entry @name of the open directory @dfd. */
+int rm_rf_at(int dfd, const char *name);
+
+/*
+ * Directories no other user can change. The daemon is root and hands paths,
+ * not descriptors, to runsc, so what it uses by path must lie below
+ * directories only root can change: each directory from / down to @dir
+ * (absolute, no symlink in it) is owned by root or by our euid and writable
+ * by no one else, unless sticky (a sticky /tmp or /dev/shm lets others add
+ * entries, never rename or remove ours). EPERM/ELOOP/ENOTDIR with a
+ * sentence naming the culprit otherwise.
+ */
+int path_trusted(const char *dir, struct err *e);
+/* Make the open directory @fd (@path, of @mode) 0700 if group or others could use it; logged. */
+int dir_tighten(int fd, const char *path, mode_t mode, struct err *e);
+/*
+ * Open entry @name of @dfd (the directory @dir, for messages) as a private
+ * directory: refused if it is a symlink, not a directory, or not ours;
+ * tightened to 0700 (and logged) if group or others could use it. Returns
+ * the descriptor or -errno.
+ */
+int private_dir_at(int dfd, const char *dir, const char *name, struct err *e);
+/*
+ * Open @path as a private directory (as private_dir_at), creating it 0700
+ * with any missing parents, below trusted directories (path_trusted).
+ * @canon gets its absolute path with no symlink in it, the one to use from
+ * then on. Returns the descriptor or -errno.
+ */
+int private_dir_open(const char *path, char canon[PATH_MAX], struct err *e);
 /* Free bytes on the filesystem holding @path, or a negative errno. */
 int64_t free_bytes(const char *path);
 

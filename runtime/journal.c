@@ -5,6 +5,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "lib/util.h"
@@ -26,9 +27,13 @@ int journal_open(const char *state_dir)
 				   journal_names[k]);
 		if (rc < 0)
 			return rc;
-		journal.fd[k] =
-		    open(journal.path[k], O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+		/* Events and errors name sandboxes and commands: root's alone (docs/design.md). */
+		journal.fd[k] = open(journal.path[k],
+				     O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
 		if (journal.fd[k] < 0)
+			return -errno;
+		/* One an earlier version made 0644 keeps its mode through O_CREAT. */
+		if (fchmod(journal.fd[k], 0600) < 0)
 			return -errno;
 	}
 	return 0;

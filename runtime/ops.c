@@ -20,6 +20,7 @@
 #include "runtime/images.h"
 #include "runtime/jobs.h"
 #include "runtime/journal.h"
+#include "runtime/spool.h"
 
 struct ops_context ops = {
     .lock = PTHREAD_MUTEX_INITIALIZER,
@@ -455,24 +456,6 @@ const char *ops_errors_path(void)
 
 /* --- start-up and shutdown ------------------------------------------------ */
 
-/*
- * --spool DIR: this daemon's spool is DIR/snapfs-spool-<hash of the state
- * directory's real path>, so daemons sharing DIR (each has its own state
- * directory, which it locks) never empty each other's, and DIR itself is
- * never emptied.
- */
-static int spool_dir_in(const char *parent, const char *state_dir)
-{
-	char real[PATH_MAX];
-	if (!realpath(state_dir, real))
-		return -errno;
-	uint64_t h = 14695981039346656037ull; /* FNV-1a */
-	for (const char *p = real; *p; p++)
-		h = (h ^ (unsigned char)*p) * 1099511628211ull;
-	return xsnprintf(ops.spool_dir, PATH_MAX, "%s/snapfs-spool-%016llx", parent,
-			 (unsigned long long)h);
-}
-
 static int make_dirs(const struct ops_config *cfg, struct err *e)
 {
 	struct {
@@ -494,13 +477,6 @@ static int make_dirs(const struct ops_config *cfg, struct err *e)
 			return err_set(e, -rc, "cannot create %s/%s: %s", cfg->state_dir,
 				       dirs[i].leaf, strerror(-rc));
 	}
-	rc = cfg->spool_parent ? spool_dir_in(cfg->spool_parent, cfg->state_dir)
-			       : xsnprintf(ops.spool_dir, PATH_MAX, "%s/spool", cfg->state_dir);
-	if (rc >= 0)
-		rc = mkdir_p(ops.spool_dir, 0700);
-	if (rc < 0)
-		return err_set(e, -rc, "cannot create the spool directory %s: %s",
-			       ops.spool_dir[0] ? ops.spool_dir : cfg->spool_parent, strerror(-rc));
 	return 0;
 }
 
@@ -596,6 +572,9 @@ int ops_open(const struct ops_config *cfg, struct err *e)
 		rc = make_dirs(cfg, e);
 	if (rc == 0)
 		rc = lock_state(cfg->state_dir, e);
+	/* After the lock: it may remove a second spool of this state directory. */
+	if (rc == 0)
+		rc = spool_open(cfg->spool_parent, cfg->state_dir, ops.spool_dir, e);
 	if (rc == 0) {
 		cache_init(ops.cache_dir, cfg->cache_max_bytes);
 		rc = open_parts(cfg, e);
@@ -606,9 +585,8 @@ int ops_open(const struct ops_config *cfg, struct err *e)
 	reconcile_snapshots();
 	reconcile_sandboxes();
 	/* What the reconciliation did not claim is garbage now. */
-	rm_rf(ops.spool_dir);
+	spool_empty();
 	rm_rf(ops.exec_dir);
-	mkdir_p(ops.spool_dir, 0700);
 	mkdir_p(ops.exec_dir, 0700);
 	return 0;
 }
@@ -616,7 +594,7 @@ int ops_open(const struct ops_config *cfg, struct err *e)
 int ops_start(struct err *e)
 {
 	/* Here, not in ops_open(): once daemonized its answers reach the log. */
-	runsc_probe_checkpoint(&ops.runsc, ops.spool_dir);
+	runsc_probe_checkpoint(&ops.runsc, spool_fd(), ops.spool_dir);
 	int rc = jobs_start();
 	if (rc < 0)
 		return err_set(e, -rc, "cannot start the job threads: %s", strerror(-rc));
@@ -639,9 +617,7 @@ void ops_shutdown(void)
 	if (monitor_started)
 		monitor_end();
 	jobs_stop();
-	/* Empty unless a checkpoint was interrupted, and then kept for the restart. */
-	if (ops.spool_dir[0])
-		rmdir(ops.spool_dir);
+	spool_close();
 	images_close(ops.images);
 	store_close(ops.store);
 	registry_close(ops.reg);

@@ -67,8 +67,8 @@ struct ops_config {
 	int64_t gc_grace_ms;
 	/*
 	 * --spool: checkpoints are written into a directory of this daemon's in
-	 * it (named after the state directory, emptied at start-up), e.g. on a
-	 * tmpfs; NULL for <state>/spool.
+	 * it (made exclusively, random name, 0700, emptied at start-up:
+	 * runtime/spool.h), e.g. on a tmpfs; NULL for <state>/spool.
 	 */
 	const char *spool_parent;
 	/* --allow-group: who besides root may create sandboxes; NULL: nobody (runtime/access.h) */

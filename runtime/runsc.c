@@ -424,18 +424,24 @@ bool runsc_help_has_flag(const char *help, const char *flag)
 	return false;
 }
 
-/* 0 if an aligned O_DIRECT write into a new file in @dir works, else why not (-errno). */
-static int dir_takes_direct(const char *dir)
+/*
+ * 0 if an aligned O_DIRECT write into a new file in directory @dfd works,
+ * else why not (-errno). The file is new (O_EXCL, no symlink followed): the
+ * probe never writes to or truncates anything that was there.
+ */
+static int dir_takes_direct(int dfd)
 {
-	char path[PATH_MAX];
-	if (xsnprintf(path, sizeof(path), "%s/.direct-probe", dir) < 0)
-		return -ENAMETOOLONG;
+	char name[32], hex[17];
+	int rc = random_hex(hex, 16);
+	if (rc < 0)
+		return rc;
+	snprintf(name, sizeof(name), ".direct-probe-%s", hex);
 	_cleanup_free_ void *block = NULL;
 	if (posix_memalign(&block, 4096, 4096) != 0)
 		return -ENOMEM;
 	memset(block, 0, 4096);
-	int rc = 0;
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_DIRECT | O_CLOEXEC, 0600);
+	int fd = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_DIRECT | O_CLOEXEC,
+			0600);
 	ssize_t n = fd < 0 ? -1 : write(fd, block, 4096);
 	if (n < 0)
 		rc = -errno;
@@ -443,12 +449,12 @@ static int dir_takes_direct(const char *dir)
 		rc = -EIO; /* short: this filesystem does not take whole O_DIRECT blocks */
 	if (fd >= 0) {
 		close(fd);
-		unlink(path);
+		unlinkat(dfd, name, 0);
 	}
 	return rc;
 }
 
-void runsc_probe_checkpoint(struct runsc *rs, const char *image_parent)
+void runsc_probe_checkpoint(struct runsc *rs, int image_parent_fd, const char *image_parent)
 {
 	_cleanup_free_ char *help = NULL;
 	struct err e = {0};
@@ -461,7 +467,7 @@ void runsc_probe_checkpoint(struct runsc *rs, const char *image_parent)
 		info("snapshots write their pages through the page cache (runsc lacks --direct)");
 		return;
 	}
-	int rc = dir_takes_direct(image_parent);
+	int rc = dir_takes_direct(image_parent_fd);
 	rs->checkpoint_direct = rc == 0;
 	if (rc == 0)
 		info("snapshots write their pages with O_DIRECT (runsc --direct)");

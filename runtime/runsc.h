@@ -103,12 +103,14 @@ bool runsc_help_has_flag(const char *help, const char *flag);
  * Ask `runsc help checkpoint` once, at start-up, and log the answers:
  * rs->checkpoint_cuda if it takes --cuda-checkpoint-path (docs/gpu.md);
  * rs->checkpoint_direct if it has --direct (O_DIRECT for the pages file) and
- * the filesystem of @image_parent (where checkpoints are written) takes
- * O_DIRECT writes. Written through the page cache, the pages of a large
- * sandbox cost the pause far more, and far more unevenly, than the disk's
- * own speed does (docs/runsc-notes.md).
+ * the filesystem of the directory @image_parent_fd (@image_parent, where
+ * checkpoints are written) takes O_DIRECT writes; the probe's file is
+ * created there with O_EXCL | O_NOFOLLOW and a random name. Written
+ * through the page cache, the pages of a large sandbox cost the pause far
+ * more, and far more unevenly, than the disk's own speed does
+ * (docs/runsc-notes.md).
  */
-void runsc_probe_checkpoint(struct runsc *rs, const char *image_parent);
+void runsc_probe_checkpoint(struct runsc *rs, int image_parent_fd, const char *image_parent);
 
 /*
  * `runsc exec CID /bin/sh -c CMDLINE`, stdout and stderr both to @out_fd.

@@ -7,7 +7,13 @@
 # to choose another static binary). Idempotent: DIR/bin/busybox is written
 # last, so when it is there and identical to the source the image is complete
 # and nothing is touched (the image's digest and mtimes stay as they were).
+#
+# Directories made on the way to DIR are 0700: they are snapfs's state
+# directory and its images/ (/var/lib/snapfs is where snapshots live, for
+# root alone; runsc runs as root and reads the image all the same). The
+# image's own tree gets the modes a root filesystem needs, each set below.
 set -eu
+umask 077
 
 if [ $# -ne 1 ] || [ -z "$1" ]; then
 	echo "usage: $0 DIR" >&2

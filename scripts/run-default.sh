@@ -5,15 +5,25 @@
 # busybox example image in /var/lib/snapfs/images/busybox, and mounts snapfs
 # at /mnt/snapfs (state in /var/lib/snapfs, snapshots in /var/lib/snapfs/store).
 # Safe to run again: an existing, answering mount is left as it is.
+#
+# SNAPFS_STATE and SNAPFS_MNT put the state directory and the mount elsewhere
+# (tests/integration/test_modes.sh runs it on temporary ones); with
+# SNAPFS_BIN, that binary is mounted and nothing is installed or built.
+# Everything it creates under the state directory is root's alone (0700 and
+# 0600): scripts/make-image.sh and the daemon see to that.
 set -euo pipefail
 
-MNT=/mnt/snapfs
-IMAGE_DIR=/var/lib/snapfs/images/busybox
+STATE=${SNAPFS_STATE:-/var/lib/snapfs}
+MNT=${SNAPFS_MNT:-/mnt/snapfs}
+IMAGE_DIR=$STATE/images/busybox
 
 cd "$(dirname "$0")/.."
 
-scripts/setup.sh
-make
+if [ -z "${SNAPFS_BIN:-}" ]; then
+	scripts/setup.sh
+	make
+fi
+BIN=${SNAPFS_BIN:-build/snapfs}
 scripts/make-image.sh "$IMAGE_DIR"
 
 mounted() { awk -v m="$MNT" '$2 == m { f = 1 } END { exit !f }' /proc/mounts; }
@@ -27,13 +37,13 @@ else
 		echo "run-default: $MNT is a dead mount; unmounting it"
 		fusermount3 -u "$MNT" || fusermount3 -uz "$MNT"
 	fi
-	build/snapfs "$MNT"
+	"$BIN" --state "$STATE" "$MNT"
 	for _ in $(seq 1 100); do
 		timeout 5 cat "$MNT/version" >/dev/null 2>&1 && break
 		sleep 0.1
 	done
 	timeout 5 cat "$MNT/version" >/dev/null || {
-		echo "run-default: $MNT does not answer; see /var/lib/snapfs/snapfs.log" >&2
+		echo "run-default: $MNT does not answer; see $STATE/snapfs.log" >&2
 		exit 1
 	}
 	echo "run-default: snapfs is mounted at $MNT"
