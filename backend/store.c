@@ -459,6 +459,7 @@ int store_open(const char *url, const char *state_dir, struct store **out, struc
 	if (!st)
 		return err_set(e, ENOMEM, "out of memory");
 	pthread_mutex_init(&st->lock, NULL);
+	pthread_cond_init(&st->checked, NULL);
 	pthread_mutex_init(&st->sync_lock, NULL);
 	pthread_mutex_init(&st->gc_lock, NULL); /* calloc'd: st->unreadable is empty */
 	st->limits = (struct store_limits){.index_chunks = STORE_INDEX_CHUNKS_MAX,
@@ -508,6 +509,7 @@ void store_close(struct store *st)
 	free(st->seen);
 	strbuf_release(&st->unreadable);
 	pthread_mutex_destroy(&st->lock);
+	pthread_cond_destroy(&st->checked);
 	pthread_mutex_destroy(&st->sync_lock);
 	pthread_mutex_destroy(&st->gc_lock);
 	free(st);

@@ -75,10 +75,12 @@
 /*
  * What this process knows of a pack's bytes (store_put.c): a put reuses
  * chunks of a pack only once it read one of them back and it verified,
- * and never of a pack whose check failed.
+ * and never of a pack whose check failed. One worker checks a pack at a
+ * time; others wait for its verdict (st->checked).
  */
 enum pack_check {
 	PACK_UNCHECKED,
+	PACK_CHECKING,
 	PACK_SOUND,
 	PACK_BAD,
 };
@@ -147,7 +149,8 @@ struct store {
 	struct store_limits limits;
 	EVP_MD *sha256; /* fetched once: an implicit fetch per digest costs a lock */
 	unsigned workers;
-	pthread_mutex_t lock; /* everything below */
+	pthread_mutex_t lock;	/* everything below */
+	pthread_cond_t checked; /* some pack's check ended (with lock) */
 	struct pack **packs;
 	size_t npacks, packs_cap;
 	struct chunk_index index;

@@ -397,16 +397,32 @@ static int read_back(struct put *put, const struct work *w, int64_t pack_bytes, 
 	return 0;
 }
 
-/* The first reuse of a chunk of a pack not checked yet: whether it may go on. */
+/*
+ * Under st->lock: wait out another worker's check of @p; then whether this
+ * one must check it (it is PACK_CHECKING now, for this worker).
+ */
+static bool claim_check(struct store *st, struct pack *p)
+{
+	while (p->check == PACK_CHECKING)
+		pthread_cond_wait(&st->checked, &st->lock);
+	if (p->check != PACK_UNCHECKED)
+		return false;
+	p->check = PACK_CHECKING;
+	return true;
+}
+
+/* Check the pack of w->ref, claimed by claim_check(): whether the chunk may be reused. */
 static bool check_pack(struct put *put, const struct work *w, int64_t pack_bytes, unsigned worker)
 {
+	struct pack *p = w->ref.pack;
 	char why[ERR_MSG_MAX / 2];
 	int rc = read_back(put, w, pack_bytes, worker, why, sizeof(why));
 	pthread_mutex_lock(&put->st->lock);
-	if (rc == 0 && w->ref.pack->check == PACK_UNCHECKED)
-		w->ref.pack->check = PACK_SOUND;
-	else if (rc == -EIO)
-		pack_bad(w->ref.pack, why);
+	if (rc == -EIO)
+		pack_bad(p, why);
+	else if (p->check == PACK_CHECKING) /* not found bad meanwhile */
+		p->check = rc == 0 ? PACK_SOUND : PACK_UNCHECKED;
+	pthread_cond_broadcast(&put->st->checked);
 	pthread_mutex_unlock(&put->st->lock);
 	return rc == 0;
 }
@@ -425,15 +441,15 @@ static int look_up(struct put *put, struct work *w, unsigned worker)
 	pthread_mutex_lock(&st->lock);
 	const struct chunk_ref *r = chunk_index_find(&st->index, w->sha256);
 	if (r && reusable(put, r, w)) {
-		w->ref = *r;
-		w->found = true;
-		check = r->pack->check == PACK_UNCHECKED;
+		w->ref = *r; /* r may move while claim_check() waits */
 		pack_bytes = r->pack->bytes;
-		rc = store_inflight_pin(put->fl, r->pack);
+		/* Pinned: the pack stays, and its name with it. */
+		rc = store_inflight_pin(put->fl, w->ref.pack);
+		check = rc == 0 && claim_check(st, w->ref.pack);
+		w->found = rc < 0 || w->ref.pack->check != PACK_BAD;
 	}
 	pthread_mutex_unlock(&st->lock);
-	/* Pinned: the pack stays, and its name with it. */
-	if (w->found && check && rc == 0)
+	if (check)
 		w->found = check_pack(put, w, pack_bytes, worker);
 	if (w->found)
 		return rc;
