@@ -180,8 +180,7 @@ static int read_pack(struct get *g, const struct range_job *job, size_t i, int64
 	const struct manifest_chunk *c = &g->m.files[job->file].chunks[i];
 	char key[OBJ_KEY_MAX], what[ERR_MSG_MAX / 2];
 	struct err inner = {0};
-	/* plan_file() makes no longer range (manifest_parse() bounds a single chunk): a last guard.
-	 */
+	/* A last guard: plan_file() plans no longer range, manifest_parse() no longer chunk. */
 	if (len > (int64_t)RBUF_BYTES)
 		return chunk_fail(g, job, i, "is in a stored range longer than the read buffer", e);
 	store_pack_key(g->m.packs[c->pack], "pack", key);

@@ -89,13 +89,13 @@ struct pack {
 	char name[MANIFEST_PACK_MAX + 1]; /* "<id>/<seq>" */
 	int refs;
 	int pins;
-	int64_t bytes;	      /* the pack object */
-	int64_t idx_bytes;    /* its index object */
-	bool indexed;	      /* its chunks are in the chunk index */
-	bool idx_read;	      /* its index object was read, or could not be: not read again */
-	bool condemned;	      /* a trash/ marker names it: no new put may use it */
-	bool listed, present; /* during a collection pass: a manifest listed names it; in packs/ */
-	enum pack_check check;
+	int64_t bytes;	       /* the pack object */
+	int64_t idx_bytes;     /* its index object */
+	bool indexed;	       /* its chunks are in the chunk index */
+	bool idx_read;	       /* its index object was read, or could not be: not read again */
+	bool condemned;	       /* a trash/ marker names it: no new put may use it */
+	bool listed, present;  /* during a collection pass: a manifest listed names it; in packs/ */
+	enum pack_check check; /* under st->lock */
 };
 
 /* Whether a put may use chunks of @p (under st->lock). */
