@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zstd.h>
 
 #include "lib/strbuf.h"
 
@@ -78,6 +79,48 @@ static bool sha256_from_hex(const char *hex, unsigned char sha[SHA256_LEN])
 	return true;
 }
 
+/* --- bounds ----------------------------------------------------------------- */
+
+int64_t manifest_zlen_max(int64_t len)
+{
+	return (int64_t)ZSTD_COMPRESSBOUND((size_t)len);
+}
+
+/*
+ * At most how many JSON values @json holds, counted without parsing (and
+ * stopping past MANIFEST_VALUES_MAX): every value but the outermost is the
+ * first in its array or object, after a '[' or '{', or follows a ','.
+ * Strings are skipped as cJSON reads them, a backslash escaping the next byte.
+ */
+static size_t values_at_most(const char *json)
+{
+	size_t n = 1;
+	bool in_string = false;
+	for (const char *p = json; *p && n <= MANIFEST_VALUES_MAX; p++) {
+		if (in_string && *p == '\\' && p[1])
+			p++;
+		else if (*p == '"')
+			in_string = !in_string;
+		else if (!in_string && (*p == '[' || *p == '{' || *p == ','))
+			n++;
+	}
+	return n;
+}
+
+/* The text bounds of manifest.h, checked before any parse; @id NULL: a manifest being built. */
+static int check_text(const char *json, const char *id, int code, struct err *e)
+{
+	char what[96];
+	if (strnlen(json, MANIFEST_BYTES_MAX + 1) > MANIFEST_BYTES_MAX)
+		snprintf(what, sizeof(what), "is longer than %u bytes", MANIFEST_BYTES_MAX);
+	else if (values_at_most(json) > MANIFEST_VALUES_MAX)
+		snprintf(what, sizeof(what), "has more than %u JSON values", MANIFEST_VALUES_MAX);
+	else
+		return 0;
+	return id ? err_set(e, code, "snapshot %s: manifest %s", id, what)
+		  : err_set(e, code, "the manifest %s", what);
+}
+
 /* --- build ------------------------------------------------------------------ */
 
 /* Add @item to @obj as @name, replacing a field of the caller's meta of that name. */
@@ -138,11 +181,30 @@ static int add_files(struct strbuf *sb, const struct manifest *m)
 	return rc == 0 ? strbuf_adds(sb, "]\n}\n") : rc;
 }
 
+/* What manifest_parse() would refuse to count: -EFBIG. */
+static int check_counts(const struct manifest *m, struct err *e)
+{
+	size_t chunks = 0;
+	for (size_t i = 0; i < m->nfiles; i++)
+		chunks += m->files[i].nchunks;
+	if (m->nfiles > MANIFEST_FILES_MAX || m->npacks > MANIFEST_PACKS_MAX ||
+	    chunks > MANIFEST_CHUNKS_MAX)
+		return err_set(e, EFBIG,
+			       "the manifest would list %zu files, %zu packs and %zu chunks: more "
+			       "than %u, %u or %u",
+			       m->nfiles, m->npacks, chunks, MANIFEST_FILES_MAX, MANIFEST_PACKS_MAX,
+			       MANIFEST_CHUNKS_MAX);
+	return 0;
+}
+
 int manifest_build(const cJSON *meta, const struct manifest *m, char **json, size_t *len,
 		   struct err *e)
 {
 	if (!cJSON_IsObject(meta))
 		return err_set(e, EINVAL, "snapshot metadata is not a JSON object");
+	int rc = check_counts(m, e);
+	if (rc < 0)
+		return rc;
 	_cleanup_json_ cJSON *root = cJSON_Duplicate(meta, true);
 	cJSON_DeleteItemFromObjectCaseSensitive(root, "files");
 	if (!root || !set_field(root, "format", cJSON_CreateNumber(MANIFEST_FORMAT)) ||
@@ -156,18 +218,34 @@ int manifest_build(const cJSON *meta, const struct manifest *m, char **json, siz
 	if (text_len < 2 || strcmp(text + text_len - 2, "\n}"))
 		return err_set(e, ENOMEM, "out of memory building a manifest");
 	_cleanup_strbuf_ struct strbuf sb = STRBUF_INIT;
-	int rc = strbuf_add(&sb, text, text_len - 2);
+	rc = strbuf_add(&sb, text, text_len - 2);
 	if (rc == 0)
 		rc = add_files(&sb, m);
 	if (rc == -EFBIG)
 		return err_set(e, EFBIG, "the manifest is larger than %u bytes", STRBUF_MAX);
 	if (rc < 0)
 		return err_set(e, ENOMEM, "out of memory building a manifest");
+	rc = check_text(strbuf_str(&sb), NULL, EFBIG, e);
+	if (rc < 0)
+		return rc;
 	*json = strbuf_detach(&sb, len);
 	return 0;
 }
 
 /* --- parse ------------------------------------------------------------------ */
+
+int manifest_json(const char *json, const char *id, cJSON **root, struct err *e)
+{
+	*root = NULL;
+	int rc = check_text(json, id, EIO, e);
+	if (rc < 0)
+		return rc;
+	_cleanup_json_ cJSON *j = cJSON_Parse(json);
+	if (!cJSON_IsObject(j))
+		return err_set(e, EIO, "snapshot %s: manifest is not a JSON object", id);
+	*root = steal_ptr(j);
+	return 0;
+}
 
 static bool int_ok(const cJSON *n, double min)
 {
@@ -181,6 +259,9 @@ static int parse_packs(const cJSON *root, const char *id, struct manifest *m, st
 	int n = cJSON_GetArraySize(arr);
 	if (!cJSON_IsArray(arr))
 		return err_set(e, EIO, "snapshot %s: manifest has no pack list", id);
+	if ((size_t)n > MANIFEST_PACKS_MAX)
+		return err_set(e, EIO, "snapshot %s: manifest lists more than %u packs", id,
+			       MANIFEST_PACKS_MAX);
 	m->packs = calloc((size_t)n + 1, sizeof(*m->packs));
 	if (!m->packs)
 		return err_set(e, ENOMEM, "out of memory reading a manifest");
@@ -194,38 +275,109 @@ static int parse_packs(const cJSON *root, const char *id, struct manifest *m, st
 	return 0;
 }
 
-/* [LEN] or ["sha", LEN, PACK, OFF, ZLEN], checked against the pack list. */
-static bool parse_chunk(const cJSON *item, const struct manifest *m, struct manifest_chunk *c)
+/* Why a chunk is refused, for the message; hex is set once its hash was read. */
+struct chunk_why {
+	char hex[SHA256_HEX_LEN + 1];
+	char what[160];
+};
+
+/* Fields 1.. of a stored chunk, checked against the pack list and the bounds. */
+static bool parse_stored(const cJSON *const f[5], const struct manifest *m,
+			 struct manifest_chunk *c, struct chunk_why *why)
 {
-	int n = cJSON_GetArraySize(item);
-	const cJSON *f[5] = {0};
-	if (!cJSON_IsArray(item) || (n != 1 && n != 5))
+	int64_t end = 0;
+	if (!int_ok(f[1], 1) || !int_ok(f[2], 0) || !int_ok(f[3], 0) || !int_ok(f[4], 1)) {
+		snprintf(why->what, sizeof(why->what), "a length, pack or offset is not a count");
 		return false;
-	for (int i = 0; i < n; i++)
-		f[i] = cJSON_GetArrayItem(item, i);
-	memset(c, 0, sizeof(*c));
-	if (n == 1) {
-		if (!int_ok(f[0], 1))
-			return false;
-		c->pack = MANIFEST_ZERO;
-		c->len = (int64_t)f[0]->valuedouble;
-		return true;
 	}
-	if (!cJSON_IsString(f[0]) || !sha256_from_hex(f[0]->valuestring, c->sha256) ||
-	    !int_ok(f[1], 1) || !int_ok(f[2], 0) || !int_ok(f[3], 0) || !int_ok(f[4], 1))
-		return false;
 	c->len = (int64_t)f[1]->valuedouble;
 	c->off = (int64_t)f[3]->valuedouble;
 	c->zlen = (int64_t)f[4]->valuedouble;
-	if (f[2]->valuedouble >= (double)m->npacks || c->len > MANIFEST_CHUNK_MAX ||
-	    c->zlen > MANIFEST_CHUNK_MAX + (MANIFEST_CHUNK_MAX >> 7) + 1024)
+	if (f[2]->valuedouble >= (double)m->npacks)
+		snprintf(why->what, sizeof(why->what), "its pack index is out of range");
+	else if (c->len > MANIFEST_CHUNK_MAX)
+		snprintf(why->what, sizeof(why->what), "its length %lld is above %d",
+			 (long long)c->len, MANIFEST_CHUNK_MAX);
+	else if (c->zlen > manifest_zlen_max(c->len))
+		snprintf(why->what, sizeof(why->what),
+			 "its stored length %lld is above %lld, the most %lld bytes take",
+			 (long long)c->zlen, (long long)manifest_zlen_max(c->len),
+			 (long long)c->len);
+	else if (__builtin_add_overflow(c->off, c->zlen, &end) || end > (int64_t)SIZE_MAX_EXACT)
+		snprintf(why->what, sizeof(why->what), "it ends past byte 2^53 of its pack");
+	else
+		c->pack = (int32_t)f[2]->valuedouble;
+	return why->what[0] == '\0';
+}
+
+/* [LEN] or ["sha", LEN, PACK, OFF, ZLEN]; false (and @why) if it is not a valid chunk. */
+static bool parse_chunk(const cJSON *item, const struct manifest *m, struct manifest_chunk *c,
+			struct chunk_why *why)
+{
+	int n = cJSON_GetArraySize(item);
+	const cJSON *f[5] = {0};
+	memset(c, 0, sizeof(*c));
+	*why = (struct chunk_why){0};
+	if (!cJSON_IsArray(item) || (n != 1 && n != 5)) {
+		snprintf(why->what, sizeof(why->what), "it is not an array of 1 or 5 numbers");
 		return false;
-	c->pack = (int32_t)f[2]->valuedouble;
-	return true;
+	}
+	for (int i = 0; i < n; i++)
+		f[i] = cJSON_GetArrayItem(item, i);
+	if (n == 1) {
+		c->pack = MANIFEST_ZERO;
+		c->len = int_ok(f[0], 1) ? (int64_t)f[0]->valuedouble : 0;
+		if (c->len == 0)
+			snprintf(why->what, sizeof(why->what), "its zero run has no valid length");
+		return c->len > 0;
+	}
+	if (!cJSON_IsString(f[0]) || !sha256_from_hex(f[0]->valuestring, c->sha256)) {
+		snprintf(why->what, sizeof(why->what), "it has no valid SHA-256");
+		return false;
+	}
+	sha256_to_hex(c->sha256, why->hex);
+	return parse_stored(f, m, c, why);
+}
+
+/*
+ * The chunks of file @f from @chunks: at most @room of them, their lengths
+ * adding up to the file's size.
+ */
+static int parse_chunks(const cJSON *chunks, const char *id, const struct manifest *m,
+			struct manifest_file *f, size_t room, struct err *e)
+{
+	size_t n = (size_t)cJSON_GetArraySize(chunks);
+	if (n > room)
+		return err_set(e, EIO, "snapshot %s: manifest has more than %u chunks", id,
+			       MANIFEST_CHUNKS_MAX);
+	f->chunks = calloc(n + 1, sizeof(*f->chunks));
+	if (!f->chunks)
+		return err_set(e, ENOMEM, "out of memory reading a manifest");
+	int64_t total = 0;
+	const cJSON *c;
+	cJSON_ArrayForEach(c, chunks)
+	{
+		struct manifest_chunk *chunk = &f->chunks[f->nchunks];
+		struct chunk_why why;
+		if (!parse_chunk(c, m, chunk, &why))
+			return err_set(e, EIO,
+				       "snapshot %s: manifest has a bad chunk %zu%s%s%s of %s: %s",
+				       id, f->nchunks, why.hex[0] ? " (" : "", why.hex,
+				       why.hex[0] ? ")" : "", f->name, why.what);
+		if (__builtin_add_overflow(total, chunk->len, &total) || total > f->size)
+			return err_set(e, EIO,
+				       "snapshot %s: the chunks of %s add up to more than its size",
+				       id, f->name);
+		f->nchunks++;
+	}
+	if (total != f->size)
+		return err_set(e, EIO, "snapshot %s: the chunks of %s do not add up to its size",
+			       id, f->name);
+	return 0;
 }
 
 static int parse_file(const cJSON *item, const char *id, const struct manifest *m,
-		      struct manifest_file *f, struct err *e)
+		      struct manifest_file *f, size_t room, struct err *e)
 {
 	const cJSON *name = cJSON_GetObjectItemCaseSensitive(item, "name");
 	const cJSON *size = cJSON_GetObjectItemCaseSensitive(item, "size");
@@ -237,26 +389,10 @@ static int parse_file(const cJSON *item, const char *id, const struct manifest *
 		return err_set(e, EIO, "snapshot %s: manifest has a bad size or chunk list for %s",
 			       id, f->name);
 	f->size = (int64_t)size->valuedouble;
-	f->chunks = calloc((size_t)cJSON_GetArraySize(chunks) + 1, sizeof(*f->chunks));
-	if (!f->chunks)
-		return err_set(e, ENOMEM, "out of memory reading a manifest");
-	int64_t total = 0;
-	const cJSON *c;
-	cJSON_ArrayForEach(c, chunks)
-	{
-		struct manifest_chunk *chunk = &f->chunks[f->nchunks];
-		if (!parse_chunk(c, m, chunk))
-			return err_set(e, EIO, "snapshot %s: manifest has a bad chunk %zu in %s",
-				       id, f->nchunks, f->name);
-		total += chunk->len;
-		f->nchunks++;
-	}
-	if (total != f->size)
-		return err_set(e, EIO, "snapshot %s: the chunks of %s do not add up to its size",
-			       id, f->name);
-	return 0;
+	return parse_chunks(chunks, id, m, f, room, e);
 }
 
+/* The files, their chunks at most MANIFEST_CHUNKS_MAX together, their sizes adding up. */
 static int parse_files(const cJSON *root, const char *id, struct manifest *m, struct err *e)
 {
 	const cJSON *arr = cJSON_GetObjectItemCaseSensitive(root, "files");
@@ -266,30 +402,43 @@ static int parse_files(const cJSON *root, const char *id, struct manifest *m, st
 	m->files = calloc((size_t)n + 1, sizeof(*m->files));
 	if (!m->files)
 		return err_set(e, ENOMEM, "out of memory reading a manifest");
+	size_t chunks = 0;
+	int64_t total = 0;
 	const cJSON *item;
 	cJSON_ArrayForEach(item, arr)
 	{
-		int rc = parse_file(item, id, m, &m->files[m->nfiles++], e);
+		struct manifest_file *f = &m->files[m->nfiles++];
+		int rc = parse_file(item, id, m, f, MANIFEST_CHUNKS_MAX - chunks, e);
 		if (rc < 0)
 			return rc;
+		chunks += f->nchunks;
+		if (__builtin_add_overflow(total, f->size, &total))
+			return err_set(e, EIO, "snapshot %s: manifest's file sizes overflow", id);
 	}
+	if (total != m->size_bytes)
+		return err_set(e, EIO,
+			       "snapshot %s: manifest's file sizes do not add up to its size_bytes",
+			       id);
 	return 0;
 }
 
 int manifest_parse(const char *json, const char *id, struct manifest *m, struct err *e)
 {
 	memset(m, 0, sizeof(*m));
-	_cleanup_json_ cJSON *root = cJSON_Parse(json);
-	if (!cJSON_IsObject(root))
-		return err_set(e, EIO, "snapshot %s: manifest is not a JSON object", id);
+	_cleanup_json_ cJSON *root = NULL;
+	int rc = manifest_json(json, id, &root, e);
+	if (rc < 0)
+		return rc;
 	const cJSON *format = cJSON_GetObjectItemCaseSensitive(root, "format");
 	if (!cJSON_IsNumber(format) || format->valuedouble != MANIFEST_FORMAT)
 		return err_set(e, EIO, "snapshot %s: unknown manifest format", id);
 	const cJSON *size = cJSON_GetObjectItemCaseSensitive(root, "size_bytes");
 	const cJSON *stored = cJSON_GetObjectItemCaseSensitive(root, "stored_bytes");
-	m->size_bytes = int_ok(size, 0) ? (int64_t)size->valuedouble : 0;
+	if (!int_ok(size, 0))
+		return err_set(e, EIO, "snapshot %s: manifest has no valid size_bytes", id);
+	m->size_bytes = (int64_t)size->valuedouble;
 	m->stored_bytes = int_ok(stored, 0) ? (int64_t)stored->valuedouble : 0;
-	int rc = parse_packs(root, id, m, e);
+	rc = parse_packs(root, id, m, e);
 	if (rc == 0)
 		rc = parse_files(root, id, m, e);
 	if (rc < 0)

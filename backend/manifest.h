@@ -17,7 +17,8 @@
  *
  * A manifest may come from a store other hosts write, so manifest_parse()
  * checks every field it returns: names are safe to join to a directory,
- * lengths add up, pack indexes are in range, pack names are safe keys.
+ * lengths add up, pack indexes are in range, pack names are safe keys, and
+ * the bounds below hold.
  *
  * Ownership: the caller frees the text manifest_build() returns, and what
  * manifest_parse() fills in with manifest_free().
@@ -33,16 +34,52 @@
 #include "lib/util.h"
 
 #define MANIFEST_FORMAT 2
-#define MANIFEST_FILES_MAX 4096
 #define MANIFEST_NAME_MAX 255
 /* A pack name: "<snapshot id>/<4 or more digits>". */
 #define MANIFEST_PACK_MAX 80
 #define SHA256_LEN 32
 #define SHA256_HEX_LEN 64
-/* The longest stored chunk a manifest may name (zero runs may be longer). */
-#define MANIFEST_CHUNK_MAX (4 << 20)
 /* The pack index of a run of zero bytes. */
 #define MANIFEST_ZERO (-1)
+
+/*
+ * Bounds on a manifest. Every host parses every manifest of the bucket at
+ * start-up, and any writer of the bucket may write one, so each is checked
+ * before anything is allocated for what it bounds; manifest_build() refuses
+ * (EFBIG) what would pass them, so no put writes a manifest a get refuses.
+ * The chunker (backend/chunker.h) cuts chunks of 16 to 256 KiB, ~80 KiB on
+ * average, and a stored chunk takes ~100 bytes of text.
+ *
+ *   MANIFEST_BYTES_MAX   the text: 64 MiB holds ~670,000 stored chunks,
+ *                        ~50 GiB of non-zero data at the mean chunk length.
+ *   MANIFEST_CHUNKS_MAX  chunk entries of all files together (a file's own
+ *                        count is part of it): 1.5 Mi, above the ~1.36 Mi
+ *                        stored chunks and zero runs between them that the
+ *                        text bound leaves room for.
+ *   MANIFEST_VALUES_MAX  JSON values in all (6 a stored chunk, 2 a zero run,
+ *                        4 a file, 1 a pack, the caller's metadata): what
+ *                        cJSON allocates, ~80 bytes a value, so a parse costs
+ *                        at most ~500 MiB plus the text, whatever the text
+ *                        is (a 64 MiB array of 1s would be 32 Mi values).
+ *                        Honest manifests need at most ~5.4 Mi.
+ *   MANIFEST_FILES_MAX   files: a checkpoint has a dozen.
+ *   MANIFEST_PACKS_MAX   packs listed: 16 Ki packs of ~32 MiB is 512 GiB; a
+ *                        put reuses chunks of at most half that many packs of
+ *                        other snapshots (backend/store_put.c) and writes
+ *                        fewer of its own than the chunk bound allows.
+ *   MANIFEST_CHUNK_MAX   the plain length of a stored chunk (zero runs may be
+ *                        longer): 16 times the chunker's longest.
+ * A stored length is at most manifest_zlen_max() of its plain length: the
+ * longest zstd frame of that many bytes (ZSTD_COMPRESSBOUND), or the plain
+ * bytes. Offsets and lengths are at most 2^53 (JSON numbers are doubles)
+ * and every sum of them is checked.
+ */
+#define MANIFEST_BYTES_MAX (64u << 20)
+#define MANIFEST_CHUNKS_MAX (3u << 19)
+#define MANIFEST_VALUES_MAX (6u << 20)
+#define MANIFEST_FILES_MAX 4096
+#define MANIFEST_PACKS_MAX (16u << 10)
+#define MANIFEST_CHUNK_MAX (4 << 20)
 
 struct manifest_chunk {
 	unsigned char sha256[SHA256_LEN]; /* all zero for a zero run */
@@ -72,6 +109,18 @@ struct manifest {
 bool manifest_name_ok(const char *name);
 /* Whether @name may be a pack name: "<id>/<digits>", id as store ids are. */
 bool manifest_pack_ok(const char *name);
+
+/* The longest stored form of a chunk of @len plain bytes (0 < @len <= MANIFEST_CHUNK_MAX). */
+int64_t manifest_zlen_max(int64_t len);
+
+/*
+ * The JSON tree of manifest text @json of snapshot @id (named in messages),
+ * for callers that want its metadata; -EIO if it is longer than
+ * MANIFEST_BYTES_MAX, has more than MANIFEST_VALUES_MAX values (both checked
+ * before it is parsed) or is not a JSON object. The caller frees *@root
+ * with cJSON_Delete().
+ */
+int manifest_json(const char *json, const char *id, cJSON **root, struct err *e);
 
 /* The manifest text (ending in a newline) and its length; @m is not changed. */
 int manifest_build(const cJSON *meta, const struct manifest *m, char **json, size_t *len,

@@ -8,9 +8,6 @@
 
 #include "lib/strbuf.h"
 
-#define PACK_IDX_HEADER 16 /* magic, version, count */
-#define PACK_IDX_ENTRY 48
-
 /* --- ids and keys ----------------------------------------------------------- */
 
 /* [a-z0-9][a-z0-9._-]{0,62}, which also keeps ".tmp." out of keys. */
@@ -242,6 +239,14 @@ int pack_idx_encode(const struct store *st, const struct pack_idx_entry *ents, s
 	return 0;
 }
 
+/* The bounds of store_internal.h and manifest.h: dedup copies these fields into manifests. */
+static bool idx_entry_ok(const struct pack_idx_entry *ent)
+{
+	return ent->len > 0 && ent->len <= MANIFEST_CHUNK_MAX && ent->zlen > 0 &&
+	       ent->zlen <= manifest_zlen_max(ent->len) && ent->off <= PACK_BYTES_MAX &&
+	       ent->off + ent->zlen <= PACK_BYTES_MAX; /* cannot wrap: both are small now */
+}
+
 int pack_idx_decode(const struct store *st, const char *data, size_t len,
 		    struct pack_idx_entry **ents, size_t *n)
 {
@@ -254,7 +259,8 @@ int pack_idx_decode(const struct store *st, const char *data, size_t len,
 	    get_le32(buf + 8) != PACK_IDX_VERSION)
 		return -EIO;
 	size_t count = get_le32(buf + 12);
-	if (len != PACK_IDX_HEADER + count * PACK_IDX_ENTRY + SHA256_LEN ||
+	if (count > PACK_IDX_ENTRIES_MAX ||
+	    len != PACK_IDX_HEADER + count * PACK_IDX_ENTRY + SHA256_LEN ||
 	    !store_sha256(st, ctx, buf, len - SHA256_LEN, sum) ||
 	    memcmp(sum, buf + len - SHA256_LEN, SHA256_LEN))
 		return -EIO;
@@ -267,8 +273,7 @@ int pack_idx_decode(const struct store *st, const char *data, size_t len,
 		out[i].off = get_le64(p + 32);
 		out[i].len = get_le32(p + 40);
 		out[i].zlen = get_le32(p + 44);
-		if (out[i].len == 0 || out[i].len > MANIFEST_CHUNK_MAX || out[i].zlen == 0 ||
-		    out[i].off > INT64_MAX / 2)
+		if (!idx_entry_ok(&out[i]))
 			return -EIO;
 	}
 	*ents = steal_ptr(out);
@@ -341,6 +346,7 @@ int store_add_snap(struct store *st, struct snap_rec *rec)
 		return rc;
 	for (size_t i = 0; i < rec->npacks; i++)
 		rec->packs[i]->refs++;
+	st->nrefs += rec->npacks;
 	rec->seq = ++st->seq;
 	st->snaps[st->nsnaps++] = *rec;
 	rec->packs = NULL;
@@ -355,6 +361,7 @@ bool store_forget_snap(struct store *st, const char *id)
 			continue;
 		for (size_t j = 0; j < r->npacks; j++)
 			r->packs[j]->refs--;
+		st->nrefs -= r->npacks;
 		free(r->packs);
 		st->snaps[i] = st->snaps[--st->nsnaps];
 		return true;
@@ -385,12 +392,19 @@ int store_inflight_begin(struct store *st, const char *id, struct inflight **out
 	return 0;
 }
 
-int store_inflight_pin(struct inflight *fl, struct pack *p)
+bool store_inflight_pinned(const struct inflight *fl, const struct pack *p)
 {
 	for (size_t i = 0; i < fl->npinned; i++) {
 		if (fl->pinned[i] == p)
-			return 0;
+			return true;
 	}
+	return false;
+}
+
+int store_inflight_pin(struct inflight *fl, struct pack *p)
+{
+	if (store_inflight_pinned(fl, p))
+		return 0;
 	int rc = STORE_GROW(fl->pinned, fl->cap, fl->npinned);
 	if (rc < 0)
 		return rc;
@@ -445,8 +459,12 @@ int store_open(const char *url, const char *state_dir, struct store **out, struc
 	if (!st)
 		return err_set(e, ENOMEM, "out of memory");
 	pthread_mutex_init(&st->lock, NULL);
+	pthread_cond_init(&st->checked, NULL);
 	pthread_mutex_init(&st->sync_lock, NULL);
 	pthread_mutex_init(&st->gc_lock, NULL); /* calloc'd: st->unreadable is empty */
+	st->limits = (struct store_limits){.index_chunks = STORE_INDEX_CHUNKS_MAX,
+					   .packs = STORE_PACKS_MAX,
+					   .pack_refs = STORE_PACK_REFS_MAX};
 	long cores = sysconf(_SC_NPROCESSORS_ONLN);
 	st->workers = cores < 1			  ? 1
 		      : cores > STORE_WORKERS_MAX ? STORE_WORKERS_MAX
@@ -491,6 +509,7 @@ void store_close(struct store *st)
 	free(st->seen);
 	strbuf_release(&st->unreadable);
 	pthread_mutex_destroy(&st->lock);
+	pthread_cond_destroy(&st->checked);
 	pthread_mutex_destroy(&st->sync_lock);
 	pthread_mutex_destroy(&st->gc_lock);
 	free(st);
@@ -511,7 +530,7 @@ int store_get_manifest(struct store *st, const char *id, char **json, struct err
 	char key[OBJ_KEY_MAX];
 	store_manifest_key(id, key);
 	struct err inner = {0};
-	rc = objstore_get_buf(st->os, key, json, NULL, STORE_MANIFEST_MAX, &inner);
+	rc = objstore_get_buf(st->os, key, json, NULL, MANIFEST_BYTES_MAX, &inner);
 	if (rc == -ENOENT)
 		return err_set(e, ENOENT, "snapshot %s is not in the store", id);
 	return rc < 0 ? store_wrap(e, id, rc, &inner) : 0;
@@ -552,6 +571,13 @@ int store_list_snapshots(struct store *st, int (*fn)(const char *id, void *arg),
 	return ctx.rc ? ctx.rc : rc;
 }
 
+/* Totals of numbers manifests gave: they saturate rather than wrap. */
+static void add_sat(int64_t *sum, int64_t v)
+{
+	if (__builtin_add_overflow(*sum, v, sum))
+		*sum = INT64_MAX;
+}
+
 void store_stats(struct store *st, struct store_stats *out)
 {
 	memset(out, 0, sizeof(*out));
@@ -561,15 +587,16 @@ void store_stats(struct store *st, struct store_stats *out)
 	out->chunks = (int64_t)st->index.count;
 	out->chunk_bytes = st->index.plain_bytes;
 	for (size_t i = 0; i < st->npacks; i++) {
-		out->stored_bytes += st->packs[i]->bytes + st->packs[i]->idx_bytes;
+		add_sat(&out->stored_bytes, st->packs[i]->bytes);
+		add_sat(&out->stored_bytes, st->packs[i]->idx_bytes);
 	}
 	out->condemned_packs = st->condemned;
 	out->grace_ms = st->grace_ms;
 	out->get_store_bytes = st->get_store_bytes;
 	out->get_local_bytes = st->get_local_bytes;
 	for (size_t i = 0; i < st->nsnaps; i++) {
-		out->stored_bytes += st->snaps[i].manifest_bytes;
-		out->logical_bytes += st->snaps[i].size_bytes;
+		add_sat(&out->stored_bytes, st->snaps[i].manifest_bytes);
+		add_sat(&out->logical_bytes, st->snaps[i].size_bytes);
 	}
 	for (struct inflight *fl = st->inflight; fl; fl = fl->next)
 		out->puts_in_flight++;

@@ -17,7 +17,11 @@
  * store_collect() removes). A get reads only the byte ranges of packs it
  * needs and checks every chunk's SHA-256 before it writes it; a corrupt or
  * missing chunk fails the get with -EIO naming the snapshot and the chunk,
- * and the get removes what it wrote.
+ * and the get removes what it wrote. What the objstore holds may come from
+ * any writer: manifests and pack indexes are validated and bounded before
+ * use (backend/manifest.h, store_internal.h), and a put reuses a stored
+ * chunk only at its own length and from a pack it has read a chunk of back
+ * (store_put.c); a pack that fails is no longer deduplicated against.
  *
  * Deletion removes the manifest first; packs that no manifest lists any
  * more and no put in flight uses go under the rules of backend/store_gc.c:

@@ -112,7 +112,7 @@ static int64_t add_donor(struct donor_map *dm, const struct store_donor *d, cons
 	_cleanup_free_ char *json = NULL;
 	struct manifest m;
 	struct err e = {0};
-	int rc = read_file(d->manifest, &json, NULL, STORE_MANIFEST_MAX);
+	int rc = read_file(d->manifest, &json, NULL, MANIFEST_BYTES_MAX);
 	const char *slash = strrchr(d->dir, '/');
 	if (rc == 0) /* named in messages by its directory's name, its snapshot's id in the cache */
 		rc = manifest_parse(json, slash ? slash + 1 : d->dir, &m, &e);

@@ -13,8 +13,12 @@
  * With donors (store_get_snapshot_from()), chunks that local images hold
  * (store_donor.c) are copied from them instead: consecutive ones of a file
  * make a local job, read with one pread a chunk and verified the same way.
- * A donor chunk that does not verify is read from the store alone, as a
- * range of one chunk: a donor can make a get slower, never wrong or failed.
+ * Donor chunks that do not verify are read from the store, a run of them
+ * with one ranged read: a donor can make a get slower, never wrong or failed.
+ *
+ * The manifest comes from the bucket: manifest_parse() bounds every length
+ * (a stored one never above its plain one plus zstd's frame bound), and a
+ * job's stored bytes, local or not, fit the read buffer.
  */
 #include "backend/store_internal.h"
 
@@ -39,7 +43,8 @@ struct range_job {
 	size_t first, count;
 	int64_t file_off; /* where the first one goes in the file */
 	int64_t plain;	  /* their plain bytes */
-	int64_t off, len; /* the range of the pack (not for a local job) */
+	int64_t off, len; /* the range of the pack; a local job: len is what its chunks' stored
+			     copies take, read back if the donors' copies fail */
 	bool local;	  /* copied from donors */
 };
 
@@ -81,26 +86,32 @@ static int add_job(struct get *g, const struct range_job *job)
 	return 0;
 }
 
-/* Whether chunk @c is copied from a donor rather than read from the store. */
+/*
+ * Whether chunk @c is copied from a donor rather than read from the store:
+ * a donor holds its hash with its length (a manifest that gives one hash
+ * two lengths is no honest one; its other chunks come from the store).
+ */
 static bool is_local(const struct get *g, const struct manifest_chunk *c)
 {
-	return c->pack != MANIFEST_ZERO && donor_map_find(&g->donors, c->sha256);
+	const struct donor_ref *r =
+	    c->pack == MANIFEST_ZERO ? NULL : donor_map_find(&g->donors, c->sha256);
+	return r && r->chunk->len == c->len;
 }
 
 /*
  * Can chunk @c of the file (@local: a donor holds it) join @job? Both from
  * donors, or both from the same pack with @c right after the job's range;
- * ranges not too long.
+ * neither the plain bytes nor the stored ones too long, for a local job too:
+ * its chunks may have to be read back from the store into the same buffer.
  */
 static bool extends(const struct get *g, const struct range_job *job,
 		    const struct manifest_chunk *c, bool local)
 {
 	const struct manifest_chunk *first = &g->m.files[job->file].chunks[job->first];
 	if (job->count == 0 || c->pack == MANIFEST_ZERO || local != job->local ||
-	    job->plain + c->len > RANGE_MAX)
+	    job->plain + c->len > RANGE_MAX || job->len + c->zlen > RANGE_MAX)
 		return false;
-	return local || (c->pack == first->pack && c->off == job->off + job->len &&
-			 job->len + c->zlen <= RANGE_MAX);
+	return local || (c->pack == first->pack && c->off == job->off + job->len);
 }
 
 static int plan_file(struct get *g, size_t fi)
@@ -169,6 +180,9 @@ static int read_pack(struct get *g, const struct range_job *job, size_t i, int64
 	const struct manifest_chunk *c = &g->m.files[job->file].chunks[i];
 	char key[OBJ_KEY_MAX], what[ERR_MSG_MAX / 2];
 	struct err inner = {0};
+	/* A last guard: plan_file() plans no longer range, manifest_parse() no longer chunk. */
+	if (len > (int64_t)RBUF_BYTES)
+		return chunk_fail(g, job, i, "is in a stored range longer than the read buffer", e);
 	store_pack_key(g->m.packs[c->pack], "pack", key);
 	int rc = objstore_get_range(g->st->os, key, off, (size_t)len, buf, &inner);
 	if (rc == 0) {

@@ -34,26 +34,74 @@
 #include "lib/strbuf.h"
 
 #define STORE_ID_MAX 63
-#define STORE_MANIFEST_MAX (64u << 20)
 /* Threads one put or get runs on: the cores, at most this many. */
 #define STORE_WORKERS_MAX 8
+
+/*
+ * Bounds on what the bucket's manifests and pack indexes can make this
+ * process hold (any writer of the bucket writes them, every host reads them
+ * at start-up); the manifest's own are in backend/manifest.h.
+ *
+ *   PACK_IDX_ENTRIES_MAX    chunks in one pack: 64 Ki. A put fills a pack to
+ *                           ~32 MiB (store_put.c), ~400 chunks of the
+ *                           chunker's mean length, and closes it at this many
+ *                           whatever their size: only chunks that compress
+ *                           below 512 bytes each ever reach it.
+ *   PACK_IDX_MAX            an index object of that many entries, ~3 MiB.
+ *   PACK_BYTES_MAX          where a chunk may end in its pack: 1 GiB, 32 times
+ *                           what a put writes.
+ *   STORE_INDEX_CHUNKS_MAX  chunks the packs' indexes add to the chunk index:
+ *                           8 Mi, ~640 GiB of distinct data at the mean chunk
+ *                           length, at most 16 Mi slots of 56 bytes (896 MiB).
+ *                           Past it a pack is not indexed: puts store its
+ *                           chunks again (a warning says so once); gets do not
+ *                           use the index.
+ *   STORE_PACKS_MAX         packs the records name: 1 Mi (32 TiB of packs),
+ *                           ~130 MiB of records.
+ *   STORE_PACK_REFS_MAX     packs the records list, summed over records (a
+ *                           pointer each): 16 Mi, 128 MiB; a thousand
+ *                           snapshots of a hundred packs each are 100 Ki.
+ * A manifest that would pass either of the last two is not recorded and is
+ * treated as one that cannot be read (a warning; collection waits). The last
+ * three are copied into struct store_limits at open, where tests lower them.
+ */
+#define PACK_IDX_ENTRIES_MAX (64u << 10)
+#define PACK_IDX_MAX (PACK_IDX_HEADER + PACK_IDX_ENTRIES_MAX * PACK_IDX_ENTRY + SHA256_LEN)
+#define PACK_BYTES_MAX (1u << 30)
+#define STORE_INDEX_CHUNKS_MAX (8u << 20)
+#define STORE_PACKS_MAX (1u << 20)
+#define STORE_PACK_REFS_MAX (16u << 20)
+
+/*
+ * What this process knows of a pack's bytes (store_put.c): a put reuses
+ * chunks of a pack only once it read one of them back and it verified,
+ * and never of a pack whose check failed. One worker checks a pack at a
+ * time; others wait for its verdict (st->checked).
+ */
+enum pack_check {
+	PACK_UNCHECKED,
+	PACK_CHECKING,
+	PACK_SOUND,
+	PACK_BAD,
+};
 
 struct pack {
 	char name[MANIFEST_PACK_MAX + 1]; /* "<id>/<seq>" */
 	int refs;
 	int pins;
-	int64_t bytes;	      /* the pack object */
-	int64_t idx_bytes;    /* its index object */
-	bool indexed;	      /* its chunks are in the chunk index */
-	bool idx_read;	      /* its index object was read, or could not be: not read again */
-	bool condemned;	      /* a trash/ marker names it: no new put may use it */
-	bool listed, present; /* during a collection pass: a manifest listed names it; in packs/ */
+	int64_t bytes;	       /* the pack object */
+	int64_t idx_bytes;     /* its index object */
+	bool indexed;	       /* its chunks are in the chunk index */
+	bool idx_read;	       /* its index object was read, or could not be: not read again */
+	bool condemned;	       /* a trash/ marker names it: no new put may use it */
+	bool listed, present;  /* during a collection pass: a manifest listed names it; in packs/ */
+	enum pack_check check; /* under st->lock */
 };
 
 /* Whether a put may use chunks of @p (under st->lock). */
 static inline bool pack_usable(const struct pack *p)
 {
-	return p->indexed && !p->condemned && (p->refs > 0 || p->pins > 0);
+	return p->indexed && !p->condemned && p->check != PACK_BAD && (p->refs > 0 || p->pins > 0);
 }
 
 /* Where one chunk is stored. An empty index slot has pack == NULL. */
@@ -90,17 +138,26 @@ struct inflight {
 	struct inflight *next;
 };
 
+struct store_limits {
+	size_t index_chunks; /* STORE_INDEX_CHUNKS_MAX */
+	size_t packs;	     /* STORE_PACKS_MAX */
+	size_t pack_refs;    /* STORE_PACK_REFS_MAX */
+};
+
 struct store {
 	struct objstore *os;
+	struct store_limits limits;
 	EVP_MD *sha256; /* fetched once: an implicit fetch per digest costs a lock */
 	unsigned workers;
-	pthread_mutex_t lock; /* everything below */
+	pthread_mutex_t lock;	/* everything below */
+	pthread_cond_t checked; /* some pack's check ended (with lock) */
 	struct pack **packs;
 	size_t npacks, packs_cap;
 	struct chunk_index index;
 	struct snap_rec *snaps;
 	size_t nsnaps, snaps_cap;
 	struct inflight *inflight;
+	size_t nrefs;	   /* the records' npacks, summed */
 	uint64_t seq;	   /* counts records added */
 	int64_t condemned; /* packs the last collection pass left condemned */
 	int64_t grace_ms;  /* see store_set_grace() */
@@ -114,6 +171,7 @@ struct store {
 	struct marker_seen *seen; /* under gc_lock: store_gc.c */
 	size_t nseen, seen_cap;
 	struct strbuf unreadable; /* under sync_lock: "\n"-separated ids already warned about */
+	bool index_full;	  /* under lock: STORE_INDEX_CHUNKS_MAX was reached and said */
 	int64_t get_store_bytes;  /* under lock: see struct store_stats */
 	int64_t get_local_bytes;
 };
@@ -121,6 +179,8 @@ struct store {
 /* Pack index objects: a header, one entry per chunk, a SHA-256 of all before it. */
 #define PACK_IDX_MAGIC "SNAPFSPI"
 #define PACK_IDX_VERSION 1u
+#define PACK_IDX_HEADER 16 /* magic, version, count */
+#define PACK_IDX_ENTRY 48
 struct pack_idx_entry {
 	unsigned char sha256[SHA256_LEN];
 	uint64_t off; /* little-endian, as every field */
@@ -232,6 +292,8 @@ void donor_map_free(struct donor_map *dm);
 struct inflight *store_find_inflight(struct store *st, const char *id);
 /* Under st->lock: register a put of @id; NULL (-ENOMEM) or -EBUSY if one is in flight. */
 int store_inflight_begin(struct store *st, const char *id, struct inflight **out);
+/* Under st->lock: whether @fl pinned @p. */
+bool store_inflight_pinned(const struct inflight *fl, const struct pack *p);
 /* Under st->lock: pin @p for @fl once; -ENOMEM. */
 int store_inflight_pin(struct inflight *fl, struct pack *p);
 /* Under st->lock: unpin all of @fl's packs, unlink and free @fl. */

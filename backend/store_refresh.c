@@ -22,8 +22,6 @@
 #include "lib/strbuf.h"
 #include "lib/strset.h"
 
-#define PACK_IDX_MAX (64u << 20)
-
 struct snap_rec *store_find_snap(struct store *st, const char *id)
 {
 	for (size_t i = 0; i < st->nsnaps; i++) {
@@ -33,11 +31,22 @@ struct snap_rec *store_find_snap(struct store *st, const char *id)
 	return NULL;
 }
 
-/* Under st->lock: record manifest @m of @id unless a record of it exists. */
-static int record_manifest(struct store *st, const char *id, const struct manifest *m, size_t len)
+/*
+ * Under st->lock: record manifest @m of @id unless a record of it exists;
+ * -EFBIG past STORE_PACKS_MAX or STORE_PACK_REFS_MAX (counting every pack it
+ * lists as new: the bound is checked before anything is looked up).
+ */
+static int record_manifest(struct store *st, const char *id, const struct manifest *m, size_t len,
+			   struct err *e)
 {
 	if (store_find_snap(st, id))
 		return 0;
+	if (st->npacks + m->npacks > st->limits.packs ||
+	    st->nrefs + m->npacks > st->limits.pack_refs)
+		return err_set(e, EFBIG,
+			       "the store's records would name more than %zu packs or list more "
+			       "than %zu in all",
+			       st->limits.packs, st->limits.pack_refs);
 	struct snap_rec rec = {.size_bytes = m->size_bytes,
 			       .stored_bytes = m->stored_bytes,
 			       .manifest_bytes = (int64_t)len,
@@ -83,35 +92,48 @@ static int load_manifest(struct store *st, const char *id, bool *complete)
 	struct manifest m;
 	char key[OBJ_KEY_MAX];
 	store_manifest_key(id, key);
-	int rc = objstore_get_buf(st->os, key, &json, &len, STORE_MANIFEST_MAX, &e);
+	int rc = objstore_get_buf(st->os, key, &json, &len, MANIFEST_BYTES_MAX, &e);
 	if (rc == -ENOENT)
 		return 0;
 	if (rc == 0)
 		rc = manifest_parse(json, id, &m, &e);
-	if (rc < 0) {
+	if (rc == 0) {
+		pthread_mutex_lock(&st->lock);
+		rc = record_manifest(st, id, &m, len, &e);
+		pthread_mutex_unlock(&st->lock);
+		manifest_free(&m);
+	}
+	if (rc < 0 && rc != -ENOMEM) {
 		warn_once(st, id, &e);
 		*complete = false;
-		return rc == -ENOMEM ? rc : 0;
+		return 0;
 	}
-	pthread_mutex_lock(&st->lock);
-	rc = record_manifest(st, id, &m, len);
-	pthread_mutex_unlock(&st->lock);
-	manifest_free(&m);
 	return rc;
 }
 
-/* Under st->lock: the chunks of @p's index into the chunk index. */
+/*
+ * Under st->lock: the chunks of @p's index into the chunk index, unless
+ * they would pass STORE_INDEX_CHUNKS_MAX (the first time, a warning).
+ */
 static int index_pack(struct store *st, struct pack *p, const struct pack_idx_entry *ents, size_t n,
 		      size_t len)
 {
 	p->idx_bytes = (int64_t)len;
+	if (st->index.count + n > st->limits.index_chunks) {
+		if (!st->index_full)
+			warning("store: the chunk index holds %zu chunks, near its bound of %zu: "
+				"pack %s and later ones are not used for deduplication",
+				st->index.count, st->limits.index_chunks, p->name);
+		st->index_full = true;
+		return 0;
+	}
 	for (size_t i = 0; i < n; i++) {
 		struct chunk_ref r = {.pack = p,
 				      .off = (int64_t)ents[i].off,
 				      .len = ents[i].len,
 				      .zlen = ents[i].zlen};
 		memcpy(r.sha256, ents[i].sha256, SHA256_LEN);
-		if (r.off + r.zlen > p->bytes)
+		if (r.off + r.zlen > p->bytes) /* cannot wrap: pack_idx_decode() bounds both */
 			p->bytes = r.off + r.zlen;
 		int rc = chunk_index_add(&st->index, &r);
 		if (rc < 0)

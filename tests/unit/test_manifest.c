@@ -1,4 +1,5 @@
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -114,6 +115,215 @@ static void test_refused(void)
 		"chunk too long");
 }
 
+/* @json must be refused with -EIO, the message naming the snapshot and saying @what. */
+static void refused_for(const char *json, const char *what)
+{
+	struct manifest m;
+	struct err e = {0};
+	int rc = manifest_parse(json, "snap-x", &m, &e);
+	if (rc != -EIO || !strstr(e.msg, what))
+		fprintf(stderr, "not refused for \"%s\": rc %d, %s\n", what, rc, e.msg);
+	CHECK(rc == -EIO);
+	CHECK(strstr(e.msg, "snapshot snap-x: ") == e.msg && strstr(e.msg, what));
+}
+
+static bool accepted(const char *json)
+{
+	struct manifest m;
+	struct err e = {0};
+	int rc = manifest_parse(json, "snap-x", &m, &e);
+	if (rc != 0)
+		fprintf(stderr, "refused: %s\n", e.msg);
+	if (rc == 0)
+		manifest_free(&m);
+	return rc == 0;
+}
+
+/* A manifest of one file "f" of @size bytes whose chunk list is @chunks, over pack "a/0000". */
+static char *one_file(long long size, const char *chunks)
+{
+	struct strbuf sb = STRBUF_INIT;
+	CHECK(strbuf_addf(&sb,
+			  "{\"format\": 2, \"size_bytes\": %lld, \"packs\": [\"a/0000\"], "
+			  "\"files\": [{\"name\": \"f\", \"size\": %lld, \"chunks\": [%s]}]}",
+			  size, size, chunks) == 0);
+	return strbuf_detach(&sb, NULL);
+}
+
+/*
+ * A stored length is at most zstd's frame bound of its plain length: the
+ * crafted chunk of issue 9 (1 byte stored as 4,228,096) is refused, naming it.
+ */
+static void test_stored_length(void)
+{
+	CHECK(manifest_zlen_max(1) == 64);
+	CHECK(manifest_zlen_max(65536) == 65536 + 256 + 32);
+	char *j = one_file(1, "[" SHA ", 1, 0, 0, 64]");
+	CHECK(accepted(j));
+	free(j);
+	j = one_file(1, "[" SHA ", 1, 0, 0, 65]");
+	refused_for(j, "bad chunk 0 (abababab");
+	refused_for(j, "of f: its stored length 65 is above 64, the most 1 bytes take");
+	free(j);
+	j = one_file(2, "[" SHA ", 1, 0, 0, 1], [" SHA ", 1, 0, 1, 4228096]");
+	refused_for(j, "bad chunk 1 (abab");
+	refused_for(j, "stored length 4228096 is above 64");
+	free(j);
+	j = one_file(65536, "[" SHA ", 65536, 0, 0, 65824]");
+	CHECK(accepted(j));
+	free(j);
+	j = one_file(65536, "[" SHA ", 65536, 0, 0, 65825]");
+	refused_for(j, "stored length 65825 is above 65824");
+	free(j);
+	/* An offset at the bound, and one that ends past it. */
+	j = one_file(10, "[" SHA ", 10, 0, 9007199254740982, 10]");
+	CHECK(accepted(j));
+	free(j);
+	j = one_file(10, "[" SHA ", 10, 0, 9007199254740983, 10]");
+	refused_for(j, "ends past byte 2^53");
+	free(j);
+}
+
+/* Sums of lengths from the bucket are checked (UBSan caught `total += len` wrapping). */
+static void test_sums(void)
+{
+	struct strbuf sb = STRBUF_INIT;
+	int rc = 0;
+	for (int i = 0; rc == 0 && i < 1100; i++) /* 1100 zero runs of 2^53: past INT64_MAX */
+		rc = strbuf_addf(&sb, "%s[9007199254740992]", i ? ", " : "");
+	CHECK(rc == 0);
+	char *j = one_file(9007199254740992LL, strbuf_str(&sb));
+	refused_for(j, "the chunks of f add up to more than its size");
+	free(j);
+	strbuf_release(&sb);
+
+	/* 1100 files of 2^53 bytes each: their sum wraps too. */
+	CHECK(strbuf_adds(&sb, "{\"format\": 2, \"size_bytes\": 0, \"packs\": [], \"files\": [") ==
+	      0);
+	for (int i = 0; rc == 0 && i < 1100; i++)
+		rc = strbuf_addf(&sb,
+				 "%s{\"name\": \"f%d\", \"size\": 9007199254740992, "
+				 "\"chunks\": [[9007199254740992]]}",
+				 i ? ", " : "", i);
+	CHECK(rc == 0 && strbuf_adds(&sb, "]}") == 0);
+	refused_for(strbuf_str(&sb), "manifest's file sizes overflow");
+	strbuf_release(&sb);
+
+	refused_for("{\"format\": 2, \"size_bytes\": 11, \"packs\": [], \"files\": "
+		    "[{\"name\": \"f\", \"size\": 10, \"chunks\": [[10]]}]}",
+		    "file sizes do not add up to its size_bytes");
+	refused_for("{\"format\": 2, \"packs\": [], \"files\": []}", "no valid size_bytes");
+}
+
+/* The manifest text for @nfiles files of @per_file zero runs of one byte each, and @extra. */
+static char *zero_runs(size_t nfiles, size_t per_file, const char *extra)
+{
+	struct strbuf sb = {.max = MANIFEST_BYTES_MAX + (1u << 20)};
+	int rc =
+	    strbuf_addf(&sb, "{\"format\": 2, \"size_bytes\": %zu, %s\"packs\": [], \"files\": [",
+			nfiles * per_file, extra);
+	for (size_t f = 0; rc == 0 && f < nfiles; f++) {
+		rc = strbuf_addf(&sb, "%s{\"name\": \"f%zu\", \"size\": %zu, \"chunks\": [",
+				 f ? ", " : "", f, per_file);
+		for (size_t i = 0; rc == 0 && i < per_file; i++)
+			rc = strbuf_add(&sb, i ? ",[1]" : "[1]", i ? 4 : 3);
+		if (rc == 0)
+			rc = strbuf_adds(&sb, "]}");
+	}
+	CHECK(rc == 0 && strbuf_adds(&sb, "]}") == 0);
+	return strbuf_detach(&sb, NULL);
+}
+
+/* Counts and sizes are bounded before anything is parsed or allocated for them. */
+static void test_bounds(void)
+{
+	/* Chunks in all files together. */
+	char *j = zero_runs(2, MANIFEST_CHUNKS_MAX / 2 + 1, "");
+	refused_for(j, "manifest has more than 1572864 chunks");
+	free(j);
+	j = zero_runs(2, 1000, "");
+	CHECK(accepted(j));
+	free(j);
+
+	/* JSON values, whatever they are: here a metadata array of 6 Mi ones. */
+	struct strbuf sb = {.max = MANIFEST_BYTES_MAX + (1u << 20)};
+	int rc = strbuf_adds(&sb, "\"junk\": [1");
+	for (size_t i = 0; rc == 0 && i < MANIFEST_VALUES_MAX; i++)
+		rc = strbuf_add(&sb, ",1", 2);
+	CHECK(rc == 0 && strbuf_adds(&sb, "], ") == 0);
+	j = zero_runs(1, 1, strbuf_str(&sb));
+	refused_for(j, "manifest has more than 6291456 JSON values");
+	free(j);
+	strbuf_release(&sb);
+
+	/* The text: a valid manifest with spaces after it, one byte too many. */
+	j = zero_runs(1, 1, "");
+	size_t len = strlen(j);
+	char *big = malloc(MANIFEST_BYTES_MAX + 2);
+	CHECK(big != NULL);
+	if (big) {
+		memset(big, ' ', MANIFEST_BYTES_MAX + 1);
+		memcpy(big, j, len);
+		big[MANIFEST_BYTES_MAX] = '\0';
+		CHECK(accepted(big));
+		big[MANIFEST_BYTES_MAX] = ' ';
+		big[MANIFEST_BYTES_MAX + 1] = '\0';
+		refused_for(big, "manifest is longer than 67108864 bytes");
+	}
+	free(big);
+	free(j);
+
+	/* Packs listed. */
+	for (size_t n = MANIFEST_PACKS_MAX; n <= MANIFEST_PACKS_MAX + 1; n++) {
+		sb = (struct strbuf)STRBUF_INIT;
+		rc = strbuf_adds(&sb, "{\"format\": 2, \"size_bytes\": 0, \"packs\": [");
+		for (size_t i = 0; rc == 0 && i < n; i++)
+			rc = strbuf_addf(&sb, "%s\"a/%04zu\"", i ? ", " : "", i);
+		CHECK(rc == 0 && strbuf_adds(&sb, "], \"files\": []}") == 0);
+		if (n == MANIFEST_PACKS_MAX)
+			CHECK(accepted(strbuf_str(&sb)));
+		else
+			refused_for(strbuf_str(&sb), "manifest lists more than 16384 packs");
+		strbuf_release(&sb);
+	}
+
+	cJSON *root = NULL;
+	struct err e = {0};
+	CHECK(manifest_json("{\"id\": \"x\"}", "snap-x", &root, &e) == 0 && cJSON_IsObject(root));
+	cJSON_Delete(root);
+	CHECK(manifest_json("[1]", "snap-x", &root, &e) == -EIO && root == NULL);
+}
+
+/* manifest_build() refuses what manifest_parse() would. */
+static void test_build_bounds(void)
+{
+	struct manifest_chunk *chunks = calloc(MANIFEST_CHUNKS_MAX + 1, sizeof(*chunks));
+	struct manifest_file f = {
+	    .name = "f", .chunks = chunks, .nchunks = MANIFEST_CHUNKS_MAX + 1};
+	for (size_t i = 0; chunks && i < f.nchunks; i++)
+		chunks[i] = chunk(0, 1, MANIFEST_ZERO, 0, 0);
+	f.size = (int64_t)f.nchunks;
+	struct manifest m = {.files = &f, .nfiles = 1, .size_bytes = f.size};
+	cJSON *meta = cJSON_CreateObject();
+	char *json = NULL;
+	size_t len = 0;
+	struct err e = {0};
+	CHECK(chunks && manifest_build(meta, &m, &json, &len, &e) == -EFBIG);
+	CHECK(strstr(e.msg, "1572865 chunks") != NULL);
+	CHECK(json == NULL);
+	free(chunks);
+
+	/* Metadata that brings the text past MANIFEST_VALUES_MAX. */
+	cJSON *junk = cJSON_AddArrayToObject(meta, "junk");
+	for (size_t i = 0; i < MANIFEST_VALUES_MAX; i++)
+		cJSON_AddItemToArray(junk, cJSON_CreateTrue());
+	f = (struct manifest_file){.name = "f"};
+	m = (struct manifest){.files = &f, .nfiles = 1};
+	CHECK(manifest_build(meta, &m, &json, &len, &e) == -EFBIG);
+	CHECK(strstr(e.msg, "the manifest has more than 6291456 JSON values") != NULL);
+	cJSON_Delete(meta);
+}
+
 static void test_names(void)
 {
 	CHECK(manifest_pack_ok("snap-0123456789abcdef/0000"));
@@ -135,6 +345,10 @@ int main(void)
 {
 	test_round_trip();
 	test_refused();
+	test_stored_length();
+	test_sums();
+	test_bounds();
+	test_build_bounds();
 	test_names();
 	return t_done();
 }

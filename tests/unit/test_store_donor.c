@@ -14,6 +14,7 @@
 #include "backend/manifest.h"
 #include "backend/store.h"
 #include "backend/store_internal.h" /* to count the objstore's ranged reads */
+#include "lib/strbuf.h"
 #include "lib/util.h"
 #include "tests/unit/t.h"
 #include "tests/unit/t_dir.h"
@@ -263,6 +264,115 @@ static void test_garbled_donor(struct store *st)
 	free(res.manifest);
 }
 
+/* Write manifest @json of @id and a sparse pack @pack of @len bytes, as any writer of the bucket
+ * can. */
+static void hostile_put(const char *id, const char *json, const char *pack, off_t len)
+{
+	char p[PATH_MAX];
+	snprintf(p, sizeof(p), "%s/store/manifests/%s.json", t_base, id);
+	CHECK(write_file_durable(p, json, strlen(json)) == 0);
+	snprintf(p, sizeof(p), "%s/store/packs/%s", t_base, pack);
+	*strrchr(p, '/') = '\0';
+	CHECK(mkdir_p(p, 0700) == 0);
+	snprintf(p, sizeof(p), "%s/store/packs/%s.pack", t_base, pack);
+	int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	CHECK(fd >= 0 && ftruncate(fd, len) == 0);
+	if (fd >= 0)
+		close(fd);
+}
+
+/* The crafted stored length of issue 9: the most parse_chunk() accepted for any chunk. */
+#define CRAFTED_ZLEN 4228096
+#define CRAFTED_RUN 4
+
+/*
+ * Issue 9, item 1: a manifest whose chunks repeat the hash of a chunk a
+ * local image holds, with length 1 and a stored length of 4 MiB at
+ * consecutive offsets of a large pack. The donor's copy is read at length
+ * 1 and fails, so the run was read back from the store, 16 MiB into a
+ * buffer of 8: the get must fail with EIO naming the snapshot and the chunk.
+ */
+static void test_crafted_manifest(struct store *st)
+{
+	struct store_get_result res;
+	struct manifest m;
+	struct err e = {0};
+	char *json = NULL, hex[SHA256_HEX_LEN + 1];
+	CHECK(get_from(st, "snap-1", "h1", NULL, &res, &e) == 0);
+	free(res.manifest);
+	keep_manifest(st, "snap-1", "h1");
+	CHECK(store_get_manifest(st, "snap-1", &json, &e) == 0);
+	CHECK(manifest_parse(json, "snap-1", &m, &e) == 0);
+	free(json);
+	const struct manifest_chunk *c = &m.files[1].chunks[0]; /* pages.img, a donor holds it */
+	CHECK(!strcmp(m.files[1].name, "pages.img") && c->pack != MANIFEST_ZERO);
+	sha256_to_hex(c->sha256, hex);
+	struct strbuf sb = STRBUF_INIT;
+	int rc = strbuf_addf(
+	    &sb,
+	    "{\"format\": 2, \"size_bytes\": %lld, \"packs\": [\"%s\", \"evil/0000\"], "
+	    "\"files\": [{\"name\": \"pages.img\", \"size\": %lld, \"chunks\": "
+	    "[[\"%s\", %lld, 0, %lld, %lld]",
+	    (long long)c->len + CRAFTED_RUN, m.packs[c->pack], (long long)c->len + CRAFTED_RUN, hex,
+	    (long long)c->len, (long long)c->off, (long long)c->zlen);
+	for (int k = 0; rc == 0 && k < CRAFTED_RUN; k++)
+		rc = strbuf_addf(&sb, ", [\"%s\", 1, 1, %d, %d]", hex, k * CRAFTED_ZLEN,
+				 CRAFTED_ZLEN);
+	CHECK(rc == 0 && strbuf_adds(&sb, "]}]}") == 0);
+	hostile_put("evil", strbuf_str(&sb), "evil/0000", (off_t)CRAFTED_RUN * CRAFTED_ZLEN);
+	strbuf_release(&sb);
+	manifest_free(&m);
+
+	const char *donors[] = {"h1", NULL};
+	CHECK(get_from(st, "evil", "evil-out", donors, &res, &e) == -EIO);
+	CHECK(strstr(e.msg, "snapshot evil: ") == e.msg);
+	CHECK(strstr(e.msg, "chunk 1 (") && strstr(e.msg, hex) && strstr(e.msg, "of pages.img"));
+	CHECK(!t_exists("evil-out"));
+	CHECK(res.manifest == NULL);
+	/* The store and the donor serve on. */
+	CHECK(get_from(st, "snap-1", "after-evil", donors, &res, &e) == 0);
+	CHECK(same_file("after-evil/pages.img", "src1/pages.img"));
+	free(res.manifest);
+}
+
+/* sha256("x"): a chunk of one byte. */
+#define X_SHA "2d711642b726b04401627ca9fbac32f5c8530fb1903cc4db02258717921a4881"
+#define TINY_RUN 140000
+
+/*
+ * Each stored length within zstd's bound (64 bytes for 1 plain byte), but
+ * 140,000 chunks of one byte that a donor holds and that fail there: 4 MiB
+ * of plain bytes is 9 MB of stored ones, more than the read buffer holds.
+ * A local job's stored bytes are bounded as a fetched job's are.
+ */
+static void test_crafted_tiny_chunks(struct store *st)
+{
+	struct store_get_result res;
+	struct err e = {0};
+	char p[PATH_MAX];
+	t_path(p, "tiny");
+	CHECK(mkdir_p(p, 0755) == 0);
+	t_write("tiny/pages.img", "y", 1); /* not what its manifest says: the copy fails */
+	const char *donor_manifest =
+	    "{\"format\": 2, \"size_bytes\": 1, \"packs\": [\"tiny/0000\"], \"files\": "
+	    "[{\"name\": \"pages.img\", \"size\": 1, \"chunks\": [[\"" X_SHA "\", 1, 0, 0, 1]]}]}";
+	t_write("tiny/" MANIFEST_FILE, donor_manifest, strlen(donor_manifest));
+	struct strbuf sb = STRBUF_INIT;
+	int rc = strbuf_addf(&sb,
+			     "{\"format\": 2, \"size_bytes\": %d, \"packs\": [\"evil2/0000\"], "
+			     "\"files\": [{\"name\": \"pages.img\", \"size\": %d, \"chunks\": [",
+			     TINY_RUN, TINY_RUN);
+	for (int k = 0; rc == 0 && k < TINY_RUN; k++)
+		rc = strbuf_addf(&sb, "%s[\"" X_SHA "\", 1, 0, %d, 64]", k ? ", " : "", k * 64);
+	CHECK(rc == 0 && strbuf_adds(&sb, "]}]}") == 0);
+	hostile_put("evil2", strbuf_str(&sb), "evil2/0000", (off_t)TINY_RUN * 64);
+	strbuf_release(&sb);
+	const char *donors[] = {"tiny", NULL};
+	CHECK(get_from(st, "evil2", "evil2-out", donors, &res, &e) == -EIO);
+	CHECK(strstr(e.msg, "snapshot evil2: chunk " X_SHA " of pages.img (at byte 0) is corrupt"));
+	CHECK(!t_exists("evil2-out"));
+}
+
 /*
  * The store's copy is bad and the donor's too: the get fails naming the
  * chunk and removes what it wrote. A good donor copy of a chunk whose
@@ -319,6 +429,8 @@ int main(void)
 		test_shared_chunks(st);
 		test_torn_donor(st);
 		test_garbled_donor(st);
+		test_crafted_manifest(st);
+		test_crafted_tiny_chunks(st);
 		test_bad_store(st);
 		store_close(st);
 	}

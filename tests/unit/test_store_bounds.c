@@ -1,0 +1,242 @@
+/*
+ * test_store_bounds.c - what the bucket's pack indexes and manifests can
+ * make a store hold is bounded (issue 9, item 8; the bounds are in
+ * backend/store_internal.h): index entries within the manifest's bounds,
+ * entries per index, chunks in the chunk index, packs and pack references
+ * in the records; totals of sizes saturate rather than wrap. The store-wide
+ * bounds are lowered through struct store_limits, as the real ones take
+ * gigabytes to reach.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "backend/manifest.h"
+#include "backend/store.h"
+#include "backend/store_internal.h"
+#include "lib/util.h"
+#include "tests/unit/t.h"
+#include "tests/unit/t_dir.h"
+
+#define DATA_LEN (1u << 20)
+
+static struct store *open_store(const char *rel)
+{
+	char url[PATH_MAX + 8];
+	struct store *st = NULL;
+	struct err e = {0};
+	snprintf(url, sizeof(url), "file://%s/%s", t_base, rel);
+	CHECK(store_open(url, NULL, &st, &e) == 0);
+	return st;
+}
+
+/* A source directory @rel of one file of DATA_LEN random bytes. */
+static void write_source(const char *rel)
+{
+	char p[PATH_MAX];
+	unsigned char *data = malloc(DATA_LEN);
+	CHECK(data != NULL);
+	if (!data)
+		return;
+	t_random(data, DATA_LEN);
+	t_path(p, rel);
+	CHECK(mkdir_p(p, 0755) == 0);
+	snprintf(p, sizeof(p), "%s/%s/pages.img", t_base, rel);
+	CHECK(write_file_durable(p, data, DATA_LEN) == 0);
+	free(data);
+}
+
+static int put(struct store *st, const char *id, const char *rel, struct store_put_result *res)
+{
+	char src[PATH_MAX];
+	struct err e = {0};
+	t_path(src, rel);
+	cJSON *meta = cJSON_CreateObject();
+	int rc = store_put_snapshot(st, id, src, meta, NULL, NULL, res, &e);
+	cJSON_Delete(meta);
+	return rc;
+}
+
+/* Decode an index of one entry (@len, @zlen at @off): pack_idx_decode()'s answer. */
+static int decode_one(struct store *st, uint32_t len, uint32_t zlen, uint64_t off)
+{
+	struct pack_idx_entry ent = {.off = off, .len = len, .zlen = zlen}, *got = NULL;
+	char *idx = NULL;
+	size_t idx_len = 0, n = 0;
+	memset(ent.sha256, 0xab, SHA256_LEN);
+	CHECK(pack_idx_encode(st, &ent, 1, &idx, &idx_len) == 0);
+	int rc = pack_idx_decode(st, idx, idx_len, &got, &n);
+	CHECK(rc < 0 || (n == 1 && got[0].zlen == zlen && got[0].off == off));
+	free(got);
+	free(idx);
+	return rc;
+}
+
+/* An index entry is within the bounds of manifest.h: dedup copies it into manifests. */
+static void test_index_entries(struct store *st)
+{
+	CHECK(decode_one(st, 1, 64, 0) == 0);
+	CHECK(decode_one(st, 1, 65, 0) == -EIO);
+	CHECK(decode_one(st, 1, 4228096, 0) == -EIO); /* the crafted chunk of item 1 */
+	CHECK(decode_one(st, 65536, 65824, 0) == 0);
+	CHECK(decode_one(st, 65536, 65825, 0) == -EIO);
+	CHECK(decode_one(st, MANIFEST_CHUNK_MAX + 1, 100, 0) == -EIO);
+	CHECK(decode_one(st, 100, 100, PACK_BYTES_MAX - 100) == 0);
+	CHECK(decode_one(st, 100, 100, PACK_BYTES_MAX - 99) == -EIO);
+	CHECK(decode_one(st, 100, 100, 1ull << 62) == -EIO);
+	CHECK(decode_one(st, 100, 100, UINT64_MAX - 10) == -EIO); /* off + zlen would wrap */
+}
+
+/* At most PACK_IDX_ENTRIES_MAX entries an index, and the put closes its packs there too. */
+static void test_index_count(struct store *st)
+{
+	size_t n = PACK_IDX_ENTRIES_MAX + 1;
+	struct pack_idx_entry *ents = calloc(n, sizeof(*ents)), *got = NULL;
+	CHECK(ents != NULL);
+	if (!ents)
+		return;
+	for (size_t i = 0; i < n; i++)
+		ents[i] = (struct pack_idx_entry){.off = i, .len = 1, .zlen = 1};
+	char *idx = NULL;
+	size_t idx_len = 0, got_n = 0;
+	CHECK(pack_idx_encode(st, ents, n - 1, &idx, &idx_len) == 0);
+	CHECK(idx_len <= PACK_IDX_MAX);
+	CHECK(pack_idx_decode(st, idx, idx_len, &got, &got_n) == 0 && got_n == n - 1);
+	free(got);
+	free(idx);
+	CHECK(pack_idx_encode(st, ents, n, &idx, &idx_len) == 0);
+	CHECK(pack_idx_decode(st, idx, idx_len, &got, &got_n) == -EIO);
+	free(idx);
+	free(ents);
+}
+
+/* Entries of pack @pack's index object in the store at @rel. */
+static size_t index_entries(struct store *st, const char *rel, const char *pack)
+{
+	char p[PATH_MAX];
+	_cleanup_free_ char *data = NULL;
+	_cleanup_free_ struct pack_idx_entry *ents = NULL;
+	size_t len = 0, n = 0;
+	snprintf(p, sizeof(p), "%s/%s/packs/%s.idx", t_base, rel, pack);
+	CHECK(read_file(p, &data, &len, PACK_IDX_MAX) == 0);
+	CHECK(data && pack_idx_decode(st, data, len, &ents, &n) == 0);
+	return n;
+}
+
+/*
+ * Past limits.index_chunks another host's packs are not indexed: puts do
+ * not deduplicate against them (they store the chunks themselves), gets of
+ * their snapshots work.
+ */
+static void test_index_bound(void)
+{
+	struct store *b = open_store("s1"), *a = open_store("s1");
+	struct store_put_result res = {0};
+	struct store_stats stats;
+	struct err e = {0};
+	if (!a || !b)
+		goto out;
+	write_source("src1");
+	write_source("src2");
+	CHECK(put(b, "b1", "src1", NULL) == 0 && put(b, "b2", "src2", NULL) == 0);
+	a->limits.index_chunks = index_entries(a, "s1", "b1/0000");
+	CHECK(store_refresh(a, NULL, &e) == 0);
+	store_stats(a, &stats);
+	CHECK(stats.snapshots == 2 && stats.chunks == (int64_t)a->limits.index_chunks);
+	CHECK(put(a, "a1", "src1", &res) == 0 && res.stored_bytes < (64 << 10));
+	CHECK(put(a, "a2", "src2", &res) == 0 && res.stored_bytes > (int64_t)DATA_LEN);
+	char out[PATH_MAX];
+	t_path(out, "out-b2");
+	CHECK(store_get_snapshot(a, "b2", out, &e) == 0);
+out:
+	store_close(a);
+	store_close(b);
+}
+
+/*
+ * Past limits.packs or limits.pack_refs a manifest is not recorded: it is
+ * one that cannot be read (a warning), and collection waits.
+ */
+static void test_records_bound(void)
+{
+	struct store *b = open_store("s2"), *a = open_store("s2");
+	struct store_stats stats;
+	struct err e = {0};
+	if (!a || !b)
+		goto out;
+	write_source("src3");
+	write_source("src4");
+	write_source("src5");
+	/* Three snapshots of a pack each. */
+	CHECK(put(b, "c1", "src3", NULL) == 0 && put(b, "c2", "src4", NULL) == 0 &&
+	      put(b, "c3", "src5", NULL) == 0);
+	a->limits.packs = 2;
+	CHECK(store_refresh(a, NULL, &e) == 0);
+	store_stats(a, &stats);
+	CHECK(stats.snapshots == 2 && stats.packs == 2);
+	CHECK(store_collect(a, 0, &e) == -EIO && strstr(e.msg, "cannot be read"));
+	store_close(a);
+
+	/* Three snapshots of the same pack: three references. */
+	a = open_store("s3");
+	store_close(b);
+	b = open_store("s3");
+	if (!a || !b)
+		goto out;
+	CHECK(put(b, "d1", "src3", NULL) == 0 && put(b, "d2", "src3", NULL) == 0 &&
+	      put(b, "d3", "src3", NULL) == 0);
+	a->limits.pack_refs = 2;
+	CHECK(store_refresh(a, NULL, &e) == 0);
+	store_stats(a, &stats);
+	CHECK(stats.snapshots == 2 && stats.packs == 1);
+out:
+	store_close(a);
+	store_close(b);
+}
+
+/* Sizes from 1100 manifests of 2^53 bytes each: the total saturates (it wrapped before). */
+static void test_totals(void)
+{
+	char p[PATH_MAX];
+	const char *json = "{\"format\": 2, \"size_bytes\": 9007199254740992, \"packs\": [], "
+			   "\"files\": [{\"name\": \"f\", \"size\": 9007199254740992, "
+			   "\"chunks\": [[9007199254740992]]}]}";
+	t_path(p, "s4/manifests");
+	CHECK(mkdir_p(p, 0700) == 0);
+	bool written = true;
+	for (int i = 0; written && i < 1100; i++) {
+		snprintf(p, sizeof(p), "%s/s4/manifests/huge-%d.json", t_base, i);
+		FILE *f = fopen(p, "w"); /* not durable: 1100 fsyncs would only slow the test */
+		written = f && fputs(json, f) >= 0;
+		if (f)
+			written &= fclose(f) == 0;
+	}
+	CHECK(written);
+	struct store *st = open_store("s4");
+	struct store_stats stats;
+	if (!st)
+		return;
+	store_stats(st, &stats);
+	CHECK(stats.snapshots == 1100 && stats.logical_bytes == INT64_MAX);
+	store_close(st);
+}
+
+int main(void)
+{
+	log_debug_enabled = getenv("TEST_DEBUG") != NULL;
+	if (!t_dir_make("test_store_bounds"))
+		return 1;
+	struct store *st = open_store("s0");
+	if (st) {
+		test_index_entries(st);
+		test_index_count(st);
+		store_close(st);
+	}
+	test_index_bound();
+	test_records_bound();
+	test_totals();
+	rm_rf(t_base);
+	return t_done();
+}
