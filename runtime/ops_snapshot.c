@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "backend/store.h"
+#include "lib/names.h"
 #include "lib/strbuf.h"
 #include "runtime/cache.h"
 #include "runtime/host.h"
@@ -396,12 +397,10 @@ static void store_job(void *arg)
 
 static int check_label(const char *label, struct err *e)
 {
-	size_t n = strlen(label);
-	if (n >= LABEL_MAX)
+	if (strlen(label) >= LABEL_MAX)
 		return err_set(e, EINVAL, "snapshot name is longer than %d bytes", LABEL_MAX - 1);
-	for (size_t i = 0; i < n; i++)
-		if ((unsigned char)label[i] < 0x21 || label[i] == 0x7f)
-			return err_set(e, EINVAL, "snapshot name may not hold spaces or controls");
+	if (!label_ok(label, LABEL_MAX))
+		return err_set(e, EINVAL, "snapshot name may not hold spaces or controls");
 	return 0;
 }
 
