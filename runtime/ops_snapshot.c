@@ -35,6 +35,7 @@
 #include "runtime/host.h"
 #include "runtime/images.h"
 #include "runtime/jobs.h"
+#include "runtime/snapmeta.h"
 
 /* Room the spool needs beyond the sandbox's resident memory. */
 #define SPOOL_MARGIN_BYTES (64ll << 20)
@@ -187,28 +188,6 @@ static void store_progress(void *arg, int64_t done, int64_t total)
 	progress_set(arg, done, total);
 }
 
-static cJSON *snapshot_meta(const struct snapshot *snap)
-{
-	cJSON *meta = cJSON_CreateObject();
-	if (!meta)
-		return NULL;
-	cJSON_AddStringToObject(meta, "id", snap->id);
-	cJSON_AddStringToObject(meta, "name", snap->name);
-	cJSON_AddStringToObject(meta, "kind", snapshot_kind_name(snap->kind));
-	cJSON_AddStringToObject(meta, "sandbox_id", snap->sandbox_id);
-	cJSON_AddNumberToObject(meta, "created_at_ms", (double)snap->created_at);
-	cJSON_AddNumberToObject(meta, "pause_ms", (double)snap->pause_ms);
-	cJSON_AddStringToObject(meta, "image", snap->image);
-	cJSON_AddStringToObject(meta, "image_digest", snap->image_digest);
-	cJSON_AddStringToObject(meta, "entrypoint", snap->entrypoint);
-	cJSON_AddStringToObject(meta, "runsc_version", ops.runsc.version);
-	cJSON_AddBoolToObject(meta, "gpu", snap->gpu);
-	cJSON *host = cJSON_Parse(snap->host_json);
-	if (host)
-		cJSON_AddItemToObject(meta, "host", host);
-	return meta;
-}
-
 /*
  * Keep manifest @json in image directory @dir (CACHE_MANIFEST_FILE), so
  * later materializes may copy its chunks. Not fsynced, as the image is not
@@ -359,7 +338,7 @@ static void store_job(void *arg)
 		snapshot_fail_id(job, &e);
 		return;
 	}
-	cJSON *meta = snapshot_meta(&snap);
+	cJSON *meta = snapmeta_build(&snap, ops.runsc.version);
 	int rc = meta ? 0 : err_set(&e, ENOMEM, "cannot build the manifest of %s", snap.id);
 	spool_path(job->snap_id, spool, sizeof(spool));
 	int64_t t0 = mono_ms();
@@ -1028,16 +1007,15 @@ int ops_snapshot_restorable(const char *snap_id, struct strbuf *out)
 
 /* --- start-up reconciliation --------------------------------------------- */
 
-/* A manifest's sizes, for a snapshot that completed while snapfs was down. */
+/*
+ * A manifest's sizes, for a snapshot that completed while snapfs was down.
+ * The bucket may have been written since: a size out of range is left 0.
+ */
 static void sizes_from_manifest(const char *json, struct snapshot *snap)
 {
 	cJSON *m = cJSON_Parse(json);
-	const cJSON *size = cJSON_GetObjectItemCaseSensitive(m, "size_bytes");
-	const cJSON *stored = cJSON_GetObjectItemCaseSensitive(m, "stored_bytes");
-	if (cJSON_IsNumber(size))
-		snap->size_bytes = (int64_t)size->valuedouble;
-	if (cJSON_IsNumber(stored))
-		snap->stored_bytes = (int64_t)stored->valuedouble;
+	snapmeta_count(m, "size_bytes", &snap->size_bytes);
+	snapmeta_count(m, "stored_bytes", &snap->stored_bytes);
 	cJSON_Delete(m);
 }
 
