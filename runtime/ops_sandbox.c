@@ -483,7 +483,11 @@ int ops_sandbox_wait(const char *id, ops_done_fn done, void *ctx, struct err *e)
 
 /* --- start-up reconciliation --------------------------------------------- */
 
-/* The newest suspend snapshot of @sandbox_id: the one an interrupted suspend was taking. */
+/*
+ * The newest suspend snapshot this host took of the sandbox: the one an
+ * interrupted suspend was taking (another host's of a sandbox of that name
+ * is not, and taking it would delete a running container).
+ */
 static int newest_suspend_cb(const struct snapshot *snap, void *arg)
 {
 	struct snapshot *newest = arg;
@@ -497,7 +501,7 @@ static void reconcile_suspend(struct sandbox *sb, bool alive)
 {
 	struct snapshot snap = {0};
 	struct err e = {0};
-	registry_snapshot_each_of_sandbox(ops.reg, sb->id, newest_suspend_cb, &snap);
+	ops_sandbox_snapshots_each(sb->id, newest_suspend_cb, &snap);
 	if (snap.id[0] && snap.state == SNAP_COMPLETED) {
 		if (alive)
 			runsc_delete(&ops.runsc, sb->runtime_id, NULL);

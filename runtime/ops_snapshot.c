@@ -372,6 +372,56 @@ static void store_job(void *arg)
 	free(job);
 }
 
+/* --- this host's snapshots ------------------------------------------------ */
+
+bool ops_snapshot_taken_here(const struct snapshot *snap)
+{
+	return host_is_this(snap->host_json);
+}
+
+struct here_walk {
+	int (*fn)(const struct snapshot *snap, void *arg);
+	void *arg;
+};
+
+static int here_only(const struct snapshot *snap, void *arg)
+{
+	const struct here_walk *w = arg;
+	return ops_snapshot_taken_here(snap) ? w->fn(snap, w->arg) : 0;
+}
+
+int ops_sandbox_snapshots_each(const char *sandbox_id,
+			       int (*fn)(const struct snapshot *snap, void *arg), void *arg)
+{
+	struct here_walk w = {fn, arg};
+	return registry_snapshot_each_of_sandbox(ops.reg, sandbox_id, here_only, &w);
+}
+
+static int newest_kept(const struct snapshot *snap, void *arg)
+{
+	if (snap->kind == SNAP_KIND_SNAPSHOT)
+		*(struct snapshot *)arg = *snap; /* oldest first: the last one wins */
+	return 0;
+}
+
+int ops_sandbox_newest_snapshot(const char *sandbox_id, struct snapshot *out)
+{
+	out->id[0] = '\0';
+	int rc = ops_sandbox_snapshots_each(sandbox_id, newest_kept, out);
+	return rc < 0 ? rc : out->id[0] ? 0 : -ENOENT;
+}
+
+/* Do @a and @b come from one sandbox: the same name on the same host? */
+static bool same_sandbox(const struct snapshot *a, const struct snapshot *b)
+{
+	char from_a[HOST_ID_MAX], from_b[HOST_ID_MAX];
+	if (strcmp(a->sandbox_id, b->sandbox_id) != 0)
+		return false;
+	host_origin(a->host_json, from_a);
+	host_origin(b->host_json, from_b);
+	return strcmp(from_a, from_b) == 0;
+}
+
 /* --- snapshot and suspend ------------------------------------------------ */
 
 static int check_label(const char *label, struct err *e)
@@ -404,6 +454,9 @@ static int insert_snapshot(const struct sandbox *sb, enum snapshot_kind kind, co
 	int rc = new_object_id("snap-", snap.id);
 	if (rc == 0)
 		rc = host_profile_json(ops.runsc.version, &host);
+	/* Cut, it would name no host: the snapshot would be no sandbox's here. */
+	if (rc == 0)
+		rc = xsnprintf(snap.host_json, sizeof(snap.host_json), "%s", strbuf_str(&host));
 	if (rc < 0)
 		return err_set(e, -rc, "cannot prepare snapshot of %s: %s", sb->id, strerror(-rc));
 	snprintf(snap.name, sizeof(snap.name), "%s", label ? label : "");
@@ -415,7 +468,6 @@ static int insert_snapshot(const struct sandbox *sb, enum snapshot_kind kind, co
 	memcpy(snap.image_digest, sb->image_digest, sizeof(snap.image_digest));
 	memcpy(snap.entrypoint, sb->entrypoint, sizeof(snap.entrypoint));
 	memcpy(snap.env, sb->env, sizeof(snap.env));
-	snprintf(snap.host_json, sizeof(snap.host_json), "%s", strbuf_str(&host));
 	snap.gpu = sb->gpu;
 	pthread_mutex_lock(&ops.lock);
 	rc = registry_snapshot_insert(ops.reg, &snap);
@@ -511,8 +563,8 @@ static size_t donors_hold(struct donors *d, const struct snapshot *snap)
 	size_t n = cache_hold_recent(snap->id, held, DONORS_SCAN), used = 0;
 	for (size_t i = 0; i < n; i++) {
 		struct snapshot s;
-		same[i] = registry_snapshot_get(ops.reg, held[i], &s) == 0 &&
-			  !strcmp(s.sandbox_id, snap->sandbox_id);
+		same[i] =
+		    registry_snapshot_get(ops.reg, held[i], &s) == 0 && same_sandbox(&s, snap);
 	}
 	for (size_t i = 0; i < n; i++)
 		donor_pick(d, held[i], same[i], &used);
