@@ -17,8 +17,9 @@
 #define RUNSC_PLATFORM "systrap"
 #define HOST_ID_FILE "host-id"
 #define HOST_ID_PREFIX "host-"
-/* The longest name of a profile member a manifest may carry. */
+/* The longest name of a profile member a manifest may carry, and how many it may carry. */
 #define MEMBER_NAME_MAX 32
+#define MEMBERS_MAX 32
 
 /* Set once by host_id_init(), before any thread reads it. */
 static char this_host[HOST_ID_MAX];
@@ -163,16 +164,33 @@ static bool member_ok(const cJSON *m)
 	return true;
 }
 
+/* Does a member before @m have its name? Readers see the first one only. */
+static bool named_before(const cJSON *profile, const cJSON *m)
+{
+	for (const cJSON *p = profile->child; p && p != m; p = p->next)
+		if (strcmp(p->string, m->string) == 0)
+			return true;
+	return false;
+}
+
 int host_profile_check(const cJSON *profile, struct err *e)
 {
 	if (!cJSON_IsObject(profile))
 		return err_set(e, EINVAL, "its host profile is not a JSON object");
+	if (cJSON_GetArraySize(profile) > MEMBERS_MAX)
+		return err_set(e, EINVAL, "its host profile has more than %d members", MEMBERS_MAX);
 	const cJSON *m;
 	cJSON_ArrayForEach(m, profile)
 	{
 		/* Names are checked first: a bad one is not quoted in a message. */
 		if (!member_name_ok(m->string))
 			return err_set(e, EINVAL, "its host profile has a member with a bad name");
+		/*
+		 * A second host_id would stay when the first is dropped for
+		 * naming this host, and be read as the origin.
+		 */
+		if (named_before(profile, m))
+			return err_set(e, EINVAL, "its host profile has two members %s", m->string);
 		if (!member_ok(m))
 			return err_set(e, EINVAL,
 				       "its host profile's %s is not one line of text or a list "

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# shellcheck source-path=SCRIPTDIR disable=SC2016
+# shellcheck source-path=SCRIPTDIR disable=SC2016,SC2317
 # A bucket another host writes into: one daemon on a --store it names, and
 # manifests this test writes into that store as another (or a hostile) host
 # would, each a copy of a real one with fields edited by jq.
 #   - Fields that break the local rules (a newline in sandbox_id, `../../..`
 #     as sandbox_id, a newline and `yes` in image or in the host profile,
-#     numbers out of range, a created_at_ms far in the future) are skipped,
+#     numbers out of range, a created_at_ms far in the future, two host_ids
+#     in the profile) are skipped,
 #     each with one warning in the log naming it, not one every 3 s.
 #   - snapshots/index has one line per snapshot, every `source` stays inside
 #     the mount, no restorable has a line `yes` beside others.
@@ -41,8 +42,8 @@ forge() {
 OTHER_HOST=host-0123456789abcdef
 nl_id=snap-00000000000000a1 dotdot=snap-00000000000000a2 nl_image=snap-00000000000000a3
 nl_host=snap-00000000000000a4 big=snap-00000000000000a5 future=snap-00000000000000a6
-frac=snap-00000000000000a7 other=snap-00000000000000b1 claims_us=snap-00000000000000b2
-other_suspend=snap-00000000000000b3
+frac=snap-00000000000000a7 dup_id=snap-00000000000000a8 other=snap-00000000000000b1
+claims_us=snap-00000000000000b2 other_suspend=snap-00000000000000b3
 forge "$nl_id" '.sandbox_id = "web\nsnap-00000000000000ff completed web"' || bail "forge $nl_id"
 forge "$dotdot" '.sandbox_id = "../../.."' || bail "forge $dotdot"
 forge "$nl_image" '.image = "busybox\nyes\n"' || bail "forge $nl_image"
@@ -50,7 +51,13 @@ forge "$nl_host" '.host.runsc_version = "0\nyes\n"' || bail "forge $nl_host"
 forge "$big" '.size_bytes = 1e300 | .stored_bytes = -1 | .pause_ms = 1e19' || bail "forge $big"
 forge "$future" '.created_at_ms = $now + 10 * 365 * 86400000' || bail "forge $future"
 forge "$frac" '.created_at_ms = 1.5' || bail "forge $frac"
-rejected=("$nl_id" "$dotdot" "$nl_image" "$nl_host" "$big" "$future" "$frac")
+# Two host_ids, both this host's: one dropped for naming this host, the other would stay.
+here=$(jq -r .host.host_id "$REAL_MANIFEST")
+jq -c --arg id "$dup_id" --argjson now "$(now_ms)" '.created_at_ms = $now | .id = $id' \
+	"$REAL_MANIFEST" | sed "s/\"host\":{/\"host\":{\"host_id\":\"$here\",/" >"$T/forged.json" ||
+	bail "forge $dup_id"
+mv "$T/forged.json" "$STORE_DIR/manifests/$dup_id.json" || bail "store $dup_id"
+rejected=("$nl_id" "$dotdot" "$nl_image" "$nl_host" "$big" "$future" "$frac" "$dup_id")
 # Valid, and web's by name, newer than this host's snapshot: another host's,
 # and one that names this host as its origin though this host never took it.
 forge "$other" ".created_at_ms = \$now | .host.host_id = \"$OTHER_HOST\"" || bail "forge $other"

@@ -203,14 +203,34 @@ static void test_host(void)
 	refused_host("host_id", cJSON_CreateNumber(1), "host_id");
 	refused_host("nested", cJSON_CreateObject(), "nested");
 	refused_host("bad\nname", cJSON_CreateString("x"), "a member with a bad name");
-	/* Each member fits, the whole does not. */
-	big[HOST_JSON_MAX / 2] = '\0';
-	cJSON *m = good();
-	cJSON *host = cJSON_GetObjectItem(m, "host");
-	cJSON_AddStringToObject(host, "a", big);
-	cJSON_AddStringToObject(host, "b", big);
+
+	/* Two host_ids, the first this host's: dropping it must not leave the second. */
 	static struct snapshot s;
 	struct err e = {0};
+	cJSON *m = good();
+	cJSON *host = cJSON_GetObjectItem(m, "host");
+	cJSON_AddStringToObject(host, "platform", "systrap");
+	CHECK(parse(m, HERE, &s, &e) == -EINVAL && strstr(e.msg, "two members platform"));
+	m = good();
+	host = cJSON_GetObjectItem(m, "host");
+	cJSON_DeleteItemFromObject(host, "host_id");
+	cJSON_AddStringToObject(host, "host_id", OTHER);
+	cJSON_AddStringToObject(host, "host_id", HERE);
+	CHECK(parse(m, OTHER, &s, &e) == -EINVAL && strstr(e.msg, "two members host_id"));
+	m = good();
+	host = cJSON_GetObjectItem(m, "host");
+	for (int i = 0; i < 32; i++) {
+		char name[16];
+		snprintf(name, sizeof(name), "extra%d", i);
+		cJSON_AddStringToObject(host, name, "x");
+	}
+	CHECK(parse(m, HERE, &s, &e) == -EINVAL && strstr(e.msg, "more than 32 members"));
+	/* Each member fits, the whole does not. */
+	big[HOST_JSON_MAX / 2] = '\0';
+	m = good();
+	host = cJSON_GetObjectItem(m, "host");
+	cJSON_AddStringToObject(host, "a", big);
+	cJSON_AddStringToObject(host, "b", big);
 	CHECK(parse(m, HERE, &s, &e) == -EINVAL && strstr(e.msg, "longer than"));
 	refused("host", cJSON_CreateString("{}"), "host profile is not a JSON object");
 }
