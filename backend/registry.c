@@ -751,12 +751,3 @@ int registry_snapshot_each_of_sandbox(struct registry *reg, const char *sandbox_
 	return snapshot_walk(reg, SNAP_SELECT "WHERE sandbox_id = ?1 ORDER BY created_at, id",
 			     sandbox_id, fn, arg);
 }
-
-int registry_snapshot_newest_of_sandbox(struct registry *reg, const char *sandbox_id,
-					struct snapshot *out)
-{
-	return snapshot_get_by(reg,
-			       SNAP_SELECT "WHERE sandbox_id = ?1 AND kind = 'snapshot'"
-					   " ORDER BY created_at DESC, id DESC LIMIT 1",
-			       sandbox_id, out);
-}

@@ -137,11 +137,12 @@ int registry_snapshot_delete(struct registry *reg, const char *id);
 /* Every snapshot, ordered by created_at then id. */
 int registry_snapshot_each(struct registry *reg, int (*fn)(const struct snapshot *snap, void *arg),
 			   void *arg);
-/* Snapshots of one sandbox (any kind), oldest first. */
+/*
+ * Snapshots whose sandbox_id is @sandbox_id (any kind), oldest first (by
+ * created_at, then id). Of every host sharing the store: a sandbox's own
+ * are ops_sandbox_snapshots_each()'s (runtime/ops.h).
+ */
 int registry_snapshot_each_of_sandbox(struct registry *reg, const char *sandbox_id,
 				      int (*fn)(const struct snapshot *snap, void *arg), void *arg);
-/* The newest snapshot of kind SNAP_KIND_SNAPSHOT of @sandbox_id; -ENOENT if none. */
-int registry_snapshot_newest_of_sandbox(struct registry *reg, const char *sandbox_id,
-					struct snapshot *out);
 
 #endif

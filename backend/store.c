@@ -6,23 +6,17 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "lib/names.h"
 #include "lib/strbuf.h"
 
 /* --- ids and keys ----------------------------------------------------------- */
 
-/* [a-z0-9][a-z0-9._-]{0,62}, which also keeps ".tmp." out of keys. */
+_Static_assert(STORE_ID_MAX == NAME_LEN_MAX, "a store id is a name");
+
+/* A name (lib/names.h) without ".tmp.", which marks temp objects in keys. */
 bool store_id_ok(const char *id)
 {
-	size_t len = strlen(id);
-	if (len == 0 || len > STORE_ID_MAX || strstr(id, ".tmp."))
-		return false;
-	for (size_t i = 0; i < len; i++) {
-		char c = id[i];
-		bool alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
-		if (!alnum && (i == 0 || !strchr("._-", c)))
-			return false;
-	}
-	return true;
+	return name_ok(id) && !strstr(id, ".tmp.");
 }
 
 int store_check_id(const char *id, struct err *e)

@@ -100,7 +100,7 @@ static int newest_read(const struct fs_node *n, const struct caller *who, struct
 	_cleanup_free_ struct snapshot *snap = malloc(sizeof(*snap));
 	if (!snap)
 		return -ENOMEM;
-	int rc = registry_snapshot_newest_of_sandbox(ops_registry(), n->id, snap);
+	int rc = ops_sandbox_newest_snapshot(n->id, snap);
 	if (rc == -ENOENT || (rc == 0 && !access_may_see(who, snap->owner_uid)))
 		return 0;
 	return rc < 0 ? rc : tree_line(out, snap->id);
@@ -190,12 +190,14 @@ static int parent_link(const struct fs_node *n, const struct caller *who, char *
 	return rc < 0 ? rc : xsnprintf(buf, size, "../../snapshots/%s", sb->parent_snapshot);
 }
 
-/* sandboxes/<id>/snapshots/<snap-id>: any snapshot taken of this sandbox @who may see. */
+/* sandboxes/<id>/snapshots/<snap-id>: any snapshot this host took of this sandbox @who may see. */
 static int snaplink_exists(const struct fs_node *n, const struct caller *who)
 {
 	_cleanup_free_ struct snapshot *snap = NULL;
 	int rc = tree_snapshot(who, n->name, &snap);
-	return rc < 0 ? rc : strcmp(snap->sandbox_id, n->id) ? -ENOENT : 0;
+	if (rc < 0)
+		return rc;
+	return strcmp(snap->sandbox_id, n->id) || !ops_snapshot_taken_here(snap) ? -ENOENT : 0;
 }
 
 static int snaplink_link(const struct fs_node *n, const struct caller *who, char *buf, size_t size)
@@ -209,8 +211,7 @@ static int snaplinks_list(const struct fs_node *dir, const struct caller *who,
 {
 	_cleanup_strbuf_ struct strbuf names = STRBUF_INIT;
 	struct tree_walk w = {who, &names};
-	struct registry *reg = ops_registry();
-	int rc = registry_snapshot_each_of_sandbox(reg, dir->id, tree_snapshot_name, &w);
+	int rc = ops_sandbox_snapshots_each(dir->id, tree_snapshot_name, &w);
 	return rc < 0 ? rc : tree_names_each(&names, fn, arg);
 }
 

@@ -161,6 +161,14 @@ static int settled(const struct fs_node *n, const struct caller *who)
 	return rc < 0 ? rc : snap->state == SNAP_COMPLETED || snap->state == SNAP_FAILED;
 }
 
+/* `source` is a sandbox of this host's only: another host's of that name is another sandbox. */
+static int source_exists(const struct fs_node *n, const struct caller *who)
+{
+	_cleanup_free_ struct snapshot *snap = NULL;
+	int rc = tree_snapshot(who, n->id, &snap);
+	return rc < 0 ? rc : ops_snapshot_taken_here(snap) ? 0 : -ENOENT;
+}
+
 static int source_link(const struct fs_node *n, const struct caller *who, char *buf, size_t size)
 {
 	_cleanup_free_ struct snapshot *snap = NULL;
@@ -195,7 +203,7 @@ static const struct fs_entry snapshot_files[] = {
     {"wait", S_IFREG | 0400, .flags = FS_WAIT, .action = ops_snapshot_wait, .settled = settled},
     {"restorable", S_IFREG | 0400, .read = restorable_read},
     {"manifest.json", S_IFREG | 0400, .read = manifest_read},
-    {"source", S_IFLNK | 0777, .link = source_link},
+    {"source", S_IFLNK | 0777, .exists = source_exists, .link = source_link},
 };
 
 static const struct fs_dir snapshot_dir = FS_DIR(snapshot_files);

@@ -12,6 +12,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "lib/names.h"
+
 #define HASH_BUF_SIZE (256u << 10)
 
 /*
@@ -54,15 +56,6 @@ struct walk {
 	unsigned char *buf;
 	struct err *e;
 };
-
-static bool valid_name(const char *name)
-{
-	size_t n = strlen(name);
-	if (n == 0 || n > 128 || name[0] == '.' || name[0] == '-' || name[0] == '_')
-		return false;
-	return strspn(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") ==
-	       n;
-}
 
 static int by_name(const struct dirent **a, const struct dirent **b)
 {
@@ -300,7 +293,7 @@ int images_exists(struct images *im, const char *name)
 {
 	char path[PATH_MAX];
 	struct stat st;
-	if (!valid_name(name))
+	if (!image_name_ok(name))
 		return -ENOENT;
 	if (xsnprintf(path, sizeof(path), "%s/%s", im->dir, name) < 0)
 		return -ENOENT;

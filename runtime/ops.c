@@ -17,6 +17,7 @@
 
 #include "backend/store.h"
 #include "runtime/cache.h"
+#include "runtime/host.h"
 #include "runtime/images.h"
 #include "runtime/jobs.h"
 #include "runtime/journal.h"
@@ -575,6 +576,8 @@ int ops_open(const struct ops_config *cfg, struct err *e)
 	/* After the lock: it may remove a second spool of this state directory. */
 	if (rc == 0)
 		rc = spool_open(cfg->spool_parent, cfg->state_dir, ops.spool_dir, e);
+	if (rc == 0)
+		rc = host_id_init(cfg->state_dir, e);
 	if (rc == 0) {
 		cache_init(ops.cache_dir, cfg->cache_max_bytes);
 		rc = open_parts(cfg, e);

@@ -166,6 +166,20 @@ int ops_sandbox_wait(const struct caller *who, const char *id, ops_done_fn done,
 		     struct err *e);
 
 /*
+ * Sandbox names are per host, and a store may be shared with other hosts
+ * whose sandboxes have the same names: a snapshot is one of this host's
+ * sandbox named in its sandbox_id only if this host took it (its profile
+ * names this host's id: runtime/host.h). Wherever "the snapshots of this
+ * sandbox" or "its newest" is meant, these are the ones.
+ */
+bool ops_snapshot_taken_here(const struct snapshot *snap);
+/* This host's snapshots of sandbox @sandbox_id (any kind), oldest first; as registry walks. */
+int ops_sandbox_snapshots_each(const char *sandbox_id,
+			       int (*fn)(const struct snapshot *snap, void *arg), void *arg);
+/* The newest of them of kind SNAP_KIND_SNAPSHOT into @out; -ENOENT if none. */
+int ops_sandbox_newest_snapshot(const char *sandbox_id, struct snapshot *out);
+
+/*
  * Restore snapshot @snap_id into a new sandbox owned by @who (who must see
  * the snapshot and may create); @id_out gets its id. done: when running.
  */

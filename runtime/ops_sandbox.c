@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "lib/names.h"
 #include "lib/strbuf.h"
 #include "runtime/images.h"
 #include "runtime/jobs.h"
@@ -55,16 +56,6 @@ static int submit_sandbox_job(enum job_kind kind, void (*fn)(void *), struct san
 
 /* --- names and creation --------------------------------------------------- */
 
-static bool valid_sandbox_name(const char *name)
-{
-	size_t n = strlen(name);
-	if (n == 0 || n > 63)
-		return false;
-	if (!((name[0] >= 'a' && name[0] <= 'z') || (name[0] >= '0' && name[0] <= '9')))
-		return false;
-	return strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789._-") == n;
-}
-
 static int insert_sandbox(const struct caller *who, const char *id, const struct sandbox_spec *spec,
 			  struct err *e)
 {
@@ -100,7 +91,7 @@ int ops_sandbox_create(const struct caller *who, const char *name, struct err *e
 	int rc = access_check_create(who, "create a sandbox", e);
 	if (rc < 0)
 		return rc;
-	if (!valid_sandbox_name(name) || !strcmp(name, "index") || !strcmp(name, "new"))
+	if (!sandbox_id_ok(name))
 		return err_set(e, EINVAL,
 			       "invalid sandbox name '%s': use [a-z0-9][a-z0-9._-]{0,62}, not "
 			       "index or new",
@@ -145,7 +136,13 @@ static int set_field(struct sandbox *sb, enum sandbox_field field, const char *v
 				       images_dir(ops.images));
 		return xsnprintf(sb->image, sizeof(sb->image), "%s", v) < 0 ? -ENAMETOOLONG : 0;
 	case SB_FIELD_ENTRYPOINT:
-		return xsnprintf(sb->entrypoint, sizeof(sb->entrypoint), "%s", v) < 0 ? -EFBIG : 0;
+		if (strlen(v) >= sizeof(sb->entrypoint))
+			return -EFBIG;
+		if (!text_ok(v, sizeof(sb->entrypoint)))
+			return err_set(e, EINVAL,
+				       "entrypoint of %s may not hold a control character", sb->id);
+		memcpy(sb->entrypoint, v, strlen(v) + 1);
+		return 0;
 	case SB_FIELD_ENV: {
 		struct sandbox_spec spec;
 		_cleanup_strbuf_ struct strbuf text = STRBUF_INIT;
@@ -504,7 +501,11 @@ int ops_sandbox_wait(const struct caller *who, const char *id, ops_done_fn done,
 
 /* --- start-up reconciliation --------------------------------------------- */
 
-/* The newest suspend snapshot of @sandbox_id: the one an interrupted suspend was taking. */
+/*
+ * The newest suspend snapshot this host took of the sandbox: the one an
+ * interrupted suspend was taking (another host's of a sandbox of that name
+ * is not, and taking it would delete a running container).
+ */
 static int newest_suspend_cb(const struct snapshot *snap, void *arg)
 {
 	struct snapshot *newest = arg;
@@ -518,7 +519,7 @@ static void reconcile_suspend(struct sandbox *sb, bool alive)
 {
 	struct snapshot snap = {0};
 	struct err e = {0};
-	registry_snapshot_each_of_sandbox(ops.reg, sb->id, newest_suspend_cb, &snap);
+	ops_sandbox_snapshots_each(sb->id, newest_suspend_cb, &snap);
 	if (snap.id[0] && snap.state == SNAP_COMPLETED) {
 		if (alive)
 			runsc_delete(&ops.runsc, sb->runtime_id, NULL);

@@ -28,12 +28,15 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "backend/manifest.h"
 #include "backend/store.h"
+#include "lib/names.h"
 #include "lib/strbuf.h"
 #include "runtime/cache.h"
 #include "runtime/host.h"
 #include "runtime/images.h"
 #include "runtime/jobs.h"
+#include "runtime/snapmeta.h"
 
 /* Room the spool needs beyond the sandbox's resident memory. */
 #define SPOOL_MARGIN_BYTES (64ll << 20)
@@ -186,28 +189,6 @@ static void store_progress(void *arg, int64_t done, int64_t total)
 	progress_set(arg, done, total);
 }
 
-static cJSON *snapshot_meta(const struct snapshot *snap)
-{
-	cJSON *meta = cJSON_CreateObject();
-	if (!meta)
-		return NULL;
-	cJSON_AddStringToObject(meta, "id", snap->id);
-	cJSON_AddStringToObject(meta, "name", snap->name);
-	cJSON_AddStringToObject(meta, "kind", snapshot_kind_name(snap->kind));
-	cJSON_AddStringToObject(meta, "sandbox_id", snap->sandbox_id);
-	cJSON_AddNumberToObject(meta, "created_at_ms", (double)snap->created_at);
-	cJSON_AddNumberToObject(meta, "pause_ms", (double)snap->pause_ms);
-	cJSON_AddStringToObject(meta, "image", snap->image);
-	cJSON_AddStringToObject(meta, "image_digest", snap->image_digest);
-	cJSON_AddStringToObject(meta, "entrypoint", snap->entrypoint);
-	cJSON_AddStringToObject(meta, "runsc_version", ops.runsc.version);
-	cJSON_AddBoolToObject(meta, "gpu", snap->gpu);
-	cJSON *host = cJSON_Parse(snap->host_json);
-	if (host)
-		cJSON_AddItemToObject(meta, "host", host);
-	return meta;
-}
-
 /*
  * Keep manifest @json in image directory @dir (CACHE_MANIFEST_FILE), so
  * later materializes may copy its chunks. Not fsynced, as the image is not
@@ -358,7 +339,7 @@ static void store_job(void *arg)
 		snapshot_fail_id(job, &e);
 		return;
 	}
-	cJSON *meta = snapshot_meta(&snap);
+	cJSON *meta = snapmeta_build(&snap, ops.runsc.version);
 	int rc = meta ? 0 : err_set(&e, ENOMEM, "cannot build the manifest of %s", snap.id);
 	spool_path(job->snap_id, spool, sizeof(spool));
 	int64_t t0 = mono_ms();
@@ -392,16 +373,64 @@ static void store_job(void *arg)
 	free(job);
 }
 
+/* --- this host's snapshots ------------------------------------------------ */
+
+bool ops_snapshot_taken_here(const struct snapshot *snap)
+{
+	return host_is_this(snap->host_json);
+}
+
+struct here_walk {
+	int (*fn)(const struct snapshot *snap, void *arg);
+	void *arg;
+};
+
+static int here_only(const struct snapshot *snap, void *arg)
+{
+	const struct here_walk *w = arg;
+	return ops_snapshot_taken_here(snap) ? w->fn(snap, w->arg) : 0;
+}
+
+int ops_sandbox_snapshots_each(const char *sandbox_id,
+			       int (*fn)(const struct snapshot *snap, void *arg), void *arg)
+{
+	struct here_walk w = {fn, arg};
+	return registry_snapshot_each_of_sandbox(ops.reg, sandbox_id, here_only, &w);
+}
+
+static int newest_kept(const struct snapshot *snap, void *arg)
+{
+	if (snap->kind == SNAP_KIND_SNAPSHOT)
+		*(struct snapshot *)arg = *snap; /* oldest first: the last one wins */
+	return 0;
+}
+
+int ops_sandbox_newest_snapshot(const char *sandbox_id, struct snapshot *out)
+{
+	out->id[0] = '\0';
+	int rc = ops_sandbox_snapshots_each(sandbox_id, newest_kept, out);
+	return rc < 0 ? rc : out->id[0] ? 0 : -ENOENT;
+}
+
+/* Do @a and @b come from one sandbox: the same name on the same host? */
+static bool same_sandbox(const struct snapshot *a, const struct snapshot *b)
+{
+	char from_a[HOST_ID_MAX], from_b[HOST_ID_MAX];
+	if (strcmp(a->sandbox_id, b->sandbox_id) != 0)
+		return false;
+	host_origin(a->host_json, from_a);
+	host_origin(b->host_json, from_b);
+	return strcmp(from_a, from_b) == 0;
+}
+
 /* --- snapshot and suspend ------------------------------------------------ */
 
 static int check_label(const char *label, struct err *e)
 {
-	size_t n = strlen(label);
-	if (n >= LABEL_MAX)
+	if (strlen(label) >= LABEL_MAX)
 		return err_set(e, EINVAL, "snapshot name is longer than %d bytes", LABEL_MAX - 1);
-	for (size_t i = 0; i < n; i++)
-		if ((unsigned char)label[i] < 0x21 || label[i] == 0x7f)
-			return err_set(e, EINVAL, "snapshot name may not hold spaces or controls");
+	if (!label_ok(label, LABEL_MAX))
+		return err_set(e, EINVAL, "snapshot name may not hold spaces or controls");
 	return 0;
 }
 
@@ -426,6 +455,9 @@ static int insert_snapshot(const struct sandbox *sb, enum snapshot_kind kind, co
 	int rc = new_object_id("snap-", snap.id);
 	if (rc == 0)
 		rc = host_profile_json(ops.runsc.version, &host);
+	/* Cut, it would name no host: the snapshot would be no sandbox's here. */
+	if (rc == 0)
+		rc = xsnprintf(snap.host_json, sizeof(snap.host_json), "%s", strbuf_str(&host));
 	if (rc < 0)
 		return err_set(e, -rc, "cannot prepare snapshot of %s: %s", sb->id, strerror(-rc));
 	snprintf(snap.name, sizeof(snap.name), "%s", label ? label : "");
@@ -437,7 +469,6 @@ static int insert_snapshot(const struct sandbox *sb, enum snapshot_kind kind, co
 	memcpy(snap.image_digest, sb->image_digest, sizeof(snap.image_digest));
 	memcpy(snap.entrypoint, sb->entrypoint, sizeof(snap.entrypoint));
 	memcpy(snap.env, sb->env, sizeof(snap.env));
-	snprintf(snap.host_json, sizeof(snap.host_json), "%s", strbuf_str(&host));
 	snap.gpu = sb->gpu;
 	snap.owner_uid = sb->owner_uid;
 	snap.owner_gid = sb->owner_gid;
@@ -537,8 +568,8 @@ static size_t donors_hold(struct donors *d, const struct snapshot *snap)
 	size_t n = cache_hold_recent(snap->id, held, DONORS_SCAN), used = 0;
 	for (size_t i = 0; i < n; i++) {
 		struct snapshot s;
-		same[i] = registry_snapshot_get(ops.reg, held[i], &s) == 0 &&
-			  !strcmp(s.sandbox_id, snap->sandbox_id);
+		same[i] =
+		    registry_snapshot_get(ops.reg, held[i], &s) == 0 && same_sandbox(&s, snap);
 	}
 	for (size_t i = 0; i < n; i++)
 		donor_pick(d, held[i], same[i], &used);
@@ -1043,16 +1074,18 @@ int ops_snapshot_restorable(const char *snap_id, struct strbuf *out)
 
 /* --- start-up reconciliation --------------------------------------------- */
 
-/* A manifest's sizes, for a snapshot that completed while snapfs was down. */
+/*
+ * A manifest's sizes, for a snapshot that completed while snapfs was down.
+ * The bucket may have been written since: a size out of range is left 0.
+ */
 static void sizes_from_manifest(const char *json, struct snapshot *snap)
 {
-	cJSON *m = cJSON_Parse(json);
-	const cJSON *size = cJSON_GetObjectItemCaseSensitive(m, "size_bytes");
-	const cJSON *stored = cJSON_GetObjectItemCaseSensitive(m, "stored_bytes");
-	if (cJSON_IsNumber(size))
-		snap->size_bytes = (int64_t)size->valuedouble;
-	if (cJSON_IsNumber(stored))
-		snap->stored_bytes = (int64_t)stored->valuedouble;
+	cJSON *m = NULL;
+	struct err e = {0};
+	if (manifest_json(json, snap->id, &m, &e) < 0)
+		return;
+	snapmeta_count(m, "size_bytes", &snap->size_bytes);
+	snapmeta_count(m, "stored_bytes", &snap->stored_bytes);
 	cJSON_Delete(m);
 }
 

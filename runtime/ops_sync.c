@@ -7,7 +7,9 @@
  * the manifests and
  *   - adds a `completed` row for every manifest the registry does not know,
  *     from the metadata the manifest carries (not the source's env: its
- *     values never leave the host that ran the sandbox);
+ *     values never leave the host that ran the sandbox), checked first by
+ *     the rules local input follows (runtime/snapmeta.h): a manifest that
+ *     fails is not listed, with one warning naming it;
  *   - removes every `completed` row whose manifest is gone, unless a
  *     suspended sandbox here depends on it (that one turns `failed`, so
  *     resume says why instead of finding nothing).
@@ -32,72 +34,61 @@
 #include "backend/store.h"
 #include "lib/strbuf.h"
 #include "lib/strset.h"
+#include "runtime/host.h"
 #include "runtime/jobs.h"
+#include "runtime/snapmeta.h"
 
 #define SYNC_PERIOD_MS 3000
 
 static pthread_mutex_t sync_lock = PTHREAD_MUTEX_INITIALIZER;
 static int64_t last_sync_ms;
 
-static const char *json_string(const cJSON *obj, const char *key)
-{
-	const cJSON *item = cJSON_GetObjectItemCaseSensitive(obj, key);
-	return cJSON_IsString(item) ? item->valuestring : "";
-}
-
-static int64_t json_int(const cJSON *obj, const char *key)
-{
-	const cJSON *item = cJSON_GetObjectItemCaseSensitive(obj, key);
-	return cJSON_IsNumber(item) ? (int64_t)item->valuedouble : 0;
-}
-
-/* A registry row from a manifest's metadata; -EINVAL if it is not one of ours. */
-static int snapshot_from_manifest(const char *id, const char *text, struct snapshot *snap)
-{
-	cJSON *m = cJSON_Parse(text);
-	if (!m)
-		return -EINVAL;
-	memset(snap, 0, sizeof(*snap));
-	int rc = xsnprintf(snap->id, sizeof(snap->id), "%s", id) < 0 ? -EINVAL : 0;
-	if (rc == 0 && snapshot_kind_parse(json_string(m, "kind"), &snap->kind) < 0)
-		rc = -EINVAL;
-	if (rc == 0) {
-		snprintf(snap->name, sizeof(snap->name), "%s", json_string(m, "name"));
-		snprintf(snap->sandbox_id, sizeof(snap->sandbox_id), "%s",
-			 json_string(m, "sandbox_id"));
-		snprintf(snap->image, sizeof(snap->image), "%s", json_string(m, "image"));
-		snprintf(snap->image_digest, sizeof(snap->image_digest), "%s",
-			 json_string(m, "image_digest"));
-		snprintf(snap->entrypoint, sizeof(snap->entrypoint), "%s",
-			 json_string(m, "entrypoint"));
-		snap->created_at = json_int(m, "created_at_ms");
-		snap->completed_at = snap->created_at;
-		snap->pause_ms = json_int(m, "pause_ms");
-		snap->size_bytes = json_int(m, "size_bytes");
-		snap->stored_bytes = json_int(m, "stored_bytes");
-		snap->gpu = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(m, "gpu"));
-		snap->state = SNAP_COMPLETED;
-		char *host = cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(m, "host"));
-		snprintf(snap->host_json, sizeof(snap->host_json), "%s", host ? host : "");
-		free(host);
-	}
-	cJSON_Delete(m);
-	return rc;
-}
-
 struct sync_walk {
-	struct strset stored; /* ids with a manifest */
-	struct strbuf gone;   /* completed rows without a manifest */
+	struct strset stored;	/* ids with a manifest */
+	struct strbuf gone;	/* completed rows without a manifest */
+	struct strset rejected; /* listed ids whose manifest failed its checks */
 };
 
-static void adopt(const char *id)
+/*
+ * Manifests that failed snapmeta_parse(), as of the last listing: warned
+ * about once, not fetched and checked again every SYNC_PERIOD_MS (an id
+ * leaves the set when its manifest leaves the store). Under sync_lock.
+ */
+static struct strset rejected = STRSET_INIT;
+
+/* Is manifest @id one that failed before? Then it stays rejected. */
+static bool still_rejected(struct sync_walk *w, const char *id)
+{
+	if (!strset_has(&rejected, id))
+		return false;
+	strset_add(&w->rejected, id);
+	return true;
+}
+
+/* The row of another host's manifest @id; -EINVAL (warned, remembered) if it fails its checks. */
+static int adoptable(struct sync_walk *w, const char *id, struct snapshot *snap)
+{
+	_cleanup_free_ char *text = NULL;
+	struct err e = {0};
+	if (store_get_manifest(ops.store, id, &text, NULL) < 0)
+		return -EIO; /* asked again next time */
+	int rc = snapmeta_parse(id, text, now_ms(), host_id(), snap, &e);
+	if (rc < 0) {
+		warning("store: snapshot %s is not listed: %s", id, e.msg);
+		strset_add(&w->rejected, id);
+	} else if (rc == 1) {
+		warning("store: snapshot %s names this host as its origin, but this host has no "
+			"record of taking it: it is listed as another host's",
+			id);
+	}
+	return rc < 0 ? rc : 0;
+}
+
+static void adopt(struct sync_walk *w, const char *id)
 {
 	struct snapshot snap;
-	_cleanup_free_ char *text = NULL;
-	if (registry_snapshot_get(ops.reg, id, &snap) == 0)
-		return;
-	if (store_get_manifest(ops.store, id, &text, NULL) < 0 ||
-	    snapshot_from_manifest(id, text, &snap) < 0)
+	if (registry_snapshot_get(ops.reg, id, &snap) == 0 || still_rejected(w, id) ||
+	    adoptable(w, id, &snap) < 0)
 		return;
 	pthread_mutex_lock(&ops.lock);
 	int rc = registry_snapshot_insert(ops.reg, &snap);
@@ -144,7 +135,7 @@ static void forget_id(const char *id)
 
 int ops_sync_snapshots(void)
 {
-	struct sync_walk w = {STRSET_INIT, STRBUF_INIT};
+	struct sync_walk w = {STRSET_INIT, STRBUF_INIT, STRSET_INIT};
 	struct err e = {0};
 	pthread_mutex_lock(&sync_lock);
 	int rc = store_refresh(ops.store, &w.stored, &e);
@@ -152,7 +143,11 @@ int ops_sync_snapshots(void)
 		registry_snapshot_each(ops.reg, collect_gone, &w);
 		strbuf_each_line(&w.gone, forget_id);
 		for (size_t i = 0; i < w.stored.n; i++)
-			adopt(w.stored.v[i]);
+			adopt(&w, w.stored.v[i]);
+		strset_seal(&w.rejected);
+		strset_release(&rejected);
+		rejected = w.rejected;
+		w.rejected = (struct strset)STRSET_INIT;
 		last_sync_ms = mono_ms();
 	} else {
 		warning("cannot list the store's snapshots: %s", e.msg);
@@ -160,6 +155,7 @@ int ops_sync_snapshots(void)
 	pthread_mutex_unlock(&sync_lock);
 	strset_release(&w.stored);
 	strbuf_release(&w.gone);
+	strset_release(&w.rejected);
 	return rc;
 }
 

@@ -5,10 +5,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/names.h"
+
 /* Room for every field at its longest, twice over for JSON escapes. */
 #define SPEC_MAX (2 * (IMAGE_NAME_MAX + ENTRYPOINT_MAX + ENV_MAX))
-#define IMAGE_NAME_LEN 128 /* [A-Za-z0-9][A-Za-z0-9._-]{0,127} */
-#define KEY_SHOWN 64	   /* how much of a bad key an error message quotes */
+#define KEY_SHOWN 64 /* how much of a bad key an error message quotes */
 
 enum { SEEN_IMAGE = 1, SEEN_ENTRYPOINT = 2, SEEN_GPU = 4 };
 
@@ -27,17 +28,6 @@ static bool is_alpha(char c)
 static bool is_digit(char c)
 {
 	return c >= '0' && c <= '9';
-}
-
-static bool is_image_name(const char *s)
-{
-	size_t n = strlen(s);
-	if (n == 0 || n > IMAGE_NAME_LEN || !(is_alpha(s[0]) || is_digit(s[0])))
-		return false;
-	for (size_t i = 1; i < n; i++)
-		if (!is_alpha(s[i]) && !is_digit(s[i]) && s[i] != '.' && s[i] != '_' && s[i] != '-')
-			return false;
-	return true;
 }
 
 static bool is_env_key(const char *s, size_t n)
@@ -60,11 +50,11 @@ static int once(struct parse *p, unsigned flag, const char *key)
 
 static int set_image(struct parse *p, const char *value)
 {
-	if (!is_image_name(value))
+	if (!image_name_ok(value))
 		return err_set(p->e, EINVAL,
 			       "bad image name '%.*s' in sandbox spec: use letters, digits, '.', "
 			       "'_' and '-', at most %d characters",
-			       IMAGE_NAME_LEN, value, IMAGE_NAME_LEN);
+			       IMAGE_NAME_LEN_MAX, value, IMAGE_NAME_LEN_MAX);
 	int r = once(p, SEEN_IMAGE, "image");
 	if (r < 0)
 		return r;
@@ -79,8 +69,10 @@ static int set_entrypoint(struct parse *p, const char *value)
 		return err_set(p->e, EINVAL, "entrypoint in sandbox spec is longer than %zu bytes",
 			       sizeof(p->out->entrypoint) - 1);
 	/* It is shown and set as one line of the `entrypoint` file. */
-	if (memchr(value, '\n', n))
-		return err_set(p->e, EINVAL, "entrypoint in sandbox spec is more than one line");
+	if (!text_ok(value, sizeof(p->out->entrypoint)))
+		return err_set(p->e, EINVAL,
+			       "entrypoint in sandbox spec is more than one line or holds a "
+			       "control character");
 	int r = once(p, SEEN_ENTRYPOINT, "entrypoint");
 	if (r < 0)
 		return r;

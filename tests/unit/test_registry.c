@@ -236,7 +236,7 @@ static void test_order(struct registry *reg)
 	CHECK(registry_sandbox_each_forked_from(reg, "none", collect_sandbox, &ids) == 0);
 	CHECK_STR(ids.buf, "");
 
-	static struct snapshot snap, got;
+	static struct snapshot snap;
 	const struct {
 		const char *id, *sandbox;
 		enum snapshot_kind kind;
@@ -259,12 +259,6 @@ static void test_order(struct registry *reg)
 	ids = (struct ids){.stop_after = 1};
 	CHECK(registry_snapshot_each_of_sandbox(reg, "s1", collect_snapshot, &ids) == 7);
 	CHECK_STR(ids.buf, "n1");
-
-	/* Newest of kind snapshot: n4 is newer but a suspend; n3 wins the created_at tie by id. */
-	CHECK(registry_snapshot_newest_of_sandbox(reg, "s1", &got) == 0);
-	CHECK_STR(got.id, "n3");
-	CHECK(registry_snapshot_newest_of_sandbox(reg, "s3", &got) == -ENOENT);
-	CHECK(registry_snapshot_newest_of_sandbox(reg, "nobody", &got) == -ENOENT);
 }
 
 static void test_pinned(struct registry *reg)

@@ -1,0 +1,44 @@
+/*
+ * names.h - the rules for the names, ids and one-line text that reach
+ * snapfs from a user (mkdir, control files, specs) and from the bucket
+ * (another host's manifests): one rule each, used by both, so nothing the
+ * bucket carries passes where the same text typed here would not
+ * (docs/design.md "Ids", "Untrusted input").
+ *
+ * All are pure checks on a NUL-terminated string; none allocates.
+ */
+#ifndef SNAPFS_NAMES_H
+#define SNAPFS_NAMES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* The longest name_ok() name, and image_name_ok() name, in bytes. */
+#define NAME_LEN_MAX 63
+#define IMAGE_NAME_LEN_MAX 128
+/* The hex digits of a generated id: "sbx-", "snap-" or "host-" and these. */
+#define GENERATED_ID_HEX 16
+
+/*
+ * [a-z0-9][a-z0-9._-]{0,62}: a sandbox name, and a store id. No '/', no
+ * leading '.', so a name joined to a directory stays in it.
+ */
+bool name_ok(const char *s);
+/* A sandbox id: name_ok() and not a name sandboxes/ itself holds (index, new). */
+bool sandbox_id_ok(const char *s);
+/* @prefix and GENERATED_ID_HEX lowercase hex digits: "snap-0123456789abcdef". */
+bool generated_id_ok(const char *s, const char *prefix);
+/* [A-Za-z0-9][A-Za-z0-9._-]{0,127}: an image, a directory of --images. */
+bool image_name_ok(const char *s);
+/* An image digest: "sha256:" and 64 lowercase hex digits. */
+bool image_digest_ok(const char *s);
+/* A snapshot label (`name=LABEL`): fewer than @size bytes, no space, no control. */
+bool label_ok(const char *s, size_t size);
+/*
+ * Text shown as one line (an entrypoint, a version string): fewer than
+ * @size bytes and no control character but tab, so it can neither end a
+ * line nor start another.
+ */
+bool text_ok(const char *s, size_t size);
+
+#endif
