@@ -18,6 +18,7 @@
 
 #include "fs/fs.h"
 #include "lib/util.h"
+#include "runtime/journal.h"
 #include "runtime/ops.h"
 
 #define DEFAULT_STATE "/var/lib/snapfs"
@@ -32,6 +33,7 @@ struct options {
 	int64_t cache_max_bytes;
 	int64_t gc_grace_ms; /* -1: the default */
 	const char *spool_parent;
+	int64_t journal_max_bytes;
 	const char *fuse_opts[16];
 	size_t nfuse_opts;
 	const char *mountpoint;
@@ -43,7 +45,7 @@ static void usage(FILE *out)
 	    out,
 	    "usage: snapfs [-f] [--state DIR] [--images DIR] [--store URL] [--runsc PATH]\n"
 	    "              [--cache-max SIZE] [--gc-grace SECONDS] [--spool DIR] [-o FUSE_OPTS]\n"
-	    "              [--debug] MOUNTPOINT\n"
+	    "              [--journal-max SIZE] [--debug] MOUNTPOINT\n"
 	    "\n"
 	    "  -f              stay in the foreground, log to stderr\n"
 	    "  --state DIR     registry, spool, cache, runsc root (default %s)\n"
@@ -57,6 +59,8 @@ static void usage(FILE *out)
 	    "                  0 for the default store, 3600 for a --store you name)\n"
 	    "  --spool DIR     where checkpoints are written before they are stored, e.g. a\n"
 	    "                  tmpfs for shorter pauses (default STATE/spool)\n"
+	    "  --journal-max SIZE  cap of events.jsonl, errors.jsonl and snapfs.log; past\n"
+	    "                  it each becomes NAME.1 and starts again (default 64M)\n"
 	    "  -o OPTS         FUSE mount options, e.g. allow_other\n"
 	    "  --debug         log every operation\n"
 	    "\n"
@@ -109,6 +113,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 	    {"cache-max", required_argument, NULL, 'c'},
 	    {"gc-grace", required_argument, NULL, 'g'},
 	    {"spool", required_argument, NULL, 'p'},
+	    {"journal-max", required_argument, NULL, 'j'},
 	    {"debug", no_argument, NULL, 'd'},
 	    {"help", no_argument, NULL, 'h'},
 	    {"version", no_argument, NULL, 'V'},
@@ -146,6 +151,10 @@ static int parse_options(int argc, char **argv, struct options *o)
 			break;
 		case 'p':
 			o->spool_parent = optarg;
+			break;
+		case 'j':
+			if (parse_size(optarg, &o->journal_max_bytes) < 0)
+				return error("--journal-max: not a size: %s", optarg);
 			break;
 		case 'd':
 			log_debug_enabled = true;
@@ -201,17 +210,13 @@ static int build_fuse_args(const struct options *o, struct fuse_args *args)
 	return rc ? error("out of memory building FUSE arguments") : 0;
 }
 
-/* In the background, log to <state>/snapfs.log instead of /dev/null. */
-static void redirect_log(const char *state_dir)
+/* In the background, log to <state>/snapfs.log instead of /dev/null, capped as the journals. */
+static void redirect_log(const char *state_dir, int64_t max_bytes)
 {
 	char path[PATH_MAX];
 	if (xsnprintf(path, sizeof(path), "%s/snapfs.log", state_dir) < 0)
 		return;
-	int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return;
-	dup2(fd, STDERR_FILENO);
-	close(fd);
+	log_to_file(path, max_bytes > 0 ? max_bytes : JOURNAL_MAX_DEFAULT);
 }
 
 static int serve(struct options *o, struct fuse_args *args)
@@ -226,6 +231,7 @@ static int serve(struct options *o, struct fuse_args *args)
 	    .cache_max_bytes = o->cache_max_bytes,
 	    .gc_grace_ms = o->gc_grace_ms,
 	    .spool_parent = o->spool_parent,
+	    .journal_max_bytes = o->journal_max_bytes,
 	};
 	int rc = ops_open(&cfg, &e);
 	if (rc < 0) {
@@ -239,7 +245,7 @@ static int serve(struct options *o, struct fuse_args *args)
 	}
 	if (!o->foreground) {
 		fuse_daemonize(0);
-		redirect_log(o->state_dir);
+		redirect_log(o->state_dir, o->journal_max_bytes);
 	}
 	rc = ops_start(&e);
 	if (rc < 0)

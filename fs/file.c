@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "fs/notify.h"
+#include "lib/logfile.h"
 
 /* --- lifetime --------------------------------------------------------- */
 
@@ -100,6 +101,9 @@ int file_open(const struct fs_node *n, int flags, struct fs_file **out, struct e
 	f->collected.max = ENV_MAX - 1;
 	if (n->ent->flags & FS_STATUS)
 		status_now(n, f->seen);
+	/* An open reader keeps the journal's offsets across rotations (logfile.h). */
+	if (n->ent->journal)
+		logfile_reader(n->ent->journal(), true);
 	pthread_mutex_lock(&open_files_lock);
 	f->next_open = open_files;
 	if (open_files)
@@ -113,6 +117,8 @@ int file_open(const struct fs_node *n, int flags, struct fs_file **out, struct e
 void file_release(struct fs_file *f)
 {
 	notify_unwatch(f);
+	if (f->node.ent->journal)
+		logfile_reader(f->node.ent->journal(), false);
 	file_unref(f);
 }
 
@@ -276,18 +282,10 @@ static void read_generated(fuse_req_t req, struct fs_file *f, size_t size, off_t
 
 static void read_journal(fuse_req_t req, struct fs_file *f, size_t size, off_t off)
 {
-	_cleanup_close_ int fd = open(f->node.ent->journal(), O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		if (errno == ENOENT)
-			fuse_reply_buf(req, NULL, 0);
-		else
-			fuse_reply_err(req, errno);
-		return;
-	}
 	_cleanup_free_ char *buf = malloc(size ? size : 1);
-	ssize_t n = buf ? pread(fd, buf, size, off) : -1;
+	ssize_t n = buf ? logfile_read(f->node.ent->journal(), buf, size, off) : -ENOMEM;
 	if (n < 0)
-		fuse_reply_err(req, buf ? errno : ENOMEM);
+		fuse_reply_err(req, (int)-n);
 	else
 		fuse_reply_buf(req, buf, (size_t)n);
 }

@@ -426,14 +426,14 @@ const char *ops_state_dir(void)
 	return ops.state_dir;
 }
 
-const char *ops_events_path(void)
+struct logfile *ops_events_journal(void)
 {
-	return journal_path(JOURNAL_EVENTS);
+	return journal_file(JOURNAL_EVENTS);
 }
 
-const char *ops_errors_path(void)
+struct logfile *ops_errors_journal(void)
 {
-	return journal_path(JOURNAL_ERRORS);
+	return journal_file(JOURNAL_ERRORS);
 }
 
 /* --- start-up and shutdown ------------------------------------------------ */
@@ -508,7 +508,7 @@ static int lock_state(const char *state_dir, struct err *e)
 static int open_parts(const struct ops_config *cfg, struct err *e)
 {
 	char path[PATH_MAX];
-	int rc = journal_open(cfg->state_dir);
+	int rc = journal_open(cfg->state_dir, cfg->journal_max_bytes);
 	if (rc < 0)
 		return err_set(e, -rc, "cannot open the journals in %s: %s", cfg->state_dir,
 			       strerror(-rc));

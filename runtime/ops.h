@@ -45,6 +45,7 @@
 struct store;
 struct images;
 struct runsc;
+struct logfile;
 
 struct ops_config {
 	const char *state_dir;	 /* --state */
@@ -64,6 +65,8 @@ struct ops_config {
 	 * tmpfs; NULL for <state>/spool.
 	 */
 	const char *spool_parent;
+	/* --journal-max: bytes per generation of events.jsonl and errors.jsonl; 0 for the default. */
+	int64_t journal_max_bytes;
 };
 #define OPS_SHARED_GRACE_MS (3600 * 1000)
 
@@ -202,8 +205,8 @@ void ops_sync_if_stale(void);
 /* Queue a collection pass of the store if its period is over (runtime/ops_sync.c). */
 void ops_collect_if_due(void);
 
-/* The journals' files, for reading at an offset (append-only JSON lines). */
-const char *ops_events_path(void);
-const char *ops_errors_path(void);
+/* The journals, for the tree's `events` and `errors` (a view with growing offsets: logfile.h). */
+struct logfile *ops_events_journal(void);
+struct logfile *ops_errors_journal(void);
 
 #endif
