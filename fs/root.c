@@ -91,7 +91,14 @@ static int version_read(const struct fs_node *n, struct strbuf *out)
 static int metrics_read(const struct fs_node *n, struct strbuf *out)
 {
 	(void)n;
-	return ops_metrics_text(out);
+	int rc = ops_metrics_text(out);
+	if (rc == 0)
+		rc = strbuf_addf(out,
+				 "# HELP snapfs_held_requests Requests answered later: waits, "
+				 "writes whose work runs, reads of a running exec.\n"
+				 "# TYPE snapfs_held_requests gauge\nsnapfs_held_requests %u\n",
+				 pending_held());
+	return rc;
 }
 
 /* --- images/<name>/ --------------------------------------------------- */

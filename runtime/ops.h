@@ -157,6 +157,12 @@ int ops_snapshot_fork(const char *snap_id, char id_out[ID_MAX], ops_done_fn done
 int ops_snapshot_delete(const char *snap_id, ops_done_fn done, void *ctx, struct err *e);
 /* done(ctx, 0, "status\n") once completed or failed. */
 int ops_snapshot_wait(const char *snap_id, ops_done_fn done, void *ctx, struct err *e);
+/*
+ * Take back the wait whose completion context is @ctx (its caller went
+ * away): true if it was still waiting; its done is then never called. The
+ * caller must know @ctx is alive (a wait not yet completed).
+ */
+bool ops_wait_cancel(void *ctx);
 
 /* --- what the tree shows ---------------------------------------------- */
 
