@@ -22,6 +22,7 @@
 
 #include "fs/fs.h"
 #include "lib/util.h"
+#include "runtime/journal.h"
 #include "runtime/ops.h"
 
 #define DEFAULT_STATE "/var/lib/snapfs"
@@ -38,6 +39,7 @@ struct options {
 	int64_t gc_grace_ms; /* -1: the default */
 	const char *spool_parent;
 	const char *allow_group;
+	int64_t journal_max_bytes;
 	const char *fuse_opts[16];
 	size_t nfuse_opts;
 	const char *mountpoint;
@@ -49,7 +51,8 @@ static void usage(FILE *out)
 	    out,
 	    "usage: snapfs [-f] [--state DIR] [--images DIR] [--store URL] [--runsc PATH]\n"
 	    "              [--cache-max SIZE] [--gc-grace SECONDS] [--spool DIR] [-o FUSE_OPTS]\n"
-	    "              [--allow-group GROUP] [--debug] MOUNTPOINT\n"
+	    "              [--allow-group GROUP] [--journal-max SIZE]\n"
+	    "              [--debug] MOUNTPOINT\n"
 	    "\n"
 	    "  -f              stay in the foreground, log to stderr\n"
 	    "  --state DIR     registry, spool, cache, runsc root (default %s)\n"
@@ -69,6 +72,8 @@ static void usage(FILE *out)
 	    "                  snapshots it owns (root sees all), the journals are root's\n"
 	    "  --allow-group GROUP  who besides root may create sandboxes under\n"
 	    "                  allow_other: a group name or gid (default: root only)\n"
+	    "  --journal-max SIZE  cap of events.jsonl, errors.jsonl and snapfs.log; past\n"
+	    "                  it each becomes NAME.1 and starts again (default 64M)\n"
 	    "  --debug         log every operation\n"
 	    "\n"
 	    "Unmount with: fusermount3 -u MOUNTPOINT (running sandboxes keep running)\n",
@@ -121,6 +126,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 	    {"gc-grace", required_argument, NULL, 'g'},
 	    {"spool", required_argument, NULL, 'p'},
 	    {"allow-group", required_argument, NULL, 'G'},
+	    {"journal-max", required_argument, NULL, 'j'},
 	    {"debug", no_argument, NULL, 'd'},
 	    {"help", no_argument, NULL, 'h'},
 	    {"version", no_argument, NULL, 'V'},
@@ -161,6 +167,10 @@ static int parse_options(int argc, char **argv, struct options *o)
 			break;
 		case 'G':
 			o->allow_group = optarg;
+			break;
+		case 'j':
+			if (parse_size(optarg, &o->journal_max_bytes) < 0)
+				return error("--journal-max: not a size: %s", optarg);
 			break;
 		case 'd':
 			log_debug_enabled = true;
@@ -251,18 +261,13 @@ static int build_fuse_args(const struct options *o, struct fuse_args *args)
 	return rc ? error("out of memory building FUSE arguments") : 0;
 }
 
-/* In the background, log to <state>/snapfs.log instead of /dev/null. */
-static void redirect_log(const char *state_dir)
+/* In the background, log to <state>/snapfs.log instead of /dev/null, capped as the journals. */
+static void redirect_log(const char *state_dir, int64_t max_bytes)
 {
 	char path[PATH_MAX];
 	if (xsnprintf(path, sizeof(path), "%s/snapfs.log", state_dir) < 0)
 		return;
-	int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return;
-	fchmod(fd, 0600); /* one an earlier version made 0644 */
-	dup2(fd, STDERR_FILENO);
-	close(fd);
+	log_to_file(path, max_bytes > 0 ? max_bytes : JOURNAL_MAX_DEFAULT);
 }
 
 static int serve(struct options *o, struct fuse_args *args)
@@ -278,6 +283,7 @@ static int serve(struct options *o, struct fuse_args *args)
 	    .gc_grace_ms = o->gc_grace_ms,
 	    .spool_parent = o->spool_parent,
 	    .allow_group = o->allow_group,
+	    .journal_max_bytes = o->journal_max_bytes,
 	};
 	int rc = ops_open(&cfg, &e);
 	if (rc < 0) {
@@ -291,7 +297,7 @@ static int serve(struct options *o, struct fuse_args *args)
 	}
 	if (!o->foreground) {
 		fuse_daemonize(0);
-		redirect_log(o->state_dir);
+		redirect_log(o->state_dir, o->journal_max_bytes);
 	}
 	rc = ops_start(&e);
 	if (rc < 0)

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "fs/notify.h"
+#include "lib/logfile.h"
 
 /* --- lifetime --------------------------------------------------------- */
 
@@ -86,6 +87,9 @@ int file_open(const struct fs_node *n, const struct caller *who, int flags, stru
 	f->collected.max = ENV_MAX - 1;
 	if (n->ent->flags & FS_STATUS)
 		status_now(f, f->seen);
+	/* An open reader keeps the journal's offsets across rotations (logfile.h). */
+	if (n->ent->journal)
+		logfile_reader(n->ent->journal(), true);
 	pthread_mutex_lock(&open_files_lock);
 	f->next_open = open_files;
 	if (open_files)
@@ -99,6 +103,8 @@ int file_open(const struct fs_node *n, const struct caller *who, int flags, stru
 void file_release(struct fs_file *f)
 {
 	notify_unwatch(f);
+	if (f->node.ent->journal)
+		logfile_reader(f->node.ent->journal(), false);
 	file_unref(f);
 }
 
@@ -175,6 +181,7 @@ static char *stream_take_locked(struct fs_file *f, size_t size, size_t *n)
 struct waiter {
 	struct waiter *next;
 	struct pending *p;
+	struct fs_file *f;
 	size_t size;
 	char *data;
 	size_t len;
@@ -184,6 +191,7 @@ static void waiter_answer(struct waiter *w, int rc)
 {
 	if (rc == 0 && !w->data)
 		rc = -ENOMEM;
+	pending_forget(w->p, w);
 	pending_done(w->p, rc, w->data, w->len);
 	free(w->data);
 	free(w);
@@ -209,6 +217,8 @@ static void exec_end(struct fs_file *f, int rc, const char *result, size_t len)
 void file_op_done(void *ctx, int rc, const char *result, size_t len)
 {
 	struct file_op *op = ctx;
+	if (op->p)
+		pending_forget(op->p, op);
 	if (op->what == FILE_OP_EXEC)
 		exec_end(op->f, rc, result, len);
 	else if (op->what == FILE_OP_CONTENT && rc == 0 && result)
@@ -262,20 +272,23 @@ static void read_generated(fuse_req_t req, struct fs_file *f, size_t size, off_t
 
 static void read_journal(fuse_req_t req, struct fs_file *f, size_t size, off_t off)
 {
-	_cleanup_close_ int fd = open(f->node.ent->journal(), O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		if (errno == ENOENT)
-			fuse_reply_buf(req, NULL, 0);
-		else
-			fuse_reply_err(req, errno);
-		return;
-	}
 	_cleanup_free_ char *buf = malloc(size ? size : 1);
-	ssize_t n = buf ? pread(fd, buf, size, off) : -1;
+	ssize_t n = buf ? logfile_read(f->node.ent->journal(), buf, size, off) : -ENOMEM;
 	if (n < 0)
-		fuse_reply_err(req, buf ? errno : ENOMEM);
+		fuse_reply_err(req, (int)-n);
 	else
 		fuse_reply_buf(req, buf, (size_t)n);
+}
+
+/* An interrupted wait read: its waiter goes at once (pending_on_interrupt()). */
+static bool wait_drop(void *op)
+{
+	return ops_wait_cancel(op);
+}
+
+static void wait_end(void *op)
+{
+	file_op_done(op, -EINTR, NULL, 0);
 }
 
 /* A wait file: the read at offset 0 is held until .action completes with the status line. */
@@ -293,9 +306,10 @@ static void read_wait(fuse_req_t req, struct fs_file *f, size_t size, off_t off)
 	struct err e = {0};
 	struct file_op *op = NULL;
 	int rc = file_op_new(f, p, FILE_OP_CONTENT, &op);
-	if (rc == 0)
-		rc =
-		    file_op_end(op, f->node.ent->action(&f->who, f->node.id, file_op_done, op, &e));
+	if (rc == 0) {
+		pending_on_interrupt(p, wait_drop, wait_end, op);
+		rc = file_op_end(op, f->node.ent->action(&f->who, f->node.id, file_op_done, op, &e));
+	}
 	pending_done(p, rc, NULL, 0);
 }
 
@@ -318,18 +332,42 @@ static int stream_fill(struct fs_file *f)
 	return rc;
 }
 
+/* An interrupted stream read leaves the file's list at once (pending_on_interrupt()). */
+static bool stream_drop(void *arg)
+{
+	struct waiter *w = arg;
+	bool found = false;
+	pthread_mutex_lock(&w->f->lock);
+	for (struct waiter **pp = &w->f->waiters; *pp; pp = &(*pp)->next) {
+		if (*pp == w) {
+			*pp = w->next;
+			found = true;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&w->f->lock);
+	return found;
+}
+
+static void stream_end(void *arg)
+{
+	waiter_answer(arg, -EINTR);
+}
+
 static void read_stream(fuse_req_t req, struct fs_file *f, size_t size)
 {
 	int rc = stream_fill(f);
 	struct waiter *w = rc == 0 ? calloc(1, sizeof(*w)) : NULL;
-	if (w)
-		w->p = pending_start(req, PENDING_BUF, size, 0);
-	if (!w || !w->p) {
+	struct pending *p = w ? pending_start(req, PENDING_BUF, size, 0) : NULL;
+	if (!p) {
 		fuse_reply_err(req, rc < 0 ? -rc : ENOMEM);
 		free(w);
 		return;
 	}
-	w->size = size;
+	/* The waiter's share; ours ends below, after it is listed (pending.h). */
+	pending_hold(p);
+	*w = (struct waiter){.p = p, .f = f, .size = size};
+	pending_on_interrupt(p, stream_drop, stream_end, w);
 	pthread_mutex_lock(&f->lock);
 	bool held = f->running;
 	if (held) {
@@ -343,6 +381,7 @@ static void read_stream(fuse_req_t req, struct fs_file *f, size_t size)
 	pthread_mutex_unlock(&f->lock);
 	if (!held)
 		waiter_answer(w, 0);
+	pending_done(p, 0, NULL, 0);
 }
 
 void file_read(fuse_req_t req, struct fs_file *f, size_t size, off_t off)

@@ -19,12 +19,17 @@ struct pending {
 	bool has_data;
 	char *data; /* PENDING_BUF: the slice to reply */
 	size_t len;
+	/* pending_on_interrupt(): work that only waits, dropped on an interrupt. */
+	bool (*drop)(void *arg);
+	void (*end)(void *arg);
+	void *drop_arg;
 	struct pending *next; /* the pool's free list */
 };
 
 static struct {
 	pthread_mutex_t lock;
 	struct pending *free;
+	unsigned held;
 } pool = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static struct pending *pool_get(void)
@@ -33,13 +38,19 @@ static struct pending *pool_get(void)
 	struct pending *p = pool.free;
 	if (p)
 		pool.free = p->next;
+	pool.held++;
 	pthread_mutex_unlock(&pool.lock);
 	if (p)
 		return p;
 	p = calloc(1, sizeof(*p));
-	if (p)
+	if (p) {
 		pthread_mutex_init(&p->lock, NULL);
-	return p;
+		return p;
+	}
+	pthread_mutex_lock(&pool.lock);
+	pool.held--;
+	pthread_mutex_unlock(&pool.lock);
+	return NULL;
 }
 
 static void pool_put(struct pending *p)
@@ -50,7 +61,55 @@ static void pool_put(struct pending *p)
 	pthread_mutex_lock(&pool.lock);
 	p->next = pool.free;
 	pool.free = p;
+	pool.held--;
 	pthread_mutex_unlock(&pool.lock);
+}
+
+unsigned pending_held(void)
+{
+	pthread_mutex_lock(&pool.lock);
+	unsigned n = pool.held;
+	pthread_mutex_unlock(&pool.lock);
+	return n;
+}
+
+struct dropped {
+	void (*end)(void *arg);
+	void *arg;
+};
+
+/* Answered by an interrupt and work that only waits: take it out of its list. */
+static struct dropped drop_locked(struct pending *p)
+{
+	struct dropped d = {0};
+	if (!p->answered || !p->drop || !p->drop(p->drop_arg))
+		return d;
+	d = (struct dropped){p->end, p->drop_arg};
+	p->drop = NULL;
+	p->end = NULL;
+	p->drop_arg = NULL;
+	return d;
+}
+
+void pending_on_interrupt(struct pending *p, bool (*drop)(void *arg), void (*end)(void *arg),
+			  void *arg)
+{
+	pthread_mutex_lock(&p->lock);
+	p->drop = drop;
+	p->end = end;
+	p->drop_arg = arg;
+	pthread_mutex_unlock(&p->lock);
+}
+
+void pending_forget(struct pending *p, void *arg)
+{
+	pthread_mutex_lock(&p->lock);
+	if (p->drop_arg == arg) {
+		p->drop = NULL;
+		p->end = NULL;
+		p->drop_arg = NULL;
+	}
+	pthread_mutex_unlock(&p->lock);
 }
 
 /*
@@ -63,6 +122,7 @@ static void on_interrupt(fuse_req_t req, void *data)
 {
 	struct pending *p = data;
 	bool reply = false;
+	struct dropped d = {0};
 	pthread_mutex_lock(&p->lock);
 	if (p->req == req && !p->answered) {
 		if (p->registering) {
@@ -70,11 +130,14 @@ static void on_interrupt(fuse_req_t req, void *data)
 		} else {
 			p->answered = true;
 			reply = true;
+			d = drop_locked(p);
 		}
 	}
 	pthread_mutex_unlock(&p->lock);
 	if (reply)
 		fuse_reply_err(req, EINTR);
+	if (d.end)
+		d.end(d.arg);
 }
 
 struct pending *pending_start(fuse_req_t req, enum pending_reply how, size_t size, off_t off)
@@ -93,6 +156,9 @@ struct pending *pending_start(fuse_req_t req, enum pending_reply how, size_t siz
 	p->registering = true;
 	p->interrupted = false;
 	p->has_data = false;
+	p->drop = NULL;
+	p->end = NULL;
+	p->drop_arg = NULL;
 	pthread_mutex_unlock(&p->lock);
 
 	fuse_req_interrupt_func(req, on_interrupt, p);
@@ -165,8 +231,13 @@ void pending_done(struct pending *p, int rc, const char *data, size_t len)
 		rc = keep_slice(p, data, len);
 	if (rc < 0 && p->rc == 0)
 		p->rc = rc;
+	/* An interrupt that came before the waiting work was listed. */
+	struct dropped d = drop_locked(p);
 	bool last = --p->shares == 0;
 	pthread_mutex_unlock(&p->lock);
+	/* Not last when @d is set: the dropped work still holds its share. */
+	if (d.end)
+		d.end(d.arg);
 	if (last)
 		finish(p);
 }

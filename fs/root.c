@@ -95,7 +95,14 @@ static int version_read(const struct fs_node *n, const struct caller *who, struc
 static int metrics_read(const struct fs_node *n, const struct caller *who, struct strbuf *out)
 {
 	(void)n, (void)who;
-	return ops_metrics_text(out);
+	int rc = ops_metrics_text(out);
+	if (rc == 0)
+		rc = strbuf_addf(out,
+				 "# HELP snapfs_held_requests Requests answered later: waits, "
+				 "writes whose work runs, reads of a running exec.\n"
+				 "# TYPE snapfs_held_requests gauge\nsnapfs_held_requests %u\n",
+				 pending_held());
+	return rc;
 }
 
 /* --- images/<name>/ --------------------------------------------------- */
@@ -173,8 +180,8 @@ static const struct fs_entry root_files[] = {
     {"README", S_IFREG | 0444, .read = readme_read},
     {"version", S_IFREG | 0444, .read = version_read},
     {"metrics", S_IFREG | 0444, .read = metrics_read},
-    {"events", S_IFREG | 0400, .journal = ops_events_path},
-    {"errors", S_IFREG | 0400, .journal = ops_errors_path},
+    {"events", S_IFREG | 0400, .journal = ops_events_journal},
+    {"errors", S_IFREG | 0400, .journal = ops_errors_journal},
     {"images", S_IFDIR | 0755, .dir = &fs_images_dir},
     {"sandboxes", S_IFDIR | 01775, .flags = FS_CREATORS, .dir = &fs_sandboxes_dir},
     {"snapshots", S_IFDIR | 01775, .flags = FS_CREATORS, .dir = &fs_snapshots_dir},

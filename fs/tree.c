@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/logfile.h"
 #include "runtime/images.h"
 
 #define DIR_TIMEOUT 0.5 /* seconds; files get none: their content changes any time */
@@ -165,12 +166,13 @@ int tree_child(const struct fs_node *dir, const char *name, const struct caller 
 
 static int journal_stat(const struct fs_node *n, struct stat *st)
 {
-	struct stat file;
-	if (stat(n->ent->journal(), &file) < 0)
-		return errno == ENOENT ? 0 : -errno;
-	st->st_size = file.st_size;
-	st->st_mtim = file.st_mtim;
-	st->st_ctim = file.st_mtim;
+	int64_t size;
+	struct timespec mtime;
+	if (logfile_stat(n->ent->journal(), &size, &mtime) < 0)
+		return 0; /* not open (yet): empty */
+	st->st_size = size;
+	st->st_mtim = mtime;
+	st->st_ctim = mtime;
 	return 0;
 }
 

@@ -69,7 +69,7 @@ struct fs_entry {
 	fs_exists_fn exists;  /* conditional and dynamic rows; NULL: exists with its object */
 	fs_exists_fn settled; /* FS_WAIT: 1 once settled (poll: POLLIN), 0 before */
 	fs_link_fn link;      /* symlinks */
-	const char *(*journal)(void); /* journals: the file read at the offset */
+	struct logfile *(*journal)(void); /* journals: read at the offset (lib/logfile.h) */
 	const struct fs_dir *dir;     /* directories */
 };
 

@@ -6,6 +6,7 @@
 #include <libgen.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -15,7 +16,20 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "lib/logfile.h"
+
 bool log_debug_enabled;
+
+/* snapfs.log in the background (log_to_file()); until then, stderr as it is. */
+static struct logfile log_file = LOGFILE_INIT;
+static atomic_bool log_file_open;
+
+int log_to_file(const char *path, int64_t max_bytes)
+{
+	int rc = logfile_open(&log_file, path, max_bytes, 0600, STDERR_FILENO);
+	atomic_store(&log_file_open, rc == 0);
+	return rc;
+}
 
 void freep(void *p)
 {
@@ -43,6 +57,13 @@ static void vlog(const char *level, const char *fmt, va_list ap)
 	if (n < 0 || (size_t)n >= sizeof(line))
 		return;
 	vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
+	if (atomic_load(&log_file_open)) {
+		/* One write per line, and the file rotated at its cap. */
+		size_t len = strlen(line);
+		line[len] = '\n';
+		logfile_append(&log_file, line, len + 1);
+		return;
+	}
 	/* One fprintf per line keeps lines of concurrent threads whole. */
 	fprintf(stderr, "%s\n", line);
 }

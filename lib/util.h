@@ -58,6 +58,11 @@ void warning(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 extern bool log_debug_enabled;
+/*
+ * From now on log to @path (snapfs.log), with stderr pointing there too,
+ * rotated past @max_bytes as the journals are (lib/logfile.h).
+ */
+int log_to_file(const char *path, int64_t max_bytes);
 
 /* Milliseconds since the epoch (CLOCK_REALTIME) and since boot (CLOCK_MONOTONIC). */
 int64_t now_ms(void);

@@ -18,14 +18,24 @@
  * Separate queues mean a slow upload never delays a pause-critical
  * checkpoint, and a long `exec` never delays a snapshot.
  *
- * Ownership: a submitted job's argument belongs to the job function, which
- * frees it. jobs_stop() lets queued jobs of every kind but JOB_EXEC finish,
- * then joins those workers. Queued exec jobs are dropped (their arguments
- * leak: the process is ending) and running ones are left to end with the
- * process, since a user's command may run for ever.
+ * Bounds, all here (docs/control-files.md, "Bounds"): each kind runs at
+ * most JOBS_*_WORKERS jobs at once and lets at most JOBS_*_QUEUE more wait.
+ * A request takes its places first (jobs_reserve(), before it changes any
+ * state), so a full queue refuses it with EAGAIN and there is nothing to
+ * undo. A snapshot takes its place in the store queue with its checkpoint's,
+ * so a checkpoint taken is always stored.
+ *
+ * Ownership: a queued job's argument belongs to the job function, which
+ * frees it. A reserved place is used once, by jobs_queue(), or given back
+ * with jobs_cancel(). jobs_stop() lets queued and reserved jobs of every
+ * kind but JOB_EXEC run, then joins those workers. Queued exec jobs are
+ * dropped (their arguments leak: the process is ending) and running ones are
+ * left to end with the process, since a user's command may run for ever.
  */
 #ifndef SNAPFS_JOBS_H
 #define SNAPFS_JOBS_H
+
+#include "lib/util.h"
 
 enum job_kind {
 	JOB_LIFECYCLE,
@@ -35,14 +45,34 @@ enum job_kind {
 	JOB_KINDS,
 };
 
+#define JOBS_LIFECYCLE_WORKERS 8
+#define JOBS_LIFECYCLE_QUEUE 256
+#define JOBS_CHECKPOINT_WORKERS 4
+#define JOBS_CHECKPOINT_QUEUE 64
+#define JOBS_STORE_WORKERS_MAX 8 /* one per core, up to this */
+#define JOBS_STORE_QUEUE 64
+#define JOBS_EXEC_WORKERS 32 /* commands running at once, per daemon */
+#define JOBS_EXEC_QUEUE 256
+
 typedef void (*job_fn)(void *arg);
+struct job;
 
 int jobs_start(void);
 void jobs_stop(void);
-/* Queue @fn(@arg) on @kind's workers; -ESHUTDOWN once stopping, -ENOMEM. */
+
+/* A place in @kind's queue; NULL with -EAGAIN (full), -ESHUTDOWN or -ENOMEM in @e. */
+struct job *jobs_reserve(enum job_kind kind, struct err *e);
+/* Run @fn(@arg) in the place @j (NULL: nothing). */
+void jobs_queue(struct job *j, job_fn fn, void *arg);
+/* Give the place @j back unused (NULL: nothing). */
+void jobs_cancel(struct job *j);
+/* jobs_reserve() and jobs_queue() in one: 0, or -EAGAIN, -ESHUTDOWN, -ENOMEM. */
 int jobs_submit(enum job_kind kind, job_fn fn, void *arg);
-/* Jobs queued or running, for metrics. */
+
+/* For metrics: places taken (reserved, queued or running), the most there may be, refusals. */
 unsigned jobs_pending(enum job_kind kind);
+unsigned jobs_limit(enum job_kind kind);
+unsigned long long jobs_refused(enum job_kind kind);
 const char *jobs_kind_name(enum job_kind kind);
 
 #endif

@@ -1,12 +1,9 @@
 #include "runtime/journal.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "lib/util.h"
 
@@ -15,42 +12,35 @@ static const char *const journal_names[] = {
     [JOURNAL_ERRORS] = "errors.jsonl",
 };
 
-static struct {
-	int fd[2];
-	char path[2][PATH_MAX];
-} journal = {{-1, -1}, {"", ""}};
+static struct logfile journals[] = {
+    [JOURNAL_EVENTS] = LOGFILE_INIT,
+    [JOURNAL_ERRORS] = LOGFILE_INIT,
+};
 
-int journal_open(const char *state_dir)
+int journal_open(const char *state_dir, int64_t max_bytes)
 {
+	char path[PATH_MAX];
 	for (int k = JOURNAL_EVENTS; k <= JOURNAL_ERRORS; k++) {
-		int rc = xsnprintf(journal.path[k], sizeof(journal.path[k]), "%s/%s", state_dir,
-				   journal_names[k]);
+		int rc = xsnprintf(path, sizeof(path), "%s/%s", state_dir, journal_names[k]);
 		if (rc < 0)
 			return rc;
-		/* Events and errors name sandboxes and commands: root's alone (docs/design.md). */
-		journal.fd[k] = open(journal.path[k],
-				     O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-		if (journal.fd[k] < 0)
-			return -errno;
-		/* One an earlier version made 0644 keeps its mode through O_CREAT. */
-		if (fchmod(journal.fd[k], 0600) < 0)
-			return -errno;
+		rc = logfile_open(&journals[k], path,
+				  max_bytes > 0 ? max_bytes : JOURNAL_MAX_DEFAULT, 0600, -1);
+		if (rc < 0)
+			return rc;
 	}
 	return 0;
 }
 
 void journal_close(void)
 {
-	for (int k = JOURNAL_EVENTS; k <= JOURNAL_ERRORS; k++) {
-		if (journal.fd[k] >= 0)
-			close(journal.fd[k]);
-		journal.fd[k] = -1;
-	}
+	for (int k = JOURNAL_EVENTS; k <= JOURNAL_ERRORS; k++)
+		logfile_close(&journals[k]);
 }
 
-const char *journal_path(enum journal_kind kind)
+struct logfile *journal_file(enum journal_kind kind)
 {
-	return journal.path[kind];
+	return &journals[kind];
 }
 
 cJSON *journal_entry(void)
@@ -75,12 +65,7 @@ int journal_append(enum journal_kind kind, cJSON *obj)
 		return -ENOMEM;
 	size_t len = strlen(text);
 	text[len] = '\n'; /* replace the NUL: write() takes a length */
-	int rc = 0;
-	ssize_t n = write(journal.fd[kind], text, len + 1);
-	if (n < 0)
-		rc = -errno;
-	else if ((size_t)n != len + 1)
-		rc = -EIO;
+	int rc = logfile_append(&journals[kind], text, len + 1);
 	free(text);
 	return rc;
 }

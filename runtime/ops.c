@@ -46,6 +46,7 @@ struct waiter {
 
 static pthread_mutex_t waiters_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct waiter *waiters;
+static unsigned waiters_n; /* for metrics: a leak shows there */
 
 void ops_set_change_listener(void (*fn)(enum ops_object kind, const char *id, void *arg), void *arg)
 {
@@ -73,27 +74,72 @@ void waiters_add(enum ops_object kind, const char *id, ops_done_fn done, void *c
 	pthread_mutex_lock(&waiters_lock);
 	w->next = waiters;
 	waiters = w;
+	waiters_n++;
 	pthread_mutex_unlock(&waiters_lock);
 }
 
-/* Detach the waiters of @kind/@id from the list; the caller completes them. */
-static struct waiter *waiters_take(enum ops_object kind, const char *id)
+/* Unlink from the list whatever @match keeps; returns what it took, newest last. */
+static struct waiter *waiters_take_if(bool (*match)(const struct waiter *w, const void *arg),
+				      const void *arg)
 {
 	struct waiter *taken = NULL;
 	pthread_mutex_lock(&waiters_lock);
 	struct waiter **pp = &waiters;
 	while (*pp) {
 		struct waiter *w = *pp;
-		if (w->kind == kind && strcmp(w->id, id) == 0) {
+		if (match(w, arg)) {
 			*pp = w->next;
 			w->next = taken;
 			taken = w;
+			waiters_n--;
 		} else {
 			pp = &w->next;
 		}
 	}
 	pthread_mutex_unlock(&waiters_lock);
 	return taken;
+}
+
+static bool has_ctx(const struct waiter *w, const void *ctx)
+{
+	return w->ctx == ctx;
+}
+
+bool ops_wait_cancel(void *ctx)
+{
+	struct waiter *w = waiters_take_if(has_ctx, ctx);
+	bool found = w != NULL;
+	while (w) {
+		struct waiter *next = w->next;
+		free(w);
+		w = next;
+	}
+	return found;
+}
+
+unsigned waiters_count(void)
+{
+	pthread_mutex_lock(&waiters_lock);
+	unsigned n = waiters_n;
+	pthread_mutex_unlock(&waiters_lock);
+	return n;
+}
+
+struct object_ref {
+	enum ops_object kind;
+	const char *id;
+};
+
+static bool is_object(const struct waiter *w, const void *arg)
+{
+	const struct object_ref *o = arg;
+	return w->kind == o->kind && strcmp(w->id, o->id) == 0;
+}
+
+/* Detach the waiters of @kind/@id from the list; the caller completes them. */
+static struct waiter *waiters_take(enum ops_object kind, const char *id)
+{
+	return waiters_take_if(is_object, &(struct object_ref){kind, id});
 }
 
 /* Complete and free the waiters of @kind/@id with @rc and @line. */
@@ -445,14 +491,14 @@ const char *ops_state_dir(void)
 	return ops.state_dir;
 }
 
-const char *ops_events_path(void)
+struct logfile *ops_events_journal(void)
 {
-	return journal_path(JOURNAL_EVENTS);
+	return journal_file(JOURNAL_EVENTS);
 }
 
-const char *ops_errors_path(void)
+struct logfile *ops_errors_journal(void)
 {
-	return journal_path(JOURNAL_ERRORS);
+	return journal_file(JOURNAL_ERRORS);
 }
 
 /* --- start-up and shutdown ------------------------------------------------ */
@@ -502,7 +548,7 @@ static int lock_state(const char *state_dir, struct err *e)
 static int open_parts(const struct ops_config *cfg, struct err *e)
 {
 	char path[PATH_MAX];
-	int rc = journal_open(cfg->state_dir);
+	int rc = journal_open(cfg->state_dir, cfg->journal_max_bytes);
 	if (rc < 0)
 		return err_set(e, -rc, "cannot open the journals in %s: %s", cfg->state_dir,
 			       strerror(-rc));

@@ -52,6 +52,7 @@
 struct store;
 struct images;
 struct runsc;
+struct logfile;
 
 struct ops_config {
 	const char *state_dir;	 /* --state */
@@ -73,6 +74,8 @@ struct ops_config {
 	const char *spool_parent;
 	/* --allow-group: who besides root may create sandboxes; NULL: nobody (runtime/access.h) */
 	const char *allow_group;
+	/* --journal-max: bytes per generation of events.jsonl and errors.jsonl; 0 for the default. */
+	int64_t journal_max_bytes;
 };
 #define OPS_SHARED_GRACE_MS (3600 * 1000)
 
@@ -191,6 +194,12 @@ int ops_snapshot_delete(const struct caller *who, const char *snap_id, ops_done_
 /* done(ctx, 0, "status\n") once completed or failed. */
 int ops_snapshot_wait(const struct caller *who, const char *snap_id, ops_done_fn done, void *ctx,
 		      struct err *e);
+/*
+ * Take back the wait whose completion context is @ctx (its caller went
+ * away): true if it was still waiting; its done is then never called. The
+ * caller must know @ctx is alive (a wait not yet completed).
+ */
+bool ops_wait_cancel(void *ctx);
 
 /* --- what the tree shows ---------------------------------------------- */
 
@@ -241,8 +250,8 @@ void ops_sync_if_stale(void);
 /* Queue a collection pass of the store if its period is over (runtime/ops_sync.c). */
 void ops_collect_if_due(void);
 
-/* The journals' files, for reading at an offset (append-only JSON lines). */
-const char *ops_events_path(void);
-const char *ops_errors_path(void);
+/* The journals, for the tree's `events` and `errors` (a view with growing offsets: logfile.h). */
+struct logfile *ops_events_journal(void);
+struct logfile *ops_errors_journal(void);
 
 #endif

@@ -99,6 +99,8 @@ void waiters_add(enum ops_object kind, const char *id, ops_done_fn done, void *c
 void waiters_wake(enum ops_object kind, const char *id, const char *status, bool settled);
 /* End the waiters of an object that is gone with -ENOENT. */
 void waiters_fail(enum ops_object kind, const char *id);
+/* Waiters listed now (metrics). */
+unsigned waiters_count(void);
 /* Tell the change listener (only) that @kind/@id changed. */
 void notify(enum ops_object kind, const char *id);
 

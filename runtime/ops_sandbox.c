@@ -27,32 +27,45 @@ struct sandbox_job {
 	char id[ID_MAX];
 	ops_done_fn done;
 	void *ctx;
+	struct job *slot;	      /* its place in the queue, taken before anything changes */
 	char cmdline[ENTRYPOINT_MAX]; /* exec only */
 };
 
-static struct sandbox_job *sandbox_job_new(const char *id, ops_done_fn done, void *ctx)
+/* The job for sandbox @id and its place in @kind's queue; NULL (@e says why) if none is free. */
+static struct sandbox_job *sandbox_job_new(enum job_kind kind, const char *id, ops_done_fn done,
+					   void *ctx, struct err *e)
 {
 	struct sandbox_job *job = calloc(1, sizeof(*job));
-	if (!job)
+	if (!job) {
+		err_set(e, ENOMEM, "out of memory");
 		return NULL;
+	}
+	job->slot = jobs_reserve(kind, e);
+	if (!job->slot) {
+		free(job);
+		return NULL;
+	}
 	snprintf(job->id, sizeof(job->id), "%s", id);
 	job->done = done;
 	job->ctx = ctx;
 	return job;
 }
 
-/* Queue @fn for sandbox @id; on failure undo the transition to @undo. */
-static int submit_sandbox_job(enum job_kind kind, void (*fn)(void *), struct sandbox_job *job,
-			      enum sandbox_state undo, struct err *e)
+/* The request was refused after all: give its place back. Returns @rc. */
+static int sandbox_job_drop(struct sandbox_job *job, int rc)
 {
-	int rc = job ? jobs_submit(kind, fn, job) : -ENOMEM;
-	if (rc == 0)
-		return 0;
-	if (job)
-		sandbox_apply(job->id, SB_PATCH(undo));
+	jobs_cancel(job->slot);
 	free(job);
-	return err_set(e, -rc, "cannot queue the work: %s", strerror(-rc));
+	return rc;
 }
+
+static int sandbox_job_queue(struct sandbox_job *job, void (*fn)(void *))
+{
+	jobs_queue(steal_ptr(job->slot), fn, job);
+	return 0;
+}
+
+static int start_reserved(const struct caller *who, struct sandbox_job *job, struct err *e);
 
 /* --- names and creation --------------------------------------------------- */
 
@@ -114,10 +127,14 @@ int ops_sandbox_new(const struct caller *who, const struct sandbox_spec *spec, c
 	rc = new_object_id("sbx-", id_out);
 	if (rc < 0)
 		return err_set(e, -rc, "cannot make a sandbox id: %s", strerror(-rc));
+	/* Its place first: a full queue must not leave a sandbox behind. */
+	struct sandbox_job *job = sandbox_job_new(JOB_LIFECYCLE, id_out, done, ctx, e);
+	if (!job)
+		return -e->code;
 	rc = insert_sandbox(who, id_out, spec, e);
 	if (rc < 0)
-		return rc;
-	return ops_sandbox_start(who, id_out, done, ctx, e);
+		return sandbox_job_drop(job, rc);
+	return start_reserved(who, job, e);
 }
 
 /* --- settings while created ---------------------------------------------- */
@@ -244,29 +261,35 @@ static void start_job(void *arg)
 	free(job);
 }
 
+/* Start @job's sandbox in the place @job holds. */
+static int start_reserved(const struct caller *who, struct sandbox_job *job, struct err *e)
+{
+	const char *id = job->id;
+	struct sandbox sb;
+	pthread_mutex_lock(&ops.lock);
+	bool created = sandbox_get_as(who, id, &sb) == 0 && sb.state == SB_CREATED;
+	pthread_mutex_unlock(&ops.lock);
+	int rc = 0;
+	if (created && !sb.image[0])
+		rc = err_set(e, EINVAL,
+			     "cannot start sandbox %s: no image set (write one to image)", id);
+	else if (created && images_exists(ops.images, sb.image) < 0)
+		rc = err_set(e, ENOENT, "cannot start sandbox %s: image %s does not exist", id,
+			     sb.image);
+	else if (created)
+		rc = gpu_start_check(id, sb.gpu, e);
+	if (rc == 0)
+		rc = sandbox_begin(who, id, STATE_BIT(SB_CREATED), SB_STARTING, "start", &sb, e);
+	if (rc < 0)
+		return sandbox_job_drop(job, rc);
+	return sandbox_job_queue(job, start_job);
+}
+
 int ops_sandbox_start(const struct caller *who, const char *id, ops_done_fn done, void *ctx,
 		      struct err *e)
 {
-	struct sandbox sb;
-	pthread_mutex_lock(&ops.lock);
-	int rc = sandbox_get_as(who, id, &sb);
-	pthread_mutex_unlock(&ops.lock);
-	if (rc == 0 && sb.state == SB_CREATED && !sb.image[0])
-		return err_set(e, EINVAL,
-			       "cannot start sandbox %s: no image set (write one to image)", id);
-	if (rc == 0 && sb.state == SB_CREATED && images_exists(ops.images, sb.image) < 0)
-		return err_set(e, ENOENT, "cannot start sandbox %s: image %s does not exist", id,
-			       sb.image);
-	if (rc == 0 && sb.state == SB_CREATED) {
-		rc = gpu_start_check(id, sb.gpu, e);
-		if (rc < 0)
-			return rc;
-	}
-	rc = sandbox_begin(who, id, STATE_BIT(SB_CREATED), SB_STARTING, "start", &sb, e);
-	if (rc < 0)
-		return rc;
-	return submit_sandbox_job(JOB_LIFECYCLE, start_job, sandbox_job_new(id, done, ctx),
-				  SB_CREATED, e);
+	struct sandbox_job *job = sandbox_job_new(JOB_LIFECYCLE, id, done, ctx, e);
+	return job ? start_reserved(who, job, e) : -e->code;
 }
 
 /* --- terminate and remove ------------------------------------------------ */
@@ -314,11 +337,13 @@ int ops_sandbox_terminate(const struct caller *who, const char *id, ops_done_fn 
 	unsigned allowed = STATE_BIT(SB_CREATED) | STATE_BIT(SB_RUNNING) | STATE_BIT(SB_SUSPENDED) |
 			   STATE_BIT(SB_FAILED);
 	struct sandbox sb;
+	struct sandbox_job *job = sandbox_job_new(JOB_LIFECYCLE, id, done, ctx, e);
+	if (!job)
+		return -e->code;
 	int rc = sandbox_begin(who, id, allowed, SB_TERMINATING, "terminate", &sb, e);
 	if (rc < 0)
-		return rc;
-	return submit_sandbox_job(JOB_LIFECYCLE, terminate_job, sandbox_job_new(id, done, ctx),
-				  sb.state, e);
+		return sandbox_job_drop(job, rc);
+	return sandbox_job_queue(job, terminate_job);
 }
 
 int ops_sandbox_remove(const struct caller *who, const char *id, struct err *e)
@@ -460,19 +485,12 @@ int ops_sandbox_exec(const struct caller *who, const char *id, const char *cmdli
 			       sandbox_state_name(sb.state));
 	if (!*cmdline)
 		return err_set(e, EINVAL, "exec needs a command line");
-	struct sandbox_job *job = sandbox_job_new(id, done, ctx);
+	struct sandbox_job *job = sandbox_job_new(JOB_EXEC, id, done, ctx, e);
 	if (!job)
-		return -ENOMEM;
-	if (xsnprintf(job->cmdline, sizeof(job->cmdline), "%s", cmdline) < 0) {
-		free(job);
-		return err_set(e, EFBIG, "exec command line is too long");
-	}
-	rc = jobs_submit(JOB_EXEC, exec_job, job);
-	if (rc < 0) {
-		free(job);
-		return err_set(e, -rc, "cannot queue the exec: %s", strerror(-rc));
-	}
-	return 0;
+		return -e->code;
+	if (xsnprintf(job->cmdline, sizeof(job->cmdline), "%s", cmdline) < 0)
+		return sandbox_job_drop(job, err_set(e, EFBIG, "exec command line is too long"));
+	return sandbox_job_queue(job, exec_job);
 }
 
 /* --- wait ------------------------------------------------------------------ */

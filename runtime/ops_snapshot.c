@@ -55,20 +55,39 @@ struct snap_job {
 	enum snapshot_kind kind;
 	ops_done_fn done;
 	void *ctx;
+	/* Places in the queues, both taken before anything changes (jobs.h). */
+	struct job *checkpoint, *store;
 };
 
-static struct snap_job *snap_job_new(const char *snap_id, const char *sandbox_id,
-				     enum snapshot_kind kind, ops_done_fn done, void *ctx)
+/* A job for sandbox @sandbox_id, with its places; NULL (@e says why) when one is not free. */
+static struct snap_job *snap_job_new(const char *sandbox_id, enum snapshot_kind kind,
+				     ops_done_fn done, void *ctx, struct err *e)
 {
 	struct snap_job *job = calloc(1, sizeof(*job));
-	if (!job)
+	if (!job) {
+		err_set(e, ENOMEM, "out of memory");
 		return NULL;
-	snprintf(job->snap_id, sizeof(job->snap_id), "%s", snap_id);
+	}
+	job->checkpoint = jobs_reserve(JOB_CHECKPOINT, e);
+	job->store = job->checkpoint ? jobs_reserve(JOB_STORE, e) : NULL;
+	if (!job->store) {
+		jobs_cancel(job->checkpoint);
+		free(job);
+		return NULL;
+	}
 	snprintf(job->sandbox_id, sizeof(job->sandbox_id), "%s", sandbox_id);
 	job->kind = kind;
 	job->done = done;
 	job->ctx = ctx;
 	return job;
+}
+
+/* Free @job and give back the places it did not use. */
+static void snap_job_free(struct snap_job *job)
+{
+	jobs_cancel(job->checkpoint);
+	jobs_cancel(job->store);
+	free(job);
 }
 
 /* Mark @snap failed with @e's message, report it, and tell the waiting writer. */
@@ -89,11 +108,11 @@ static void snapshot_fail_id(struct snap_job *job, const struct err *e)
 	struct snapshot snap;
 	if (registry_snapshot_get(ops.reg, job->snap_id, &snap) < 0) {
 		complete(job->done, job->ctx, -(e->code ? e->code : EIO), NULL, 0);
-		free(job);
+		snap_job_free(job);
 		return;
 	}
 	snapshot_fail(&snap, job, e);
-	free(job);
+	snap_job_free(job);
 }
 
 /* --- checkpoint ------------------------------------------------------------ */
@@ -162,7 +181,7 @@ static void checkpoint_job(void *arg)
 		rm_rf(spool);
 		sandbox_after_failed_checkpoint(sb.id, sb.runtime_id, &e);
 		snapshot_fail(&snap, job, &e);
-		free(job);
+		snap_job_free(job);
 		return;
 	}
 	if (leave_running) {
@@ -175,11 +194,7 @@ static void checkpoint_job(void *arg)
 		sandbox_apply(sb.id, p);
 	}
 	snapshot_save(&snap);
-	rc = jobs_submit(JOB_STORE, store_job, job);
-	if (rc < 0) {
-		err_set(&e, -rc, "cannot queue the storing of snapshot %s", snap.id);
-		store_failed(job, &snap, &e);
-	}
+	jobs_queue(steal_ptr(job->store), store_job, job);
 }
 
 /* --- store ----------------------------------------------------------------- */
@@ -321,7 +336,7 @@ static void store_failed(struct snap_job *job, struct snapshot *snap, struct err
 	spool_path(job->snap_id, spool, sizeof(spool));
 	rm_rf(spool);
 	snapshot_fail(snap, job, e);
-	free(job);
+	snap_job_free(job);
 }
 
 static void store_job(void *arg)
@@ -370,7 +385,7 @@ static void store_job(void *arg)
 		sandbox_apply(job->sandbox_id, p);
 	}
 	complete(job->done, job->ctx, 0, NULL, 0);
-	free(job);
+	snap_job_free(job);
 }
 
 /* --- this host's snapshots ------------------------------------------------ */
@@ -491,27 +506,26 @@ static int begin_checkpoint(const struct caller *who, const char *id, enum snaps
 	const char *verb = kind == SNAP_KIND_SNAPSHOT ? "snapshot" : "suspend";
 	enum sandbox_state during = kind == SNAP_KIND_SNAPSHOT ? SB_SNAPSHOTTING : SB_SUSPENDING;
 	struct sandbox sb;
+	/* Places first: a full queue refuses with the sandbox still running. */
+	struct snap_job *job = snap_job_new(id, kind, done, ctx, e);
+	if (!job)
+		return -e->code;
 	int rc = sandbox_begin(who, id, STATE_BIT(SB_RUNNING), during, verb, &sb, e);
-	if (rc < 0)
+	if (rc < 0) {
+		snap_job_free(job);
 		return rc;
+	}
 	rc = check_spool_room(&sb, e);
 	if (rc == 0)
 		rc = insert_snapshot(&sb, kind, label, snap_id, e);
-	struct snap_job *job = rc == 0 ? snap_job_new(snap_id, id, kind, done, ctx) : NULL;
-	if (rc == 0 && !job)
-		rc = err_set(e, ENOMEM, "out of memory");
-	if (rc == 0)
-		rc = jobs_submit(JOB_CHECKPOINT, checkpoint_job, job);
 	if (rc < 0) {
-		if (!e->code)
-			err_set(e, -rc, "cannot %s sandbox %s: %s", verb, id, strerror(-rc));
-		if (job) {		  /* the snapshot row exists: it must not stay pending */
-			job->done = NULL; /* the caller answers the refusal itself */
-			snapshot_fail_id(job, e);
-		}
+		snap_job_free(job);
 		sandbox_apply(id, SB_PATCH(SB_RUNNING));
+		return rc;
 	}
-	return rc;
+	memcpy(job->snap_id, snap_id, ID_MAX);
+	jobs_queue(steal_ptr(job->checkpoint), checkpoint_job, job);
+	return 0;
 }
 
 int ops_sandbox_snapshot(const struct caller *who, const char *id, const char *label,
@@ -705,6 +719,7 @@ struct restore_job {
 	bool resume; /* false: a fork into a new sandbox */
 	ops_done_fn done;
 	void *ctx;
+	struct job *slot; /* its place in the queue, taken before anything changes */
 };
 
 /* Bundle for @sandbox_id from @snap's image and spec, then `runsc restore` from @image_dir. */
@@ -811,43 +826,58 @@ static void restore_job_run(void *arg)
 	free(job);
 }
 
-static int submit_restore(const char *sandbox_id, const char *snap_id, bool resume,
-			  ops_done_fn done, void *ctx, struct err *e)
+/* A restore job with its place in the queue; NULL (@e says why) when none is free. */
+static struct restore_job *restore_job_new(ops_done_fn done, void *ctx, struct err *e)
 {
 	struct restore_job *job = calloc(1, sizeof(*job));
 	if (!job) {
-		snapshot_restore_end(snap_id);
-		sandbox_apply(sandbox_id, SB_PATCH(resume ? SB_SUSPENDED : SB_FAILED));
-		return err_set(e, ENOMEM, "out of memory");
+		err_set(e, ENOMEM, "out of memory");
+		return NULL;
 	}
+	job->slot = jobs_reserve(JOB_LIFECYCLE, e);
+	if (!job->slot) {
+		free(job);
+		return NULL;
+	}
+	job->done = done;
+	job->ctx = ctx;
+	return job;
+}
+
+/* The request was refused after all: give its place back. Returns @rc. */
+static int restore_job_drop(struct restore_job *job, int rc)
+{
+	jobs_cancel(job->slot);
+	free(job);
+	return rc;
+}
+
+static int submit_restore(struct restore_job *job, const char *sandbox_id, const char *snap_id,
+			  bool resume)
+{
 	snprintf(job->sandbox_id, sizeof(job->sandbox_id), "%s", sandbox_id);
 	snprintf(job->snap_id, sizeof(job->snap_id), "%s", snap_id);
 	job->resume = resume;
-	job->done = done;
-	job->ctx = ctx;
-	int rc = jobs_submit(JOB_LIFECYCLE, restore_job_run, job);
-	if (rc < 0) {
-		err_set(e, -rc, "cannot queue the restore: %s", strerror(-rc));
-		free(job);
-		snapshot_restore_end(snap_id);
-		sandbox_apply(sandbox_id, SB_PATCH(resume ? SB_SUSPENDED : SB_FAILED));
-	}
-	return rc;
+	jobs_queue(steal_ptr(job->slot), restore_job_run, job);
+	return 0;
 }
 
 int ops_sandbox_resume(const struct caller *who, const char *id, ops_done_fn done, void *ctx,
 		       struct err *e)
 {
 	struct sandbox sb;
+	struct restore_job *job = restore_job_new(done, ctx, e);
+	if (!job)
+		return -e->code;
 	int rc = sandbox_begin(who, id, STATE_BIT(SB_SUSPENDED), SB_RESUMING, "resume", &sb, e);
 	if (rc < 0)
-		return rc;
+		return restore_job_drop(job, rc);
 	rc = snapshot_restore_begin(sb.restore_snapshot, e);
 	if (rc < 0) {
 		sandbox_apply(id, SB_PATCH(SB_SUSPENDED));
-		return rc;
+		return restore_job_drop(job, rc);
 	}
-	return submit_restore(id, sb.restore_snapshot, true, done, ctx, e);
+	return submit_restore(job, id, sb.restore_snapshot, true);
 }
 
 /* Can @snap be restored here? Appends one line per reason it cannot; returns their count. */
@@ -905,15 +935,20 @@ int ops_snapshot_fork(const struct caller *who, const char *snap_id, char id_out
 {
 	struct snapshot snap;
 	struct sandbox sb = {.owner_uid = who->uid, .owner_gid = who->gid};
+	/* Its place first: a full queue refuses at once and leaves no sandbox behind. */
+	struct restore_job *job = restore_job_new(done, ctx, e);
+	if (!job)
+		return -e->code;
 	int rc = check_forkable(who, snap_id, &snap, e);
 	if (rc < 0)
-		return rc;
+		return restore_job_drop(job, rc);
 	rc = new_object_id("sbx-", sb.id);
 	if (rc < 0)
-		return err_set(e, -rc, "cannot make a sandbox id: %s", strerror(-rc));
-	rc = snapshot_restore_begin(snap_id, e);
+		rc = err_set(e, -rc, "cannot make a sandbox id: %s", strerror(-rc));
+	if (rc == 0)
+		rc = snapshot_restore_begin(snap_id, e);
 	if (rc < 0)
-		return rc;
+		return restore_job_drop(job, rc);
 	/* runtime_id stays empty: the restore job picks and records one. */
 	memcpy(sb.image, snap.image, sizeof(sb.image));
 	memcpy(sb.entrypoint, snap.entrypoint, sizeof(sb.entrypoint));
@@ -927,13 +962,14 @@ int ops_snapshot_fork(const struct caller *who, const char *snap_id, char id_out
 	pthread_mutex_unlock(&ops.lock);
 	if (rc < 0) {
 		snapshot_restore_end(snap_id);
-		return err_set(e, EIO, "cannot record the fork of %s: %s", snap_id, strerror(-rc));
+		return restore_job_drop(job, err_set(e, EIO, "cannot record the fork of %s: %s",
+						     snap_id, strerror(-rc)));
 	}
 	memcpy(id_out, sb.id, ID_MAX);
 	announce(OPS_OBJ_SANDBOX, sb.id, "starting", NULL);
 	notify(OPS_OBJ_LIST, sb.id);
 	notify(OPS_OBJ_SNAPSHOT, snap_id);
-	return submit_restore(sb.id, snap_id, false, done, ctx, e);
+	return submit_restore(job, sb.id, snap_id, false);
 }
 
 /* --- delete ---------------------------------------------------------------- */
@@ -1011,20 +1047,17 @@ int ops_snapshot_delete(const struct caller *who, const char *snap_id, ops_done_
 		return err_set(e, EBUSY,
 			       "cannot delete snapshot %s: suspended sandbox %s needs it to resume",
 			       snap_id, snap.sandbox_id);
-	struct delete_job *job = calloc(1, sizeof(*job));
+	struct job *slot = jobs_reserve(JOB_LIFECYCLE, e);
+	struct delete_job *job = slot ? calloc(1, sizeof(*job)) : NULL;
 	if (!job) {
+		jobs_cancel(slot);
 		delete_end(snap_id);
-		return err_set(e, ENOMEM, "out of memory");
+		return slot ? err_set(e, ENOMEM, "out of memory") : -e->code;
 	}
 	snprintf(job->snap_id, sizeof(job->snap_id), "%s", snap_id);
 	job->done = done;
 	job->ctx = ctx;
-	rc = jobs_submit(JOB_LIFECYCLE, delete_job_run, job);
-	if (rc < 0) {
-		free(job);
-		delete_end(snap_id);
-		return err_set(e, -rc, "cannot queue the delete: %s", strerror(-rc));
-	}
+	jobs_queue(slot, delete_job_run, job);
 	return 0;
 }
 

@@ -91,6 +91,27 @@ static void store_metrics(struct strbuf *out)
 	gauge(out, "snapfs_cache_images", "Local snapshot images.", c.entries);
 }
 
+/* The job queues: what they hold, their bounds (runtime/jobs.h), what they refused. */
+static void job_metrics(struct strbuf *out)
+{
+	metric_header(out, "snapfs_jobs", "gauge",
+		      "Jobs queued or running, by queue (places taken by requests included).");
+	for (int k = 0; k < JOB_KINDS; k++)
+		strbuf_addf(out, "snapfs_jobs{queue=\"%s\"} %u\n", jobs_kind_name(k),
+			    jobs_pending(k));
+	metric_header(out, "snapfs_jobs_limit", "gauge",
+		      "The most jobs a queue holds, running and waiting; past it requests get "
+		      "EAGAIN.");
+	for (int k = 0; k < JOB_KINDS; k++)
+		strbuf_addf(out, "snapfs_jobs_limit{queue=\"%s\"} %u\n", jobs_kind_name(k),
+			    jobs_limit(k));
+	metric_header(out, "snapfs_jobs_refused_total", "counter",
+		      "Requests refused with EAGAIN because their queue was full.");
+	for (int k = 0; k < JOB_KINDS; k++)
+		strbuf_addf(out, "snapfs_jobs_refused_total{queue=\"%s\"} %llu\n",
+			    jobs_kind_name(k), jobs_refused(k));
+}
+
 int ops_metrics_text(struct strbuf *out)
 {
 	struct metric_counts c = {0};
@@ -115,9 +136,10 @@ int ops_metrics_text(struct strbuf *out)
 		      "Time sandboxes were paused by completed snapshots.");
 	strbuf_addf(out, "snapfs_snapshot_pause_seconds_sum %.3f\n", (double)c.pause_ms_sum / 1000);
 	strbuf_addf(out, "snapfs_snapshot_pause_seconds_count %lld\n", (long long)c.pause_count);
-	metric_header(out, "snapfs_jobs", "gauge", "Jobs queued or running, by queue.");
-	for (int k = 0; k < JOB_KINDS; k++)
-		strbuf_addf(out, "snapfs_jobs{queue=\"%s\"} %u\n", jobs_kind_name(k),
-			    jobs_pending(k));
+	job_metrics(out);
+	gauge(out, "snapfs_waiters",
+	      "Reads of wait files held until their object settles (an interrupted one goes at "
+	      "once).",
+	      waiters_count());
 	return 0;
 }

@@ -113,6 +113,7 @@ errno_text() {
 	EEXIST) echo "File exists" ;;
 	EINVAL) echo "Invalid argument" ;;
 	EFBIG) echo "File too large" ;;
+	EAGAIN) echo "Resource temporarily unavailable" ;;
 	ENOSPC) echo "No space left on device" ;;
 	ENOTEMPTY) echo "Directory not empty" ;;
 	*) echo "unknown errno $1" ;;
