@@ -10,13 +10,20 @@
  * "snapshot" (name=LABEL too) or sandboxes/new (2); the other six give
  * the size of each write(), 1 to 62 bytes, or (0 or 63) all in one. Then
  * FLUSH, as close() sends it. Lines handed on carry no newline and fit
- * CTL_LINE_MAX; words keep their bounds.
+ * CTL_LINE_MAX; words keep their bounds; a JSON spec acts as soon as it is
+ * a complete object.
  */
+#include <cjson/cJSON.h>
+
 #include "fs/control.h"
 #include "runtime/ops.h"
 #include "tests/fuzz/fuzz.h"
 
 enum { FILE_START, FILE_SNAPSHOT, FILE_NEW };
+
+/* Up to here each line's JSON is parsed again to check it waits rightly: quadratic, but only here.
+ */
+#define JSON_CHECK_MAX (16u << 10)
 
 struct target {
 	int file;
@@ -40,6 +47,12 @@ static void spec_line(struct target *t, const char *line)
 	int rc = ctl_spec_add(&t->spec, line);
 	FUZZ_CHECK(rc == 0 || rc == 1 || rc == -EFBIG || rc == -ENOMEM);
 	FUZZ_CHECK(t->spec.text.len <= CTL_SPEC_MAX);
+	/* A JSON object acts once it is complete (after a line that closes something). */
+	if (rc == 0 && t->spec.json && t->spec.text.len <= JSON_CHECK_MAX && strpbrk(line, "}]")) {
+		cJSON *j =
+		    cJSON_ParseWithLengthOpts(t->spec.text.buf, t->spec.text.len, NULL, false);
+		FUZZ_CHECK(!j);
+	}
 	if (rc > 0) {
 		ctl_spec_take(&t->spec, &text, &async);
 		act_spec(&text);
