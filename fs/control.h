@@ -74,7 +74,7 @@ int ctl_words_parse(const char *line, const char *what, unsigned allow, struct c
  * past that, at the latest when its braces close, or at FLUSH.
  */
 #define CTL_SPEC_MAX (64u << 10)
-#define CTL_SPEC_EARLY 4096
+#define CTL_SPEC_EARLY 1024
 
 struct ctl_spec {
 	struct strbuf text;

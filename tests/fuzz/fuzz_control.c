@@ -23,7 +23,7 @@ enum { FILE_START, FILE_SNAPSHOT, FILE_NEW };
 
 /* Up to here each line's JSON is parsed again to check it waits rightly: quadratic, but only here.
  */
-#define JSON_CHECK_MAX (16u << 10)
+#define JSON_CHECK_MAX (4u << 10)
 
 struct target {
 	int file;
