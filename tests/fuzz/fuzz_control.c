@@ -21,8 +21,7 @@
 
 enum { FILE_START, FILE_SNAPSHOT, FILE_NEW };
 
-/* Up to here each line's JSON is parsed again to check it waits rightly: quadratic, but only here.
- */
+/* Up to here the harness parses the JSON again to check it waits rightly (quadratic). */
 #define JSON_CHECK_MAX (4u << 10)
 
 struct target {
