@@ -5,10 +5,12 @@
  *
  * What is accepted must keep manifest.h's promises: names safe to join to
  * a directory, pack names safe keys, pack indexes in range, lengths within
- * their bounds that add up to the file's size without overflow. And
+ * their bounds (a stored length at most zstd's bound for its plain length)
+ * that add up to the file's size without overflow. And
  * manifest_build() of what was parsed must parse back to the same.
  */
 #include <cjson/cJSON.h>
+#include <zstd.h>
 
 #include "backend/manifest.h"
 #include "tests/fuzz/fuzz.h"
@@ -21,6 +23,8 @@ static void check_chunk(const struct manifest *m, const struct manifest_chunk *c
 	FUZZ_CHECK(c->pack >= 0 && (size_t)c->pack < m->npacks);
 	FUZZ_CHECK(c->len <= MANIFEST_CHUNK_MAX);
 	FUZZ_CHECK(c->off >= 0 && c->zlen >= 1);
+	/* design.md: a stored length never above its plain length plus zstd's bound. */
+	FUZZ_CHECK(c->zlen <= (int64_t)ZSTD_COMPRESSBOUND((size_t)c->len));
 }
 
 static void check_manifest(const struct manifest *m)

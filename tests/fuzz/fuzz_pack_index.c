@@ -9,10 +9,12 @@
  *   1  with its SHA-256 appended;
  *   2  as entries only: header (magic, version, count) put before them,
  *      SHA-256 after, so mutations reach the checks on each entry.
- * What decodes must be within the entry bounds, encode back to the same
+ * What decodes must be within the entry bounds (a stored length at most
+ * zstd's bound for its plain length), encode back to the same
  * bytes, and every entry must be found in a chunk index after it is added.
  */
 #include <openssl/evp.h>
+#include <zstd.h>
 
 #include "backend/store_internal.h"
 #include "tests/fuzz/fuzz.h"
@@ -68,6 +70,8 @@ static void check_entries(const struct pack_idx_entry *ents, size_t n)
 	for (size_t i = 0; i < n; i++) {
 		FUZZ_CHECK(ents[i].len >= 1 && ents[i].len <= MANIFEST_CHUNK_MAX);
 		FUZZ_CHECK(ents[i].zlen >= 1 && ents[i].off <= INT64_MAX / 2);
+		/* design.md: a stored length never above its plain length plus zstd's bound. */
+		FUZZ_CHECK(ents[i].zlen <= ZSTD_COMPRESSBOUND((size_t)ents[i].len));
 	}
 }
 
