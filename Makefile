@@ -3,6 +3,7 @@
 #   make                 build build/snapfs (optimised, with debug info)
 #   make test            build with ASan/UBSan and run every test (unit + integration)
 #   make unit            build and run the C unit tests only
+#   make fuzz            build the libFuzzer targets with clang and run each FUZZ_SECONDS (300)
 #   make install PREFIX=/usr/local
 #   make format          clang-format every source file
 
@@ -27,7 +28,7 @@ UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 
 OBJ = $(patsubst %.c,$(1)/%.o,$(2))
 
-.PHONY: all test unit install format clean integration
+.PHONY: all test unit install format clean integration fuzz fuzz-build
 # Keep the unit tests' objects: make would otherwise delete them after `make test`
 # and print that last, after the suite's closing "N passed, N failed" line.
 .SECONDARY:
@@ -57,8 +58,37 @@ UNIT_BINS := $(patsubst %.c,build/asan/%,$(UNIT_SRCS))
 unit: $(UNIT_BINS)
 	@tests/run-unit.sh $(UNIT_BINS)
 
-# The whole suite: unit tests and integration tests on a real mount.
-test: build/asan/snapfs $(UNIT_BINS)
+# libFuzzer targets (tests/fuzz/fuzz_X.c, one per parser of untrusted bytes):
+# clang only, every module built again with coverage, ASan and UBSan into an
+# archive, so each target links just the modules its parser needs. UB aborts
+# (no recovery), so the fuzzer counts it as a crash; leaks are found by ASan.
+FUZZ_CC    ?= clang
+FUZZ_SAN   := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+FUZZ_SRCS  := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_BINS  := $(patsubst tests/fuzz/%.c,build/fuzz/%,$(FUZZ_SRCS))
+FUZZ_SECONDS ?= 300
+
+build/fuzz/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(ALL_CFLAGS) $(FUZZ_SAN) -fsanitize=fuzzer-no-link -c -o $@ $<
+
+build/fuzz/libsnapfs.a: $(call OBJ,build/fuzz,$(LIB_SRCS))
+	rm -f $@
+	ar rcs $@ $^
+
+build/fuzz/fuzz_%: build/fuzz/tests/fuzz/fuzz_%.o build/fuzz/libsnapfs.a
+	$(FUZZ_CC) $(ALL_CFLAGS) $(FUZZ_SAN) -fsanitize=fuzzer -o $@ $^ $(LDLIBS)
+
+fuzz-build: $(FUZZ_BINS)
+
+# Each target for FUZZ_SECONDS from its seed corpus, two at a time; new inputs
+# accumulate in build/fuzz/corpus/, crashes land in build/fuzz/artifacts/.
+fuzz: $(FUZZ_BINS)
+	FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_KEEP=1 tests/fuzz/run.sh
+
+# The whole suite: unit tests, integration tests on a real mount, then each
+# fuzz target for 60 s on its seed corpus.
+test: build/asan/snapfs $(UNIT_BINS) $(FUZZ_BINS)
 	tests/run.sh
 
 install: build/snapfs
@@ -66,7 +96,7 @@ install: build/snapfs
 	install -D -m 0755 scripts/make-image.sh $(DESTDIR)$(PREFIX)/share/snapfs/make-image.sh
 
 format:
-	clang-format -i $(LIB_SRCS) $(MAIN_SRC) $(wildcard */*.h tests/unit/*.c tests/unit/*.h)
+	clang-format -i $(LIB_SRCS) $(MAIN_SRC) $(wildcard */*.h tests/unit/*.c tests/unit/*.h tests/fuzz/*.c tests/fuzz/*.h)
 
 clean:
 	rm -rf build

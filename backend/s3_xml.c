@@ -117,6 +117,9 @@ int xml_decode(struct xml_span in, char *out, size_t cap)
 	if (cap == 0)
 		return -ENAMETOOLONG;
 	for (size_t i = 0; i < in.len; i++) {
+		/* XML has no U+0000, raw or as &#0;: in a C string it would cut the text short. */
+		if (in.p[i] == '\0')
+			return -EINVAL;
 		if (in.p[i] != '&') {
 			if (n + 1 >= cap)
 				return -ENAMETOOLONG;

@@ -38,7 +38,11 @@ bool xml_next(struct xml_span *doc, const char *tag, struct xml_span *content);
  */
 int xml_text(struct xml_span doc, const char *tag, char *out, size_t cap);
 
-/* Decode the entities of @in into @out (@cap bytes, NUL included); errors as xml_text(). */
+/*
+ * Decode the entities of @in into @out (@cap bytes, NUL included); errors as
+ * xml_text(). A NUL in @in, raw or as an entity, is -EINVAL: the text
+ * returned is a C string of the length returned.
+ */
 int xml_decode(struct xml_span in, char *out, size_t cap);
 
 /* The first element @tag as a non-negative decimal number; -ENOENT or -EINVAL. */

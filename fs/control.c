@@ -126,12 +126,52 @@ static bool all_blank(const char *s, size_t n)
 }
 
 /*
- * Is the collected JSON ready to act on? Yes when it parses, and also when
- * it fails before its end: no further line can mend it, so the spec parser
- * should say what is wrong now, on the write that made it so.
+ * Scan the JSON added since the last line: true when its outermost braces
+ * closed (or a closer has nothing to close), or a string runs past its
+ * line, which JSON does not allow. Exact for valid JSON, where a brace or
+ * bracket in a string never counts; whatever it makes of broken JSON, the
+ * spec parser has the last word.
  */
-static int json_ready(const struct strbuf *t)
+static bool json_closed(struct ctl_spec *s)
 {
+	while (s->scanned < s->text.len) {
+		char c = s->text.buf[s->scanned++];
+		if (s->in_string) {
+			if (c == '\n')
+				return true;
+			if (s->escaped)
+				s->escaped = false;
+			else if (c == '\\')
+				s->escaped = true;
+			else if (c == '"')
+				s->in_string = false;
+		} else if (c == '"') {
+			s->in_string = true;
+		} else if (c == '{' || c == '[') {
+			s->depth++;
+		} else if (c == '}' || c == ']') {
+			if (s->depth <= 1)
+				return true;
+			s->depth--;
+		}
+	}
+	return false;
+}
+
+/*
+ * Is the collected JSON ready to act on? Yes when it is complete, and also
+ * when it fails to parse before its end: no further line can mend it, so
+ * the spec parser should say what is wrong now, on the write that made it
+ * so. The parse is only tried on a short text: re-parsing all of a long one
+ * at every line would cost its size times its lines.
+ */
+static int json_ready(struct ctl_spec *s)
+{
+	const struct strbuf *t = &s->text;
+	if (json_closed(s))
+		return 1;
+	if (t->len > CTL_SPEC_EARLY)
+		return 0;
 	const char *end = NULL;
 	cJSON *j = cJSON_ParseWithLengthOpts(t->buf, t->len, &end, false);
 	if (j) {
@@ -141,6 +181,16 @@ static int json_ready(const struct strbuf *t)
 	if (!end || end < t->buf || end > t->buf + t->len)
 		return 0;
 	return !all_blank(end, (size_t)(t->buf + t->len - end));
+}
+
+static void spec_reset(struct ctl_spec *s)
+{
+	s->json = false;
+	s->async = false;
+	s->scanned = 0;
+	s->depth = 0;
+	s->in_string = false;
+	s->escaped = false;
 }
 
 int ctl_spec_add(struct ctl_spec *s, const char *line)
@@ -164,7 +214,7 @@ int ctl_spec_add(struct ctl_spec *s, const char *line)
 		rc = strbuf_add(&s->text, "\n", 1);
 	if (rc < 0)
 		return rc;
-	return s->json ? json_ready(&s->text) : 0;
+	return s->json ? json_ready(s) : 0;
 }
 
 int ctl_spec_pending(const struct ctl_spec *s)
@@ -177,13 +227,11 @@ void ctl_spec_take(struct ctl_spec *s, struct strbuf *text, bool *async)
 	*text = s->text;
 	*async = s->async;
 	s->text = (struct strbuf)STRBUF_INIT;
-	s->json = false;
-	s->async = false;
+	spec_reset(s);
 }
 
 void ctl_spec_release(struct ctl_spec *s)
 {
 	strbuf_release(&s->text);
-	s->json = false;
-	s->async = false;
+	spec_reset(s);
 }

@@ -66,13 +66,24 @@ int ctl_words_parse(const char *line, const char *what, unsigned allow, struct c
  * the spec parser says what is wrong); key=value lines collect until an
  * empty line or FLUSH; a line "async" outside a JSON object makes the spec
  * async. Blank lines with nothing collected are ignored.
+ *
+ * Each line costs time in proportion to its own length: a scan of the new
+ * bytes says when the object's braces close. Only while the collected JSON
+ * is at most CTL_SPEC_EARLY bytes is it also parsed at every line, so that
+ * broken JSON in an ordinary spec is refused on the write that breaks it;
+ * past that, at the latest when its braces close, or at FLUSH.
  */
 #define CTL_SPEC_MAX (64u << 10)
+#define CTL_SPEC_EARLY 1024
 
 struct ctl_spec {
 	struct strbuf text;
 	bool json;
 	bool async;
+	/* The scan of the JSON so far: bytes scanned, open braces and brackets, in a string. */
+	size_t scanned;
+	size_t depth;
+	bool in_string, escaped;
 };
 
 /* Add one line: 1 when the spec is ready to act on, 0 to wait, -EFBIG. */

@@ -3,7 +3,8 @@
 #
 #   scripts/setup.sh           build dependencies, fuse3, busybox-static, runsc 20240729
 #   scripts/setup.sh --test    the same, plus what the test suite uses: awscli, jq,
-#                              node/npm and @20minutes/s3rver (into tests/node_modules)
+#                              node/npm and @20minutes/s3rver (into tests/node_modules),
+#                              clang and its libFuzzer runtime (the fuzz targets)
 #
 # Idempotent: every step is skipped when what it installs is already there, and
 # `apt-get update` runs only when something has to be installed.
@@ -111,11 +112,25 @@ command -v zstd >/dev/null 2>&1 || test_pkgs+=(zstd)
 # NodeSource's nodejs ships npm itself; ask for Debian's npm only when there is none.
 command -v node >/dev/null 2>&1 || test_pkgs+=(nodejs)
 command -v npm >/dev/null 2>&1 || test_pkgs+=(npm)
+command -v clang >/dev/null 2>&1 || test_pkgs+=(clang)
 if [ "${#test_pkgs[@]}" -gt 0 ]; then
 	say "installing ${test_pkgs[*]}"
 	apt_install "${test_pkgs[@]}"
 else
 	say "test tools: already installed"
+fi
+
+# -fsanitize=fuzzer links libclang_rt.fuzzer, which Debian ships apart from
+# clang: in libclang-rt-N-dev, N the major version of the clang installed.
+fuzzer_rt() { echo "$(clang --print-runtime-dir)/libclang_rt.fuzzer-$(uname -m).a"; }
+if [ -f "$(fuzzer_rt)" ]; then
+	say "libFuzzer runtime: already installed"
+else
+	clang_major=$(clang -dumpversion)
+	clang_major=${clang_major%%.*}
+	say "installing libclang-rt-$clang_major-dev (libFuzzer runtime)"
+	apt_install "libclang-rt-$clang_major-dev"
+	[ -f "$(fuzzer_rt)" ] || die "no libFuzzer runtime at $(fuzzer_rt) after installing libclang-rt-$clang_major-dev"
 fi
 
 s3rver_pkg=tests/node_modules/@20minutes/s3rver/package.json

@@ -1,15 +1,21 @@
 #!/usr/bin/env bash
-# run.sh [tests/integration/test_X.sh ...] - the whole test suite (what `make test` runs).
+# run.sh [tests/integration/test_X.sh | tests/fuzz/fuzz_X.c ...] - the whole test
+# suite (what `make test` runs).
 #
 # Runs the unit tests (build/asan/tests/unit/test_*, through tests/run-unit.sh),
-# then each integration test (all of tests/integration/test_*.sh, or those
-# named) as its own bash process on a real FUSE mount with real runsc
-# sandboxes. Ends with one line, "N passed, N failed", the sum of every unit
-# and integration check; exits non-zero if anything failed.
+# then each integration test as its own bash process on a real FUSE mount with
+# real runsc sandboxes, then each libFuzzer target (build/fuzz/fuzz_*, through
+# tests/fuzz/run.sh) for FUZZ_SECONDS (default 60) from its seed corpus, two at
+# a time: after the integration tests, not beside them, as they take both
+# cores. With no arguments, every integration test and every fuzz target; with
+# some, only those named (a fuzz target by its source). Ends with one line,
+# "N passed, N failed", the sum of every unit and integration check and one
+# per fuzz target; exits non-zero if anything failed.
 #
 # Needs root (FUSE, runsc) and what `scripts/setup.sh --test` installs.
 # TEST_TIMEOUT (seconds, default 1800) bounds each integration test. A
-# failing test's daemon log is kept in build/test-logs/.
+# failing test's daemon log is kept in build/test-logs/, a fuzz target's log
+# and failing input in build/fuzz/logs/ and build/fuzz/artifacts/.
 set -u
 
 cd "$(dirname "$0")/.." || exit
@@ -68,12 +74,28 @@ if [ "${#unit_bins[@]}" -gt 0 ]; then
 	fi
 fi
 
-# --- integration tests ---
+tests=()
+fuzz=()
 if [ $# -gt 0 ]; then
-	tests=("$@")
+	for arg in "$@"; do
+		case $arg in
+		tests/fuzz/fuzz_*.c)
+			name=$(basename "$arg" .c)
+			fuzz+=("${name#fuzz_}")
+			;;
+		*) tests+=("$arg") ;;
+		esac
+	done
 else
 	tests=(tests/integration/test_*.sh)
+	for src in tests/fuzz/fuzz_*.c; do
+		[ -e "$src" ] || continue
+		name=$(basename "$src" .c)
+		fuzz+=("${name#fuzz_}")
+	done
 fi
+
+# --- integration tests ---
 SNAPFS_TEST_CACHE=$(mktemp -d "${TMPDIR:-/tmp}/snapfs-test-cache.XXXXXX")
 SNAPFS_TEST_LOGS=$PWD/build/test-logs
 export SNAPFS_TEST_CACHE SNAPFS_TEST_LOGS
@@ -84,7 +106,7 @@ if [ -z "${SNAPFS_BIN:-}" ] && [ -x build/asan/snapfs ]; then
 	cp build/asan/snapfs "$SNAPFS_TEST_CACHE/snapfs"
 	export SNAPFS_BIN=$SNAPFS_TEST_CACHE/snapfs
 fi
-if ! scripts/make-image.sh "$SNAPFS_TEST_CACHE/busybox" >/dev/null; then
+if [ "${#tests[@]}" -gt 0 ] && ! scripts/make-image.sh "$SNAPFS_TEST_CACHE/busybox" >/dev/null; then
 	echo "scripts/make-image.sh failed: the integration tests need the busybox image" >&2
 fi
 
@@ -101,6 +123,18 @@ for t in "${tests[@]}"; do
 	rm -f "$log"
 	echo "=== $name: exit status $rc, $(($(date +%s) - start)) s"
 done
+
+# --- fuzz targets: one pass or failure each ---
+if [ "${#fuzz[@]}" -gt 0 ]; then
+	echo "=== fuzz"
+	start=$(date +%s)
+	log=$(mktemp)
+	FUZZ_SECONDS=${FUZZ_SECONDS:-60} tests/fuzz/run.sh "${fuzz[@]}" 2>&1 | tee "$log"
+	rc=${PIPESTATUS[0]}
+	add fuzz "$rc" "$(cat "$log")"
+	rm -f "$log"
+	echo "=== fuzz: exit status $rc, $(($(date +%s) - start)) s"
+fi
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -60,9 +60,25 @@ static void test_entities(void)
 	CHECK(xml_int64(span("<S>5368709120</S>"), "S", &v) == 0 && v == 5368709120LL);
 }
 
+/*
+ * A raw NUL is no more XML than &#0;: decoded into a C string it would cut
+ * the text short of the length returned, and a listed key "a\0b" would read
+ * as "a" (found by tests/fuzz/fuzz_s3_xml.c).
+ */
+static void test_raw_nul(void)
+{
+	static const char doc[] = "<Contents><Key>a\0b</Key><Size>1</Size></Contents>";
+	struct xml_span d = {doc, sizeof(doc) - 1}, item;
+	char text[64];
+	CHECK(xml_decode((struct xml_span){"a\0b", 3}, text, sizeof(text)) == -EINVAL);
+	CHECK(xml_next(&d, "Contents", &item));
+	CHECK(xml_text(item, "Key", text, sizeof(text)) == -EINVAL);
+}
+
 int main(void)
 {
 	test_elements();
 	test_entities();
+	test_raw_nul();
 	return t_done();
 }
