@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "lib/digest_slot.h"
 #include "lib/names.h"
 #include "lib/strbuf.h"
 
@@ -90,9 +91,7 @@ void store_parallel(unsigned n, void (*fn)(void *arg, unsigned worker), void *ar
 
 static size_t slot_of(const struct chunk_index *ix, const unsigned char sha[SHA256_LEN])
 {
-	uint64_t h;
-	memcpy(&h, sha, sizeof(h));
-	return (size_t)h & (ix->cap - 1);
+	return digest_slot(sha, ix->cap);
 }
 
 const struct chunk_ref *chunk_index_find(const struct chunk_index *ix,

@@ -17,14 +17,14 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "lib/digest_slot.h"
+
 /* Donor files one get keeps open at most; chunks of further files come from the store. */
 #define DONOR_FILES_MAX 256
 
 static size_t slot_of(const struct donor_map *dm, const unsigned char sha[SHA256_LEN])
 {
-	uint64_t h;
-	memcpy(&h, sha, sizeof(h));
-	return (size_t)h & (dm->cap - 1);
+	return digest_slot(sha, dm->cap);
 }
 
 /* The slot of @sha, or the empty slot where it would go. */

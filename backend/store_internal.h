@@ -113,7 +113,7 @@ struct chunk_ref {
 	uint32_t zlen; /* stored bytes; == len: stored plain */
 };
 
-/* Open addressing on the first 8 bytes of the hash, linear probing, at most half full. */
+/* Open addressing by digest_slot() (lib/digest_slot.h), linear probing, at most half full. */
 struct chunk_index {
 	struct chunk_ref *slots;
 	size_t cap; /* a power of two, or 0 */
@@ -268,7 +268,7 @@ struct donor_ref {
 	int64_t off;			    /* where in that file */
 };
 
-/* Open addressing on the first 8 bytes of the hash, linear probing, at most half full. */
+/* Open addressing by digest_slot() (lib/digest_slot.h), linear probing, at most half full. */
 struct donor_map {
 	struct donor_ref *slots;
 	size_t cap; /* a power of two, or 0: no donors */

@@ -308,7 +308,8 @@ static void read_wait(fuse_req_t req, struct fs_file *f, size_t size, off_t off)
 	int rc = file_op_new(f, p, FILE_OP_CONTENT, &op);
 	if (rc == 0) {
 		pending_on_interrupt(p, wait_drop, wait_end, op);
-		rc = file_op_end(op, f->node.ent->action(&f->who, f->node.id, file_op_done, op, &e));
+		rc =
+		    file_op_end(op, f->node.ent->action(&f->who, f->node.id, file_op_done, op, &e));
 	}
 	pending_done(p, rc, NULL, 0);
 }

@@ -70,7 +70,7 @@ struct fs_entry {
 	fs_exists_fn settled; /* FS_WAIT: 1 once settled (poll: POLLIN), 0 before */
 	fs_link_fn link;      /* symlinks */
 	struct logfile *(*journal)(void); /* journals: read at the offset (lib/logfile.h) */
-	const struct fs_dir *dir;     /* directories */
+	const struct fs_dir *dir;	  /* directories */
 };
 
 struct fs_dir {

@@ -74,7 +74,8 @@ struct ops_config {
 	const char *spool_parent;
 	/* --allow-group: who besides root may create sandboxes; NULL: nobody (runtime/access.h) */
 	const char *allow_group;
-	/* --journal-max: bytes per generation of events.jsonl and errors.jsonl; 0 for the default. */
+	/* --journal-max: bytes per generation of events.jsonl and errors.jsonl; 0 for the default.
+	 */
 	int64_t journal_max_bytes;
 };
 #define OPS_SHARED_GRACE_MS (3600 * 1000)
