@@ -215,6 +215,19 @@ static void ll_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 		fuse_reply_err(req, -rc);
 }
 
+/*
+ * Remove object @child of directory @d for @who. Its nodes are detached
+ * first (fs/inode.h): once it is removed its name may be taken again at
+ * any moment, and the new object must not get the numbers the kernel holds
+ * for the old one. Should the removal be refused, it is merely numbered anew.
+ */
+static int remove_object(const struct fs_dir *d, const struct fs_node *child,
+			 const struct caller *who, struct pending *p, struct err *e)
+{
+	int rc = inode_detach(child->path);
+	return rc < 0 ? rc : d->rmdir(child, who, p, e);
+}
+
 static void ll_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct fs_node dir, child = {0};
@@ -237,7 +250,7 @@ static void ll_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 	if (!d->rmdir || child.ent != d->child)
 		rc = err_set(&e, EPERM, "%s is part of the tree and cannot be removed", child.path);
 	else
-		rc = d->rmdir(&child, &who, p, &e);
+		rc = remove_object(d, &child, &who, p, &e);
 	if (rc < 0)
 		tree_report(&child, &who, rc, &e);
 	pending_done(p, rc, NULL, 0);

@@ -9,6 +9,7 @@
 struct inode {
 	struct fs_node node;
 	uint64_t nlookup;
+	bool detached; /* no longer in by_path: see inode_detach() */
 };
 
 static struct {
@@ -144,10 +145,59 @@ void inode_forget(fuse_ino_t ino, uint64_t nlookup)
 	if (in) {
 		in->nlookup -= nlookup < in->nlookup ? nlookup : in->nlookup;
 		if (in->nlookup == 0) {
-			tdelete(in, &table.by_path, cmp_path);
+			/* A detached node's path may name a newer node now: leave that one be. */
+			if (!in->detached)
+				tdelete(in, &table.by_path, cmp_path);
 			tdelete(in, &table.by_ino, cmp_ino);
 			free(in);
 		}
 	}
 	pthread_mutex_unlock(&table.lock);
+}
+
+/* Nodes at or under a path, collected by a walk of by_path (a walk cannot delete). */
+struct subtree {
+	const char *path;
+	size_t len;
+	struct inode **found;
+	size_t n, cap;
+	bool failed;
+};
+
+static void collect(const void *nodep, VISIT which, void *arg)
+{
+	struct subtree *t = arg;
+	struct inode *in = *(struct inode *const *)nodep;
+	const char *p = in->node.path;
+	if (which == postorder || which == endorder || t->failed)
+		return;
+	if (strncmp(p, t->path, t->len) != 0 || (p[t->len] != '\0' && p[t->len] != '/'))
+		return;
+	if (t->n == t->cap) {
+		size_t cap = t->cap ? 2 * t->cap : 16;
+		struct inode **more = reallocarray(t->found, cap, sizeof(*more));
+		if (!more) {
+			t->failed = true;
+			return;
+		}
+		t->found = more;
+		t->cap = cap;
+	}
+	t->found[t->n++] = in;
+}
+
+int inode_detach(const char *path)
+{
+	struct subtree t = {.path = path, .len = strlen(path)};
+	if (t.len == 0)
+		return -EINVAL; /* the root is never detached */
+	pthread_mutex_lock(&table.lock);
+	twalk_r(table.by_path, collect, &t);
+	for (size_t i = 0; !t.failed && i < t.n; i++) {
+		tdelete(t.found[i], &table.by_path, cmp_path);
+		t.found[i]->detached = true;
+	}
+	pthread_mutex_unlock(&table.lock);
+	free(t.found);
+	return t.failed ? -ENOMEM : 0;
 }

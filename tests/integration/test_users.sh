@@ -41,6 +41,16 @@ uwr_read() {
 	as "$1" bash -c 'exec 3<>"$1" && printf "%s\n" "$2" >&3 && cat <&3' wr_read "$2" "${3-1}"
 }
 owner_mode() { stat -c '%u %a' "$1"; }
+# umake USER NAME ENTRYPOINT [ENV]: make_sandbox as USER.
+umake() {
+	local d=$MNT/sandboxes/$2
+	as "$1" mkdir "$d" && uwr "$1" "$d/image" busybox && uwr "$1" "$d/entrypoint" "$3" &&
+		{ [ -z "${4:-}" ] || uwr "$1" "$d/env" "$4"; } && uwr "$1" "$d/start"
+}
+# A file the test's users may write and root reads back (TEXT as its content).
+shared_file() {
+	printf '%s' "${2-}" >"$1" && chmod 0666 "$1"
+}
 
 [ "$(id -u)" -eq 0 ] || bail "the test makes users and groups: run it as root"
 command -v setpriv >/dev/null || bail "setpriv (util-linux) is needed"
@@ -163,6 +173,30 @@ ok "root reads events" rd "$MNT/events"
 # --- the owner removes what it owns --------------------------------------------------
 ok "U1 rmdirs its snapshot" as "$U1" rmdir "$MNT/snapshots/$S1"
 ok "U1 removes its terminated sandbox" as "$U1" rmdir "$MNT/sandboxes/$N1"
+
+# --- a name taken again is another directory, whoever kept the old one -------------------
+# U2 keeps a process in its sandbox's directory, removes the sandbox, and U1
+# makes one of that name: the kernel must not take U1's directory for U2's
+# removed one (which it marked dead), or nobody, root included, could use it.
+CTL=$T/ctl
+mkfifo "$CTL" && chmod 0666 "$CTL"
+shared_file "$T/kept.out"
+ok "U2 makes sandbox again" as "$U2" mkdir "$MNT/sandboxes/again"
+as "$U2" bash -c 'cd "$1" && echo in >"$3" && read -r _ <"$2" &&
+	{ cat image; echo "rc=$?"; } >"$3" 2>&1' kept "$MNT/sandboxes/again" "$CTL" "$T/kept.out" &
+KEPT_PID=$!
+BG_PIDS+=("$KEPT_PID")
+ok "U2's process is in again" poll_until 30 grep -qx in "$T/kept.out"
+ok "U2 removes again while a process of its own is in it" as "$U2" rmdir "$MNT/sandboxes/again"
+ok "U1 makes sandbox again" as "$U1" mkdir "$MNT/sandboxes/again"
+ok "U1 writes its image" uwr "$U1" "$MNT/sandboxes/again/image" busybox
+check_eq "U1 reads its image back" busybox "$(as "$U1" cat "$MNT/sandboxes/again/image" 2>&1)"
+check_contains "root lists U1's again" status "$(ls "$MNT/sandboxes/again" 2>&1)"
+echo go >"$CTL"
+wait "$KEPT_PID"
+check_lacks "U2's kept directory does not show U1's sandbox" busybox "$(cat "$T/kept.out")"
+check_contains "U2's kept directory is gone" "rc=1" "$(cat "$T/kept.out")"
+ok "U1 removes again" as "$U1" rmdir "$MNT/sandboxes/again"
 
 # --- the owners survive a restart ------------------------------------------------------
 stop_daemon
