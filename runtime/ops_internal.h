@@ -80,7 +80,11 @@ int sandbox_apply_if(const char *id, unsigned allowed, struct sb_patch patch);
 /* Save @snap (whole row) and announce it. */
 int snapshot_save(const struct snapshot *snap);
 
-/* A job's failure: journal it under <kind>/<id>/<what>; a sandbox's `error` gets it too. */
+/*
+ * A job's failure: journal it under <kind>/<id>/<what>; a sandbox's `error`
+ * gets it too. OPS_OBJ_LIST for a sandbox's job whose sandbox is gone:
+ * journalled only, not written into a later sandbox of that id.
+ */
 void report_job_failure(enum ops_object kind, const char *id, const char *what,
 			const struct err *e);
 

@@ -27,7 +27,14 @@ struct sandbox_job {
 	char id[ID_MAX];
 	ops_done_fn done;
 	void *ctx;
-	char cmdline[ENTRYPOINT_MAX]; /* exec only */
+	/*
+	 * exec only: the command, and which sandbox of that id it was written
+	 * to. An exec waits for a worker, and meanwhile its sandbox may be
+	 * removed and another made under the name, another user's perhaps.
+	 */
+	char cmdline[ENTRYPOINT_MAX];
+	int64_t created_at;
+	uid_t owner_uid;
 };
 
 static struct sandbox_job *sandbox_job_new(const char *id, ops_done_fn done, void *ctx)
@@ -404,8 +411,13 @@ static int exec_in_sandbox(const char *runtime_id, const char *cmdline, int out_
 	return runsc_exec(&ops.runsc, runtime_id, fetch, out_fd, &ignored, e);
 }
 
-/* Hand the exec's result over, unless the daemon is shutting down. */
-static void exec_finish(struct sandbox_job *job, int rc, struct err *e, struct strbuf *out)
+/*
+ * Hand the exec's result over, unless the daemon is shutting down. A
+ * failure goes into the sandbox's `error` only if @ours: not into a later
+ * sandbox of the name.
+ */
+static void exec_finish(struct sandbox_job *job, int rc, bool ours, struct err *e,
+			struct strbuf *out)
 {
 	pthread_rwlock_rdlock(&ops.gate);
 	if (!ops.running) {
@@ -415,7 +427,7 @@ static void exec_finish(struct sandbox_job *job, int rc, struct err *e, struct s
 	if (rc < 0) {
 		if (!e->code)
 			err_set(e, EIO, "exec in sandbox %s failed: %s", job->id, strerror(-rc));
-		report_job_failure(OPS_OBJ_SANDBOX, job->id, "exec", e);
+		report_job_failure(ours ? OPS_OBJ_SANDBOX : OPS_OBJ_LIST, job->id, "exec", e);
 		complete(job->done, job->ctx, -e->code, e->msg, strlen(e->msg));
 	} else {
 		complete(job->done, job->ctx, 0, out->buf, out->len);
@@ -432,6 +444,13 @@ static void exec_job(void *arg)
 	_cleanup_strbuf_ struct strbuf out = STRBUF_INIT;
 	int exit_code = -1;
 	int rc = registry_sandbox_get(ops.reg, job->id, &sb);
+	/* Its id, owner and birth say it is the one the exec was written to. */
+	const bool ours =
+	    rc == 0 && sb.created_at == job->created_at && sb.owner_uid == job->owner_uid;
+	if (!ours)
+		rc = err_set(&e, ENOENT,
+			     "cannot exec in sandbox %s: it was removed before the exec ran",
+			     job->id);
 	if (rc == 0)
 		rc = xsnprintf(path, sizeof(path), "%s/exec-XXXXXX", ops.exec_dir);
 	_cleanup_close_ int fd = rc >= 0 ? mkostemp(path, O_CLOEXEC) : -1;
@@ -444,7 +463,7 @@ static void exec_job(void *arg)
 	}
 	if (rc >= 0)
 		rc = exec_result(fd, exit_code, &out);
-	exec_finish(job, rc, &e, &out);
+	exec_finish(job, rc, ours, &e, &out);
 	free(job);
 }
 
@@ -463,6 +482,8 @@ int ops_sandbox_exec(const struct caller *who, const char *id, const char *cmdli
 	struct sandbox_job *job = sandbox_job_new(id, done, ctx);
 	if (!job)
 		return -ENOMEM;
+	job->created_at = sb.created_at;
+	job->owner_uid = sb.owner_uid;
 	if (xsnprintf(job->cmdline, sizeof(job->cmdline), "%s", cmdline) < 0) {
 		free(job);
 		return err_set(e, EFBIG, "exec command line is too long");

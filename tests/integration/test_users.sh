@@ -198,6 +198,39 @@ check_lacks "U2's kept directory does not show U1's sandbox" busybox "$(cat "$T/
 check_contains "U2's kept directory is gone" "rc=1" "$(cat "$T/kept.out")"
 ok "U1 removes again" as "$U1" rmdir "$MNT/sandboxes/again"
 
+# --- a queued exec runs in the sandbox it was written to, or not at all -------------------
+# An exec waits for a free exec worker (32, runtime/jobs.c); meanwhile its
+# sandbox may go and another user's of the same name come. U2 fills the
+# workers with sleeps in a sandbox of its own, queues an exec in its sandbox
+# `reused` and removes `reused`; U1 makes a sandbox `reused` with a secret in
+# its env; then U2 frees the workers.
+EXEC_WORKERS=32
+ok "U2 makes sandbox busy" umake "$U2" busy "sleep 100000"
+ok "U2 makes sandbox reused" umake "$U2" reused "sleep 100000"
+for _ in $(seq "$EXEC_WORKERS"); do
+	uwr "$U2" "$MNT/sandboxes/busy/exec" "sleep 100000" || break
+done
+shared_file "$T/race.out"
+as "$U2" bash -c 'exec 3<>"$1" && printf "%s\n" "$2" >&3 && { cat <&3; echo "rc=$?"; } >"$3" 2>&1' \
+	race "$MNT/sandboxes/reused/exec" 'echo "[$SECRET]"' "$T/race.out" &
+RACE_PID=$!
+BG_PIDS+=("$RACE_PID")
+ok "the exec in reused is queued behind U2's sleeps" poll_until 60 grep -qx \
+	"snapfs_jobs{queue=\"exec\"} $((EXEC_WORKERS + 1))" "$MNT/metrics"
+ok "U2 terminates reused" uwr "$U2" "$MNT/sandboxes/reused/terminate"
+ok "U2 removes reused" as "$U2" rmdir "$MNT/sandboxes/reused"
+ok "U1 makes a sandbox reused with a secret" umake "$U1" reused "sleep 100000" \
+	"SECRET=u1-reused-secret"
+ok "U2 ends its sleeps" uwr "$U2" "$MNT/sandboxes/busy/terminate"
+wait "$RACE_PID"
+race=$(cat "$T/race.out")
+check_lacks "U2's queued exec did not read U1's env" u1-reused-secret "$race"
+check_lacks "U2's queued exec did not run at all" "exit 0" "$race"
+check_eq "U1's reused runs" running "$(sb_status reused)"
+check_eq "U2's exec left nothing in U1's error file" "rc=0" \
+	"$(rd "$MNT/sandboxes/reused/error" 2>&1; echo "rc=$?")"
+ok "root terminates U1's reused" wr "$MNT/sandboxes/reused/terminate"
+
 # --- the owners survive a restart ------------------------------------------------------
 stop_daemon
 start_daemon || bail "the daemon mounts again"
