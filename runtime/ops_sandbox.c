@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -390,21 +391,30 @@ static int exec_result(int fd, int exit_code, struct strbuf *out)
  * second exec reads that file back once it ended. A snapshot taken while
  * the command runs then restores fine, without the command (see
  * docs/runsc-notes.md).
+ *
+ * The command itself comes in on stdin, read before anything else, and not
+ * on runsc's command line, which every local user can read in /proc.
  */
 static int exec_in_sandbox(const char *runtime_id, const char *cmdline, int out_fd, int *exit_code,
 			   struct err *e)
 {
-	char hex[17], wrapped[ENTRYPOINT_MAX + 128], fetch[128];
+	char hex[17], wrapped[256], fetch[128];
 	int rc = random_hex(hex, 16);
 	if (rc < 0)
 		return err_set(e, -rc, "cannot name the exec output: %s", strerror(-rc));
 	snprintf(fetch, sizeof(fetch), "cat /tmp/.snapfs-exec-%s; rm -f /tmp/.snapfs-exec-%s", hex,
 		 hex);
-	rc = xsnprintf(wrapped, sizeof(wrapped), "exec </dev/null >/tmp/.snapfs-exec-%s 2>&1\n%s",
-		       hex, cmdline);
+	snprintf(wrapped, sizeof(wrapped),
+		 "snapfs_cmd=$(cat); exec </dev/null >/tmp/.snapfs-exec-%s 2>&1; "
+		 "eval \"unset snapfs_cmd; $snapfs_cmd\"",
+		 hex);
+	_cleanup_close_ int in = memfd_create("snapfs-exec", MFD_CLOEXEC);
+	rc = in < 0 ? -errno : write_all(in, cmdline, strlen(cmdline));
+	if (rc == 0 && lseek(in, 0, SEEK_SET) < 0)
+		rc = -errno;
 	if (rc < 0)
-		return err_set(e, EFBIG, "exec command line is too long");
-	rc = runsc_exec(&ops.runsc, runtime_id, wrapped, out_fd, exit_code, e);
+		return err_set(e, -rc, "cannot hand the exec its command: %s", strerror(-rc));
+	rc = runsc_exec_in(&ops.runsc, runtime_id, wrapped, in, out_fd, exit_code, e);
 	if (rc < 0)
 		return rc;
 	int ignored;

@@ -47,7 +47,8 @@ umake() {
 	as "$1" mkdir "$d" && uwr "$1" "$d/image" busybox && uwr "$1" "$d/entrypoint" "$3" &&
 		{ [ -z "${4:-}" ] || uwr "$1" "$d/env" "$4"; } && uwr "$1" "$d/start"
 }
-# A file the test's users may write and root reads back (TEXT as its content).
+NL=$'\n'
+# shared_file FILE [TEXT]: a file the test's users may write (TEXT its content), root reads back.
 shared_file() {
 	printf '%s' "${2-}" >"$1" && chmod 0666 "$1"
 }
@@ -230,6 +231,31 @@ check_eq "U1's reused runs" running "$(sb_status reused)"
 check_eq "U2's exec left nothing in U1's error file" "rc=0" \
 	"$(rd "$MNT/sandboxes/reused/error" 2>&1; echo "rc=$?")"
 ok "root terminates U1's reused" wr "$MNT/sandboxes/reused/terminate"
+
+# --- an exec's command line is on no process's command line ---------------------------------
+# Every user reads every process's /proc/PID/cmdline, runsc's too: the command
+# reaches runsc otherwise. U1 writes it from a file, so no process of U1's
+# names it either.
+ok "U1 makes sandbox quiet" umake "$U1" quiet "sleep 100000"
+QUIET_RID=$(runtime_id quiet)
+shared_file "$T/quiet.cmd" "sleep 100000 # u1-exec-secret$NL"
+as "$U1" bash -c 'exec 3<>"$1" && cat "$2" >&3 && cat <&3 >/dev/null' \
+	quiet "$MNT/sandboxes/quiet/exec" "$T/quiet.cmd" &
+BG_PIDS+=("$!")
+# cmdline_has TEXT: some process's command line, as U2 reads them, holds TEXT
+# (searched once they are all read: the search's own command line holds TEXT).
+cmdline_has() {
+	as "$U2" sh -c 'for f in /proc/[0-9]*/cmdline; do tr "\0" " " <"$f"; echo; done' \
+		>"$T/cmdlines" 2>/dev/null
+	grep -qF -- "$1" "$T/cmdlines"
+}
+ok "U1's exec is running in quiet" poll_until 60 cmdline_has "exec $QUIET_RID"
+if cmdline_has u1-exec-secret; then
+	fail "U2 does not read U1's exec command in a process's command line"
+else
+	pass "U2 does not read U1's exec command in a process's command line"
+fi
+ok "root terminates quiet" wr "$MNT/sandboxes/quiet/terminate"
 
 # --- the owners survive a restart ------------------------------------------------------
 stop_daemon
