@@ -98,8 +98,9 @@ static inline void complete(ops_done_fn done, void *ctx, int rc, const char *res
 		done(ctx, rc, result, len);
 }
 
-/* Waiters: completions held until an object settles. */
-void waiters_add(enum ops_object kind, const char *id, ops_done_fn done, void *ctx);
+/* Waiters: completions held until an object settles, for @who, who may see it. */
+void waiters_add(const struct caller *who, enum ops_object kind, const char *id, ops_done_fn done,
+		 void *ctx);
 void waiters_wake(enum ops_object kind, const char *id, const char *status, bool settled);
 /* End the waiters of an object that is gone with -ENOENT. */
 void waiters_fail(enum ops_object kind, const char *id);

@@ -514,12 +514,13 @@ int ops_sandbox_wait(const struct caller *who, const char *id, ops_done_fn done,
 	struct sandbox sb;
 	/*
 	 * Another's sandbox is refused before waiting: waiters_fail() would
-	 * end its owner's waiters too. Owners never change, so no race.
+	 * end its owner's waiters too. One made under this id meanwhile is
+	 * never reported to us: waiters_wake() checks who may see it.
 	 */
 	if (registry_sandbox_get(ops.reg, id, &sb) == 0 && !access_may_see(who, sb.owner_uid))
 		return err_set(e, ENOENT, "sandbox %s does not exist", id);
 	/* Register first, then look: a change in between still wakes us. */
-	waiters_add(OPS_OBJ_SANDBOX, id, done, ctx);
+	waiters_add(who, OPS_OBJ_SANDBOX, id, done, ctx);
 	int rc = registry_sandbox_get(ops.reg, id, &sb);
 	if (rc < 0) {
 		waiters_fail(OPS_OBJ_SANDBOX, id);

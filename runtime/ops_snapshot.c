@@ -1038,7 +1038,7 @@ int ops_snapshot_wait(const struct caller *who, const char *snap_id, ops_done_fn
 	if (registry_snapshot_get(ops.reg, snap_id, &snap) == 0 &&
 	    !access_may_see(who, snap.owner_uid))
 		return err_set(e, ENOENT, "snapshot %s does not exist", snap_id);
-	waiters_add(OPS_OBJ_SNAPSHOT, snap_id, done, ctx);
+	waiters_add(who, OPS_OBJ_SNAPSHOT, snap_id, done, ctx);
 	if (registry_snapshot_get(ops.reg, snap_id, &snap) < 0) {
 		waiters_fail(OPS_OBJ_SNAPSHOT, snap_id);
 		return 0;

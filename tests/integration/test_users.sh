@@ -257,6 +257,51 @@ else
 fi
 ok "root terminates quiet" wr "$MNT/sandboxes/quiet/terminate"
 
+# --- a wait is never answered with another user's sandbox ----------------------------------
+# U2 keeps its sandbox's wait file open, removes the sandbox and reads the file
+# again and again while U1 makes and removes sandboxes of that name: no read
+# may return the status of one of U1's (before the fix one did, within a few
+# hundred of U1's sandboxes; how soon is chance, that it never does is not).
+WAIT_TRIES=400
+shared_file "$T/wait.out"
+shared_file "$T/wait.go"   # written once U2's sandbox is gone
+shared_file "$T/wait.stop" # U1 writes into it once done
+ok "U2 makes sandbox watched" as "$U2" mkdir "$MNT/sandboxes/watched"
+as "$U2" perl -e '
+	my ($wait, $out, $go, $stop) = @ARGV;
+	open(my $fh, "<", $wait) or die "open $wait: $!";
+	open(my $o, ">", $out) or die "open $out: $!";
+	$o->autoflush(1);
+	print $o "open\n";
+	select(undef, undef, undef, 0.1) until -s $go;
+	my $n = 0;
+	while (!-s $stop) {
+		$n++;
+		sysseek($fh, 0, 0);
+		my $got = sysread($fh, my $buf, 100);
+		if ($got) { print $o "told: $buf"; exit 0; }
+	}
+	print $o "nothing in $n reads\n";' "$MNT/sandboxes/watched/wait" "$T/wait.out" "$T/wait.go" \
+	"$T/wait.stop" &
+WAIT_PID=$!
+BG_PIDS+=("$WAIT_PID")
+ok "U2 holds watched/wait open" poll_until 30 grep -qx open "$T/wait.out"
+ok "U2 removes watched" as "$U2" rmdir "$MNT/sandboxes/watched"
+echo go >"$T/wait.go"
+as "$U1" perl -e '
+	my ($dir, $out, $stop, $tries) = @ARGV;
+	for (1 .. $tries) {
+		mkdir($dir) or die "mkdir $dir: $!";
+		rmdir($dir) or die "rmdir $dir: $!";
+		last if system("grep", "-q", "told", $out) == 0;
+	}
+	open(my $s, ">", $stop) or die "open $stop: $!";
+	print $s "done\n";' \
+	"$MNT/sandboxes/watched" "$T/wait.out" "$T/wait.stop" "$WAIT_TRIES"
+wait "$WAIT_PID"
+check_lacks "U2's wait file never told U1's sandbox's status" told "$(cat "$T/wait.out")"
+check_match "U2 read it all along" '^nothing in [0-9]+ reads$' "$(tail -n 1 "$T/wait.out")"
+
 # --- the owners survive a restart ------------------------------------------------------
 stop_daemon
 start_daemon || bail "the daemon mounts again"
