@@ -195,6 +195,9 @@ static int do_mkdir(const struct fs_node *dir, const struct caller *who, const c
 		rc = err_set(&e, EPERM, "%s: directories are made in sandboxes/ only", child->path);
 	else
 		rc = d->mkdir(dir, who, name, &e);
+	/* A new object: not the removed one of that name the kernel may still hold (fs/inode.h). */
+	if (rc == 0)
+		inode_detach(child->path);
 	if (rc < 0)
 		tree_report(child, who, rc, &e);
 	return rc;
@@ -213,19 +216,6 @@ static void ll_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 		rc = reply_entry(req, &who, &child);
 	if (rc < 0)
 		fuse_reply_err(req, -rc);
-}
-
-/*
- * Remove object @child of directory @d for @who. Its nodes are detached
- * first (fs/inode.h): once it is removed its name may be taken again at
- * any moment, and the new object must not get the numbers the kernel holds
- * for the old one. Should the removal be refused, it is merely numbered anew.
- */
-static int remove_object(const struct fs_dir *d, const struct fs_node *child,
-			 const struct caller *who, struct pending *p, struct err *e)
-{
-	int rc = inode_detach(child->path);
-	return rc < 0 ? rc : d->rmdir(child, who, p, e);
 }
 
 static void ll_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -250,7 +240,7 @@ static void ll_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 	if (!d->rmdir || child.ent != d->child)
 		rc = err_set(&e, EPERM, "%s is part of the tree and cannot be removed", child.path);
 	else
-		rc = remove_object(d, &child, &who, p, &e);
+		rc = d->rmdir(&child, &who, p, &e);
 	if (rc < 0)
 		tree_report(&child, &who, rc, &e);
 	pending_done(p, rc, NULL, 0);

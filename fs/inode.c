@@ -155,49 +155,38 @@ void inode_forget(fuse_ino_t ino, uint64_t nlookup)
 	pthread_mutex_unlock(&table.lock);
 }
 
-/* Nodes at or under a path, collected by a walk of by_path (a walk cannot delete). */
+/* The first attached node at or under a path, found by a walk of by_path (a walk cannot delete). */
 struct subtree {
 	const char *path;
 	size_t len;
-	struct inode **found;
-	size_t n, cap;
-	bool failed;
+	struct inode *found;
 };
 
-static void collect(const void *nodep, VISIT which, void *arg)
+static void find_under(const void *nodep, VISIT which, void *arg)
 {
 	struct subtree *t = arg;
 	struct inode *in = *(struct inode *const *)nodep;
 	const char *p = in->node.path;
-	if (which == postorder || which == endorder || t->failed)
+	if (which == postorder || which == endorder || t->found)
 		return;
-	if (strncmp(p, t->path, t->len) != 0 || (p[t->len] != '\0' && p[t->len] != '/'))
-		return;
-	if (t->n == t->cap) {
-		size_t cap = t->cap ? 2 * t->cap : 16;
-		struct inode **more = reallocarray(t->found, cap, sizeof(*more));
-		if (!more) {
-			t->failed = true;
-			return;
-		}
-		t->found = more;
-		t->cap = cap;
-	}
-	t->found[t->n++] = in;
+	if (strncmp(p, t->path, t->len) == 0 && (p[t->len] == '\0' || p[t->len] == '/'))
+		t->found = in;
 }
 
-int inode_detach(const char *path)
+void inode_detach(const char *path)
 {
 	struct subtree t = {.path = path, .len = strlen(path)};
 	if (t.len == 0)
-		return -EINVAL; /* the root is never detached */
+		return; /* the root is never detached */
 	pthread_mutex_lock(&table.lock);
-	twalk_r(table.by_path, collect, &t);
-	for (size_t i = 0; !t.failed && i < t.n; i++) {
-		tdelete(t.found[i], &table.by_path, cmp_path);
-		t.found[i]->detached = true;
-	}
+	/* One walk per node: a handful lie under one object, and nothing is allocated. */
+	do {
+		t.found = NULL;
+		twalk_r(table.by_path, find_under, &t);
+		if (t.found) {
+			tdelete(t.found, &table.by_path, cmp_path);
+			t.found->detached = true;
+		}
+	} while (t.found);
 	pthread_mutex_unlock(&table.lock);
-	free(t.found);
-	return t.failed ? -ENOMEM : 0;
 }

@@ -12,9 +12,9 @@
  * (by another user, say) is another directory. Had it the old number, the
  * kernel would take it for the removed one, which it marked dead and which
  * a process of the old owner may still hold (its cwd, an open file): the
- * new directory would be unusable to all, root included. So a removal
- * detaches the old numbers from their paths first (inode_detach): they
- * live on until forgotten, and the next lookup of the path gets a new one.
+ * new directory would be unusable to all, root included. So mkdir detaches
+ * the old numbers from the path (inode_detach) before it answers: they
+ * live on until forgotten, and the new directory gets a new one.
  *
  * The table counts lookups as the kernel does (each reply of an entry is
  * one) and drops a node when FORGET brings its count to zero. It says
@@ -70,8 +70,8 @@ void inode_forget(fuse_ino_t ino, uint64_t nlookup);
 /*
  * @path (not the root) and every node under it are to be numbered afresh:
  * the kernel's numbers keep working until forgotten, inode_find() and the
- * next lookup no longer see them. 0 or -ENOMEM (then nothing is detached).
+ * next lookup no longer see them.
  */
-int inode_detach(const char *path);
+void inode_detach(const char *path);
 
 #endif
