@@ -551,7 +551,7 @@ static void reconcile_suspend(struct sandbox *sb, bool alive)
 {
 	struct snapshot snap = {0};
 	struct err e = {0};
-	ops_sandbox_snapshots_each(sb->id, newest_suspend_cb, &snap);
+	ops_sandbox_snapshots_each(sb, newest_suspend_cb, &snap);
 	if (snap.id[0] && snap.state == SNAP_COMPLETED) {
 		if (alive)
 			runsc_delete(&ops.runsc, sb->runtime_id, NULL);

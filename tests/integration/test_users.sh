@@ -302,6 +302,35 @@ wait "$WAIT_PID"
 check_lacks "U2's wait file never told U1's sandbox's status" told "$(cat "$T/wait.out")"
 check_match "U2 read it all along" '^nothing in [0-9]+ reads$' "$(tail -n 1 "$T/wait.out")"
 
+# --- the snapshots of a name are its owner's sandbox's, not an earlier owner's ---------------
+# U1 suspends its sandbox heir (its secret in memory), terminates and removes
+# it; U2 makes heir. The snapshot is not U2's sandbox's, not even to root;
+# and when snapfs stops while U2's heir is suspending before its snapshot is
+# recorded (the registry is left so, snapfs stopped, as a crash leaves it),
+# the restart must not make U2's heir suspended from U1's snapshot.
+ok "U1 makes heir with a secret in memory" umake "$U1" heir \
+	"echo u1-memory-secret >/tmp/secret; sleep 100000"
+ok "U1 suspends heir" uwr "$U1" "$MNT/sandboxes/heir/suspend"
+HEIR_SNAP=$(suspend_snapshot_of heir)
+check_match "U1's heir has its suspend snapshot" '^snap-[0-9a-f]{16}$' "$HEIR_SNAP"
+ok "U1 terminates heir" uwr "$U1" "$MNT/sandboxes/heir/terminate"
+ok "U1 removes heir" as "$U1" rmdir "$MNT/sandboxes/heir"
+ok "U2 makes heir" umake "$U2" heir "sleep 100000"
+check_lacks "root's ls of U2's heir/snapshots lacks U1's snapshot" "$HEIR_SNAP" \
+	"$(ls "$MNT/sandboxes/heir/snapshots")"
+expect_errno ENOENT "root finds no source link from U1's snapshot to U2's heir" \
+	stat "$MNT/snapshots/$HEIR_SNAP/source"
+stop_daemon
+sqlite3 -cmd ".timeout 10000" "$STATE/registry.db" \
+	"UPDATE sandboxes SET state = 'suspending' WHERE id = 'heir'"
+start_daemon || bail "the daemon mounts again"
+check_eq "after the restart U2's heir runs on" running "$(sb_status heir)"
+# Were it suspended, from U1's snapshot, U2 would resume it and read U1's memory.
+[ "$(sb_status heir)" = suspended ] && uwr "$U2" "$MNT/sandboxes/heir/resume"
+check_lacks "U2 finds none of U1's memory in heir" u1-memory-secret \
+	"$(uwr_read "$U2" "$MNT/sandboxes/heir/exec" 'cat /tmp/secret')"
+ok "root terminates U2's heir" wr "$MNT/sandboxes/heir/terminate"
+
 # --- the owners survive a restart ------------------------------------------------------
 stop_daemon
 start_daemon || bail "the daemon mounts again"
