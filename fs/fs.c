@@ -195,6 +195,9 @@ static int do_mkdir(const struct fs_node *dir, const struct caller *who, const c
 		rc = err_set(&e, EPERM, "%s: directories are made in sandboxes/ only", child->path);
 	else
 		rc = d->mkdir(dir, who, name, &e);
+	/* A new object: not the removed one of that name the kernel may still hold (fs/inode.h). */
+	if (rc == 0)
+		inode_detach(child->path);
 	if (rc < 0)
 		tree_report(child, who, rc, &e);
 	return rc;

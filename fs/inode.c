@@ -9,6 +9,7 @@
 struct inode {
 	struct fs_node node;
 	uint64_t nlookup;
+	bool detached; /* no longer in by_path: see inode_detach() */
 };
 
 static struct {
@@ -144,10 +145,48 @@ void inode_forget(fuse_ino_t ino, uint64_t nlookup)
 	if (in) {
 		in->nlookup -= nlookup < in->nlookup ? nlookup : in->nlookup;
 		if (in->nlookup == 0) {
-			tdelete(in, &table.by_path, cmp_path);
+			/* A detached node's path may name a newer node now: leave that one be. */
+			if (!in->detached)
+				tdelete(in, &table.by_path, cmp_path);
 			tdelete(in, &table.by_ino, cmp_ino);
 			free(in);
 		}
 	}
+	pthread_mutex_unlock(&table.lock);
+}
+
+/* The first attached node at or under a path, found by a walk of by_path (a walk cannot delete). */
+struct subtree {
+	const char *path;
+	size_t len;
+	struct inode *found;
+};
+
+static void find_under(const void *nodep, VISIT which, void *arg)
+{
+	struct subtree *t = arg;
+	struct inode *in = *(struct inode *const *)nodep;
+	const char *p = in->node.path;
+	if (which == postorder || which == endorder || t->found)
+		return;
+	if (strncmp(p, t->path, t->len) == 0 && (p[t->len] == '\0' || p[t->len] == '/'))
+		t->found = in;
+}
+
+void inode_detach(const char *path)
+{
+	struct subtree t = {.path = path, .len = strlen(path)};
+	if (t.len == 0)
+		return; /* the root is never detached */
+	pthread_mutex_lock(&table.lock);
+	/* One walk per node: a handful lie under one object, and nothing is allocated. */
+	do {
+		t.found = NULL;
+		twalk_r(table.by_path, find_under, &t);
+		if (t.found) {
+			tdelete(t.found, &table.by_path, cmp_path);
+			t.found->detached = true;
+		}
+	} while (t.found);
 	pthread_mutex_unlock(&table.lock);
 }

@@ -8,6 +8,14 @@
  * number while the kernel remembers it. Numbers are never reused; the root
  * is FUSE_ROOT_ID and is never forgotten.
  *
+ * Except across a removal: a sandbox removed and made again under its name
+ * (by another user, say) is another directory. Had it the old number, the
+ * kernel would take it for the removed one, which it marked dead and which
+ * a process of the old owner may still hold (its cwd, an open file): the
+ * new directory would be unusable to all, root included. So mkdir detaches
+ * the old numbers from the path (inode_detach) before it answers: they
+ * live on until forgotten, and the new directory gets a new one.
+ *
  * The table counts lookups as the kernel does (each reply of an entry is
  * one) and drops a node when FORGET brings its count to zero. It says
  * nothing about whether the object still exists: tree.c checks that on
@@ -59,5 +67,11 @@ int inode_get(fuse_ino_t ino, struct fs_node *out);
 fuse_ino_t inode_find(const char *path);
 /* The kernel forgets @nlookup lookups of @ino. */
 void inode_forget(fuse_ino_t ino, uint64_t nlookup);
+/*
+ * @path (not the root) and every node under it are to be numbered afresh:
+ * the kernel's numbers keep working until forgotten, inode_find() and the
+ * next lookup no longer see them.
+ */
+void inode_detach(const char *path);
 
 #endif

@@ -91,17 +91,17 @@ static int info_read(const struct fs_node *n, const struct caller *who, struct s
 	return tree_json(out, info);
 }
 
-/*
- * A fresh read of `snapshot`: the newest snapshot's id, or nothing. Not
- * another user's: it was taken of an earlier sandbox of the same name.
- */
+/* A fresh read of `snapshot`: the newest snapshot's id, or nothing. */
 static int newest_read(const struct fs_node *n, const struct caller *who, struct strbuf *out)
 {
+	_cleanup_free_ struct sandbox *sb = NULL;
 	_cleanup_free_ struct snapshot *snap = malloc(sizeof(*snap));
 	if (!snap)
 		return -ENOMEM;
-	int rc = ops_sandbox_newest_snapshot(n->id, snap);
-	if (rc == -ENOENT || (rc == 0 && !access_may_see(who, snap->owner_uid)))
+	int rc = tree_sandbox(who, n->id, &sb);
+	if (rc == 0)
+		rc = ops_sandbox_newest_snapshot(sb, snap);
+	if (rc == -ENOENT)
 		return 0;
 	return rc < 0 ? rc : tree_line(out, snap->id);
 }
@@ -190,14 +190,17 @@ static int parent_link(const struct fs_node *n, const struct caller *who, char *
 	return rc < 0 ? rc : xsnprintf(buf, size, "../../snapshots/%s", sb->parent_snapshot);
 }
 
-/* sandboxes/<id>/snapshots/<snap-id>: any snapshot this host took of this sandbox @who may see. */
+/* sandboxes/<id>/snapshots/<snap-id>: any snapshot taken of this sandbox (ops_snapshot_of). */
 static int snaplink_exists(const struct fs_node *n, const struct caller *who)
 {
+	_cleanup_free_ struct sandbox *sb = NULL;
 	_cleanup_free_ struct snapshot *snap = NULL;
-	int rc = tree_snapshot(who, n->name, &snap);
+	int rc = tree_sandbox(who, n->id, &sb);
+	if (rc == 0)
+		rc = tree_snapshot(who, n->name, &snap);
 	if (rc < 0)
 		return rc;
-	return strcmp(snap->sandbox_id, n->id) || !ops_snapshot_taken_here(snap) ? -ENOENT : 0;
+	return ops_snapshot_of(snap, sb) ? 0 : -ENOENT;
 }
 
 static int snaplink_link(const struct fs_node *n, const struct caller *who, char *buf, size_t size)
@@ -209,9 +212,12 @@ static int snaplink_link(const struct fs_node *n, const struct caller *who, char
 static int snaplinks_list(const struct fs_node *dir, const struct caller *who,
 			  int (*fn)(const char *name, void *arg), void *arg)
 {
+	_cleanup_free_ struct sandbox *sb = NULL;
 	_cleanup_strbuf_ struct strbuf names = STRBUF_INIT;
 	struct tree_walk w = {who, &names};
-	int rc = ops_sandbox_snapshots_each(dir->id, tree_snapshot_name, &w);
+	int rc = tree_sandbox(who, dir->id, &sb);
+	if (rc == 0)
+		rc = ops_sandbox_snapshots_each(sb, tree_snapshot_name, &w);
 	return rc < 0 ? rc : tree_names_each(&names, fn, arg);
 }
 

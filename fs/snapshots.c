@@ -161,12 +161,24 @@ static int settled(const struct fs_node *n, const struct caller *who)
 	return rc < 0 ? rc : snap->state == SNAP_COMPLETED || snap->state == SNAP_FAILED;
 }
 
-/* `source` is a sandbox of this host's only: another host's of that name is another sandbox. */
+/*
+ * `source` is a sandbox of this host's only: another host's of that name is
+ * another sandbox, and so is a later one of that name (ops_snapshot_of).
+ * A source that is gone, or that @who may not see, leaves the link
+ * dangling: a snapshot outlives its sandbox.
+ */
 static int source_exists(const struct fs_node *n, const struct caller *who)
 {
 	_cleanup_free_ struct snapshot *snap = NULL;
+	_cleanup_free_ struct sandbox *sb = NULL;
 	int rc = tree_snapshot(who, n->id, &snap);
-	return rc < 0 ? rc : ops_snapshot_taken_here(snap) ? 0 : -ENOENT;
+	if (rc < 0)
+		return rc;
+	if (!ops_snapshot_taken_here(snap))
+		return -ENOENT;
+	if (tree_sandbox(who, snap->sandbox_id, &sb) < 0)
+		return 0;
+	return ops_snapshot_of(snap, sb) ? 0 : -ENOENT;
 }
 
 static int source_link(const struct fs_node *n, const struct caller *who, char *buf, size_t size)

@@ -39,6 +39,7 @@ static struct {
 struct waiter {
 	enum ops_object kind;
 	char id[ID_MAX];
+	uid_t uid; /* who waits: told only of an object of that id that uid may see */
 	ops_done_fn done;
 	void *ctx;
 	struct waiter *next;
@@ -60,7 +61,8 @@ void notify(enum ops_object kind, const char *id)
 		listener.fn(kind, id, listener.arg);
 }
 
-void waiters_add(enum ops_object kind, const char *id, ops_done_fn done, void *ctx)
+void waiters_add(const struct caller *who, enum ops_object kind, const char *id, ops_done_fn done,
+		 void *ctx)
 {
 	struct waiter *w = calloc(1, sizeof(*w));
 	if (!w) {
@@ -69,6 +71,7 @@ void waiters_add(enum ops_object kind, const char *id, ops_done_fn done, void *c
 	}
 	w->kind = kind;
 	snprintf(w->id, sizeof(w->id), "%s", id);
+	w->uid = who->uid;
 	w->done = done;
 	w->ctx = ctx;
 	pthread_mutex_lock(&waiters_lock);
@@ -154,13 +157,47 @@ static void waiters_end(enum ops_object kind, const char *id, int rc, const char
 	}
 }
 
+/* The owner of @kind/@id as it is now: 0, or -ENOENT when there is none. */
+static int object_owner(enum ops_object kind, const char *id, uid_t *owner)
+{
+	if (kind == OPS_OBJ_SANDBOX) {
+		struct sandbox sb;
+		int rc = registry_sandbox_get(ops.reg, id, &sb);
+		if (rc == 0)
+			*owner = sb.owner_uid;
+		return rc;
+	}
+	struct snapshot snap;
+	int rc = registry_snapshot_get(ops.reg, id, &snap);
+	if (rc == 0)
+		*owner = snap.owner_uid;
+	return rc;
+}
+
+/*
+ * A waiter registered when @id was another object (one of its own, since
+ * removed, or none) must not be told the status of another user's made
+ * since under that id: it gets -ENOENT instead.
+ */
 void waiters_wake(enum ops_object kind, const char *id, const char *status, bool settled)
 {
 	if (!settled)
 		return;
+	struct waiter *w = waiters_take(kind, id);
+	uid_t owner = 0;
+	bool known = w && object_owner(kind, id, &owner) == 0;
 	char line[64];
 	int n = snprintf(line, sizeof(line), "%s\n", status);
-	waiters_end(kind, id, 0, line, (size_t)n);
+	while (w) {
+		struct waiter *next = w->next;
+		struct caller c = {.uid = w->uid};
+		if (known && access_may_see(&c, owner))
+			w->done(w->ctx, 0, line, (size_t)n);
+		else
+			w->done(w->ctx, -ENOENT, NULL, 0);
+		free(w);
+		w = next;
+	}
 }
 
 /* Gone objects end their waiters with ENOENT. */

@@ -177,11 +177,18 @@ int ops_sandbox_wait(const struct caller *who, const char *id, ops_done_fn done,
  * sandbox" or "its newest" is meant, these are the ones.
  */
 bool ops_snapshot_taken_here(const struct snapshot *snap);
-/* This host's snapshots of sandbox @sandbox_id (any kind), oldest first; as registry walks. */
-int ops_sandbox_snapshots_each(const char *sandbox_id,
+/*
+ * Was @snap taken of @sb? Of its name, here, and for its owner: a name
+ * removed and taken again by another user is another sandbox, and the
+ * snapshots of the earlier one (its memory, its env) are not the new one's
+ * to list, to call its newest, or to resume from after a crash.
+ */
+bool ops_snapshot_of(const struct snapshot *snap, const struct sandbox *sb);
+/* The snapshots taken of @sb (any kind, ops_snapshot_of), oldest first; as registry walks. */
+int ops_sandbox_snapshots_each(const struct sandbox *sb,
 			       int (*fn)(const struct snapshot *snap, void *arg), void *arg);
 /* The newest of them of kind SNAP_KIND_SNAPSHOT into @out; -ENOENT if none. */
-int ops_sandbox_newest_snapshot(const char *sandbox_id, struct snapshot *out);
+int ops_sandbox_newest_snapshot(const struct sandbox *sb, struct snapshot *out);
 
 /*
  * Restore snapshot @snap_id into a new sandbox owned by @who (who must see

@@ -149,7 +149,7 @@ void gpu_reconcile(struct sandbox *sb)
 	_cleanup_strbuf_ struct strbuf outcome = STRBUF_INIT;
 	if (!newest)
 		return;
-	ops_sandbox_snapshots_each(sb->id, newest_snapshot, newest);
+	ops_sandbox_snapshots_each(sb, newest_snapshot, newest);
 	int rc = newest->id[0] ? spool_path(newest->id, spool, sizeof(spool)) : -ENOENT;
 	free(newest);
 	if (rc < 0 || cuda_record_read(spool, &procs, NULL) < 0)

@@ -80,7 +80,11 @@ int sandbox_apply_if(const char *id, unsigned allowed, struct sb_patch patch);
 /* Save @snap (whole row) and announce it. */
 int snapshot_save(const struct snapshot *snap);
 
-/* A job's failure: journal it under <kind>/<id>/<what>; a sandbox's `error` gets it too. */
+/*
+ * A job's failure: journal it under <kind>/<id>/<what>; a sandbox's `error`
+ * gets it too. OPS_OBJ_LIST for a sandbox's job whose sandbox is gone:
+ * journalled only, not written into a later sandbox of that id.
+ */
 void report_job_failure(enum ops_object kind, const char *id, const char *what,
 			const struct err *e);
 
@@ -94,8 +98,9 @@ static inline void complete(ops_done_fn done, void *ctx, int rc, const char *res
 		done(ctx, rc, result, len);
 }
 
-/* Waiters: completions held until an object settles. */
-void waiters_add(enum ops_object kind, const char *id, ops_done_fn done, void *ctx);
+/* Waiters: completions held until an object settles, for @who, who may see it. */
+void waiters_add(const struct caller *who, enum ops_object kind, const char *id, ops_done_fn done,
+		 void *ctx);
 void waiters_wake(enum ops_object kind, const char *id, const char *status, bool settled);
 /* End the waiters of an object that is gone with -ENOENT. */
 void waiters_fail(enum ops_object kind, const char *id);

@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -27,8 +28,15 @@ struct sandbox_job {
 	char id[ID_MAX];
 	ops_done_fn done;
 	void *ctx;
-	struct job *slot;	      /* its place in the queue, taken before anything changes */
-	char cmdline[ENTRYPOINT_MAX]; /* exec only */
+	struct job *slot; /* its place in the queue, taken before anything changes */
+	/*
+	 * exec only: the command, and which sandbox of that id it was written
+	 * to. An exec waits for a worker, and meanwhile its sandbox may be
+	 * removed and another made under the name, another user's perhaps.
+	 */
+	char cmdline[ENTRYPOINT_MAX];
+	int64_t created_at;
+	uid_t owner_uid;
 };
 
 /* The job for sandbox @id and its place in @kind's queue; NULL (@e says why) if none is free. */
@@ -408,29 +416,43 @@ static int exec_result(int fd, int exit_code, struct strbuf *out)
  * second exec reads that file back once it ended. A snapshot taken while
  * the command runs then restores fine, without the command (see
  * docs/runsc-notes.md).
+ *
+ * The command itself comes in on stdin, read before anything else, and not
+ * on runsc's command line, which every local user can read in /proc.
  */
 static int exec_in_sandbox(const char *runtime_id, const char *cmdline, int out_fd, int *exit_code,
 			   struct err *e)
 {
-	char hex[17], wrapped[ENTRYPOINT_MAX + 128], fetch[128];
+	char hex[17], wrapped[256], fetch[128];
 	int rc = random_hex(hex, 16);
 	if (rc < 0)
 		return err_set(e, -rc, "cannot name the exec output: %s", strerror(-rc));
 	snprintf(fetch, sizeof(fetch), "cat /tmp/.snapfs-exec-%s; rm -f /tmp/.snapfs-exec-%s", hex,
 		 hex);
-	rc = xsnprintf(wrapped, sizeof(wrapped), "exec </dev/null >/tmp/.snapfs-exec-%s 2>&1\n%s",
-		       hex, cmdline);
+	snprintf(wrapped, sizeof(wrapped),
+		 "snapfs_cmd=$(cat); exec </dev/null >/tmp/.snapfs-exec-%s 2>&1; "
+		 "eval \"unset snapfs_cmd; $snapfs_cmd\"",
+		 hex);
+	_cleanup_close_ int in = memfd_create("snapfs-exec", MFD_CLOEXEC);
+	rc = in < 0 ? -errno : write_all(in, cmdline, strlen(cmdline));
+	if (rc == 0 && lseek(in, 0, SEEK_SET) < 0)
+		rc = -errno;
 	if (rc < 0)
-		return err_set(e, EFBIG, "exec command line is too long");
-	rc = runsc_exec(&ops.runsc, runtime_id, wrapped, out_fd, exit_code, e);
+		return err_set(e, -rc, "cannot hand the exec its command: %s", strerror(-rc));
+	rc = runsc_exec_in(&ops.runsc, runtime_id, wrapped, in, out_fd, exit_code, e);
 	if (rc < 0)
 		return rc;
 	int ignored;
 	return runsc_exec(&ops.runsc, runtime_id, fetch, out_fd, &ignored, e);
 }
 
-/* Hand the exec's result over, unless the daemon is shutting down. */
-static void exec_finish(struct sandbox_job *job, int rc, struct err *e, struct strbuf *out)
+/*
+ * Hand the exec's result over, unless the daemon is shutting down. A
+ * failure goes into the sandbox's `error` only if @ours: not into a later
+ * sandbox of the name.
+ */
+static void exec_finish(struct sandbox_job *job, int rc, bool ours, struct err *e,
+			struct strbuf *out)
 {
 	pthread_rwlock_rdlock(&ops.gate);
 	if (!ops.running) {
@@ -440,7 +462,7 @@ static void exec_finish(struct sandbox_job *job, int rc, struct err *e, struct s
 	if (rc < 0) {
 		if (!e->code)
 			err_set(e, EIO, "exec in sandbox %s failed: %s", job->id, strerror(-rc));
-		report_job_failure(OPS_OBJ_SANDBOX, job->id, "exec", e);
+		report_job_failure(ours ? OPS_OBJ_SANDBOX : OPS_OBJ_LIST, job->id, "exec", e);
 		complete(job->done, job->ctx, -e->code, e->msg, strlen(e->msg));
 	} else {
 		complete(job->done, job->ctx, 0, out->buf, out->len);
@@ -457,6 +479,13 @@ static void exec_job(void *arg)
 	_cleanup_strbuf_ struct strbuf out = STRBUF_INIT;
 	int exit_code = -1;
 	int rc = registry_sandbox_get(ops.reg, job->id, &sb);
+	/* Its id, owner and birth say it is the one the exec was written to. */
+	const bool ours =
+	    rc == 0 && sb.created_at == job->created_at && sb.owner_uid == job->owner_uid;
+	if (!ours)
+		rc = err_set(&e, ENOENT,
+			     "cannot exec in sandbox %s: it was removed before the exec ran",
+			     job->id);
 	if (rc == 0)
 		rc = xsnprintf(path, sizeof(path), "%s/exec-XXXXXX", ops.exec_dir);
 	_cleanup_close_ int fd = rc >= 0 ? mkostemp(path, O_CLOEXEC) : -1;
@@ -469,7 +498,7 @@ static void exec_job(void *arg)
 	}
 	if (rc >= 0)
 		rc = exec_result(fd, exit_code, &out);
-	exec_finish(job, rc, &e, &out);
+	exec_finish(job, rc, ours, &e, &out);
 	free(job);
 }
 
@@ -488,6 +517,8 @@ int ops_sandbox_exec(const struct caller *who, const char *id, const char *cmdli
 	struct sandbox_job *job = sandbox_job_new(JOB_EXEC, id, done, ctx, e);
 	if (!job)
 		return -e->code;
+	job->created_at = sb.created_at;
+	job->owner_uid = sb.owner_uid;
 	if (xsnprintf(job->cmdline, sizeof(job->cmdline), "%s", cmdline) < 0)
 		return sandbox_job_drop(job, err_set(e, EFBIG, "exec command line is too long"));
 	return sandbox_job_queue(job, exec_job);
@@ -501,12 +532,13 @@ int ops_sandbox_wait(const struct caller *who, const char *id, ops_done_fn done,
 	struct sandbox sb;
 	/*
 	 * Another's sandbox is refused before waiting: waiters_fail() would
-	 * end its owner's waiters too. Owners never change, so no race.
+	 * end its owner's waiters too. One made under this id meanwhile is
+	 * never reported to us: waiters_wake() checks who may see it.
 	 */
 	if (registry_sandbox_get(ops.reg, id, &sb) == 0 && !access_may_see(who, sb.owner_uid))
 		return err_set(e, ENOENT, "sandbox %s does not exist", id);
 	/* Register first, then look: a change in between still wakes us. */
-	waiters_add(OPS_OBJ_SANDBOX, id, done, ctx);
+	waiters_add(who, OPS_OBJ_SANDBOX, id, done, ctx);
 	int rc = registry_sandbox_get(ops.reg, id, &sb);
 	if (rc < 0) {
 		waiters_fail(OPS_OBJ_SANDBOX, id);
@@ -537,7 +569,7 @@ static void reconcile_suspend(struct sandbox *sb, bool alive)
 {
 	struct snapshot snap = {0};
 	struct err e = {0};
-	ops_sandbox_snapshots_each(sb->id, newest_suspend_cb, &snap);
+	ops_sandbox_snapshots_each(sb, newest_suspend_cb, &snap);
 	if (snap.id[0] && snap.state == SNAP_COMPLETED) {
 		if (alive)
 			runsc_delete(&ops.runsc, sb->runtime_id, NULL);

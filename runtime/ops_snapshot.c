@@ -395,22 +395,29 @@ bool ops_snapshot_taken_here(const struct snapshot *snap)
 	return host_is_this(snap->host_json);
 }
 
-struct here_walk {
+bool ops_snapshot_of(const struct snapshot *snap, const struct sandbox *sb)
+{
+	return strcmp(snap->sandbox_id, sb->id) == 0 && snap->owner_uid == sb->owner_uid &&
+	       ops_snapshot_taken_here(snap);
+}
+
+struct of_walk {
+	const struct sandbox *sb;
 	int (*fn)(const struct snapshot *snap, void *arg);
 	void *arg;
 };
 
-static int here_only(const struct snapshot *snap, void *arg)
+static int of_only(const struct snapshot *snap, void *arg)
 {
-	const struct here_walk *w = arg;
-	return ops_snapshot_taken_here(snap) ? w->fn(snap, w->arg) : 0;
+	const struct of_walk *w = arg;
+	return ops_snapshot_of(snap, w->sb) ? w->fn(snap, w->arg) : 0;
 }
 
-int ops_sandbox_snapshots_each(const char *sandbox_id,
+int ops_sandbox_snapshots_each(const struct sandbox *sb,
 			       int (*fn)(const struct snapshot *snap, void *arg), void *arg)
 {
-	struct here_walk w = {fn, arg};
-	return registry_snapshot_each_of_sandbox(ops.reg, sandbox_id, here_only, &w);
+	struct of_walk w = {sb, fn, arg};
+	return registry_snapshot_each_of_sandbox(ops.reg, sb->id, of_only, &w);
 }
 
 static int newest_kept(const struct snapshot *snap, void *arg)
@@ -420,10 +427,10 @@ static int newest_kept(const struct snapshot *snap, void *arg)
 	return 0;
 }
 
-int ops_sandbox_newest_snapshot(const char *sandbox_id, struct snapshot *out)
+int ops_sandbox_newest_snapshot(const struct sandbox *sb, struct snapshot *out)
 {
 	out->id[0] = '\0';
-	int rc = ops_sandbox_snapshots_each(sandbox_id, newest_kept, out);
+	int rc = ops_sandbox_snapshots_each(sb, newest_kept, out);
 	return rc < 0 ? rc : out->id[0] ? 0 : -ENOENT;
 }
 
@@ -1071,7 +1078,7 @@ int ops_snapshot_wait(const struct caller *who, const char *snap_id, ops_done_fn
 	if (registry_snapshot_get(ops.reg, snap_id, &snap) == 0 &&
 	    !access_may_see(who, snap.owner_uid))
 		return err_set(e, ENOENT, "snapshot %s does not exist", snap_id);
-	waiters_add(OPS_OBJ_SNAPSHOT, snap_id, done, ctx);
+	waiters_add(who, OPS_OBJ_SNAPSHOT, snap_id, done, ctx);
 	if (registry_snapshot_get(ops.reg, snap_id, &snap) < 0) {
 		waiters_fail(OPS_OBJ_SNAPSHOT, snap_id);
 		return 0;

@@ -94,9 +94,11 @@ static int spawn_attrs(posix_spawnattr_t *attr)
 	return -rc;
 }
 
-static int spawn_files(posix_spawn_file_actions_t *fa, int out_fd, int err_fd)
+/* stdin @in_fd, or /dev/null for -1. */
+static int spawn_files(posix_spawn_file_actions_t *fa, int in_fd, int out_fd, int err_fd)
 {
-	int rc = posix_spawn_file_actions_addopen(fa, 0, "/dev/null", O_RDONLY, 0);
+	int rc = in_fd >= 0 ? posix_spawn_file_actions_adddup2(fa, in_fd, 0)
+			    : posix_spawn_file_actions_addopen(fa, 0, "/dev/null", O_RDONLY, 0);
 	if (rc == 0)
 		rc = posix_spawn_file_actions_adddup2(fa, out_fd, 1);
 	if (rc == 0)
@@ -107,15 +109,18 @@ static int spawn_files(posix_spawn_file_actions_t *fa, int out_fd, int err_fd)
 	return -rc;
 }
 
-/* Run @c with stdout on @out_fd and stderr on @err_fd, wait, and return its wait status. */
-static int spawn_wait(const struct cmd *c, int out_fd, int err_fd, int *status)
+/*
+ * Run @c with stdin on @in_fd (-1: /dev/null), stdout on @out_fd and stderr
+ * on @err_fd, wait, and return its wait status.
+ */
+static int spawn_wait_in(const struct cmd *c, int in_fd, int out_fd, int err_fd, int *status)
 {
 	posix_spawn_file_actions_t fa;
 	posix_spawnattr_t attr;
 	pid_t pid;
 	posix_spawn_file_actions_init(&fa);
 	posix_spawnattr_init(&attr);
-	int rc = spawn_files(&fa, out_fd, err_fd);
+	int rc = spawn_files(&fa, in_fd, out_fd, err_fd);
 	if (rc == 0)
 		rc = spawn_attrs(&attr);
 	if (rc == 0)
@@ -129,6 +134,11 @@ static int spawn_wait(const struct cmd *c, int out_fd, int err_fd, int *status)
 			return -errno;
 	}
 	return 0;
+}
+
+static int spawn_wait(const struct cmd *c, int out_fd, int err_fd, int *status)
+{
+	return spawn_wait_in(c, -1, out_fd, err_fd, status);
 }
 
 /* The command's exit code as a shell reports it: 128+N for signal N. */
@@ -500,6 +510,12 @@ static int ensure_append(int fd)
 int runsc_exec(const struct runsc *rs, const char *cid, const char *cmdline, int out_fd,
 	       int *exit_code, struct err *e)
 {
+	return runsc_exec_in(rs, cid, cmdline, -1, out_fd, exit_code, e);
+}
+
+int runsc_exec_in(const struct runsc *rs, const char *cid, const char *cmdline, int in_fd,
+		  int out_fd, int *exit_code, struct err *e)
+{
 	struct cmd c;
 	int status;
 	cmd_init(&c, rs, "exec", false);
@@ -510,7 +526,7 @@ int runsc_exec(const struct runsc *rs, const char *cid, const char *cmdline, int
 	int rc = ensure_append(out_fd);
 	if (rc < 0)
 		return err_set(e, EIO, "runsc exec failed: output file: %s", strerror(-rc));
-	rc = spawn_wait(&c, out_fd, out_fd, &status);
+	rc = spawn_wait_in(&c, in_fd, out_fd, out_fd, &status);
 	if (rc < 0)
 		return spawn_failed(&c, rc, e);
 	*exit_code = wait_code(status);

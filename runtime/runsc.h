@@ -118,6 +118,13 @@ void runsc_probe_checkpoint(struct runsc *rs, int image_parent_fd, const char *i
  */
 int runsc_exec(const struct runsc *rs, const char *cid, const char *cmdline, int out_fd,
 	       int *exit_code, struct err *e);
+/*
+ * The same with the command's stdin on @in_fd (-1: /dev/null). Every local
+ * user reads runsc's command line (/proc/PID/cmdline): what is not for
+ * them, a user's exec command, goes in through @in_fd instead.
+ */
+int runsc_exec_in(const struct runsc *rs, const char *cid, const char *cmdline, int in_fd,
+		  int out_fd, int *exit_code, struct err *e);
 
 int runsc_kill(const struct runsc *rs, const char *cid, int sig, struct err *e);
 /* `runsc delete --force CID`; a missing container is 0. */

@@ -41,6 +41,17 @@ uwr_read() {
 	as "$1" bash -c 'exec 3<>"$1" && printf "%s\n" "$2" >&3 && cat <&3' wr_read "$2" "${3-1}"
 }
 owner_mode() { stat -c '%u %a' "$1"; }
+# umake USER NAME ENTRYPOINT [ENV]: make_sandbox as USER.
+umake() {
+	local d=$MNT/sandboxes/$2
+	as "$1" mkdir "$d" && uwr "$1" "$d/image" busybox && uwr "$1" "$d/entrypoint" "$3" &&
+		{ [ -z "${4:-}" ] || uwr "$1" "$d/env" "$4"; } && uwr "$1" "$d/start"
+}
+NL=$'\n'
+# shared_file FILE [TEXT]: a file the test's users may write (TEXT its content), root reads back.
+shared_file() {
+	printf '%s' "${2-}" >"$1" && chmod 0666 "$1"
+}
 
 [ "$(id -u)" -eq 0 ] || bail "the test makes users and groups: run it as root"
 command -v setpriv >/dev/null || bail "setpriv (util-linux) is needed"
@@ -163,6 +174,162 @@ ok "root reads events" rd "$MNT/events"
 # --- the owner removes what it owns --------------------------------------------------
 ok "U1 rmdirs its snapshot" as "$U1" rmdir "$MNT/snapshots/$S1"
 ok "U1 removes its terminated sandbox" as "$U1" rmdir "$MNT/sandboxes/$N1"
+
+# --- a name taken again is another directory, whoever kept the old one -------------------
+# U2 keeps a process in its sandbox's directory, removes the sandbox, and U1
+# makes one of that name: the kernel must not take U1's directory for U2's
+# removed one (which it marked dead), or nobody, root included, could use it.
+CTL=$T/ctl
+mkfifo "$CTL" && chmod 0666 "$CTL"
+shared_file "$T/kept.out"
+ok "U2 makes sandbox again" as "$U2" mkdir "$MNT/sandboxes/again"
+as "$U2" bash -c 'cd "$1" && echo in >"$3" && read -r _ <"$2" &&
+	{ cat image; echo "rc=$?"; } >"$3" 2>&1' kept "$MNT/sandboxes/again" "$CTL" "$T/kept.out" &
+KEPT_PID=$!
+BG_PIDS+=("$KEPT_PID")
+ok "U2's process is in again" poll_until 30 grep -qx in "$T/kept.out"
+ok "U2 removes again while a process of its own is in it" as "$U2" rmdir "$MNT/sandboxes/again"
+ok "U1 makes sandbox again" as "$U1" mkdir "$MNT/sandboxes/again"
+ok "U1 writes its image" uwr "$U1" "$MNT/sandboxes/again/image" busybox
+check_eq "U1 reads its image back" busybox "$(as "$U1" cat "$MNT/sandboxes/again/image" 2>&1)"
+check_contains "root lists U1's again" status "$(ls "$MNT/sandboxes/again" 2>&1)"
+echo go >"$CTL"
+wait "$KEPT_PID"
+check_lacks "U2's kept directory does not show U1's sandbox" busybox "$(cat "$T/kept.out")"
+check_contains "U2's kept directory is gone" "rc=1" "$(cat "$T/kept.out")"
+ok "U1 removes again" as "$U1" rmdir "$MNT/sandboxes/again"
+
+# --- a queued exec runs in the sandbox it was written to, or not at all -------------------
+# An exec waits for a free exec worker (32, runtime/jobs.c); meanwhile its
+# sandbox may go and another user's of the same name come. U2 fills the
+# workers with sleeps in a sandbox of its own, queues an exec in its sandbox
+# `reused` and removes `reused`; U1 makes a sandbox `reused` with a secret in
+# its env; then U2 frees the workers.
+EXEC_WORKERS=32
+ok "U2 makes sandbox busy" umake "$U2" busy "sleep 100000"
+ok "U2 makes sandbox reused" umake "$U2" reused "sleep 100000"
+for _ in $(seq "$EXEC_WORKERS"); do
+	uwr "$U2" "$MNT/sandboxes/busy/exec" "sleep 100000" || break
+done
+shared_file "$T/race.out"
+as "$U2" bash -c 'exec 3<>"$1" && printf "%s\n" "$2" >&3 && { cat <&3; echo "rc=$?"; } >"$3" 2>&1' \
+	race "$MNT/sandboxes/reused/exec" 'echo "[$SECRET]"' "$T/race.out" &
+RACE_PID=$!
+BG_PIDS+=("$RACE_PID")
+ok "the exec in reused is queued behind U2's sleeps" poll_until 60 grep -qx \
+	"snapfs_jobs{queue=\"exec\"} $((EXEC_WORKERS + 1))" "$MNT/metrics"
+ok "U2 terminates reused" uwr "$U2" "$MNT/sandboxes/reused/terminate"
+ok "U2 removes reused" as "$U2" rmdir "$MNT/sandboxes/reused"
+ok "U1 makes a sandbox reused with a secret" umake "$U1" reused "sleep 100000" \
+	"SECRET=u1-reused-secret"
+ok "U2 ends its sleeps" uwr "$U2" "$MNT/sandboxes/busy/terminate"
+wait "$RACE_PID"
+race=$(cat "$T/race.out")
+check_lacks "U2's queued exec did not read U1's env" u1-reused-secret "$race"
+check_lacks "U2's queued exec did not run at all" "exit 0" "$race"
+check_eq "U1's reused runs" running "$(sb_status reused)"
+check_eq "U2's exec left nothing in U1's error file" "rc=0" \
+	"$(rd "$MNT/sandboxes/reused/error" 2>&1; echo "rc=$?")"
+ok "root terminates U1's reused" wr "$MNT/sandboxes/reused/terminate"
+
+# --- an exec's command line is on no process's command line ---------------------------------
+# Every user reads every process's /proc/PID/cmdline, runsc's too: the command
+# reaches runsc otherwise. U1 writes it from a file, so no process of U1's
+# names it either.
+ok "U1 makes sandbox quiet" umake "$U1" quiet "sleep 100000"
+QUIET_RID=$(runtime_id quiet)
+shared_file "$T/quiet.cmd" "sleep 100000 # u1-exec-secret$NL"
+as "$U1" bash -c 'exec 3<>"$1" && cat "$2" >&3 && cat <&3 >/dev/null' \
+	quiet "$MNT/sandboxes/quiet/exec" "$T/quiet.cmd" &
+BG_PIDS+=("$!")
+# cmdline_has TEXT: some process's command line, as U2 reads them, holds TEXT
+# (searched once they are all read: the search's own command line holds TEXT).
+cmdline_has() {
+	as "$U2" sh -c 'for f in /proc/[0-9]*/cmdline; do tr "\0" " " <"$f"; echo; done' \
+		>"$T/cmdlines" 2>/dev/null
+	grep -qF -- "$1" "$T/cmdlines"
+}
+ok "U1's exec is running in quiet" poll_until 60 cmdline_has "exec $QUIET_RID"
+if cmdline_has u1-exec-secret; then
+	fail "U2 does not read U1's exec command in a process's command line"
+else
+	pass "U2 does not read U1's exec command in a process's command line"
+fi
+ok "root terminates quiet" wr "$MNT/sandboxes/quiet/terminate"
+
+# --- a wait is never answered with another user's sandbox ----------------------------------
+# U2 keeps its sandbox's wait file open, removes the sandbox and reads the file
+# again and again while U1 makes and removes sandboxes of that name: no read
+# may return the status of one of U1's (before the fix one did, within a few
+# hundred of U1's sandboxes; how soon is chance, that it never does is not).
+WAIT_TRIES=400
+shared_file "$T/wait.out"
+shared_file "$T/wait.go"   # written once U2's sandbox is gone
+shared_file "$T/wait.stop" # U1 writes into it once done
+ok "U2 makes sandbox watched" as "$U2" mkdir "$MNT/sandboxes/watched"
+as "$U2" perl -e '
+	my ($wait, $out, $go, $stop) = @ARGV;
+	open(my $fh, "<", $wait) or die "open $wait: $!";
+	open(my $o, ">", $out) or die "open $out: $!";
+	$o->autoflush(1);
+	print $o "open\n";
+	select(undef, undef, undef, 0.1) until -s $go;
+	my $n = 0;
+	while (!-s $stop) {
+		$n++;
+		sysseek($fh, 0, 0);
+		my $got = sysread($fh, my $buf, 100);
+		if ($got) { print $o "told: $buf"; exit 0; }
+	}
+	print $o "nothing in $n reads\n";' "$MNT/sandboxes/watched/wait" "$T/wait.out" "$T/wait.go" \
+	"$T/wait.stop" &
+WAIT_PID=$!
+BG_PIDS+=("$WAIT_PID")
+ok "U2 holds watched/wait open" poll_until 30 grep -qx open "$T/wait.out"
+ok "U2 removes watched" as "$U2" rmdir "$MNT/sandboxes/watched"
+echo go >"$T/wait.go"
+as "$U1" perl -e '
+	my ($dir, $out, $stop, $tries) = @ARGV;
+	for (1 .. $tries) {
+		mkdir($dir) or die "mkdir $dir: $!";
+		rmdir($dir) or die "rmdir $dir: $!";
+		last if system("grep", "-q", "told", $out) == 0;
+	}
+	open(my $s, ">", $stop) or die "open $stop: $!";
+	print $s "done\n";' \
+	"$MNT/sandboxes/watched" "$T/wait.out" "$T/wait.stop" "$WAIT_TRIES"
+wait "$WAIT_PID"
+check_lacks "U2's wait file never told U1's sandbox's status" told "$(cat "$T/wait.out")"
+check_match "U2 read it all along" '^nothing in [0-9]+ reads$' "$(tail -n 1 "$T/wait.out")"
+
+# --- the snapshots of a name are its owner's sandbox's, not an earlier owner's ---------------
+# U1 suspends its sandbox heir (its secret in memory), terminates and removes
+# it; U2 makes heir. The snapshot is not U2's sandbox's, not even to root;
+# and when snapfs stops while U2's heir is suspending before its snapshot is
+# recorded (the registry is left so, snapfs stopped, as a crash leaves it),
+# the restart must not make U2's heir suspended from U1's snapshot.
+ok "U1 makes heir with a secret in memory" umake "$U1" heir \
+	"echo u1-memory-secret >/tmp/secret; sleep 100000"
+ok "U1 suspends heir" uwr "$U1" "$MNT/sandboxes/heir/suspend"
+HEIR_SNAP=$(suspend_snapshot_of heir)
+check_match "U1's heir has its suspend snapshot" '^snap-[0-9a-f]{16}$' "$HEIR_SNAP"
+ok "U1 terminates heir" uwr "$U1" "$MNT/sandboxes/heir/terminate"
+ok "U1 removes heir" as "$U1" rmdir "$MNT/sandboxes/heir"
+ok "U2 makes heir" umake "$U2" heir "sleep 100000"
+check_lacks "root's ls of U2's heir/snapshots lacks U1's snapshot" "$HEIR_SNAP" \
+	"$(ls "$MNT/sandboxes/heir/snapshots")"
+expect_errno ENOENT "root finds no source link from U1's snapshot to U2's heir" \
+	stat "$MNT/snapshots/$HEIR_SNAP/source"
+stop_daemon
+sqlite3 -cmd ".timeout 10000" "$STATE/registry.db" \
+	"UPDATE sandboxes SET state = 'suspending' WHERE id = 'heir'"
+start_daemon || bail "the daemon mounts again"
+check_eq "after the restart U2's heir runs on" running "$(sb_status heir)"
+# Were it suspended, from U1's snapshot, U2 would resume it and read U1's memory.
+[ "$(sb_status heir)" = suspended ] && uwr "$U2" "$MNT/sandboxes/heir/resume"
+check_lacks "U2 finds none of U1's memory in heir" u1-memory-secret \
+	"$(uwr_read "$U2" "$MNT/sandboxes/heir/exec" 'cat /tmp/secret')"
+ok "root terminates U2's heir" wr "$MNT/sandboxes/heir/terminate"
 
 # --- the owners survive a restart ------------------------------------------------------
 stop_daemon
