@@ -9,6 +9,7 @@
 #include <spawn.h>
 #include <string.h>
 #include <sys/pidfd.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -80,7 +81,9 @@ static int child_attrs(posix_spawnattr_t *attr)
 
 /* Copies above HIGH_FD, so no dup2 below moves one onto another or onto itself. */
 struct child_fds {
-	int out, err, pass;
+	int out, err;
+	int pass[SPAWN_PASS_MAX];
+	size_t npass;
 };
 
 static void close_reset(int *fd)
@@ -93,15 +96,44 @@ static void child_fds_close(struct child_fds *f)
 {
 	close_reset(&f->out);
 	close_reset(&f->err);
-	close_reset(&f->pass);
+	for (size_t i = 0; i < f->npass; i++)
+		close_reset(&f->pass[i]);
 }
 
-static int child_fds_dup(struct child_fds *f, int out, int err, int pass)
+/*
+ * The child's stderr when it is its stdout: a pipe or FIFO gets an open file
+ * description of its own. gVisor makes each host fd it is handed
+ * non-blocking and records the flags it found first: with one description
+ * for both, the second of the two it takes in may look non-blocking to the
+ * sandbox's process, whose writes then fail with EAGAIN when the pipe is
+ * full (seen with `runsc exec`: docs/runsc-notes.md).
+ */
+static int dup_err(int out)
 {
+	char path[64];
+	struct stat st;
+	if (fstat(out, &st) == 0 && S_ISFIFO(st.st_mode)) {
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", out);
+		int fd = open(path, O_WRONLY | O_CLOEXEC);
+		if (fd >= 0) {
+			int high = fcntl(fd, F_DUPFD_CLOEXEC, HIGH_FD);
+			close(fd);
+			return high;
+		}
+	}
+	return fcntl(out, F_DUPFD_CLOEXEC, HIGH_FD);
+}
+
+static int child_fds_dup(struct child_fds *f, int out, int err, const struct spawn *s)
+{
+	bool ok = true;
 	f->out = fcntl(out, F_DUPFD_CLOEXEC, HIGH_FD);
-	f->err = fcntl(err, F_DUPFD_CLOEXEC, HIGH_FD);
-	f->pass = pass >= 0 ? fcntl(pass, F_DUPFD_CLOEXEC, HIGH_FD) : -1;
-	if (f->out < 0 || f->err < 0 || (pass >= 0 && f->pass < 0)) {
+	f->err = err >= 0 ? fcntl(err, F_DUPFD_CLOEXEC, HIGH_FD) : dup_err(out);
+	for (f->npass = 0; f->npass < s->npass; f->npass++) {
+		f->pass[f->npass] = fcntl(s->pass[f->npass], F_DUPFD_CLOEXEC, HIGH_FD);
+		ok = ok && f->pass[f->npass] >= 0;
+	}
+	if (f->out < 0 || f->err < 0 || !ok) {
 		int rc = -errno;
 		child_fds_close(f);
 		return rc;
@@ -116,11 +148,11 @@ static int child_files(posix_spawn_file_actions_t *fa, const struct child_fds *f
 		rc = posix_spawn_file_actions_adddup2(fa, f->out, 1);
 	if (rc == 0)
 		rc = posix_spawn_file_actions_adddup2(fa, f->err, 2);
-	if (rc == 0 && f->pass >= 0)
-		rc = posix_spawn_file_actions_adddup2(fa, f->pass, 3);
+	for (size_t i = 0; rc == 0 && i < f->npass; i++)
+		rc = posix_spawn_file_actions_adddup2(fa, f->pass[i], 3 + (int)i);
 	/* The child keeps nothing else of ours: not /dev/fuse, no other fd. */
 	if (rc == 0)
-		rc = posix_spawn_file_actions_addclosefrom_np(fa, f->pass >= 0 ? 4 : 3);
+		rc = posix_spawn_file_actions_addclosefrom_np(fa, 3 + (int)f->npass);
 	return -rc;
 }
 
@@ -259,14 +291,15 @@ static int run_started(struct spawn *s, int fd)
 int spawn_run(struct spawn *s)
 {
 	int pipefd[2] = {-1, -1};
-	struct child_fds f = {-1, -1, -1};
+	struct child_fds f = {.out = -1, .err = -1};
 	int fd = s->in_fd;
 	int64_t t0 = mono_ms();
 	s->end = SPAWN_EXITED;
 	s->status = 0;
 	s->pid_ = 0;
 	s->cancelled_ = false;
-	if (s->timeout_ms <= 0 || (s->tag && strlen(s->tag) >= SPAWN_TAG_MAX))
+	if (s->timeout_ms <= 0 || s->npass > SPAWN_PASS_MAX ||
+	    (s->tag && strlen(s->tag) >= SPAWN_TAG_MAX))
 		return -EINVAL;
 	if (s->out_fd < 0) {
 		if (pipe2(pipefd, O_CLOEXEC) < 0)
@@ -274,7 +307,7 @@ int spawn_run(struct spawn *s)
 		fd = pipefd[0];
 	}
 	int out = s->out_fd >= 0 ? s->out_fd : pipefd[1];
-	int rc = child_fds_dup(&f, out, s->err_fd >= 0 ? s->err_fd : out, s->pass_fd);
+	int rc = child_fds_dup(&f, out, s->err_fd, s);
 	if (rc == 0 && fd >= 0 && fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) < 0)
 		rc = -errno;
 	if (rc == 0)

@@ -4,7 +4,7 @@
  *
  * spawn_run() starts argv[0] (posix_spawnp: an argv array, never a shell) in
  * a session and process group of its own, with @envp, stdin /dev/null,
- * stdout on @out_fd and stderr on @err_fd, @pass_fd as fd 3, and no other fd
+ * stdout on @out_fd and stderr on @err_fd, @pass[0..npass) as fds 3, 4, and no other fd
  * of the caller's; default signal dispositions, an empty signal mask.
  *
  * Output: with @out_fd -1 the child's stdout (and stderr, with @err_fd -1)
@@ -44,6 +44,7 @@
 /* Longest tag; cancelled tags remembered. */
 #define SPAWN_TAG_MAX 64
 #define SPAWN_CANCELLED_MAX 256
+#define SPAWN_PASS_MAX 2
 
 enum spawn_end {
 	SPAWN_EXITED,	 /* it ended on its own: see status */
@@ -59,10 +60,11 @@ struct spawn {
 	/* What to run. */
 	const char *const *argv;
 	char *const *envp;
-	int out_fd;  /* the child's stdout; -1: a pipe read into @sink */
-	int err_fd;  /* the child's stderr; -1: the same as stdout */
-	int in_fd;   /* read into @sink while it runs when @out_fd is not -1; -1: none */
-	int pass_fd; /* the child's fd 3; -1: none */
+	int out_fd;	 /* the child's stdout; -1: a pipe read into @sink */
+	int err_fd;	 /* the child's stderr; -1: the same as stdout */
+	int in_fd;	 /* read into @sink while it runs when @out_fd is not -1; -1: none */
+	const int *pass; /* the child's fds 3 and on */
+	size_t npass;	 /* at most SPAWN_PASS_MAX */
 	spawn_sink_fn sink;
 	void *sink_arg;
 	int64_t timeout_ms; /* > 0 */

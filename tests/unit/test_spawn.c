@@ -40,7 +40,7 @@ static void sh(struct spawn *s, const char *script, struct capture *c, int64_t t
 	memset(s, 0, sizeof(*s));
 	s->argv = argv;
 	s->envp = env;
-	s->out_fd = s->err_fd = s->in_fd = s->pass_fd = -1;
+	s->out_fd = s->err_fd = s->in_fd = -1;
 	s->sink = capture_sink;
 	s->sink_arg = c;
 	s->timeout_ms = timeout_ms;
@@ -120,23 +120,28 @@ static void test_no_wait_for_eof(void)
 	strbuf_release(&c.out);
 }
 
-/* Only 0, 1 and 2 reach the child, and 3 when passed; it is the caller's fd. */
+/* Only 0, 1 and 2 reach the child, and 3 and 4 when passed; they are the caller's fds. */
 static void test_fds(void)
 {
 	struct spawn s;
 	struct capture c = {STRBUF_INIT, 0, false};
-	sh(&s, "ls /proc/$$/fd | sort | tr '\\n' ' '", &c, 60000);
+	/* ls's own fds: 0, 1, 2 and the directory it reads (3), nothing of ours. */
+	sh(&s, "exec ls /proc/self/fd", &c, 60000);
 	CHECK(spawn_run(&s) == 0);
-	CHECK_STR(strbuf_str(&c.out), "0 1 2 ");
+	CHECK_STR(strbuf_str(&c.out), "0\n1\n2\n3\n");
 	strbuf_reset(&c.out);
-	int mfd = memfd_create("t", MFD_CLOEXEC);
-	sh(&s, "echo 42 >/proc/self/fd/3", &c, 60000);
-	s.pass_fd = mfd;
+	int mfd[2] = {memfd_create("t3", MFD_CLOEXEC), memfd_create("t4", MFD_CLOEXEC)};
+	sh(&s, "echo 42 >/proc/self/fd/3; echo 43 >/proc/self/fd/4", &c, 60000);
+	s.pass = mfd;
+	s.npass = 2;
 	CHECK(spawn_run(&s) == 0);
 	char buf[16] = "";
-	CHECK(pread(mfd, buf, sizeof(buf) - 1, 0) == 3);
+	CHECK(pread(mfd[0], buf, sizeof(buf) - 1, 0) == 3);
 	CHECK_STR(buf, "42\n");
-	close(mfd);
+	CHECK(pread(mfd[1], buf, sizeof(buf) - 1, 0) == 3);
+	CHECK_STR(buf, "43\n");
+	close(mfd[0]);
+	close(mfd[1]);
 	strbuf_release(&c.out);
 }
 
