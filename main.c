@@ -19,6 +19,7 @@
 #include "fs/fs.h"
 #include "lib/util.h"
 #include "runtime/ops.h"
+#include "runtime/runsc.h"
 
 #define DEFAULT_STATE "/var/lib/snapfs"
 #define DEFAULT_IMAGES "/var/lib/snapfs/images"
@@ -32,6 +33,9 @@ struct options {
 	int64_t cache_max_bytes;
 	int64_t gc_grace_ms; /* -1: the default */
 	const char *spool_parent;
+	int64_t runsc_timeout_ms; /* 0: the default */
+	int64_t exec_timeout_ms;  /* 0: the default */
+	const char *cuda_checkpoint;
 	const char *fuse_opts[16];
 	size_t nfuse_opts;
 	const char *mountpoint;
@@ -43,7 +47,8 @@ static void usage(FILE *out)
 	    out,
 	    "usage: snapfs [-f] [--state DIR] [--images DIR] [--store URL] [--runsc PATH]\n"
 	    "              [--cache-max SIZE] [--gc-grace SECONDS] [--spool DIR] [-o FUSE_OPTS]\n"
-	    "              [--debug] MOUNTPOINT\n"
+	    "              [--exec-timeout SECONDS] [--runsc-timeout SECONDS]\n"
+	    "              [--cuda-checkpoint PATH] [--debug] MOUNTPOINT\n"
 	    "\n"
 	    "  -f              stay in the foreground, log to stderr\n"
 	    "  --state DIR     registry, spool, cache, runsc root (default %s)\n"
@@ -57,11 +62,19 @@ static void usage(FILE *out)
 	    "                  0 for the default store, 3600 for a --store you name)\n"
 	    "  --spool DIR     where checkpoints are written before they are stored, e.g. a\n"
 	    "                  tmpfs for shorter pauses (default STATE/spool)\n"
+	    "  --exec-timeout SECONDS  how long a command written to exec may run before it\n"
+	    "                  is killed (default %d)\n"
+	    "  --runsc-timeout SECONDS  how long any other runsc call may take before it is\n"
+	    "                  killed; checkpoint and restore get %d s more per GiB of\n"
+	    "                  memory (default %d)\n"
+	    "  --cuda-checkpoint PATH  the host's cuda-checkpoint, run in GPU sandboxes\n"
+	    "                  (default: cuda-checkpoint on PATH, if any)\n"
 	    "  -o OPTS         FUSE mount options, e.g. allow_other\n"
 	    "  --debug         log every operation\n"
 	    "\n"
 	    "Unmount with: fusermount3 -u MOUNTPOINT (running sandboxes keep running)\n",
-	    DEFAULT_STATE, DEFAULT_IMAGES);
+	    DEFAULT_STATE, DEFAULT_IMAGES, RUNSC_EXEC_TIMEOUT_DEFAULT_MS / 1000,
+	    RUNSC_PER_GIB_MS / 1000, RUNSC_TIMEOUT_DEFAULT_MS / 1000);
 }
 
 /* "1073741824", "512M", "20G": bytes, with an optional K, M, G or T (powers of 1024). */
@@ -99,6 +112,14 @@ static int parse_seconds(const char *s, int64_t *out_ms)
 	return 0;
 }
 
+/* A deadline: whole seconds, at least 1, at most a year, into milliseconds. */
+static int parse_timeout(const char *s, int64_t *out_ms)
+{
+	if (parse_seconds(s, out_ms) < 0 || *out_ms == 0)
+		return -1;
+	return 0;
+}
+
 static int parse_options(int argc, char **argv, struct options *o)
 {
 	static const struct option longopts[] = {
@@ -109,6 +130,9 @@ static int parse_options(int argc, char **argv, struct options *o)
 	    {"cache-max", required_argument, NULL, 'c'},
 	    {"gc-grace", required_argument, NULL, 'g'},
 	    {"spool", required_argument, NULL, 'p'},
+	    {"exec-timeout", required_argument, NULL, 'E'},
+	    {"runsc-timeout", required_argument, NULL, 'R'},
+	    {"cuda-checkpoint", required_argument, NULL, 'C'},
 	    {"debug", no_argument, NULL, 'd'},
 	    {"help", no_argument, NULL, 'h'},
 	    {"version", no_argument, NULL, 'V'},
@@ -146,6 +170,19 @@ static int parse_options(int argc, char **argv, struct options *o)
 			break;
 		case 'p':
 			o->spool_parent = optarg;
+			break;
+		case 'E':
+			if (parse_timeout(optarg, &o->exec_timeout_ms) < 0)
+				return error("--exec-timeout: not a number of seconds from 1: %s",
+					     optarg);
+			break;
+		case 'R':
+			if (parse_timeout(optarg, &o->runsc_timeout_ms) < 0)
+				return error("--runsc-timeout: not a number of seconds from 1: %s",
+					     optarg);
+			break;
+		case 'C':
+			o->cuda_checkpoint = optarg;
 			break;
 		case 'd':
 			log_debug_enabled = true;
@@ -226,6 +263,9 @@ static int serve(struct options *o, struct fuse_args *args)
 	    .cache_max_bytes = o->cache_max_bytes,
 	    .gc_grace_ms = o->gc_grace_ms,
 	    .spool_parent = o->spool_parent,
+	    .runsc_timeout_ms = o->runsc_timeout_ms,
+	    .exec_timeout_ms = o->exec_timeout_ms,
+	    .cuda_checkpoint = o->cuda_checkpoint,
 	};
 	int rc = ops_open(&cfg, &e);
 	if (rc < 0) {
@@ -257,13 +297,15 @@ int main(int argc, char **argv)
 {
 	struct options o = {0};
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
-	char state_abs[PATH_MAX], images_abs[PATH_MAX], mount_abs[PATH_MAX];
+	char state_abs[PATH_MAX], images_abs[PATH_MAX], mount_abs[PATH_MAX], cuda_abs[PATH_MAX];
 	if (parse_options(argc, argv, &o) < 0)
 		return 2;
 	mkdir_p(o.state_dir, 0700);
 	if (make_absolute(&o.state_dir, state_abs) < 0 ||
 	    make_absolute(&o.images_dir, images_abs) < 0 ||
-	    make_absolute(&o.mountpoint, mount_abs) < 0 || build_fuse_args(&o, &args) < 0)
+	    make_absolute(&o.mountpoint, mount_abs) < 0 ||
+	    (o.cuda_checkpoint && make_absolute(&o.cuda_checkpoint, cuda_abs) < 0) ||
+	    build_fuse_args(&o, &args) < 0)
 		return 1;
 	int rc = serve(&o, &args);
 	fuse_opt_free_args(&args);
