@@ -219,6 +219,15 @@ static void test_call_timeouts(void)
 	CHECK(cuda_call_timeout_ms(&rs, "lock") == 60000 + GPU_LOCK_TIMEOUT_MS);
 	CHECK(cuda_call_timeout_ms(&rs, "checkpoint") == 60000 * GPU_MOVE_FACTOR);
 	CHECK(cuda_call_timeout_ms(&rs, "restore") == 60000 * GPU_MOVE_FACTOR);
+	/* checkpoint and restore: the base plus RUNSC_PER_GIB_MS a GiB, pro rata, never overflowing
+	 */
+	CHECK(runsc_scaled_timeout_ms(&rs, 0) == 60000);
+	CHECK(runsc_scaled_timeout_ms(&rs, -1) == 60000);
+	CHECK(runsc_scaled_timeout_ms(&rs, 1ll << 30) == 60000 + RUNSC_PER_GIB_MS);
+	CHECK(runsc_scaled_timeout_ms(&rs, 512ll << 20) == 60000 + RUNSC_PER_GIB_MS / 2);
+	CHECK(runsc_scaled_timeout_ms(&rs, INT64_MAX) > 60000);
+	struct runsc huge = {.timeout_ms = INT64_MAX - 1};
+	CHECK(runsc_scaled_timeout_ms(&huge, 1ll << 30) == INT64_MAX / 2);
 }
 
 static void test_states(void)
