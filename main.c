@@ -24,6 +24,7 @@
 #include "lib/util.h"
 #include "runtime/journal.h"
 #include "runtime/ops.h"
+#include "runtime/runsc.h"
 
 #define DEFAULT_STATE "/var/lib/snapfs"
 /* Without --images: STATE/images, made 0700 like everything under STATE. */
@@ -40,6 +41,9 @@ struct options {
 	const char *spool_parent;
 	const char *allow_group;
 	int64_t journal_max_bytes;
+	int64_t runsc_timeout_ms; /* 0: the default */
+	int64_t exec_timeout_ms;  /* 0: the default */
+	const char *cuda_checkpoint;
 	const char *fuse_opts[16];
 	size_t nfuse_opts;
 	const char *mountpoint;
@@ -52,7 +56,8 @@ static void usage(FILE *out)
 	    "usage: snapfs [-f] [--state DIR] [--images DIR] [--store URL] [--runsc PATH]\n"
 	    "              [--cache-max SIZE] [--gc-grace SECONDS] [--spool DIR] [-o FUSE_OPTS]\n"
 	    "              [--allow-group GROUP] [--journal-max SIZE]\n"
-	    "              [--debug] MOUNTPOINT\n"
+	    "              [--exec-timeout SECONDS] [--runsc-timeout SECONDS]\n"
+	    "              [--cuda-checkpoint PATH] [--debug] MOUNTPOINT\n"
 	    "\n"
 	    "  -f              stay in the foreground, log to stderr\n"
 	    "  --state DIR     registry, spool, cache, runsc root (default %s)\n"
@@ -74,10 +79,18 @@ static void usage(FILE *out)
 	    "                  allow_other: a group name or gid (default: root only)\n"
 	    "  --journal-max SIZE  cap of events.jsonl, errors.jsonl and snapfs.log; past\n"
 	    "                  it each becomes NAME.1 and starts again (default 64M)\n"
+	    "  --exec-timeout SECONDS  how long a command written to exec may run before it\n"
+	    "                  is killed (default %d)\n"
+	    "  --runsc-timeout SECONDS  how long any other runsc call may take before it is\n"
+	    "                  killed; checkpoint and restore get %d s more per GiB of\n"
+	    "                  memory (default %d)\n"
+	    "  --cuda-checkpoint PATH  the host's cuda-checkpoint, run in GPU sandboxes\n"
+	    "                  (default: cuda-checkpoint on PATH, if any)\n"
 	    "  --debug         log every operation\n"
 	    "\n"
 	    "Unmount with: fusermount3 -u MOUNTPOINT (running sandboxes keep running)\n",
-	    DEFAULT_STATE, IMAGES_LEAF);
+	    DEFAULT_STATE, IMAGES_LEAF, RUNSC_EXEC_TIMEOUT_DEFAULT_MS / 1000,
+	    RUNSC_PER_GIB_MS / 1000, RUNSC_TIMEOUT_DEFAULT_MS / 1000);
 }
 
 /* "1073741824", "512M", "20G": bytes, with an optional K, M, G or T (powers of 1024). */
@@ -115,6 +128,14 @@ static int parse_seconds(const char *s, int64_t *out_ms)
 	return 0;
 }
 
+/* A deadline: whole seconds, at least 1, at most a year, into milliseconds. */
+static int parse_timeout(const char *s, int64_t *out_ms)
+{
+	if (parse_seconds(s, out_ms) < 0 || *out_ms == 0)
+		return -1;
+	return 0;
+}
+
 static int parse_options(int argc, char **argv, struct options *o)
 {
 	static const struct option longopts[] = {
@@ -127,6 +148,9 @@ static int parse_options(int argc, char **argv, struct options *o)
 	    {"spool", required_argument, NULL, 'p'},
 	    {"allow-group", required_argument, NULL, 'G'},
 	    {"journal-max", required_argument, NULL, 'j'},
+	    {"exec-timeout", required_argument, NULL, 'E'},
+	    {"runsc-timeout", required_argument, NULL, 'R'},
+	    {"cuda-checkpoint", required_argument, NULL, 'C'},
 	    {"debug", no_argument, NULL, 'd'},
 	    {"help", no_argument, NULL, 'h'},
 	    {"version", no_argument, NULL, 'V'},
@@ -171,6 +195,19 @@ static int parse_options(int argc, char **argv, struct options *o)
 		case 'j':
 			if (parse_size(optarg, &o->journal_max_bytes) < 0)
 				return error("--journal-max: not a size: %s", optarg);
+			break;
+		case 'E':
+			if (parse_timeout(optarg, &o->exec_timeout_ms) < 0)
+				return error("--exec-timeout: not a number of seconds from 1: %s",
+					     optarg);
+			break;
+		case 'R':
+			if (parse_timeout(optarg, &o->runsc_timeout_ms) < 0)
+				return error("--runsc-timeout: not a number of seconds from 1: %s",
+					     optarg);
+			break;
+		case 'C':
+			o->cuda_checkpoint = optarg;
 			break;
 		case 'd':
 			log_debug_enabled = true;
@@ -284,6 +321,9 @@ static int serve(struct options *o, struct fuse_args *args)
 	    .spool_parent = o->spool_parent,
 	    .allow_group = o->allow_group,
 	    .journal_max_bytes = o->journal_max_bytes,
+	    .runsc_timeout_ms = o->runsc_timeout_ms,
+	    .exec_timeout_ms = o->exec_timeout_ms,
+	    .cuda_checkpoint = o->cuda_checkpoint,
 	};
 	int rc = ops_open(&cfg, &e);
 	if (rc < 0) {
@@ -316,13 +356,16 @@ int main(int argc, char **argv)
 	struct options o = {0};
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
 	char state[PATH_MAX], images_default[PATH_MAX], images_abs[PATH_MAX], mount_abs[PATH_MAX];
+	char cuda_abs[PATH_MAX];
 	if (parse_options(argc, argv, &o) < 0)
 		return 2;
 	/* Whatever this process and its runsc children create is theirs alone. */
 	umask(077);
 	if (open_state(&o, state, images_default) < 0 ||
 	    make_absolute(&o.images_dir, images_abs) < 0 ||
-	    make_absolute(&o.mountpoint, mount_abs) < 0 || build_fuse_args(&o, &args) < 0)
+	    make_absolute(&o.mountpoint, mount_abs) < 0 ||
+	    (o.cuda_checkpoint && make_absolute(&o.cuda_checkpoint, cuda_abs) < 0) ||
+	    build_fuse_args(&o, &args) < 0)
 		return 1;
 	int rc = serve(&o, &args);
 	fuse_opt_free_args(&args);

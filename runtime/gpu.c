@@ -8,15 +8,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #define INFO_MAX (64u << 10)   /* most of a /proc/driver/nvidia file read */
-#define OUTPUT_MAX (64u << 10) /* most of a cuda-checkpoint call's output read back */
+#define OUTPUT_MAX (64u << 10) /* most of a cuda-checkpoint call's output the host takes */
 #define QUOTE_MAX 300	       /* most of cuda-checkpoint's output quoted in a message */
 #define RECORD_MAX (1u << 20)
-#define CMD_MAX 256
 
 /* --- the host ------------------------------------------------------------ */
 
@@ -300,23 +300,32 @@ bool gpu_runsc_checkpoints_cuda(const struct runsc *rs)
 	return rs->checkpoint_cuda;
 }
 
-enum cuda_driver cuda_driver_for(bool gpu, bool image_has_tool, bool runsc_can)
+enum cuda_driver cuda_driver_for(bool gpu, bool image_has_tool, bool host_has_tool, bool runsc_can)
 {
-	if (gpu && !image_has_tool)
-		return CUDA_UNAVAILABLE;
+	if (gpu && runsc_can && image_has_tool)
+		return CUDA_BY_RUNSC;
 	if (gpu)
-		return runsc_can ? CUDA_BY_RUNSC : CUDA_BY_SNAPFS;
-	return image_has_tool ? CUDA_BY_SNAPFS : CUDA_NONE;
+		return host_has_tool ? CUDA_BY_SNAPFS : CUDA_UNAVAILABLE;
+	return image_has_tool && host_has_tool ? CUDA_BY_SNAPFS : CUDA_NONE;
 }
 
 bool gpu_image_has_tool(const char *rootfs)
 {
 	char path[PATH_MAX];
 	struct stat st;
-	if (xsnprintf(path, sizeof(path), "%s%s", rootfs, GPU_CUDA_CHECKPOINT) < 0 ||
+	if (xsnprintf(path, sizeof(path), "%s%s", rootfs, GPU_IMAGE_TOOL) < 0 ||
 	    lstat(path, &st) < 0)
 		return false;
 	return S_ISREG(st.st_mode) || S_ISLNK(st.st_mode);
+}
+
+int64_t cuda_call_timeout_ms(const struct runsc *rs, const char *action)
+{
+	if (!strcmp(action, "lock"))
+		return rs->timeout_ms + GPU_LOCK_TIMEOUT_MS;
+	if (!strcmp(action, "checkpoint") || !strcmp(action, "restore"))
+		return rs->timeout_ms * GPU_MOVE_FACTOR;
+	return rs->timeout_ms;
 }
 
 /* --- cuda-checkpoint: states and parsing ------------------------------------ */
@@ -341,57 +350,82 @@ enum cuda_state cuda_state_parse(const char *text)
 	return CUDA_UNKNOWN;
 }
 
-int cuda_parse_list(const char *text, struct cuda_procs *out)
-{
-	memset(out, 0, sizeof(*out));
-	for (const char *p = text; *p; p += strcspn(p, "\n"), p += (*p == '\n')) {
-		/* Lines that do not start with a pid are more lines of one answer. */
-		if (!isdigit((unsigned char)*p))
-			continue;
-		char *end;
-		long pid = strtol(p, &end, 10);
-		if (pid <= 0 || pid > INT_MAX || (*end != ' ' && *end != '\t'))
-			return -EINVAL;
-		if (out->n == CUDA_PROCS_MAX)
-			return -E2BIG;
-		struct cuda_proc *c = &out->p[out->n++];
-		c->pid = (int)pid;
-		c->before = c->now = cuda_state_parse(end);
-	}
-	return 0;
-}
-
 /* --- cuda-checkpoint: running it in the sandbox ----------------------------- */
 
-/* Read what a memfd holds, at most OUTPUT_MAX bytes, as a string. */
-static char *read_all(int fd)
+int cuda_tool_open(const char *path, struct cuda_tool *tool)
 {
-	char *buf = malloc(OUTPUT_MAX + 1);
-	size_t got = 0;
-	while (buf && got < OUTPUT_MAX) {
-		ssize_t n = pread(fd, buf + got, OUTPUT_MAX - got, (off_t)got);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		got += (size_t)n;
+	struct stat st;
+	char head[2];
+	tool->script = NULL;
+	tool->fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (tool->fd < 0)
+		return -errno;
+	int rc = fstat(tool->fd, &st) < 0 ? -errno : S_ISREG(st.st_mode) ? 0 : -EINVAL;
+	if (rc == 0 && pread(tool->fd, head, 2, 0) == 2 && head[0] == '#' && head[1] == '!') {
+		size_t len = (size_t)st.st_size;
+		tool->script = st.st_size <= (off_t)GPU_SCRIPT_MAX ? malloc(len + 1) : NULL;
+		if (st.st_size > (off_t)GPU_SCRIPT_MAX)
+			rc = -EFBIG;
+		else if (!tool->script)
+			rc = -ENOMEM;
+		else if (pread(tool->fd, tool->script, len, 0) != (ssize_t)len)
+			rc = -EIO;
+		else
+			tool->script[len] = '\0';
 	}
-	if (buf)
-		buf[got] = '\0';
-	return buf;
+	if (rc < 0)
+		cuda_tool_close(tool);
+	return rc;
 }
 
-/* Run @cmdline with /bin/sh in the sandbox; its output into *@output. */
-static int sandbox_run(const struct cuda_target *t, const char *cmdline, char **output, int *code,
-		       struct err *e)
+void cuda_tool_close(struct cuda_tool *tool)
 {
-	_cleanup_close_ int fd = memfd_create("cuda-checkpoint", MFD_CLOEXEC);
-	if (fd < 0)
-		return err_set(e, errno, "memfd: %s", strerror(errno));
-	int rc = runsc_exec(t->rs, t->cid, cmdline, fd, code, e);
+	closep(&tool->fd);
+	tool->fd = -1;
+	free(tool->script);
+	tool->script = NULL;
+}
+
+#define TOOL_ARGV_MAX 16
+
+/*
+ * Run the host's cuda-checkpoint with @args (NULL-terminated) in the
+ * sandbox; at most OUTPUT_MAX bytes of its output into *@output. Past
+ * @timeout_ms, or past OUTPUT_MAX, it is killed and fails.
+ */
+static int tool_run(const struct cuda_target *t, const char *const *args, int64_t timeout_ms,
+		    char **output, int *code, struct err *e)
+{
+	_cleanup_strbuf_ struct strbuf out = STRBUF_INIT;
+	const char *argv[TOOL_ARGV_MAX];
+	size_t n = 0;
+	if (!t->tool || t->tool->fd < 0)
+		return err_set(e, ENOENT,
+			       "this host has no cuda-checkpoint (--cuda-checkpoint PATH)");
+	if (t->tool->script) {
+		argv[n++] = "/bin/sh";
+		argv[n++] = "-c";
+		argv[n++] = t->tool->script;
+	}
+	argv[n++] = GPU_TOOL_NAME;
+	for (size_t i = 0; args[i] && n + 1 < TOOL_ARGV_MAX; i++)
+		argv[n++] = args[i];
+	argv[n] = NULL;
+	struct runsc_exec x = {.argv = argv,
+			       .exec_fd = t->tool->script ? 0 : t->tool->fd,
+			       .timeout_ms = timeout_ms,
+			       .out = &out,
+			       .cap = OUTPUT_MAX};
+	int rc = runsc_exec(t->rs, t->cid, &x, e);
 	if (rc < 0)
 		return rc;
-	*output = read_all(fd);
+	if (x.timed_out)
+		return err_set(e, EIO, "it timed out after %lld s and was killed",
+			       (long long)(timeout_ms / 1000));
+	if (x.truncated)
+		return err_set(e, EIO, "it wrote more than %u bytes and was killed", OUTPUT_MAX);
+	*code = x.exit_code;
+	*output = strdup(strbuf_str(&out));
 	return *output ? 0 : err_set(e, ENOMEM, "out of memory");
 }
 
@@ -415,15 +449,28 @@ static void quote(const char *text, char *out, size_t len)
 		snprintf(out, len, "(no output)");
 }
 
-static enum cuda_state get_state(const struct cuda_target *t, int pid)
+/*
+ * `--get-state` of @pid into *@state: 0 for a CUDA process, 1 for any other
+ * (cuda-checkpoint fails for those), -errno when it could not run.
+ */
+static int ask_state(const struct cuda_target *t, int pid, enum cuda_state *state, struct err *e)
 {
-	char cmd[CMD_MAX];
+	char pidarg[16];
 	_cleanup_free_ char *out = NULL;
 	int code = -1;
-	snprintf(cmd, sizeof(cmd), "%s --get-state --pid %d", GPU_CUDA_CHECKPOINT, pid);
-	if (sandbox_run(t, cmd, &out, &code, NULL) < 0 || code != 0)
-		return CUDA_UNKNOWN;
-	return cuda_state_parse(out);
+	snprintf(pidarg, sizeof(pidarg), "%d", pid);
+	const char *args[] = {"--get-state", "--pid", pidarg, NULL};
+	int rc = tool_run(t, args, cuda_call_timeout_ms(t->rs, "get-state"), &out, &code, e);
+	if (rc < 0)
+		return rc;
+	*state = code == 0 ? cuda_state_parse(out) : CUDA_UNKNOWN;
+	return code == 0 ? 0 : 1;
+}
+
+static enum cuda_state get_state(const struct cuda_target *t, int pid)
+{
+	enum cuda_state state = CUDA_UNKNOWN;
+	return ask_state(t, pid, &state, NULL) == 0 ? state : CUDA_UNKNOWN;
 }
 
 enum cuda_step { STEP_LOCK, STEP_CHECKPOINT, STEP_RESTORE, STEP_UNLOCK };
@@ -446,14 +493,15 @@ static const struct {
 static int run_step(const struct cuda_target *t, struct cuda_proc *c, enum cuda_step s,
 		    struct err *e)
 {
-	char cmd[CMD_MAX], timeout[64] = "", said[QUOTE_MAX + 8];
+	char pidarg[16], ms[16], timeout[64] = "", said[QUOTE_MAX + 8];
 	_cleanup_free_ char *out = NULL;
 	int code = -1;
-	if (s == STEP_LOCK)
-		snprintf(timeout, sizeof(timeout), " --timeout %d", GPU_LOCK_TIMEOUT_MS);
-	snprintf(cmd, sizeof(cmd), "%s --action %s --pid %d%s", GPU_CUDA_CHECKPOINT,
-		 steps[s].action, c->pid, timeout);
-	int rc = sandbox_run(t, cmd, &out, &code, e);
+	snprintf(pidarg, sizeof(pidarg), "%d", c->pid);
+	snprintf(ms, sizeof(ms), "%d", GPU_LOCK_TIMEOUT_MS);
+	const char *args[] = {
+	    "--action", steps[s].action, "--pid", pidarg, s == STEP_LOCK ? "--timeout" : NULL, ms,
+	    NULL};
+	int rc = tool_run(t, args, cuda_call_timeout_ms(t->rs, steps[s].action), &out, &code, e);
 	if (rc < 0)
 		return err_set(e, -rc, "cuda-checkpoint %s of process %d could not run: %s",
 			       steps[s].action, c->pid, e ? e->msg : strerror(-rc));
@@ -555,42 +603,38 @@ void cuda_outcome(const struct cuda_procs *procs, struct strbuf *out)
 /* --- cuda-checkpoint: the public sequence ----------------------------------- */
 
 /*
- * Every process of the sandbox but the finder's own shell, asked for its
- * state; a non-CUDA process makes cuda-checkpoint fail and is skipped.
+ * Every process of the sandbox, as runsc reports them (not the sandbox's
+ * own /proc), asked for its state with the host's tool; a non-CUDA process
+ * makes cuda-checkpoint fail and is skipped. One exec per process, so a
+ * sandbox with more than GPU_FIND_MAX is refused.
  */
-static const char finder[] =
-    "for d in /proc/[0-9]*; do p=${d#/proc/}; [ \"$p\" = \"$$\" ] && "
-    "continue; s=$(" GPU_CUDA_CHECKPOINT " --get-state --pid \"$p\" 2>/dev/null) && "
-    "echo \"$p $s\"; done; exit 0";
-
 int cuda_find(const struct cuda_target *t, struct cuda_procs *out, struct err *e)
 {
-	_cleanup_free_ char *text = NULL;
-	char said[QUOTE_MAX + 8];
-	int code = -1;
+	int pids[GPU_FIND_MAX];
+	size_t n = 0;
 	memset(out, 0, sizeof(*out));
-	int rc = sandbox_run(t, finder, &text, &code, e);
+	int rc = runsc_ps(t->rs, t->cid, pids, ARRAY_SIZE(pids), &n, e);
 	if (rc < 0)
-		return err_set(e, -rc, "cannot %s: cannot list its CUDA processes: %s", t->what,
+		return err_set(e, -rc, "cannot %s: cannot list its processes: %s", t->what,
 			       e ? e->msg : strerror(-rc));
-	quote(text, said, sizeof(said));
-	if (code != 0)
-		return err_set(e, EIO, "cannot %s: listing its CUDA processes failed (exit %d): %s",
-			       t->what, code, said);
-	rc = cuda_parse_list(text, out);
-	if (rc == -E2BIG)
-		return err_set(e, E2BIG, "cannot %s: it has more than %d CUDA processes", t->what,
-			       CUDA_PROCS_MAX);
-	if (rc < 0)
-		return err_set(e, EIO, "cannot %s: cannot parse its list of CUDA processes: %s",
-			       t->what, said);
-	for (size_t i = 0; i < out->n; i++) {
-		const struct cuda_proc *c = &out->p[i];
-		if (c->before == CUDA_FAILED || c->before == CUDA_UNKNOWN)
+	for (size_t i = 0; i < n; i++) {
+		enum cuda_state state;
+		rc = ask_state(t, pids[i], &state, e);
+		if (rc < 0)
+			return err_set(e, -rc,
+				       "cannot %s: cannot ask process %d for its CUDA state: %s",
+				       t->what, pids[i], e ? e->msg : strerror(-rc));
+		if (rc > 0)
+			continue;
+		if (out->n == CUDA_PROCS_MAX)
+			return err_set(e, E2BIG, "cannot %s: it has more than %d CUDA processes",
+				       t->what, CUDA_PROCS_MAX);
+		out->p[out->n++] = (struct cuda_proc){pids[i], state, state};
+		if (state == CUDA_FAILED || state == CUDA_UNKNOWN)
 			return err_set(e, EBUSY,
 				       "cannot %s: CUDA process %d is in state %s, which "
 				       "cuda-checkpoint cannot checkpoint",
-				       t->what, c->pid, cuda_state_name(c->before));
+				       t->what, pids[i], cuda_state_name(state));
 	}
 	return 0;
 }
@@ -687,7 +731,7 @@ int cuda_record_write(const char *image_dir, const struct cuda_procs *procs, str
 	cJSON *arr = cuda_procs_json(procs);
 	_cleanup_free_ char *text = NULL;
 	bool ok = rec && arr && cJSON_AddNumberToObject(rec, "format", 1) &&
-		  cJSON_AddStringToObject(rec, "cuda_checkpoint", GPU_CUDA_CHECKPOINT) &&
+		  cJSON_AddStringToObject(rec, "cuda_checkpoint", "host") &&
 		  cJSON_AddItemToObject(rec, "processes", arr);
 	if (!ok)
 		cJSON_Delete(arr);

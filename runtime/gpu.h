@@ -15,9 +15,15 @@
  * itself; runsc_probe_checkpoint() asks `runsc help checkpoint` once, at
  * start-up, and gpu_runsc_checkpoints_cuda() gives its answer.
  *
- * cuda-checkpoint. Otherwise snapfs drives NVIDIA's cuda-checkpoint, at
- * GPU_CUDA_CHECKPOINT in the sandbox, through `runsc exec`: cuda_find()
- * lists the CUDA processes (`--get-state --pid P` succeeds for them),
+ * cuda-checkpoint. Otherwise snapfs drives NVIDIA's cuda-checkpoint through
+ * `runsc exec`. The binary is the host's (--cuda-checkpoint, a struct
+ * cuda_tool opened at start-up), never the image's: runsc exec --exec-fd
+ * has the sentry load it from the host's fd, so nothing in the sandbox can
+ * stand in for it, and each call is an exec of it with its argv, no shell
+ * of the sandbox's in between. Every call has a deadline
+ * (cuda_call_timeout_ms()) and at most OUTPUT_MAX bytes of its output are
+ * taken. cuda_find() asks runsc for the sandbox's processes and lists the
+ * CUDA ones (`--get-state --pid P` succeeds for them),
  * cuda_suspend() locks (`--action lock --timeout MS`) and then checkpoints
  * every one, and cuda_undo() restores and unlocks them, in the reverse
  * order, back to the state each had before. A struct cuda_procs remembers
@@ -41,8 +47,18 @@
 #include "lib/util.h"
 #include "runtime/runsc.h"
 
-/* cuda-checkpoint inside the sandbox (a GPU image ships it there). */
-#define GPU_CUDA_CHECKPOINT "/usr/bin/cuda-checkpoint"
+/* The host's cuda-checkpoint: its name on PATH, and its argv[0] in the sandbox. */
+#define GPU_TOOL_NAME "cuda-checkpoint"
+/*
+ * The image's: an image that ships it gets snapfs's sequence without a GPU
+ * (the test double's hook), and a runsc that drives CUDA itself is given
+ * this path in the sandbox.
+ */
+#define GPU_IMAGE_TOOL "/usr/bin/cuda-checkpoint"
+/* Most processes of a sandbox cuda_find() asks, one exec each. */
+#define GPU_FIND_MAX 256
+/* Longest script a host tool may be (see struct cuda_tool). */
+#define GPU_SCRIPT_MAX (64u << 10)
 /* How long a lock waits for the CUDA work already submitted. */
 #define GPU_LOCK_TIMEOUT_MS 10000
 /* The CUDA processes of a checkpoint, in its image directory. */
@@ -114,13 +130,14 @@ enum cuda_driver {
 };
 
 /*
- * The rule: a GPU sandbox needs cuda-checkpoint in its image; runsc drives
+ * The rule: a GPU sandbox needs cuda-checkpoint on the host; runsc drives
  * it when it can, snapfs otherwise. A sandbox without GPU whose image ships
- * cuda-checkpoint gets snapfs's sequence too (that is how the test double
- * runs it without a GPU); runsc drives CUDA only under --nvproxy.
+ * GPU_IMAGE_TOOL gets snapfs's sequence too, with the host's binary (that is
+ * how the test double runs it without a GPU); runsc drives CUDA only under
+ * --nvproxy.
  */
-enum cuda_driver cuda_driver_for(bool gpu, bool image_has_tool, bool runsc_can);
-/* Does the image tree at @rootfs ship GPU_CUDA_CHECKPOINT? */
+enum cuda_driver cuda_driver_for(bool gpu, bool image_has_tool, bool host_has_tool, bool runsc_can);
+/* Does the image tree at @rootfs ship GPU_IMAGE_TOOL? */
 bool gpu_image_has_tool(const char *rootfs);
 
 /* --- cuda-checkpoint ------------------------------------------------------- */
@@ -150,13 +167,36 @@ struct cuda_procs {
 const char *cuda_state_name(enum cuda_state s);
 /* The first word of `--get-state` output; CUDA_UNKNOWN if it is none of the four. */
 enum cuda_state cuda_state_parse(const char *text);
-/* The finder's output, "PID STATE" lines, into @out (before = now = STATE). -EINVAL, -E2BIG. */
-int cuda_parse_list(const char *text, struct cuda_procs *out);
+
+/*
+ * The host's cuda-checkpoint, opened once. An ELF binary runs with `runsc
+ * exec --exec-fd` (the dynamic loader and libraries it links are the
+ * image's, as for any program in the sandbox). A script cannot run that
+ * way (gVisor hands its interpreter a path it cannot open), so its text,
+ * at most GPU_SCRIPT_MAX bytes, runs as `/bin/sh -c TEXT cuda-checkpoint
+ * ARGS...` with the sandbox's shell: that is for the test double.
+ */
+struct cuda_tool {
+	int fd;	      /* -1: the host has none */
+	char *script; /* its text if it starts with "#!", else NULL */
+};
+/* Open @path; -ENOENT, -EINVAL (not a regular file), -EFBIG (a script too long). */
+int cuda_tool_open(const char *path, struct cuda_tool *tool);
+void cuda_tool_close(struct cuda_tool *tool);
+
+/*
+ * A cuda-checkpoint call's deadline: rs->timeout_ms, plus the lock's own
+ * timeout for a lock; a checkpoint or restore moves all of a process's GPU
+ * memory, so it gets GPU_MOVE_FACTOR times that.
+ */
+#define GPU_MOVE_FACTOR 10
+int64_t cuda_call_timeout_ms(const struct runsc *rs, const char *action);
 
 /* A sandbox as cuda-checkpoint runs in it, and what snapfs is doing, for messages. */
 struct cuda_target {
 	const struct runsc *rs;
-	const char *cid;  /* runsc container id */
+	const struct cuda_tool *tool; /* the host's cuda-checkpoint */
+	const char *cid;	      /* runsc container id */
 	const char *what; /* "snapshot sandbox web": messages read "cannot <what>: ..." */
 };
 

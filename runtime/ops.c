@@ -18,6 +18,7 @@
 #include "backend/store.h"
 #include "runtime/cache.h"
 #include "runtime/host.h"
+#include "runtime/console.h"
 #include "runtime/images.h"
 #include "runtime/jobs.h"
 #include "runtime/journal.h"
@@ -606,7 +607,11 @@ static int open_parts(const struct ops_config *cfg, struct err *e)
 		return rc;
 	if (xsnprintf(path, sizeof(path), "%s/runsc", cfg->state_dir) < 0)
 		return err_set(e, ENAMETOOLONG, "state directory path is too long");
-	return runsc_init(&ops.runsc, cfg->runsc_bin ? cfg->runsc_bin : "runsc", path, e);
+	rc = runsc_init(&ops.runsc, cfg->runsc_bin ? cfg->runsc_bin : "runsc", path, e);
+	if (rc < 0)
+		return rc;
+	runsc_set_timeouts(&ops.runsc, cfg->runsc_timeout_ms, cfg->exec_timeout_ms);
+	return gpu_tool_init(cfg->cuda_checkpoint, e);
 }
 
 /* Every MONITOR_PERIOD_MS, notice sandboxes whose process ended on its own. */
@@ -684,6 +689,9 @@ int ops_start(struct err *e)
 	int rc = jobs_start();
 	if (rc < 0)
 		return err_set(e, -rc, "cannot start the job threads: %s", strerror(-rc));
+	rc = console_start();
+	if (rc < 0)
+		return err_set(e, -rc, "cannot start the console reader: %s", strerror(-rc));
 	rc = pthread_create(&monitor_thread, NULL, monitor_main, NULL);
 	if (rc != 0)
 		return err_set(e, rc, "cannot start the monitor thread: %s", strerror(rc));
@@ -704,6 +712,7 @@ void ops_shutdown(void)
 		monitor_end();
 	jobs_stop();
 	spool_close();
+	console_stop();
 	images_close(ops.images);
 	store_close(ops.store);
 	registry_close(ops.reg);

@@ -77,6 +77,10 @@ struct ops_config {
 	/* --journal-max: bytes per generation of events.jsonl and errors.jsonl; 0 for the default.
 	 */
 	int64_t journal_max_bytes;
+	int64_t
+	    runsc_timeout_ms; /* --runsc-timeout; 0: RUNSC_TIMEOUT_DEFAULT_MS (runtime/runsc.h) */
+	int64_t exec_timeout_ms;     /* --exec-timeout; 0: RUNSC_EXEC_TIMEOUT_DEFAULT_MS */
+	const char *cuda_checkpoint; /* --cuda-checkpoint; NULL: cuda-checkpoint on PATH, if any */
 };
 #define OPS_SHARED_GRACE_MS (3600 * 1000)
 

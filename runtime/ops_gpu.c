@@ -7,9 +7,12 @@
 #include "runtime/ops_internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "lib/strbuf.h"
 #include "runtime/images.h"
@@ -35,7 +38,43 @@ static enum cuda_driver driver_of(const struct sandbox *sb)
 		    gpu_image_has_tool(rootfs);
 	/* runsc drives CUDA only under --nvproxy: ask it only for GPU sandboxes. */
 	bool runsc_can = sb->gpu && gpu_runsc_checkpoints_cuda(&ops.runsc);
-	return cuda_driver_for(sb->gpu, tool, runsc_can);
+	return cuda_driver_for(sb->gpu, tool, ops.cuda_tool.fd >= 0, runsc_can);
+}
+
+/* The first executable @name in the daemon's PATH into @out; -ENOENT if none. */
+static int find_on_path(const char *name, char *out, size_t len)
+{
+	const char *path = getenv("PATH");
+	for (const char *p = path ? path : ""; *p; p += (*p == ':')) {
+		size_t n = strcspn(p, ":");
+		if (n > 0 && xsnprintf(out, len, "%.*s/%s", (int)n, p, name) >= 0 &&
+		    access(out, X_OK) == 0)
+			return 0;
+		p += n;
+	}
+	return -ENOENT;
+}
+
+int gpu_tool_init(const char *cuda_checkpoint, struct err *e)
+{
+	char found[PATH_MAX];
+	const char *path = cuda_checkpoint;
+	ops.cuda_tool = (struct cuda_tool){.fd = -1};
+	if (!path && find_on_path(GPU_TOOL_NAME, found, sizeof(found)) == 0)
+		path = found;
+	if (!path)
+		return 0;
+	int rc = cuda_tool_open(path, &ops.cuda_tool);
+	if (rc < 0 && cuda_checkpoint)
+		return err_set(e, -rc, "--cuda-checkpoint %s: %s", path, strerror(-rc));
+	if (rc < 0)
+		warning("cannot open %s: %s; GPU sandboxes cannot be snapshotted", path,
+			strerror(-rc));
+	else
+		info("cuda-checkpoint: %s (%s), run in sandboxes from the host", path,
+		     ops.cuda_tool.script ? "a script, run with the sandbox's /bin/sh"
+					  : "loaded by runsc exec --exec-fd");
+	return 0;
 }
 
 /*
@@ -63,17 +102,17 @@ int gpu_before_checkpoint(const struct sandbox *sb, const char *spool, struct gp
 	case CUDA_NONE:
 		return 0;
 	case CUDA_BY_RUNSC:
-		gc->runsc_cuda = GPU_CUDA_CHECKPOINT;
+		gc->runsc_cuda = GPU_IMAGE_TOOL;
 		return 0;
 	case CUDA_UNAVAILABLE:
-		return err_set(
-		    e, EINVAL,
-		    "cannot %s: its image %s has no %s to checkpoint its CUDA state with", gc->what,
-		    sb->image, GPU_CUDA_CHECKPOINT);
+		return err_set(e, EINVAL,
+			       "cannot %s: this host has no cuda-checkpoint to checkpoint its CUDA "
+			       "state with (--cuda-checkpoint PATH)",
+			       gc->what);
 	case CUDA_BY_SNAPFS:
 		break;
 	}
-	struct cuda_target t = {&ops.runsc, gc->cid, gc->what};
+	struct cuda_target t = {&ops.runsc, &ops.cuda_tool, gc->cid, gc->what};
 	char why[ERR_MSG_MAX];
 	int rc = cuda_find(&t, &gc->procs, e);
 	if (rc < 0 || !gc->procs.n)
@@ -100,7 +139,7 @@ static bool container_running(const char *cid)
 
 int gpu_after_checkpoint(struct gpu_checkpoint *gc, bool leave_running, int rc, struct err *e)
 {
-	struct cuda_target t = {&ops.runsc, gc->cid, gc->what};
+	struct cuda_target t = {&ops.runsc, &ops.cuda_tool, gc->cid, gc->what};
 	char why[ERR_MSG_MAX];
 	if (!gc->procs.n)
 		return rc;
@@ -130,7 +169,7 @@ int gpu_after_restore(const char *sandbox_id, const char *snap_id, const char *r
 		return 0;
 	if (rc < 0)
 		return err_set(e, -rc, "cannot %s: %s", what, e->msg);
-	struct cuda_target t = {&ops.runsc, runtime_id, what};
+	struct cuda_target t = {&ops.runsc, &ops.cuda_tool, runtime_id, what};
 	return cuda_undo(&t, &procs, e);
 }
 
@@ -155,7 +194,7 @@ void gpu_reconcile(struct sandbox *sb)
 	if (rc < 0 || cuda_record_read(spool, &procs, NULL) < 0)
 		return;
 	snprintf(what, sizeof(what), "bring back the CUDA processes of sandbox %s", sb->id);
-	struct cuda_target t = {&ops.runsc, sb->runtime_id, what};
+	struct cuda_target t = {&ops.runsc, &ops.cuda_tool, sb->runtime_id, what};
 	/* How far the interrupted sequence got: ask, do not trust the record. */
 	cuda_refresh(&t, &procs);
 	rc = cuda_undo(&t, &procs, &e);

@@ -26,8 +26,9 @@ struct ops_context {
 	char state_dir[PATH_MAX];
 	char spool_dir[PATH_MAX];   /* checkpoint images being stored */
 	char cache_dir[PATH_MAX];   /* materialized snapshots, reused by forks */
-	char sandbox_dir[PATH_MAX]; /* per sandbox: bundle/, console.log */
+	char sandbox_dir[PATH_MAX]; /* per sandbox: bundle/, console.fifo, console.log */
 	char exec_dir[PATH_MAX];    /* output of running execs */
+	struct cuda_tool cuda_tool; /* the host's cuda-checkpoint (runtime/gpu.h); fd -1: none */
 	struct registry *reg;
 	struct store *store;
 	struct images *images;
@@ -130,6 +131,14 @@ int prepare_bundle(const char *id, const char *image, const char *entrypoint, co
 		   bool gpu, char digest_out[DIGEST_MAX], struct err *e);
 
 /*
+ * `runsc run` (@image_dir NULL) or `runsc restore` of sandbox @id's bundle
+ * into container @runtime_id, its stdio the sandbox's console
+ * (runtime/console.h), read from then on; a failure deletes the container.
+ */
+int container_start(const char *id, const char *runtime_id, bool gpu, const char *image_dir,
+		    struct err *e);
+
+/*
  * Bring sandbox @sb back to running from the checkpoint still in the spool
  * of snapshot @snap_id (a suspend whose storing failed): a fresh container
  * id, then `runsc restore`. Updates @sb (runtime_id, pid) but not the registry.
@@ -151,6 +160,14 @@ void monitor_sandboxes(void);
  * restore. Each does nothing for a sandbox without GPU whose image ships
  * no cuda-checkpoint.
  */
+
+/*
+ * Open the host's cuda-checkpoint into ops.cuda_tool: @cuda_checkpoint
+ * (--cuda-checkpoint; a failure to open it is an error), else the one on
+ * PATH, else none (GPU sandboxes then cannot be snapshotted). Held open for
+ * the daemon's life: a file replaced meanwhile does not change what runs.
+ */
+int gpu_tool_init(const char *cuda_checkpoint, struct err *e);
 
 /* Before a start of @id (NULL: sandboxes/new): a GPU sandbox needs a GPU and driver (-ENODEV). */
 int gpu_start_check(const char *id, bool gpu, struct err *e);

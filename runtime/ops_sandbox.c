@@ -17,11 +17,19 @@
 
 #include "lib/names.h"
 #include "lib/strbuf.h"
+#include "runtime/console.h"
 #include "runtime/images.h"
 #include "runtime/jobs.h"
 
-/* Longest exec output kept; the rest is replaced by a note. */
+/*
+ * Longest exec output the host takes: the exec that fetches it is killed
+ * there, whatever the sandbox makes it (docs/security.md).
+ */
 #define EXEC_OUTPUT_MAX (1u << 20)
+/* The exit line of a command killed at its deadline, as timeout(1) has it. */
+#define EXEC_TIMED_OUT_CODE 124
+/* The exit line of a command whose sandbox was terminated under it: SIGKILL. */
+#define EXEC_TERMINATED_CODE 137
 
 /* A job's argument: which sandbox, who to tell, and what to do. */
 struct sandbox_job {
@@ -227,20 +235,45 @@ static pid_t sandbox_pid(const char *runtime_id)
 	return pid;
 }
 
+int container_start(const char *id, const char *runtime_id, bool gpu, const char *image_dir,
+		    struct err *e)
+{
+	char bundle[PATH_MAX], dir[PATH_MAX];
+	struct console *con = NULL;
+	struct runsc_stdio io;
+	unsigned flags = gpu ? RUNSC_NVPROXY : 0;
+	sandbox_path(id, "bundle", bundle, sizeof(bundle));
+	sandbox_path(id, NULL, dir, sizeof(dir));
+	int rc = console_open(dir, &con, e);
+	if (rc < 0)
+		return rc;
+	console_stdio(con, &io);
+	rc = image_dir
+		 ? runsc_restore_flags(&ops.runsc, flags, runtime_id, bundle, image_dir, &io, e)
+		 : runsc_run_flags(&ops.runsc, flags, runtime_id, bundle, &io, e);
+	if (rc < 0) {
+		console_free(con);
+		runsc_delete(&ops.runsc, runtime_id, NULL);
+		return rc;
+	}
+	console_attach(con, id);
+	return 0;
+}
+
 static int start_container(const struct sandbox *sb, char digest[DIGEST_MAX], struct err *e)
 {
-	char bundle[PATH_MAX], log[PATH_MAX];
 	const char *entry = sb->entrypoint[0] ? sb->entrypoint : OPS_DEFAULT_ENTRYPOINT;
 	int rc = prepare_bundle(sb->id, sb->image, entry, sb->env, sb->gpu, digest, e);
 	if (rc < 0)
 		return rc;
-	sandbox_path(sb->id, "bundle", bundle, sizeof(bundle));
-	sandbox_path(sb->id, "console.log", log, sizeof(log));
-	rc = runsc_run_flags(&ops.runsc, sb->gpu ? RUNSC_NVPROXY : 0, sb->runtime_id, bundle, log,
-			     e);
-	if (rc < 0)
-		runsc_delete(&ops.runsc, sb->runtime_id, NULL);
-	return rc;
+	return container_start(sb->id, sb->runtime_id, sb->gpu, NULL, e);
+}
+
+/* A job that made a container for @id which a terminate took over meanwhile: remove it. */
+static void drop_container(const char *id, const char *runtime_id)
+{
+	console_detach(id);
+	runsc_delete(&ops.runsc, runtime_id, NULL);
 }
 
 static void start_job(void *arg)
@@ -252,18 +285,23 @@ static void start_job(void *arg)
 	int rc = registry_sandbox_get(ops.reg, job->id, &sb);
 	if (rc == 0)
 		rc = start_container(&sb, digest, &e);
+	/* Only while still starting: a terminate may have taken the sandbox over. */
 	if (rc < 0) {
 		if (!e.code)
 			err_set(&e, EIO, "cannot start sandbox %s: %s", job->id, strerror(-rc));
 		struct sb_patch p = SB_PATCH(SB_FAILED);
 		p.message = e.msg;
-		sandbox_apply(job->id, p);
-		report_job_failure(OPS_OBJ_SANDBOX, job->id, "start", &e);
+		if (sandbox_apply_if(job->id, STATE_BIT(SB_STARTING), p) == 0)
+			report_job_failure(OPS_OBJ_SANDBOX, job->id, "start", &e);
 	} else {
 		struct sb_patch p = SB_PATCH(SB_RUNNING);
 		p.image_digest = digest;
 		p.pid = sandbox_pid(sb.runtime_id);
-		sandbox_apply(job->id, p);
+		if (sandbox_apply_if(job->id, STATE_BIT(SB_STARTING), p) < 0) {
+			drop_container(job->id, sb.runtime_id);
+			rc =
+			    err_set(&e, EIO, "sandbox %s was terminated while it started", job->id);
+		}
 	}
 	complete(job->done, job->ctx, rc < 0 ? -e.code : 0, NULL, 0);
 	free(job);
@@ -324,6 +362,7 @@ static void terminate_job(void *arg)
 	int rc = registry_sandbox_get(ops.reg, job->id, &sb);
 	if (rc == 0)
 		rc = stop_container(sb.runtime_id, &e);
+	console_detach(job->id);
 	struct sb_patch p = SB_PATCH(SB_TERMINATED);
 	p.pid = 0;
 	p.restore_snapshot = "";
@@ -334,23 +373,32 @@ static void terminate_job(void *arg)
 		p.message = e.msg;
 		report_job_failure(OPS_OBJ_SANDBOX, job->id, "terminate", &e);
 	}
-	sandbox_apply(job->id, p);
+	/* A second terminate of a terminating sandbox may have settled it first: both end. */
+	sandbox_apply_if(job->id, STATE_BIT(SB_TERMINATING), p);
 	complete(job->done, job->ctx, rc < 0 ? -e.code : 0, NULL, 0);
 	free(job);
 }
 
+/*
+ * Every state may be terminated, transitional ones too: the runsc calls in
+ * flight on the container are killed at once (their jobs fail with
+ * -ECANCELED, and no later run, restore, checkpoint or exec starts on it),
+ * and a job that finds its sandbox no longer in its transitional state
+ * leaves it alone (ops_internal.h).
+ */
 int ops_sandbox_terminate(const struct caller *who, const char *id, ops_done_fn done, void *ctx,
 			  struct err *e)
 {
-	unsigned allowed = STATE_BIT(SB_CREATED) | STATE_BIT(SB_RUNNING) | STATE_BIT(SB_SUSPENDED) |
-			   STATE_BIT(SB_FAILED);
 	struct sandbox sb;
 	struct sandbox_job *job = sandbox_job_new(JOB_LIFECYCLE, id, done, ctx, e);
 	if (!job)
 		return -e->code;
-	int rc = sandbox_begin(who, id, allowed, SB_TERMINATING, "terminate", &sb, e);
+	int rc = sandbox_begin(who, id, ~0u, SB_TERMINATING, "terminate", &sb, e);
 	if (rc < 0)
 		return sandbox_job_drop(job, rc);
+	/* A terminate already under way is left to finish: its kill and delete are this one's. */
+	if (sb.state != SB_TERMINATING && sb.runtime_id[0])
+		runsc_cancel(&ops.runsc, sb.runtime_id);
 	return sandbox_job_queue(job, terminate_job);
 }
 
@@ -373,6 +421,7 @@ int ops_sandbox_remove(const struct caller *who, const char *id, struct err *e)
 	if (rc < 0)
 		return rc;
 	/* A failed sandbox may still have a stopped container in the runsc root. */
+	console_detach(id);
 	runsc_delete(&ops.runsc, sb.runtime_id, NULL);
 	if (sandbox_path(id, NULL, dir, sizeof(dir)) >= 0)
 		rm_rf(dir);
@@ -382,30 +431,44 @@ int ops_sandbox_remove(const struct caller *who, const char *id, struct err *e)
 
 /* --- exec ------------------------------------------------------------------ */
 
-/* Read what the command wrote (at most EXEC_OUTPUT_MAX bytes) and add "exit N". */
-static int exec_result(int fd, int exit_code, struct strbuf *out)
+/*
+ * Kill process @pid of the sandbox and its process group: runsc exec makes
+ * the exec'd process lead a group of its own in the sandbox, so the group
+ * takes the command's children along. The group kill runs through the
+ * sandbox's shell (only the sandbox is hurt if that lies); the leader also
+ * gets runsc's own kill.
+ */
+static void kill_in_sandbox(const char *runtime_id, int pid)
 {
-	struct stat st;
-	char buf[65536];
-	if (fstat(fd, &st) < 0)
-		return -errno;
-	off_t off = 0;
-	while (off < st.st_size && out->len < EXEC_OUTPUT_MAX) {
-		size_t want = sizeof(buf);
-		if (want > EXEC_OUTPUT_MAX - out->len)
-			want = EXEC_OUTPUT_MAX - out->len;
-		ssize_t n = pread(fd, buf, want, off);
-		if (n <= 0)
-			break;
-		strbuf_add(out, buf, (size_t)n);
-		off += n;
-	}
-	if (st.st_size > (off_t)EXEC_OUTPUT_MAX)
-		strbuf_addf(out, "\n[snapfs: output cut at %u bytes of %lld]\n", EXEC_OUTPUT_MAX,
-			    (long long)st.st_size);
-	else if (out->len && out->buf[out->len - 1] != '\n')
+	char cmd[96];
+	_cleanup_strbuf_ struct strbuf out = STRBUF_INIT;
+	if (pid <= 0)
+		return;
+	snprintf(cmd, sizeof(cmd), "kill -KILL -- -%d %d 2>/dev/null; exit 0", pid, pid);
+	struct runsc_exec x = {.cmdline = cmd, .out = &out, .cap = 4096};
+	runsc_exec(&ops.runsc, runtime_id, &x, NULL);
+	runsc_kill_pid(&ops.runsc, runtime_id, pid, SIGKILL, NULL);
+}
+
+/* The notes that end an exec's output, then its exit line. */
+static void exec_result(const struct runsc_exec *run, const struct runsc_exec *get,
+			struct strbuf *out)
+{
+	/* Killed by snapfs for its output (only a hostile sandbox gets there): as a SIGKILL. */
+	int code = run->exit_code >= 0 ? run->exit_code : EXEC_TERMINATED_CODE;
+	if (out->len && out->buf[out->len - 1] != '\n')
 		strbuf_adds(out, "\n");
-	return strbuf_addf(out, "exit %d\n", exit_code);
+	if (run->truncated || get->truncated)
+		strbuf_addf(out, "[snapfs: output truncated at %u bytes]\n", EXEC_OUTPUT_MAX);
+	if (get->timed_out)
+		strbuf_addf(out, "[snapfs: reading the output timed out after %lld s]\n",
+			    (long long)(ops.runsc.timeout_ms / 1000));
+	if (run->timed_out) {
+		strbuf_addf(out, "[snapfs: timed out after %lld s (--exec-timeout): killed]\n",
+			    (long long)(ops.runsc.exec_timeout_ms / 1000));
+		code = EXEC_TIMED_OUT_CODE;
+	}
+	strbuf_addf(out, "exit %d\n", code);
 }
 
 /*
@@ -417,33 +480,51 @@ static int exec_result(int fd, int exit_code, struct strbuf *out)
  * the command runs then restores fine, without the command (see
  * docs/runsc-notes.md).
  *
+ * The sandbox controls that file, /bin/sh and /bin/cat: the fetch's output
+ * comes back through a pipe that runsc_exec() stops reading at
+ * EXEC_OUTPUT_MAX, killing the fetch there, so nothing it does reaches the
+ * host's disk or memory beyond that.
+ *
  * The command itself comes in on stdin, read before anything else, and not
  * on runsc's command line, which every local user can read in /proc.
  */
-static int exec_in_sandbox(const char *runtime_id, const char *cmdline, int out_fd, int *exit_code,
+static int exec_in_sandbox(const char *runtime_id, const char *cmdline, struct strbuf *out,
 			   struct err *e)
 {
-	char hex[17], wrapped[256], fetch[128];
+	char hex[17], file[64], wrapped[192], fetch[160];
 	int rc = random_hex(hex, 16);
 	if (rc < 0)
 		return err_set(e, -rc, "cannot name the exec output: %s", strerror(-rc));
-	snprintf(fetch, sizeof(fetch), "cat /tmp/.snapfs-exec-%s; rm -f /tmp/.snapfs-exec-%s", hex,
-		 hex);
+	snprintf(file, sizeof(file), "/tmp/.snapfs-exec-%s", hex);
 	snprintf(wrapped, sizeof(wrapped),
-		 "snapfs_cmd=$(cat); exec </dev/null >/tmp/.snapfs-exec-%s 2>&1; "
-		 "eval \"unset snapfs_cmd; $snapfs_cmd\"",
-		 hex);
+		 "snapfs_cmd=$(cat); exec </dev/null >%s 2>&1; eval \"unset snapfs_cmd; $snapfs_cmd\"",
+		 file);
 	_cleanup_close_ int in = memfd_create("snapfs-exec", MFD_CLOEXEC);
 	rc = in < 0 ? -errno : write_all(in, cmdline, strlen(cmdline));
 	if (rc == 0 && lseek(in, 0, SEEK_SET) < 0)
 		rc = -errno;
 	if (rc < 0)
 		return err_set(e, -rc, "cannot hand the exec its command: %s", strerror(-rc));
-	rc = runsc_exec_in(&ops.runsc, runtime_id, wrapped, in, out_fd, exit_code, e);
+	struct runsc_exec run = {.cmdline = wrapped,
+				 .stdin_fd = in,
+				 .timeout_ms = ops.runsc.exec_timeout_ms,
+				 .out = out,
+				 .cap = EXEC_OUTPUT_MAX};
+	rc = runsc_exec(&ops.runsc, runtime_id, &run, e);
 	if (rc < 0)
 		return rc;
-	int ignored;
-	return runsc_exec(&ops.runsc, runtime_id, fetch, out_fd, &ignored, e);
+	if (run.timed_out || run.truncated)
+		kill_in_sandbox(runtime_id, run.pid);
+	/* Opened, removed, then read: the file is gone however the fetch ends. */
+	snprintf(fetch, sizeof(fetch), "exec <%s && rm -f %s && exec cat", file, file);
+	struct runsc_exec get = {.cmdline = fetch, .out = out, .cap = EXEC_OUTPUT_MAX};
+	rc = runsc_exec(&ops.runsc, runtime_id, &get, e);
+	if (rc < 0)
+		return rc;
+	if (get.timed_out || get.truncated)
+		kill_in_sandbox(runtime_id, get.pid);
+	exec_result(&run, &get, out);
+	return 0;
 }
 
 /*
@@ -475,9 +556,7 @@ static void exec_job(void *arg)
 	struct sandbox_job *job = arg;
 	struct err e = {0};
 	struct sandbox sb;
-	char path[PATH_MAX];
 	_cleanup_strbuf_ struct strbuf out = STRBUF_INIT;
-	int exit_code = -1;
 	int rc = registry_sandbox_get(ops.reg, job->id, &sb);
 	/* Its id, owner and birth say it is the one the exec was written to. */
 	const bool ours =
@@ -487,17 +566,15 @@ static void exec_job(void *arg)
 			     "cannot exec in sandbox %s: it was removed before the exec ran",
 			     job->id);
 	if (rc == 0)
-		rc = xsnprintf(path, sizeof(path), "%s/exec-XXXXXX", ops.exec_dir);
-	_cleanup_close_ int fd = rc >= 0 ? mkostemp(path, O_CLOEXEC) : -1;
-	if (fd >= 0) {
-		unlink(path);
-		rc = exec_in_sandbox(sb.runtime_id, job->cmdline, fd, &exit_code, &e);
-	} else if (rc >= 0) {
-		rc = err_set(&e, errno, "cannot create the output file of exec: %s",
-			     strerror(errno));
+		rc = exec_in_sandbox(sb.runtime_id, job->cmdline, &out, &e);
+	/* Terminated under it: what it wrote so far, and the exit line of a SIGKILL. */
+	if (rc == -ECANCELED) {
+		if (out.len && out.buf[out.len - 1] != '\n')
+			strbuf_adds(&out, "\n");
+		strbuf_addf(&out, "[snapfs: sandbox %s was terminated]\nexit %d\n", job->id,
+			    EXEC_TERMINATED_CODE);
+		rc = 0;
 	}
-	if (rc >= 0)
-		rc = exec_result(fd, exit_code, &out);
 	exec_finish(job, rc, ours, &e, &out);
 	free(job);
 }
@@ -594,6 +671,17 @@ static void reconcile_suspend(struct sandbox *sb, bool alive)
 	}
 }
 
+static void reopen_console(const char *id)
+{
+	char dir[PATH_MAX];
+	int rc = sandbox_path(id, NULL, dir, sizeof(dir));
+	if (rc == 0)
+		rc = console_reopen(id, dir);
+	/* A sandbox started before consoles were FIFOs writes its log file itself. */
+	if (rc < 0 && rc != -ENOENT)
+		warning("cannot read the console of sandbox %s: %s", id, strerror(-rc));
+}
+
 /* What a sandbox the registry left in @sb->state became while snapfs was down. */
 static void reconcile_one(struct sandbox *sb)
 {
@@ -624,6 +712,9 @@ static void reconcile_one(struct sandbox *sb)
 			 "sandbox %s was %s and its container is %s after a daemon restart", sb->id,
 			 sandbox_state_name(was), rc == 0 ? status : "gone");
 	}
+	/* Its output waited in the console FIFO for us (a restored one has its console). */
+	if (sb->state == SB_RUNNING && alive)
+		reopen_console(sb->id);
 	registry_sandbox_update(ops.reg, sb);
 }
 
@@ -676,7 +767,7 @@ static void mark_exited(const char *id)
 	p.message = "the sandbox's process exited";
 	/* Only if nothing else moved it meanwhile: a job owns transitional states. */
 	if (sandbox_apply_if(id, STATE_BIT(SB_RUNNING), p) == 0)
-		runsc_delete(&ops.runsc, sb.runtime_id, NULL);
+		drop_container(id, sb.runtime_id);
 }
 
 void monitor_sandboxes(void)

@@ -129,7 +129,13 @@ static int64_t sandbox_memory_bytes(pid_t pid)
 	return (int64_t)resident * sysconf(_SC_PAGESIZE);
 }
 
-/* After a checkpoint failed: runsc kills the sandbox, so record what is left. */
+/* The states a checkpoint job owns; a terminate may take the sandbox from it meanwhile. */
+#define CHECKPOINTING (STATE_BIT(SB_SNAPSHOTTING) | STATE_BIT(SB_SUSPENDING))
+
+/*
+ * After a checkpoint failed (or ran past its deadline and was killed):
+ * runsc may have killed the sandbox, so ask what is left.
+ */
 static void sandbox_after_failed_checkpoint(const char *id, const char *runtime_id,
 					    const struct err *e)
 {
@@ -140,7 +146,7 @@ static void sandbox_after_failed_checkpoint(const char *id, const char *runtime_
 	if (rc == 0 && !strcmp(status, "running"))
 		p.state = SB_RUNNING;
 	p.message = e->msg;
-	sandbox_apply(id, p);
+	sandbox_apply_if(id, CHECKPOINTING, p);
 }
 
 static void store_job(void *arg);
@@ -173,7 +179,7 @@ static void checkpoint_job(void *arg)
 	if (rc == 0) {
 		int64_t t0 = mono_ms();
 		rc = runsc_checkpoint_cuda(&ops.runsc, sb.runtime_id, spool, leave_running,
-					   gpu.runsc_cuda, &e);
+					   gpu.runsc_cuda, sandbox_memory_bytes(sb.pid), &e);
 		snap.pause_ms = mono_ms() - t0;
 		rc = gpu_after_checkpoint(&gpu, leave_running, rc, &e);
 	}
@@ -185,13 +191,13 @@ static void checkpoint_job(void *arg)
 		return;
 	}
 	if (leave_running) {
-		sandbox_apply(sb.id, SB_PATCH(SB_RUNNING));
+		sandbox_apply_if(sb.id, STATE_BIT(SB_SNAPSHOTTING), SB_PATCH(SB_RUNNING));
 	} else {
 		/* The container stopped with the checkpoint: release it. */
 		runsc_delete(&ops.runsc, sb.runtime_id, NULL);
 		struct sb_patch p = SB_PATCH(SB_SUSPENDING);
 		p.pid = 0;
-		sandbox_apply(sb.id, p);
+		sandbox_apply_if(sb.id, STATE_BIT(SB_SUSPENDING), p);
 	}
 	snapshot_save(&snap);
 	jobs_queue(steal_ptr(job->store), store_job, job);
@@ -312,8 +318,10 @@ static void suspend_not_stored(const struct snap_job *job, const struct err *why
 	struct err e = {0};
 	char msg[MESSAGE_MAX];
 	int rc = registry_sandbox_get(ops.reg, job->sandbox_id, &sb);
-	if (rc == 0)
-		rc = restore_from_spool(&sb, job->snap_id, &e);
+	/* Terminated meanwhile: nothing to bring back. */
+	if (rc < 0 || sb.state != SB_SUSPENDING)
+		return;
+	rc = restore_from_spool(&sb, job->snap_id, &e);
 	struct sb_patch p = SB_PATCH(rc == 0 ? SB_RUNNING : SB_FAILED);
 	snprintf(msg, sizeof(msg), "suspend failed: %.400s; %s%.400s", why->msg,
 		 rc == 0 ? "the sandbox runs again" : "the sandbox could not be restored: ",
@@ -323,7 +331,8 @@ static void suspend_not_stored(const struct snap_job *job, const struct err *why
 		p.runtime_id = sb.runtime_id;
 		p.pid = sb.pid;
 	}
-	sandbox_apply(job->sandbox_id, p);
+	if (sandbox_apply_if(job->sandbox_id, STATE_BIT(SB_SUSPENDING), p) < 0 && rc == 0)
+		runsc_delete(&ops.runsc, sb.runtime_id, NULL);
 }
 
 static void store_failed(struct snap_job *job, struct snapshot *snap, struct err *e)
@@ -382,7 +391,7 @@ static void store_job(void *arg)
 	if (job->kind == SNAP_KIND_SUSPEND) {
 		struct sb_patch p = SB_PATCH(SB_SUSPENDED);
 		p.restore_snapshot = job->snap_id;
-		sandbox_apply(job->sandbox_id, p);
+		sandbox_apply_if(job->sandbox_id, STATE_BIT(SB_SUSPENDING), p);
 	}
 	complete(job->done, job->ctx, 0, NULL, 0);
 	snap_job_free(job);
@@ -733,16 +742,12 @@ struct restore_job {
 static int restore_image(const char *sandbox_id, const struct snapshot *snap, const char *image_dir,
 			 const char *runtime_id, char digest[DIGEST_MAX], struct err *e)
 {
-	char bundle[PATH_MAX], log[PATH_MAX];
 	const char *entry = snap->entrypoint[0] ? snap->entrypoint : OPS_DEFAULT_ENTRYPOINT;
 	int rc = prepare_bundle(sandbox_id, snap->image, entry, snap->env, snap->gpu, digest, e);
 	if (rc < 0)
 		return rc;
-	sandbox_path(sandbox_id, "bundle", bundle, sizeof(bundle));
-	sandbox_path(sandbox_id, "console.log", log, sizeof(log));
 	int64_t t0 = mono_ms();
-	rc = runsc_restore_flags(&ops.runsc, snap->gpu ? RUNSC_NVPROXY : 0, runtime_id, bundle,
-				 image_dir, log, e);
+	rc = container_start(sandbox_id, runtime_id, snap->gpu, image_dir, e);
 	int64_t restore_ms = mono_ms() - t0;
 	if (rc == 0)
 		rc = gpu_after_restore(sandbox_id, snap->id, runtime_id, image_dir, e);
@@ -796,6 +801,8 @@ static void restore_job_run(void *arg)
 	struct err e = {0};
 	char runtime_id[RUNTIME_ID_MAX], digest[DIGEST_MAX] = "", status[32];
 	pid_t pid = 0;
+	/* The state this job owns; a terminate may take the sandbox from it meanwhile. */
+	unsigned mine = STATE_BIT(job->resume ? SB_RESUMING : SB_STARTING);
 	/*
 	 * A fresh container id every time (runsc refuses one it still knows),
 	 * recorded before the restore, so a crash in between leaves no
@@ -805,7 +812,7 @@ static void restore_job_run(void *arg)
 	if (rc == 0) {
 		struct sb_patch id_only = SB_PATCH(job->resume ? SB_RESUMING : SB_STARTING);
 		id_only.runtime_id = runtime_id;
-		rc = sandbox_apply(job->sandbox_id, id_only);
+		rc = sandbox_apply_if(job->sandbox_id, mine, id_only);
 	}
 	if (rc == 0)
 		rc = restore_container(job, runtime_id, digest, &e);
@@ -820,15 +827,21 @@ static void restore_job_run(void *arg)
 		/* A failed resume leaves the sandbox suspended, so it can be tried again. */
 		p.state = job->resume ? SB_SUSPENDED : SB_FAILED;
 		p.message = e.msg;
-		report_job_failure(OPS_OBJ_SANDBOX, job->sandbox_id,
-				   job->resume ? "resume" : "start", &e);
 	} else {
 		p.image_digest = digest;
 		p.pid = pid;
 		if (job->resume)
 			p.restore_snapshot = "";
 	}
-	sandbox_apply(job->sandbox_id, p);
+	if (sandbox_apply_if(job->sandbox_id, mine, p) < 0) {
+		if (rc == 0)
+			runsc_delete(&ops.runsc, runtime_id, NULL);
+		rc = err_set(&e, EIO, "sandbox %s was terminated while snapshot %s was restored",
+			     job->sandbox_id, job->snap_id);
+	} else if (rc < 0) {
+		report_job_failure(OPS_OBJ_SANDBOX, job->sandbox_id,
+				   job->resume ? "resume" : "start", &e);
+	}
 	complete(job->done, job->ctx, rc < 0 ? -e.code : 0, NULL, 0);
 	free(job);
 }

@@ -1,11 +1,11 @@
 #include "runtime/runsc.h"
 
 #include <cjson/cJSON.h>
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -14,9 +14,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "lib/spawn.h"
+#include "lib/strbuf.h"
+
 #define ARGV_MAX 24		/* runsc + global flags + the longest subcommand, NULL included */
-#define CAPTURE_MAX (64u << 10) /* most of a command's output read back (state JSON, errors) */
+#define CAPTURE_MAX (64u << 10) /* most of a command's output kept (state JSON, errors) */
 #define QUOTE_MAX 300		/* most of one runsc line quoted in a message */
+#define MIB (1ll << 20)
 
 /* The PATH every sandbox gets unless its env sets one; also runsc's own. */
 #define DEFAULT_PATH "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -31,6 +35,10 @@ struct cmd {
 	const char *argv[ARGV_MAX];
 	size_t argc;
 	const char *what; /* subcommand, for messages */
+	const char *cid;  /* the container it acts on: runsc_cancel() ends it; NULL: none */
+	bool
+	    refuse_cancelled; /* do not start on a cancelled container (run, exec, checkpoint...) */
+	int64_t timeout_ms;   /* its deadline */
 };
 
 static void cmd_add(struct cmd *c, const char *arg)
@@ -45,13 +53,17 @@ static void cmd_add(struct cmd *c, const char *arg)
 /*
  * runsc --root R [sandbox flags] [@extra flags] SUBCOMMAND: sandbox flags only
  * for run and restore; @extra is a RUNSC_* mask (the same for a run and the
- * restores of its checkpoints).
+ * restores of its checkpoints). The deadline is the plain one until a caller
+ * scales it.
  */
 static void cmd_init_flags(struct cmd *c, const struct runsc *rs, const char *what,
 			   bool sandbox_flags, unsigned extra)
 {
 	c->argc = 0;
 	c->what = what;
+	c->cid = NULL;
+	c->refuse_cancelled = false;
+	c->timeout_ms = rs->timeout_ms;
 	cmd_add(c, rs->bin);
 	cmd_add(c, "--root");
 	cmd_add(c, rs->root);
@@ -73,85 +85,32 @@ static void cmd_init(struct cmd *c, const struct runsc *rs, const char *what, bo
 	cmd_init_flags(c, rs, what, sandbox_flags, 0);
 }
 
-static int spawn_attrs(posix_spawnattr_t *attr)
+/* The last word of the command line: the container (@cancellable: work that terminate ends). */
+static void cmd_target(struct cmd *c, const char *cid, bool cancellable)
 {
-	sigset_t none, dfl;
-	sigemptyset(&none);
-	sigemptyset(&dfl);
-	/* libfuse ignores SIGPIPE and a daemon may block signals; runsc gets neither. */
-	sigaddset(&dfl, SIGPIPE);
-	sigaddset(&dfl, SIGINT);
-	sigaddset(&dfl, SIGTERM);
-	sigaddset(&dfl, SIGHUP);
-	sigaddset(&dfl, SIGQUIT);
-	int rc = posix_spawnattr_setsigmask(attr, &none);
-	if (rc == 0)
-		rc = posix_spawnattr_setsigdefault(attr, &dfl);
-	/* Its own session: a Ctrl-C at a foreground snapfs must not reach runsc or a sandbox. */
-	if (rc == 0)
-		rc = posix_spawnattr_setflags(attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF |
-							POSIX_SPAWN_SETSID);
-	return -rc;
+	c->cid = cid;
+	c->refuse_cancelled = cancellable;
+	cmd_add(c, cid);
 }
 
-/* stdin @in_fd, or /dev/null for -1. */
-static int spawn_files(posix_spawn_file_actions_t *fa, int in_fd, int out_fd, int err_fd)
-{
-	int rc = in_fd >= 0 ? posix_spawn_file_actions_adddup2(fa, in_fd, 0)
-			    : posix_spawn_file_actions_addopen(fa, 0, "/dev/null", O_RDONLY, 0);
-	if (rc == 0)
-		rc = posix_spawn_file_actions_adddup2(fa, out_fd, 1);
-	if (rc == 0)
-		rc = posix_spawn_file_actions_adddup2(fa, err_fd, 2);
-	/* runsc and the sandbox it starts keep nothing of ours: not /dev/fuse, no other fd. */
-	if (rc == 0)
-		rc = posix_spawn_file_actions_addclosefrom_np(fa, 3);
-	return -rc;
-}
+/* @cap bytes into a strbuf, the rest dropped (runsc's own output: only the start matters). */
+struct capture {
+	struct strbuf *sb;
+	size_t cap;
+};
 
-/*
- * Run @c with stdin on @in_fd (-1: /dev/null), stdout on @out_fd and stderr
- * on @err_fd, wait, and return its wait status.
- */
-static int spawn_wait_in(const struct cmd *c, int in_fd, int out_fd, int err_fd, int *status)
+static int capture_sink(void *arg, const char *data, size_t len)
 {
-	posix_spawn_file_actions_t fa;
-	posix_spawnattr_t attr;
-	pid_t pid;
-	posix_spawn_file_actions_init(&fa);
-	posix_spawnattr_init(&attr);
-	int rc = spawn_files(&fa, in_fd, out_fd, err_fd);
-	if (rc == 0)
-		rc = spawn_attrs(&attr);
-	if (rc == 0)
-		rc = -posix_spawnp(&pid, c->argv[0], &fa, &attr, (char *const *)c->argv, runsc_env);
-	posix_spawn_file_actions_destroy(&fa);
-	posix_spawnattr_destroy(&attr);
-	if (rc < 0)
-		return rc;
-	while (waitpid(pid, status, 0) < 0) {
-		if (errno != EINTR)
-			return -errno;
-	}
+	struct capture *c = arg;
+	size_t room = c->sb->len < c->cap ? c->cap - c->sb->len : 0;
+	if (room)
+		strbuf_add(c->sb, data, len < room ? len : room);
 	return 0;
-}
-
-static int spawn_wait(const struct cmd *c, int out_fd, int err_fd, int *status)
-{
-	return spawn_wait_in(c, -1, out_fd, err_fd, status);
-}
-
-/* The command's exit code as a shell reports it: 128+N for signal N. */
-static int wait_code(int status)
-{
-	if (WIFEXITED(status))
-		return WEXITSTATUS(status);
-	return 128 + WTERMSIG(status);
 }
 
 /*
  * Read up to CAPTURE_MAX bytes of @fd from @off into a new NUL-terminated
- * string. The fd is a memfd or a log file: pread leaves other writers alone.
+ * string. The fd is a memfd: pread leaves other writers alone.
  */
 static char *read_from(int fd, off_t off)
 {
@@ -203,66 +162,116 @@ static bool says_no_container(const char *text)
 	       (strstr(text, "loading container") || strstr(text, "loading sandbox"));
 }
 
-/* Turn a failed command's captured output (@fd from @off) into -ENOENT or -EIO with a message. */
-static int fail(const struct cmd *c, const char *cid, int status, int fd, off_t off, struct err *e)
+/* Turn a failed command's output @text (may be NULL) into -ENOENT or -EIO with a message. */
+static int fail(const struct cmd *c, int status, const char *text, struct err *e)
 {
-	_cleanup_free_ char *text = fd >= 0 ? read_from(fd, off) : NULL;
 	char line[QUOTE_MAX + 1] = "";
 	if (text && says_no_container(text))
 		return err_set(e, ENOENT, "runsc %s failed: container %s does not exist", c->what,
-			       cid);
+			       c->cid ? c->cid : "");
 	if (text)
 		pick_line(text, line, sizeof(line));
 	if (!line[0])
-		snprintf(line, sizeof(line), "exit status %d", wait_code(status));
+		snprintf(line, sizeof(line), "exit status %d", spawn_code(status));
 	return err_set(e, EIO, "runsc %s failed: %s", c->what, line);
 }
 
-static int spawn_failed(const struct cmd *c, int rc, struct err *e)
+/* Run @c as @s says (its fds and sink); -errno only when it could not start. */
+static int run_cmd(const struct cmd *c, struct spawn *s, struct err *e)
 {
-	return err_set(e, EIO, "runsc %s failed: cannot run %s: %s", c->what, c->argv[0],
-		       strerror(-rc));
+	s->argv = c->argv;
+	s->envp = runsc_env;
+	s->timeout_ms = c->timeout_ms;
+	s->tag = c->cid;
+	s->refuse_cancelled = c->refuse_cancelled;
+	int rc = spawn_run(s);
+	if (rc < 0)
+		return err_set(e, rc == -ENOENT ? ENOENT : EIO,
+			       "runsc %s failed: cannot run %s: %s", c->what, c->argv[0],
+			       strerror(-rc));
+	return 0;
 }
 
 /*
- * A short command: stderr (and stdout unless @out_fd >= 0) into a memfd, not
- * a pipe, so nothing can block on it or keep it open.
+ * A call that ran past its deadline or was cancelled: -ETIMEDOUT or
+ * -ECANCELED for the caller, EIO (the runtime failed) and the sentence for
+ * the user; else 0.
  */
-static int run_short(const struct cmd *c, const char *cid, int out_fd, struct err *e)
+static int end_error(const struct cmd *c, const struct spawn *s, struct err *e)
 {
-	_cleanup_close_ int cap = memfd_create("runsc-stderr", MFD_CLOEXEC);
-	int status;
-	if (cap < 0)
+	if (s->end == SPAWN_TIMED_OUT) {
+		err_set(e, EIO, "runsc %s timed out after %lld s and was killed", c->what,
+			(long long)(s->ran_ms / 1000));
+		return -ETIMEDOUT;
+	}
+	if (s->end == SPAWN_CANCELLED) {
+		err_set(e, EIO, "runsc %s was cancelled: container %s is being terminated", c->what,
+			c->cid ? c->cid : "");
+		return -ECANCELED;
+	}
+	return 0;
+}
+
+/*
+ * A short command. Without @out, stdout and stderr go to one pipe, kept for
+ * a failure's message. With @out, stdout goes to @out (at most CAPTURE_MAX)
+ * and stderr to a memfd: what is parsed (state JSON, help) never mixes with
+ * runsc's warnings; runsc is the operator's program, its stderr trusted.
+ */
+static int run_short(const struct cmd *c, struct strbuf *out, struct err *e)
+{
+	_cleanup_strbuf_ struct strbuf all = STRBUF_INIT;
+	_cleanup_close_ int errfd = out ? memfd_create("runsc-stderr", MFD_CLOEXEC) : -1;
+	struct capture cap = {out ? out : &all, CAPTURE_MAX};
+	struct spawn s = {.out_fd = -1, .err_fd = errfd, .in_fd = -1};
+	if (out && errfd < 0)
 		return err_set(e, EIO, "runsc %s failed: memfd: %s", c->what, strerror(errno));
-	int rc = spawn_wait(c, out_fd >= 0 ? out_fd : cap, cap, &status);
-	if (rc < 0)
-		return spawn_failed(c, rc, e);
-	if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
-		return 0;
-	return fail(c, cid, status, cap, 0, e);
+	s.sink = capture_sink;
+	s.sink_arg = &cap;
+	int rc = run_cmd(c, &s, e);
+	if (rc == 0)
+		rc = end_error(c, &s, e);
+	if (rc < 0 || (WIFEXITED(s.status) && WEXITSTATUS(s.status) == 0))
+		return rc;
+	_cleanup_free_ char *text = out ? read_from(errfd, 0) : NULL;
+	return fail(c, s.status, out ? text : strbuf_str(&all), e);
+}
+
+/* runsc's own start: forwards to the console's sink and keeps CAPTURE_MAX for a message. */
+struct detached_tee {
+	const struct runsc_stdio *io;
+	struct capture cap;
+};
+
+static int tee_sink(void *arg, const char *data, size_t len)
+{
+	struct detached_tee *t = arg;
+	capture_sink(&t->cap, data, len);
+	return t->io->sink ? t->io->sink(t->io->sink_arg, data, len) : 0;
 }
 
 /*
  * run/restore --detach: runsc returns once the sandbox runs, and the sandbox
- * keeps stdout/stderr for its lifetime, so both go to the log file. O_APPEND
- * because the sandbox writes through its own offsets (pwrite), which would
- * overwrite what is there. A failure quotes what runsc added to the log.
+ * keeps stdout/stderr for its lifetime, so both are @io->child_fd, the write
+ * end of the console FIFO (runtime/console.h), never a pipe of ours. While
+ * runsc runs, what arrives on @io->read_fd goes to @io->sink (the console
+ * log); a failure quotes what runsc wrote.
  */
-static int run_detached(const struct cmd *c, const char *cid, const char *log_path, struct err *e)
+static int run_detached(const struct cmd *c, const struct runsc_stdio *io, struct err *e)
 {
-	_cleanup_close_ int log =
-	    open(log_path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC | O_NOCTTY, 0640);
-	int status;
-	if (log < 0)
-		return err_set(e, EIO, "runsc %s failed: cannot open log %s: %s", c->what, log_path,
-			       strerror(errno));
-	off_t start = lseek(log, 0, SEEK_END);
-	int rc = spawn_wait(c, log, log, &status);
-	if (rc < 0)
-		return spawn_failed(c, rc, e);
-	if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
-		return 0;
-	return fail(c, cid, status, log, start < 0 ? 0 : start, e);
+	_cleanup_strbuf_ struct strbuf text = STRBUF_INIT;
+	struct detached_tee tee = {io, {&text, CAPTURE_MAX}};
+	struct spawn s = {.out_fd = io->child_fd,
+			  .err_fd = -1,
+			  .in_fd = io->read_fd,
+			  .sink = tee_sink,
+			  .sink_arg = &tee};
+	int rc = run_cmd(c, &s, e);
+	if (rc == 0)
+		rc = end_error(c, &s, e);
+	if (rc < 0 || (WIFEXITED(s.status) && WEXITSTATUS(s.status) == 0))
+		return rc;
+	return fail(c, s.status, strbuf_str(&text), e);
 }
 
 /* "runsc version 0.0~20240729.0\nspec: 1.0.2-dev\n" -> "0.0~20240729.0" */
@@ -294,8 +303,10 @@ static void check_release(const struct runsc *rs)
 int runsc_init(struct runsc *rs, const char *bin, const char *root, struct err *e)
 {
 	struct cmd c;
-	int status;
+	_cleanup_strbuf_ struct strbuf out = STRBUF_INIT;
 	memset(rs, 0, sizeof(*rs));
+	rs->timeout_ms = RUNSC_TIMEOUT_DEFAULT_MS;
+	rs->exec_timeout_ms = RUNSC_EXEC_TIMEOUT_DEFAULT_MS;
 	if (xsnprintf(rs->bin, sizeof(rs->bin), "%s", bin ? bin : "runsc") < 0 ||
 	    xsnprintf(rs->root, sizeof(rs->root), "%s", root) < 0)
 		return err_set(e, ENAMETOOLONG, "runsc path or root too long");
@@ -304,25 +315,47 @@ int runsc_init(struct runsc *rs, const char *bin, const char *root, struct err *
 		return err_set(e, -rc, "cannot create runsc root %s: %s", rs->root, strerror(-rc));
 	c.argc = 0;
 	c.what = "--version";
+	c.cid = NULL;
+	c.refuse_cancelled = false;
+	c.timeout_ms = rs->timeout_ms;
 	cmd_add(&c, rs->bin);
 	cmd_add(&c, "--version");
-	_cleanup_close_ int out = memfd_create("runsc-version", MFD_CLOEXEC);
-	if (out < 0)
-		return err_set(e, EIO, "runsc --version failed: memfd: %s", strerror(errno));
-	rc = spawn_wait(&c, out, out, &status);
+	rc = run_short(&c, &out, e);
 	if (rc == -ENOENT)
 		return err_set(e, ENOENT,
 			       "runsc not found: %s (install runsc, or pass --runsc PATH)",
 			       rs->bin);
 	if (rc < 0)
-		return spawn_failed(&c, rc, e);
-	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-		return fail(&c, "", status, out, 0, e);
-	_cleanup_free_ char *text = read_from(out, 0);
-	if (!text || parse_version(rs, text) < 0)
+		return rc;
+	if (parse_version(rs, strbuf_str(&out)) < 0)
 		return err_set(e, EIO, "runsc --version: unexpected output from %s", rs->bin);
 	check_release(rs);
 	return 0;
+}
+
+void runsc_set_timeouts(struct runsc *rs, int64_t timeout_ms, int64_t exec_timeout_ms)
+{
+	if (timeout_ms > 0)
+		rs->timeout_ms = timeout_ms;
+	if (exec_timeout_ms > 0)
+		rs->exec_timeout_ms = exec_timeout_ms;
+}
+
+int64_t runsc_scaled_timeout_ms(const struct runsc *rs, int64_t bytes)
+{
+	int64_t mib = bytes > 0 ? bytes / MIB : 0, extra, total;
+	/* Checked: a sandbox's memory is the kernel's number, but a restore's image is a file size.
+	 */
+	if (__builtin_mul_overflow(mib, (int64_t)RUNSC_PER_GIB_MS, &extra) ||
+	    __builtin_add_overflow(rs->timeout_ms, extra / 1024, &total))
+		return INT64_MAX / 2;
+	return total;
+}
+
+int runsc_cancel(const struct runsc *rs, const char *cid)
+{
+	(void)rs;
+	return spawn_cancel(cid);
 }
 
 int runsc_new_container_id(char out[RUNTIME_ID_MAX])
@@ -334,32 +367,39 @@ int runsc_new_container_id(char out[RUNTIME_ID_MAX])
 	return xsnprintf(out, RUNTIME_ID_MAX, "snapfs-%s", hex) < 0 ? -ENAMETOOLONG : 0;
 }
 
-int runsc_run(const struct runsc *rs, const char *cid, const char *bundle, const char *log_path,
-	      struct err *e)
-{
-	return runsc_run_flags(rs, 0, cid, bundle, log_path, e);
-}
-
 int runsc_run_flags(const struct runsc *rs, unsigned flags, const char *cid, const char *bundle,
-		    const char *log_path, struct err *e)
+		    const struct runsc_stdio *io, struct err *e)
 {
 	struct cmd c;
 	cmd_init_flags(&c, rs, "run", true, flags);
 	cmd_add(&c, "--detach");
 	cmd_add(&c, "--bundle");
 	cmd_add(&c, bundle);
-	cmd_add(&c, cid);
-	return run_detached(&c, cid, log_path, e);
+	cmd_target(&c, cid, true);
+	return run_detached(&c, io, e);
 }
 
-int runsc_restore(const struct runsc *rs, const char *cid, const char *bundle,
-		  const char *image_dir, const char *log_path, struct err *e)
+/* The bytes of the regular files in @dir: what a restore reads. */
+static int64_t image_bytes(const char *dir)
 {
-	return runsc_restore_flags(rs, 0, cid, bundle, image_dir, log_path, e);
+	int64_t total = 0;
+	DIR *d = opendir(dir);
+	if (!d)
+		return 0;
+	for (struct dirent *de = readdir(d); de; de = readdir(d)) {
+		struct stat st;
+		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    S_ISREG(st.st_mode) && __builtin_add_overflow(total, st.st_size, &total)) {
+			total = INT64_MAX;
+			break;
+		}
+	}
+	closedir(d);
+	return total;
 }
 
 int runsc_restore_flags(const struct runsc *rs, unsigned flags, const char *cid, const char *bundle,
-			const char *image_dir, const char *log_path, struct err *e)
+			const char *image_dir, const struct runsc_stdio *io, struct err *e)
 {
 	struct cmd c;
 	cmd_init_flags(&c, rs, "restore", true, flags);
@@ -368,18 +408,14 @@ int runsc_restore_flags(const struct runsc *rs, unsigned flags, const char *cid,
 	cmd_add(&c, image_dir);
 	cmd_add(&c, "--bundle");
 	cmd_add(&c, bundle);
-	cmd_add(&c, cid);
-	return run_detached(&c, cid, log_path, e);
-}
-
-int runsc_checkpoint(const struct runsc *rs, const char *cid, const char *image_dir,
-		     bool leave_running, struct err *e)
-{
-	return runsc_checkpoint_cuda(rs, cid, image_dir, leave_running, NULL, e);
+	cmd_target(&c, cid, true);
+	c.timeout_ms = runsc_scaled_timeout_ms(rs, image_bytes(image_dir));
+	return run_detached(&c, io, e);
 }
 
 int runsc_checkpoint_cuda(const struct runsc *rs, const char *cid, const char *image_dir,
-			  bool leave_running, const char *cuda_checkpoint, struct err *e)
+			  bool leave_running, const char *cuda_checkpoint, int64_t mem_bytes,
+			  struct err *e)
 {
 	struct cmd c;
 	char cuda_flag[4096];
@@ -401,25 +437,23 @@ int runsc_checkpoint_cuda(const struct runsc *rs, const char *cid, const char *i
 			return err_set(e, ENAMETOOLONG, "cuda-checkpoint path too long");
 		cmd_add(&c, cuda_flag);
 	}
-	cmd_add(&c, cid);
-	return run_short(&c, cid, -1, e);
+	cmd_target(&c, cid, true);
+	c.timeout_ms = runsc_scaled_timeout_ms(rs, mem_bytes);
+	return run_short(&c, NULL, e);
 }
 
 int runsc_help(const struct runsc *rs, const char *subcommand, char **text, struct err *e)
 {
 	struct cmd c;
+	_cleanup_strbuf_ struct strbuf out = STRBUF_INIT;
 	cmd_init(&c, rs, "help", false);
 	cmd_add(&c, subcommand);
-	_cleanup_close_ int out = memfd_create("runsc-help", MFD_CLOEXEC);
-	if (out < 0)
-		return err_set(e, EIO, "runsc help failed: memfd: %s", strerror(errno));
-	int rc = run_short(&c, "", out, e);
+	int rc = run_short(&c, &out, e);
 	if (rc < 0)
 		return rc;
-	*text = read_from(out, 0);
+	*text = strdup(strbuf_str(&out));
 	return *text ? 0 : err_set(e, ENOMEM, "runsc help %s: out of memory", subcommand);
 }
-
 bool runsc_help_has_flag(const char *help, const char *flag)
 {
 	size_t n = strlen(flag);
@@ -487,51 +521,71 @@ void runsc_probe_checkpoint(struct runsc *rs, int image_parent_fd, const char *i
 		     image_parent, strerror(-rc));
 }
 
-/*
- * The sandbox writes an exec's output through its own file offset, starting
- * at 0, so on a regular file without O_APPEND it overwrites what is there
- * (docs/runsc-notes.md). Appending is what every caller means.
- */
-static int ensure_append(int fd)
+/* An exec's output into x->out, until it would pass x->cap: then stop, and the exec is killed. */
+static int exec_sink(void *arg, const char *data, size_t len)
 {
-	struct stat st;
-	if (fstat(fd, &st) < 0)
-		return -errno;
-	if (!S_ISREG(st.st_mode))
-		return 0;
-	int fl = fcntl(fd, F_GETFL);
-	if (fl < 0)
-		return -errno;
-	if (!(fl & O_APPEND) && fcntl(fd, F_SETFL, fl | O_APPEND) < 0)
-		return -errno;
-	return 0;
+	struct runsc_exec *x = arg;
+	size_t room = x->out->len < x->cap ? x->cap - x->out->len : 0;
+	if (len <= room)
+		return strbuf_add(x->out, data, len) < 0;
+	strbuf_add(x->out, data, room);
+	x->truncated = true;
+	return 1;
 }
 
-int runsc_exec(const struct runsc *rs, const char *cid, const char *cmdline, int out_fd,
-	       int *exit_code, struct err *e)
+/* The pid runsc wrote into @fd (--internal-pid-file): the process in the sandbox; 0 if none. */
+static int read_pid(int fd)
 {
-	return runsc_exec_in(rs, cid, cmdline, -1, out_fd, exit_code, e);
+	char buf[32] = "";
+	ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+	long pid = n > 0 ? strtol(buf, NULL, 10) : 0;
+	return pid > 0 && pid <= INT_MAX ? (int)pid : 0;
 }
 
-int runsc_exec_in(const struct runsc *rs, const char *cid, const char *cmdline, int in_fd,
-		  int out_fd, int *exit_code, struct err *e)
+int runsc_exec(const struct runsc *rs, const char *cid, struct runsc_exec *x, struct err *e)
 {
 	struct cmd c;
-	int status;
+	_cleanup_close_ int pidfd = memfd_create("runsc-exec-pid", MFD_CLOEXEC);
+	if (pidfd < 0)
+		return err_set(e, EIO, "runsc exec failed: memfd: %s", strerror(errno));
+	int fds[2] = {pidfd, x->exec_fd};
 	cmd_init(&c, rs, "exec", false);
-	cmd_add(&c, cid);
-	cmd_add(&c, "/bin/sh");
-	cmd_add(&c, "-c");
-	cmd_add(&c, cmdline);
-	int rc = ensure_append(out_fd);
+	/* runsc writes the pid inside the sandbox into our fd 3: no file on the host. */
+	cmd_add(&c, "--internal-pid-file=/proc/self/fd/3");
+	/* The program is the host's file on our fd 4, loaded by the sentry, not a path in the
+	 * sandbox. */
+	if (x->exec_fd > 0)
+		cmd_add(&c, "--exec-fd=4");
+	cmd_target(&c, cid, true);
+	if (x->argv) {
+		for (size_t i = 0; x->argv[i]; i++)
+			cmd_add(&c, x->argv[i]);
+	} else {
+		cmd_add(&c, "/bin/sh");
+		cmd_add(&c, "-c");
+		cmd_add(&c, x->cmdline);
+	}
+	c.timeout_ms = x->timeout_ms > 0 ? x->timeout_ms : rs->timeout_ms;
+	x->exit_code = -1;
+	x->timed_out = x->truncated = false;
+	x->pid = 0;
+	struct spawn s = {.out_fd = -1, .err_fd = -1, .in_fd = -1, .pass = fds};
+	s.stdin_fd = x->stdin_fd;
+	s.npass = x->exec_fd > 0 ? 2 : 1;
+	s.sink = exec_sink;
+	s.sink_arg = x;
+	int rc = run_cmd(&c, &s, e);
 	if (rc < 0)
-		return err_set(e, EIO, "runsc exec failed: output file: %s", strerror(-rc));
-	rc = spawn_wait_in(&c, in_fd, out_fd, out_fd, &status);
-	if (rc < 0)
-		return spawn_failed(&c, rc, e);
-	*exit_code = wait_code(status);
-	/* runsc exits 128 for its own failures (their message went to @out_fd). */
-	if (*exit_code == 128 && runsc_state(rs, cid, NULL, 0, NULL, NULL) == -ENOENT)
+		return rc;
+	x->pid = read_pid(pidfd);
+	if (s.end == SPAWN_CANCELLED)
+		return end_error(&c, &s, e);
+	x->timed_out = s.end == SPAWN_TIMED_OUT;
+	if (s.end != SPAWN_EXITED)
+		return 0;
+	x->exit_code = spawn_code(s.status);
+	/* runsc exits 128 for its own failures (their message went to x->out). */
+	if (x->exit_code == 128 && runsc_state(rs, cid, NULL, 0, NULL, NULL) == -ENOENT)
 		return err_set(e, ENOENT, "runsc exec failed: container %s does not exist", cid);
 	return 0;
 }
@@ -542,9 +596,22 @@ int runsc_kill(const struct runsc *rs, const char *cid, int sig, struct err *e)
 	char signo[16];
 	snprintf(signo, sizeof(signo), "%d", sig);
 	cmd_init(&c, rs, "kill", false);
-	cmd_add(&c, cid);
+	cmd_target(&c, cid, false);
 	cmd_add(&c, signo);
-	return run_short(&c, cid, -1, e);
+	return run_short(&c, NULL, e);
+}
+
+int runsc_kill_pid(const struct runsc *rs, const char *cid, int pid, int sig, struct err *e)
+{
+	struct cmd c;
+	char signo[16], pidarg[32];
+	snprintf(signo, sizeof(signo), "%d", sig);
+	snprintf(pidarg, sizeof(pidarg), "--pid=%d", pid);
+	cmd_init(&c, rs, "kill", false);
+	cmd_add(&c, pidarg);
+	cmd_target(&c, cid, false);
+	cmd_add(&c, signo);
+	return run_short(&c, NULL, e);
 }
 
 int runsc_delete(const struct runsc *rs, const char *cid, struct err *e)
@@ -552,14 +619,57 @@ int runsc_delete(const struct runsc *rs, const char *cid, struct err *e)
 	struct cmd c;
 	cmd_init(&c, rs, "delete", false);
 	cmd_add(&c, "--force");
-	cmd_add(&c, cid);
-	int rc = run_short(&c, cid, -1, e);
+	cmd_target(&c, cid, false);
+	int rc = run_short(&c, NULL, e);
 	if (rc == -ENOENT) {
 		if (e)
 			err_clear(e);
 		return 0;
 	}
 	return rc;
+}
+
+/* A JSON array of pids ("[1,9]") into @pids; -EINVAL, or -E2BIG past @max. */
+static int parse_pids(const char *text, int *pids, size_t max, size_t *n)
+{
+	cJSON *root = cJSON_Parse(text);
+	const cJSON *p;
+	int rc = cJSON_IsArray(root) ? 0 : -EINVAL;
+	*n = 0;
+	cJSON *arr = rc == 0 ? root : NULL;
+	cJSON_ArrayForEach(p, arr)
+	{
+		if (!cJSON_IsNumber(p) || p->valuedouble < 1 || p->valuedouble > INT_MAX) {
+			rc = -EINVAL;
+			break;
+		}
+		if (*n == max) {
+			rc = -E2BIG;
+			break;
+		}
+		pids[(*n)++] = (int)p->valuedouble;
+	}
+	cJSON_Delete(root);
+	return rc;
+}
+
+int runsc_ps(const struct runsc *rs, const char *cid, int *pids, size_t max, size_t *n,
+	     struct err *e)
+{
+	struct cmd c;
+	_cleanup_strbuf_ struct strbuf out = STRBUF_INIT;
+	cmd_init(&c, rs, "ps", false);
+	cmd_add(&c, "--format=json");
+	cmd_target(&c, cid, false);
+	int rc = run_short(&c, &out, e);
+	if (rc < 0)
+		return rc;
+	rc = parse_pids(strbuf_str(&out), pids, max, n);
+	if (rc == -E2BIG)
+		return err_set(e, E2BIG, "container %s has more than %zu processes", cid, max);
+	if (rc < 0)
+		return err_set(e, EIO, "runsc ps failed: unexpected output for %s", cid);
+	return 0;
 }
 
 static int parse_state(const char *text, char *status, size_t status_len, pid_t *pid)
@@ -585,16 +695,13 @@ int runsc_state(const struct runsc *rs, const char *cid, char *status, size_t st
 		pid_t *pid, struct err *e)
 {
 	struct cmd c;
+	_cleanup_strbuf_ struct strbuf out = STRBUF_INIT;
 	cmd_init(&c, rs, "state", false);
-	cmd_add(&c, cid);
-	_cleanup_close_ int out = memfd_create("runsc-state", MFD_CLOEXEC);
-	if (out < 0)
-		return err_set(e, EIO, "runsc state failed: memfd: %s", strerror(errno));
-	int rc = run_short(&c, cid, out, e);
+	cmd_target(&c, cid, false);
+	int rc = run_short(&c, &out, e);
 	if (rc < 0)
 		return rc;
-	_cleanup_free_ char *text = read_from(out, 0);
-	if (!text || parse_state(text, status, status_len, pid) < 0)
+	if (parse_state(strbuf_str(&out), status, status_len, pid) < 0)
 		return err_set(e, EIO, "runsc state failed: unexpected output for %s", cid);
 	return 0;
 }

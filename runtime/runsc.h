@@ -1,17 +1,29 @@
 /*
  * runsc.h - the gVisor runsc driver: every runsc invocation snapfs makes.
  *
- * Each call spawns `runsc` (posix_spawn, argv array, never a shell) with the
- * global flags --root <runsc root> and, for run/restore,
+ * Each call spawns `runsc` through lib/spawn.h (argv array, never a shell)
+ * with the global flags --root <runsc root> and, for run/restore,
  * --overlay2=root:memory --network=none. Standard input is /dev/null; a
- * detached sandbox's stdout and stderr go to a log file, never a pipe
- * (runsc keeps them open for the sandbox's lifetime). A short-lived command's
- * stderr is captured through a temporary file so a failure's message can
- * quote runsc's own last line.
+ * detached sandbox's stdout and stderr go to the write end of its console
+ * FIFO (runtime/console.h), which runsc keeps open for the sandbox's
+ * lifetime. A short command's output comes back through a pipe, at most
+ * 64 KiB of it kept, so a failure's message can quote runsc's own line.
+ *
+ * Deadlines: every call has one, after which its whole process group is
+ * killed: rs->timeout_ms (--runsc-timeout), for checkpoint and restore plus
+ * RUNSC_PER_GIB_MS per GiB of the sandbox's memory or of the image read
+ * (runsc_scaled_timeout_ms()), for a user's exec rs->exec_timeout_ms
+ * (--exec-timeout). A call past its deadline fails with -ETIMEDOUT; an exec
+ * says so in its result instead.
+ *
+ * Cancelling: runsc_cancel(CID) kills every call in flight on container CID
+ * and refuses later run, restore, checkpoint and exec on it with
+ * -ECANCELED; kill, delete and state still run (terminate needs them).
  *
  * Errors: 0 on success; -ENOENT when the container does not exist; -EIO when
- * runsc fails, with @e saying which command failed and runsc's last stderr
- * line. Every function may be called from any thread.
+ * runsc fails, with @e saying which command failed and runsc's own line;
+ * -ETIMEDOUT, -ECANCELED as above. Every function may be called from any
+ * thread.
  *
  * Container ids: runsc matches ids by prefix, so snapfs never passes a
  * sandbox name; runsc_new_container_id() makes a fixed-length id
@@ -22,9 +34,11 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "backend/registry.h"
+#include "lib/strbuf.h"
 #include "lib/util.h"
 
 struct runsc {
@@ -32,11 +46,24 @@ struct runsc {
 	char root[4096];   /* runsc --root: <state>/runsc */
 	char version[128]; /* first line of `runsc --version`, without "runsc version " */
 	/* What runsc_probe_checkpoint() found; false until it runs. */
-	bool checkpoint_direct; /* checkpoints that leave the sandbox running pass --direct */
-	bool checkpoint_cuda;	/* checkpoint takes --cuda-checkpoint-path */
+	bool checkpoint_direct;	 /* checkpoints that leave the sandbox running pass --direct */
+	bool checkpoint_cuda;	 /* checkpoint takes --cuda-checkpoint-path */
+	int64_t timeout_ms;	 /* a call's deadline (--runsc-timeout) */
+	int64_t exec_timeout_ms; /* a user's exec's deadline (--exec-timeout) */
 };
 
+/* The defaults of --runsc-timeout and --exec-timeout, and what checkpoint and restore add. */
+#define RUNSC_TIMEOUT_DEFAULT_MS (60 * 1000)
+#define RUNSC_EXEC_TIMEOUT_DEFAULT_MS (3600 * 1000)
+#define RUNSC_PER_GIB_MS (60 * 1000)
+
 int runsc_init(struct runsc *rs, const char *bin, const char *root, struct err *e);
+/* Set the deadlines (milliseconds; 0 keeps the default). */
+void runsc_set_timeouts(struct runsc *rs, int64_t timeout_ms, int64_t exec_timeout_ms);
+/* rs->timeout_ms plus RUNSC_PER_GIB_MS for every GiB of @bytes (pro rata, by the MiB). */
+int64_t runsc_scaled_timeout_ms(const struct runsc *rs, int64_t bytes);
+/* Kill the calls in flight on @cid and refuse later work on it (above); returns how many. */
+int runsc_cancel(const struct runsc *rs, const char *cid);
 
 int runsc_new_container_id(char out[RUNTIME_ID_MAX]);
 
@@ -66,33 +93,40 @@ int runsc_write_bundle_devices(const char *bundle_dir, const char *rootfs, const
  */
 #define RUNSC_NVPROXY 0x1u /* --nvproxy: the sandbox gets NVIDIA GPUs (docs/gpu.md) */
 
-/* `runsc run --detach --bundle B CID`, stdio to @log_path. */
-int runsc_run(const struct runsc *rs, const char *cid, const char *bundle, const char *log_path,
-	      struct err *e);
+/*
+ * A detached sandbox's stdio: @child_fd is its stdout and stderr (the write
+ * end of its console FIFO); while runsc runs, what arrives on @read_fd goes
+ * to @sink (lib/spawn.h), and after it the console reader takes over.
+ */
+struct runsc_stdio {
+	int child_fd;
+	int read_fd;
+	int (*sink)(void *arg, const char *data, size_t len);
+	void *sink_arg;
+};
 
-/* The same with the RUNSC_* global @flags. */
+/* `runsc [RUNSC_* @flags] run --detach --bundle B CID`, stdio @io; deadline rs->timeout_ms. */
 int runsc_run_flags(const struct runsc *rs, unsigned flags, const char *cid, const char *bundle,
-		    const char *log_path, struct err *e);
-
-/* `runsc restore --detach --image-path IMG --bundle B CID`, stdio to @log_path. */
-int runsc_restore(const struct runsc *rs, const char *cid, const char *bundle,
-		  const char *image_dir, const char *log_path, struct err *e);
-int runsc_restore_flags(const struct runsc *rs, unsigned flags, const char *cid, const char *bundle,
-			const char *image_dir, const char *log_path, struct err *e);
+		    const struct runsc_stdio *io, struct err *e);
 
 /*
- * `runsc checkpoint --compression=none --image-path IMG [--leave-running] CID`.
+ * `runsc [@flags] restore --detach --image-path IMG --bundle B CID`, stdio @io;
+ * the deadline scaled to the size of IMG's files.
+ */
+int runsc_restore_flags(const struct runsc *rs, unsigned flags, const char *cid, const char *bundle,
+			const char *image_dir, const struct runsc_stdio *io, struct err *e);
+
+/*
+ * `runsc checkpoint --compression=none --image-path IMG [--leave-running] CID`,
+ * adding `--cuda-checkpoint-path=@cuda_checkpoint` when that is not NULL: a
+ * runsc that has the flag (releases from 20260608) then checkpoints the
+ * sandbox's CUDA processes itself (docs/gpu.md). The deadline is scaled to
+ * @mem_bytes, the sandbox's memory.
  * Note: a failed checkpoint kills the sandbox even with leave_running.
  */
-int runsc_checkpoint(const struct runsc *rs, const char *cid, const char *image_dir,
-		     bool leave_running, struct err *e);
-/*
- * The same, adding `--cuda-checkpoint-path=@cuda_checkpoint` when that is
- * not NULL: a runsc that has the flag (releases from 20260608) then
- * checkpoints the sandbox's CUDA processes itself (docs/gpu.md).
- */
 int runsc_checkpoint_cuda(const struct runsc *rs, const char *cid, const char *image_dir,
-			  bool leave_running, const char *cuda_checkpoint, struct err *e);
+			  bool leave_running, const char *cuda_checkpoint, int64_t mem_bytes,
+			  struct err *e);
 
 /* `runsc help SUBCOMMAND`: its output into *@text (caller frees). */
 int runsc_help(const struct runsc *rs, const char *subcommand, char **text, struct err *e);
@@ -113,20 +147,46 @@ bool runsc_help_has_flag(const char *help, const char *flag);
 void runsc_probe_checkpoint(struct runsc *rs, int image_parent_fd, const char *image_parent);
 
 /*
- * `runsc exec CID /bin/sh -c CMDLINE`, stdout and stderr both to @out_fd.
- * *exit_code gets the command's exit status (128+N for a signal).
+ * An exec: `runsc exec CID ARGV...` (or `/bin/sh -c CMDLINE`). Its stdout and
+ * stderr, written by the sandbox, come back through a pipe into @out, and
+ * only up to @cap bytes: past that the exec is killed and @truncated set.
+ * At its deadline (@timeout_ms; 0: rs->timeout_ms) it is killed and
+ * @timed_out set. Killing `runsc exec` does not end the process in the
+ * sandbox: @pid names it, for runsc_kill_pid().
  */
-int runsc_exec(const struct runsc *rs, const char *cid, const char *cmdline, int out_fd,
-	       int *exit_code, struct err *e);
+struct runsc_exec {
+	const char *const *argv; /* NULL-terminated, or NULL for /bin/sh -c @cmdline */
+	const char *cmdline;
+	int exec_fd; /* > 0: run this host file (runsc --exec-fd), argv[0] only names it */
+	/*
+	 * > 0: the command's stdin; else /dev/null. Every local user reads
+	 * runsc's command line (/proc/PID/cmdline): what is not for them, a
+	 * user's exec command, goes in here instead.
+	 */
+	int stdin_fd;
+	int64_t timeout_ms;
+	struct strbuf *out; /* appended to */
+	size_t cap;	    /* @out's length it may reach */
+	/* The outcome. */
+	int exit_code; /* 128+N for signal N; -1 when snapfs killed it */
+	bool timed_out;
+	bool truncated;
+	int pid; /* the process in the sandbox's pid namespace; 0 if unknown */
+};
+
+/* 0 once it ended (see @x); -ENOENT, -ECANCELED, -EIO when it could not run. */
+int runsc_exec(const struct runsc *rs, const char *cid, struct runsc_exec *x, struct err *e);
+
 /*
- * The same with the command's stdin on @in_fd (-1: /dev/null). Every local
- * user reads runsc's command line (/proc/PID/cmdline): what is not for
- * them, a user's exec command, goes in through @in_fd instead.
+ * `runsc ps --format=json CID`: the pids of its processes (the sandbox's pid
+ * namespace, as runsc's sentry reports them), at most @max (-E2BIG past it).
  */
-int runsc_exec_in(const struct runsc *rs, const char *cid, const char *cmdline, int in_fd,
-		  int out_fd, int *exit_code, struct err *e);
+int runsc_ps(const struct runsc *rs, const char *cid, int *pids, size_t max, size_t *n,
+	     struct err *e);
 
 int runsc_kill(const struct runsc *rs, const char *cid, int sig, struct err *e);
+/* `runsc kill --pid PID CID SIG`: one process of the sandbox. */
+int runsc_kill_pid(const struct runsc *rs, const char *cid, int pid, int sig, struct err *e);
 /* `runsc delete --force CID`; a missing container is 0. */
 int runsc_delete(const struct runsc *rs, const char *cid, struct err *e);
 

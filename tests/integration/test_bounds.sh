@@ -28,10 +28,14 @@ cat >"$T/runsc" <<EOF
 args=("\$@")
 i=2 # past --root DIR: the subcommand is the first word that is not a flag
 while [ "\$i" -lt "\$#" ] && [[ \${args[\$i]} == --* ]]; do i=\$((i + 1)); done
-held=""
+held="" input=""
 case "\${args[\$i]:-}" in
 restore | checkpoint) held=1 ;;
-exec) [[ "\$*" == *bounds-hold* ]] && held=1 ;;
+exec)
+	# The command comes on stdin (never on a command line /proc shows): look at it there.
+	input=\$(cat)
+	[[ "\$* \$input" == *bounds-hold* ]] && held=1
+	;;
 esac
 if [ -n "\$held" ]; then
 	# At most 10 minutes: a test that dies holding must not hold the daemon's shutdown for ever.
@@ -41,6 +45,7 @@ if [ -e "$FAIL" ] && { [ -n "\$held" ] || [ "\${args[\$i]:-}" = exec ]; }; then
 	echo "failed by test_bounds" >&2
 	exit 1
 fi
+[ -n "\$input" ] && exec "$REAL_RUNSC" "\$@" <<<"\$input"
 exec "$REAL_RUNSC" "\$@"
 EOF
 chmod 0755 "$T/runsc"

@@ -2,9 +2,14 @@
 # shellcheck source-path=SCRIPTDIR disable=SC2016
 # GPU sandboxes and cuda-checkpoint, on a machine without a GPU (docs/gpu.md).
 #
-# The image "cuda" is busybox plus the test double of NVIDIA's cuda-checkpoint
-# (tests/gpu/cuda-checkpoint) at /usr/bin/cuda-checkpoint; snapfs drives
-# cuda-checkpoint for every sandbox whose image ships it. Its sandboxes
+# The daemon is given the test double of NVIDIA's cuda-checkpoint
+# (tests/gpu/cuda-checkpoint) with --cuda-checkpoint: the host's binary, which
+# snapfs runs in the sandbox (a script: its text, with the sandbox's shell;
+# runtime/gpu.h). The image "cuda" is
+# busybox plus the double as cuda-checkpoint-double (to register processes)
+# and, at /usr/bin/cuda-checkpoint, a decoy that only notes that it ran: an
+# image shipping that path gets snapfs's sequence, but the image's copy is
+# never what runs. Its sandboxes
 # register two processes as CUDA processes (the entrypoint's shell and a
 # background sleep); the double keeps their states and a log of every call
 # in the sandbox's /tmp. Checked: the calls and their order for snapshot,
@@ -23,8 +28,15 @@ CC=/tmp/.cuda-checkpoint-double
 mkdir -p "$IMAGES/cuda"
 cp -a "$IMAGES/busybox/." "$IMAGES/cuda/"
 mkdir -p "$IMAGES/cuda/usr/bin"
-install -m 0755 "$REPO/tests/gpu/cuda-checkpoint" "$IMAGES/cuda/usr/bin/cuda-checkpoint"
-ln -s cuda-checkpoint "$IMAGES/cuda/usr/bin/cuda-checkpoint-double"
+install -m 0755 "$REPO/tests/gpu/cuda-checkpoint" "$IMAGES/cuda/usr/bin/cuda-checkpoint-double"
+DECOY_LOG=/tmp/.image-cuda-checkpoint-ran
+cat >"$IMAGES/cuda/usr/bin/cuda-checkpoint" <<EOF
+#!/bin/sh
+# The image's own cuda-checkpoint: snapfs must never run it.
+echo "\$*" >>$DECOY_LOG
+exit 1
+EOF
+chmod 0755 "$IMAGES/cuda/usr/bin/cuda-checkpoint"
 
 REAL_RUNSC=$(command -v runsc) || bail "runsc is not on PATH"
 cat >"$T/runsc" <<EOF
@@ -37,7 +49,7 @@ fi
 exec "$REAL_RUNSC" "\$@"
 EOF
 chmod 0755 "$T/runsc"
-DAEMON_ARGS=(--runsc "$T/runsc")
+DAEMON_ARGS=(--runsc "$T/runsc" --cuda-checkpoint "$REPO/tests/gpu/cuda-checkpoint")
 
 # --- helpers -------------------------------------------------------------------
 
@@ -46,9 +58,9 @@ CUDA_ENTRYPOINT='cuda-checkpoint-double register $$; sleep 1000000 </dev/null & 
 
 # cc_pids SB: the registered pids, in the order the sandbox's /proc glob lists them.
 cc_pids() { sb_run "$1" "ls $CC | sed -n 's/^pid-//p' | LC_ALL=C sort"; }
-# cc_states SB: "PID:STATE ..." as the double answers --get-state.
+# cc_states SB: "PID:STATE ..." as the double keeps them (what its --get-state answers).
 cc_states() {
-	sb_run "$1" 'for p in $(ls '"$CC"' | sed -n "s/^pid-//p" | LC_ALL=C sort); do printf "%s:%s " "$p" "$(cuda-checkpoint --get-state --pid "$p")"; done' |
+	sb_run "$1" 'for p in $(ls '"$CC"' | sed -n "s/^pid-//p" | LC_ALL=C sort); do printf "%s:%s " "$p" "$(cat '"$CC"'/pid-$p)"; done' |
 		sed 's/ *$//'
 }
 cc_log() { sb_run "$1" "cat $CC/log"; }
@@ -127,6 +139,12 @@ check_contains "the checkpoint image holds the record" snapfs-cuda.json \
 check_eq "the host profile has gpu_driver and gpus" true \
 	"$(jq '.host | has("gpu_driver") and has("gpus")' "$MNT/snapshots/$snap/info.json")"
 check_eq "a snapshot without GPU is restorable here" yes "$(rd "$MNT/snapshots/$snap/restorable")"
+
+# --- the host's binary, never the image's ------------------------------------------------
+
+check_eq "the image's cuda-checkpoint never ran" "" "$(sb_run src "cat $DECOY_LOG 2>/dev/null")"
+check_contains "the daemon says which cuda-checkpoint it runs" \
+	"cuda-checkpoint: $REPO/tests/gpu/cuda-checkpoint (a script" "$(cat "$DAEMON_LOG")"
 
 # --- fork: restore and unlock in the new sandbox ---------------------------------------
 
@@ -253,7 +271,6 @@ kill -KILL "$DAEMON_PID"
 wait "$DAEMON_PID" 2>/dev/null
 DAEMON_PID=""
 unmount_mnt
-DAEMON_ARGS=(--runsc "$T/runsc")
 start_daemon || bail "the daemon starts again after SIGKILL"
 check_eq "after the restart fork2 runs" running "$(sb_status "$fork2")"
 check_eq "its CUDA processes run unlocked" "1:running $P:running" "$(cc_states "$fork2")"
@@ -307,6 +324,8 @@ psnap=$(snapshot_of plain)
 check_eq "snapshot of a sandbox without cuda-checkpoint completed" completed "$(snap_status "$psnap")"
 check_eq "its manifest records no CUDA processes" null \
 	"$(jq -c .cuda_processes "$MNT/snapshots/$psnap/manifest.json")"
+check_eq "the image's cuda-checkpoint never ran in any sandbox" "" \
+	"$(for sb in src "$fork" "$fork2"; do sb_run "$sb" "cat $DECOY_LOG 2>/dev/null"; done)"
 old=$(jget "$MNT/snapshots/$psnap/info.json" .image_digest)
 echo changed >"$IMAGES/busybox/etc/changed"
 new=$(rd "$MNT/images/busybox/digest")

@@ -156,14 +156,21 @@ static void test_help(void)
 
 static void test_driver_rule(void)
 {
-	CHECK(cuda_driver_for(false, false, false) == CUDA_NONE);
-	CHECK(cuda_driver_for(false, false, true) == CUDA_NONE);
-	CHECK(cuda_driver_for(false, true, false) == CUDA_BY_SNAPFS);
-	CHECK(cuda_driver_for(false, true, true) == CUDA_BY_SNAPFS);
-	CHECK(cuda_driver_for(true, false, false) == CUDA_UNAVAILABLE);
-	CHECK(cuda_driver_for(true, false, true) == CUDA_UNAVAILABLE);
-	CHECK(cuda_driver_for(true, true, false) == CUDA_BY_SNAPFS);
-	CHECK(cuda_driver_for(true, true, true) == CUDA_BY_RUNSC);
+	/* (gpu, image ships the tool, the host has it, runsc drives CUDA) */
+	CHECK(cuda_driver_for(false, false, false, false) == CUDA_NONE);
+	CHECK(cuda_driver_for(false, false, true, true) == CUDA_NONE);
+	CHECK(cuda_driver_for(false, true, false, false) == CUDA_NONE);
+	CHECK(cuda_driver_for(false, true, true, false) == CUDA_BY_SNAPFS);
+	CHECK(cuda_driver_for(false, true, true, true) == CUDA_BY_SNAPFS);
+	/* snapfs runs the host's tool, never the image's; runsc, when it can, its path in the
+	 * image. */
+	CHECK(cuda_driver_for(true, true, false, false) == CUDA_UNAVAILABLE);
+	CHECK(cuda_driver_for(true, false, false, true) == CUDA_UNAVAILABLE);
+	CHECK(cuda_driver_for(true, false, true, false) == CUDA_BY_SNAPFS);
+	CHECK(cuda_driver_for(true, true, true, false) == CUDA_BY_SNAPFS);
+	CHECK(cuda_driver_for(true, false, true, true) == CUDA_BY_SNAPFS);
+	CHECK(cuda_driver_for(true, true, false, true) == CUDA_BY_RUNSC);
+	CHECK(cuda_driver_for(true, true, true, true) == CUDA_BY_RUNSC);
 
 	char img[PATH_MAX];
 	snprintf(img, sizeof(img), "%s/img", base);
@@ -172,9 +179,59 @@ static void test_driver_rule(void)
 	CHECK(gpu_image_has_tool(img));
 }
 
+/* The host's tool: a script is read (bounded), a binary only opened. */
+static void test_tool_open(void)
+{
+	struct cuda_tool t;
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s/tool-script", base);
+	put("tool-script", "#!/bin/sh\necho running\n");
+	CHECK(cuda_tool_open(path, &t) == 0);
+	CHECK(t.fd >= 0);
+	CHECK_STR(t.script, "#!/bin/sh\necho running\n");
+	cuda_tool_close(&t);
+	CHECK(t.fd == -1 && t.script == NULL);
+	snprintf(path, sizeof(path), "%s/tool-elf", base);
+	put("tool-elf", "\x7f"
+			"ELF...");
+	CHECK(cuda_tool_open(path, &t) == 0);
+	CHECK(t.fd >= 0 && t.script == NULL);
+	cuda_tool_close(&t);
+	_cleanup_strbuf_ struct strbuf big = STRBUF_INIT;
+	strbuf_adds(&big, "#!/bin/sh\n");
+	while (big.len <= GPU_SCRIPT_MAX)
+		strbuf_adds(&big, "# padding padding padding padding padding padding padding\n");
+	put("tool-big", strbuf_str(&big));
+	snprintf(path, sizeof(path), "%s/tool-big", base);
+	CHECK(cuda_tool_open(path, &t) == -EFBIG);
+	CHECK(t.fd == -1);
+	CHECK(cuda_tool_open(base, &t) == -EINVAL);
+	snprintf(path, sizeof(path), "%s/no-such-tool", base);
+	CHECK(cuda_tool_open(path, &t) == -ENOENT);
+}
+
+/* Every cuda-checkpoint call has a deadline; moving GPU memory gets more. */
+static void test_call_timeouts(void)
+{
+	struct runsc rs = {.timeout_ms = 60000};
+	CHECK(cuda_call_timeout_ms(&rs, "get-state") == 60000);
+	CHECK(cuda_call_timeout_ms(&rs, "unlock") == 60000);
+	CHECK(cuda_call_timeout_ms(&rs, "lock") == 60000 + GPU_LOCK_TIMEOUT_MS);
+	CHECK(cuda_call_timeout_ms(&rs, "checkpoint") == 60000 * GPU_MOVE_FACTOR);
+	CHECK(cuda_call_timeout_ms(&rs, "restore") == 60000 * GPU_MOVE_FACTOR);
+	/* checkpoint and restore: the base plus RUNSC_PER_GIB_MS a GiB, pro rata, never overflowing
+	 */
+	CHECK(runsc_scaled_timeout_ms(&rs, 0) == 60000);
+	CHECK(runsc_scaled_timeout_ms(&rs, -1) == 60000);
+	CHECK(runsc_scaled_timeout_ms(&rs, 1ll << 30) == 60000 + RUNSC_PER_GIB_MS);
+	CHECK(runsc_scaled_timeout_ms(&rs, 512ll << 20) == 60000 + RUNSC_PER_GIB_MS / 2);
+	CHECK(runsc_scaled_timeout_ms(&rs, INT64_MAX) > 60000);
+	struct runsc huge = {.timeout_ms = INT64_MAX - 1};
+	CHECK(runsc_scaled_timeout_ms(&huge, 1ll << 30) == INT64_MAX / 2);
+}
+
 static void test_states(void)
 {
-	struct cuda_procs p;
 	CHECK(cuda_state_parse("running\n") == CUDA_RUNNING);
 	CHECK(cuda_state_parse("  Locked") == CUDA_LOCKED);
 	CHECK(cuda_state_parse("checkpointed") == CUDA_CHECKPOINTED);
@@ -183,20 +240,6 @@ static void test_states(void)
 	CHECK(cuda_state_parse("runningx") == CUDA_UNKNOWN);
 	CHECK(cuda_state_parse("") == CUDA_UNKNOWN);
 	CHECK_STR(cuda_state_name(CUDA_CHECKPOINTED), "checkpointed");
-
-	CHECK(cuda_parse_list("", &p) == 0 && p.n == 0);
-	CHECK(cuda_parse_list("1 running\n12 locked\nmore text\n7 checkpointed", &p) == 0);
-	CHECK(p.n == 3);
-	CHECK(p.p[0].pid == 1 && p.p[0].before == CUDA_RUNNING && p.p[0].now == CUDA_RUNNING);
-	CHECK(p.p[1].pid == 12 && p.p[1].before == CUDA_LOCKED);
-	CHECK(p.p[2].pid == 7 && p.p[2].now == CUDA_CHECKPOINTED);
-	CHECK(cuda_parse_list("5 \n", &p) == 0 && p.n == 1 && p.p[0].before == CUDA_UNKNOWN);
-	CHECK(cuda_parse_list("5\n", &p) == -EINVAL);
-	CHECK(cuda_parse_list("0 running\n", &p) == -EINVAL);
-	_cleanup_strbuf_ struct strbuf many = STRBUF_INIT;
-	for (int i = 1; i <= CUDA_PROCS_MAX + 1; i++)
-		strbuf_addf(&many, "%d running\n", i);
-	CHECK(cuda_parse_list(strbuf_str(&many), &p) == -E2BIG);
 }
 
 static void test_outcome(void)
@@ -284,6 +327,8 @@ int main(void)
 	test_profile();
 	test_help();
 	test_driver_rule();
+	test_call_timeouts();
+	test_tool_open();
 	test_states();
 	test_outcome();
 	test_record();

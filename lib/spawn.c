@@ -1,0 +1,346 @@
+#include "lib/spawn.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <string.h>
+#include <sys/pidfd.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "lib/util.h"
+
+#define READ_CHUNK (16u << 10)
+/* Where the child's fds wait before they are moved to 1, 2 and 3: above any of those. */
+#define HIGH_FD 10
+
+/* Calls in flight and the tags cancelled, under one lock that spawn and cancel share. */
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static struct spawn *inflight;
+static char cancelled[SPAWN_CANCELLED_MAX][SPAWN_TAG_MAX];
+static size_t cancelled_next;
+
+static bool tag_cancelled(const char *tag)
+{
+	for (size_t i = 0; i < SPAWN_CANCELLED_MAX; i++)
+		if (!strcmp(cancelled[i], tag))
+			return true;
+	return false;
+}
+
+static void remember_cancelled(const char *tag)
+{
+	if (tag_cancelled(tag))
+		return;
+	snprintf(cancelled[cancelled_next], SPAWN_TAG_MAX, "%s", tag);
+	cancelled_next = (cancelled_next + 1) % SPAWN_CANCELLED_MAX;
+}
+
+/* The group first; the child itself too, should it have left its group. */
+static void kill_group(pid_t pid)
+{
+	kill(-pid, SIGKILL);
+	kill(pid, SIGKILL);
+}
+
+int spawn_code(int status)
+{
+	if (WIFEXITED(status))
+		return WEXITSTATUS(status);
+	return 128 + WTERMSIG(status);
+}
+
+static int child_attrs(posix_spawnattr_t *attr)
+{
+	sigset_t none, dfl;
+	sigemptyset(&none);
+	sigemptyset(&dfl);
+	/* libfuse ignores SIGPIPE and a daemon may block signals; the child gets neither. */
+	sigaddset(&dfl, SIGPIPE);
+	sigaddset(&dfl, SIGINT);
+	sigaddset(&dfl, SIGTERM);
+	sigaddset(&dfl, SIGHUP);
+	sigaddset(&dfl, SIGQUIT);
+	int rc = posix_spawnattr_setsigmask(attr, &none);
+	if (rc == 0)
+		rc = posix_spawnattr_setsigdefault(attr, &dfl);
+	/*
+	 * Its own session, so its own process group: a Ctrl-C at a foreground
+	 * daemon does not reach it, and a kill of the group reaches all of it.
+	 */
+	if (rc == 0)
+		rc = posix_spawnattr_setflags(attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF |
+							POSIX_SPAWN_SETSID);
+	return -rc;
+}
+
+/* Copies above HIGH_FD, so no dup2 below moves one onto another or onto itself. */
+struct child_fds {
+	int in, out, err; /* in: -1 for /dev/null */
+	int pass[SPAWN_PASS_MAX];
+	size_t npass;
+};
+
+static void close_reset(int *fd)
+{
+	closep(fd);
+	*fd = -1;
+}
+
+static void child_fds_close(struct child_fds *f)
+{
+	close_reset(&f->in);
+	close_reset(&f->out);
+	close_reset(&f->err);
+	for (size_t i = 0; i < f->npass; i++)
+		close_reset(&f->pass[i]);
+}
+
+/*
+ * The child's stderr when it is its stdout: a pipe or FIFO gets an open file
+ * description of its own. gVisor makes each host fd it is handed
+ * non-blocking and records the flags it found first: with one description
+ * for both, the second of the two it takes in may look non-blocking to the
+ * sandbox's process, whose writes then fail with EAGAIN when the pipe is
+ * full (seen with `runsc exec`: docs/runsc-notes.md).
+ */
+static int dup_err(int out)
+{
+	char path[64];
+	struct stat st;
+	if (fstat(out, &st) == 0 && S_ISFIFO(st.st_mode)) {
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", out);
+		int fd = open(path, O_WRONLY | O_CLOEXEC);
+		if (fd >= 0) {
+			int high = fcntl(fd, F_DUPFD_CLOEXEC, HIGH_FD);
+			close(fd);
+			return high;
+		}
+	}
+	return fcntl(out, F_DUPFD_CLOEXEC, HIGH_FD);
+}
+
+static int child_fds_dup(struct child_fds *f, int out, int err, const struct spawn *s)
+{
+	f->in = s->stdin_fd > 0 ? fcntl(s->stdin_fd, F_DUPFD_CLOEXEC, HIGH_FD) : -1;
+	bool ok = s->stdin_fd <= 0 || f->in >= 0;
+	f->out = fcntl(out, F_DUPFD_CLOEXEC, HIGH_FD);
+	f->err = err >= 0 ? fcntl(err, F_DUPFD_CLOEXEC, HIGH_FD) : dup_err(out);
+	for (f->npass = 0; f->npass < s->npass; f->npass++) {
+		f->pass[f->npass] = fcntl(s->pass[f->npass], F_DUPFD_CLOEXEC, HIGH_FD);
+		ok = ok && f->pass[f->npass] >= 0;
+	}
+	if (f->out < 0 || f->err < 0 || !ok) {
+		int rc = -errno;
+		child_fds_close(f);
+		return rc;
+	}
+	return 0;
+}
+
+static int child_files(posix_spawn_file_actions_t *fa, const struct child_fds *f)
+{
+	int rc = f->in >= 0 ? posix_spawn_file_actions_adddup2(fa, f->in, 0)
+			   : posix_spawn_file_actions_addopen(fa, 0, "/dev/null", O_RDONLY, 0);
+	if (rc == 0)
+		rc = posix_spawn_file_actions_adddup2(fa, f->out, 1);
+	if (rc == 0)
+		rc = posix_spawn_file_actions_adddup2(fa, f->err, 2);
+	for (size_t i = 0; rc == 0 && i < f->npass; i++)
+		rc = posix_spawn_file_actions_adddup2(fa, f->pass[i], 3 + (int)i);
+	/* The child keeps nothing else of ours: not /dev/fuse, no other fd. */
+	if (rc == 0)
+		rc = posix_spawn_file_actions_addclosefrom_np(fa, 3 + (int)f->npass);
+	return -rc;
+}
+
+/*
+ * Start @s's child and enter it in the list of calls in flight, both under
+ * the lock, so a spawn_cancel() either sees it or came before and refuses it.
+ */
+static int start(struct spawn *s, const struct child_fds *f)
+{
+	posix_spawn_file_actions_t fa;
+	posix_spawnattr_t attr;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawnattr_init(&attr);
+	int rc = child_files(&fa, f);
+	if (rc == 0)
+		rc = child_attrs(&attr);
+	pthread_mutex_lock(&lock);
+	if (rc == 0 && s->tag && s->refuse_cancelled && tag_cancelled(s->tag)) {
+		s->cancelled_ = true;
+	} else if (rc == 0) {
+		rc = -posix_spawnp(&s->pid_, s->argv[0], &fa, &attr, (char *const *)s->argv,
+				   s->envp);
+		if (rc == 0) {
+			s->next_ = inflight;
+			inflight = s;
+		}
+	}
+	pthread_mutex_unlock(&lock);
+	posix_spawn_file_actions_destroy(&fa);
+	posix_spawnattr_destroy(&attr);
+	return rc;
+}
+
+/* Out of the list before the child is reaped: its pid must not be killed once reused. */
+static bool finish(struct spawn *s)
+{
+	pthread_mutex_lock(&lock);
+	for (struct spawn **pp = &inflight; *pp; pp = &(*pp)->next_) {
+		if (*pp == s) {
+			*pp = s->next_;
+			break;
+		}
+	}
+	bool was_cancelled = s->cancelled_;
+	pthread_mutex_unlock(&lock);
+	return was_cancelled;
+}
+
+/* One read of @fd into the sink: 1 data or nothing yet, 0 EOF, -1 the sink said stop. */
+static int read_once(struct spawn *s, int fd, char *buf)
+{
+	ssize_t n = read(fd, buf, READ_CHUNK);
+	if (n < 0)
+		return errno == EAGAIN || errno == EINTR ? 1 : 0;
+	if (n == 0)
+		return 0;
+	if (s->sink && s->sink(s->sink_arg, buf, (size_t)n) != 0)
+		return -1;
+	return 1;
+}
+
+/* After the child exited: what @fd holds now, never waiting for more. */
+static void drain(struct spawn *s, int fd, char *buf)
+{
+	size_t total = 0;
+	while (total < SPAWN_DRAIN_MAX) {
+		ssize_t n = read(fd, buf, READ_CHUNK);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return;
+		total += (size_t)n;
+		if (s->sink && s->sink(s->sink_arg, buf, (size_t)n) != 0)
+			return;
+	}
+}
+
+/* Read @fd (-1: none) until the child exits, the deadline passes or the sink says stop. */
+static enum spawn_end pump(struct spawn *s, int pidfd, int fd)
+{
+	char buf[READ_CHUNK];
+	int64_t deadline = mono_ms() + s->timeout_ms;
+	bool reading = fd >= 0;
+	for (;;) {
+		struct pollfd p[2] = {{.fd = pidfd, .events = POLLIN},
+				      {.fd = fd, .events = POLLIN}};
+		int64_t left = deadline - mono_ms();
+		if (left <= 0)
+			return SPAWN_TIMED_OUT;
+		int n = poll(p, reading ? 2 : 1, left > INT_MAX ? INT_MAX : (int)left);
+		if (n < 0 && errno != EINTR) {
+			warning("spawn %s: poll: %s; killing it", s->argv[0], strerror(errno));
+			return SPAWN_TIMED_OUT;
+		}
+		if (n > 0 && reading && p[1].revents) {
+			int r = read_once(s, fd, buf);
+			if (r < 0)
+				return SPAWN_STOPPED;
+			reading = r > 0;
+		}
+		if (n > 0 && (p[0].revents & POLLIN))
+			break;
+	}
+	if (reading)
+		drain(s, fd, buf);
+	return SPAWN_EXITED;
+}
+
+/* Wait for the child, whatever signal arrives. */
+static void reap(struct spawn *s)
+{
+	while (waitpid(s->pid_, &s->status, 0) < 0 && errno == EINTR)
+		;
+}
+
+static int run_started(struct spawn *s, int fd)
+{
+	int pidfd = pidfd_open(s->pid_, 0);
+	int rc = 0;
+	if (pidfd < 0) {
+		rc = -errno;
+		kill_group(s->pid_);
+		s->end = SPAWN_TIMED_OUT;
+	} else {
+		s->end = pump(s, pidfd, fd);
+		if (s->end != SPAWN_EXITED)
+			kill_group(s->pid_);
+		close(pidfd);
+	}
+	if (finish(s))
+		s->end = SPAWN_CANCELLED;
+	reap(s);
+	return rc;
+}
+
+int spawn_run(struct spawn *s)
+{
+	int pipefd[2] = {-1, -1};
+	struct child_fds f = {.in = -1, .out = -1, .err = -1};
+	int fd = s->in_fd;
+	int64_t t0 = mono_ms();
+	s->end = SPAWN_EXITED;
+	s->status = 0;
+	s->pid_ = 0;
+	s->cancelled_ = false;
+	if (s->timeout_ms <= 0 || s->npass > SPAWN_PASS_MAX ||
+	    (s->tag && strlen(s->tag) >= SPAWN_TAG_MAX))
+		return -EINVAL;
+	if (s->out_fd < 0) {
+		if (pipe2(pipefd, O_CLOEXEC) < 0)
+			return -errno;
+		fd = pipefd[0];
+	}
+	int out = s->out_fd >= 0 ? s->out_fd : pipefd[1];
+	int rc = child_fds_dup(&f, out, s->err_fd, s);
+	if (rc == 0 && fd >= 0 && fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) < 0)
+		rc = -errno;
+	if (rc == 0)
+		rc = start(s, &f);
+	/* Only the child holds its ends now: its exit (and its children's) ends the pipe. */
+	child_fds_close(&f);
+	close_reset(&pipefd[1]);
+	if (rc == 0 && s->cancelled_)
+		s->end = SPAWN_CANCELLED;
+	else if (rc == 0)
+		rc = run_started(s, fd);
+	closep(&pipefd[0]);
+	s->ran_ms = mono_ms() - t0;
+	return rc;
+}
+
+int spawn_cancel(const char *tag)
+{
+	int n = 0;
+	if (!tag || strlen(tag) >= SPAWN_TAG_MAX)
+		return 0;
+	pthread_mutex_lock(&lock);
+	remember_cancelled(tag);
+	for (struct spawn *s = inflight; s; s = s->next_) {
+		if (s->tag && !strcmp(s->tag, tag)) {
+			s->cancelled_ = true;
+			kill_group(s->pid_);
+			n++;
+		}
+	}
+	pthread_mutex_unlock(&lock);
+	return n;
+}
