@@ -6,6 +6,7 @@
  */
 #include "runtime/ops_internal.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -459,6 +460,40 @@ int sandbox_path(const char *id, const char *leaf, char *out, size_t len)
 	return rc < 0 ? rc : 0;
 }
 
+/* No sandbox id starts with a dot (lib/names.h): these names are never a sandbox's. */
+#define SANDBOX_TOMB_PREFIX ".removed-"
+
+void sandbox_bury(const char *id, char *tomb, size_t len)
+{
+	char dir[PATH_MAX], hex[17];
+	int rc = sandbox_path(id, NULL, dir, sizeof(dir));
+	if (rc == 0)
+		rc = random_hex(hex, 16);
+	if (rc == 0)
+		rc = xsnprintf(tomb, len, "%s/" SANDBOX_TOMB_PREFIX "%s", ops.sandbox_dir, hex);
+	if (rc >= 0 && rename(dir, tomb) < 0)
+		rc = -errno;
+	if (rc < 0)
+		tomb[0] = '\0';
+	/* A sandbox never started has no directory. */
+	if (rc < 0 && rc != -ENOENT)
+		warning("cannot set sandbox %s's directory aside: %s", id, strerror(-rc));
+}
+
+/* What a remove set aside and a crash left: the directories of removed sandboxes. */
+static void sweep_tombs(void)
+{
+	DIR *d = opendir(ops.sandbox_dir);
+	if (!d)
+		return;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		if (!strncmp(de->d_name, SANDBOX_TOMB_PREFIX, strlen(SANDBOX_TOMB_PREFIX)))
+			rm_rf_at(dirfd(d), de->d_name);
+	}
+	closedir(d);
+}
+
 int spool_path(const char *snap_id, char *out, size_t len)
 {
 	int rc = xsnprintf(out, len, "%s/%s", ops.spool_dir, snap_id);
@@ -661,6 +696,8 @@ int ops_open(const struct ops_config *cfg, struct err *e)
 		rc = make_dirs(cfg, e);
 	if (rc == 0)
 		rc = lock_state(cfg->state_dir, e);
+	if (rc == 0)
+		sweep_tombs();
 	/* After the lock: it may remove a second spool of this state directory. */
 	if (rc == 0)
 		rc = spool_open(cfg->spool_parent, cfg->state_dir, ops.spool_dir, e);

@@ -117,6 +117,12 @@ bool progress_get(const char *snap_id, int64_t *done, int64_t *total);
 
 /* Paths: <sandbox_dir>/<id>, its bundle, its console log; spool and cache dirs of a snapshot. */
 int sandbox_path(const char *id, const char *leaf, char *out, size_t len);
+/*
+ * Rename sandbox @id's directory to a name no sandbox can have, in @tomb (""
+ * if it had none), for the caller to remove outside the lock; the start-up
+ * removes what a crash left of these.
+ */
+void sandbox_bury(const char *id, char *tomb, size_t len);
 int spool_path(const char *snap_id, char *out, size_t len);
 int cache_path(const char *snap_id, char *out, size_t len);
 

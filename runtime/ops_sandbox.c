@@ -405,7 +405,7 @@ int ops_sandbox_terminate(const struct caller *who, const char *id, ops_done_fn 
 int ops_sandbox_remove(const struct caller *who, const char *id, struct err *e)
 {
 	struct sandbox sb;
-	char dir[PATH_MAX];
+	char tomb[PATH_MAX] = "";
 	unsigned removable =
 	    STATE_BIT(SB_CREATED) | STATE_BIT(SB_TERMINATED) | STATE_BIT(SB_FAILED);
 	pthread_mutex_lock(&ops.lock);
@@ -417,14 +417,22 @@ int ops_sandbox_remove(const struct caller *who, const char *id, struct err *e)
 			     id, sandbox_state_name(sb.state));
 	else
 		rc = registry_sandbox_delete(ops.reg, id);
+	/*
+	 * Its console and directory go under the lock: once it is unlocked a new
+	 * sandbox may take the name, and its bundle and console must not be the
+	 * ones removed. The directory is renamed away and emptied outside.
+	 */
+	if (rc == 0) {
+		console_detach(id);
+		sandbox_bury(id, tomb, sizeof(tomb));
+	}
 	pthread_mutex_unlock(&ops.lock);
 	if (rc < 0)
 		return rc;
-	/* A failed sandbox may still have a stopped container in the runsc root. */
-	console_detach(id);
+	/* A failed sandbox may still have a stopped container (runtime ids are never reused). */
 	runsc_delete(&ops.runsc, sb.runtime_id, NULL);
-	if (sandbox_path(id, NULL, dir, sizeof(dir)) >= 0)
-		rm_rf(dir);
+	if (tomb[0])
+		rm_rf(tomb);
 	announce(OPS_OBJ_SANDBOX, id, "removed", NULL);
 	return 0;
 }
@@ -496,9 +504,10 @@ static int exec_in_sandbox(const char *runtime_id, const char *cmdline, struct s
 	if (rc < 0)
 		return err_set(e, -rc, "cannot name the exec output: %s", strerror(-rc));
 	snprintf(file, sizeof(file), "/tmp/.snapfs-exec-%s", hex);
-	snprintf(wrapped, sizeof(wrapped),
-		 "snapfs_cmd=$(cat); exec </dev/null >%s 2>&1; eval \"unset snapfs_cmd; $snapfs_cmd\"",
-		 file);
+	snprintf(
+	    wrapped, sizeof(wrapped),
+	    "snapfs_cmd=$(cat); exec </dev/null >%s 2>&1; eval \"unset snapfs_cmd; $snapfs_cmd\"",
+	    file);
 	_cleanup_close_ int in = memfd_create("snapfs-exec", MFD_CLOEXEC);
 	rc = in < 0 ? -errno : write_all(in, cmdline, strlen(cmdline));
 	if (rc == 0 && lseek(in, 0, SEEK_SET) < 0)
