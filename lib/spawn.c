@@ -146,7 +146,7 @@ static int child_fds_dup(struct child_fds *f, int out, int err, const struct spa
 static int child_files(posix_spawn_file_actions_t *fa, const struct child_fds *f)
 {
 	int rc = f->in >= 0 ? posix_spawn_file_actions_adddup2(fa, f->in, 0)
-			   : posix_spawn_file_actions_addopen(fa, 0, "/dev/null", O_RDONLY, 0);
+			    : posix_spawn_file_actions_addopen(fa, 0, "/dev/null", O_RDONLY, 0);
 	if (rc == 0)
 		rc = posix_spawn_file_actions_adddup2(fa, f->out, 1);
 	if (rc == 0)
