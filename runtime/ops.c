@@ -584,7 +584,6 @@ static int make_dirs(const struct ops_config *cfg, struct err *e)
 	} dirs[] = {
 	    {ops.cache_dir, "cache"},
 	    {ops.sandbox_dir, "sandboxes"},
-	    {ops.exec_dir, "exec"},
 	};
 	int rc = xsnprintf(ops.state_dir, sizeof(ops.state_dir), "%s", cfg->state_dir);
 	if (rc < 0)
@@ -714,8 +713,11 @@ int ops_open(const struct ops_config *cfg, struct err *e)
 	reconcile_sandboxes();
 	/* What the reconciliation did not claim is garbage now. */
 	spool_empty();
-	rm_rf(ops.exec_dir);
-	mkdir_p(ops.exec_dir, 0700);
+	/* Exec output went through host files before it was capped in memory: an older version's.
+	 */
+	char old_exec[PATH_MAX];
+	if (xsnprintf(old_exec, sizeof(old_exec), "%s/exec", ops.state_dir) >= 0)
+		rm_rf(old_exec);
 	return 0;
 }
 

@@ -27,7 +27,6 @@ struct ops_context {
 	char spool_dir[PATH_MAX];   /* checkpoint images being stored */
 	char cache_dir[PATH_MAX];   /* materialized snapshots, reused by forks */
 	char sandbox_dir[PATH_MAX]; /* per sandbox: bundle/, console.fifo, console.log */
-	char exec_dir[PATH_MAX];    /* output of running execs */
 	struct cuda_tool cuda_tool; /* the host's cuda-checkpoint (runtime/gpu.h); fd -1: none */
 	struct registry *reg;
 	struct store *store;
