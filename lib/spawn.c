@@ -318,7 +318,12 @@ int spawn_run(struct spawn *s)
 	/* Only the child holds its ends now: its exit (and its children's) ends the pipe. */
 	child_fds_close(&f);
 	close_reset(&pipefd[1]);
-	if (rc == 0 && s->cancelled_)
+	/*
+	 * Refused: it never started (no pid). Not s->cancelled_: a cancel may
+	 * set that, from another thread, the moment the lock was released, and
+	 * a started child must still be waited for, reaped and unlisted.
+	 */
+	if (rc == 0 && s->pid_ == 0)
 		s->end = SPAWN_CANCELLED;
 	else if (rc == 0)
 		rc = run_started(s, fd);

@@ -146,7 +146,9 @@ int container_start(const char *id, const char *runtime_id, bool gpu, const char
 /*
  * Bring sandbox @sb back to running from the checkpoint still in the spool
  * of snapshot @snap_id (a suspend whose storing failed): a fresh container
- * id, then `runsc restore`. Updates @sb (runtime_id, pid) but not the registry.
+ * id, recorded in the registry while the sandbox is still suspending
+ * (-ECANCELED once it is not: a terminate took it), then `runsc restore`.
+ * Updates @sb (runtime_id, pid); the registry only for the id.
  */
 int restore_from_spool(struct sandbox *sb, const char *snap_id, struct err *e);
 

@@ -30,6 +30,8 @@
 #define EXEC_TIMED_OUT_CODE 124
 /* The exit line of a command whose sandbox was terminated under it: SIGKILL. */
 #define EXEC_TERMINATED_CODE 137
+/* The exec's stdin, its command, once written: no write, growth or shrink, for good. */
+#define EXEC_STDIN_SEALS (F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL)
 
 /* A job's argument: which sandbox, who to tell, and what to do. */
 struct sandbox_job {
@@ -508,9 +510,15 @@ static int exec_in_sandbox(const char *runtime_id, const char *cmdline, struct s
 	    wrapped, sizeof(wrapped),
 	    "snapfs_cmd=$(cat); exec </dev/null >%s 2>&1; eval \"unset snapfs_cmd; $snapfs_cmd\"",
 	    file);
-	_cleanup_close_ int in = memfd_create("snapfs-exec", MFD_CLOEXEC);
+	_cleanup_close_ int in = memfd_create("snapfs-exec", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	rc = in < 0 ? -errno : write_all(in, cmdline, strlen(cmdline));
 	if (rc == 0 && lseek(in, 0, SEEK_SET) < 0)
+		rc = -errno;
+	/*
+	 * Sealed: the sandbox gets this fd read-write (a memfd is), and its
+	 * /bin/sh could otherwise grow it without bound in host memory.
+	 */
+	if (rc == 0 && fcntl(in, F_ADD_SEALS, EXEC_STDIN_SEALS) < 0)
 		rc = -errno;
 	if (rc < 0)
 		return err_set(e, -rc, "cannot hand the exec its command: %s", strerror(-rc));

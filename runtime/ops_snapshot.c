@@ -772,6 +772,15 @@ int restore_from_spool(struct sandbox *sb, const char *snap_id, struct err *e)
 	int rc = runsc_new_container_id(sb->runtime_id);
 	if (rc < 0)
 		return err_set(e, -rc, "cannot make a container id: %s", strerror(-rc));
+	/*
+	 * The fresh id in the registry first, as restore_job_run() does: a
+	 * terminate cancels the container the registry names, and this restore
+	 * must be among the calls it ends.
+	 */
+	struct sb_patch id_only = SB_PATCH(SB_SUSPENDING);
+	id_only.runtime_id = sb->runtime_id;
+	if (sandbox_apply_if(sb->id, STATE_BIT(SB_SUSPENDING), id_only) < 0)
+		return err_set(e, ECANCELED, "sandbox %s is no longer suspending", sb->id);
 	rc = restore_image(sb->id, &snap, spool, sb->runtime_id, digest, e);
 	if (rc == 0)
 		runsc_state(&ops.runsc, sb->runtime_id, status, sizeof(status), &sb->pid, NULL);

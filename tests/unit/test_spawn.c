@@ -8,6 +8,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "lib/strbuf.h"
@@ -206,6 +207,54 @@ static void test_cancel(void)
 	strbuf_release(&c.out);
 }
 
+/*
+ * A cancel that lands just after a call started (between the child's start
+ * and spawn_run()'s look at what happened) must still see the child reaped
+ * and the call out of the list of calls in flight: the call must not take
+ * it for one that never started. A canceller spins on the tag while calls
+ * start one after the other; each call's child must be reaped by the time
+ * spawn_run() returns (waitpid finds no such child). The calls are kept
+ * (never reused, never freed) so that a call left in the list shows up here
+ * as a failed check, not as a hang or a use after free.
+ */
+#define RACE_CALLS 2000
+static struct spawn race_calls[RACE_CALLS];
+static atomic_bool race_stop;
+
+static void *cancel_spin(void *arg)
+{
+	(void)arg;
+	while (!atomic_load(&race_stop))
+		spawn_cancel("tag-race");
+	return NULL;
+}
+
+static void test_cancel_just_after_start(void)
+{
+	static const char *argv[] = {"true", NULL};
+	pthread_t t;
+	int unreaped = 0, cancelled = 0;
+	CHECK(pthread_create(&t, NULL, cancel_spin, NULL) == 0);
+	for (int i = 0; i < RACE_CALLS && !unreaped; i++) {
+		struct spawn *s = &race_calls[i];
+		s->argv = argv;
+		s->envp = env;
+		s->out_fd = s->err_fd = s->in_fd = -1;
+		s->timeout_ms = 60000;
+		s->tag = "tag-race";
+		CHECK(spawn_run(s) == 0);
+		if (s->end != SPAWN_CANCELLED)
+			continue;
+		cancelled++;
+		if (s->pid_ > 0 && waitpid(s->pid_, NULL, WNOHANG) != -1)
+			unreaped++;
+	}
+	atomic_store(&race_stop, true);
+	pthread_join(t, NULL);
+	CHECK(cancelled > 0);
+	CHECK(unreaped == 0);
+}
+
 static void test_bad_calls(void)
 {
 	struct spawn s;
@@ -228,6 +277,7 @@ int main(void)
 	test_fds();
 	test_in_fd();
 	test_cancel();
+	test_cancel_just_after_start();
 	test_bad_calls();
 	return t_done();
 }
