@@ -242,14 +242,15 @@ shared_file "$T/quiet.cmd" "sleep 100000 # u1-exec-secret$NL"
 as "$U1" bash -c 'exec 3<>"$1" && cat "$2" >&3 && cat <&3 >/dev/null' \
 	quiet "$MNT/sandboxes/quiet/exec" "$T/quiet.cmd" &
 BG_PIDS+=("$!")
-# cmdline_has TEXT: some process's command line, as U2 reads them, holds TEXT
-# (searched once they are all read: the search's own command line holds TEXT).
+# cmdline_has ERE: some process's command line, as U2 reads them, matches ERE
+# (searched once they are all read: the search's own command line holds it).
 cmdline_has() {
 	as "$U2" sh -c 'for f in /proc/[0-9]*/cmdline; do tr "\0" " " <"$f"; echo; done' \
 		>"$T/cmdlines" 2>/dev/null
-	grep -qF -- "$1" "$T/cmdlines"
+	grep -qE -- "$1" "$T/cmdlines"
 }
-ok "U1's exec is running in quiet" poll_until 60 cmdline_has "exec $QUIET_RID"
+# runsc's own flags may stand between the subcommand and the container id.
+ok "U1's exec is running in quiet" poll_until 60 cmdline_has " exec .*$QUIET_RID"
 if cmdline_has u1-exec-secret; then
 	fail "U2 does not read U1's exec command in a process's command line"
 else
