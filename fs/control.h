@@ -1,6 +1,6 @@
 /*
  * control.h - what a write to a control file means, before anything acts
- * on it: line framing and word parsing (design.md, "Writing to a control
+ * on it: line framing and word parsing (docs/design.md, "Writing to a control
  * file"). Pure code: no FUSE, no registry; unit-tested in
  * tests/unit/test_control.c.
  *

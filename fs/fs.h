@@ -1,5 +1,5 @@
 /*
- * fs.h - the FUSE layer: mounts the snapfs tree (design.md, "The tree") with
+ * fs.h - the FUSE layer: mounts the snapfs tree (docs/design.md, "The tree") with
  * the libfuse3 low-level API and translates each request into a read of the
  * registry or a call of runtime/ops.h. It holds no state of its own beyond
  * the kernel's view: inode numbers, open files and held requests.

@@ -1,6 +1,6 @@
 /*
  * pending.h - FUSE requests answered later, by whichever thread finishes
- * the work, so that no FUSE worker thread ever waits (design.md, "Writing
+ * the work, so that no FUSE worker thread ever waits (docs/design.md, "Writing
  * to a control file").
  *
  * A held request counts the completions it waits for. The thread that

@@ -1,4 +1,4 @@
-/* The top of the tree and images/ (design.md, "The tree"). */
+/* The top of the tree and images/ (docs/design.md, "The tree"). */
 #include <errno.h>
 #include <limits.h>
 

@@ -1,4 +1,4 @@
-/* sandboxes/ and sandboxes/<id>/ (design.md, "The tree"). */
+/* sandboxes/ and sandboxes/<id>/ (docs/design.md, "The tree"). */
 #include <errno.h>
 #include <stddef.h>
 #include <stdlib.h>

@@ -1,4 +1,4 @@
-/* snapshots/ and snapshots/<id>/ (design.md, "The tree"). */
+/* snapshots/ and snapshots/<id>/ (docs/design.md, "The tree"). */
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>

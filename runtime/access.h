@@ -1,5 +1,5 @@
 /*
- * access.h - who may see and do what (design.md, "Who may do what").
+ * access.h - who may see and do what (docs/design.md, "Who may do what").
  *
  * The mount is root's. Without -o allow_other the kernel lets only root's
  * requests in; with it (fs/ then adds default_permissions) every local

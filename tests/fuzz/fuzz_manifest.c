@@ -23,7 +23,7 @@ static void check_chunk(const struct manifest *m, const struct manifest_chunk *c
 	FUZZ_CHECK(c->pack >= 0 && (size_t)c->pack < m->npacks);
 	FUZZ_CHECK(c->len <= MANIFEST_CHUNK_MAX);
 	FUZZ_CHECK(c->off >= 0 && c->zlen >= 1);
-	/* design.md: a stored length never above its plain length plus zstd's bound. */
+	/* docs/design.md: a stored length never above its plain length plus zstd's bound. */
 	FUZZ_CHECK(c->zlen <= (int64_t)ZSTD_COMPRESSBOUND((size_t)c->len));
 }
 

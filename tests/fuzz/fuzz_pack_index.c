@@ -70,7 +70,7 @@ static void check_entries(const struct pack_idx_entry *ents, size_t n)
 	for (size_t i = 0; i < n; i++) {
 		FUZZ_CHECK(ents[i].len >= 1 && ents[i].len <= MANIFEST_CHUNK_MAX);
 		FUZZ_CHECK(ents[i].zlen >= 1 && ents[i].off <= INT64_MAX / 2);
-		/* design.md: a stored length never above its plain length plus zstd's bound. */
+		/* docs/design.md: a stored length within its plain length plus zstd's bound. */
 		FUZZ_CHECK(ents[i].zlen <= ZSTD_COMPRESSBOUND((size_t)ents[i].len));
 	}
 }

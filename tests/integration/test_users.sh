@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # shellcheck source-path=SCRIPTDIR disable=SC2016,SC2317
-# Other local users (design.md, "Who may do what"). With -o allow_other and
+# Other local users (docs/design.md, "Who may do what"). With -o allow_other and
 # --allow-group: only root and the group create sandboxes; each user sees
 # and touches only what it owns (a sandbox is its creator's, a snapshot its
 # sandbox owner's, a fork its forker's), with modes the kernel enforces;
