@@ -52,6 +52,7 @@ check_eq "the resumed sandbox has its file" from-src "$(sb_run src 'cat /root/ma
 
 # What an interrupted checkpoint leaves: the spool is kept, found again and emptied.
 own=$(own_spools)
+[ -d "$own" ] || bail "the daemon's own spool directory is found" "got: '$own'"
 echo stale >"$own/leftover"
 stop_daemon
 ok "a daemon that stops keeps a spool that is not empty" test -e "$own/leftover"
