@@ -20,6 +20,7 @@
 #include "lib/util.h"
 #include "tests/unit/t.h"
 #include "tests/unit/t_dir.h"
+#include "tests/unit/t_store.h"
 
 #define DATA_LEN (1u << 20)
 
@@ -47,17 +48,6 @@ static void write_source(const char *rel)
 	snprintf(p, sizeof(p), "%s/%s/pages.img", t_base, rel);
 	CHECK(write_file_durable(p, data, DATA_LEN) == 0);
 	free(data);
-}
-
-static int put(struct store *st, const char *id, const char *rel, struct store_put_result *res)
-{
-	char src[PATH_MAX];
-	struct err e = {0};
-	t_path(src, rel);
-	cJSON *meta = cJSON_CreateObject();
-	int rc = store_put_snapshot(st, id, src, meta, NULL, NULL, res, &e);
-	cJSON_Delete(meta);
-	return rc;
 }
 
 /* Decode an index of one entry (@len, @zlen at @off): pack_idx_decode()'s answer. */
@@ -141,13 +131,13 @@ static void test_index_bound(void)
 		goto out;
 	write_source("src1");
 	write_source("src2");
-	CHECK(put(b, "b1", "src1", NULL) == 0 && put(b, "b2", "src2", NULL) == 0);
+	CHECK(t_store_put(b, "b1", "src1", NULL) == 0 && t_store_put(b, "b2", "src2", NULL) == 0);
 	a->limits.index_chunks = index_entries(a, "s1", "b1/0000");
 	CHECK(store_refresh(a, NULL, &e) == 0);
 	store_stats(a, &stats);
 	CHECK(stats.snapshots == 2 && stats.chunks == (int64_t)a->limits.index_chunks);
-	CHECK(put(a, "a1", "src1", &res) == 0 && res.stored_bytes < (64 << 10));
-	CHECK(put(a, "a2", "src2", &res) == 0 && res.stored_bytes > (int64_t)DATA_LEN);
+	CHECK(t_store_put(a, "a1", "src1", &res) == 0 && res.stored_bytes < (64 << 10));
+	CHECK(t_store_put(a, "a2", "src2", &res) == 0 && res.stored_bytes > (int64_t)DATA_LEN);
 	char out[PATH_MAX];
 	t_path(out, "out-b2");
 	CHECK(store_get_snapshot(a, "b2", out, &e) == 0);
@@ -171,8 +161,8 @@ static void test_records_bound(void)
 	write_source("src4");
 	write_source("src5");
 	/* Three snapshots of a pack each. */
-	CHECK(put(b, "c1", "src3", NULL) == 0 && put(b, "c2", "src4", NULL) == 0 &&
-	      put(b, "c3", "src5", NULL) == 0);
+	CHECK(t_store_put(b, "c1", "src3", NULL) == 0 && t_store_put(b, "c2", "src4", NULL) == 0 &&
+	      t_store_put(b, "c3", "src5", NULL) == 0);
 	a->limits.packs = 2;
 	CHECK(store_refresh(a, NULL, &e) == 0);
 	store_stats(a, &stats);
@@ -186,8 +176,8 @@ static void test_records_bound(void)
 	b = open_store("s3");
 	if (!a || !b)
 		goto out;
-	CHECK(put(b, "d1", "src3", NULL) == 0 && put(b, "d2", "src3", NULL) == 0 &&
-	      put(b, "d3", "src3", NULL) == 0);
+	CHECK(t_store_put(b, "d1", "src3", NULL) == 0 && t_store_put(b, "d2", "src3", NULL) == 0 &&
+	      t_store_put(b, "d3", "src3", NULL) == 0);
 	a->limits.pack_refs = 2;
 	CHECK(store_refresh(a, NULL, &e) == 0);
 	store_stats(a, &stats);

@@ -18,6 +18,7 @@
 #include "lib/util.h"
 #include "tests/unit/t.h"
 #include "tests/unit/t_dir.h"
+#include "tests/unit/t_store.h"
 
 #define PAGE 4096u
 /* pages.img: random pages, then zeros; checkpoint.img: text. */
@@ -58,17 +59,6 @@ static void check_image(const char *rel)
 	CHECK(read_file(p, &got, &len, CKPT_LEN) == 0);
 	CHECK(got && len == CKPT_LEN && !memcmp(got, ckpt, len));
 	free(got);
-}
-
-static int put(struct store *st, const char *id, const char *rel)
-{
-	char src[PATH_MAX];
-	struct err e = {0};
-	t_path(src, rel);
-	cJSON *meta = cJSON_CreateObject();
-	int rc = store_put_snapshot(st, id, src, meta, NULL, NULL, NULL, &e);
-	cJSON_Delete(meta);
-	return rc;
 }
 
 /* Materialize @id into @rel with @donors: image directories, NULL-terminated, at most 4. */
@@ -155,7 +145,7 @@ static void test_shared_chunks(struct store *st)
 	for (unsigned i = 0; i < 4; i++)
 		pages[(300 + i * 500) * PAGE + 7] ^= 0xff;
 	write_image("src2");
-	CHECK(put(st, "snap-2", "src2") == 0);
+	CHECK(t_store_put(st, "snap-2", "src2", NULL) == 0);
 	CHECK(get_from(st, "snap-2", "full2", NULL, &full, &e) == 0);
 	store_stats(st, &before);
 	CHECK(get_from(st, "snap-2", "img2", donors, &res, &e) == 0);
@@ -423,7 +413,7 @@ int main(void)
 	char url[PATH_MAX + 8];
 	snprintf(url, sizeof(url), "file://%s/store", t_base);
 	CHECK(store_open(url, NULL, &st, &e) == 0);
-	CHECK(st && put(st, "snap-1", "src1") == 0);
+	CHECK(st && t_store_put(st, "snap-1", "src1", NULL) == 0);
 	if (st) {
 		test_no_donors(st);
 		test_shared_chunks(st);

@@ -19,6 +19,7 @@
 #include "lib/util.h"
 #include "tests/unit/t.h"
 #include "tests/unit/t_dir.h"
+#include "tests/unit/t_store.h"
 
 #define PAGES_LEN (2u << 20)
 #define CKPT_LEN ((300u << 10) + 77)
@@ -43,19 +44,6 @@ static void write_source(const char *rel)
 out:
 	free(pages);
 	free(ckpt);
-}
-
-static int put(struct store *st, const char *id, const char *rel, struct store_put_result *res)
-{
-	char src[PATH_MAX];
-	struct err e = {0};
-	t_path(src, rel);
-	cJSON *meta = cJSON_CreateObject();
-	int rc = store_put_snapshot(st, id, src, meta, NULL, NULL, res, &e);
-	if (rc < 0)
-		fprintf(stderr, "put %s: %s\n", id, e.msg);
-	cJSON_Delete(meta);
-	return rc;
 }
 
 /* Whether snapshot @id's manifest lists pack @pack. */
@@ -141,7 +129,7 @@ static int counted_put(struct store *st, const char *id, const char *rel,
 	counting.get_range = counted_get_range;
 	st->os->ops = &counting;
 	range_reads = 0;
-	int rc = put(st, id, rel, res);
+	int rc = t_store_put(st, id, rel, res);
 	st->os->ops = real_ops;
 	return rc;
 }
@@ -166,9 +154,9 @@ static void test_junk_pack(struct store *st)
 {
 	struct store_put_result res = {0};
 	write_source("src");
-	CHECK(put(st, "j1", "src", NULL) == 0);
+	CHECK(t_store_put(st, "j1", "src", NULL) == 0);
 	junk_pack("j1/0000");
-	CHECK(put(st, "j2", "src", &res) == 0);
+	CHECK(t_store_put(st, "j2", "src", &res) == 0);
 	CHECK(!lists_pack(st, "j2", "j1/0000"));
 	CHECK(lists_pack(st, "j2", "j2/0000"));
 	CHECK(res.stored_bytes > (int64_t)PAGES_LEN); /* it stored the chunks again */
@@ -193,10 +181,10 @@ static void test_truncated_pack(struct store *st)
 	char p[PATH_MAX];
 	struct stat sb;
 	write_source("src-t");
-	CHECK(put(st, "t1", "src-t", NULL) == 0);
+	CHECK(t_store_put(st, "t1", "src-t", NULL) == 0);
 	pack_path("t1/0000", "pack", p);
 	CHECK(stat(p, &sb) == 0 && truncate(p, sb.st_size - 1) == 0);
-	CHECK(put(st, "t2", "src-t", NULL) == 0);
+	CHECK(t_store_put(st, "t2", "src-t", NULL) == 0);
 	CHECK(!lists_pack(st, "t2", "t1/0000"));
 	CHECK(restores(st, "t2", "t2out", "src-t"));
 }
@@ -214,7 +202,7 @@ static void test_index_lies(struct store **st)
 	size_t len = 0, n = 0, idx_len = 0;
 	struct err e = {0};
 	write_source("src-l");
-	CHECK(put(*st, "l1", "src-l", NULL) == 0);
+	CHECK(t_store_put(*st, "l1", "src-l", NULL) == 0);
 	pack_path("l1/0000", "idx", p);
 	CHECK(read_file(p, &data, &len, PACK_IDX_MAX) == 0);
 	CHECK(pack_idx_decode(*st, data, len, &ents, &n) == 0 && n > 0);
@@ -225,7 +213,7 @@ static void test_index_lies(struct store **st)
 	reopen(st);
 	if (!*st)
 		return;
-	CHECK(put(*st, "l2", "src-l", NULL) == 0);
+	CHECK(t_store_put(*st, "l2", "src-l", NULL) == 0);
 	CHECK(!lists_pack(*st, "l2", "l1/0000"));
 	CHECK(store_verify_snapshot(*st, "l2", &e) == 0);
 	CHECK(restores(*st, "l2", "l2out", "src-l"));
@@ -240,7 +228,7 @@ static void test_restart(struct store **st)
 {
 	struct store_put_result res = {0};
 	write_source("src-r");
-	CHECK(put(*st, "r1", "src-r", NULL) == 0);
+	CHECK(t_store_put(*st, "r1", "src-r", NULL) == 0);
 	reopen(st);
 	if (!*st)
 		return;
@@ -248,7 +236,7 @@ static void test_restart(struct store **st)
 	CHECK(range_reads >= 1 && range_reads <= 2);
 	CHECK(res.stored_bytes < (64 << 10));
 	CHECK(lists_pack(*st, "r2", "r1/0000"));
-	CHECK(put(*st, "j5", "src", NULL) == 0);
+	CHECK(t_store_put(*st, "j5", "src", NULL) == 0);
 	CHECK(!lists_pack(*st, "j5", "j1/0000"));
 	CHECK(restores(*st, "j5", "j5out", "src"));
 }
@@ -264,11 +252,11 @@ static void test_foreign_pack(struct store *st)
 	if (!other)
 		return;
 	write_source("src-f");
-	CHECK(put(other, "f1", "src-f", NULL) == 0);
+	CHECK(t_store_put(other, "f1", "src-f", NULL) == 0);
 	store_close(other);
 	CHECK(store_refresh(st, NULL, &e) == 0);
 	junk_pack("f1/0000");
-	CHECK(put(st, "f2", "src-f", NULL) == 0);
+	CHECK(t_store_put(st, "f2", "src-f", NULL) == 0);
 	CHECK(!lists_pack(st, "f2", "f1/0000"));
 	CHECK(restores(st, "f2", "f2out", "src-f"));
 }
