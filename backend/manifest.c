@@ -5,11 +5,11 @@
 #include <string.h>
 #include <zstd.h>
 
+#include "lib/limits.h"
 #include "lib/strbuf.h"
 
 /* Sizes are JSON numbers (doubles): integers up to 2^53 are exact. */
 #define SIZE_MAX_EXACT 9007199254740992.0
-#define ID_MAX 63
 
 static void json_deletep(cJSON **j)
 {
@@ -34,7 +34,7 @@ bool manifest_pack_ok(const char *name)
 {
 	const char *slash = strchr(name, '/');
 	size_t id_len = slash ? (size_t)(slash - name) : 0;
-	if (id_len == 0 || id_len > ID_MAX || strlen(name) > MANIFEST_PACK_MAX)
+	if (id_len == 0 || id_len > NAME_LEN_MAX || strlen(name) > MANIFEST_PACK_MAX)
 		return false;
 	for (size_t i = 0; i < id_len; i++) {
 		char c = name[i];

@@ -23,15 +23,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define ID_MAX 64	  /* sandbox and snapshot ids, NUL included */
-#define RUNTIME_ID_MAX 40 /* runsc container ids, NUL included */
-#define IMAGE_NAME_MAX 256
-#define DIGEST_MAX 80 /* "sha256:" + 64 hex + NUL */
-#define LABEL_MAX 128
-#define ENTRYPOINT_MAX 4097 /* one control-file line, NUL included */
-#define ENV_MAX 16384	    /* KEY=VALUE lines */
-#define MESSAGE_MAX 1024
-#define HOST_JSON_MAX 4096
+#include "lib/limits.h"
 
 enum sandbox_state {
 	SB_CREATED,

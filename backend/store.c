@@ -12,8 +12,6 @@
 
 /* --- ids and keys ----------------------------------------------------------- */
 
-_Static_assert(STORE_ID_MAX == NAME_LEN_MAX, "a store id is a name");
-
 /* A name (lib/names.h) without ".tmp.", which marks temp objects in keys. */
 bool store_id_ok(const char *id)
 {
@@ -23,13 +21,13 @@ bool store_id_ok(const char *id)
 int store_check_id(const char *id, struct err *e)
 {
 	if (!store_id_ok(id))
-		return err_set(e, EINVAL, "invalid snapshot id \"%.*s\"", STORE_ID_MAX + 1, id);
+		return err_set(e, EINVAL, "invalid snapshot id \"%.*s\"", NAME_LEN_MAX + 1, id);
 	return 0;
 }
 
 void store_manifest_key(const char *id, char key[OBJ_KEY_MAX])
 {
-	/* Cannot truncate: ids are at most STORE_ID_MAX bytes. */
+	/* Cannot truncate: ids are at most NAME_LEN_MAX bytes. */
 	snprintf(key, OBJ_KEY_MAX, "manifests/%s.json", id);
 }
 
@@ -542,11 +540,11 @@ static int list_one(const char *key, int64_t size, void *arg)
 	(void)size;
 	const char *name = key + strlen("manifests/");
 	size_t len = strlen(name);
-	char id[STORE_ID_MAX + 1];
+	char id[NAME_LEN_MAX + 1];
 	if (strchr(name, '/') || len <= strlen(".json") || strcmp(name + len - 5, ".json"))
 		return 0;
 	len -= strlen(".json");
-	if (len > STORE_ID_MAX)
+	if (len > NAME_LEN_MAX)
 		return 0;
 	memcpy(id, name, len);
 	id[len] = '\0';

@@ -31,9 +31,9 @@
 #include "backend/manifest.h"
 #include "backend/objstore.h"
 #include "backend/store.h"
+#include "lib/limits.h"
 #include "lib/strbuf.h"
 
-#define STORE_ID_MAX 63
 /* Threads one put or get runs on: the cores, at most this many. */
 #define STORE_WORKERS_MAX 8
 
@@ -122,7 +122,7 @@ struct chunk_index {
 };
 
 struct snap_rec {
-	char id[STORE_ID_MAX + 1];
+	char id[NAME_LEN_MAX + 1];
 	struct pack **packs;
 	size_t npacks;
 	int64_t size_bytes;
@@ -132,7 +132,7 @@ struct snap_rec {
 };
 
 struct inflight {
-	char id[STORE_ID_MAX + 1];
+	char id[NAME_LEN_MAX + 1];
 	struct pack **pinned; /* packs of other snapshots whose chunks this put uses */
 	size_t npinned, cap;
 	struct inflight *next;

@@ -68,7 +68,7 @@ static int record_manifest(struct store *st, const char *id, const struct manife
 /* Under sync_lock: a manifest that cannot be read is said once, not every refresh. */
 static void warn_once(struct store *st, const char *id, const struct err *e)
 {
-	char needle[STORE_ID_MAX + 3];
+	char needle[NAME_LEN_MAX + 3];
 	snprintf(needle, sizeof(needle), "\n%s\n", id);
 	if (st->unreadable.len == 0)
 		strbuf_adds(&st->unreadable, "\n");

@@ -13,9 +13,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-/* The longest name_ok() name, and image_name_ok() name, in bytes. */
-#define NAME_LEN_MAX 63
-#define IMAGE_NAME_LEN_MAX 128
+#include "lib/limits.h"
+
 /* The hex digits of a generated id: "sbx-", "snap-" or "host-" and these. */
 #define GENERATED_ID_HEX 16
 

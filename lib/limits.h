@@ -1,0 +1,26 @@
+/*
+ * limits.h - the project's size limits, in one place.
+ *
+ * Every fixed-size field of a record, every bound on a name or a line a
+ * user or the bucket hands us, is one of these. Sizes named *_MAX count the
+ * terminating NUL (they size char arrays); *_LEN_MAX are string lengths.
+ * The rules for what a name may contain are in lib/names.h.
+ */
+#ifndef SNAPFS_LIMITS_H
+#define SNAPFS_LIMITS_H
+
+/* The longest name_ok() name (a sandbox name, a store id), and image name. */
+#define NAME_LEN_MAX 63
+#define IMAGE_NAME_LEN_MAX 128
+
+#define ID_MAX (NAME_LEN_MAX + 1) /* sandbox and snapshot ids, NUL included */
+#define RUNTIME_ID_MAX 40	  /* runsc container ids, NUL included */
+#define IMAGE_NAME_MAX 256
+#define DIGEST_MAX 80 /* "sha256:" + 64 hex + NUL */
+#define LABEL_MAX 128
+#define ENTRYPOINT_MAX 4097 /* one control-file line, NUL included */
+#define ENV_MAX 16384	    /* KEY=VALUE lines */
+#define MESSAGE_MAX 1024
+#define HOST_JSON_MAX 4096
+
+#endif
