@@ -29,7 +29,7 @@
 #include <pthread.h>
 
 #include "backend/manifest.h"
-#include "backend/objstore.h"
+#include "backend/objstore/objstore.h"
 #include "backend/store.h"
 #include "lib/limits.h"
 #include "lib/strbuf.h"

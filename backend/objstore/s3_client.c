@@ -1,4 +1,4 @@
-#include "backend/s3_client.h"
+#include "backend/objstore/s3_client.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -10,7 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "backend/s3_xml.h"
+#include "backend/objstore/s3_xml.h"
 
 /* Idle handles kept for reuse (each keeps its connections). */
 #define POOL_MAX 16
