@@ -1,7 +1,7 @@
 /*
  * fuzz_s3_xml.c - libFuzzer target for backend/objstore/s3_xml.c, which reads every
  * answer an S3 endpoint (or a proxy on an http:// one) sends. The input is
- * one answer body, read the ways backend/objstore/objstore_s3.c and s3_client.c read
+ * one answer body, read the ways backend/objstore/objstore_s3.c and s3_request.c read
  * theirs, into buffers of the same sizes: a ListObjectsV2 page, a
  * ListMultipartUploads page, an InitiateMultipartUpload answer, an <Error>.
  *
