@@ -12,10 +12,10 @@
 
 /* --- ids and keys ----------------------------------------------------------- */
 
-/* A name (lib/names.h) without ".tmp.", which marks temp objects in keys. */
+/* A name (lib/names.h) without TMP_MARK (lib/util.h), which marks temp files and objects. */
 bool store_id_ok(const char *id)
 {
-	return name_ok(id) && !strstr(id, ".tmp.");
+	return name_ok(id) && !strstr(id, TMP_MARK);
 }
 
 int store_check_id(const char *id, struct err *e)
