@@ -405,6 +405,16 @@ int mkdir_p(const char *path, mode_t mode)
 	return 0;
 }
 
+struct dirent *dir_next(DIR *d)
+{
+	for (;;) {
+		errno = 0;
+		struct dirent *de = readdir(d);
+		if (!de || (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")))
+			return de;
+	}
+}
+
 int rm_rf_at(int parent, const char *name)
 {
 	if (unlinkat(parent, name, 0) == 0 || errno == ENOENT)
@@ -421,11 +431,8 @@ int rm_rf_at(int parent, const char *name)
 	}
 	int rc = 0;
 	struct dirent *de;
-	while (rc == 0 && (de = readdir(d)) != NULL) {
-		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-			continue;
+	while (rc == 0 && (de = dir_next(d)) != NULL)
 		rc = rm_rf_at(dirfd(d), de->d_name);
-	}
 	closedir(d);
 	if (rc == 0 && unlinkat(parent, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
 		rc = -errno;

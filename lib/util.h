@@ -12,6 +12,7 @@
 #ifndef SNAPFS_UTIL_H
 #define SNAPFS_UTIL_H
 
+#include <dirent.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -124,6 +125,8 @@ int read_file(const char *path, char **out, size_t *len, size_t max);
 int fsync_dir(const char *dir);
 /* mkdir -p: every directory it creates gets @mode (less the umask); existing ones are kept. */
 int mkdir_p(const char *path, mode_t mode);
+/* The next entry of @d but "." and "..", or NULL: errno is 0 at the end, else the failure. */
+struct dirent *dir_next(DIR *d);
 /* Remove a tree; a missing path is success. Never follows a symlink. */
 int rm_rf(const char *path);
 /* The same for entry @name of the open directory @dfd. */

@@ -273,17 +273,11 @@ static int walk_dir(struct walk *w, int dfd, size_t key_len)
 		return rc;
 	}
 	int rc = 0;
-	while (rc == 0) {
-		errno = 0;
-		struct dirent *de = readdir(d);
-		if (!de) {
-			if (errno)
-				rc = objstore_io_fail(w->e, errno, "read directory", w->key);
-			break;
-		}
-		if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
-			rc = walk_entry(w, dirfd(d), de->d_name, key_len);
-	}
+	struct dirent *de;
+	while (rc == 0 && (de = dir_next(d)))
+		rc = walk_entry(w, dirfd(d), de->d_name, key_len);
+	if (rc == 0 && errno)
+		rc = objstore_io_fail(w->e, errno, "read directory", w->key);
 	closedir(d);
 	return rc;
 }
@@ -347,17 +341,11 @@ static int sweep_dir(struct sweep *s, const char *dir)
 	if (!d)
 		return errno == ENOENT ? 0 : objstore_io_fail(s->e, errno, "read directory", dir);
 	int rc = 0;
-	while (rc == 0) {
-		errno = 0;
-		struct dirent *de = readdir(d);
-		if (!de) {
-			if (errno)
-				rc = objstore_io_fail(s->e, errno, "read directory", dir);
-			break;
-		}
-		if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
-			rc = sweep_entry(s, dir, de->d_name);
-	}
+	struct dirent *de;
+	while (rc == 0 && (de = dir_next(d)))
+		rc = sweep_entry(s, dir, de->d_name);
+	if (rc == 0 && errno)
+		rc = objstore_io_fail(s->e, errno, "read directory", dir);
 	closedir(d);
 	return rc;
 }
