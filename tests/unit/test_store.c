@@ -16,6 +16,7 @@
 #include "lib/util.h"
 #include "tests/unit/t.h"
 #include "tests/unit/t_dir.h"
+#include "tests/unit/t_store.h"
 
 #define PAGE 4096u
 /* pages.img: random pages, a zero region, text pages, the same random page again and again. */
@@ -537,11 +538,7 @@ int main(void)
 	make_source();
 	test_open();
 
-	struct store *st = NULL;
-	struct err e = {0};
-	char url[PATH_MAX];
-	snprintf(url, sizeof(url), "file://%s/store", t_base);
-	CHECK(store_open(url, NULL, &st, &e) == 0);
+	struct store *st = t_store_open("store");
 	if (st) {
 		test_put_get(st);
 		test_manifest(st);

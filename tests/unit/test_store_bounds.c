@@ -24,16 +24,6 @@
 
 #define DATA_LEN (1u << 20)
 
-static struct store *open_store(const char *rel)
-{
-	char url[PATH_MAX + 8];
-	struct store *st = NULL;
-	struct err e = {0};
-	snprintf(url, sizeof(url), "file://%s/%s", t_base, rel);
-	CHECK(store_open(url, NULL, &st, &e) == 0);
-	return st;
-}
-
 /* A source directory @rel of one file of DATA_LEN random bytes. */
 static void write_source(const char *rel)
 {
@@ -123,7 +113,7 @@ static size_t index_entries(struct store *st, const char *rel, const char *pack)
  */
 static void test_index_bound(void)
 {
-	struct store *b = open_store("s1"), *a = open_store("s1");
+	struct store *b = t_store_open("s1"), *a = t_store_open("s1");
 	struct store_put_result res = {0};
 	struct store_stats stats;
 	struct err e = {0};
@@ -152,7 +142,7 @@ out:
  */
 static void test_records_bound(void)
 {
-	struct store *b = open_store("s2"), *a = open_store("s2");
+	struct store *b = t_store_open("s2"), *a = t_store_open("s2");
 	struct store_stats stats;
 	struct err e = {0};
 	if (!a || !b)
@@ -171,9 +161,9 @@ static void test_records_bound(void)
 	store_close(a);
 
 	/* Three snapshots of the same pack: three references. */
-	a = open_store("s3");
+	a = t_store_open("s3");
 	store_close(b);
-	b = open_store("s3");
+	b = t_store_open("s3");
 	if (!a || !b)
 		goto out;
 	CHECK(t_store_put(b, "d1", "src3", NULL) == 0 && t_store_put(b, "d2", "src3", NULL) == 0 &&
@@ -205,7 +195,7 @@ static void test_totals(void)
 			written &= fclose(f) == 0;
 	}
 	CHECK(written);
-	struct store *st = open_store("s4");
+	struct store *st = t_store_open("s4");
 	struct store_stats stats;
 	if (!st)
 		return;
@@ -251,7 +241,7 @@ int main(void)
 	log_debug_enabled = getenv("TEST_DEBUG") != NULL;
 	if (!t_dir_make("test_store_bounds"))
 		return 1;
-	struct store *st = open_store("s0");
+	struct store *st = t_store_open("s0");
 	if (st) {
 		test_index_entries(st);
 		test_index_count(st);

@@ -266,11 +266,7 @@ int main(void)
 	log_debug_enabled = getenv("TEST_DEBUG") != NULL;
 	if (!t_dir_make("test_store_trust"))
 		return 1;
-	struct store *st = NULL;
-	struct err e = {0};
-	char url[PATH_MAX + 8];
-	snprintf(url, sizeof(url), "file://%s/store", t_base);
-	CHECK(store_open(url, NULL, &st, &e) == 0);
+	struct store *st = t_store_open("store");
 	if (st) {
 		test_junk_pack(st);
 		test_truncated_pack(st);
