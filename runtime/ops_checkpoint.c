@@ -7,8 +7,8 @@
  *      sandbox running; a suspend stops it and deletes its container.
  *   2. JOB_STORE: store the spool into the store (chunked, deduplicated,
  *      compressed; backend/store.h), manifest last; then the snapshot is
- *      `completed` and the spool becomes the snapshot's local cache
- *      (<state>/cache/<snap>, runtime/cache.h), which forks and resume reuse.
+ *      `completed` and the spool becomes the snapshot's cached image
+ *      (cache_adopt(), runtime/cache.h), which forks and resume reuse.
  */
 #include "runtime/ops_internal.h"
 
@@ -196,103 +196,6 @@ static void store_progress(void *arg, int64_t done, int64_t total)
 }
 
 /*
- * Keep manifest @json in image directory @dir (CACHE_MANIFEST_FILE), so
- * later materializes may copy its chunks. Not fsynced, as the image is not
- * (runtime/cache.h); a torn one is only a donor the store skips.
- */
-void keep_manifest(const char *dir, const char *json)
-{
-	char path[PATH_MAX];
-	_cleanup_close_ int fd = -1;
-	if (xsnprintf(path, sizeof(path), "%s/%s", dir, CACHE_MANIFEST_FILE) >= 0)
-		fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	int rc = fd < 0 ? -errno : write_all(fd, json, strlen(json));
-	if (rc == 0)
-		return;
-	warning("cannot keep the manifest in %s: %s; no fork will copy chunks from it", dir,
-		strerror(-rc));
-	if (fd >= 0)
-		unlink(path);
-}
-
-/* Copy regular file @name of @from into @to. */
-static int copy_image_file(const char *from, const char *to, const char *name)
-{
-	char src[PATH_MAX], dst[PATH_MAX];
-	if (xsnprintf(src, sizeof(src), "%s/%s", from, name) < 0 ||
-	    xsnprintf(dst, sizeof(dst), "%s/%s", to, name) < 0)
-		return -ENAMETOOLONG;
-	_cleanup_close_ int in = open(src, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-	if (in < 0)
-		return -errno;
-	_cleanup_close_ int out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-	if (out < 0)
-		return -errno;
-	return copy_fd(in, out);
-}
-
-static bool is_regular(DIR *d, const struct dirent *de)
-{
-	struct stat st;
-	if (de->d_type != DT_UNKNOWN)
-		return de->d_type == DT_REG;
-	return fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode);
-}
-
-/* The regular files of image directory @from into a new directory @to, which appears whole. */
-static int copy_image(const char *from, const char *to)
-{
-	char tmp[PATH_MAX];
-	if (xsnprintf(tmp, sizeof(tmp), "%s.tmp-copy", to) < 0)
-		return -ENAMETOOLONG;
-	rm_rf(tmp);
-	int rc = mkdir(tmp, 0700) < 0 ? -errno : 0;
-	DIR *d = rc == 0 ? opendir(from) : NULL;
-	if (rc == 0 && !d)
-		rc = -errno;
-	while (rc == 0) {
-		errno = 0;
-		const struct dirent *de = readdir(d);
-		if (!de) {
-			rc = -errno;
-			break;
-		}
-		if (is_regular(d, de))
-			rc = copy_image_file(from, tmp, de->d_name);
-	}
-	if (d)
-		closedir(d);
-	if (rc == 0 && rename(tmp, to) < 0)
-		rc = -errno;
-	if (rc < 0)
-		rm_rf(tmp);
-	return rc;
-}
-
-/*
- * The stored snapshot's spool becomes its local cache, with @manifest (as
- * stored; may be NULL); forks and resume reuse it.
- */
-static void keep_spool_as_cache(const char *snap_id, const char *manifest)
-{
-	char spool[PATH_MAX], cache[PATH_MAX];
-	spool_path(snap_id, spool, sizeof(spool));
-	cache_path(snap_id, cache, sizeof(cache));
-	/* Before the rename: an image is never seen without its manifest. */
-	if (manifest)
-		keep_manifest(spool, manifest);
-	rm_rf(cache);
-	int rc = rename(spool, cache) < 0 ? -errno : 0;
-	/* A spool on another filesystem (--spool on a tmpfs) is copied. */
-	if (rc == -EXDEV)
-		rc = copy_image(spool, cache);
-	if (rc < 0)
-		warning("cannot keep snapshot %s in the cache: %s; forks will read the store",
-			snap_id, strerror(-rc));
-	rm_rf(spool);
-}
-
-/*
  * A suspend whose snapshot could not be stored: its container is gone, but
  * the checkpoint is still in the spool, so run the sandbox again from it
  * rather than lose it.
@@ -365,7 +268,7 @@ static void store_job(void *arg)
 	info("stored snapshot %s: %lld MiB, %lld MiB new in the store, in %lld ms", snap.id,
 	     (long long)(res.size_bytes >> 20), (long long)(res.stored_bytes >> 20),
 	     (long long)(mono_ms() - t0));
-	keep_spool_as_cache(snap.id, manifest);
+	cache_adopt(snap.id, spool, manifest);
 	cache_trim();
 	snap.state = SNAP_COMPLETED;
 	snap.completed_at = now_ms();

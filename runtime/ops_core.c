@@ -484,12 +484,6 @@ int spool_path(const char *snap_id, char *out, size_t len)
 	return rc < 0 ? rc : 0;
 }
 
-int cache_path(const char *snap_id, char *out, size_t len)
-{
-	int rc = xsnprintf(out, len, "%s/%s", ops.cache_dir, snap_id);
-	return rc < 0 ? rc : 0;
-}
-
 int new_object_id(const char *prefix, char out[ID_MAX])
 {
 	char hex[17];

@@ -46,7 +46,6 @@
 struct ops_context {
 	char state_dir[PATH_MAX];
 	char spool_dir[PATH_MAX];   /* checkpoint images being stored */
-	char cache_dir[PATH_MAX];   /* materialized snapshots, reused by forks */
 	char sandbox_dir[PATH_MAX]; /* per sandbox: bundle/, console.fifo, console.log */
 	struct cuda_tool cuda_tool; /* the host's cuda-checkpoint (runtime/gpu.h); fd -1: none */
 	struct registry *reg;
@@ -135,7 +134,7 @@ void progress_set(const char *snap_id, int64_t done, int64_t total);
 void progress_clear(const char *snap_id);
 bool progress_get(const char *snap_id, int64_t *done, int64_t *total);
 
-/* Paths: <sandbox_dir>/<id>, its bundle, its console log; spool and cache dirs of a snapshot. */
+/* Paths: <sandbox_dir>/<id>, its bundle, its console log; the spool dir of a snapshot. */
 int sandbox_path(const char *id, const char *leaf, char *out, size_t len);
 /*
  * Rename sandbox @id's directory to a name no sandbox can have, in @tomb (""
@@ -144,7 +143,6 @@ int sandbox_path(const char *id, const char *leaf, char *out, size_t len);
  */
 void sandbox_bury(const char *id, char *tomb, size_t len);
 int spool_path(const char *snap_id, char *out, size_t len);
-int cache_path(const char *snap_id, char *out, size_t len);
 
 /* No sandbox id starts with a dot (lib/names.h): these names are never a sandbox's. */
 #define SANDBOX_TOMB_PREFIX ".removed-"
@@ -220,12 +218,6 @@ void snapshot_use_drop_if_idle(const char *id);
 
 /* Can @snap be restored here? Appends one line per reason it cannot; returns their count. */
 int restore_blockers(const struct snapshot *snap, struct strbuf *why);
-
-/*
- * Keep manifest @json in image directory @dir (CACHE_MANIFEST_FILE), so
- * later materializes may copy its chunks (ops_checkpoint.c).
- */
-void keep_manifest(const char *dir, const char *json);
 
 /* ops_sandbox.c / ops_snapshot.c hooks used by ops_open. */
 void reconcile_sandboxes(void);

@@ -30,15 +30,6 @@
 #include "runtime/jobs.h"
 #include "runtime/snapmeta.h"
 
-/*
- * A materialize looks at the DONORS_SCAN most recently used cached images
- * and copies chunks from DONORS_USED of them, those of the same sandbox
- * first: each costs a parse of its manifest, and a sandbox's own earlier
- * snapshots hold nearly every chunk of its next one.
- */
-#define DONORS_SCAN 32
-#define DONORS_USED 8
-
 /* Do @a and @b come from one sandbox: the same name on the same host? */
 static bool same_sandbox(const struct snapshot *a, const struct snapshot *b)
 {
@@ -50,104 +41,11 @@ static bool same_sandbox(const struct snapshot *a, const struct snapshot *b)
 	return strcmp(from_a, from_b) == 0;
 }
 
-/* --- restore: fork and resume -------------------------------------------- */
-
-/* Cached images a materialize copies chunks from, held while it runs. */
-struct donors {
-	char ids[DONORS_USED][ID_MAX];
-	size_t n;
-	char dirs[DONORS_USED][PATH_MAX];
-	char manifests[DONORS_USED][PATH_MAX];
-	struct store_donor list[DONORS_USED];
-};
-
-/* Held image @id, if @now: the next donor while there is room, else released. */
-static void donor_pick(struct donors *d, const char *id, bool now, size_t *used)
+/* Cached image @donor_id lends chunks first if it is of snapshot @arg's sandbox. */
+static bool same_source(const char *donor_id, void *arg)
 {
-	if (!now)
-		return;
-	if (*used < DONORS_USED && cache_path(id, d->dirs[*used], PATH_MAX) == 0 &&
-	    xsnprintf(d->manifests[*used], PATH_MAX, "%s/%s", d->dirs[*used],
-		      CACHE_MANIFEST_FILE) >= 0) {
-		d->list[*used] = (struct store_donor){d->dirs[*used], d->manifests[*used]};
-		memcpy(d->ids[*used], id, ID_MAX);
-		(*used)++;
-		return;
-	}
-	cache_release(id);
-}
-
-/*
- * Hold the most recently used cached images and keep DONORS_USED of them:
- * those of @snap's sandbox first, then the others. Returns how many.
- */
-static size_t donors_hold(struct donors *d, const struct snapshot *snap)
-{
-	char held[DONORS_SCAN][ID_MAX];
-	bool same[DONORS_SCAN];
-	size_t n = cache_hold_recent(snap->id, held, DONORS_SCAN), used = 0;
-	for (size_t i = 0; i < n; i++) {
-		struct snapshot s;
-		same[i] =
-		    registry_snapshot_get(ops.reg, held[i], &s) == 0 && same_sandbox(&s, snap);
-	}
-	for (size_t i = 0; i < n; i++)
-		donor_pick(d, held[i], same[i], &used);
-	for (size_t i = 0; i < n; i++)
-		donor_pick(d, held[i], !same[i], &used);
-	d->n = used;
-	return used;
-}
-
-static void donors_release(struct donors *d)
-{
-	for (size_t i = 0; i < d->n; i++)
-		cache_release(d->ids[i]);
-}
-
-/* Get @snap from the store into @tmp, copying what cached images hold; then keep its manifest. */
-static int materialize_into(const struct snapshot *snap, const char *tmp, struct err *e)
-{
-	_cleanup_free_ struct donors *d = calloc(1, sizeof(*d));
-	struct store_get_result res = {0};
-	if (!d)
-		return err_set(e, ENOMEM, "out of memory");
-	int64_t t0 = mono_ms();
-	size_t n = donors_hold(d, snap);
-	int rc = store_get_snapshot_from(ops.store, snap->id, tmp, d->list, n, &res, e);
-	donors_release(d);
-	if (rc < 0)
-		return rc;
-	keep_manifest(tmp, res.manifest);
-	free(res.manifest);
-	/* Tenths of MiB: what the store gave is often well under one. */
-	info("materialized snapshot %s: %.1f MiB, %.1f MiB copied from local images (%zu looked "
-	     "at), %.1f MiB read from the store, in %lld ms",
-	     snap->id, (double)res.size_bytes / (1 << 20), (double)res.local_bytes / (1 << 20), n,
-	     (double)res.store_bytes / (1 << 20), (long long)(mono_ms() - t0));
-	return 0;
-}
-
-/* Make sure cache/<snap> holds the verified checkpoint image; the caller holds it. */
-static int materialize(const struct snapshot *snap, char *dir, size_t len, struct err *e)
-{
-	char tmp[PATH_MAX + 32], hex[9];
-	int rc = cache_path(snap->id, dir, len);
-	if (rc < 0)
-		return err_set(e, ENAMETOOLONG, "cache path of %s is too long", snap->id);
-	if (access(dir, F_OK) == 0)
-		return 0;
-	random_hex(hex, 8);
-	snprintf(tmp, sizeof(tmp), "%s.tmp-%s", dir, hex);
-	rc = materialize_into(snap, tmp, e);
-	if (rc < 0) {
-		rm_rf(tmp);
-		return rc;
-	}
-	/* Another fork may have won the race: then use its copy. */
-	if (rename(tmp, dir) < 0)
-		rm_rf(tmp);
-	return 0;
+	struct snapshot s;
+	return registry_snapshot_get(ops.reg, donor_id, &s) == 0 && same_sandbox(&s, arg);
 }
 
 static struct snapshot_use *snapshot_uses;
@@ -273,7 +171,7 @@ static int restore_container(const struct restore_job *job, const char *runtime_
 		return err_set(e, ENOENT, "snapshot %s no longer exists", job->snap_id);
 	/* Held from before the check that it is there until runsc has read it. */
 	cache_hold(snap.id);
-	int rc = materialize(&snap, image_dir, sizeof(image_dir), e);
+	int rc = cache_materialize(ops.store, snap.id, same_source, &snap, image_dir, e);
 	if (rc == 0)
 		rc = restore_image(job->sandbox_id, &snap, image_dir, runtime_id, digest, e);
 	cache_release(snap.id);
