@@ -340,7 +340,7 @@ static int insert_snapshot(const struct sandbox *sb, enum snapshot_kind kind, co
 	if (rc < 0)
 		return err_set(e, EIO, "cannot record a snapshot of %s: %s", sb->id, strerror(-rc));
 	memcpy(id_out, snap.id, ID_MAX);
-	announce(OPS_OBJ_SNAPSHOT, snap.id, "pending", NULL);
+	announce_snapshot(snap.id, snap.state, NULL);
 	notify(OPS_OBJ_LIST, snap.id);
 	return 0;
 }

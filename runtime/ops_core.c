@@ -214,7 +214,9 @@ static const char *object_name(enum ops_object kind)
 	return kind == OPS_OBJ_SNAPSHOT ? "snapshot" : "sandbox";
 }
 
-void announce(enum ops_object kind, const char *id, const char *status, const char *message)
+/* Append the event "@kind @id is @status" to the journal and tell the events file. */
+static void announce_event(enum ops_object kind, const char *id, const char *status,
+			   const char *message)
 {
 	cJSON *ev = journal_entry();
 	if (ev) {
@@ -226,21 +228,35 @@ void announce(enum ops_object kind, const char *id, const char *status, const ch
 	}
 	journal_append(JOURNAL_EVENTS, ev);
 	notify(OPS_OBJ_EVENTS, "");
-	if (!strcmp(status, "deleted") || !strcmp(status, "removed")) {
-		notify(OPS_OBJ_LIST, id);
-		waiters_fail(kind, id);
-		return;
-	}
+}
+
+/* The event, then the object's listeners, then its waiters if it @settled. */
+static void announce_state(enum ops_object kind, const char *id, const char *status, bool settled,
+			   const char *message)
+{
+	announce_event(kind, id, status, message);
 	notify(kind, id);
-	bool settled;
-	if (kind == OPS_OBJ_SANDBOX) {
-		enum sandbox_state s = SB_FAILED;
-		sandbox_state_parse(status, &s);
-		settled = !sandbox_state_transitional(s);
-	} else {
-		settled = !strcmp(status, "completed") || !strcmp(status, "failed");
-	}
 	waiters_wake(kind, id, status, settled);
+}
+
+void announce_sandbox(const char *id, enum sandbox_state state, const char *message)
+{
+	announce_state(OPS_OBJ_SANDBOX, id, sandbox_state_name(state),
+		       !sandbox_state_transitional(state), message);
+}
+
+void announce_snapshot(const char *id, enum snapshot_state state, const char *message)
+{
+	announce_state(OPS_OBJ_SNAPSHOT, id, snapshot_state_name(state),
+		       snapshot_state_settled(state), message);
+}
+
+void announce_gone(enum ops_object kind, const char *id, const char *message)
+{
+	/* The events' words for it: no state has these names. */
+	announce_event(kind, id, kind == OPS_OBJ_SNAPSHOT ? "deleted" : "removed", message);
+	notify(OPS_OBJ_LIST, id);
+	waiters_fail(kind, id);
 }
 
 /* --- errors --------------------------------------------------------------- */
@@ -332,7 +348,7 @@ int sandbox_begin(const struct caller *who, const char *id, unsigned allowed, en
 out:
 	pthread_mutex_unlock(&ops.lock);
 	if (rc == 0)
-		announce(OPS_OBJ_SANDBOX, id, sandbox_state_name(to), NULL);
+		announce_sandbox(id, to, NULL);
 	return rc;
 }
 
@@ -368,7 +384,7 @@ int sandbox_apply_if(const char *id, unsigned allowed, struct sb_patch patch)
 		return rc;
 	if (rc < 0)
 		return error("cannot update sandbox %s: %s", id, strerror(-rc));
-	announce(OPS_OBJ_SANDBOX, id, sandbox_state_name(sb.state), patch.message);
+	announce_sandbox(id, sb.state, patch.message);
 	return 0;
 }
 
@@ -384,7 +400,7 @@ int snapshot_save(const struct snapshot *snap)
 	pthread_mutex_unlock(&ops.lock);
 	if (rc < 0)
 		return error("cannot update snapshot %s: %s", snap->id, strerror(-rc));
-	announce(OPS_OBJ_SNAPSHOT, snap->id, snapshot_state_name(snap->state), snap->message);
+	announce_snapshot(snap->id, snap->state, snap->message);
 	return 0;
 }
 

@@ -108,8 +108,16 @@ int snapshot_save(const struct snapshot *snap);
 void report_job_failure(enum ops_object kind, const char *id, const char *what,
 			const struct err *e);
 
-/* Tell listeners and waiters that @kind/@id changed; appends an event. */
-void announce(enum ops_object kind, const char *id, const char *status, const char *message);
+/*
+ * Tell listeners and waiters that sandbox or snapshot @id is now in @state
+ * (with @message, may be NULL); appends an event. Waiters are woken once it
+ * is settled: a sandbox in no transitional state, a snapshot completed or
+ * failed.
+ */
+void announce_sandbox(const char *id, enum sandbox_state state, const char *message);
+void announce_snapshot(const char *id, enum snapshot_state state, const char *message);
+/* The same for @kind/@id gone (a sandbox removed, a snapshot deleted): its waiters end. */
+void announce_gone(enum ops_object kind, const char *id, const char *message);
 
 /* Completion helper: calls done(ctx, rc, result) if done is not NULL. */
 static inline void complete(ops_done_fn done, void *ctx, int rc, const char *result, size_t len)

@@ -370,7 +370,7 @@ int ops_snapshot_fork(const struct caller *who, const char *snap_id, char id_out
 						     snap_id, strerror(-rc)));
 	}
 	memcpy(id_out, sb.id, ID_MAX);
-	announce(OPS_OBJ_SANDBOX, sb.id, "starting", NULL);
+	announce_sandbox(sb.id, sb.state, NULL);
 	notify(OPS_OBJ_LIST, sb.id);
 	notify(OPS_OBJ_SNAPSHOT, snap_id);
 	return submit_restore(job, sb.id, snap_id, false);

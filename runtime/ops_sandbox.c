@@ -85,7 +85,7 @@ static int insert_sandbox(const struct caller *who, const char *id, const struct
 		return err_set(e, EEXIST, "sandbox %s already exists", id);
 	if (rc < 0)
 		return err_set(e, EIO, "cannot record sandbox %s: %s", id, strerror(-rc));
-	announce(OPS_OBJ_SANDBOX, id, "created", NULL);
+	announce_sandbox(id, sb.state, NULL);
 	notify(OPS_OBJ_LIST, id);
 	return 0;
 }
@@ -408,7 +408,7 @@ int ops_sandbox_remove(const struct caller *who, const char *id, struct err *e)
 	runsc_delete(&ops.runsc, sb.runtime_id, NULL);
 	if (tomb[0])
 		rm_rf(tomb);
-	announce(OPS_OBJ_SANDBOX, id, "removed", NULL);
+	announce_gone(OPS_OBJ_SANDBOX, id, NULL);
 	return 0;
 }
 

@@ -108,7 +108,7 @@ static void delete_job_run(void *arg)
 				strerror(-rc));
 		report_job_failure(OPS_OBJ_SNAPSHOT, job->snap_id, "delete", &e);
 	} else {
-		announce(OPS_OBJ_SNAPSHOT, job->snap_id, "deleted", NULL);
+		announce_gone(OPS_OBJ_SNAPSHOT, job->snap_id, NULL);
 	}
 	delete_end(job->snap_id);
 	complete(job->done, job->ctx, rc < 0 ? -e.code : 0, NULL, 0);
@@ -125,7 +125,7 @@ int ops_snapshot_delete(const struct caller *who, const char *snap_id, ops_done_
 	int rc = snapshot_get_as(who, snap_id, &snap);
 	if (rc == 0)
 		rc = registry_snapshot_pinned(ops.reg, snap_id, &pinned);
-	if (rc == 0 && !pinned && snap.state != SNAP_PENDING && snap.state != SNAP_IN_PROGRESS)
+	if (rc == 0 && !pinned && snapshot_state_settled(snap.state))
 		use = snapshot_use_get(snap_id, true);
 	if (use && (use->restores || use->deleting)) {
 		pthread_mutex_unlock(&ops.lock);
@@ -139,7 +139,7 @@ int ops_snapshot_delete(const struct caller *who, const char *snap_id, ops_done_
 		return err_set(e, ENOENT, "snapshot %s does not exist", snap_id);
 	if (rc < 0)
 		return err_set(e, EIO, "cannot read snapshot %s from the registry", snap_id);
-	if (snap.state == SNAP_PENDING || snap.state == SNAP_IN_PROGRESS)
+	if (!snapshot_state_settled(snap.state))
 		return err_set(e, EBUSY, "cannot delete snapshot %s: it is still %s", snap_id,
 			       snapshot_state_name(snap.state));
 	if (pinned)
@@ -175,8 +175,8 @@ int ops_snapshot_wait(const struct caller *who, const char *snap_id, ops_done_fn
 		waiters_fail(OPS_OBJ_SNAPSHOT, snap_id);
 		return 0;
 	}
-	bool settled = snap.state == SNAP_COMPLETED || snap.state == SNAP_FAILED;
-	waiters_wake(OPS_OBJ_SNAPSHOT, snap_id, snapshot_state_name(snap.state), settled);
+	waiters_wake(OPS_OBJ_SNAPSHOT, snap_id, snapshot_state_name(snap.state),
+		     snapshot_state_settled(snap.state));
 	return 0;
 }
 
@@ -240,7 +240,7 @@ static void reconcile_snapshot(struct snapshot *snap)
 		registry_snapshot_delete(ops.reg, snap->id);
 		return;
 	}
-	if (was != SNAP_PENDING && was != SNAP_IN_PROGRESS)
+	if (snapshot_state_settled(was))
 		return;
 	snap->state = stored ? SNAP_COMPLETED : SNAP_FAILED;
 	snap->completed_at = now_ms();
