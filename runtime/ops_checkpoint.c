@@ -34,45 +34,41 @@
 /* Room the spool needs beyond the sandbox's resident memory. */
 #define SPOOL_MARGIN_BYTES (64ll << 20)
 
+/*
+ * Both places are taken before anything changes (jobs.h): the checkpoint's
+ * in base, the store's in `store`, so a checkpoint taken is always stored.
+ */
 struct snap_job {
+	struct op_job base; /* in JOB_CHECKPOINT */
 	char snap_id[ID_MAX];
 	char sandbox_id[ID_MAX];
 	enum snapshot_kind kind;
-	ops_done_fn done;
-	void *ctx;
-	/* Places in the queues, both taken before anything changes (jobs.h). */
-	struct job *checkpoint, *store;
+	struct job *store; /* in JOB_STORE; NULL once queued */
 };
+OP_JOB_CHECK(struct snap_job);
 
 /* A job for sandbox @sandbox_id, with its places; NULL (@e says why) when one is not free. */
 static struct snap_job *snap_job_new(const char *sandbox_id, enum snapshot_kind kind,
 				     ops_done_fn done, void *ctx, struct err *e)
 {
-	struct snap_job *job = calloc(1, sizeof(*job));
-	if (!job) {
-		err_set(e, ENOMEM, "out of memory");
+	struct snap_job *job = op_job_new(sizeof(*job), JOB_CHECKPOINT, done, ctx, e);
+	if (!job)
 		return NULL;
-	}
-	job->checkpoint = jobs_reserve(JOB_CHECKPOINT, e);
-	job->store = job->checkpoint ? jobs_reserve(JOB_STORE, e) : NULL;
+	job->store = jobs_reserve(JOB_STORE, e);
 	if (!job->store) {
-		jobs_cancel(job->checkpoint);
-		free(job);
+		op_job_drop(job, 0);
 		return NULL;
 	}
 	snprintf(job->sandbox_id, sizeof(job->sandbox_id), "%s", sandbox_id);
 	job->kind = kind;
-	job->done = done;
-	job->ctx = ctx;
 	return job;
 }
 
 /* Free @job and give back the places it did not use. */
 static void snap_job_free(struct snap_job *job)
 {
-	jobs_cancel(job->checkpoint);
 	jobs_cancel(job->store);
-	free(job);
+	op_job_drop(job, 0);
 }
 
 /* Mark @snap failed with @e's message, report it, and tell the waiting writer. */
@@ -84,7 +80,7 @@ static void snapshot_fail(struct snapshot *snap, struct snap_job *job, const str
 	snapshot_save(snap);
 	progress_clear(snap->id);
 	report_job_failure(OPS_OBJ_SNAPSHOT, snap->id, "status", e);
-	complete(job->done, job->ctx, -(e->code ? e->code : EIO), NULL, 0);
+	complete(job->base.done, job->base.ctx, -(e->code ? e->code : EIO), NULL, 0);
 }
 
 /* The same when the row could not be read: fail it by id. Frees @job. */
@@ -92,7 +88,7 @@ static void snapshot_fail_id(struct snap_job *job, const struct err *e)
 {
 	struct snapshot snap;
 	if (registry_snapshot_get(ops.reg, job->snap_id, &snap) < 0) {
-		complete(job->done, job->ctx, -(e->code ? e->code : EIO), NULL, 0);
+		complete(job->base.done, job->base.ctx, -(e->code ? e->code : EIO), NULL, 0);
 		snap_job_free(job);
 		return;
 	}
@@ -281,7 +277,7 @@ static void store_job(void *arg)
 		p.restore_snapshot = job->snap_id;
 		sandbox_apply_if(job->sandbox_id, STATE_BIT(SB_SUSPENDING), p);
 	}
-	complete(job->done, job->ctx, 0, NULL, 0);
+	complete(job->base.done, job->base.ctx, 0, NULL, 0);
 	snap_job_free(job);
 }
 
@@ -371,7 +367,7 @@ static int begin_checkpoint(const struct caller *who, const char *id, enum snaps
 		return rc;
 	}
 	memcpy(job->snap_id, snap_id, ID_MAX);
-	jobs_queue(steal_ptr(job->checkpoint), checkpoint_job, job);
+	op_job_queue(job, checkpoint_job);
 	return 0;
 }
 

@@ -468,6 +468,47 @@ bool progress_get(const char *snap_id, int64_t *done, int64_t *total)
 	return p != NULL;
 }
 
+/* --- jobs ----------------------------------------------------------------- */
+
+void *op_job_new(size_t size, enum job_kind kind, ops_done_fn done, void *ctx, struct err *e)
+{
+	struct op_job *job = calloc(1, size);
+	if (!job) {
+		err_set(e, ENOMEM, "out of memory");
+		return NULL;
+	}
+	job->slot = jobs_reserve(kind, e);
+	if (!job->slot) {
+		free(job);
+		return NULL;
+	}
+	job->done = done;
+	job->ctx = ctx;
+	return job;
+}
+
+int op_job_drop(void *job, int rc)
+{
+	struct op_job *j = job;
+	jobs_cancel(j->slot);
+	free(j);
+	return rc;
+}
+
+int op_job_queue(void *job, void (*fn)(void *))
+{
+	struct op_job *j = job;
+	jobs_queue(steal_ptr(j->slot), fn, job);
+	return 0;
+}
+
+void op_job_end(void *job, int rc, const char *result, size_t len)
+{
+	struct op_job *j = job;
+	complete(j->done, j->ctx, rc, result, len);
+	free(j);
+}
+
 /* --- paths and ids -------------------------------------------------------- */
 
 int sandbox_path(const char *id, const char *leaf, char *out, size_t len)

@@ -25,6 +25,7 @@
 
 #include <limits.h>
 #include <pthread.h>
+#include <stddef.h>
 
 #include "runtime/gpu.h"
 #include "runtime/jobs.h"
@@ -182,12 +183,35 @@ int container_start(const char *id, const char *runtime_id, bool gpu, const char
  */
 int restore_from_spool(struct sandbox *sb, const char *snap_id, struct err *e);
 
-/* A sandbox job's argument: which sandbox, who to tell, and what to do (ops_sandbox.c). */
-struct sandbox_job {
-	char id[ID_MAX];
+/*
+ * What every job of the operations starts with: who to tell when it ends,
+ * and its place in a queue (runtime/jobs.h), taken before the request
+ * changes anything, so that a full queue refuses it with nothing to undo.
+ * Each job type has it as its first member, `base`: the op_job_*()
+ * functions take the job by it.
+ */
+struct op_job {
 	ops_done_fn done;
 	void *ctx;
-	struct job *slot; /* its place in the queue, taken before anything changes */
+	struct job *slot; /* NULL once queued */
+};
+#define OP_JOB_CHECK(type)                                                                         \
+	_Static_assert(offsetof(type, base) == 0, #type " must begin with its struct op_job")
+
+/* A zeroed job of @size bytes, its place in @kind's queue taken; NULL (@e says why) if none is
+ * free. */
+void *op_job_new(size_t size, enum job_kind kind, ops_done_fn done, void *ctx, struct err *e);
+/* Give back the place @job did not use and free it. Returns @rc. */
+int op_job_drop(void *job, int rc);
+/* Run @fn(@job) in the place @job holds. Returns 0. */
+int op_job_queue(void *job, void (*fn)(void *));
+/* Tell @job's requester how it ended (@rc, @result), and free @job. */
+void op_job_end(void *job, int rc, const char *result, size_t len);
+
+/* A sandbox job's argument: which sandbox, and what to do (ops_sandbox.c, ops_exec.c). */
+struct sandbox_job {
+	struct op_job base;
+	char id[ID_MAX];
 	/*
 	 * exec only: the command, and which sandbox of that id it was written
 	 * to. An exec waits for a worker, and meanwhile its sandbox may be
@@ -201,10 +225,6 @@ struct sandbox_job {
 /* The job for sandbox @id and its place in @kind's queue; NULL (@e says why) if none is free. */
 struct sandbox_job *sandbox_job_new(enum job_kind kind, const char *id, ops_done_fn done, void *ctx,
 				    struct err *e);
-/* The request was refused after all: give its place back. Returns @rc. */
-int sandbox_job_drop(struct sandbox_job *job, int rc);
-/* Run @fn(@job) in the place @job holds. Returns 0. */
-int sandbox_job_queue(struct sandbox_job *job, void (*fn)(void *));
 
 /*
  * Snapshots in use: forks and resumes still restoring from one, or a delete

@@ -105,13 +105,12 @@ static void snapshot_restore_end(const char *id)
 }
 
 struct restore_job {
+	struct op_job base; /* in JOB_LIFECYCLE */
 	char sandbox_id[ID_MAX];
 	char snap_id[ID_MAX];
 	bool resume; /* false: a fork into a new sandbox */
-	ops_done_fn done;
-	void *ctx;
-	struct job *slot; /* its place in the queue, taken before anything changes */
 };
+OP_JOB_CHECK(struct restore_job);
 
 /* Bundle for @sandbox_id from @snap's image and spec, then `runsc restore` from @image_dir. */
 static int restore_image(const char *sandbox_id, const struct snapshot *snap, const char *image_dir,
@@ -226,34 +225,7 @@ static void restore_job_run(void *arg)
 		report_job_failure(OPS_OBJ_SANDBOX, job->sandbox_id,
 				   job->resume ? "resume" : "start", &e);
 	}
-	complete(job->done, job->ctx, rc < 0 ? -e.code : 0, NULL, 0);
-	free(job);
-}
-
-/* A restore job with its place in the queue; NULL (@e says why) when none is free. */
-static struct restore_job *restore_job_new(ops_done_fn done, void *ctx, struct err *e)
-{
-	struct restore_job *job = calloc(1, sizeof(*job));
-	if (!job) {
-		err_set(e, ENOMEM, "out of memory");
-		return NULL;
-	}
-	job->slot = jobs_reserve(JOB_LIFECYCLE, e);
-	if (!job->slot) {
-		free(job);
-		return NULL;
-	}
-	job->done = done;
-	job->ctx = ctx;
-	return job;
-}
-
-/* The request was refused after all: give its place back. Returns @rc. */
-static int restore_job_drop(struct restore_job *job, int rc)
-{
-	jobs_cancel(job->slot);
-	free(job);
-	return rc;
+	op_job_end(job, rc < 0 ? -e.code : 0, NULL, 0);
 }
 
 static int submit_restore(struct restore_job *job, const char *sandbox_id, const char *snap_id,
@@ -262,24 +234,23 @@ static int submit_restore(struct restore_job *job, const char *sandbox_id, const
 	snprintf(job->sandbox_id, sizeof(job->sandbox_id), "%s", sandbox_id);
 	snprintf(job->snap_id, sizeof(job->snap_id), "%s", snap_id);
 	job->resume = resume;
-	jobs_queue(steal_ptr(job->slot), restore_job_run, job);
-	return 0;
+	return op_job_queue(job, restore_job_run);
 }
 
 int ops_sandbox_resume(const struct caller *who, const char *id, ops_done_fn done, void *ctx,
 		       struct err *e)
 {
 	struct sandbox sb;
-	struct restore_job *job = restore_job_new(done, ctx, e);
+	struct restore_job *job = op_job_new(sizeof(*job), JOB_LIFECYCLE, done, ctx, e);
 	if (!job)
 		return -e->code;
 	int rc = sandbox_begin(who, id, STATE_BIT(SB_SUSPENDED), SB_RESUMING, "resume", &sb, e);
 	if (rc < 0)
-		return restore_job_drop(job, rc);
+		return op_job_drop(job, rc);
 	rc = snapshot_restore_begin(sb.restore_snapshot, e);
 	if (rc < 0) {
 		sandbox_apply(id, SB_PATCH(SB_SUSPENDED));
-		return restore_job_drop(job, rc);
+		return op_job_drop(job, rc);
 	}
 	return submit_restore(job, id, sb.restore_snapshot, true);
 }
@@ -340,19 +311,19 @@ int ops_snapshot_fork(const struct caller *who, const char *snap_id, char id_out
 	struct snapshot snap;
 	struct sandbox sb = {.owner_uid = who->uid, .owner_gid = who->gid};
 	/* Its place first: a full queue refuses at once and leaves no sandbox behind. */
-	struct restore_job *job = restore_job_new(done, ctx, e);
+	struct restore_job *job = op_job_new(sizeof(*job), JOB_LIFECYCLE, done, ctx, e);
 	if (!job)
 		return -e->code;
 	int rc = check_forkable(who, snap_id, &snap, e);
 	if (rc < 0)
-		return restore_job_drop(job, rc);
+		return op_job_drop(job, rc);
 	rc = new_object_id("sbx-", sb.id);
 	if (rc < 0)
 		rc = err_set(e, -rc, "cannot make a sandbox id: %s", strerror(-rc));
 	if (rc == 0)
 		rc = snapshot_restore_begin(snap_id, e);
 	if (rc < 0)
-		return restore_job_drop(job, rc);
+		return op_job_drop(job, rc);
 	/* runtime_id stays empty: the restore job picks and records one. */
 	memcpy(sb.image, snap.image, sizeof(sb.image));
 	memcpy(sb.entrypoint, snap.entrypoint, sizeof(sb.entrypoint));
@@ -366,8 +337,8 @@ int ops_snapshot_fork(const struct caller *who, const char *snap_id, char id_out
 	pthread_mutex_unlock(&ops.lock);
 	if (rc < 0) {
 		snapshot_restore_end(snap_id);
-		return restore_job_drop(job, err_set(e, EIO, "cannot record the fork of %s: %s",
-						     snap_id, strerror(-rc)));
+		return op_job_drop(job, err_set(e, EIO, "cannot record the fork of %s: %s", snap_id,
+						strerror(-rc)));
 	}
 	memcpy(id_out, sb.id, ID_MAX);
 	announce_sandbox(sb.id, sb.state, NULL);

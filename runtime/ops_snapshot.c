@@ -74,10 +74,10 @@ int ops_sandbox_newest_snapshot(const struct sandbox *sb, struct snapshot *out)
 /* --- delete ---------------------------------------------------------------- */
 
 struct delete_job {
+	struct op_job base; /* in JOB_LIFECYCLE */
 	char snap_id[ID_MAX];
-	ops_done_fn done;
-	void *ctx;
 };
+OP_JOB_CHECK(struct delete_job);
 
 static void delete_end(const char *snap_id)
 {
@@ -111,8 +111,7 @@ static void delete_job_run(void *arg)
 		announce_gone(OPS_OBJ_SNAPSHOT, job->snap_id, NULL);
 	}
 	delete_end(job->snap_id);
-	complete(job->done, job->ctx, rc < 0 ? -e.code : 0, NULL, 0);
-	free(job);
+	op_job_end(job, rc < 0 ? -e.code : 0, NULL, 0);
 }
 
 int ops_snapshot_delete(const struct caller *who, const char *snap_id, ops_done_fn done, void *ctx,
@@ -146,18 +145,13 @@ int ops_snapshot_delete(const struct caller *who, const char *snap_id, ops_done_
 		return err_set(e, EBUSY,
 			       "cannot delete snapshot %s: suspended sandbox %s needs it to resume",
 			       snap_id, snap.sandbox_id);
-	struct job *slot = jobs_reserve(JOB_LIFECYCLE, e);
-	struct delete_job *job = slot ? calloc(1, sizeof(*job)) : NULL;
+	struct delete_job *job = op_job_new(sizeof(*job), JOB_LIFECYCLE, done, ctx, e);
 	if (!job) {
-		jobs_cancel(slot);
 		delete_end(snap_id);
-		return slot ? err_set(e, ENOMEM, "out of memory") : -e->code;
+		return -e->code;
 	}
 	snprintf(job->snap_id, sizeof(job->snap_id), "%s", snap_id);
-	job->done = done;
-	job->ctx = ctx;
-	jobs_queue(slot, delete_job_run, job);
-	return 0;
+	return op_job_queue(job, delete_job_run);
 }
 
 /* --- wait, progress, restorable -------------------------------------------- */
