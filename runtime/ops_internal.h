@@ -3,12 +3,12 @@
  * operations lock, and the helpers that change and announce state.
  *
  * The files: ops_core.c (lock and state helpers, announcements, waiters,
- * progress, paths, ids), ops_life.c (open, start, monitor, shutdown),
- * ops_sandbox.c (create, set, start, terminate, remove, wait, reconcile),
- * ops_exec.c, ops_checkpoint.c (snapshot, suspend, the store job),
- * ops_restore.c (fork, resume, materialize), ops_snapshot.c (delete,
- * wait, progress, restorable, reconcile), ops_sync.c, ops_gpu.c and
- * ops_text.c.
+ * jobs, progress, paths, ids), ops_life.c (open, start, monitor thread,
+ * shutdown), ops_sandbox.c (create, set, start, terminate, remove, wait,
+ * reconcile, exited sandboxes), ops_exec.c, ops_checkpoint.c (snapshot,
+ * suspend, the store job), ops_restore.c (fork, resume; the cache's
+ * mechanics are runtime/cache.c's), ops_snapshot.c (delete, wait,
+ * progress, restorable, reconcile), ops_sync.c, ops_gpu.c and ops_text.c.
  *
  * The lock: every read-check-write of a sandbox or snapshot state happens
  * under `ops.lock`, so two requests can never both see `running` and both
@@ -42,7 +42,9 @@
  *     for reading (exec jobs).
  * Elsewhere: the waiters list under waiters_lock and the progress list
  * under progress_lock (ops_core.c, leaf locks: nothing is called with them
- * held); the snapshot uses (struct snapshot_use) under `lock`.
+ * held); the snapshot uses (struct snapshot_use) under `lock`; the cache's
+ * holds under its own lock (runtime/cache.c), never taken with `lock`
+ * held.
  */
 struct ops_context {
 	char state_dir[PATH_MAX];
