@@ -7,24 +7,12 @@
  */
 #include "runtime/ops_internal.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <fcntl.h>
-#include <sys/file.h>
-#include <sys/stat.h>
-#include <unistd.h>
-#include <time.h>
 
-#include "backend/store.h"
-#include "runtime/cache.h"
-#include "runtime/host.h"
-#include "runtime/console.h"
 #include "runtime/images.h"
-#include "runtime/jobs.h"
 #include "runtime/journal.h"
-#include "runtime/spool.h"
 
 struct ops_context ops = {
     .lock = PTHREAD_MUTEX_INITIALIZER,

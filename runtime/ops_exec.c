@@ -10,14 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
-#include "lib/names.h"
 #include "lib/strbuf.h"
-#include "runtime/console.h"
-#include "runtime/images.h"
-#include "runtime/jobs.h"
 
 /*
  * Longest exec output the host takes: the exec that fetches it is killed

@@ -7,20 +7,17 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <stdlib.h>
-#include <string.h>
 #include <fcntl.h>
+#include <string.h>
 #include <sys/file.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "backend/store.h"
 #include "runtime/cache.h"
-#include "runtime/host.h"
 #include "runtime/console.h"
+#include "runtime/host.h"
 #include "runtime/images.h"
-#include "runtime/jobs.h"
 #include "runtime/journal.h"
 #include "runtime/spool.h"
 

@@ -8,19 +8,13 @@
 #include "runtime/ops_internal.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <signal.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "lib/names.h"
 #include "lib/strbuf.h"
 #include "runtime/console.h"
 #include "runtime/images.h"
-#include "runtime/jobs.h"
 
 OP_JOB_CHECK(struct sandbox_job);
 

@@ -7,22 +7,14 @@
 #include "runtime/ops_internal.h"
 
 #include <cjson/cJSON.h>
-#include <dirent.h>
-#include <sys/stat.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "backend/manifest.h"
 #include "backend/store.h"
-#include "lib/names.h"
 #include "lib/strbuf.h"
 #include "runtime/cache.h"
 #include "runtime/host.h"
-#include "runtime/images.h"
-#include "runtime/jobs.h"
 #include "runtime/snapmeta.h"
 
 /* --- this host's snapshots ------------------------------------------------ */
