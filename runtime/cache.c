@@ -182,14 +182,16 @@ static int by_age(const void *a, const void *b)
 
 /*
  * Under the lock: the entries of the cache (temp dirs too, when @tmp) and,
- * when @sizes, their disk bytes and total (a walk of every file: skipped by
- * callers that only need the entries' ages).
+ * unless @total is NULL, their disk bytes and total (a walk of every file:
+ * skipped by callers that only need the entries' ages).
  */
-static size_t list_entries(struct entry *out, bool tmp, bool sizes, int64_t *total)
+static size_t list_entries(struct entry *out, bool tmp, int64_t *total)
 {
 	DIR *d = opendir(cache.dir);
 	size_t n = 0;
-	*total = 0;
+	int64_t sum = 0;
+	if (total)
+		*total = 0;
 	if (!d)
 		return 0;
 	struct dirent *de;
@@ -198,8 +200,8 @@ static size_t list_entries(struct entry *out, bool tmp, bool sizes, int64_t *tot
 		if (de->d_name[0] == '.' || strlen(de->d_name) >= ID_MAX ||
 		    fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 			continue;
-		int64_t bytes = sizes ? disk_bytes_at(dirfd(d), de->d_name) : 0;
-		*total += bytes;
+		int64_t bytes = total ? disk_bytes_at(dirfd(d), de->d_name) : 0;
+		sum += bytes;
 		if (!tmp && strstr(de->d_name, ".tmp"))
 			continue;
 		snprintf(out[n].id, sizeof(out[n].id), "%s", de->d_name);
@@ -208,6 +210,8 @@ static size_t list_entries(struct entry *out, bool tmp, bool sizes, int64_t *tot
 		n++;
 	}
 	closedir(d);
+	if (total)
+		*total = sum;
 	return n;
 }
 
@@ -223,13 +227,12 @@ static bool lends(const char *id)
 
 size_t cache_hold_recent(const char *except, char (*ids)[ID_MAX], size_t max)
 {
-	int64_t total = 0;
 	size_t got = 0;
 	_cleanup_free_ struct entry *e = calloc(TRIM_ENTRIES_MAX, sizeof(*e));
 	if (!e)
 		return 0;
 	pthread_mutex_lock(&cache.lock);
-	size_t n = list_entries(e, false, false, &total);
+	size_t n = list_entries(e, false, NULL);
 	qsort(e, n, sizeof(*e), by_age);
 	for (size_t i = n; i-- > 0 && got < max;) {
 		/* Unheld (out of memory) it must not be listed: its release would drop another
@@ -259,7 +262,7 @@ void cache_trim(void)
 	if (!e)
 		return;
 	pthread_mutex_lock(&cache.lock);
-	size_t n = list_entries(e, false, true, &total);
+	size_t n = list_entries(e, false, &total);
 	int64_t limit = limit_for(total);
 	qsort(e, n, sizeof(*e), by_age);
 	for (size_t i = 0; i < n && total > limit; i++) {
@@ -294,13 +297,12 @@ static bool same_boot(void)
 void cache_clean(bool (*keep)(const char *snap_id, void *arg), void *arg)
 {
 	char path[PATH_MAX];
-	int64_t total = 0;
 	_cleanup_free_ struct entry *e = calloc(TRIM_ENTRIES_MAX, sizeof(*e));
 	if (!e)
 		return;
 	pthread_mutex_lock(&cache.lock);
 	bool trusted = same_boot();
-	size_t n = list_entries(e, true, false, &total);
+	size_t n = list_entries(e, true, NULL);
 	for (size_t i = 0; i < n; i++) {
 		if ((trusted && !strstr(e[i].id, ".tmp") && keep(e[i].id, arg)) ||
 		    entry_path(e[i].id, path) < 0)
@@ -317,7 +319,7 @@ void cache_stats(struct cache_stats *out)
 	_cleanup_free_ struct entry *e = calloc(TRIM_ENTRIES_MAX, sizeof(*e));
 	int64_t total = 0;
 	pthread_mutex_lock(&cache.lock);
-	size_t n = e ? list_entries(e, false, true, &total) : 0;
+	size_t n = e ? list_entries(e, false, &total) : 0;
 	out->bytes = total;
 	out->entries = (int64_t)n;
 	out->limit_bytes = limit_for(total);
