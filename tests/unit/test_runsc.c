@@ -88,38 +88,30 @@ static void test_state(void)
 	CHECK_STR(runsc_status_name((enum runsc_status)99), "unknown");
 }
 
-static void test_checkpoint(void)
+/* runsc_checkpoint() with @o gives `--root R checkpoint @words`. */
+static void check_checkpoint(const struct runsc_checkpoint_opts *o, const char *words)
 {
 	char args[1024], want[PATH_MAX + 256];
 	struct err e = {0};
+	CHECK(runsc_checkpoint(&rs, "snapfs-c1", o, &e) == 0);
+	last_args(args, sizeof(args));
+	snprintf(want, sizeof(want), "--root %s checkpoint %s", rs.root, words);
+	CHECK_STR(args, want);
+}
+
+static void test_checkpoint(void)
+{
 	struct runsc_checkpoint_opts o = {.image_dir = "/spool/s1"};
 	/* A suspend: the defaults. */
-	CHECK(runsc_checkpoint(&rs, "snapfs-c1", &o, &e) == 0);
-	last_args(args, sizeof(args));
-	snprintf(want, sizeof(want),
-		 "--root %s checkpoint --compression=none --image-path /spool/s1 snapfs-c1",
-		 rs.root);
-	CHECK_STR(args, want);
-
+	check_checkpoint(&o, "--compression=none --image-path /spool/s1 snapfs-c1");
 	/* --direct only where the probe found it works. */
 	o.leave_running = o.direct = true;
-	CHECK(runsc_checkpoint(&rs, "snapfs-c1", &o, &e) == 0);
-	last_args(args, sizeof(args));
-	snprintf(want, sizeof(want),
-		 "--root %s checkpoint --compression=none --image-path /spool/s1 "
-		 "--leave-running snapfs-c1",
-		 rs.root);
-	CHECK_STR(args, want);
+	check_checkpoint(&o, "--compression=none --image-path /spool/s1 --leave-running snapfs-c1");
 	rs.checkpoint_direct = true;
 	o.compression = "zstd";
 	o.cuda_checkpoint = "/usr/bin/cuda-checkpoint";
-	CHECK(runsc_checkpoint(&rs, "snapfs-c1", &o, &e) == 0);
-	last_args(args, sizeof(args));
-	snprintf(want, sizeof(want),
-		 "--root %s checkpoint --compression=zstd --direct --image-path /spool/s1 "
-		 "--leave-running --cuda-checkpoint-path=/usr/bin/cuda-checkpoint snapfs-c1",
-		 rs.root);
-	CHECK_STR(args, want);
+	check_checkpoint(&o, "--compression=zstd --direct --image-path /spool/s1 --leave-running "
+			     "--cuda-checkpoint-path=/usr/bin/cuda-checkpoint snapfs-c1");
 	rs.checkpoint_direct = false;
 }
 
