@@ -57,7 +57,7 @@
 /* The CUDA processes of a checkpoint, in its image directory. */
 #define GPU_RECORD_FILE "snapfs-cuda.json"
 
-/* --- runsc ----------------------------------------------------------------- */
+/* --- who drives CUDA ------------------------------------------------------ */
 
 /* Does @rs's checkpoint take --cuda-checkpoint-path (runsc_probe_checkpoint())? */
 bool gpu_runsc_checkpoints_cuda(const struct runsc *rs);

@@ -26,7 +26,6 @@
 #include "lib/strbuf.h"
 #include "lib/util.h"
 
-/* --- the host ------------------------------------------------------------ */
 
 #define GPU_MAX 16
 #define GPU_MODEL_MAX 96
