@@ -26,7 +26,6 @@
 #include "lib/strbuf.h"
 #include "lib/util.h"
 
-
 #define GPU_MAX 16
 #define GPU_MODEL_MAX 96
 #define GPU_DRIVER_MAX 64
