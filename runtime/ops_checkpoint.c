@@ -113,11 +113,8 @@ static int64_t sandbox_memory_bytes(pid_t pid)
 static void sandbox_after_failed_checkpoint(const char *id, const char *runtime_id,
 					    const struct err *e)
 {
-	char status[32] = "";
-	pid_t pid = 0;
-	int rc = runsc_state(&ops.runsc, runtime_id, status, sizeof(status), &pid, NULL);
 	struct sb_patch p = SB_PATCH(SB_FAILED);
-	if (rc == 0 && !strcmp(status, "running"))
+	if (runsc_state(&ops.runsc, runtime_id, NULL, NULL) == RUNSC_RUNNING)
 		p.state = SB_RUNNING;
 	p.message = e->msg;
 	sandbox_apply_if(id, CHECKPOINTING, p);
@@ -152,8 +149,16 @@ static void checkpoint_job(void *arg)
 	int rc = gpu_before_checkpoint(&sb, spool, &gpu, &e);
 	if (rc == 0) {
 		int64_t t0 = mono_ms();
-		rc = runsc_checkpoint_cuda(&ops.runsc, sb.runtime_id, spool, leave_running,
-					   gpu.runsc_cuda, sandbox_memory_bytes(sb.pid), &e);
+		/*
+		 * --direct only where the pause matters: a suspend stops the sandbox
+		 * anyway, and pages that went around the page cache must be read back.
+		 */
+		struct runsc_checkpoint_opts o = {.image_dir = spool,
+						  .leave_running = leave_running,
+						  .direct = leave_running,
+						  .cuda_checkpoint = gpu.runsc_cuda,
+						  .mem_bytes = sandbox_memory_bytes(sb.pid)};
+		rc = runsc_checkpoint(&ops.runsc, sb.runtime_id, &o, &e);
 		snap.pause_ms = mono_ms() - t0;
 		rc = gpu_after_checkpoint(&gpu, leave_running, rc, &e);
 	}

@@ -539,27 +539,6 @@ int new_object_id(const char *prefix, char out[ID_MAX])
 	return rc < 0 ? rc : 0;
 }
 
-int prepare_bundle(const char *id, const char *image, const char *entrypoint, const char *env,
-		   bool gpu, char digest_out[DIGEST_MAX], struct err *e)
-{
-	char rootfs[PATH_MAX], bundle[PATH_MAX];
-	int rc = images_exists(ops.images, image);
-	if (rc < 0)
-		return err_set(e, ENOENT, "image %s does not exist in %s", image,
-			       images_dir(ops.images));
-	rc = images_path(ops.images, image, rootfs, sizeof(rootfs));
-	if (rc == 0)
-		rc = sandbox_path(id, "bundle", bundle, sizeof(bundle));
-	if (rc < 0)
-		return err_set(e, -rc, "cannot build the bundle of sandbox %s: path too long", id);
-	rc = images_digest(ops.images, image, digest_out, e);
-	if (rc < 0)
-		return rc;
-	if (gpu)
-		return gpu_write_bundle(bundle, rootfs, entrypoint, env, e);
-	return runsc_write_bundle(bundle, rootfs, entrypoint, env, e);
-}
-
 /* --- accessors ------------------------------------------------------------ */
 
 struct registry *ops_registry(void)

@@ -4,10 +4,10 @@
  *
  * The files: ops_core.c (lock and state helpers, announcements, waiters,
  * jobs, progress, paths, ids), ops_life.c (open, start, monitor thread,
- * shutdown), ops_sandbox.c (create, set, start, terminate, remove, wait,
- * reconcile, exited sandboxes), ops_exec.c, ops_checkpoint.c (snapshot,
- * suspend, the store job), ops_restore.c (fork, resume; the cache's
- * mechanics are runtime/cache.c's), ops_snapshot.c (delete, wait,
+ * shutdown), ops_sandbox.c (create, set, start and its bundle, terminate,
+ * remove, wait, reconcile, exited sandboxes), ops_exec.c, ops_checkpoint.c
+ * (snapshot, suspend, the store job), ops_restore.c (fork, resume; the
+ * cache's mechanics are runtime/cache.c's), ops_snapshot.c (delete, wait,
  * progress, restorable, reconcile), ops_sync.c, ops_gpu.c and ops_text.c.
  *
  * The lock: every read-check-write of a sandbox or snapshot state happens
@@ -27,6 +27,7 @@
 #include <pthread.h>
 #include <stddef.h>
 
+#include "runtime/cuda.h"
 #include "runtime/gpu.h"
 #include "runtime/jobs.h"
 #include "runtime/ops.h"
@@ -50,7 +51,7 @@ struct ops_context {
 	char state_dir[PATH_MAX];
 	char spool_dir[PATH_MAX];   /* checkpoint images being stored */
 	char sandbox_dir[PATH_MAX]; /* per sandbox: bundle/, console.fifo, console.log */
-	struct cuda_tool cuda_tool; /* the host's cuda-checkpoint (runtime/gpu.h); fd -1: none */
+	struct cuda_tool cuda_tool; /* the host's cuda-checkpoint (runtime/cuda.h); fd -1: none */
 	struct registry *reg;
 	struct store *store;
 	struct images *images;
@@ -162,8 +163,9 @@ int spool_path(const char *snap_id, char *out, size_t len);
 int new_object_id(const char *prefix, char out[ID_MAX]);
 
 /*
- * Make the sandbox's bundle for @image with @entrypoint and @env, and the
- * host's NVIDIA devices when @gpu; pins the digest.
+ * Write sandbox @id's bundle (runtime/bundle.h) for @image, its process
+ * `/bin/sh -c @entrypoint` with @env, and the host's NVIDIA devices when
+ * @gpu; pins the image's digest. In ops_sandbox.c, beside container_start().
  */
 int prepare_bundle(const char *id, const char *image, const char *entrypoint, const char *env,
 		   bool gpu, char digest_out[DIGEST_MAX], struct err *e);
@@ -281,7 +283,7 @@ struct gpu_checkpoint {
 	char what[ID_MAX + 32];	  /* "snapshot sandbox web", for messages */
 	char cid[RUNTIME_ID_MAX]; /* the source's container */
 	struct cuda_procs procs;  /* the CUDA processes snapfs locked and checkpointed */
-	const char *runsc_cuda;	  /* for runsc_checkpoint_cuda(): set when runsc drives CUDA */
+	const char *runsc_cuda;	  /* for runsc_checkpoint(): set when runsc drives CUDA */
 };
 
 /*

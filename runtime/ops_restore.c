@@ -127,7 +127,7 @@ static int restore_image(const char *sandbox_id, const struct snapshot *snap, co
 int restore_from_spool(struct sandbox *sb, const char *snap_id, struct err *e)
 {
 	struct snapshot snap;
-	char spool[PATH_MAX], digest[DIGEST_MAX], status[32];
+	char spool[PATH_MAX], digest[DIGEST_MAX];
 	if (registry_snapshot_get(ops.reg, snap_id, &snap) < 0)
 		return err_set(e, ENOENT, "snapshot %s no longer exists", snap_id);
 	spool_path(snap_id, spool, sizeof(spool));
@@ -148,7 +148,7 @@ int restore_from_spool(struct sandbox *sb, const char *snap_id, struct err *e)
 		return err_set(e, ECANCELED, "sandbox %s is no longer suspending", sb->id);
 	rc = restore_image(sb->id, &snap, spool, sb->runtime_id, digest, e);
 	if (rc == 0)
-		runsc_state(&ops.runsc, sb->runtime_id, status, sizeof(status), &sb->pid, NULL);
+		runsc_state(&ops.runsc, sb->runtime_id, &sb->pid, NULL);
 	return rc;
 }
 
@@ -173,7 +173,7 @@ static void restore_job_run(void *arg)
 {
 	struct restore_job *job = arg;
 	struct err e = {0};
-	char runtime_id[RUNTIME_ID_MAX], digest[DIGEST_MAX] = "", status[32];
+	char runtime_id[RUNTIME_ID_MAX], digest[DIGEST_MAX] = "";
 	pid_t pid = 0;
 	/* The state this job owns; a terminate may take the sandbox from it meanwhile. */
 	unsigned mine = STATE_BIT(job->resume ? SB_RESUMING : SB_STARTING);
@@ -191,7 +191,7 @@ static void restore_job_run(void *arg)
 	if (rc == 0)
 		rc = restore_container(job, runtime_id, digest, &e);
 	if (rc == 0)
-		runsc_state(&ops.runsc, runtime_id, status, sizeof(status), &pid, NULL);
+		runsc_state(&ops.runsc, runtime_id, &pid, NULL);
 	snapshot_restore_end(job->snap_id);
 	struct sb_patch p = SB_PATCH(SB_RUNNING);
 	if (rc < 0) {

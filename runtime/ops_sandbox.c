@@ -13,6 +13,7 @@
 
 #include "lib/names.h"
 #include "lib/strbuf.h"
+#include "runtime/bundle.h"
 #include "runtime/console.h"
 #include "runtime/images.h"
 
@@ -174,11 +175,39 @@ int ops_sandbox_set(const struct caller *who, const char *id, enum sandbox_field
 /* Ask runsc for the sandbox pid; 0 if it cannot say. */
 static pid_t sandbox_pid(const char *runtime_id)
 {
-	char status[32];
 	pid_t pid = 0;
-	if (runsc_state(&ops.runsc, runtime_id, status, sizeof(status), &pid, NULL) < 0)
-		return 0;
+	runsc_state(&ops.runsc, runtime_id, &pid, NULL);
 	return pid;
+}
+
+int prepare_bundle(const char *id, const char *image, const char *entrypoint, const char *env,
+		   bool gpu, char digest_out[DIGEST_MAX], struct err *e)
+{
+	char rootfs[PATH_MAX], bundle[PATH_MAX];
+	const char *argv[] = {"/bin/sh", "-c", entrypoint, NULL};
+	const char *nodes[GPU_NODES_MAX];
+	struct gpu_host h;
+	struct bundle_spec spec = {.rootfs = rootfs, .argv = argv, .env = env};
+	int rc = images_exists(ops.images, image);
+	if (rc < 0)
+		return err_set(e, ENOENT, "image %s does not exist in %s", image,
+			       images_dir(ops.images));
+	rc = images_path(ops.images, image, rootfs, sizeof(rootfs));
+	if (rc == 0)
+		rc = sandbox_path(id, "bundle", bundle, sizeof(bundle));
+	if (rc < 0)
+		return err_set(e, -rc, "cannot build the bundle of sandbox %s: path too long", id);
+	rc = images_digest(ops.images, image, digest_out, e);
+	if (rc < 0)
+		return rc;
+	if (gpu) {
+		rc = gpu_host_ready("write the bundle of a GPU sandbox", &h, e);
+		if (rc < 0)
+			return rc;
+		spec.devices = nodes;
+		spec.ndevices = gpu_host_nodes(&h, nodes);
+	}
+	return bundle_write(bundle, &spec, e);
 }
 
 int container_start(const char *id, const char *runtime_id, bool gpu, const char *image_dir,
@@ -194,9 +223,8 @@ int container_start(const char *id, const char *runtime_id, bool gpu, const char
 	if (rc < 0)
 		return rc;
 	console_stdio(con, &io);
-	rc = image_dir
-		 ? runsc_restore_flags(&ops.runsc, flags, runtime_id, bundle, image_dir, &io, e)
-		 : runsc_run_flags(&ops.runsc, flags, runtime_id, bundle, &io, e);
+	rc = image_dir ? runsc_restore(&ops.runsc, flags, runtime_id, bundle, image_dir, &io, e)
+		       : runsc_run(&ops.runsc, flags, runtime_id, bundle, &io, e);
 	if (rc < 0) {
 		console_free(con);
 		runsc_delete(&ops.runsc, runtime_id, NULL);
@@ -288,14 +316,14 @@ int ops_sandbox_start(const struct caller *who, const char *id, ops_done_fn done
 /* Kill and delete the container; -EIO if runsc still knows it afterwards. */
 static int stop_container(const char *runtime_id, struct err *e)
 {
-	char status[32];
 	runsc_kill(&ops.runsc, runtime_id, SIGKILL, NULL);
 	int rc = runsc_delete(&ops.runsc, runtime_id, e);
 	if (rc < 0)
 		return rc;
-	if (runsc_state(&ops.runsc, runtime_id, status, sizeof(status), NULL, NULL) != -ENOENT)
+	enum runsc_status st = runsc_state(&ops.runsc, runtime_id, NULL, NULL);
+	if (st != RUNSC_GONE)
 		return err_set(e, EIO, "container %s is still %s after runsc delete", runtime_id,
-			       status);
+			       runsc_status_name(st));
 	return 0;
 }
 
@@ -465,13 +493,12 @@ static void reopen_console(const char *id)
 /* What a sandbox the registry left in @sb->state became while snapfs was down. */
 static void reconcile_one(struct sandbox *sb)
 {
-	char status[32] = "";
 	pid_t pid = 0;
 	enum sandbox_state was = sb->state;
 	if (was == SB_SUSPENDED || was == SB_CREATED || was == SB_TERMINATED || was == SB_FAILED)
 		return;
-	int rc = runsc_state(&ops.runsc, sb->runtime_id, status, sizeof(status), &pid, NULL);
-	bool alive = rc == 0 && !strcmp(status, "running");
+	enum runsc_status st = runsc_state(&ops.runsc, sb->runtime_id, &pid, NULL);
+	bool alive = st == RUNSC_RUNNING;
 	sb->pid = alive ? pid : 0;
 	if (was == SB_TERMINATING) {
 		stop_container(sb->runtime_id, NULL);
@@ -490,7 +517,7 @@ static void reconcile_one(struct sandbox *sb)
 		sb->state = SB_FAILED;
 		snprintf(sb->message, sizeof(sb->message),
 			 "sandbox %s was %s and its container is %s after a daemon restart", sb->id,
-			 sandbox_state_name(was), rc == 0 ? status : "gone");
+			 sandbox_state_name(was), runsc_status_name(st));
 	}
 	/* Its output waited in the console FIFO for us (a restored one has its console). */
 	if (sb->state == SB_RUNNING && alive)
@@ -532,15 +559,13 @@ static int collect_exited(const struct sandbox *sb, void *arg)
 static void mark_exited(const char *id)
 {
 	struct sandbox sb;
-	char status[32] = "";
 	pid_t pid = 0;
 	pthread_mutex_lock(&ops.lock);
 	int rc = registry_sandbox_get(ops.reg, id, &sb);
 	pthread_mutex_unlock(&ops.lock);
 	if (rc < 0 || sb.state != SB_RUNNING)
 		return;
-	rc = runsc_state(&ops.runsc, sb.runtime_id, status, sizeof(status), &pid, NULL);
-	if (rc == 0 && !strcmp(status, "running") && pid != sb.pid)
+	if (runsc_state(&ops.runsc, sb.runtime_id, &pid, NULL) == RUNSC_RUNNING && pid != sb.pid)
 		return;
 	struct sb_patch p = SB_PATCH(SB_TERMINATED);
 	p.pid = 0;
