@@ -49,7 +49,7 @@ void strbuf_vaddf(struct strbuf *sb, const char *fmt, va_list ap);
 int strbuf_error(const struct strbuf *sb) __attribute__((warn_unused_result));
 /* Empty @sb (its memory is kept) and forget a failure. */
 void strbuf_reset(struct strbuf *sb);
-/* Cut @sb to its first @len bytes (at most all): what is left is whole, so a failure is forgotten. */
+/* Cut @sb to its first @len bytes (at most all): what is left is whole, so it has no failure. */
 void strbuf_setlen(struct strbuf *sb, size_t len);
 void strbuf_release(struct strbuf *sb);
 /*
