@@ -96,7 +96,8 @@ int gpu_parse_model(const char *text, char *out, size_t len);
 int gpu_profile_add(cJSON *obj, const struct gpu_host *h);
 /*
  * Compare the GPU part of a recorded host profile with @h: one line in @out
- * per difference (driver version, GPU count, GPU models); returns how many.
+ * per difference (driver version, GPU count, GPU models); returns how many, or
+ * @out's failure (lib/strbuf.h).
  */
 int gpu_profile_compare(const char *recorded_json, const struct gpu_host *h, struct strbuf *out);
 /* The same against this host. */
@@ -230,7 +231,10 @@ int cuda_rollback(const struct cuda_target *t, struct cuda_procs *procs, int cod
 		  struct err *e);
 /* Ask every process of @procs its state now (a process that is gone: unknown). */
 void cuda_refresh(const struct cuda_target *t, struct cuda_procs *procs);
-/* Append to @out where the processes stand: "CUDA processes 1 12 run unlocked again", ... */
+/*
+ * Append to @out where the processes stand: "CUDA processes 1 12 run unlocked again", ... A
+ * sentence for a message: a failure in @out leaves it shorter, and its caller goes on.
+ */
 void cuda_outcome(const struct cuda_procs *procs, struct strbuf *out);
 
 /* The record of a checkpoint's CUDA processes, GPU_RECORD_FILE in @image_dir. */
