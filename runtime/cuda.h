@@ -171,7 +171,10 @@ int cuda_rollback(const struct cuda_target *t, struct cuda_procs *procs, int cod
 		  struct err *e);
 /* Ask every process of @procs its state now (a process that is gone: unknown). */
 void cuda_refresh(const struct cuda_target *t, struct cuda_procs *procs);
-/* Append to @out where the processes stand: "CUDA processes 1 12 run unlocked again", ... */
+/*
+ * Append to @out where the processes stand: "CUDA processes 1 12 run unlocked again", ... A
+ * sentence for a message: a failure in @out leaves it shorter, and its caller goes on.
+ */
 void cuda_outcome(const struct cuda_procs *procs, struct strbuf *out);
 
 /* The record of a checkpoint's CUDA processes, GPU_RECORD_FILE in @image_dir. */

@@ -269,7 +269,8 @@ int gpu_profile_compare(const char *recorded_json, const struct gpu_host *h, str
 		strbuf_adds(out, "\n");
 		diffs++;
 	}
-	return diffs;
+	int rc = strbuf_error(out);
+	return rc < 0 ? rc : diffs;
 }
 
 int gpu_compare_host(const char *recorded_json, struct strbuf *out)

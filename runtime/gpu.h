@@ -56,7 +56,8 @@ int gpu_parse_model(const char *text, char *out, size_t len);
 int gpu_profile_add(cJSON *obj, const struct gpu_host *h);
 /*
  * Compare the GPU part of a recorded host profile with @h: one line in @out
- * per difference (driver version, GPU count, GPU models); returns how many.
+ * per difference (driver version, GPU count, GPU models); returns how many, or
+ * @out's failure (lib/strbuf.h).
  */
 int gpu_profile_compare(const char *recorded_json, const struct gpu_host *h, struct strbuf *out);
 /* The same against this host. */

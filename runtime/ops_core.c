@@ -371,7 +371,7 @@ int sandbox_apply_if(const char *id, unsigned allowed, struct sb_patch patch)
 	if (rc == -EBUSY)
 		return rc;
 	if (rc < 0)
-		return error("cannot update sandbox %s: %s", id, strerror(-rc));
+		return error(-rc, "cannot update sandbox %s: %s", id, strerror(-rc));
 	announce_sandbox(id, sb.state, patch.message);
 	return 0;
 }
@@ -387,7 +387,7 @@ int snapshot_save(const struct snapshot *snap)
 	int rc = registry_snapshot_update(ops.reg, snap);
 	pthread_mutex_unlock(&ops.lock);
 	if (rc < 0)
-		return error("cannot update snapshot %s: %s", snap->id, strerror(-rc));
+		return error(-rc, "cannot update snapshot %s: %s", snap->id, strerror(-rc));
 	announce_snapshot(snap->id, snap->state, snap->message);
 	return 0;
 }

@@ -179,6 +179,10 @@ static void exec_job(void *arg)
 			    EXEC_TERMINATED_CODE);
 		rc = 0;
 	}
+	int kept = strbuf_error(&out);
+	if (rc == 0 && kept < 0)
+		rc = err_set(&e, -kept, "cannot keep the output of an exec in sandbox %s: %s",
+			     job->id, strerror(-kept));
 	exec_finish(job, rc, ours, &e, &out);
 	free(job);
 }

@@ -248,7 +248,10 @@ struct snapshot_use *snapshot_use_get(const char *id, bool create);
 /* Forget the use of @id once nothing restores or deletes it. */
 void snapshot_use_drop_if_idle(const char *id);
 
-/* Can @snap be restored here? Appends one line per reason it cannot; returns their count. */
+/*
+ * Can @snap be restored here? Appends one line per reason it cannot; returns their count, or a
+ * negative errno when they could not be found or told.
+ */
 int restore_blockers(const struct snapshot *snap, struct strbuf *why);
 
 /* ops_sandbox.c / ops_snapshot.c hooks used by ops_open. */

@@ -246,7 +246,6 @@ int ops_sandbox_resume(const struct caller *who, const char *id, ops_done_fn don
 	return submit_restore(job, id, sb.restore_snapshot, true);
 }
 
-/* Can @snap be restored here? Appends one line per reason it cannot; returns their count. */
 int restore_blockers(const struct snapshot *snap, struct strbuf *why)
 {
 	char digest[DIGEST_MAX];
@@ -268,7 +267,8 @@ int restore_blockers(const struct snapshot *snap, struct strbuf *why)
 	}
 	int diffs = host_compare(snap->host_json, ops.runsc.version, why);
 	int gpu_diffs = snap->gpu ? gpu_compare_host(snap->host_json, why) : 0;
-	return n + (diffs > 0 ? diffs : 0) + (gpu_diffs > 0 ? gpu_diffs : 0);
+	int rc = diffs < 0 ? diffs : gpu_diffs < 0 ? gpu_diffs : strbuf_error(why);
+	return rc < 0 ? rc : n + diffs + gpu_diffs;
 }
 
 static int check_forkable(const struct caller *who, const char *snap_id, struct snapshot *snap,
@@ -286,7 +286,11 @@ static int check_forkable(const struct caller *who, const char *snap_id, struct 
 	if (snap->state != SNAP_COMPLETED)
 		return err_set(e, EBUSY, "cannot fork snapshot %s: it is still %s", snap_id,
 			       snapshot_state_name(snap->state));
-	if (restore_blockers(snap, &why) > 0) {
+	rc = restore_blockers(snap, &why);
+	if (rc < 0)
+		return err_set(e, -rc, "cannot fork snapshot %s: cannot compare this host: %s",
+			       snap_id, strerror(-rc));
+	if (rc > 0) {
 		rstrip(why.buf);
 		for (char *nl = strchr(why.buf, '\n'); nl; nl = strchr(nl, '\n'))
 			*nl = ';';

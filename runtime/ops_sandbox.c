@@ -131,7 +131,11 @@ static int set_field(struct sandbox *sb, enum sandbox_field field, const char *v
 		for (char *save = NULL, *line = strtok_r(v, "\n", &save); line;
 		     line = strtok_r(NULL, "\n", &save))
 			strbuf_addf(&text, "env=%s\n", line);
-		int rc = spec_parse(text.buf, text.len, &spec, e);
+		int rc = strbuf_error(&text);
+		if (rc < 0)
+			return err_set(e, -rc, "cannot check the env of %s: %s", sb->id,
+				       strerror(-rc));
+		rc = spec_parse(text.buf, text.len, &spec, e);
 		if (rc < 0)
 			return rc;
 		memcpy(sb->env, spec.env, sizeof(sb->env));
@@ -527,7 +531,8 @@ static void reconcile_one(struct sandbox *sb)
 
 static int collect_ids(const struct sandbox *sb, void *arg)
 {
-	return strbuf_addf(arg, "%s\n", sb->id);
+	strbuf_addf(arg, "%s\n", sb->id);
+	return strbuf_error(arg);
 }
 
 static void reconcile_id(const char *id)
@@ -552,7 +557,7 @@ static int collect_exited(const struct sandbox *sb, void *arg)
 	struct strbuf *ids = arg;
 	if (sb->state == SB_RUNNING && sb->pid > 0 && kill(sb->pid, 0) < 0 && errno == ESRCH)
 		strbuf_addf(ids, "%s\n", sb->id);
-	return 0;
+	return strbuf_error(ids);
 }
 
 /* A running sandbox whose process is gone: its entrypoint exited or it was killed. */

@@ -116,8 +116,10 @@ int ops_snapshot_delete(const struct caller *who, const char *snap_id, ops_done_
 	int rc = snapshot_get_as(who, snap_id, &snap);
 	if (rc == 0)
 		rc = registry_snapshot_pinned(ops.reg, snap_id, &pinned);
-	if (rc == 0 && !pinned && snapshot_state_settled(snap.state))
+	if (rc == 0 && !pinned && snapshot_state_settled(snap.state)) {
 		use = snapshot_use_get(snap_id, true);
+		rc = use ? 0 : -ENOMEM; /* unmarked, a fork could start from what is deleted */
+	}
 	if (use && (use->restores || use->deleting)) {
 		pthread_mutex_unlock(&ops.lock);
 		return err_set(e, EBUSY, "cannot delete snapshot %s: %s", snap_id,
@@ -128,6 +130,8 @@ int ops_snapshot_delete(const struct caller *who, const char *snap_id, ops_done_
 	pthread_mutex_unlock(&ops.lock);
 	if (rc == -ENOENT)
 		return err_set(e, ENOENT, "snapshot %s does not exist", snap_id);
+	if (rc == -ENOMEM)
+		return err_set(e, ENOMEM, "cannot delete snapshot %s: out of memory", snap_id);
 	if (rc < 0)
 		return err_set(e, EIO, "cannot read snapshot %s from the registry", snap_id);
 	if (!snapshot_state_settled(snap.state))
@@ -185,9 +189,10 @@ int ops_snapshot_restorable(const char *snap_id, struct strbuf *out)
 	int rc = registry_snapshot_get(ops.reg, snap_id, &snap);
 	if (rc < 0)
 		return rc;
-	if (restore_blockers(&snap, out) == 0)
-		return strbuf_adds(out, "yes\n");
-	return 0;
+	rc = restore_blockers(&snap, out);
+	if (rc == 0)
+		strbuf_adds(out, "yes\n");
+	return rc < 0 ? rc : strbuf_error(out);
 }
 
 /* --- start-up reconciliation --------------------------------------------- */
@@ -244,7 +249,8 @@ static void reconcile_snapshot(struct snapshot *snap)
 
 static int collect_snapshot_ids(const struct snapshot *snap, void *arg)
 {
-	return strbuf_addf(arg, "%s\n", snap->id);
+	strbuf_addf(arg, "%s\n", snap->id);
+	return strbuf_error(arg);
 }
 
 /* A cache entry stays if its snapshot is still known and completed. */

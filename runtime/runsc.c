@@ -110,6 +110,7 @@ static int capture_sink(void *arg, const char *data, size_t len)
 {
 	struct capture *c = arg;
 	size_t room = c->sb->len < c->cap ? c->cap - c->sb->len : 0;
+	/* Unchecked: a failure is sticky, and run_short() checks @out once. */
 	if (room)
 		strbuf_add(c->sb, data, len < room ? len : room);
 	return 0;
@@ -238,6 +239,10 @@ static int run_short(const struct cmd *c, struct strbuf *out, struct err *e)
 	int rc = run_cmd(c, &s, e);
 	if (rc == 0)
 		rc = end_error(c, &s, e);
+	int kept = out ? strbuf_error(out) : 0;
+	if (rc == 0 && kept < 0)
+		rc = err_set(e, -kept, "runsc %s: cannot keep its output: %s", c->what,
+			     strerror(-kept));
 	if (rc < 0 || (WIFEXITED(s.status) && WEXITSTATUS(s.status) == 0))
 		return rc;
 	_cleanup_free_ char *text = out ? read_from(errfd, 0) : NULL;
@@ -461,8 +466,10 @@ static int exec_sink(void *arg, const char *data, size_t len)
 {
 	struct runsc_exec *x = arg;
 	size_t room = x->out->len < x->cap ? x->cap - x->out->len : 0;
-	if (len <= room)
-		return strbuf_add(x->out, data, len) < 0;
+	if (len <= room) {
+		strbuf_add(x->out, data, len);
+		return strbuf_error(x->out) < 0;
+	}
 	strbuf_add(x->out, data, room);
 	x->truncated = true;
 	return 1;

@@ -205,7 +205,7 @@ static void test_tool_open(void)
 	cuda_tool_close(&t);
 	_cleanup_strbuf_ struct strbuf big = STRBUF_INIT;
 	strbuf_adds(&big, "#!/bin/sh\n");
-	while (big.len <= GPU_SCRIPT_MAX)
+	while (big.len <= GPU_SCRIPT_MAX && strbuf_error(&big) == 0)
 		strbuf_adds(&big, "# padding padding padding padding padding padding padding\n");
 	put("tool-big", strbuf_str(&big));
 	snprintf(path, sizeof(path), "%s/tool-big", base);

@@ -36,7 +36,8 @@ static void make_tree(const char *image)
 static int collect(const char *name, void *arg)
 {
 	struct strbuf *sb = arg;
-	return strbuf_addf(sb, "%s,", name);
+	strbuf_addf(sb, "%s,", name);
+	return strbuf_error(sb);
 }
 
 static void digest_of(struct images *im, const char *name, char out[DIGEST_MAX])
