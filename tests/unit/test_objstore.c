@@ -169,7 +169,7 @@ static void test_enospc(void)
 	mkdir(dir, 0755);
 	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
 	    mount("tmpfs", dir, "tmpfs", 0, "size=1m") < 0) {
-		printf("skipping ENOSPC test: %s\n", strerror(errno));
+		SKIP("ENOSPC: cannot mount a small tmpfs: %s", strerror(errno));
 		return;
 	}
 	struct objstore *os = NULL;

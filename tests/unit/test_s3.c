@@ -616,7 +616,7 @@ static void test_real(void)
 	const char *aws_key = getenv("SNAPFS_TEST_S3_AWS_KEY");
 	const char *kill_pid = getenv("SNAPFS_TEST_S3_KILL_PID");
 	if (!getenv("SNAPFS_TEST_S3_ENDPOINT") || !bucket) {
-		printf("skipping the real-server tests: SNAPFS_TEST_S3_ENDPOINT is not set\n");
+		SKIP("the real-server tests: SNAPFS_TEST_S3_ENDPOINT is not set");
 		return;
 	}
 	struct objstore *os = real_open(bucket, "", "S3RVER");

@@ -21,10 +21,8 @@ static void refused(const char *text, const char *part)
 	int r = parse(text);
 	CHECK(r == -EINVAL);
 	CHECK(e.code == EINVAL);
-	if (!strstr(e.msg, part)) {
-		t_failed++;
-		fprintf(stderr, "FAIL: spec '%s': message '%s' lacks '%s'\n", text, e.msg, part);
-	}
+	CHECK_MSG(strstr(e.msg, part) != NULL, "spec '%s': message '%s' lacks '%s'", text, e.msg,
+		  part);
 	CHECK_STR(spec.image, ""); /* nothing half-parsed is left */
 }
 
