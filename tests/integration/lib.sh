@@ -3,8 +3,9 @@
 #
 # A test gets its own temp dir $T holding state/ ($STATE), mnt/ ($MNT) and
 # images/ ($IMAGES, with the busybox image), starts build/asan/snapfs on them
-# with start_daemon, checks behaviour with ok / check_eq / expect_errno, and
-# ends with finish, which prints the one result line "N passed, N failed".
+# with start_daemon, checks behaviour with ok / check_eq / expect_errno (or
+# skips one this run cannot make, with skip), and ends with finish, which
+# prints "N skipped" when any were, then the result line "N passed, N failed".
 # A trap on EXIT, INT and TERM kills the test's runsc sandboxes, unmounts,
 # ends the daemon (by pid) and removes $T, on every path out of the test.
 #
@@ -32,6 +33,7 @@ BG_PIDS=()      # background helpers (blocked readers, writers) the test started
 UNFREEZE_DIRS=() # dirs a test made immutable (chattr +i); made mutable again on exit
 PASSED=0
 FAILED=0
+SKIPPED=0
 mkdir -p "$STATE" "$MNT" "$IMAGES"
 
 export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1}
@@ -53,8 +55,12 @@ fail() {
 	return 0
 }
 
-# Not counted: a check that could not be made meaningful on this run.
-skip() { printf 'SKIP %s\n' "$*"; }
+# skip DESC: a check this run cannot make meaningful (the race it needs went
+# the other way, the host lacks a feature): counted and said, never a pass.
+skip() {
+	SKIPPED=$((SKIPPED + 1))
+	printf 'SKIP %s\n' "$*"
+}
 note() { printf '     %s\n' "$*"; }
 
 # ok DESC CMD...: CMD succeeds.
@@ -171,6 +177,7 @@ finish() {
 		tail -n 40 "$DAEMON_LOG"
 		echo "---"
 	fi
+	[ "$SKIPPED" -gt 0 ] && echo "$SKIPPED skipped"
 	echo "$PASSED passed, $FAILED failed"
 	[ "$FAILED" -eq 0 ]
 	exit
@@ -257,18 +264,32 @@ counter_at_least() {
 	[ "$(counter_count "$c")" -ge "$2" ]
 }
 
+# step DESC CMD...: one step of a setup chain (make_sandbox): when CMD fails,
+# a note says which step it was and what it printed.
+step() {
+	local desc=$1 out
+	shift
+	out=$("$@" 2>&1) && return 0
+	note "$desc failed${out:+: $out}"
+	return 1
+}
+
 # make_sandbox NAME ENTRYPOINT [ENV]: mkdir, image busybox, entrypoint (and
-# env), then a synchronous start. Fails at the first step that fails.
+# env), then a synchronous start. Fails at the first step that fails, and
+# says which.
 make_sandbox() {
 	local d=$MNT/sandboxes/$1
-	mkdir "$d" && wr "$d/image" busybox && wr "$d/entrypoint" "$2" &&
-		{ [ -z "${3:-}" ] || wr "$d/env" "$3"; } && wr "$d/start"
+	step "mkdir sandboxes/$1" mkdir "$d" && step "image of $1" wr "$d/image" busybox &&
+		step "entrypoint of $1" wr "$d/entrypoint" "$2" &&
+		{ [ -z "${3:-}" ] || step "env of $1" wr "$d/env" "$3"; } &&
+		step "start of $1" wr "$d/start"
 }
 
 # start_counter_sandbox NAME: a running sandbox with COUNTER_ENTRYPOINT whose
 # counter has been published at least once.
 start_counter_sandbox() {
-	make_sandbox "$1" "$COUNTER_ENTRYPOINT" && poll_until 30 counter "$1"
+	make_sandbox "$1" "$COUNTER_ENTRYPOINT" &&
+		step "the first counter of $1 within 30 s" poll_until 30 counter "$1"
 }
 
 # snapshot_of SB [WORDS]: take a snapshot; print its id (read on the same open file).
