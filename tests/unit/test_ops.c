@@ -280,19 +280,20 @@ static const char *snap_name(int s)
 	return s < 0 ? "missing" : snapshot_state_name((enum snapshot_state)s);
 }
 
-#define CHECK_SB(id, want)                                                                         \
-	do {                                                                                       \
-		struct sandbox sb_ = sb_get(id);                                                   \
-		CHECK_MSG((int)sb_.state == (int)(want), "sandbox %s is %s, not %s (%s)", id,      \
-			  sb_name((int)sb_.state), sb_name((int)(want)), sb_.message);             \
-	} while (0)
+/* Is sandbox (@snap: snapshot) @id in state @want (-1: missing)? When not, with its message. */
+static void check_state(int line, bool snap, const char *id, int want)
+{
+	struct sandbox sb = snap ? (struct sandbox){0} : sb_get(id);
+	struct snapshot sn = snap ? snap_get(id) : (struct snapshot){0};
+	int got = snap ? (int)sn.state : (int)sb.state;
+	const char *(*name)(int) = snap ? snap_name : sb_name;
+	t_count(got == want, __FILE__, line, "%s %s is %s, not %s (%s)",
+		snap ? "snapshot" : "sandbox", id, name(got), name(want),
+		snap ? sn.message : sb.message);
+}
 
-#define CHECK_SNAP(id, want)                                                                       \
-	do {                                                                                       \
-		struct snapshot s_ = snap_get(id);                                                 \
-		CHECK_MSG((int)s_.state == (int)(want), "snapshot %s is %s, not %s (%s)", id,      \
-			  snap_name((int)s_.state), snap_name((int)(want)), s_.message);           \
-	} while (0)
+#define CHECK_SB(id, want) check_state(__LINE__, false, id, (int)(want))
+#define CHECK_SNAP(id, want) check_state(__LINE__, true, id, (int)(want))
 
 #define CHECK_HAS(text, part)                                                                      \
 	do {                                                                                       \
@@ -469,30 +470,14 @@ static void life_end(pid_t pid, bool killed)
 			  sc_dir);
 }
 
-/* One daemon life on the scenario's state directory: open, @fn, shut down. */
-static void life(void (*fn)(void))
-{
-	fflush(NULL);
-	pid_t pid = fork();
-	if (pid == 0) {
-		child_begin();
-		if (ops_up())
-			fn();
-		ops_shutdown();
-		fflush(NULL);
-		exit(0);
-	}
-	if (CHECK(pid > 0))
-		life_end(pid, false);
-}
-
 /*
- * A life that is killed: @fn starts what the fake blocks and waits until it
- * is blocked; then the daemon gets SIGKILL, and the blocked runsc calls are
- * killed too (a crash of the host's daemon, as far as the registry, the
- * spool and the store can tell).
+ * One daemon life on the scenario's state directory: open, @fn, shut down.
+ * @killed: @fn starts what the fake blocks and waits until it is blocked;
+ * then the daemon gets SIGKILL, and the blocked runsc calls are killed too
+ * (a crash of the host's daemon, as far as the registry, the spool and the
+ * store can tell).
  */
-static void life_killed(void (*fn)(void))
+static void life_run(void (*fn)(void), bool killed)
 {
 	char ready[PATH_MAX];
 	xsnprintf(ready, sizeof(ready), "%s/ready", sc_dir);
@@ -503,18 +488,36 @@ static void life_killed(void (*fn)(void))
 		child_begin();
 		if (ops_up())
 			fn();
-		CHECK(write_file_durable(ready, "", 0) == 0);
+		if (!killed) {
+			ops_shutdown();
+			fflush(NULL);
+			exit(0);
+		}
+		/* Not a check: the parent may kill us before it is counted. It checks. */
+		write_file_durable(ready, "", 0);
 		for (;;)
 			pause();
 	}
 	if (!CHECK(pid > 0))
 		return;
-	for (int i = 0; i < DEADLINE_S * 20 && access(ready, F_OK) < 0; i++)
+	for (int i = 0; killed && i < DEADLINE_S * 20 && access(ready, F_OK) < 0; i++)
 		sleep_ms(50);
-	CHECK_MSG(access(ready, F_OK) == 0, "the life to be killed was not ready in %d s",
-		  DEADLINE_S);
-	life_end(pid, true);
-	fake_hangs_each(NULL, hang_kill);
+	if (killed)
+		CHECK_MSG(access(ready, F_OK) == 0, "the life to be killed was not ready in %d s",
+			  DEADLINE_S);
+	life_end(pid, killed);
+	if (killed)
+		fake_hangs_each(NULL, hang_kill);
+}
+
+static void life(void (*fn)(void))
+{
+	life_run(fn, false);
+}
+
+static void life_killed(void (*fn)(void))
+{
+	life_run(fn, true);
 }
 
 /* A fresh state directory <t_base>/@name and a fake without faults. */
@@ -732,18 +735,70 @@ static void terminate_settled_steps(void)
 	CHECK_EVENTS("f", "created starting failed terminating terminated");
 }
 
-/*
- * Terminate sandbox @id while the runsc @cmd of an operation on it (@op, its
- * completion) is blocked: the call is cancelled and the job that made it
- * leaves the sandbox to the terminate. Then @id's transitions are @want.
- */
-static void terminate_during(const char *id, const char *cmd, struct op *op, const char *want)
+/* An operation on a sandbox that changes its state, as an ops_* call without @who. */
+typedef int (*begin_fn)(const char *id, ops_done_fn done, void *ctx, struct err *e);
+
+static int begin_start(const char *id, ops_done_fn done, void *ctx, struct err *e)
 {
+	return ops_sandbox_start(root, id, done, ctx, e);
+}
+
+static int begin_snapshot(const char *id, ops_done_fn done, void *ctx, struct err *e)
+{
+	char snap[ID_MAX];
+	return ops_sandbox_snapshot(root, id, NULL, snap, done, ctx, e);
+}
+
+static int begin_suspend(const char *id, ops_done_fn done, void *ctx, struct err *e)
+{
+	return ops_sandbox_suspend(root, id, done, ctx, e);
+}
+
+static int begin_resume(const char *id, ops_done_fn done, void *ctx, struct err *e)
+{
+	return ops_sandbox_resume(root, id, done, ctx, e);
+}
+
+static int begin_terminate(const char *id, ops_done_fn done, void *ctx, struct err *e)
+{
+	return ops_sandbox_terminate(root, id, done, ctx, e);
+}
+
+/*
+ * @begin on sandbox @id (@op its completion, may be NULL) with runsc @cmd
+ * blocked in the fake; once it is, @id must be @during, its transitions so
+ * far @events. The fake's faults are fake_base's again after it.
+ */
+static void begin_blocked(const char *id, begin_fn begin, struct op *op, const char *cmd,
+			  enum sandbox_state during, const char *events)
+{
+	char hang[64];
+	struct err e = {0};
+	xsnprintf(hang, sizeof(hang), "FAKE_RUNSC_HANG=%s", cmd);
+	fake_set(hang);
+	CHECK(begin(id, op ? op_done : NULL, op, &e) == 0);
 	fake_wait_hangs(cmd, 1);
 	fake_set("");
+	CHECK_SB(id, during);
+	CHECK_EVENTS(id, events);
+}
+
+/*
+ * Terminate sandbox @id while the runsc @cmd of @begin on it is blocked:
+ * the call is cancelled, and the job that made it leaves the sandbox to the
+ * terminate. Then @id's transitions are @events, then terminating and
+ * terminated.
+ */
+static void terminate_during(const char *id, begin_fn begin, const char *cmd,
+			     enum sandbox_state during, const char *events)
+{
+	char want[512];
+	struct op *op = op_new();
+	begin_blocked(id, begin, op, cmd, during, events);
 	CHECK(sb_terminate(id) == 0);
 	CHECK(op_wait(op, NULL, 0) < 0);
 	CHECK_SB(id, SB_TERMINATED);
+	xsnprintf(want, sizeof(want), "%s terminating terminated", events);
 	CHECK_EVENTS(id, want);
 	CHECK(!fake_has(sb_get(id).runtime_id));
 	fake_release();
@@ -751,45 +806,30 @@ static void terminate_during(const char *id, const char *cmd, struct op *op, con
 
 static void terminate_transitional_steps(void)
 {
-	struct err e = {0};
-	struct op *op;
 	char snap[ID_MAX];
 	make_sandbox("x");
-	fake_set("FAKE_RUNSC_HANG=run");
-	CHECK(ops_sandbox_start(root, "x", op_done, op = op_new(), &e) == 0);
-	terminate_during("x", "run", op, "created starting terminating terminated");
-
+	terminate_during("x", begin_start, "run", SB_STARTING, "created starting");
 	CHECK(run_sandbox("y"));
-	fake_set("FAKE_RUNSC_HANG=checkpoint");
-	CHECK(ops_sandbox_snapshot(root, "y", NULL, snap, op_done, op = op_new(), &e) == 0);
-	terminate_during("y", "checkpoint", op,
-			 "created starting running snapshotting terminating terminated");
+	terminate_during("y", begin_snapshot, "checkpoint", SB_SNAPSHOTTING,
+			 "created starting running snapshotting");
+	newest_of("y", snap);
 	CHECK_SNAP(snap, SNAP_FAILED);
 	CHECK_EVENTS(snap, "pending in_progress failed");
-
 	CHECK(run_sandbox("z"));
-	fake_set("FAKE_RUNSC_HANG=checkpoint");
-	CHECK(ops_sandbox_suspend(root, "z", op_done, op = op_new(), &e) == 0);
-	terminate_during("z", "checkpoint", op,
-			 "created starting running suspending terminating terminated");
+	terminate_during("z", begin_suspend, "checkpoint", SB_SUSPENDING,
+			 "created starting running suspending");
 	newest_of("z", snap);
 	CHECK_SNAP(snap, SNAP_FAILED);
-
 	CHECK(run_sandbox("r") && sb_suspend("r") == 0);
-	fake_set("FAKE_RUNSC_HANG=restore");
-	CHECK(ops_sandbox_resume(root, "r", op_done, op = op_new(), &e) == 0);
-	terminate_during("r", "restore", op,
-			 "created starting running suspending suspended resuming terminating "
-			 "terminated");
+	terminate_during("r", begin_resume, "restore", SB_RESUMING,
+			 "created starting running suspending suspended resuming");
 	CHECK_STR(sb_get("r").restore_snapshot, "");
 
 	/* A second terminate while the first is blocked: both end, terminated. */
+	struct op *op = op_new();
 	CHECK(run_sandbox("w"));
-	fake_set("FAKE_RUNSC_HANG=kill");
-	CHECK(ops_sandbox_terminate(root, "w", op_done, op = op_new(), &e) == 0);
-	fake_wait_hangs("kill", 1);
-	CHECK_SB("w", SB_TERMINATING);
-	fake_set("");
+	begin_blocked("w", begin_terminate, op, "kill", SB_TERMINATING,
+		      "created starting running terminating");
 	CHECK(sb_terminate("w") == 0);
 	CHECK_SB("w", SB_TERMINATED);
 	fake_release();
@@ -972,45 +1012,17 @@ static void check_memory_noted(const char *id)
 	CHECK_STR(mem, noted);
 }
 
-static void starting_killed(void)
+static void check_memory_noted_x(void)
 {
-	struct err e = {0};
-	make_sandbox("x");
-	fake_set("FAKE_RUNSC_HANG=run");
-	CHECK(ops_sandbox_start(root, "x", NULL, NULL, &e) == 0);
-	fake_wait_hangs("run", 1);
-	CHECK_SB("x", SB_STARTING);
-	CHECK_EVENTS("x", "created starting");
+	check_memory_noted("x");
 }
 
-static void starting_gone(void)
+/* Is sandbox @id's container the one it had before the kill? */
+static bool same_container(const char *id)
 {
-	CHECK_SB("x", SB_FAILED);
-	CHECK_HAS(sb_get("x").message, "after a daemon restart");
-}
-
-static void starting_alive(void)
-{
-	char pid[32], out[RESULT_MAX];
-	CHECK_SB("x", SB_RUNNING);
-	struct sandbox sb = sb_get("x");
-	fake_read(sb.runtime_id, "pid", pid, sizeof(pid));
-	CHECK(sb.pid == atoi(pid));
-	CHECK(sb_exec("x", "cat memory", out, sizeof(out)) == 0);
-	CHECK_HAS(out, "exit 0\n");
-}
-
-static void snapshotting_killed(void)
-{
-	struct err e = {0};
-	char snap[ID_MAX];
-	run_noted("x");
-	fake_set("FAKE_RUNSC_HANG=checkpoint");
-	CHECK(ops_sandbox_snapshot(root, "x", NULL, snap, NULL, NULL, &e) == 0);
-	fake_wait_hangs("checkpoint", 1);
-	CHECK_SB("x", SB_SNAPSHOTTING);
-	CHECK_SNAP(snap, SNAP_IN_PROGRESS);
-	CHECK_EVENTS("x", "created starting running snapshotting");
+	char rid[RUNTIME_ID_MAX];
+	note_get("runtime", rid, sizeof(rid));
+	return strcmp(sb_get(id).runtime_id, rid) == 0;
 }
 
 /* The interrupted checkpoint's snapshot failed, and says it was @was. */
@@ -1023,43 +1035,35 @@ static void check_interrupted(const char *id, const char *was)
 	CHECK_HAS(snap_get(snap).message, why);
 }
 
-static void snapshotting_reconciled(void)
+/* What the reconciliation made of sandbox x, beyond its state. */
+static void starting_gone(void)
 {
-	CHECK_SB("x", SB_RUNNING);
+	CHECK_HAS(sb_get("x").message, "after a daemon restart");
+}
+
+static void starting_alive(void)
+{
+	char pid[32], out[RESULT_MAX];
+	struct sandbox sb = sb_get("x");
+	fake_read(sb.runtime_id, "pid", pid, sizeof(pid));
+	CHECK(sb.pid == atoi(pid));
+	CHECK(sb_exec("x", "cat memory", out, sizeof(out)) == 0);
+	CHECK_HAS(out, "exit 0\n");
+}
+
+/* Killed before the checkpoint ran: it never stopped the sandbox. */
+static void checkpoint_never_ran(void)
+{
+	CHECK(same_container("x"));
 	check_interrupted("x", "in_progress");
 	check_memory_noted("x");
 }
 
-static void suspending_killed(void)
-{
-	struct err e = {0};
-	run_noted("x");
-	fake_set("FAKE_RUNSC_HANG=checkpoint");
-	CHECK(ops_sandbox_suspend(root, "x", NULL, NULL, &e) == 0);
-	fake_wait_hangs("checkpoint", 1);
-	CHECK_SB("x", SB_SUSPENDING);
-	CHECK_EVENTS("x", "created starting running suspending");
-}
-
-/* Killed before the checkpoint: it never stopped the sandbox. */
-static void suspending_alive(void)
-{
-	char rid[RUNTIME_ID_MAX];
-	CHECK_SB("x", SB_RUNNING);
-	note_get("runtime", rid, sizeof(rid));
-	CHECK_STR(sb_get("x").runtime_id, rid);
-	check_interrupted("x", "in_progress");
-	check_memory_noted("x");
-}
-
-/* Killed after it: the sandbox stopped, and runs again from the spool. */
+/* Killed after a suspend's checkpoint: the sandbox stopped, and runs again from the spool. */
 static void suspending_respooled(void)
 {
-	char rid[RUNTIME_ID_MAX];
-	CHECK_SB("x", SB_RUNNING);
 	CHECK_HAS(sb_get("x").message, "restored from its checkpoint");
-	note_get("runtime", rid, sizeof(rid));
-	CHECK(strcmp(sb_get("x").runtime_id, rid) != 0);
+	CHECK(!same_container("x"));
 	check_interrupted("x", "in_progress");
 	check_memory_noted("x");
 }
@@ -1067,60 +1071,28 @@ static void suspending_respooled(void)
 /* The same, with a restore that fails: nothing is left to run. */
 static void suspending_lost(void)
 {
-	CHECK_SB("x", SB_FAILED);
 	CHECK_HAS(sb_get("x").message, "cannot be restored");
 	check_interrupted("x", "in_progress");
-}
-
-static void resuming_killed(void)
-{
-	struct err e = {0};
-	run_noted("x");
-	CHECK(sb_suspend("x") == 0);
-	fake_set("FAKE_RUNSC_HANG=restore");
-	CHECK(ops_sandbox_resume(root, "x", NULL, NULL, &e) == 0);
-	fake_wait_hangs("restore", 1);
-	CHECK_SB("x", SB_RESUMING);
-	CHECK_EVENTS("x", "created starting running suspending suspended resuming");
 }
 
 /* Killed before the restore ran: suspended, and a resume works. */
 static void resuming_gone(void)
 {
-	CHECK_SB("x", SB_SUSPENDED);
 	CHECK(sb_resume("x") == 0);
 	CHECK_SB("x", SB_RUNNING);
 	check_memory_noted("x");
 }
 
-static void resuming_alive(void)
-{
-	CHECK_SB("x", SB_RUNNING);
-	check_memory_noted("x");
-}
-
-static void terminating_killed(void)
-{
-	struct err e = {0};
-	run_noted("x");
-	fake_set("FAKE_RUNSC_HANG=kill");
-	CHECK(ops_sandbox_terminate(root, "x", NULL, NULL, &e) == 0);
-	fake_wait_hangs("kill", 1);
-	CHECK_SB("x", SB_TERMINATING);
-	CHECK_EVENTS("x", "created starting running terminating");
-}
-
 static void terminating_reconciled(void)
 {
 	char rid[RUNTIME_ID_MAX];
-	CHECK_SB("x", SB_TERMINATED);
 	note_get("runtime", rid, sizeof(rid));
 	CHECK(!fake_has(rid));
 }
 
 /* Snapshots of five sandboxes: four checkpoints blocked, the fifth waiting for a worker. */
 #define QUEUED_SANDBOXES 5
-static const char *const queued[QUEUED_SANDBOXES] = {"q0", "q1", "q2", "q3", "q4"};
+static const char *const queued[QUEUED_SANDBOXES] = {"q0", "q1", "q2", "q3", "x"};
 
 static int count_state_cb(const struct snapshot *snap, void *arg)
 {
@@ -1185,35 +1157,100 @@ static void stored_reconciled(void)
 
 struct interruption {
 	const char *name;
-	void (*killed)(void); /* the life killed while it does this */
-	const char *fake;     /* the fake's faults, set before it */
-	const char *reopen;   /* those of the next life */
-	void (*reconciled)(void);
+	/*
+	 * The killed life: @begin on sandbox x, @cmd blocked, while x is
+	 * @during; or, when @killed is set, that instead.
+	 */
+	begin_fn begin;
+	const char *cmd;
+	enum sandbox_state during;
+	void (*killed)(void);
+	const char *fake;	  /* the fake's faults besides the hang */
+	const char *reopen;	  /* those of the next life */
+	enum sandbox_state after; /* x once reconciled */
+	void (*reconciled)(void); /* and what else the next life checks */
 };
 
+#define AFTER "FAKE_RUNSC_HANG_AT=after"
+#define CKPT "checkpoint"
 static const struct interruption interruptions[] = {
-    {"starting-gone", starting_killed, "", "", starting_gone},
-    {"starting-alive", starting_killed, "FAKE_RUNSC_HANG_AT=after", "", starting_alive},
-    {"snapshotting", snapshotting_killed, "", "", snapshotting_reconciled},
-    {"suspending-alive", suspending_killed, "", "", suspending_alive},
-    {"suspending-stopped", suspending_killed, "FAKE_RUNSC_HANG_AT=after", "", suspending_respooled},
-    {"suspending-lost", suspending_killed, "FAKE_RUNSC_HANG_AT=after", "FAKE_RUNSC_FAIL=restore",
-     suspending_lost},
-    {"resuming-gone", resuming_killed, "", "", resuming_gone},
-    {"resuming-alive", resuming_killed, "FAKE_RUNSC_HANG_AT=after", "", resuming_alive},
-    {"terminating", terminating_killed, "", "", terminating_reconciled},
-    {"snapshot-pending", queued_killed, "", "", queued_reconciled},
-    {"snapshot-stored", stored_killed, "", "", stored_reconciled},
+    {"starting-gone", begin_start, "run", SB_STARTING, NULL, "", "", SB_FAILED, starting_gone},
+    {"starting-alive", begin_start, "run", SB_STARTING, NULL, AFTER, "", SB_RUNNING,
+     starting_alive},
+    {"snapshotting", begin_snapshot, CKPT, SB_SNAPSHOTTING, NULL, "", "", SB_RUNNING,
+     checkpoint_never_ran},
+    {"suspending-alive", begin_suspend, CKPT, SB_SUSPENDING, NULL, "", "", SB_RUNNING,
+     checkpoint_never_ran},
+    {"suspending-stopped", begin_suspend, CKPT, SB_SUSPENDING, NULL, AFTER, "", SB_RUNNING,
+     suspending_respooled},
+    {"suspending-lost", begin_suspend, CKPT, SB_SUSPENDING, NULL, AFTER, "FAKE_RUNSC_FAIL=restore",
+     SB_FAILED, suspending_lost},
+    {"resuming-gone", begin_resume, "restore", SB_RESUMING, NULL, "", "", SB_SUSPENDED,
+     resuming_gone},
+    {"resuming-alive", begin_resume, "restore", SB_RESUMING, NULL, AFTER, "", SB_RUNNING,
+     check_memory_noted_x},
+    {"terminating", begin_terminate, "kill", SB_TERMINATING, NULL, "", "", SB_TERMINATED,
+     terminating_reconciled},
+    {"snapshot-pending", NULL, NULL, SB_RUNNING, queued_killed, "", "", SB_RUNNING,
+     queued_reconciled},
+    {"snapshot-stored", NULL, NULL, SB_RUNNING, stored_killed, "", "", SB_RUNNING,
+     stored_reconciled},
 };
+
+static const struct interruption *now; /* the one under way */
+
+/* x's transitions so far, for a kill while it is @during. */
+static const char *transitions_to(enum sandbox_state during)
+{
+	switch (during) {
+	case SB_STARTING:
+		return "created starting";
+	case SB_SNAPSHOTTING:
+		return "created starting running snapshotting";
+	case SB_SUSPENDING:
+		return "created starting running suspending";
+	case SB_RESUMING:
+		return "created starting running suspending suspended resuming";
+	default:
+		return "created starting running terminating";
+	}
+}
+
+static void killed(void)
+{
+	char snap[ID_MAX];
+	if (now->killed) {
+		now->killed();
+		return;
+	}
+	if (now->during == SB_STARTING)
+		make_sandbox("x");
+	else
+		run_noted("x");
+	if (now->during == SB_RESUMING)
+		CHECK(sb_suspend("x") == 0);
+	begin_blocked("x", now->begin, NULL, now->cmd, now->during, transitions_to(now->during));
+	if (now->during != SB_SNAPSHOTTING && now->during != SB_SUSPENDING)
+		return;
+	newest_of("x", snap);
+	CHECK_SNAP(snap, SNAP_IN_PROGRESS);
+}
+
+static void reconciled(void)
+{
+	CHECK_SB("x", now->after);
+	now->reconciled();
+}
 
 static void interrupted(const struct interruption *in)
 {
+	now = in;
 	scenario(in->name);
 	fake_base = in->fake;
-	life_killed(in->killed);
+	life_killed(killed);
 	fake_base = "";
 	fake_set(in->reopen);
-	life(in->reconciled);
+	life(reconciled);
 	scenario_end();
 }
 
