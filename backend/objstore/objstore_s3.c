@@ -1,4 +1,4 @@
-#include "backend/objstore.h"
+#include "backend/objstore/objstore.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -10,8 +10,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "backend/s3_client.h"
-#include "backend/s3_xml.h"
+#include "backend/objstore/s3_client.h"
+#include "backend/objstore/s3_xml.h"
 #include "lib/strbuf.h"
 
 /* Objects up to this size go in one PUT; larger ones in parts of at least this size. */
