@@ -1,9 +1,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <sched.h>
 #include <stdlib.h>
-#include <sys/mount.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -165,13 +163,8 @@ static void test_sweep(struct objstore *os)
 static void test_enospc(void)
 {
 	char dir[PATH_MAX];
-	t_path(dir, "small");
-	mkdir(dir, 0755);
-	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
-	    mount("tmpfs", dir, "tmpfs", 0, "size=1m") < 0) {
-		SKIP("ENOSPC: cannot mount a small tmpfs: %s", strerror(errno));
+	if (!t_small_fs("small", dir))
 		return;
-	}
 	struct objstore *os = NULL;
 	struct err e = {0};
 	CHECK(objstore_local_open(dir, &os, &e) == 0);

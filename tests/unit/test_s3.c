@@ -26,6 +26,7 @@
 #include "backend/objstore/objstore.h"
 #include "lib/util.h"
 #include "tests/unit/t.h"
+#include "tests/unit/t_threads.h"
 
 #define SECRET "Th1sIsTheS3cr3t"
 #define TOKEN "Th1sIsTheT0ken"
@@ -508,32 +509,28 @@ static void real_list(struct objstore *os)
 	CHECK(objstore_del(os, "manyx", &e) == 0);
 }
 
-struct worker {
-	struct objstore *os;
-	int id, ok;
-};
-
 /* One of several threads sharing one objstore: its own keys, put, read back, deleted. */
-static void *worker_main(void *arg)
+static int worker_main(void *obj, int index)
 {
-	struct worker *w = arg;
+	struct objstore *os = obj;
 	struct err e = {0};
 	char key[64], data[100 << 10], *got = NULL;
 	size_t len = 0;
+	int failures = 0;
 	for (int i = 0; i < 8; i++) {
-		snprintf(key, sizeof(key), "threads/%d/%d", w->id, i);
-		memset(data, 'a' + (w->id + i) % 26, sizeof(data));
-		bool ok = objstore_put_buf(w->os, key, data, sizeof(data), &e) == 0 &&
-			  objstore_get_buf(w->os, key, &got, &len, sizeof(data), &e) == 0 &&
+		snprintf(key, sizeof(key), "threads/%d/%d", index, i);
+		memset(data, 'a' + (index + i) % 26, sizeof(data));
+		bool ok = objstore_put_buf(os, key, data, sizeof(data), &e) == 0 &&
+			  objstore_get_buf(os, key, &got, &len, sizeof(data), &e) == 0 &&
 			  len == sizeof(data) && !memcmp(got, data, len) &&
-			  objstore_del(w->os, key, &e) == 0;
-		w->ok += ok;
+			  objstore_del(os, key, &e) == 0;
+		failures += !ok;
 		if (!ok)
-			printf("thread %d, %s: %s\n", w->id, key, e.msg);
+			printf("thread %d, %s: %s\n", index, key, e.msg);
 		free(got);
 		got = NULL;
 	}
-	return NULL;
+	return failures;
 }
 
 /*
@@ -544,19 +541,9 @@ static void *worker_main(void *arg)
  */
 static void real_threads(struct objstore *os)
 {
-	enum { THREADS = 6 };
-	pthread_t t[THREADS];
-	struct worker w[THREADS];
 	struct err e = {0};
 	CHECK(objstore_put_buf(os, "threads/keep", "k", 1, &e) == 0);
-	for (int i = 0; i < THREADS; i++) {
-		w[i] = (struct worker){.os = os, .id = i};
-		CHECK(pthread_create(&t[i], NULL, worker_main, &w[i]) == 0);
-	}
-	for (int i = 0; i < THREADS; i++) {
-		pthread_join(t[i], NULL);
-		CHECK(w[i].ok == 8);
-	}
+	t_threads(6, worker_main, os); /* each thread's 8 keys */
 	CHECK(objstore_del(os, "threads/keep", &e) == 0);
 }
 

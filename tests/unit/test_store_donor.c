@@ -13,11 +13,11 @@
 
 #include "backend/manifest.h"
 #include "backend/store.h"
-#include "backend/store_internal.h" /* to count the objstore's ranged reads */
 #include "lib/strbuf.h"
 #include "lib/util.h"
 #include "tests/unit/t.h"
 #include "tests/unit/t_dir.h"
+#include "tests/unit/t_reads.h"
 #include "tests/unit/t_store.h"
 
 #define PAGE 4096u
@@ -203,17 +203,6 @@ static void test_torn_donor(struct store *st)
 	free(res.manifest);
 }
 
-/* Ranged reads of the store, counted while a test wraps its objstore. */
-static const struct objstore_ops *real_ops;
-static int range_reads;
-
-static int counted_get_range(struct objstore *os, const char *key, int64_t off, size_t len,
-			     void *buf, struct err *e)
-{
-	range_reads++;
-	return real_ops->get_range(os, key, off, len, buf, e);
-}
-
 /*
  * A donor whose every chunk is wrong (its file was rewritten): the chunks
  * come from the store with as few ranged reads as a fetch without donors
@@ -239,17 +228,13 @@ static void test_garbled_donor(struct store *st)
 	if (fd >= 0)
 		close(fd);
 	free(junk);
-	struct objstore_ops counting = *st->os->ops;
-	real_ops = st->os->ops;
-	counting.get_range = counted_get_range;
-	st->os->ops = &counting;
-	range_reads = 0;
+	t_reads_count(st);
 	CHECK(get_from(st, "snap-1", "g1out", donors, &res, &e) == 0);
-	st->os->ops = real_ops;
+	t_reads_end(st);
 	CHECK(same_file("g1out/pages.img", "img1/pages.img"));
 	CHECK(same_file("g1out/checkpoint.img", "img1/checkpoint.img"));
 	/* 8 MiB of random pages: over a hundred chunks, in ranges of up to 4 MiB. */
-	CHECK(range_reads > 0 && range_reads <= 8);
+	CHECK(t_range_reads > 0 && t_range_reads <= 8);
 	CHECK(res.local_bytes == (int64_t)CKPT_LEN); /* the checkpoint file was left as it was */
 	free(res.manifest);
 }

@@ -15,10 +15,11 @@
 
 #include "backend/manifest.h"
 #include "backend/store.h"
-#include "backend/store_internal.h" /* pack index objects; to count ranged reads */
+#include "backend/store_internal.h" /* pack index objects */
 #include "lib/util.h"
 #include "tests/unit/t.h"
 #include "tests/unit/t_dir.h"
+#include "tests/unit/t_reads.h"
 #include "tests/unit/t_store.h"
 
 #define PAGES_LEN (2u << 20)
@@ -109,28 +110,13 @@ static void junk_pack(const char *pack)
 	free(junk);
 }
 
-/* Ranged reads of the store, counted while a test wraps its objstore. */
-static const struct objstore_ops *real_ops;
-static int range_reads;
-
-static int counted_get_range(struct objstore *os, const char *key, int64_t off, size_t len,
-			     void *buf, struct err *e)
-{
-	range_reads++;
-	return real_ops->get_range(os, key, off, len, buf, e);
-}
-
-/* A put of @id from @rel that counts its ranged reads into range_reads. */
+/* A put of @id from @rel that counts its ranged reads into t_range_reads. */
 static int counted_put(struct store *st, const char *id, const char *rel,
 		       struct store_put_result *res)
 {
-	struct objstore_ops counting = *st->os->ops;
-	real_ops = st->os->ops;
-	counting.get_range = counted_get_range;
-	st->os->ops = &counting;
-	range_reads = 0;
+	t_reads_count(st);
 	int rc = t_store_put(st, id, rel, res);
-	st->os->ops = real_ops;
+	t_reads_end(st);
 	return rc;
 }
 
@@ -166,12 +152,12 @@ static void test_junk_pack(struct store *st)
 
 	/* j2's pack, written by this process, is checked once (a chunk and the last byte)... */
 	CHECK(counted_put(st, "j3", "src", &res) == 0);
-	CHECK(range_reads >= 1 && range_reads <= 2);
+	CHECK(t_range_reads >= 1 && t_range_reads <= 2);
 	CHECK(res.stored_bytes < (64 << 10)); /* the manifest only */
 	CHECK(lists_pack(st, "j3", "j2/0000") && !lists_pack(st, "j3", "j1/0000"));
 	/* ... and then trusted. */
 	CHECK(counted_put(st, "j4", "src", &res) == 0);
-	CHECK(range_reads == 0);
+	CHECK(t_range_reads == 0);
 	CHECK(restores(st, "j4", "j4out", "src"));
 }
 
@@ -233,7 +219,7 @@ static void test_restart(struct store **st)
 	if (!*st)
 		return;
 	CHECK(counted_put(*st, "r2", "src-r", &res) == 0);
-	CHECK(range_reads >= 1 && range_reads <= 2);
+	CHECK(t_range_reads >= 1 && t_range_reads <= 2);
 	CHECK(res.stored_bytes < (64 << 10));
 	CHECK(lists_pack(*st, "r2", "r1/0000"));
 	CHECK(t_store_put(*st, "j5", "src", NULL) == 0);
