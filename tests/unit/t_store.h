@@ -2,6 +2,7 @@
  * t_store.h - store a source directory of the test's as a snapshot, for the
  * store's unit tests (tests/unit/t_dir.h gives the directory).
  *
+ *     t_write_image("src", pages, n, ckpt, m); // <t_base>/src/pages.img, checkpoint.img
  *     t_store_put(st, "snap-1", "src", &res);  // <t_base>/src as snap-1
  */
 #ifndef SNAPFS_T_STORE_H
@@ -9,9 +10,25 @@
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "backend/store.h"
 #include "tests/unit/t_dir.h"
+
+/* A checkpoint image in directory <t_base>/@rel (made if missing): pages.img and checkpoint.img. */
+static inline void t_write_image(const char *rel, const void *pages, size_t pages_len,
+				 const void *ckpt, size_t ckpt_len)
+{
+	char p[PATH_MAX];
+	t_path(p, rel);
+	CHECK(mkdir_p(p, 0755) == 0);
+	if (xsnprintf(p, sizeof(p), "%s/pages.img", rel) < 0)
+		abort(); /* a test's own paths are short */
+	t_write(p, pages, pages_len);
+	if (xsnprintf(p, sizeof(p), "%s/checkpoint.img", rel) < 0)
+		abort();
+	t_write(p, ckpt, ckpt_len);
+}
 
 /* Put <t_base>/@rel as snapshot @id with empty metadata; @res may be NULL. A failure is said. */
 static inline int t_store_put(struct store *st, const char *id, const char *rel,

@@ -121,14 +121,11 @@ static size_t index_entries(struct store *st, const char *rel, const char *pack)
  * not deduplicate against them (they store the chunks themselves), gets of
  * their snapshots work.
  */
-static void test_index_bound(void)
+static void test_index_bound(struct store *a, struct store *b)
 {
-	struct store *b = open_store("s1"), *a = open_store("s1");
 	struct store_put_result res = {0};
 	struct store_stats stats;
 	struct err e = {0};
-	if (!a || !b)
-		goto out;
 	write_source("src1");
 	write_source("src2");
 	CHECK(t_store_put(b, "b1", "src1", NULL) == 0 && t_store_put(b, "b2", "src2", NULL) == 0);
@@ -141,22 +138,16 @@ static void test_index_bound(void)
 	char out[PATH_MAX];
 	t_path(out, "out-b2");
 	CHECK(store_get_snapshot(a, "b2", out, &e) == 0);
-out:
-	store_close(a);
-	store_close(b);
 }
 
 /*
- * Past limits.packs or limits.pack_refs a manifest is not recorded: it is
- * one that cannot be read (a warning), and collection waits.
+ * Past limits.packs a manifest is not recorded: it is one that cannot be
+ * read (a warning), and collection waits.
  */
-static void test_records_bound(void)
+static void test_packs_bound(struct store *a, struct store *b)
 {
-	struct store *b = open_store("s2"), *a = open_store("s2");
 	struct store_stats stats;
 	struct err e = {0};
-	if (!a || !b)
-		goto out;
 	write_source("src3");
 	write_source("src4");
 	write_source("src5");
@@ -168,21 +159,27 @@ static void test_records_bound(void)
 	store_stats(a, &stats);
 	CHECK(stats.snapshots == 2 && stats.packs == 2);
 	CHECK(store_collect(a, 0, &e) == -EIO && strstr(e.msg, "cannot be read"));
-	store_close(a);
+}
 
-	/* Three snapshots of the same pack: three references. */
-	a = open_store("s3");
-	store_close(b);
-	b = open_store("s3");
-	if (!a || !b)
-		goto out;
+/* Past limits.pack_refs too: three snapshots of one pack (src3, test_packs_bound's). */
+static void test_refs_bound(struct store *a, struct store *b)
+{
+	struct store_stats stats;
+	struct err e = {0};
 	CHECK(t_store_put(b, "d1", "src3", NULL) == 0 && t_store_put(b, "d2", "src3", NULL) == 0 &&
 	      t_store_put(b, "d3", "src3", NULL) == 0);
 	a->limits.pack_refs = 2;
 	CHECK(store_refresh(a, NULL, &e) == 0);
 	store_stats(a, &stats);
 	CHECK(stats.snapshots == 2 && stats.packs == 1);
-out:
+}
+
+/* Stores @a and @b on one directory @rel, as two hosts sharing it: @fn(a, b), then closed. */
+static void two_hosts(const char *rel, void (*fn)(struct store *a, struct store *b))
+{
+	struct store *b = open_store(rel), *a = open_store(rel);
+	if (a && b)
+		fn(a, b);
 	store_close(a);
 	store_close(b);
 }
@@ -257,8 +254,9 @@ int main(void)
 		test_index_count(st);
 		store_close(st);
 	}
-	test_index_bound();
-	test_records_bound();
+	two_hosts("s1", test_index_bound);
+	two_hosts("s2", test_packs_bound);
+	two_hosts("s3", test_refs_bound);
 	test_totals();
 	test_index_flood();
 	rm_rf(t_base);

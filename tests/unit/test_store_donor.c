@@ -34,13 +34,7 @@ static unsigned char *pages, *ckpt;
 /* Write pages.img and checkpoint.img into directory @rel. */
 static void write_image(const char *rel)
 {
-	char p[PATH_MAX];
-	t_path(p, rel);
-	CHECK(mkdir_p(p, 0755) == 0);
-	snprintf(p, sizeof(p), "%s/%s/pages.img", t_base, rel);
-	CHECK(write_file_durable(p, pages, PAGES_LEN) == 0);
-	snprintf(p, sizeof(p), "%s/%s/checkpoint.img", t_base, rel);
-	CHECK(write_file_durable(p, ckpt, CKPT_LEN) == 0);
+	t_write_image(rel, pages, PAGES_LEN, ckpt, CKPT_LEN);
 }
 
 /* Directory @rel holds the current pages and checkpoint. */

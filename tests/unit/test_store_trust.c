@@ -28,7 +28,6 @@
 /* Source directory @rel: random pages (stored plain) and compressible text. */
 static void write_source(const char *rel)
 {
-	char p[PATH_MAX];
 	unsigned char *pages = malloc(PAGES_LEN), *ckpt = malloc(CKPT_LEN);
 	CHECK(pages && ckpt);
 	if (!pages || !ckpt)
@@ -36,12 +35,7 @@ static void write_source(const char *rel)
 	t_random(pages, PAGES_LEN);
 	for (size_t i = 0; i < CKPT_LEN; i++)
 		ckpt[i] = (unsigned char)"kernel state, compressible "[i % 27] + pages[i / 4096];
-	t_path(p, rel);
-	CHECK(mkdir_p(p, 0755) == 0);
-	snprintf(p, sizeof(p), "%s/%s/pages.img", t_base, rel);
-	CHECK(write_file_durable(p, pages, PAGES_LEN) == 0);
-	snprintf(p, sizeof(p), "%s/%s/checkpoint.img", t_base, rel);
-	CHECK(write_file_durable(p, ckpt, CKPT_LEN) == 0);
+	t_write_image(rel, pages, PAGES_LEN, ckpt, CKPT_LEN);
 out:
 	free(pages);
 	free(ckpt);
