@@ -7,6 +7,8 @@
  *     ...
  *     rm_rf(t_base);
  *
+ * or main() as t_dir_main("test_x", tests, n): the dir, each test, the dir gone.
+ *
  * Paths are PATH_MAX buffers the caller owns.
  */
 #ifndef SNAPFS_T_DIR_H
@@ -92,6 +94,17 @@ static inline bool t_small_fs(const char *rel, char dir[PATH_MAX])
 		return false;
 	}
 	return true;
+}
+
+/* main() of a test in a temp dir: the dir (/tmp/@name.XXXXXX), each of @tests, the dir gone. */
+static inline int t_dir_main(const char *name, void (*const tests[])(void), size_t n)
+{
+	if (!t_dir_make(name))
+		return 1;
+	for (size_t i = 0; i < n; i++)
+		tests[i]();
+	rm_rf(t_base);
+	return t_done();
 }
 
 static inline void t_random(unsigned char *p, size_t len)

@@ -2,6 +2,7 @@
  * t_store.h - store a source directory of the test's as a snapshot, for the
  * store's unit tests (tests/unit/t_dir.h gives the directory).
  *
+ *     st = t_store_open("store");              // file://<t_base>/store, or NULL
  *     t_write_image("src", pages, n, ckpt, m); // <t_base>/src/pages.img, checkpoint.img
  *     t_store_put(st, "snap-1", "src", &res);  // <t_base>/src as snap-1
  */
@@ -14,6 +15,18 @@
 
 #include "backend/store.h"
 #include "tests/unit/t_dir.h"
+
+/* The store at file://<t_base>/@rel; NULL, a failed check saying why, if it does not open. */
+static inline struct store *t_store_open(const char *rel)
+{
+	char url[PATH_MAX + 8];
+	struct store *st = NULL;
+	struct err e = {0};
+	if (xsnprintf(url, sizeof(url), "file://%s/%s", t_base, rel) < 0)
+		abort(); /* a test's own paths are short */
+	CHECK_MSG(store_open(url, NULL, &st, &e) == 0, "open %s: %s", url, e.msg);
+	return st;
+}
 
 /* A checkpoint image in directory <t_base>/@rel (made if missing): pages.img and checkpoint.img. */
 static inline void t_write_image(const char *rel, const void *pages, size_t pages_len,

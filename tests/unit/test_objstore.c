@@ -10,6 +10,7 @@
 #include "lib/util.h"
 #include "tests/unit/t.h"
 #include "tests/unit/t_dir.h"
+#include "tests/unit/t_objstore.h"
 
 struct seen {
 	int n;
@@ -43,15 +44,8 @@ static void test_buf(struct objstore *os)
 	struct err e = {0};
 	char *got = NULL;
 	size_t len = 0;
-	CHECK(objstore_put_buf(os, "a/b/c", "hello", 5, &e) == 0);
-	CHECK(objstore_get_buf(os, "a/b/c", &got, &len, 100, &e) == 0);
-	CHECK(len == 5 && got && !memcmp(got, "hello", 5));
-	free(got);
-	CHECK(objstore_put_buf(os, "a/b/c", "bye", 3, &e) == 0);
-	got = NULL;
-	CHECK(objstore_get_buf(os, "a/b/c", &got, &len, 100, &e) == 0);
-	CHECK(len == 3 && got && !strcmp(got, "bye"));
-	free(got);
+	t_put_back(os, "a/b/c", "hello", 5, 100);
+	t_put_back(os, "a/b/c", "bye", 3, 100); /* replaced */
 	CHECK(objstore_get_buf(os, "a/b/c", &got, &len, 2, &e) == -EFBIG);
 	CHECK(objstore_get_buf(os, "a/nope", &got, &len, 100, &e) == -ENOENT);
 	CHECK(e.code == ENOENT && strstr(e.msg, "a/nope"));

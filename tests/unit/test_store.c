@@ -14,6 +14,7 @@
 #include "tests/unit/t.h"
 #include "tests/unit/t_threads.h"
 #include "tests/unit/t_dir.h"
+#include "tests/unit/t_store.h"
 
 #define PAGE 4096u
 /* pages.img: random pages, a zero region, text pages, the same random page again and again. */
@@ -398,12 +399,9 @@ static void test_reopen(struct store **st)
 {
 	struct err e = {0};
 	struct store_stats before, after;
-	char url[PATH_MAX];
 	store_stats(*st, &before);
 	store_close(*st);
-	snprintf(url, sizeof(url), "file://%s/store", t_base);
-	*st = NULL;
-	CHECK(store_open(url, NULL, st, &e) == 0);
+	*st = t_store_open("store");
 	if (!*st)
 		return;
 	store_stats(*st, &after);
@@ -474,15 +472,12 @@ static int work(void *obj, int index)
 
 static void test_threads(void)
 {
-	struct store *st = NULL;
-	struct err e = {0};
-	char url[PATH_MAX], src[PATH_MAX];
+	char src[PATH_MAX];
 	t_path(src, "small");
 	CHECK(mkdir(src, 0755) == 0);
-	snprintf(url, sizeof(url), "file://%s/tstore", t_base);
 	t_write("small/a.img", "aaaa", 4);
 	t_write("small/pages.img", files[0].data, 64 * PAGE);
-	CHECK(store_open(url, NULL, &st, &e) == 0);
+	struct store *st = t_store_open("tstore");
 	t_threads(THREADS, work, st);
 	CHECK(t_entries("tstore") == 0); /* every delete pruned its directories */
 	store_close(st);
@@ -516,11 +511,7 @@ int main(void)
 	make_source();
 	test_open();
 
-	struct store *st = NULL;
-	struct err e = {0};
-	char url[PATH_MAX];
-	snprintf(url, sizeof(url), "file://%s/store", t_base);
-	CHECK(store_open(url, NULL, &st, &e) == 0);
+	struct store *st = t_store_open("store");
 	if (st) {
 		test_put_get(st);
 		test_manifest(st);

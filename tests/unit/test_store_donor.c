@@ -387,11 +387,7 @@ int main(void)
 		ckpt[i] = (unsigned char)"kernel state, compressible "[i % 27] + (i / 7919 % 5);
 	write_image("src1");
 
-	struct store *st = NULL;
-	struct err e = {0};
-	char url[PATH_MAX + 8];
-	snprintf(url, sizeof(url), "file://%s/store", t_base);
-	CHECK(store_open(url, NULL, &st, &e) == 0);
+	struct store *st = t_store_open("store");
 	CHECK(st && t_store_put(st, "snap-1", "src1", NULL) == 0);
 	if (st) {
 		test_no_donors(st);

@@ -117,12 +117,8 @@ static int counted_put(struct store *st, const char *id, const char *rel,
 /* The store opened again, as after a daemon restart. */
 static void reopen(struct store **st)
 {
-	char url[PATH_MAX + 8];
-	struct err e = {0};
 	store_close(*st);
-	snprintf(url, sizeof(url), "file://%s/store", t_base);
-	*st = NULL;
-	CHECK(store_open(url, NULL, st, &e) == 0);
+	*st = t_store_open("store");
 }
 
 /*
@@ -224,11 +220,8 @@ static void test_restart(struct store **st)
 /* Another host's pack, junk since it wrote it: found at a refresh, dropped at its first reuse. */
 static void test_foreign_pack(struct store *st)
 {
-	struct store *other = NULL;
+	struct store *other = t_store_open("store");
 	struct err e = {0};
-	char url[PATH_MAX + 8];
-	snprintf(url, sizeof(url), "file://%s/store", t_base);
-	CHECK(store_open(url, NULL, &other, &e) == 0);
 	if (!other)
 		return;
 	write_source("src-f");
@@ -246,11 +239,7 @@ int main(void)
 	log_debug_enabled = getenv("TEST_DEBUG") != NULL;
 	if (!t_dir_make("test_store_trust"))
 		return 1;
-	struct store *st = NULL;
-	struct err e = {0};
-	char url[PATH_MAX + 8];
-	snprintf(url, sizeof(url), "file://%s/store", t_base);
-	CHECK(store_open(url, NULL, &st, &e) == 0);
+	struct store *st = t_store_open("store");
 	if (st) {
 		test_junk_pack(st);
 		test_truncated_pack(st);
