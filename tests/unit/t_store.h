@@ -2,6 +2,7 @@
  * t_store.h - store a source directory of the test's as a snapshot, for the
  * store's unit tests (tests/unit/t_dir.h gives the directory).
  *
+ *     t_store_begin("test_x");                 // TEST_DEBUG=1: debug logs; t_dir_make()
  *     st = t_store_open("store");              // file://<t_base>/store, or NULL
  *     t_write_image("src", pages, n, ckpt, m); // <t_base>/src/pages.img, checkpoint.img
  *     t_store_put(st, "snap-1", "src", &res);  // <t_base>/src as snap-1
@@ -15,6 +16,13 @@
 
 #include "backend/store.h"
 #include "tests/unit/t_dir.h"
+
+/* A store test's start: debug logging when TEST_DEBUG is set, and its temp dir (t_dir_make). */
+static inline bool t_store_begin(const char *name)
+{
+	log_debug_enabled = getenv("TEST_DEBUG") != NULL;
+	return t_dir_make(name);
+}
 
 /* The store at file://<t_base>/@rel; NULL, a failed check saying why, if it does not open. */
 static inline struct store *t_store_open(const char *rel)

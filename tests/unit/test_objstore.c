@@ -174,27 +174,30 @@ static void test_enospc(void)
 	umount(dir);
 }
 
-int main(void)
+/* The local objstore in <t_base>/store: its url names the directory's real path. */
+static struct objstore *open_local(void)
 {
-	if (!t_dir_make("test_objstore"))
-		return 1;
-	char dir[PATH_MAX];
-	t_path(dir, "store");
+	char dir[PATH_MAX], real[PATH_MAX], url[PATH_MAX + 8];
 	struct objstore *os = NULL;
 	struct err e = {0};
+	t_path(dir, "store");
 	CHECK(objstore_local_open(dir, &os, &e) == 0);
-	char url[PATH_MAX + 8];
-	char real[PATH_MAX];
 	CHECK(realpath(dir, real) != NULL);
 	snprintf(url, sizeof(url), "file://%s", real);
-	CHECK_STR(os->url, url);
+	CHECK_STR(os ? os->url : NULL, url);
+	return os;
+}
 
-	test_buf(os);
-	test_bad_keys(os);
-	test_file(os);
-	test_list_and_del(os);
-	test_range(os);
-	test_sweep(os);
+int main(void)
+{
+	static void (*const tests[])(struct objstore * os) = {
+	    test_buf, test_bad_keys, test_file, test_list_and_del, test_range, test_sweep,
+	};
+	if (!t_dir_make("test_objstore"))
+		return 1;
+	struct objstore *os = open_local();
+	for (size_t i = 0; os && i < ARRAY_SIZE(tests); i++)
+		tests[i](os);
 	objstore_close(os);
 	test_enospc();
 	rm_rf(t_base);

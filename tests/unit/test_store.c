@@ -505,8 +505,7 @@ static void test_enospc(void)
 
 int main(void)
 {
-	log_debug_enabled = getenv("TEST_DEBUG") != NULL;
-	if (!t_dir_make("test_store"))
+	if (!t_store_begin("test_store"))
 		return 1;
 	make_source();
 	test_open();

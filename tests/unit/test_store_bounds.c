@@ -93,6 +93,17 @@ static void test_index_count(struct store *st)
 	free(ents);
 }
 
+/* One store's index: its entries and its count. */
+static void test_index(void)
+{
+	struct store *st = t_store_open("s0");
+	if (!st)
+		return;
+	test_index_entries(st);
+	test_index_count(st);
+	store_close(st);
+}
+
 /* Entries of pack @pack's index object in the store at @rel. */
 static size_t index_entries(struct store *st, const char *rel, const char *pack)
 {
@@ -242,15 +253,9 @@ static void test_index_flood(void)
 
 int main(void)
 {
-	log_debug_enabled = getenv("TEST_DEBUG") != NULL;
-	if (!t_dir_make("test_store_bounds"))
+	if (!t_store_begin("test_store_bounds"))
 		return 1;
-	struct store *st = t_store_open("s0");
-	if (st) {
-		test_index_entries(st);
-		test_index_count(st);
-		store_close(st);
-	}
+	test_index();
 	two_hosts("s1", test_index_bound);
 	two_hosts("s2", test_packs_bound);
 	two_hosts("s3", test_refs_bound);

@@ -108,6 +108,23 @@ static void flip(const char *rel, off_t off)
 	close(fd);
 }
 
+/* Overwrite the first @len bytes of <t_base>/@rel with random ones. */
+static void garble(const char *rel, size_t len)
+{
+	char p[PATH_MAX];
+	unsigned char *junk = malloc(len);
+	t_path(p, rel);
+	int fd = open(p, O_WRONLY);
+	CHECK(junk && fd >= 0);
+	if (junk && fd >= 0) {
+		t_random(junk, len);
+		CHECK(pwrite(fd, junk, len, 0) == (ssize_t)len);
+	}
+	if (fd >= 0)
+		close(fd);
+	free(junk);
+}
+
 /* Without donors a get reads everything from the store, and says so. */
 static void test_no_donors(struct store *st)
 {
@@ -204,24 +221,13 @@ static void test_torn_donor(struct store *st)
  */
 static void test_garbled_donor(struct store *st)
 {
+	const char *donors[] = {"g1", NULL};
 	struct store_get_result res;
 	struct err e = {0};
-	const char *donors[] = {"g1", NULL};
-	char p[PATH_MAX];
 	CHECK(get_from(st, "snap-1", "g1", NULL, &res, &e) == 0);
 	free(res.manifest);
 	keep_manifest(st, "snap-1", "g1");
-	unsigned char *junk = malloc(RANDOM_PAGES * PAGE);
-	t_path(p, "g1/pages.img");
-	int fd = open(p, O_WRONLY);
-	CHECK(junk && fd >= 0);
-	if (junk && fd >= 0) {
-		t_random(junk, RANDOM_PAGES * PAGE);
-		CHECK(pwrite(fd, junk, RANDOM_PAGES * PAGE, 0) == (ssize_t)(RANDOM_PAGES * PAGE));
-	}
-	if (fd >= 0)
-		close(fd);
-	free(junk);
+	garble("g1/pages.img", RANDOM_PAGES * PAGE);
 	t_reads_count(st);
 	CHECK(get_from(st, "snap-1", "g1out", donors, &res, &e) == 0);
 	t_reads_end(st);
@@ -376,8 +382,7 @@ static void test_bad_store(struct store *st)
 
 int main(void)
 {
-	log_debug_enabled = getenv("TEST_DEBUG") != NULL;
-	if (!t_dir_make("test_store_donor"))
+	if (!t_store_begin("test_store_donor"))
 		return 1;
 	pages = malloc(PAGES_LEN);
 	ckpt = malloc(CKPT_LEN);

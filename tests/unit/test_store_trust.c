@@ -236,8 +236,7 @@ static void test_foreign_pack(struct store *st)
 
 int main(void)
 {
-	log_debug_enabled = getenv("TEST_DEBUG") != NULL;
-	if (!t_dir_make("test_store_trust"))
+	if (!t_store_begin("test_store_trust"))
 		return 1;
 	struct store *st = t_store_open("store");
 	if (st) {
