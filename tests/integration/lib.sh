@@ -404,6 +404,51 @@ stop_daemon() {
 	fi
 }
 
+# --- a runsc that hangs --------------------------------------------------------
+# use_hanging_runsc [DAEMON_OPTION...]: the daemon runs $T/runsc (with the
+# options given), which is runsc, but a subcommand named with hang sleeps for
+# ever; each hung shell and its sleep log their pids to $T/hung-pids.
+use_hanging_runsc() {
+	local real
+	real=$(command -v runsc) || return 1
+	cat >"$T/runsc" <<EOF
+#!/bin/sh
+# runsc, but SUBCOMMAND sleeps for ever while $T/hang-SUBCOMMAND exists
+# (holding "once": the first time only).
+sub="" skip=0
+for a in "\$@"; do
+	if [ "\$skip" = 1 ]; then skip=0; continue; fi
+	case \$a in --root) skip=1 ;; -*) ;; *) sub=\$a; break ;; esac
+done
+f="$T/hang-\$sub"
+if [ -n "\$sub" ] && [ -e "\$f" ]; then
+	[ "\$(cat "\$f")" = once ] && rm -f "\$f"
+	sleep 1000000 &
+	echo "\$\$ \$!" >>"$T/hung-pids"
+	wait
+	exit 1
+fi
+exec "$real" "\$@"
+EOF
+	chmod 0755 "$T/runsc"
+	DAEMON_ARGS+=(--runsc "$T/runsc" "$@")
+}
+# hang SUBCOMMAND [once]: make the wrapper hang on it (once: the first call only).
+hang() { printf '%s' "${2:-always}" >"$T/hang-$1"; }
+unhang() { rm -f "$T/hang-$1"; }
+# hung_started: a call hung; hung_all_gone: every process a hung call left (the
+# shell and its sleep) is gone.
+hung_started() { [ -s "$T/hung-pids" ]; }
+hung_all_gone() {
+	local sh child
+	[ -s "$T/hung-pids" ] || return 1
+	while read -r sh child; do
+		kill -0 "$sh" 2>/dev/null && return 1
+		kill -0 "$child" 2>/dev/null && return 1
+	done <"$T/hung-pids"
+	return 0
+}
+
 # --- S3 (s3rver) ------------------------------------------------------------
 # A test that needs an S3 server sets BUCKET and S3_DIR, then calls start_s3rver.
 
