@@ -45,7 +45,6 @@ static char fake_bin[PATH_MAX]; /* tests/fake-runsc */
 static char images[PATH_MAX];	/* <t_base>/images, with IMAGE */
 /* The scenario's: <t_base>/NAME, its state, the wrapper that is --runsc, the fake's root. */
 static char sc_dir[PATH_MAX], state[PATH_MAX], wrapper[PATH_MAX], fake_dir[PATH_MAX];
-static int64_t runsc_timeout_ms;
 static const char *fake_base = ""; /* the faults every fake_set() keeps */
 
 /* --- the fake runsc ----------------------------------------------------- */
@@ -59,7 +58,9 @@ static const char *fake_base = ""; /* the faults every fake_set() keeps */
 static void fake_set(const char *settings)
 {
 	char text[4096], tmp[PATH_MAX + 8], copy[1024];
-	size_t n = (size_t)snprintf(text, sizeof(text), "#!/bin/sh\n");
+	/* A test that dies leaves no sandbox process for long. */
+	size_t n = (size_t)snprintf(text, sizeof(text),
+				    "#!/bin/sh\nexport FAKE_RUNSC_SANDBOX_SECONDS=600\n");
 	xsnprintf(copy, sizeof(copy), "%s %s", fake_base, settings);
 	for (char *save = NULL, *w = strtok_r(copy, " ", &save); w; w = strtok_r(NULL, " ", &save))
 		n += (size_t)snprintf(text + n, sizeof(text) - n, "export %s\n", w);
@@ -114,9 +115,11 @@ static int fake_hangs_each(const char *cmd, void (*fn)(const char *name, pid_t p
 	DIR *d = opendir(dir);
 	for (struct dirent *de = d ? readdir(d) : NULL; de; de = readdir(d)) {
 		const char *dot = strrchr(de->d_name, '.');
-		if (de->d_name[0] == '.' || !dot || atoi(dot + 1) <= 0 ||
-		    (cmd && (strncmp(de->d_name, cmd, (size_t)(dot - de->d_name)) ||
-			     strlen(cmd) != (size_t)(dot - de->d_name))))
+		size_t len = dot ? (size_t)(dot - de->d_name) : 0;
+		/* "." and "..", and a pid of 0, which kill() would take for our group. */
+		if (de->d_name[0] == '.' || !dot || atoi(dot + 1) <= 0)
+			continue;
+		if (cmd && (strlen(cmd) != len || strncmp(de->d_name, cmd, len) != 0))
 			continue;
 		n++;
 		if (fn)
@@ -438,7 +441,6 @@ static bool ops_up(void)
 	    .images_dir = images,
 	    .runsc_bin = wrapper,
 	    .gc_grace_ms = -1,
-	    .runsc_timeout_ms = runsc_timeout_ms,
 	};
 	if (!CHECK_MSG(ops_open(&cfg, &e) == 0, "ops_open: %s", e.msg))
 		return false;
@@ -528,7 +530,6 @@ static void scenario(const char *name)
 	xsnprintf(wrapper, sizeof(wrapper), "%s/runsc", sc_dir);
 	xsnprintf(fake_dir, sizeof(fake_dir), "%s/runsc/fake-runsc", state);
 	CHECK(mkdir_p(state, 0700) == 0);
-	runsc_timeout_ms = 0;
 	fake_set("");
 }
 
