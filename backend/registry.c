@@ -84,6 +84,11 @@ const char *snapshot_state_name(enum snapshot_state s)
 	return name_of(snap_state_names, ARRAY_SIZE(snap_state_names), s);
 }
 
+bool snapshot_state_settled(enum snapshot_state s)
+{
+	return s == SNAP_COMPLETED || s == SNAP_FAILED;
+}
+
 int snapshot_state_parse(const char *name, enum snapshot_state *out)
 {
 	int v = index_of(snap_state_names, ARRAY_SIZE(snap_state_names), name);
@@ -161,7 +166,7 @@ static int prepare(struct registry *reg, const char *sql, sqlite3_stmt **st)
 	sqlite3_mutex_enter(m);
 	int rc = sqlite3_prepare_v3(reg->db, sql, -1, 0, st, NULL);
 	if (rc != SQLITE_OK)
-		error("registry: preparing \"%s\" failed: %s", sql, sqlite3_errmsg(reg->db));
+		error(EIO, "registry: preparing \"%s\" failed: %s", sql, sqlite3_errmsg(reg->db));
 	sqlite3_mutex_leave(m);
 	return rc == SQLITE_OK ? 0 : -EIO;
 }
@@ -180,7 +185,7 @@ static int step(struct registry *reg, sqlite3_stmt *st)
 	else if (rc == SQLITE_CONSTRAINT_PRIMARYKEY)
 		r = -EEXIST;
 	else
-		error("registry: \"%s\" failed: %s", sqlite3_sql(st), sqlite3_errmsg(reg->db));
+		error(EIO, "registry: \"%s\" failed: %s", sqlite3_sql(st), sqlite3_errmsg(reg->db));
 	sqlite3_mutex_leave(m);
 	return r;
 }
@@ -191,17 +196,16 @@ static int exec(struct registry *reg, const char *sql)
 	int rc = sqlite3_exec(reg->db, sql, NULL, NULL, &msg);
 	if (rc == SQLITE_OK)
 		return 0;
-	error("registry: %s", msg ? msg : sqlite3_errstr(rc));
+	int r = error(EIO, "registry: %s", msg ? msg : sqlite3_errstr(rc));
 	sqlite3_free(msg);
-	return -EIO;
+	return r;
 }
 
 static int bind_ok(int rc)
 {
 	if (rc == SQLITE_OK)
 		return 0;
-	error("registry: binding a value failed: %s", sqlite3_errstr(rc));
-	return -EIO;
+	return error(EIO, "registry: binding a value failed: %s", sqlite3_errstr(rc));
 }
 
 /* A string that fills its whole field has no NUL: it is too long for the field. */
@@ -262,8 +266,8 @@ static int column_name(sqlite3_stmt *st, int i, const char *const *names, size_t
 	int v = s ? index_of(names, n, s) : -EINVAL;
 	if (v >= 0)
 		return v;
-	error("registry: unknown %s '%s' in a row", sqlite3_column_name(st, i), s ? s : "");
-	return -EIO;
+	return error(EIO, "registry: unknown %s '%s' in a row", sqlite3_column_name(st, i),
+		     s ? s : "");
 }
 
 /*
@@ -274,11 +278,9 @@ static int column_name(sqlite3_stmt *st, int i, const char *const *names, size_t
 static int column_id(sqlite3_stmt *st, int i, uid_t *uid, gid_t *gid)
 {
 	int64_t u = sqlite3_column_int64(st, i), g = sqlite3_column_int64(st, i + 1);
-	if (u < 0 || u >= (int64_t)(uid_t)-1 || g < 0 || g >= (int64_t)(gid_t)-1) {
-		error("registry: owner %lld:%lld of a row is no uid:gid", (long long)u,
-		      (long long)g);
-		return -EIO;
-	}
+	if (u < 0 || u >= (int64_t)(uid_t)-1 || g < 0 || g >= (int64_t)(gid_t)-1)
+		return error(EIO, "registry: owner %lld:%lld of a row is no uid:gid", (long long)u,
+			     (long long)g);
 	*uid = (uid_t)u;
 	*gid = (gid_t)g;
 	return 0;
@@ -493,11 +495,8 @@ static void registry_closep(struct registry **reg)
 static int create_private(const char *path)
 {
 	_cleanup_close_ int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-	if (fd < 0) {
-		int r = -errno;
-		error("registry: opening %s failed: %s", path, strerror(-r));
-		return r;
-	}
+	if (fd < 0)
+		return error(errno, "registry: opening %s failed: %s", path, strerror(errno));
 	if (fchmod(fd, 0600) < 0)
 		warning("registry: chmod 0600 %s failed: %s", path, strerror(errno));
 	return 0;
@@ -529,11 +528,10 @@ static int migrate(struct registry *reg, const char *path)
 		return 0;
 	/* A new file gets the whole schema; an older one the steps since its version. */
 	const char *sql = version == 0 ? schema_sql : version == 1 ? migrate_v1_sql : NULL;
-	if (!sql) {
-		error("registry: %s has schema version %d; this snapfs knows version %d", path,
-		      version, SCHEMA_VERSION);
-		return -EIO;
-	}
+	if (!sql)
+		return error(EIO,
+			     "registry: %s has schema version %d; this snapfs knows version %d",
+			     path, version, SCHEMA_VERSION);
 	r = exec(reg, sql);
 	if (r < 0 && !sqlite3_get_autocommit(reg->db))
 		exec(reg, "ROLLBACK");
@@ -550,11 +548,9 @@ int registry_open(const char *path, struct registry **out)
 		return r;
 	int flags = SQLITE_OPEN_FULLMUTEX | SQLITE_OPEN_CREATE | SQLITE_OPEN_READWRITE;
 	int rc = sqlite3_open_v2(path, &reg->db, flags, NULL);
-	if (rc != SQLITE_OK) {
-		error("registry: opening %s failed: %s", path,
-		      reg->db ? sqlite3_errmsg(reg->db) : sqlite3_errstr(rc));
-		return -EIO;
-	}
+	if (rc != SQLITE_OK)
+		return error(EIO, "registry: opening %s failed: %s", path,
+			     reg->db ? sqlite3_errmsg(reg->db) : sqlite3_errstr(rc));
 	r = configure(reg, path);
 	if (r < 0)
 		return r;
@@ -571,6 +567,6 @@ void registry_close(struct registry *reg)
 		return;
 	int rc = sqlite3_close(reg->db);
 	if (rc != SQLITE_OK)
-		error("registry: closing failed: %s", sqlite3_errstr(rc));
+		error(EIO, "registry: closing failed: %s", sqlite3_errstr(rc));
 	free(reg);
 }

@@ -260,7 +260,8 @@ static int index_line(const struct sandbox *sb, void *walk)
 	const struct tree_walk *w = walk;
 	if (!access_may_see(w->who, sb->owner_uid))
 		return 0;
-	return strbuf_addf(w->out, "%s %s\n", sb->id, sandbox_state_name(sb->state));
+	strbuf_addf(w->out, "%s %s\n", sb->id, sandbox_state_name(sb->state));
+	return strbuf_error(w->out);
 }
 
 static int index_read(const struct fs_node *n, const struct caller *who, struct strbuf *out)

@@ -62,7 +62,10 @@ static int progress_read(const struct fs_node *n, const struct caller *who, stru
 	(void)who; /* the node was checked for @who at open */
 	int64_t done = 0, total = 0;
 	int rc = ops_snapshot_progress(n->id, &done, &total);
-	return rc < 0 ? rc : strbuf_addf(out, "%" PRId64 " %" PRId64 "\n", done, total);
+	if (rc < 0)
+		return rc;
+	strbuf_addf(out, "%" PRId64 " %" PRId64 "\n", done, total);
+	return strbuf_error(out);
 }
 
 static int restorable_read(const struct fs_node *n, const struct caller *who, struct strbuf *out)
@@ -144,7 +147,10 @@ static int manifest_read(const struct fs_node *n, const struct caller *who, stru
 static int forked_line(const struct sandbox *sb, void *walk)
 {
 	const struct tree_walk *w = walk;
-	return access_may_see(w->who, sb->owner_uid) ? strbuf_addf(w->out, "%s\n", sb->id) : 0;
+	if (!access_may_see(w->who, sb->owner_uid))
+		return 0;
+	strbuf_addf(w->out, "%s\n", sb->id);
+	return strbuf_error(w->out);
 }
 
 /* A fresh read of `fork`: the sandboxes forked from this snapshot that @who may see. */
@@ -158,7 +164,7 @@ static int settled(const struct fs_node *n, const struct caller *who)
 {
 	_cleanup_free_ struct snapshot *snap = NULL;
 	int rc = tree_snapshot(who, n->id, &snap);
-	return rc < 0 ? rc : snap->state == SNAP_COMPLETED || snap->state == SNAP_FAILED;
+	return rc < 0 ? rc : snapshot_state_settled(snap->state);
 }
 
 /*
@@ -227,8 +233,9 @@ static int index_line(const struct snapshot *snap, void *walk)
 	const struct tree_walk *w = walk;
 	if (!access_may_see(w->who, snap->owner_uid))
 		return 0;
-	return strbuf_addf(w->out, "%s %s %s\n", snap->id, snapshot_state_name(snap->state),
-			   snap->sandbox_id);
+	strbuf_addf(w->out, "%s %s %s\n", snap->id, snapshot_state_name(snap->state),
+		    snap->sandbox_id);
+	return strbuf_error(w->out);
 }
 
 static int index_read(const struct fs_node *n, const struct caller *who, struct strbuf *out)

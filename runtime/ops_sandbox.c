@@ -8,52 +8,24 @@
 #include "runtime/ops_internal.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <signal.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "lib/names.h"
 #include "lib/strbuf.h"
+#include "runtime/bundle.h"
 #include "runtime/console.h"
 #include "runtime/images.h"
-#include "runtime/jobs.h"
 
-/* The job for sandbox @id and its place in @kind's queue; NULL (@e says why) if none is free. */
+OP_JOB_CHECK(struct sandbox_job);
+
 struct sandbox_job *sandbox_job_new(enum job_kind kind, const char *id, ops_done_fn done, void *ctx,
 				    struct err *e)
 {
-	struct sandbox_job *job = calloc(1, sizeof(*job));
-	if (!job) {
-		err_set(e, ENOMEM, "out of memory");
-		return NULL;
-	}
-	job->slot = jobs_reserve(kind, e);
-	if (!job->slot) {
-		free(job);
-		return NULL;
-	}
-	snprintf(job->id, sizeof(job->id), "%s", id);
-	job->done = done;
-	job->ctx = ctx;
+	struct sandbox_job *job = op_job_new(sizeof(*job), kind, done, ctx, e);
+	if (job)
+		snprintf(job->id, sizeof(job->id), "%s", id);
 	return job;
-}
-
-/* The request was refused after all: give its place back. Returns @rc. */
-int sandbox_job_drop(struct sandbox_job *job, int rc)
-{
-	jobs_cancel(job->slot);
-	free(job);
-	return rc;
-}
-
-int sandbox_job_queue(struct sandbox_job *job, void (*fn)(void *))
-{
-	jobs_queue(steal_ptr(job->slot), fn, job);
-	return 0;
 }
 
 static int start_reserved(const struct caller *who, struct sandbox_job *job, struct err *e);
@@ -85,7 +57,7 @@ static int insert_sandbox(const struct caller *who, const char *id, const struct
 		return err_set(e, EEXIST, "sandbox %s already exists", id);
 	if (rc < 0)
 		return err_set(e, EIO, "cannot record sandbox %s: %s", id, strerror(-rc));
-	announce(OPS_OBJ_SANDBOX, id, "created", NULL);
+	announce_sandbox(id, sb.state, NULL);
 	notify(OPS_OBJ_LIST, id);
 	return 0;
 }
@@ -124,7 +96,7 @@ int ops_sandbox_new(const struct caller *who, const struct sandbox_spec *spec, c
 		return -e->code;
 	rc = insert_sandbox(who, id_out, spec, e);
 	if (rc < 0)
-		return sandbox_job_drop(job, rc);
+		return op_job_drop(job, rc);
 	return start_reserved(who, job, e);
 }
 
@@ -159,7 +131,11 @@ static int set_field(struct sandbox *sb, enum sandbox_field field, const char *v
 		for (char *save = NULL, *line = strtok_r(v, "\n", &save); line;
 		     line = strtok_r(NULL, "\n", &save))
 			strbuf_addf(&text, "env=%s\n", line);
-		int rc = spec_parse(text.buf, text.len, &spec, e);
+		int rc = strbuf_error(&text);
+		if (rc < 0)
+			return err_set(e, -rc, "cannot check the env of %s: %s", sb->id,
+				       strerror(-rc));
+		rc = spec_parse(text.buf, text.len, &spec, e);
 		if (rc < 0)
 			return rc;
 		memcpy(sb->env, spec.env, sizeof(sb->env));
@@ -203,11 +179,39 @@ int ops_sandbox_set(const struct caller *who, const char *id, enum sandbox_field
 /* Ask runsc for the sandbox pid; 0 if it cannot say. */
 static pid_t sandbox_pid(const char *runtime_id)
 {
-	char status[32];
 	pid_t pid = 0;
-	if (runsc_state(&ops.runsc, runtime_id, status, sizeof(status), &pid, NULL) < 0)
-		return 0;
+	runsc_state(&ops.runsc, runtime_id, &pid, NULL);
 	return pid;
+}
+
+int prepare_bundle(const char *id, const char *image, const char *entrypoint, const char *env,
+		   bool gpu, char digest_out[DIGEST_MAX], struct err *e)
+{
+	char rootfs[PATH_MAX], bundle[PATH_MAX];
+	const char *argv[] = {"/bin/sh", "-c", entrypoint, NULL};
+	const char *nodes[GPU_NODES_MAX];
+	struct gpu_host h;
+	struct bundle_spec spec = {.rootfs = rootfs, .argv = argv, .env = env};
+	int rc = images_exists(ops.images, image);
+	if (rc < 0)
+		return err_set(e, ENOENT, "image %s does not exist in %s", image,
+			       images_dir(ops.images));
+	rc = images_path(ops.images, image, rootfs, sizeof(rootfs));
+	if (rc == 0)
+		rc = sandbox_path(id, "bundle", bundle, sizeof(bundle));
+	if (rc < 0)
+		return err_set(e, -rc, "cannot build the bundle of sandbox %s: path too long", id);
+	rc = images_digest(ops.images, image, digest_out, e);
+	if (rc < 0)
+		return rc;
+	if (gpu) {
+		rc = gpu_host_ready("write the bundle of a GPU sandbox", &h, e);
+		if (rc < 0)
+			return rc;
+		spec.devices = nodes;
+		spec.ndevices = gpu_host_nodes(&h, nodes);
+	}
+	return bundle_write(bundle, &spec, e);
 }
 
 int container_start(const char *id, const char *runtime_id, bool gpu, const char *image_dir,
@@ -223,9 +227,8 @@ int container_start(const char *id, const char *runtime_id, bool gpu, const char
 	if (rc < 0)
 		return rc;
 	console_stdio(con, &io);
-	rc = image_dir
-		 ? runsc_restore_flags(&ops.runsc, flags, runtime_id, bundle, image_dir, &io, e)
-		 : runsc_run_flags(&ops.runsc, flags, runtime_id, bundle, &io, e);
+	rc = image_dir ? runsc_restore(&ops.runsc, flags, runtime_id, bundle, image_dir, &io, e)
+		       : runsc_run(&ops.runsc, flags, runtime_id, bundle, &io, e);
 	if (rc < 0) {
 		console_free(con);
 		runsc_delete(&ops.runsc, runtime_id, NULL);
@@ -278,8 +281,7 @@ static void start_job(void *arg)
 			    err_set(&e, EIO, "sandbox %s was terminated while it started", job->id);
 		}
 	}
-	complete(job->done, job->ctx, rc < 0 ? -e.code : 0, NULL, 0);
-	free(job);
+	op_job_end(job, rc < 0 ? -e.code : 0, NULL, 0);
 }
 
 /* Start @job's sandbox in the place @job holds. */
@@ -302,8 +304,8 @@ static int start_reserved(const struct caller *who, struct sandbox_job *job, str
 	if (rc == 0)
 		rc = sandbox_begin(who, id, STATE_BIT(SB_CREATED), SB_STARTING, "start", &sb, e);
 	if (rc < 0)
-		return sandbox_job_drop(job, rc);
-	return sandbox_job_queue(job, start_job);
+		return op_job_drop(job, rc);
+	return op_job_queue(job, start_job);
 }
 
 int ops_sandbox_start(const struct caller *who, const char *id, ops_done_fn done, void *ctx,
@@ -318,14 +320,14 @@ int ops_sandbox_start(const struct caller *who, const char *id, ops_done_fn done
 /* Kill and delete the container; -EIO if runsc still knows it afterwards. */
 static int stop_container(const char *runtime_id, struct err *e)
 {
-	char status[32];
 	runsc_kill(&ops.runsc, runtime_id, SIGKILL, NULL);
 	int rc = runsc_delete(&ops.runsc, runtime_id, e);
 	if (rc < 0)
 		return rc;
-	if (runsc_state(&ops.runsc, runtime_id, status, sizeof(status), NULL, NULL) != -ENOENT)
+	enum runsc_status st = runsc_state(&ops.runsc, runtime_id, NULL, NULL);
+	if (st != RUNSC_GONE)
 		return err_set(e, EIO, "container %s is still %s after runsc delete", runtime_id,
-			       status);
+			       runsc_status_name(st));
 	return 0;
 }
 
@@ -350,8 +352,7 @@ static void terminate_job(void *arg)
 	}
 	/* A second terminate of a terminating sandbox may have settled it first: both end. */
 	sandbox_apply_if(job->id, STATE_BIT(SB_TERMINATING), p);
-	complete(job->done, job->ctx, rc < 0 ? -e.code : 0, NULL, 0);
-	free(job);
+	op_job_end(job, rc < 0 ? -e.code : 0, NULL, 0);
 }
 
 /*
@@ -370,11 +371,11 @@ int ops_sandbox_terminate(const struct caller *who, const char *id, ops_done_fn 
 		return -e->code;
 	int rc = sandbox_begin(who, id, ~0u, SB_TERMINATING, "terminate", &sb, e);
 	if (rc < 0)
-		return sandbox_job_drop(job, rc);
+		return op_job_drop(job, rc);
 	/* A terminate already under way is left to finish: its kill and delete are this one's. */
 	if (sb.state != SB_TERMINATING && sb.runtime_id[0])
 		runsc_cancel(&ops.runsc, sb.runtime_id);
-	return sandbox_job_queue(job, terminate_job);
+	return op_job_queue(job, terminate_job);
 }
 
 int ops_sandbox_remove(const struct caller *who, const char *id, struct err *e)
@@ -408,7 +409,7 @@ int ops_sandbox_remove(const struct caller *who, const char *id, struct err *e)
 	runsc_delete(&ops.runsc, sb.runtime_id, NULL);
 	if (tomb[0])
 		rm_rf(tomb);
-	announce(OPS_OBJ_SANDBOX, id, "removed", NULL);
+	announce_gone(OPS_OBJ_SANDBOX, id, NULL);
 	return 0;
 }
 
@@ -496,13 +497,12 @@ static void reopen_console(const char *id)
 /* What a sandbox the registry left in @sb->state became while snapfs was down. */
 static void reconcile_one(struct sandbox *sb)
 {
-	char status[32] = "";
 	pid_t pid = 0;
 	enum sandbox_state was = sb->state;
 	if (was == SB_SUSPENDED || was == SB_CREATED || was == SB_TERMINATED || was == SB_FAILED)
 		return;
-	int rc = runsc_state(&ops.runsc, sb->runtime_id, status, sizeof(status), &pid, NULL);
-	bool alive = rc == 0 && !strcmp(status, "running");
+	enum runsc_status st = runsc_state(&ops.runsc, sb->runtime_id, &pid, NULL);
+	bool alive = st == RUNSC_RUNNING;
 	sb->pid = alive ? pid : 0;
 	if (was == SB_TERMINATING) {
 		stop_container(sb->runtime_id, NULL);
@@ -521,7 +521,7 @@ static void reconcile_one(struct sandbox *sb)
 		sb->state = SB_FAILED;
 		snprintf(sb->message, sizeof(sb->message),
 			 "sandbox %s was %s and its container is %s after a daemon restart", sb->id,
-			 sandbox_state_name(was), rc == 0 ? status : "gone");
+			 sandbox_state_name(was), runsc_status_name(st));
 	}
 	/* Its output waited in the console FIFO for us (a restored one has its console). */
 	if (sb->state == SB_RUNNING && alive)
@@ -531,7 +531,8 @@ static void reconcile_one(struct sandbox *sb)
 
 static int collect_ids(const struct sandbox *sb, void *arg)
 {
-	return strbuf_addf(arg, "%s\n", sb->id);
+	strbuf_addf(arg, "%s\n", sb->id);
+	return strbuf_error(arg);
 }
 
 static void reconcile_id(const char *id)
@@ -556,22 +557,20 @@ static int collect_exited(const struct sandbox *sb, void *arg)
 	struct strbuf *ids = arg;
 	if (sb->state == SB_RUNNING && sb->pid > 0 && kill(sb->pid, 0) < 0 && errno == ESRCH)
 		strbuf_addf(ids, "%s\n", sb->id);
-	return 0;
+	return strbuf_error(ids);
 }
 
 /* A running sandbox whose process is gone: its entrypoint exited or it was killed. */
 static void mark_exited(const char *id)
 {
 	struct sandbox sb;
-	char status[32] = "";
 	pid_t pid = 0;
 	pthread_mutex_lock(&ops.lock);
 	int rc = registry_sandbox_get(ops.reg, id, &sb);
 	pthread_mutex_unlock(&ops.lock);
 	if (rc < 0 || sb.state != SB_RUNNING)
 		return;
-	rc = runsc_state(&ops.runsc, sb.runtime_id, status, sizeof(status), &pid, NULL);
-	if (rc == 0 && !strcmp(status, "running") && pid != sb.pid)
+	if (runsc_state(&ops.runsc, sb.runtime_id, &pid, NULL) == RUNSC_RUNNING && pid != sb.pid)
 		return;
 	struct sb_patch p = SB_PATCH(SB_TERMINATED);
 	p.pid = 0;

@@ -98,8 +98,10 @@ static int seek_cb(void *arg, curl_off_t off, int origin)
 
 static int sink(struct s3_req *r, const char *data, size_t len)
 {
-	if (r->out)
-		return strbuf_add(r->out, data, len);
+	if (r->out) {
+		strbuf_add(r->out, data, len);
+		return strbuf_error(r->out);
+	}
 	if (r->out_buf) {
 		if (len > r->out_cap - (size_t)r->out_len)
 			return -EFBIG;
@@ -237,6 +239,7 @@ static CURLcode perform(struct xfer *x)
 	if (cc == CURLE_OK && x->r->status >= 200 && x->r->status <= 299 && error_in_ok(x->r)) {
 		/* Read it as the error it is; S3 sends it only for failures worth a retry. */
 		strbuf_reset(&x->err);
+		/* Unchecked: one too long for it leaves it empty, answered as a bare status. */
 		strbuf_add(&x->err, x->r->out->buf, x->r->out->len);
 		x->r->status = 500;
 	}

@@ -15,18 +15,19 @@
 #define HASH_CHUNK (1u << 20)
 
 /* RFC 3986 percent-encoding with upper-case hex, as SigV4 wants; '/' kept in keys. */
-static int uri_encode(struct strbuf *sb, const char *s, bool keep_slash)
+static void uri_encode(struct strbuf *sb, const char *s, bool keep_slash)
 {
 	static const char hex[] = "0123456789ABCDEF";
-	int rc = 0;
-	for (const unsigned char *p = (const unsigned char *)s; *p && rc == 0; p++) {
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
 		bool plain = (*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') ||
 			     (*p >= '0' && *p <= '9') || strchr("-._~", *p) ||
 			     (keep_slash && *p == '/');
 		char esc[3] = {'%', hex[*p >> 4], hex[*p & 15]};
-		rc = plain ? strbuf_add(sb, p, 1) : strbuf_add(sb, esc, 3);
+		if (plain)
+			strbuf_add(sb, p, 1);
+		else
+			strbuf_add(sb, esc, 3);
 	}
-	return rc;
 }
 
 static int param_cmp(const void *a, const void *b)
@@ -42,33 +43,28 @@ static int add_query(struct strbuf *url, const struct s3_param *params, size_t n
 	if (n > PARAMS_MAX)
 		return -E2BIG;
 	if (n == 0)
-		return 0;
+		return strbuf_error(url);
 	memcpy(sorted, params, n * sizeof(*params));
 	qsort(sorted, n, sizeof(*sorted), param_cmp);
-	int rc = 0;
-	for (size_t i = 0; i < n && rc == 0; i++) {
-		rc = strbuf_adds(url, i == 0 ? "?" : "&");
-		if (rc == 0)
-			rc = uri_encode(url, sorted[i].name, false);
-		if (rc == 0)
-			rc = strbuf_adds(url, "=");
-		if (rc == 0 && sorted[i].value)
-			rc = uri_encode(url, sorted[i].value, false);
+	for (size_t i = 0; i < n; i++) {
+		strbuf_adds(url, i == 0 ? "?" : "&");
+		uri_encode(url, sorted[i].name, false);
+		strbuf_adds(url, "=");
+		if (sorted[i].value)
+			uri_encode(url, sorted[i].value, false);
 	}
-	return rc;
+	return strbuf_error(url);
 }
 
 int s3_build_url(struct s3_client *c, const struct s3_req *r, struct strbuf *url)
 {
-	int rc = strbuf_adds(url, c->base);
+	strbuf_adds(url, c->base);
 	/* Path-style, the bucket is "/bucket", no slash after it (that is what is signed). */
-	if (rc == 0 && (r->key || !c->path_style))
-		rc = strbuf_adds(url, "/");
-	if (rc == 0 && r->key)
-		rc = uri_encode(url, r->key, true);
-	if (rc == 0)
-		rc = add_query(url, r->params, r->nparams);
-	return rc;
+	if (r->key || !c->path_style)
+		strbuf_adds(url, "/");
+	if (r->key)
+		uri_encode(url, r->key, true);
+	return add_query(url, r->params, r->nparams);
 }
 
 /* Feed @len bytes of @fd from @off to @ctx. */
