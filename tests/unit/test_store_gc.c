@@ -14,17 +14,14 @@
 #include "backend/store_internal.h" /* to wrap a store's objstore operations */
 #include "tests/unit/t.h"
 #include "tests/unit/t_dir.h"
+#include "tests/unit/t_store.h"
 
 #define GRACE_MS 1500
 #define SRC_LEN (2u << 20)
 
 static struct store *open_host(void)
 {
-	struct store *st = NULL;
-	struct err e = {0};
-	char url[PATH_MAX + 8];
-	snprintf(url, sizeof(url), "file://%s/store", t_base);
-	CHECK(store_open(url, NULL, &st, &e) == 0);
+	struct store *st = t_store_open("store");
 	if (st)
 		store_set_grace(st, GRACE_MS);
 	return st;
@@ -381,8 +378,7 @@ static void test_refresh(struct store *a, struct store *b)
 
 int main(void)
 {
-	log_debug_enabled = getenv("TEST_DEBUG") != NULL;
-	if (!t_dir_make("test_store_gc"))
+	if (!t_store_begin("test_store_gc"))
 		return 1;
 	char dir[PATH_MAX];
 	t_path(dir, "src");
