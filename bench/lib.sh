@@ -10,7 +10,10 @@
 #                                  S3_PID and PORT, and the AWS_* variables
 #                                  that point at it with its credentials
 #   bench_stop_s3rver              ends the s3rver bench_start_s3rver started
-#   ms, median, write_read FILE [TEXT]
+#   bench_restore_ms IMAGE BUNDLE CID
+#                                  runsc restore --detach of IMAGE by hand as
+#                                  container CID, removed after: its milliseconds
+#   ms, median, col_median FILE N, ratio A B, write_read FILE [TEXT]
 
 # Terminate the daemon's sandboxes, remove what runsc still has under its
 # root, unmount, wait for the daemon.
@@ -75,6 +78,21 @@ bench_stop_s3rver() {
 
 ms() { date +%s%3N; }
 median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+# col_median FILE N: the median of column N of FILE.
+col_median() { awk -v n="$2" '{ print $n }' "$1" | median; }
+# ratio A B: A / B with two decimals.
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
+
+bench_restore_ms() {
+	local t0 ms_
+	t0=$(ms)
+	$RS --overlay2=root:memory --network=none restore --detach --image-path "$1" \
+		--bundle "$2" "$3" </dev/null >/dev/null 2>&1
+	ms_=$(($(ms) - t0))
+	$RS kill "$3" KILL >/dev/null 2>&1 || true
+	$RS delete -force "$3" >/dev/null 2>&1 || true
+	echo "$ms_"
+}
 # write_read FILE [TEXT]: write a line, read the answer on the same open file.
 write_read() {
 	exec 3<>"$1"

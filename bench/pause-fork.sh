@@ -57,12 +57,7 @@ bench_size() {
 		t0=$(ms)
 		$RS checkpoint --leave-running --compression=none --image-path "$T/img" "$rid" </dev/null >/dev/null
 		ck_ms=$(($(ms) - t0))
-		t0=$(ms)
-		$RS --overlay2=root:memory --network=none restore --detach --image-path "$T/img" \
-			--bundle "$bundle" "bench-raw-$i" </dev/null >/dev/null 2>&1
-		rs_ms=$(($(ms) - t0))
-		$RS kill "bench-raw-$i" KILL >/dev/null 2>&1 || true
-		$RS delete -force "bench-raw-$i" >/dev/null 2>&1 || true
+		rs_ms=$(bench_restore_ms "$T/img" "$bundle" "bench-raw-$i")
 		printf '| %s MiB | %d | %d | %d | %d | %d | %d |\n' "$1" "$((size >> 20))" "$i" "$pause" "$ck_ms" "$fork_ms" "$rs_ms"
 		echo 1 >"$MNT/snapshots/$snap/delete"
 	done

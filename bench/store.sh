@@ -112,16 +112,7 @@ rm -rf "$T"/img-*
 # --- 3. fork from the local cache vs runsc restore -----------------------------------
 last=${snaps[9]}
 forks=$T/forks
-restore_by_hand() {
-	local t0 ms_
-	t0=$(ms)
-	$RS --overlay2=root:memory --network=none restore --detach --image-path "$STATE/cache/$last" \
-		--bundle "$bundle" "bench-raw-$1" </dev/null >/dev/null 2>&1
-	ms_=$(($(ms) - t0))
-	$RS kill "bench-raw-$1" KILL >/dev/null 2>&1 || true
-	$RS delete -force "bench-raw-$1" >/dev/null 2>&1 || true
-	echo "$ms_"
-}
+restore_by_hand() { bench_restore_ms "$STATE/cache/$last" "$bundle" "bench-raw-$1"; }
 for r in $(seq "$ROUNDS"); do
 	[ $((r % 2)) -eq 0 ] && raw_ms=$(restore_by_hand "$r")
 	t0=$(ms)
@@ -175,7 +166,7 @@ section=$T/section
 	echo "|---|---|---|---|---|---|"
 	awk '{ printf "| %d | %d | %d | %s | %.1f | %.2f |\n", $1, $2, $3, $4, $5 / 1048576, $6 / 1048576 }' "$series"
 	echo
-	echo "Ten snapshots stored $(mib "$total_stored") MiB in all: $(awk -v t="$total_stored" -v f="$first_stored" 'BEGIN { printf "%.2f", t / f }')x what the"
+	echo "Ten snapshots stored $(mib "$total_stored") MiB in all: $(ratio "$total_stored" "$first_stored")x what the"
 	echo "first one stored (goal: at most 1.5x), $(awk -v t="$total_stored" -v f="$first_size" 'BEGIN { printf "%.1f%%", 100 * t / (10 * f) }') of ten whole images."
 	echo "The first snapshot ($(mib "$first_size") MiB) was stored in $first_store_ms ms after its pause:"
 	echo "$(awk -v s="$first_size" -v t="$first_store_ms" 'BEGIN { printf "%.0f", s / t / 1000 }') MB/s of chunking, hashing, compressing and writing packs."
@@ -189,11 +180,9 @@ section=$T/section
 	echo "|---|---|---|---|---|"
 	awk '{ printf "| %d | %d | %d | %d | %d |\n", $1, $2, $3, $4, $5 }' "$pauses"
 	echo
-	p_med=$(awk '{ print $2 }' "$pauses" | median)
-	c_med=$(awk '{ print $3 }' "$pauses" | median)
-	d_med=$(awk '{ print $4 }' "$pauses" | median)
-	echo "Median: snapfs $p_med ms; runsc $c_med ms through the page cache ($(awk -v a="$p_med" -v b="$c_med" 'BEGIN { printf "%.2f", a / b }')x),"
-	echo "$d_med ms with --direct ($(awk -v a="$p_med" -v b="$d_med" 'BEGIN { printf "%.2f", a / b }')x) (goal: at most 1.10x and under 500 ms)."
+	p_med=$(col_median "$pauses" 2) c_med=$(col_median "$pauses" 3) d_med=$(col_median "$pauses" 4)
+	echo "Median: snapfs $p_med ms; runsc $c_med ms through the page cache ($(ratio "$p_med" "$c_med")x),"
+	echo "$d_med ms with --direct ($(ratio "$p_med" "$d_med")x) (goal: at most 1.10x and under 500 ms)."
 	echo
 	echo "### Fork from the local cache vs runsc restore of the same image"
 	echo
@@ -201,9 +190,8 @@ section=$T/section
 	echo "|---|---|---|---|"
 	awk '{ printf "| %d | %d | %d | %d |\n", $1, $2, $4, $3 }' "$forks"
 	echo
-	f_med=$(awk '{ print $2 }' "$forks" | median)
-	r_med=$(awk '{ print $3 }' "$forks" | median)
-	echo "Median: snapfs $f_med ms, runsc $r_med ms: $(awk -v a="$f_med" -v b="$r_med" 'BEGIN { printf "%.2f", a / b }')x (goal: at most 1.10x)."
+	f_med=$(col_median "$forks" 2) r_med=$(col_median "$forks" 3)
+	echo "Median: snapfs $f_med ms, runsc $r_med ms: $(ratio "$f_med" "$r_med")x (goal: at most 1.10x)."
 	echo "What snapfs adds to its own \`runsc restore\` call (the write, checks, bundle, \`runsc state\`):"
 	echo "median $(awk '{ print $2 - $4 }' "$forks" | median) ms."
 	echo

@@ -10,7 +10,8 @@
 # cores. With no arguments, every integration test and every fuzz target; with
 # some, only those named (a fuzz target by its source). Ends with one line,
 # "N passed, N failed", the sum of every unit and integration check and one
-# per fuzz target; exits non-zero if anything failed.
+# per fuzz target, after a line "N skipped" when checks were skipped (each
+# test's own "N skipped" line, summed); exits non-zero if anything failed.
 #
 # Needs root (FUSE, runsc) and what `scripts/setup.sh --test` installs.
 # TEST_TIMEOUT (seconds, default 1800) bounds each integration test. A
@@ -22,13 +23,19 @@ cd "$(dirname "$0")/.." || exit
 
 TEST_TIMEOUT=${TEST_TIMEOUT:-1800}
 RESULT_RE='^[0-9]+ passed, [0-9]+ failed$'
+SKIPPED_RE='^[0-9]+ skipped$'
 passed=0
 failed=0
+skipped=0
 
-# add LABEL RC OUTPUT: add the last result line of OUTPUT; a missing line, or
-# a non-zero exit with no failure counted, is one failure.
+# add LABEL RC OUTPUT: add the last result line of OUTPUT and its last
+# "N skipped" line; a missing result line, or a non-zero exit with no
+# failure counted, is one failure.
 add() {
-	local label=$1 rc=$2 line p f
+	local label=$1 rc=$2 line p f s
+	s=$(printf '%s\n' "$3" | grep -E "$SKIPPED_RE" | tail -n 1)
+	s=${s%% skipped}
+	skipped=$((skipped + ${s:-0}))
 	line=$(printf '%s\n' "$3" | grep -E "$RESULT_RE" | tail -n 1)
 	if [ -z "$line" ]; then
 		echo "$label: no result line (exit status $rc)"
@@ -69,7 +76,7 @@ if [ "${#unit_bins[@]}" -gt 0 ]; then
 	if [ "${#present[@]}" -gt 0 ]; then
 		out=$(tests/run-unit.sh "${present[@]}" 2>&1)
 		rc=$?
-		printf '%s\n' "$out" | grep -vE "$RESULT_RE"
+		printf '%s\n' "$out" | grep -vE "$RESULT_RE|$SKIPPED_RE"
 		add "unit tests" "$rc" "$out"
 	fi
 fi
@@ -136,5 +143,6 @@ if [ "${#fuzz[@]}" -gt 0 ]; then
 	echo "=== fuzz: exit status $rc, $(($(date +%s) - start)) s"
 fi
 
+[ "$skipped" -gt 0 ] && echo "$skipped skipped"
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -3,8 +3,9 @@
 #
 # A test gets its own temp dir $T holding state/ ($STATE), mnt/ ($MNT) and
 # images/ ($IMAGES, with the busybox image), starts build/asan/snapfs on them
-# with start_daemon, checks behaviour with ok / check_eq / expect_errno, and
-# ends with finish, which prints the one result line "N passed, N failed".
+# with start_daemon, checks behaviour with ok / check_eq / expect_errno (or
+# skips one this run cannot make, with skip), and ends with finish, which
+# prints "N skipped" when any were, then the result line "N passed, N failed".
 # A trap on EXIT, INT and TERM kills the test's runsc sandboxes, unmounts,
 # ends the daemon (by pid) and removes $T, on every path out of the test.
 #
@@ -32,6 +33,7 @@ BG_PIDS=()      # background helpers (blocked readers, writers) the test started
 UNFREEZE_DIRS=() # dirs a test made immutable (chattr +i); made mutable again on exit
 PASSED=0
 FAILED=0
+SKIPPED=0
 mkdir -p "$STATE" "$MNT" "$IMAGES"
 
 export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1}
@@ -53,8 +55,12 @@ fail() {
 	return 0
 }
 
-# Not counted: a check that could not be made meaningful on this run.
-skip() { printf 'SKIP %s\n' "$*"; }
+# skip DESC: a check this run cannot make meaningful (the race it needs went
+# the other way, the host lacks a feature): counted and said, never a pass.
+skip() {
+	SKIPPED=$((SKIPPED + 1))
+	printf 'SKIP %s\n' "$*"
+}
 note() { printf '     %s\n' "$*"; }
 
 # ok DESC CMD...: CMD succeeds.
@@ -171,6 +177,7 @@ finish() {
 		tail -n 40 "$DAEMON_LOG"
 		echo "---"
 	fi
+	[ "$SKIPPED" -gt 0 ] && echo "$SKIPPED skipped"
 	echo "$PASSED passed, $FAILED failed"
 	[ "$FAILED" -eq 0 ]
 	exit
@@ -257,18 +264,32 @@ counter_at_least() {
 	[ "$(counter_count "$c")" -ge "$2" ]
 }
 
+# step DESC CMD...: one step of a setup chain (make_sandbox): when CMD fails,
+# a note says which step it was and what it printed.
+step() {
+	local desc=$1 out
+	shift
+	out=$("$@" 2>&1) && return 0
+	note "$desc failed${out:+: $out}"
+	return 1
+}
+
 # make_sandbox NAME ENTRYPOINT [ENV]: mkdir, image busybox, entrypoint (and
-# env), then a synchronous start. Fails at the first step that fails.
+# env), then a synchronous start. Fails at the first step that fails, and
+# says which.
 make_sandbox() {
 	local d=$MNT/sandboxes/$1
-	mkdir "$d" && wr "$d/image" busybox && wr "$d/entrypoint" "$2" &&
-		{ [ -z "${3:-}" ] || wr "$d/env" "$3"; } && wr "$d/start"
+	step "mkdir sandboxes/$1" mkdir "$d" && step "image of $1" wr "$d/image" busybox &&
+		step "entrypoint of $1" wr "$d/entrypoint" "$2" &&
+		{ [ -z "${3:-}" ] || step "env of $1" wr "$d/env" "$3"; } &&
+		step "start of $1" wr "$d/start"
 }
 
 # start_counter_sandbox NAME: a running sandbox with COUNTER_ENTRYPOINT whose
 # counter has been published at least once.
 start_counter_sandbox() {
-	make_sandbox "$1" "$COUNTER_ENTRYPOINT" && poll_until 30 counter "$1"
+	make_sandbox "$1" "$COUNTER_ENTRYPOINT" &&
+		step "the first counter of $1 within 30 s" poll_until 30 counter "$1"
 }
 
 # snapshot_of SB [WORDS]: take a snapshot; print its id (read on the same open file).
@@ -381,6 +402,51 @@ stop_daemon() {
 	else
 		fail "the daemon exits with status 0 once unmounted (got $rc)" "$(tail -n 30 "$DAEMON_LOG")"
 	fi
+}
+
+# --- a runsc that hangs --------------------------------------------------------
+# use_hanging_runsc [DAEMON_OPTION...]: the daemon runs $T/runsc (with the
+# options given), which is runsc, but a subcommand named with hang sleeps for
+# ever; each hung shell and its sleep log their pids to $T/hung-pids.
+use_hanging_runsc() {
+	local real
+	real=$(command -v runsc) || return 1
+	cat >"$T/runsc" <<EOF
+#!/bin/sh
+# runsc, but SUBCOMMAND sleeps for ever while $T/hang-SUBCOMMAND exists
+# (holding "once": the first time only).
+sub="" skip=0
+for a in "\$@"; do
+	if [ "\$skip" = 1 ]; then skip=0; continue; fi
+	case \$a in --root) skip=1 ;; -*) ;; *) sub=\$a; break ;; esac
+done
+f="$T/hang-\$sub"
+if [ -n "\$sub" ] && [ -e "\$f" ]; then
+	[ "\$(cat "\$f")" = once ] && rm -f "\$f"
+	sleep 1000000 &
+	echo "\$\$ \$!" >>"$T/hung-pids"
+	wait
+	exit 1
+fi
+exec "$real" "\$@"
+EOF
+	chmod 0755 "$T/runsc"
+	DAEMON_ARGS+=(--runsc "$T/runsc" "$@")
+}
+# hang SUBCOMMAND [once]: make the wrapper hang on it (once: the first call only).
+hang() { printf '%s' "${2:-always}" >"$T/hang-$1"; }
+unhang() { rm -f "$T/hang-$1"; }
+# hung_started: a call hung; hung_all_gone: every process a hung call left (the
+# shell and its sleep) is gone.
+hung_started() { [ -s "$T/hung-pids" ]; }
+hung_all_gone() {
+	local sh child
+	[ -s "$T/hung-pids" ] || return 1
+	while read -r sh child; do
+		kill -0 "$sh" 2>/dev/null && return 1
+		kill -0 "$child" 2>/dev/null && return 1
+	done <"$T/hung-pids"
+	return 0
 }
 
 # --- S3 (s3rver) ------------------------------------------------------------

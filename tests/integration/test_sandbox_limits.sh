@@ -25,30 +25,19 @@ EXEC_TIMEOUT=10
 # Long enough for any deadline above; on code without deadlines the step fails here.
 HANG_LIMIT=150
 
-REAL_RUNSC=$(command -v runsc) || bail "runsc is not on PATH"
-cat >"$T/runsc" <<EOF
-#!/bin/sh
-# runsc, but SUBCOMMAND sleeps for ever while $T/hang-SUBCOMMAND exists
-# (holding "once": the first time only); each hung shell and its sleep log
-# their pids to $T/hung-pids.
-sub="" skip=0
-for a in "\$@"; do
-	if [ "\$skip" = 1 ]; then skip=0; continue; fi
-	case \$a in --root) skip=1 ;; -*) ;; *) sub=\$a; break ;; esac
-done
-f="$T/hang-\$sub"
-if [ -n "\$sub" ] && [ -e "\$f" ]; then
-	[ "\$(cat "\$f")" = once ] && rm -f "\$f"
-	sleep 1000000 &
-	echo "\$\$ \$!" >>"$T/hung-pids"
-	wait
-	exit 1
-fi
-exec "$REAL_RUNSC" "\$@"
-EOF
-chmod 0755 "$T/runsc"
-DAEMON_ARGS=(--runsc "$T/runsc" --runsc-timeout "$RUNSC_TIMEOUT" --exec-timeout "$EXEC_TIMEOUT")
+use_hanging_runsc --runsc-timeout "$RUNSC_TIMEOUT" --exec-timeout "$EXEC_TIMEOUT" ||
+	bail "runsc is not on PATH"
 
+# check_capped FILE: an exec's answer in FILE is the cap and the notes after it, no more.
+check_capped() {
+	local size
+	size=$(stat -c %s "$1")
+	if [ "$size" -ge "$CAP" ] && [ "$size" -le $((CAP + 200)) ]; then
+		pass "the answer is the cap and the notes ($size bytes)"
+	else
+		fail "the answer is the cap and the notes" "$size bytes, not in [$CAP, $((CAP + 200))]"
+	fi
+}
 # exec_within FILE TEXT: wr_read, given up after HANG_LIMIT seconds.
 exec_within() {
 	timeout -k 5 "$HANG_LIMIT" bash -c 'exec 3<>"$1" && printf "%s\n" "$2" >&3 && cat <&3' x "$1" "$2"
@@ -77,19 +66,6 @@ check_growth() {
 		fail "the state directory grew by $growth bytes, more than the cap $CAP"
 	fi
 }
-# hang SUBCOMMAND [once]: make the wrapper hang on it.
-hang() { printf '%s' "${2:-always}" >"$T/hang-$1"; }
-unhang() { rm -f "$T/hang-$1"; }
-# hung_all_gone: every process a hung runsc call left (the shell and its sleep) is gone.
-hung_all_gone() {
-	local sh child
-	[ -s "$T/hung-pids" ] || return 1
-	while read -r sh child; do
-		kill -0 "$sh" 2>/dev/null && return 1
-		kill -0 "$child" 2>/dev/null && return 1
-	done <"$T/hung-pids"
-	return 0
-}
 quiet_sandbox() { make_sandbox "$1" 'exec sleep 1000000'; }
 
 start_daemon || bail "the daemon mounts"
@@ -107,12 +83,7 @@ check_eq "an exec whose output is /dev/zero ends" 0 "$rc"
 check_eq "its last line: the command's exit" "exit 0" "$(tail -n 1 "$T/zero.out")"
 check_eq "the line before: the cap" "[snapfs: output truncated at $CAP bytes]" \
 	"$(tail -n 2 "$T/zero.out" | head -n 1)"
-size=$(stat -c %s "$T/zero.out")
-if [ "$size" -ge "$CAP" ] && [ "$size" -le $((CAP + 200)) ]; then
-	pass "the answer is the cap and the notes ($size bytes)"
-else
-	fail "the answer is the cap and the notes" "$size bytes, not in [$CAP, $((CAP + 200))]"
-fi
+check_capped "$T/zero.out"
 check_growth "$before" "$after"
 cats() { sb_run x 'ps -o comm | grep -c "^cat$"'; }
 check_eq "no cat is left reading /dev/zero in the sandbox" 0 "$(cats)"
@@ -128,12 +99,7 @@ after=$(state_bytes)
 check_eq "an exec whose sandbox replaced /bin/sh ends" 0 "$rc"
 check_eq "its last lines: the cap, and the exit of a killed command" \
 	"[snapfs: output truncated at $CAP bytes]|exit 137" "$(tail -n 2 "$T/yes.out" | paste -sd'|')"
-size=$(stat -c %s "$T/yes.out")
-if [ "$size" -ge "$CAP" ] && [ "$size" -le $((CAP + 200)) ]; then
-	pass "the answer is the cap and the notes ($size bytes)"
-else
-	fail "the answer is the cap and the notes" "$size bytes, not in [$CAP, $((CAP + 200))]"
-fi
+check_capped "$T/yes.out"
 check_growth "$before" "$after"
 ok "terminate x" wr "$MNT/sandboxes/x/terminate"
 
@@ -208,7 +174,6 @@ start_counter_sandbox h2 || bail "start sandbox h2"
 : >"$T/hung-pids"
 hang checkpoint
 snap=$(wr_read "$MNT/sandboxes/h2/snapshot" async | head -n 1)
-hung_started() { [ -s "$T/hung-pids" ]; }
 poll_until 30 hung_started
 check_eq "the stuck sandbox is snapshotting" snapshotting "$(sb_status h2)"
 ok "terminate works while it is snapshotting" wr_within "$HANG_LIMIT" "$MNT/sandboxes/h2/terminate"

@@ -10,36 +10,7 @@
 . "$(dirname "$0")/lib.sh"
 
 RUNSC_TIMEOUT=120 # far past the checks below: only a cancel ends the hung restore in time
-REAL_RUNSC=$(command -v runsc) || bail "runsc is not on PATH"
-cat >"$T/runsc" <<EOF2
-#!/bin/sh
-# runsc, but restore sleeps while $T/hang-restore exists; the hung shell and
-# its sleep log their pids to $T/hung-pids.
-sub="" skip=0
-for a in "\$@"; do
-	if [ "\$skip" = 1 ]; then skip=0; continue; fi
-	case \$a in --root) skip=1 ;; -*) ;; *) sub=\$a; break ;; esac
-done
-if [ "\$sub" = restore ] && [ -e "$T/hang-restore" ]; then
-	sleep 1000000 &
-	echo "\$\$ \$!" >>"$T/hung-pids"
-	wait
-	exit 1
-fi
-exec "$REAL_RUNSC" "\$@"
-EOF2
-chmod 0755 "$T/runsc"
-DAEMON_ARGS=(--runsc "$T/runsc" --runsc-timeout "$RUNSC_TIMEOUT")
-
-hung_started() { [ -s "$T/hung-pids" ]; }
-hung_all_gone() {
-	local sh child
-	while read -r sh child; do
-		kill -0 "$sh" 2>/dev/null && return 1
-		kill -0 "$child" 2>/dev/null && return 1
-	done <"$T/hung-pids"
-	return 0
-}
+use_hanging_runsc --runsc-timeout "$RUNSC_TIMEOUT" || bail "runsc is not on PATH"
 
 start_daemon || bail "the daemon mounts"
 make_sandbox s 'exec sleep 1000000' || bail "start sandbox s"
@@ -48,7 +19,7 @@ make_sandbox s 'exec sleep 1000000' || bail "start sandbox s"
 mkdir -p "$STATE/store" && chattr -R +i "$STATE/store" 2>/dev/null ||
 	bail "chattr +i does not work on $STATE: no way to make a suspend's storing fail"
 UNFREEZE_DIRS+=("$STATE/store")
-touch "$T/hang-restore"
+hang restore
 timeout -k 5 "$OP_TIMEOUT" bash -c 'printf "1\n" >"$1"' wr "$MNT/sandboxes/s/suspend" 2>/dev/null &
 BG_PIDS+=($!)
 ok "the suspend's restore from the spool starts (and hangs)" poll_until 120 hung_started
@@ -56,5 +27,5 @@ ok "terminate s" wr "$MNT/sandboxes/s/terminate"
 check_eq "s is terminated" terminated "$(sb_wait s)"
 ok "the terminate killed the hung restore" poll_until 15 hung_all_gone
 chattr -R -i "$STATE/store"
-rm -f "$T/hang-restore"
+unhang restore
 finish

@@ -3,8 +3,11 @@
  *
  *     t_dir_make("test_x");            // /tmp/test_x.XXXXXX, into t_base
  *     t_path(p, "store/packs");        // "<t_base>/store/packs"
+ *     t_small_fs("small", p);          // a 1 MiB tmpfs on <t_base>/small, or a skip
  *     ...
  *     rm_rf(t_base);
+ *
+ * or main() as t_dir_main("test_x", tests, n): the dir, each test, the dir gone.
  *
  * Paths are PATH_MAX buffers the caller owns.
  */
@@ -12,11 +15,14 @@
 #define SNAPFS_T_DIR_H
 
 #include <dirent.h>
+#include <errno.h>
 #include <limits.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 
@@ -71,6 +77,34 @@ static inline void t_write(const char *rel, const void *data, size_t len)
 	char p[PATH_MAX];
 	t_path(p, rel);
 	CHECK(write_file_durable(p, data, len) == 0);
+}
+
+/*
+ * A 1 MiB tmpfs on <t_base>/@rel (path into @dir), in a mount namespace of
+ * this process's own, for what a full disk does; false, and a skip, where
+ * that needs a privilege this run lacks. The caller unmounts @dir.
+ */
+static inline bool t_small_fs(const char *rel, char dir[PATH_MAX])
+{
+	t_path(dir, rel);
+	mkdir(dir, 0755);
+	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+	    mount("tmpfs", dir, "tmpfs", 0, "size=1m") < 0) {
+		SKIP("a full disk: cannot mount a small tmpfs: %s", strerror(errno));
+		return false;
+	}
+	return true;
+}
+
+/* main() of a test in a temp dir: the dir (/tmp/@name.XXXXXX), each of @tests, the dir gone. */
+static inline int t_dir_main(const char *name, void (*const tests[])(void), size_t n)
+{
+	if (!t_dir_make(name))
+		return 1;
+	for (size_t i = 0; i < n; i++)
+		tests[i]();
+	rm_rf(t_base);
+	return t_done();
 }
 
 static inline void t_random(unsigned char *p, size_t len)

@@ -83,16 +83,18 @@ static void test_pages(const unsigned char *data)
 	free(zero);
 }
 
-/* Three pages more at the start: after a chunk or two, the same boundaries again. */
-static void test_pages_shift(const unsigned char *data)
+/*
+ * @shift bytes more at the start (filled from @seed): after a chunk or two,
+ * @m's boundaries are the same again, moved with the data.
+ */
+static void test_shift(enum chunk_method m, const unsigned char *data, size_t shift, uint64_t seed)
 {
 	static size_t a[CUTS_MAX], b[CUTS_MAX];
-	size_t shift = 3 * CHUNK_PAGE_SIZE;
 	unsigned char *moved = malloc(DATA_LEN + shift);
-	fill(moved, shift, 99);
+	fill(moved, shift, seed);
 	memcpy(moved + shift, data, DATA_LEN);
-	size_t na = cut_all(CHUNK_PAGES, data, DATA_LEN, a);
-	size_t nb = cut_all(CHUNK_PAGES, moved, DATA_LEN + shift, b);
+	size_t na = cut_all(m, data, DATA_LEN, a);
+	size_t nb = cut_all(m, moved, DATA_LEN + shift, b);
 	CHECK(common_ends(a, na, b, nb, shift) + 3 >= na);
 	free(moved);
 }
@@ -115,29 +117,15 @@ static void test_gear(const unsigned char *data)
 	CHECK(chunk_next(CHUNK_GEAR, data, 1000) == 1000);
 }
 
-/* 1234 bytes more at the start: the gear boundaries move with the data. */
-static void test_gear_shift(const unsigned char *data)
-{
-	static size_t a[CUTS_MAX], b[CUTS_MAX];
-	size_t shift = 1234;
-	unsigned char *moved = malloc(DATA_LEN + shift);
-	fill(moved, shift, 7);
-	memcpy(moved + shift, data, DATA_LEN);
-	size_t na = cut_all(CHUNK_GEAR, data, DATA_LEN, a);
-	size_t nb = cut_all(CHUNK_GEAR, moved, DATA_LEN + shift, b);
-	CHECK(common_ends(a, na, b, nb, shift) + 3 >= na);
-	free(moved);
-}
-
 int main(void)
 {
 	unsigned char *data = malloc(DATA_LEN);
 	fill(data, DATA_LEN, 0x1234567);
 	test_method_for();
 	test_pages(data);
-	test_pages_shift(data);
+	test_shift(CHUNK_PAGES, data, 3 * CHUNK_PAGE_SIZE, 99); /* three pages */
 	test_gear(data);
-	test_gear_shift(data);
+	test_shift(CHUNK_GEAR, data, 1234, 7);
 	free(data);
 	return t_done();
 }

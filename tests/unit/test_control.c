@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "fs/control.h"
+#include "lib/util.h"
 #include "tests/unit/t.h"
 
 /* Collects the lines handed on, "|"-separated. */
@@ -31,44 +32,41 @@ static int feed(struct ctl_lines *cl, const char *data, struct seen *s)
 	return ctl_lines_feed(cl, data, strlen(data), collect, s);
 }
 
-static void test_split_write(void)
-{
-	struct ctl_lines cl = {0};
-	struct seen s = {0};
-	CHECK(feed(&cl, "1", &s) == 0);
-	CHECK(s.n == 0);
-	CHECK(feed(&cl, "\n", &s) == 0);
-	CHECK_STR(s.text, "1|");
-	CHECK(ctl_lines_flush(&cl, collect, &s) == 0);
-	CHECK(s.n == 1);
-}
+/*
+ * Writes fed to one ctl_lines in order (NULL: a flush, as at close), and
+ * after each the lines handed on so far and how many.
+ */
+static const struct {
+	const char *what;
+	struct {
+		const char *write;
+		const char *text;
+		int n;
+	} steps[4]; /* up to the first without text */
+} framing[] = {
+    {"a line in two writes", {{"1", "", 0}, {"\n", "1|", 1}, {NULL, "1|", 1}}},
+    {"two lines in one write", {{"A=1\nB=2\n", "A=1|B=2|", 2}}},
+    {"an empty line and CRLF", {{"\n1\r\n", "|1|", 2}}},
+    {"a last line without a newline, at flush",
+     {{"x\nname=a", "x|", 1}, {NULL, "x|name=a|", 2}, {NULL, "x|name=a|", 2}}},
+};
 
-static void test_two_lines_one_write(void)
+static void test_framing(void)
 {
-	struct ctl_lines cl = {0};
-	struct seen s = {0};
-	CHECK(feed(&cl, "A=1\nB=2\n", &s) == 0);
-	CHECK_STR(s.text, "A=1|B=2|");
-}
-
-static void test_empty_line_and_crlf(void)
-{
-	struct ctl_lines cl = {0};
-	struct seen s = {0};
-	CHECK(feed(&cl, "\n1\r\n", &s) == 0);
-	CHECK_STR(s.text, "|1|");
-}
-
-static void test_trailing_line_at_flush(void)
-{
-	struct ctl_lines cl = {0};
-	struct seen s = {0};
-	CHECK(feed(&cl, "x\nname=a", &s) == 0);
-	CHECK_STR(s.text, "x|");
-	CHECK(ctl_lines_flush(&cl, collect, &s) == 0);
-	CHECK_STR(s.text, "x|name=a|");
-	CHECK(ctl_lines_flush(&cl, collect, &s) == 0);
-	CHECK(s.n == 2);
+	for (size_t i = 0; i < ARRAY_SIZE(framing); i++) {
+		struct ctl_lines cl = {0};
+		struct seen s = {0};
+		for (size_t k = 0; k < ARRAY_SIZE(framing[i].steps) && framing[i].steps[k].text;
+		     k++) {
+			const char *w = framing[i].steps[k].write, *want = framing[i].steps[k].text;
+			int rc = w ? feed(&cl, w, &s) : ctl_lines_flush(&cl, collect, &s);
+			CHECK_MSG(rc == 0, "%s, step %zu: rc %d", framing[i].what, k, rc);
+			CHECK_MSG(!strcmp(s.text, want), "%s, step %zu: lines \"%s\", not \"%s\"",
+				  framing[i].what, k, s.text, want);
+			CHECK_MSG(s.n == framing[i].steps[k].n, "%s, step %zu: %d lines, not %d",
+				  framing[i].what, k, s.n, framing[i].steps[k].n);
+		}
+	}
 }
 
 static void test_line_too_long(void)
@@ -293,10 +291,7 @@ static void test_spec_json_long(void)
 
 int main(void)
 {
-	test_split_write();
-	test_two_lines_one_write();
-	test_empty_line_and_crlf();
-	test_trailing_line_at_flush();
+	test_framing();
 	test_line_too_long();
 	test_line_too_long_keeps_the_rest();
 	test_callback_error_stops();

@@ -162,21 +162,22 @@ static void test_help(void)
 
 static void test_driver_rule(void)
 {
-	/* (gpu, image ships the tool, the host has it, runsc drives CUDA) */
-	CHECK(cuda_driver_for(false, false, false, false) == CUDA_NONE);
-	CHECK(cuda_driver_for(false, false, true, true) == CUDA_NONE);
-	CHECK(cuda_driver_for(false, true, false, false) == CUDA_NONE);
-	CHECK(cuda_driver_for(false, true, true, false) == CUDA_BY_SNAPFS);
-	CHECK(cuda_driver_for(false, true, true, true) == CUDA_BY_SNAPFS);
-	/* snapfs runs the host's tool, never the image's; runsc, when it can, its path in the
-	 * image. */
-	CHECK(cuda_driver_for(true, true, false, false) == CUDA_UNAVAILABLE);
-	CHECK(cuda_driver_for(true, false, false, true) == CUDA_UNAVAILABLE);
-	CHECK(cuda_driver_for(true, false, true, false) == CUDA_BY_SNAPFS);
-	CHECK(cuda_driver_for(true, true, true, false) == CUDA_BY_SNAPFS);
-	CHECK(cuda_driver_for(true, false, true, true) == CUDA_BY_SNAPFS);
-	CHECK(cuda_driver_for(true, true, false, true) == CUDA_BY_RUNSC);
-	CHECK(cuda_driver_for(true, true, true, true) == CUDA_BY_RUNSC);
+	/*
+	 * Every case of (gpu, the image ships the tool, the host has it, runsc
+	 * drives CUDA), the bits of i from the top: None, Snapfs, Runsc or
+	 * Unavailable. snapfs runs the host's tool, never the image's; runsc,
+	 * when it can, its path in the image.
+	 */
+	static const char want[] = "NNNNNNSS"
+				   "UUSSURSR";
+	static const enum cuda_driver drivers[] = {['N'] = CUDA_NONE,
+						   ['S'] = CUDA_BY_SNAPFS,
+						   ['R'] = CUDA_BY_RUNSC,
+						   ['U'] = CUDA_UNAVAILABLE};
+	for (unsigned i = 0; i < 16; i++)
+		CHECK_MSG(cuda_driver_for(i & 8, i & 4, i & 2, i & 1) == drivers[(int)want[i]],
+			  "cuda_driver_for(%u, %u, %u, %u) is not %c", i >> 3, i >> 2 & 1,
+			  i >> 1 & 1, i & 1, want[i]);
 
 	char img[PATH_MAX];
 	snprintf(img, sizeof(img), "%s/img", base);
@@ -298,16 +299,12 @@ int main(void)
 	snprintf(base, sizeof(base), "/tmp/snapfs-test-gpu.XXXXXX");
 	if (!mkdtemp(base))
 		return 1;
-	test_parsers();
-	test_probe();
-	test_profile();
-	test_help();
-	test_driver_rule();
-	test_call_timeouts();
-	test_tool_open();
-	test_states();
-	test_outcome();
-	test_record();
+	static void (*const tests[])(void) = {
+	    test_parsers,	test_probe,	test_profile, test_help,    test_driver_rule,
+	    test_call_timeouts, test_tool_open, test_states,  test_outcome, test_record,
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(tests); i++)
+		tests[i]();
 	rm_rf(base);
 	return t_done();
 }

@@ -152,11 +152,7 @@ static void test_also(void)
 
 int main(void)
 {
-	if (!t_dir_make("test_logfile"))
-		return 1;
-	test_rotation_on_disk();
-	test_reader_keeps_offsets();
-	test_also();
-	rm_rf(t_base);
-	return t_done();
+	static void (*const tests[])(void) = {test_rotation_on_disk, test_reader_keeps_offsets,
+					      test_also};
+	return t_dir_main("test_logfile", tests, ARRAY_SIZE(tests));
 }

@@ -157,32 +157,35 @@ static char *one_file(long long size, const char *chunks)
  */
 static void test_stored_length(void)
 {
+	static const struct {
+		long long size;
+		const char *chunks;
+		const char *why[2]; /* what the refusal names; none: accepted */
+	} cases[] = {
+	    {1, "[" SHA ", 1, 0, 0, 64]", {NULL}},
+	    {1,
+	     "[" SHA ", 1, 0, 0, 65]",
+	     {"bad chunk 0 (abababab",
+	      "of f: its stored length 65 is above 64, the most 1 bytes take"}},
+	    {2,
+	     "[" SHA ", 1, 0, 0, 1], [" SHA ", 1, 0, 1, 4228096]",
+	     {"bad chunk 1 (abab", "stored length 4228096 is above 64"}},
+	    {65536, "[" SHA ", 65536, 0, 0, 65824]", {NULL}},
+	    {65536, "[" SHA ", 65536, 0, 0, 65825]", {"stored length 65825 is above 65824"}},
+	    /* An offset at the bound, and one that ends past it. */
+	    {10, "[" SHA ", 10, 0, 9007199254740982, 10]", {NULL}},
+	    {10, "[" SHA ", 10, 0, 9007199254740983, 10]", {"ends past byte 2^53"}},
+	};
 	CHECK(manifest_zlen_max(1) == 64);
 	CHECK(manifest_zlen_max(65536) == 65536 + 256 + 32);
-	char *j = one_file(1, "[" SHA ", 1, 0, 0, 64]");
-	CHECK(accepted(j));
-	free(j);
-	j = one_file(1, "[" SHA ", 1, 0, 0, 65]");
-	refused_for(j, "bad chunk 0 (abababab");
-	refused_for(j, "of f: its stored length 65 is above 64, the most 1 bytes take");
-	free(j);
-	j = one_file(2, "[" SHA ", 1, 0, 0, 1], [" SHA ", 1, 0, 1, 4228096]");
-	refused_for(j, "bad chunk 1 (abab");
-	refused_for(j, "stored length 4228096 is above 64");
-	free(j);
-	j = one_file(65536, "[" SHA ", 65536, 0, 0, 65824]");
-	CHECK(accepted(j));
-	free(j);
-	j = one_file(65536, "[" SHA ", 65536, 0, 0, 65825]");
-	refused_for(j, "stored length 65825 is above 65824");
-	free(j);
-	/* An offset at the bound, and one that ends past it. */
-	j = one_file(10, "[" SHA ", 10, 0, 9007199254740982, 10]");
-	CHECK(accepted(j));
-	free(j);
-	j = one_file(10, "[" SHA ", 10, 0, 9007199254740983, 10]");
-	refused_for(j, "ends past byte 2^53");
-	free(j);
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		char *j = one_file(cases[i].size, cases[i].chunks);
+		if (!cases[i].why[0])
+			CHECK(accepted(j));
+		for (size_t k = 0; k < ARRAY_SIZE(cases[i].why) && cases[i].why[k]; k++)
+			refused_for(j, cases[i].why[k]);
+		free(j);
+	}
 }
 
 /* Sums of lengths from the bucket are checked (UBSan caught `total += len` wrapping). */

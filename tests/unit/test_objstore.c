@@ -1,9 +1,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <sched.h>
 #include <stdlib.h>
-#include <sys/mount.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -12,6 +10,7 @@
 #include "lib/util.h"
 #include "tests/unit/t.h"
 #include "tests/unit/t_dir.h"
+#include "tests/unit/t_objstore.h"
 
 struct seen {
 	int n;
@@ -45,15 +44,8 @@ static void test_buf(struct objstore *os)
 	struct err e = {0};
 	char *got = NULL;
 	size_t len = 0;
-	CHECK(objstore_put_buf(os, "a/b/c", "hello", 5, &e) == 0);
-	CHECK(objstore_get_buf(os, "a/b/c", &got, &len, 100, &e) == 0);
-	CHECK(len == 5 && got && !memcmp(got, "hello", 5));
-	free(got);
-	CHECK(objstore_put_buf(os, "a/b/c", "bye", 3, &e) == 0);
-	got = NULL;
-	CHECK(objstore_get_buf(os, "a/b/c", &got, &len, 100, &e) == 0);
-	CHECK(len == 3 && got && !strcmp(got, "bye"));
-	free(got);
+	t_put_back(os, "a/b/c", "hello", 5, 100);
+	t_put_back(os, "a/b/c", "bye", 3, 100); /* replaced */
 	CHECK(objstore_get_buf(os, "a/b/c", &got, &len, 2, &e) == -EFBIG);
 	CHECK(objstore_get_buf(os, "a/nope", &got, &len, 100, &e) == -ENOENT);
 	CHECK(e.code == ENOENT && strstr(e.msg, "a/nope"));
@@ -165,13 +157,8 @@ static void test_sweep(struct objstore *os)
 static void test_enospc(void)
 {
 	char dir[PATH_MAX];
-	t_path(dir, "small");
-	mkdir(dir, 0755);
-	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
-	    mount("tmpfs", dir, "tmpfs", 0, "size=1m") < 0) {
-		printf("skipping ENOSPC test: %s\n", strerror(errno));
+	if (!t_small_fs("small", dir))
 		return;
-	}
 	struct objstore *os = NULL;
 	struct err e = {0};
 	CHECK(objstore_local_open(dir, &os, &e) == 0);
@@ -187,27 +174,30 @@ static void test_enospc(void)
 	umount(dir);
 }
 
-int main(void)
+/* The local objstore in <t_base>/store: its url names the directory's real path. */
+static struct objstore *open_local(void)
 {
-	if (!t_dir_make("test_objstore"))
-		return 1;
-	char dir[PATH_MAX];
-	t_path(dir, "store");
+	char dir[PATH_MAX], real[PATH_MAX], url[PATH_MAX + 8];
 	struct objstore *os = NULL;
 	struct err e = {0};
+	t_path(dir, "store");
 	CHECK(objstore_local_open(dir, &os, &e) == 0);
-	char url[PATH_MAX + 8];
-	char real[PATH_MAX];
 	CHECK(realpath(dir, real) != NULL);
 	snprintf(url, sizeof(url), "file://%s", real);
-	CHECK_STR(os->url, url);
+	CHECK_STR(os ? os->url : NULL, url);
+	return os;
+}
 
-	test_buf(os);
-	test_bad_keys(os);
-	test_file(os);
-	test_list_and_del(os);
-	test_range(os);
-	test_sweep(os);
+int main(void)
+{
+	static void (*const tests[])(struct objstore * os) = {
+	    test_buf, test_bad_keys, test_file, test_list_and_del, test_range, test_sweep,
+	};
+	if (!t_dir_make("test_objstore"))
+		return 1;
+	struct objstore *os = open_local();
+	for (size_t i = 0; os && i < ARRAY_SIZE(tests); i++)
+		tests[i](os);
 	objstore_close(os);
 	test_enospc();
 	rm_rf(t_base);

@@ -9,6 +9,7 @@
 
 #include "lib/util.h"
 #include "tests/unit/t.h"
+#include "tests/unit/t_threads.h"
 
 #define THREADS 4
 #define PER_THREAD 50
@@ -297,33 +298,27 @@ static void test_pinned(struct registry *reg)
 	CHECK(!pinned);
 }
 
-struct worker {
-	struct registry *reg;
-	int n;
-	int failures;
-};
-
-static void *insert_many(void *arg)
+/* One of THREADS: its own sandboxes and snapshots, inserted, updated and read back. */
+static int insert_many(void *obj, int index)
 {
-	struct worker *w = arg;
+	struct registry *reg = obj;
 	struct sandbox *sb = malloc(sizeof(*sb));
 	struct snapshot *snap = malloc(sizeof(*snap));
 	char id[ID_MAX];
+	int failures = !sb || !snap;
 	for (int i = 0; sb && snap && i < PER_THREAD; i++) {
-		snprintf(id, sizeof(id), "t%d-%d", w->n, i);
+		snprintf(id, sizeof(id), "t%d-%d", index, i);
 		make_sandbox(sb, id, i);
 		make_snapshot(snap, id, id, SNAP_KIND_SNAPSHOT, i);
-		w->failures += registry_sandbox_insert(w->reg, sb) != 0;
-		w->failures += registry_snapshot_insert(w->reg, snap) != 0;
+		failures += registry_sandbox_insert(reg, sb) != 0;
+		failures += registry_snapshot_insert(reg, snap) != 0;
 		sb->state = SB_TERMINATED;
-		w->failures += registry_sandbox_update(w->reg, sb) != 0;
-		w->failures += registry_snapshot_get(w->reg, id, snap) != 0;
+		failures += registry_sandbox_update(reg, sb) != 0;
+		failures += registry_snapshot_get(reg, id, snap) != 0;
 	}
-	if (!sb || !snap)
-		w->failures++;
 	free(sb);
 	free(snap);
-	return NULL;
+	return failures;
 }
 
 static int count_sandbox(const struct sandbox *sb, void *arg)
@@ -334,34 +329,38 @@ static int count_sandbox(const struct sandbox *sb, void *arg)
 
 static void test_threads(struct registry *reg)
 {
-	pthread_t th[THREADS];
-	struct worker w[THREADS];
-	for (int i = 0; i < THREADS; i++) {
-		w[i] = (struct worker){.reg = reg, .n = i};
-		CHECK(pthread_create(&th[i], NULL, insert_many, &w[i]) == 0);
-	}
-	for (int i = 0; i < THREADS; i++) {
-		pthread_join(th[i], NULL);
-		CHECK(w[i].failures == 0);
-	}
+	t_threads(THREADS, insert_many, reg);
 	int n = 0;
 	CHECK(registry_sandbox_each(reg, count_sandbox, &n) == 0);
 	CHECK(n == THREADS * PER_THREAD);
 }
 
-static void test_reopen(const char *path)
+/*
+ * The registry at @path opened again, sandbox @sb_id and snapshot @snap_id
+ * read from it into @sb and @snap; NULL (a failed check) if it does not open.
+ */
+static struct registry *reopen_with(const char *path, const char *sb_id, struct sandbox *sb,
+				    const char *snap_id, struct snapshot *snap)
 {
 	struct registry *reg = NULL;
 	CHECK(registry_open(path, &reg) == 0);
 	if (!reg)
-		return;
+		return NULL;
+	CHECK(registry_sandbox_get(reg, sb_id, sb) == 0);
+	CHECK(registry_snapshot_get(reg, snap_id, snap) == 0);
+	return reg;
+}
+
+static void test_reopen(const char *path)
+{
 	static struct sandbox sb;
 	static struct snapshot snap;
-	CHECK(registry_sandbox_get(reg, "pin", &sb) == 0);
+	struct registry *reg = reopen_with(path, "pin", &sb, "n4", &snap);
+	if (!reg)
+		return;
 	CHECK(sb.state == SB_SUSPENDED);
 	CHECK_STR(sb.restore_snapshot, "snap-p");
 	CHECK_STR(sb.env, "A=1\nB=two words\n");
-	CHECK(registry_snapshot_get(reg, "n4", &snap) == 0);
 	CHECK(snap.kind == SNAP_KIND_SUSPEND);
 	CHECK_STR(snap.host_json, "{\"cpu\":[\"avx2\"]}");
 	int n = 0;
@@ -432,17 +431,14 @@ static void test_migrate_v1(const char *dir)
 		 "INSERT INTO snapshots VALUES ('snap-old', '', 'snapshot', 'old', 6, 7,"
 		 " 'completed', '', 1, 2, 3, 'busybox', '', '', '{}', 0, '');"
 		 "PRAGMA user_version = 1");
-	struct registry *reg = NULL;
-	CHECK(registry_open(path, &reg) == 0);
-	if (!reg)
-		return;
 	static struct sandbox sb;
 	static struct snapshot snap;
-	CHECK(registry_sandbox_get(reg, "old", &sb) == 0);
+	struct registry *reg = reopen_with(path, "old", &sb, "snap-old", &snap);
+	if (!reg)
+		return;
 	CHECK(sb.owner_uid == 0 && sb.owner_gid == 0);
 	CHECK(sb.pid == 77);
 	CHECK_STR(sb.env, "A=1");
-	CHECK(registry_snapshot_get(reg, "snap-old", &snap) == 0);
 	CHECK(snap.owner_uid == 0 && snap.owner_gid == 0);
 	CHECK_STR(snap.sandbox_id, "old");
 	sb.owner_uid = 1234;

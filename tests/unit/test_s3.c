@@ -26,6 +26,8 @@
 #include "backend/objstore/objstore.h"
 #include "lib/util.h"
 #include "tests/unit/t.h"
+#include "tests/unit/t_objstore.h"
+#include "tests/unit/t_threads.h"
 
 #define SECRET "Th1sIsTheS3cr3t"
 #define TOKEN "Th1sIsTheT0ken"
@@ -424,10 +426,7 @@ static void real_small(struct objstore *os)
 	struct err e = {0};
 	char *got = NULL;
 	size_t len = 1;
-	CHECK(objstore_put_buf(os, "small/a", "hello", 5, &e) == 0);
-	CHECK(objstore_get_buf(os, "small/a", &got, &len, 5, &e) == 0);
-	CHECK(len == 5 && got && !strcmp(got, "hello"));
-	free(got);
+	t_put_back(os, "small/a", "hello", 5, 5);
 	CHECK(objstore_get_buf(os, "small/a", &got, &len, 4, &e) == -EFBIG);
 	CHECK(objstore_put_buf(os, "small/empty", "", 0, &e) == 0);
 	CHECK(objstore_get_buf(os, "small/empty", &got, &len, 4, &e) == 0 && len == 0);
@@ -511,32 +510,28 @@ static void real_list(struct objstore *os)
 	CHECK(objstore_del(os, "manyx", &e) == 0);
 }
 
-struct worker {
-	struct objstore *os;
-	int id, ok;
-};
-
 /* One of several threads sharing one objstore: its own keys, put, read back, deleted. */
-static void *worker_main(void *arg)
+static int worker_main(void *obj, int index)
 {
-	struct worker *w = arg;
+	struct objstore *os = obj;
 	struct err e = {0};
 	char key[64], data[100 << 10], *got = NULL;
 	size_t len = 0;
+	int failures = 0;
 	for (int i = 0; i < 8; i++) {
-		snprintf(key, sizeof(key), "threads/%d/%d", w->id, i);
-		memset(data, 'a' + (w->id + i) % 26, sizeof(data));
-		bool ok = objstore_put_buf(w->os, key, data, sizeof(data), &e) == 0 &&
-			  objstore_get_buf(w->os, key, &got, &len, sizeof(data), &e) == 0 &&
+		snprintf(key, sizeof(key), "threads/%d/%d", index, i);
+		memset(data, 'a' + (index + i) % 26, sizeof(data));
+		bool ok = objstore_put_buf(os, key, data, sizeof(data), &e) == 0 &&
+			  objstore_get_buf(os, key, &got, &len, sizeof(data), &e) == 0 &&
 			  len == sizeof(data) && !memcmp(got, data, len) &&
-			  objstore_del(w->os, key, &e) == 0;
-		w->ok += ok;
+			  objstore_del(os, key, &e) == 0;
+		failures += !ok;
 		if (!ok)
-			printf("thread %d, %s: %s\n", w->id, key, e.msg);
+			printf("thread %d, %s: %s\n", index, key, e.msg);
 		free(got);
 		got = NULL;
 	}
-	return NULL;
+	return failures;
 }
 
 /*
@@ -547,19 +542,9 @@ static void *worker_main(void *arg)
  */
 static void real_threads(struct objstore *os)
 {
-	enum { THREADS = 6 };
-	pthread_t t[THREADS];
-	struct worker w[THREADS];
 	struct err e = {0};
 	CHECK(objstore_put_buf(os, "threads/keep", "k", 1, &e) == 0);
-	for (int i = 0; i < THREADS; i++) {
-		w[i] = (struct worker){.os = os, .id = i};
-		CHECK(pthread_create(&t[i], NULL, worker_main, &w[i]) == 0);
-	}
-	for (int i = 0; i < THREADS; i++) {
-		pthread_join(t[i], NULL);
-		CHECK(w[i].ok == 8);
-	}
+	t_threads(6, worker_main, os); /* each thread's 8 keys */
 	CHECK(objstore_del(os, "threads/keep", &e) == 0);
 }
 
@@ -619,7 +604,7 @@ static void test_real(void)
 	const char *aws_key = getenv("SNAPFS_TEST_S3_AWS_KEY");
 	const char *kill_pid = getenv("SNAPFS_TEST_S3_KILL_PID");
 	if (!getenv("SNAPFS_TEST_S3_ENDPOINT") || !bucket) {
-		printf("skipping the real-server tests: SNAPFS_TEST_S3_ENDPOINT is not set\n");
+		SKIP("the real-server tests: SNAPFS_TEST_S3_ENDPOINT is not set");
 		return;
 	}
 	struct objstore *os = real_open(bucket, "", "S3RVER");

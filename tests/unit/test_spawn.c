@@ -31,9 +31,16 @@ static int capture_sink(void *arg, const char *data, size_t len)
 	return c->stop_at && c->out.len >= c->stop_at;
 }
 
-static void sh(struct spawn *s, const char *script, struct capture *c, int64_t timeout_ms)
+/* What the test's calls wrote (sh() empties it). */
+static struct capture c = {STRBUF_INIT, 0, false};
+
+/* @s: sh -c @script, its output into c, stopped at @stop_at bytes (0: never). */
+static void sh(struct spawn *s, const char *script, size_t stop_at, int64_t timeout_ms)
 {
 	static const char *argv[4];
+	strbuf_reset(&c.out);
+	c.stop_at = stop_at;
+	atomic_store(&c.got, false);
 	argv[0] = "sh";
 	argv[1] = "-c";
 	argv[2] = script;
@@ -43,8 +50,15 @@ static void sh(struct spawn *s, const char *script, struct capture *c, int64_t t
 	s->envp = env;
 	s->out_fd = s->err_fd = s->in_fd = -1;
 	s->sink = capture_sink;
-	s->sink_arg = c;
+	s->sink_arg = &c;
 	s->timeout_ms = timeout_ms;
+}
+
+/* Run @s: it starts, and ends as @end. */
+static void run_ends(struct spawn *s, enum spawn_end end)
+{
+	CHECK(spawn_run(s) == 0);
+	CHECK_MSG(s->end == end, "the call ended as %d, not %d", (int)s->end, (int)end);
 }
 
 /* Is @pid gone (or a zombie nobody reaped yet)? Waits up to 10 s for a SIGKILL to land. */
@@ -68,71 +82,57 @@ static bool gone(pid_t pid)
 static void test_exit_and_output(void)
 {
 	struct spawn s;
-	struct capture c = {STRBUF_INIT, 0, false};
-	sh(&s, "echo out; echo err >&2; exit 3", &c, 60000);
-	CHECK(spawn_run(&s) == 0);
-	CHECK(s.end == SPAWN_EXITED);
+	sh(&s, "echo out; echo err >&2; exit 3", 0, 60000);
+	run_ends(&s, SPAWN_EXITED);
 	CHECK(spawn_code(s.status) == 3);
 	CHECK_STR(strbuf_str(&c.out), "out\nerr\n");
-	strbuf_release(&c.out);
 }
 
 /* The deadline kills the whole process group: the child's background job too. */
 static void test_deadline_kills_group(void)
 {
 	struct spawn s;
-	struct capture c = {STRBUF_INIT, 0, false};
-	sh(&s, "sleep 1000 & echo $!; sleep 1000", &c, 300);
-	CHECK(spawn_run(&s) == 0);
-	CHECK(s.end == SPAWN_TIMED_OUT);
+	sh(&s, "sleep 1000 & echo $!; sleep 1000", 0, 300);
+	run_ends(&s, SPAWN_TIMED_OUT);
 	CHECK(WIFSIGNALED(s.status) && WTERMSIG(s.status) == SIGKILL);
 	pid_t bg = (pid_t)atoi(strbuf_str(&c.out));
 	CHECK(bg > 0);
 	if (bg > 0)
 		CHECK(gone(bg));
-	strbuf_release(&c.out);
 }
 
 /* A sink that says stop ends an endless writer, and no more than one read past its cap. */
 static void test_cap_stops_writer(void)
 {
 	struct spawn s;
-	struct capture c = {STRBUF_INIT, 100000, false};
-	sh(&s, "exec yes", &c, 60000);
-	CHECK(spawn_run(&s) == 0);
-	CHECK(s.end == SPAWN_STOPPED);
+	sh(&s, "exec yes", 100000, 60000);
+	run_ends(&s, SPAWN_STOPPED);
 	CHECK(c.out.len >= 100000 && c.out.len < 100000 + (16u << 10));
-	strbuf_release(&c.out);
 }
 
 /* A background job that keeps the pipe open does not hold the call up. */
 static void test_no_wait_for_eof(void)
 {
 	struct spawn s;
-	struct capture c = {STRBUF_INIT, 0, false};
-	sh(&s, "sleep 1000 & echo $!", &c, 60000);
-	CHECK(spawn_run(&s) == 0);
-	CHECK(s.end == SPAWN_EXITED);
+	sh(&s, "sleep 1000 & echo $!", 0, 60000);
+	run_ends(&s, SPAWN_EXITED);
 	CHECK(spawn_code(s.status) == 0);
 	pid_t bg = (pid_t)atoi(strbuf_str(&c.out));
 	CHECK(bg > 0);
 	if (bg > 0)
 		kill(bg, SIGKILL);
-	strbuf_release(&c.out);
 }
 
 /* Only 0, 1 and 2 reach the child, and 3 and 4 when passed; they are the caller's fds. */
 static void test_fds(void)
 {
 	struct spawn s;
-	struct capture c = {STRBUF_INIT, 0, false};
 	/* ls's own fds: 0, 1, 2 and the directory it reads (3), nothing of ours. */
-	sh(&s, "exec ls /proc/self/fd", &c, 60000);
+	sh(&s, "exec ls /proc/self/fd", 0, 60000);
 	CHECK(spawn_run(&s) == 0);
 	CHECK_STR(strbuf_str(&c.out), "0\n1\n2\n3\n");
-	strbuf_reset(&c.out);
 	int mfd[2] = {memfd_create("t3", MFD_CLOEXEC), memfd_create("t4", MFD_CLOEXEC)};
-	sh(&s, "echo 42 >/proc/self/fd/3; echo 43 >/proc/self/fd/4", &c, 60000);
+	sh(&s, "echo 42 >/proc/self/fd/3; echo 43 >/proc/self/fd/4", 0, 60000);
 	s.pass = mfd;
 	s.npass = 2;
 	CHECK(spawn_run(&s) == 0);
@@ -143,31 +143,27 @@ static void test_fds(void)
 	CHECK_STR(buf, "43\n");
 	close(mfd[0]);
 	close(mfd[1]);
-	strbuf_release(&c.out);
 }
 
 /* Output read from a caller's fd (the read end of a FIFO, say) whose other end the child has. */
 static void test_in_fd(void)
 {
 	struct spawn s;
-	struct capture c = {STRBUF_INIT, 0, false};
 	int p[2];
 	CHECK(pipe2(p, O_CLOEXEC) == 0);
-	sh(&s, "echo via-fd", &c, 60000);
+	sh(&s, "echo via-fd", 0, 60000);
 	s.out_fd = p[1];
 	s.in_fd = p[0];
-	CHECK(spawn_run(&s) == 0);
-	CHECK(s.end == SPAWN_EXITED);
+	run_ends(&s, SPAWN_EXITED);
 	CHECK_STR(strbuf_str(&c.out), "via-fd\n");
 	close(p[0]);
 	close(p[1]);
-	strbuf_release(&c.out);
 }
 
 static void *cancel_when_started(void *arg)
 {
-	struct capture *c = arg;
-	while (!atomic_load(&c->got))
+	(void)arg;
+	while (!atomic_load(&c.got))
 		usleep(1000);
 	spawn_cancel("tag-a");
 	return NULL;
@@ -176,35 +172,29 @@ static void *cancel_when_started(void *arg)
 static void test_cancel(void)
 {
 	struct spawn s;
-	struct capture c = {STRBUF_INIT, 0, false};
 	pthread_t t;
-	sh(&s, "echo started; exec sleep 1000", &c, 60000);
+	sh(&s, "echo started; exec sleep 1000", 0, 60000);
 	s.tag = "tag-a";
-	CHECK(pthread_create(&t, NULL, cancel_when_started, &c) == 0);
+	CHECK(pthread_create(&t, NULL, cancel_when_started, NULL) == 0);
 	CHECK(spawn_run(&s) == 0);
 	pthread_join(t, NULL);
 	CHECK(s.end == SPAWN_CANCELLED);
 	/* Refused from now on when the call asks, */
-	strbuf_reset(&c.out);
-	sh(&s, "echo ran", &c, 60000);
+	sh(&s, "echo ran", 0, 60000);
 	s.tag = "tag-a";
 	s.refuse_cancelled = true;
-	CHECK(spawn_run(&s) == 0);
-	CHECK(s.end == SPAWN_CANCELLED);
+	run_ends(&s, SPAWN_CANCELLED);
 	CHECK(c.out.len == 0);
 	/* and run as usual when it does not (the kill and delete after a cancel). */
 	s.refuse_cancelled = false;
-	CHECK(spawn_run(&s) == 0);
-	CHECK(s.end == SPAWN_EXITED);
+	run_ends(&s, SPAWN_EXITED);
 	CHECK_STR(strbuf_str(&c.out), "ran\n");
 	/* Other tags are not affected. */
 	strbuf_reset(&c.out);
 	s.tag = "tag-b";
 	s.refuse_cancelled = true;
-	CHECK(spawn_run(&s) == 0);
-	CHECK(s.end == SPAWN_EXITED);
+	run_ends(&s, SPAWN_EXITED);
 	CHECK(spawn_cancel("tag-nothing") == 0);
-	strbuf_release(&c.out);
 }
 
 /*
@@ -258,14 +248,12 @@ static void test_cancel_just_after_start(void)
 static void test_bad_calls(void)
 {
 	struct spawn s;
-	struct capture c = {STRBUF_INIT, 0, false};
-	sh(&s, "true", &c, 0);
+	sh(&s, "true", 0, 0);
 	CHECK(spawn_run(&s) == -EINVAL);
 	static const char *missing[] = {"/nonexistent/snapfs-test", NULL};
-	sh(&s, "true", &c, 1000);
+	sh(&s, "true", 0, 1000);
 	s.argv = missing;
 	CHECK(spawn_run(&s) == -ENOENT);
-	strbuf_release(&c.out);
 }
 
 int main(void)
@@ -279,5 +267,6 @@ int main(void)
 	test_cancel();
 	test_cancel_just_after_start();
 	test_bad_calls();
+	strbuf_release(&c.out);
 	return t_done();
 }

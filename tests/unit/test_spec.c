@@ -21,39 +21,41 @@ static void refused(const char *text, const char *part)
 	int r = parse(text);
 	CHECK(r == -EINVAL);
 	CHECK(e.code == EINVAL);
-	if (!strstr(e.msg, part)) {
-		t_failed++;
-		fprintf(stderr, "FAIL: spec '%s': message '%s' lacks '%s'\n", text, e.msg, part);
-	}
+	CHECK_MSG(strstr(e.msg, part) != NULL, "spec '%s': message '%s' lacks '%s'", text, e.msg,
+		  part);
 	CHECK_STR(spec.image, ""); /* nothing half-parsed is left */
+}
+
+/* @text is accepted as this spec; a NULL field (gpu -1) is not looked at. */
+static void accepted(const char *text, const char *image, const char *entrypoint, const char *env,
+		     int gpu)
+{
+	CHECK_MSG(parse(text) == 0, "spec '%s' refused: %s", text, e.msg);
+	if (image)
+		CHECK_STR(spec.image, image);
+	if (entrypoint)
+		CHECK_STR(spec.entrypoint, entrypoint);
+	if (env)
+		CHECK_STR(spec.env, env);
+	if (gpu >= 0)
+		CHECK_MSG(spec.gpu == (gpu == 1), "spec '%s': gpu %d, not %d", text, spec.gpu, gpu);
 }
 
 static void test_lines(void)
 {
-	CHECK(parse("image=alpine\n") == 0);
-	CHECK_STR(spec.image, "alpine");
-	CHECK_STR(spec.entrypoint, OPS_DEFAULT_ENTRYPOINT);
-	CHECK_STR(spec.env, "");
-	CHECK(!spec.gpu);
+	accepted("image=alpine\n", "alpine", OPS_DEFAULT_ENTRYPOINT, "", 0);
 	CHECK(e.code == 0);
-
-	CHECK(parse("# a comment\n"
-		    "\n"
-		    "  image = my-img_1.2\r\n"
-		    "entrypoint=echo a=b; sleep 1  \n"
-		    "   # indented comment\n"
-		    "env =\tA=1\n"
-		    "env=_b2=x=y \n"
-		    "env=EMPTY=\n"
-		    "gpu=1") == 0);
-	CHECK_STR(spec.image, "my-img_1.2");
-	CHECK_STR(spec.entrypoint, "echo a=b; sleep 1  ");
-	CHECK_STR(spec.env, "A=1\n_b2=x=y \nEMPTY=\n");
-	CHECK(spec.gpu);
-
-	CHECK(parse("entrypoint=\nimage=a\ngpu=0\n") == 0);
-	CHECK_STR(spec.entrypoint, OPS_DEFAULT_ENTRYPOINT);
-	CHECK(!spec.gpu);
+	accepted("# a comment\n"
+		 "\n"
+		 "  image = my-img_1.2\r\n"
+		 "entrypoint=echo a=b; sleep 1  \n"
+		 "   # indented comment\n"
+		 "env =\tA=1\n"
+		 "env=_b2=x=y \n"
+		 "env=EMPTY=\n"
+		 "gpu=1",
+		 "my-img_1.2", "echo a=b; sleep 1  ", "A=1\n_b2=x=y \nEMPTY=\n", 1);
+	accepted("entrypoint=\nimage=a\ngpu=0\n", NULL, OPS_DEFAULT_ENTRYPOINT, NULL, 0);
 
 	/* Not NUL-terminated: only @len bytes count. */
 	err_clear(&e);
@@ -63,17 +65,11 @@ static void test_lines(void)
 
 static void test_json(void)
 {
-	CHECK(parse(" \n{\"image\": \"ubuntu\", \"entrypoint\": \"python3 -m http.server\","
-		    " \"env\": {\"PORT\": \"8000\", \"MSG\": \"a b=c\"}, \"gpu\": true}\n") == 0);
-	CHECK_STR(spec.image, "ubuntu");
-	CHECK_STR(spec.entrypoint, "python3 -m http.server");
-	CHECK_STR(spec.env, "PORT=8000\nMSG=a b=c\n");
-	CHECK(spec.gpu);
-
-	CHECK(parse("{\"image\":\"u\",\"env\":[\"A=1\",\"B=\"],\"entrypoint\":\"\"}") == 0);
-	CHECK_STR(spec.env, "A=1\nB=\n");
-	CHECK_STR(spec.entrypoint, OPS_DEFAULT_ENTRYPOINT);
-	CHECK(!spec.gpu);
+	accepted(" \n{\"image\": \"ubuntu\", \"entrypoint\": \"python3 -m http.server\","
+		 " \"env\": {\"PORT\": \"8000\", \"MSG\": \"a b=c\"}, \"gpu\": true}\n",
+		 "ubuntu", "python3 -m http.server", "PORT=8000\nMSG=a b=c\n", 1);
+	accepted("{\"image\":\"u\",\"env\":[\"A=1\",\"B=\"],\"entrypoint\":\"\"}", NULL,
+		 OPS_DEFAULT_ENTRYPOINT, "A=1\nB=\n", 0);
 
 	const struct {
 		const char *gpu;
@@ -85,11 +81,9 @@ static void test_json(void)
 	for (size_t i = 0; i < ARRAY_SIZE(gpus); i++) {
 		char text[128];
 		snprintf(text, sizeof(text), "{\"image\":\"u\",\"gpu\":%s}", gpus[i].gpu);
-		CHECK(parse(text) == 0);
-		CHECK(spec.gpu == gpus[i].want);
+		accepted(text, NULL, NULL, NULL, gpus[i].want);
 	}
-	CHECK(parse("{\"image\":\"u\",\"env\":{}}") == 0);
-	CHECK_STR(spec.env, "");
+	accepted("{\"image\":\"u\",\"env\":{}}", NULL, NULL, "", -1);
 }
 
 static void test_errors(void)

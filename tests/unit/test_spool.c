@@ -38,12 +38,19 @@ static void make_spool_like(const char *rel, mode_t mode, const char *state, mod
 	write_text(p, text, marker_mode);
 }
 
+/* A --spool parent <t_base>/@rel of @mode, its path into @parent. */
+static void make_parent(const char *rel, mode_t mode, char parent[PATH_MAX])
+{
+	t_path(parent, rel);
+	CHECK(mkdir(parent, 0700) == 0);
+	CHECK(chmod(parent, mode) == 0);
+}
+
 static void test_fresh_spool(void)
 {
 	char parent[PATH_MAX], path[PATH_MAX], marker[PATH_MAX + 32];
 	struct err e = {0};
-	t_path(parent, "shm");
-	CHECK(mkdir(parent, 0700) == 0 && chmod(parent, 01777) == 0);
+	make_parent("shm", 01777, parent);
 	CHECK(spool_open(parent, STATE, path, &e) == 0);
 	CHECK(spool_fd() >= 0);
 	CHECK(str_has_prefix(path, parent) && strstr(path, "/" SPOOL_PREFIX) != NULL);
@@ -122,12 +129,12 @@ static void test_foreign_left_alone(void)
 /* Two spools of this state directory (say, from a crash in between): one is kept. */
 static void test_second_removed(void)
 {
+	static const char *const spools[] = {"shm/" SPOOL_PREFIX "a", "shm/" SPOOL_PREFIX "b"};
 	char parent[PATH_MAX], path[PATH_MAX];
 	struct err e = {0};
-	t_path(parent, "shm");
-	CHECK(mkdir(parent, 0700) == 0);
-	make_spool_like("shm/" SPOOL_PREFIX "a", 0700, STATE, 0600);
-	make_spool_like("shm/" SPOOL_PREFIX "b", 0700, STATE, 0600);
+	make_parent("shm", 0700, parent);
+	for (size_t i = 0; i < ARRAY_SIZE(spools); i++)
+		make_spool_like(spools[i], 0700, STATE, 0600);
 	CHECK(spool_open(parent, STATE, path, &e) == 0);
 	CHECK(t_entries("shm") == 1);
 	CHECK(strstr(path, "/" SPOOL_PREFIX "a") || strstr(path, "/" SPOOL_PREFIX "b"));
@@ -141,8 +148,7 @@ static void test_untrusted_parent(void)
 {
 	char parent[PATH_MAX], path[PATH_MAX];
 	struct err e = {0};
-	t_path(parent, "open");
-	CHECK(mkdir(parent, 0700) == 0 && chmod(parent, 0777) == 0);
+	make_parent("open", 0777, parent);
 	CHECK(spool_open(parent, STATE, path, &e) == -EPERM);
 	CHECK(strstr(e.msg, "writable by every user") != NULL);
 	CHECK(t_entries("open") == 0);
@@ -201,14 +207,9 @@ static void test_private_dir(void)
 
 int main(void)
 {
-	if (!t_dir_make("test_spool"))
-		return 1;
-	test_fresh_spool();
-	test_restart_adopts();
-	test_foreign_left_alone();
-	test_second_removed();
-	test_untrusted_parent();
-	test_private_dir();
-	rm_rf(t_base);
-	return t_done();
+	static void (*const tests[])(void) = {
+	    test_fresh_spool,	 test_restart_adopts,	test_foreign_left_alone,
+	    test_second_removed, test_untrusted_parent, test_private_dir,
+	};
+	return t_dir_main("test_spool", tests, ARRAY_SIZE(tests));
 }

@@ -2,10 +2,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <pthread.h>
-#include <sched.h>
 #include <stdlib.h>
-#include <sys/mount.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -15,6 +12,7 @@
 #include "backend/store.h"
 #include "lib/util.h"
 #include "tests/unit/t.h"
+#include "tests/unit/t_threads.h"
 #include "tests/unit/t_dir.h"
 #include "tests/unit/t_store.h"
 
@@ -405,12 +403,9 @@ static void test_reopen(struct store **st)
 {
 	struct err e = {0};
 	struct store_stats before, after;
-	char url[PATH_MAX];
 	store_stats(*st, &before);
 	store_close(*st);
-	snprintf(url, sizeof(url), "file://%s/store", t_base);
-	*st = NULL;
-	CHECK(store_open(url, NULL, st, &e) == 0);
+	*st = t_store_open("store");
 	if (!*st)
 		return;
 	store_stats(*st, &after);
@@ -456,55 +451,38 @@ static void test_packs(struct store *st)
 #define THREADS 4
 #define ROUNDS 10
 
-struct worker {
-	struct store *st;
-	int index;
-	int failures;
-};
-
 /* Each thread puts, gets and deletes its own snapshots of the same data, sharing chunks. */
-static void *work(void *arg)
+static int work(void *obj, int index)
 {
-	struct worker *w = arg;
+	struct store *st = obj;
 	struct err e = {0};
 	char src[PATH_MAX], out[PATH_MAX], id[32];
+	int failures = 0;
 	t_path(src, "small");
-	snprintf(out, sizeof(out), "%s/tout%d", t_base, w->index);
+	snprintf(out, sizeof(out), "%s/tout%d", t_base, index);
 	cJSON *meta = cJSON_CreateObject();
 	for (int j = 0; j < ROUNDS; j++) {
-		snprintf(id, sizeof(id), "snap-t%d-%d", w->index, j);
-		if (store_put_snapshot(w->st, id, src, meta, NULL, NULL, NULL, &e) < 0 ||
-		    store_get_snapshot(w->st, id, out, &e) < 0 ||
-		    store_delete_snapshot(w->st, id, &e) < 0 || rm_rf(out) < 0) {
-			fprintf(stderr, "thread %d: %s\n", w->index, e.msg);
-			w->failures++;
+		snprintf(id, sizeof(id), "snap-t%d-%d", index, j);
+		if (store_put_snapshot(st, id, src, meta, NULL, NULL, NULL, &e) < 0 ||
+		    store_get_snapshot(st, id, out, &e) < 0 ||
+		    store_delete_snapshot(st, id, &e) < 0 || rm_rf(out) < 0) {
+			fprintf(stderr, "thread %d: %s\n", index, e.msg);
+			failures++;
 		}
 	}
 	cJSON_Delete(meta);
-	return NULL;
+	return failures;
 }
 
 static void test_threads(void)
 {
-	struct store *st = NULL;
-	struct err e = {0};
-	char url[PATH_MAX], src[PATH_MAX];
+	char src[PATH_MAX];
 	t_path(src, "small");
 	CHECK(mkdir(src, 0755) == 0);
-	snprintf(url, sizeof(url), "file://%s/tstore", t_base);
 	t_write("small/a.img", "aaaa", 4);
 	t_write("small/pages.img", files[0].data, 64 * PAGE);
-	CHECK(store_open(url, NULL, &st, &e) == 0);
-	pthread_t tids[THREADS];
-	struct worker workers[THREADS];
-	for (int i = 0; i < THREADS; i++) {
-		workers[i] = (struct worker){.st = st, .index = i};
-		CHECK(pthread_create(&tids[i], NULL, work, &workers[i]) == 0);
-	}
-	for (int i = 0; i < THREADS; i++) {
-		pthread_join(tids[i], NULL);
-		CHECK(workers[i].failures == 0);
-	}
+	struct store *st = t_store_open("tstore");
+	t_threads(THREADS, work, st);
 	CHECK(t_entries("tstore") == 0); /* every delete pruned its directories */
 	store_close(st);
 }
@@ -513,14 +491,9 @@ static void test_threads(void)
 static void test_enospc(void)
 {
 	char dir[PATH_MAX], src[PATH_MAX], url[PATH_MAX + 8];
-	t_path(dir, "small-fs");
 	t_path(src, "src");
-	mkdir(dir, 0755);
-	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
-	    mount("tmpfs", dir, "tmpfs", 0, "size=1m") < 0) {
-		printf("skipping ENOSPC test: %s\n", strerror(errno));
+	if (!t_small_fs("small-fs", dir))
 		return;
-	}
 	struct store *st = NULL;
 	struct err e = {0};
 	snprintf(url, sizeof(url), "file://%s", dir);
@@ -536,8 +509,7 @@ static void test_enospc(void)
 
 int main(void)
 {
-	log_debug_enabled = getenv("TEST_DEBUG") != NULL;
-	if (!t_dir_make("test_store"))
+	if (!t_store_begin("test_store"))
 		return 1;
 	make_source();
 	test_open();

@@ -93,6 +93,17 @@ static void test_index_count(struct store *st)
 	free(ents);
 }
 
+/* One store's index: its entries and its count. */
+static void test_index(void)
+{
+	struct store *st = t_store_open("s0");
+	if (!st)
+		return;
+	test_index_entries(st);
+	test_index_count(st);
+	store_close(st);
+}
+
 /* Entries of pack @pack's index object in the store at @rel. */
 static size_t index_entries(struct store *st, const char *rel, const char *pack)
 {
@@ -111,14 +122,11 @@ static size_t index_entries(struct store *st, const char *rel, const char *pack)
  * not deduplicate against them (they store the chunks themselves), gets of
  * their snapshots work.
  */
-static void test_index_bound(void)
+static void test_index_bound(struct store *a, struct store *b)
 {
-	struct store *b = t_store_open("s1"), *a = t_store_open("s1");
 	struct store_put_result res = {0};
 	struct store_stats stats;
 	struct err e = {0};
-	if (!a || !b)
-		goto out;
 	write_source("src1");
 	write_source("src2");
 	CHECK(t_store_put(b, "b1", "src1", NULL) == 0 && t_store_put(b, "b2", "src2", NULL) == 0);
@@ -131,48 +139,55 @@ static void test_index_bound(void)
 	char out[PATH_MAX];
 	t_path(out, "out-b2");
 	CHECK(store_get_snapshot(a, "b2", out, &e) == 0);
-out:
-	store_close(a);
-	store_close(b);
+}
+
+/* Host @b puts @ids[i] of <t_base>/@srcs[i]; host @a refreshes, and counts what it has. */
+static void put_three(struct store *a, struct store *b, const char *const ids[3],
+		      const char *const srcs[3], struct store_stats *stats)
+{
+	struct err e = {0};
+	for (int i = 0; i < 3; i++)
+		CHECK(t_store_put(b, ids[i], srcs[i], NULL) == 0);
+	CHECK(store_refresh(a, NULL, &e) == 0);
+	store_stats(a, stats);
 }
 
 /*
- * Past limits.packs or limits.pack_refs a manifest is not recorded: it is
- * one that cannot be read (a warning), and collection waits.
+ * Past limits.packs a manifest is not recorded: it is one that cannot be
+ * read (a warning), and collection waits.
  */
-static void test_records_bound(void)
+static void test_packs_bound(struct store *a, struct store *b)
 {
-	struct store *b = t_store_open("s2"), *a = t_store_open("s2");
+	static const char *const ids[] = {"c1", "c2", "c3"}, *const srcs[] = {"src3", "src4",
+									      "src5"};
 	struct store_stats stats;
 	struct err e = {0};
-	if (!a || !b)
-		goto out;
-	write_source("src3");
-	write_source("src4");
-	write_source("src5");
+	for (int i = 0; i < 3; i++)
+		write_source(srcs[i]);
 	/* Three snapshots of a pack each. */
-	CHECK(t_store_put(b, "c1", "src3", NULL) == 0 && t_store_put(b, "c2", "src4", NULL) == 0 &&
-	      t_store_put(b, "c3", "src5", NULL) == 0);
 	a->limits.packs = 2;
-	CHECK(store_refresh(a, NULL, &e) == 0);
-	store_stats(a, &stats);
+	put_three(a, b, ids, srcs, &stats);
 	CHECK(stats.snapshots == 2 && stats.packs == 2);
 	CHECK(store_collect(a, 0, &e) == -EIO && strstr(e.msg, "cannot be read"));
-	store_close(a);
+}
 
-	/* Three snapshots of the same pack: three references. */
-	a = t_store_open("s3");
-	store_close(b);
-	b = t_store_open("s3");
-	if (!a || !b)
-		goto out;
-	CHECK(t_store_put(b, "d1", "src3", NULL) == 0 && t_store_put(b, "d2", "src3", NULL) == 0 &&
-	      t_store_put(b, "d3", "src3", NULL) == 0);
+/* Past limits.pack_refs too: three snapshots of one pack (src3, test_packs_bound's). */
+static void test_refs_bound(struct store *a, struct store *b)
+{
+	static const char *const ids[] = {"d1", "d2", "d3"}, *const srcs[] = {"src3", "src3",
+									      "src3"};
+	struct store_stats stats;
 	a->limits.pack_refs = 2;
-	CHECK(store_refresh(a, NULL, &e) == 0);
-	store_stats(a, &stats);
+	put_three(a, b, ids, srcs, &stats);
 	CHECK(stats.snapshots == 2 && stats.packs == 1);
-out:
+}
+
+/* Stores @a and @b on one directory @rel, as two hosts sharing it: @fn(a, b), then closed. */
+static void two_hosts(const char *rel, void (*fn)(struct store *a, struct store *b))
+{
+	struct store *b = t_store_open(rel), *a = t_store_open(rel);
+	if (a && b)
+		fn(a, b);
 	store_close(a);
 	store_close(b);
 }
@@ -238,17 +253,12 @@ static void test_index_flood(void)
 
 int main(void)
 {
-	log_debug_enabled = getenv("TEST_DEBUG") != NULL;
-	if (!t_dir_make("test_store_bounds"))
+	if (!t_store_begin("test_store_bounds"))
 		return 1;
-	struct store *st = t_store_open("s0");
-	if (st) {
-		test_index_entries(st);
-		test_index_count(st);
-		store_close(st);
-	}
-	test_index_bound();
-	test_records_bound();
+	test_index();
+	two_hosts("s1", test_index_bound);
+	two_hosts("s2", test_packs_bound);
+	two_hosts("s3", test_refs_bound);
 	test_totals();
 	test_index_flood();
 	rm_rf(t_base);

@@ -13,11 +13,11 @@
 
 #include "backend/manifest.h"
 #include "backend/store.h"
-#include "backend/store_internal.h" /* to count the objstore's ranged reads */
 #include "lib/strbuf.h"
 #include "lib/util.h"
 #include "tests/unit/t.h"
 #include "tests/unit/t_dir.h"
+#include "tests/unit/t_reads.h"
 #include "tests/unit/t_store.h"
 
 #define PAGE 4096u
@@ -34,13 +34,7 @@ static unsigned char *pages, *ckpt;
 /* Write pages.img and checkpoint.img into directory @rel. */
 static void write_image(const char *rel)
 {
-	char p[PATH_MAX];
-	t_path(p, rel);
-	CHECK(mkdir_p(p, 0755) == 0);
-	snprintf(p, sizeof(p), "%s/%s/pages.img", t_base, rel);
-	CHECK(write_file_durable(p, pages, PAGES_LEN) == 0);
-	snprintf(p, sizeof(p), "%s/%s/checkpoint.img", t_base, rel);
-	CHECK(write_file_durable(p, ckpt, CKPT_LEN) == 0);
+	t_write_image(rel, pages, PAGES_LEN, ckpt, CKPT_LEN);
 }
 
 /* Directory @rel holds the current pages and checkpoint. */
@@ -112,6 +106,23 @@ static void flip(const char *rel, off_t off)
 	b ^= 0x5a;
 	CHECK(pwrite(fd, &b, 1, off) == 1);
 	close(fd);
+}
+
+/* Overwrite the first @len bytes of <t_base>/@rel with random ones. */
+static void garble(const char *rel, size_t len)
+{
+	char p[PATH_MAX];
+	unsigned char *junk = malloc(len);
+	t_path(p, rel);
+	int fd = open(p, O_WRONLY);
+	CHECK(junk && fd >= 0);
+	if (junk && fd >= 0) {
+		t_random(junk, len);
+		CHECK(pwrite(fd, junk, len, 0) == (ssize_t)len);
+	}
+	if (fd >= 0)
+		close(fd);
+	free(junk);
 }
 
 /* Without donors a get reads everything from the store, and says so. */
@@ -203,17 +214,6 @@ static void test_torn_donor(struct store *st)
 	free(res.manifest);
 }
 
-/* Ranged reads of the store, counted while a test wraps its objstore. */
-static const struct objstore_ops *real_ops;
-static int range_reads;
-
-static int counted_get_range(struct objstore *os, const char *key, int64_t off, size_t len,
-			     void *buf, struct err *e)
-{
-	range_reads++;
-	return real_ops->get_range(os, key, off, len, buf, e);
-}
-
 /*
  * A donor whose every chunk is wrong (its file was rewritten): the chunks
  * come from the store with as few ranged reads as a fetch without donors
@@ -221,35 +221,20 @@ static int counted_get_range(struct objstore *os, const char *key, int64_t off, 
  */
 static void test_garbled_donor(struct store *st)
 {
+	const char *donors[] = {"g1", NULL};
 	struct store_get_result res;
 	struct err e = {0};
-	const char *donors[] = {"g1", NULL};
-	char p[PATH_MAX];
 	CHECK(get_from(st, "snap-1", "g1", NULL, &res, &e) == 0);
 	free(res.manifest);
 	keep_manifest(st, "snap-1", "g1");
-	unsigned char *junk = malloc(RANDOM_PAGES * PAGE);
-	t_path(p, "g1/pages.img");
-	int fd = open(p, O_WRONLY);
-	CHECK(junk && fd >= 0);
-	if (junk && fd >= 0) {
-		t_random(junk, RANDOM_PAGES * PAGE);
-		CHECK(pwrite(fd, junk, RANDOM_PAGES * PAGE, 0) == (ssize_t)(RANDOM_PAGES * PAGE));
-	}
-	if (fd >= 0)
-		close(fd);
-	free(junk);
-	struct objstore_ops counting = *st->os->ops;
-	real_ops = st->os->ops;
-	counting.get_range = counted_get_range;
-	st->os->ops = &counting;
-	range_reads = 0;
+	garble("g1/pages.img", RANDOM_PAGES * PAGE);
+	t_reads_count(st);
 	CHECK(get_from(st, "snap-1", "g1out", donors, &res, &e) == 0);
-	st->os->ops = real_ops;
+	t_reads_end(st);
 	CHECK(same_file("g1out/pages.img", "img1/pages.img"));
 	CHECK(same_file("g1out/checkpoint.img", "img1/checkpoint.img"));
 	/* 8 MiB of random pages: over a hundred chunks, in ranges of up to 4 MiB. */
-	CHECK(range_reads > 0 && range_reads <= 8);
+	CHECK(t_range_reads > 0 && t_range_reads <= 8);
 	CHECK(res.local_bytes == (int64_t)CKPT_LEN); /* the checkpoint file was left as it was */
 	free(res.manifest);
 }
@@ -398,8 +383,7 @@ static void test_bad_store(struct store *st)
 
 int main(void)
 {
-	log_debug_enabled = getenv("TEST_DEBUG") != NULL;
-	if (!t_dir_make("test_store_donor"))
+	if (!t_store_begin("test_store_donor"))
 		return 1;
 	pages = malloc(PAGES_LEN);
 	ckpt = malloc(CKPT_LEN);

@@ -378,8 +378,7 @@ static void test_refresh(struct store *a, struct store *b)
 
 int main(void)
 {
-	log_debug_enabled = getenv("TEST_DEBUG") != NULL;
-	if (!t_dir_make("test_store_gc"))
+	if (!t_store_begin("test_store_gc"))
 		return 1;
 	char dir[PATH_MAX];
 	t_path(dir, "src");

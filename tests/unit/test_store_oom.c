@@ -91,8 +91,7 @@ static struct store *setup(void)
 
 int main(void)
 {
-	log_debug_enabled = getenv("TEST_DEBUG") != NULL;
-	if (!t_dir_make("test_store_oom"))
+	if (!t_store_begin("test_store_oom"))
 		return 1;
 	struct store *st = setup();
 	if (st) {

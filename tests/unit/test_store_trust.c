@@ -15,10 +15,11 @@
 
 #include "backend/manifest.h"
 #include "backend/store.h"
-#include "backend/store_internal.h" /* pack index objects; to count ranged reads */
+#include "backend/store_internal.h" /* pack index objects */
 #include "lib/util.h"
 #include "tests/unit/t.h"
 #include "tests/unit/t_dir.h"
+#include "tests/unit/t_reads.h"
 #include "tests/unit/t_store.h"
 
 #define PAGES_LEN (2u << 20)
@@ -27,7 +28,6 @@
 /* Source directory @rel: random pages (stored plain) and compressible text. */
 static void write_source(const char *rel)
 {
-	char p[PATH_MAX];
 	unsigned char *pages = malloc(PAGES_LEN), *ckpt = malloc(CKPT_LEN);
 	CHECK(pages && ckpt);
 	if (!pages || !ckpt)
@@ -35,12 +35,7 @@ static void write_source(const char *rel)
 	t_random(pages, PAGES_LEN);
 	for (size_t i = 0; i < CKPT_LEN; i++)
 		ckpt[i] = (unsigned char)"kernel state, compressible "[i % 27] + pages[i / 4096];
-	t_path(p, rel);
-	CHECK(mkdir_p(p, 0755) == 0);
-	snprintf(p, sizeof(p), "%s/%s/pages.img", t_base, rel);
-	CHECK(write_file_durable(p, pages, PAGES_LEN) == 0);
-	snprintf(p, sizeof(p), "%s/%s/checkpoint.img", t_base, rel);
-	CHECK(write_file_durable(p, ckpt, CKPT_LEN) == 0);
+	t_write_image(rel, pages, PAGES_LEN, ckpt, CKPT_LEN);
 out:
 	free(pages);
 	free(ckpt);
@@ -109,40 +104,21 @@ static void junk_pack(const char *pack)
 	free(junk);
 }
 
-/* Ranged reads of the store, counted while a test wraps its objstore. */
-static const struct objstore_ops *real_ops;
-static int range_reads;
-
-static int counted_get_range(struct objstore *os, const char *key, int64_t off, size_t len,
-			     void *buf, struct err *e)
-{
-	range_reads++;
-	return real_ops->get_range(os, key, off, len, buf, e);
-}
-
-/* A put of @id from @rel that counts its ranged reads into range_reads. */
+/* A put of @id from @rel that counts its ranged reads into t_range_reads. */
 static int counted_put(struct store *st, const char *id, const char *rel,
 		       struct store_put_result *res)
 {
-	struct objstore_ops counting = *st->os->ops;
-	real_ops = st->os->ops;
-	counting.get_range = counted_get_range;
-	st->os->ops = &counting;
-	range_reads = 0;
+	t_reads_count(st);
 	int rc = t_store_put(st, id, rel, res);
-	st->os->ops = real_ops;
+	t_reads_end(st);
 	return rc;
 }
 
 /* The store opened again, as after a daemon restart. */
 static void reopen(struct store **st)
 {
-	char url[PATH_MAX + 8];
-	struct err e = {0};
 	store_close(*st);
-	snprintf(url, sizeof(url), "file://%s/store", t_base);
-	*st = NULL;
-	CHECK(store_open(url, NULL, st, &e) == 0);
+	*st = t_store_open("store");
 }
 
 /*
@@ -166,12 +142,12 @@ static void test_junk_pack(struct store *st)
 
 	/* j2's pack, written by this process, is checked once (a chunk and the last byte)... */
 	CHECK(counted_put(st, "j3", "src", &res) == 0);
-	CHECK(range_reads >= 1 && range_reads <= 2);
+	CHECK(t_range_reads >= 1 && t_range_reads <= 2);
 	CHECK(res.stored_bytes < (64 << 10)); /* the manifest only */
 	CHECK(lists_pack(st, "j3", "j2/0000") && !lists_pack(st, "j3", "j1/0000"));
 	/* ... and then trusted. */
 	CHECK(counted_put(st, "j4", "src", &res) == 0);
-	CHECK(range_reads == 0);
+	CHECK(t_range_reads == 0);
 	CHECK(restores(st, "j4", "j4out", "src"));
 }
 
@@ -233,7 +209,7 @@ static void test_restart(struct store **st)
 	if (!*st)
 		return;
 	CHECK(counted_put(*st, "r2", "src-r", &res) == 0);
-	CHECK(range_reads >= 1 && range_reads <= 2);
+	CHECK(t_range_reads >= 1 && t_range_reads <= 2);
 	CHECK(res.stored_bytes < (64 << 10));
 	CHECK(lists_pack(*st, "r2", "r1/0000"));
 	CHECK(t_store_put(*st, "j5", "src", NULL) == 0);
@@ -244,11 +220,8 @@ static void test_restart(struct store **st)
 /* Another host's pack, junk since it wrote it: found at a refresh, dropped at its first reuse. */
 static void test_foreign_pack(struct store *st)
 {
-	struct store *other = NULL;
+	struct store *other = t_store_open("store");
 	struct err e = {0};
-	char url[PATH_MAX + 8];
-	snprintf(url, sizeof(url), "file://%s/store", t_base);
-	CHECK(store_open(url, NULL, &other, &e) == 0);
 	if (!other)
 		return;
 	write_source("src-f");
@@ -263,8 +236,7 @@ static void test_foreign_pack(struct store *st)
 
 int main(void)
 {
-	log_debug_enabled = getenv("TEST_DEBUG") != NULL;
-	if (!t_dir_make("test_store_trust"))
+	if (!t_store_begin("test_store_trust"))
 		return 1;
 	struct store *st = t_store_open("store");
 	if (st) {

@@ -1,0 +1,1316 @@
+/*
+ * test_ops.c - the operations layer (runtime/ops.h) driven without root,
+ * FUSE or gVisor: runsc is tests/fake-runsc, the store a local directory,
+ * the state directory a temp one. Checks every state transition of a
+ * sandbox and a snapshot (the statuses announced in events.jsonl, a repeat
+ * left out), the undo of each failing runsc command, and the reconciliation
+ * at start-up after each kind of interruption.
+ *
+ * A daemon's life is a child process (life()): ops_open, ops_start, the
+ * scenario's steps, ops_shutdown. An interruption is a life killed with
+ * SIGKILL while a runsc call it made is blocked in the fake
+ * (FAKE_RUNSC_HANG; life_killed()); the next life on the same state
+ * directory reconciles. The children's checks are counted in memory the
+ * parent shares (t_share()).
+ *
+ * Waits are on the operations' own completions (ops_done_fn, a condition
+ * variable); the deadline only stops a hung test, and passing it is a
+ * failure, never a timing result.
+ */
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "runtime/ops.h"
+#include "tests/unit/t.h"
+#include "tests/unit/t_dir.h"
+
+#define DEADLINE_S 120	      /* for any one completion, state or hang: only a hung test */
+#define RESULT_MAX 4096	      /* an operation's result kept */
+#define EVENTS_MAX (1u << 20) /* events.jsonl read */
+#define IMAGE "img"
+
+static const struct caller *const root = &access_root;
+
+static char fake_bin[PATH_MAX]; /* tests/fake-runsc */
+static char images[PATH_MAX];	/* <t_base>/images, with IMAGE */
+/* The scenario's: <t_base>/NAME, its state, the wrapper that is --runsc, the fake's root. */
+static char sc_dir[PATH_MAX], state[PATH_MAX], wrapper[PATH_MAX], fake_dir[PATH_MAX];
+static const char *fake_base = ""; /* the faults every fake_set() keeps */
+
+/* --- the fake runsc ----------------------------------------------------- */
+
+/*
+ * Make --runsc a wrapper that exports @settings ("FAKE_RUNSC_FAIL=run ...",
+ * space-separated; "" for none) and fake_base's, and execs the fake: snapfs
+ * hands runsc no environment of its own. Replaced whole, so a call never
+ * reads half of it.
+ */
+static void fake_set(const char *settings)
+{
+	char text[4096], tmp[PATH_MAX + 8], copy[1024];
+	/* A test that dies leaves no sandbox process for long. */
+	size_t n = (size_t)snprintf(text, sizeof(text),
+				    "#!/bin/sh\nexport FAKE_RUNSC_SANDBOX_SECONDS=600\n");
+	xsnprintf(copy, sizeof(copy), "%s %s", fake_base, settings);
+	for (char *save = NULL, *w = strtok_r(copy, " ", &save); w; w = strtok_r(NULL, " ", &save))
+		n += (size_t)snprintf(text + n, sizeof(text) - n, "export %s\n", w);
+	xsnprintf(text + n, sizeof(text) - n, "exec '%s' \"$@\"\n", fake_bin);
+	xsnprintf(tmp, sizeof(tmp), "%s.tmp", wrapper);
+	CHECK(write_file_durable(tmp, text, strlen(text)) == 0);
+	CHECK(chmod(tmp, 0755) == 0);
+	CHECK(rename(tmp, wrapper) == 0);
+}
+
+/* The fake's file @leaf of container @cid into @out ("" if none), its last newline cut. */
+static void fake_read(const char *cid, const char *leaf, char *out, size_t len)
+{
+	char path[PATH_MAX];
+	_cleanup_free_ char *text = NULL;
+	out[0] = '\0';
+	xsnprintf(path, sizeof(path), "%s/containers/%s/%s", fake_dir, cid, leaf);
+	if (read_file(path, &text, NULL, 4096) == 0) {
+		rstrip(text);
+		xsnprintf(out, len, "%s", text);
+	}
+}
+
+static bool fake_has(const char *cid)
+{
+	char path[PATH_MAX];
+	xsnprintf(path, sizeof(path), "%s/containers/%s", fake_dir, cid);
+	return access(path, F_OK) == 0;
+}
+
+/* Did the fake get a call whose line in calls.log is @line? */
+static bool fake_called(const char *line)
+{
+	char path[PATH_MAX];
+	_cleanup_free_ char *log = NULL;
+	xsnprintf(path, sizeof(path), "%s/calls.log", fake_dir);
+	if (read_file(path, &log, NULL, EVENTS_MAX) < 0)
+		return false;
+	size_t n = strlen(line);
+	for (const char *p = log; (p = strstr(p, line)) != NULL; p += n)
+		if ((p == log || p[-1] == '\n') && p[n] == '\n')
+			return true;
+	return false;
+}
+
+/* Apply @fn to each call blocked in the fake (hang/CMD.PID): its name and pid. */
+static int fake_hangs_each(const char *cmd, void (*fn)(const char *name, pid_t pid))
+{
+	char dir[PATH_MAX];
+	int n = 0;
+	xsnprintf(dir, sizeof(dir), "%s/hang", fake_dir);
+	DIR *d = opendir(dir);
+	for (struct dirent *de = d ? readdir(d) : NULL; de; de = readdir(d)) {
+		const char *dot = strrchr(de->d_name, '.');
+		size_t len = dot ? (size_t)(dot - de->d_name) : 0;
+		/* "." and "..", and a pid of 0, which kill() would take for our group. */
+		if (de->d_name[0] == '.' || !dot || atoi(dot + 1) <= 0)
+			continue;
+		if (cmd && (strlen(cmd) != len || strncmp(de->d_name, cmd, len) != 0))
+			continue;
+		n++;
+		if (fn)
+			fn(de->d_name, (pid_t)atoi(dot + 1));
+	}
+	if (d)
+		closedir(d);
+	return n;
+}
+
+static void hang_release(const char *name, pid_t pid)
+{
+	char path[PATH_MAX];
+	(void)pid;
+	xsnprintf(path, sizeof(path), "%s/hang/%s", fake_dir, name);
+	unlink(path);
+}
+
+static void hang_kill(const char *name, pid_t pid)
+{
+	kill(-pid, SIGKILL); /* spawn made it a session leader: its sleep goes too */
+	kill(pid, SIGKILL);
+	hang_release(name, pid);
+}
+
+static void sleep_ms(int ms)
+{
+	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+	nanosleep(&ts, NULL);
+}
+
+/* Wait until @n calls of @cmd are blocked in the fake; a failed check if they never are. */
+static bool fake_wait_hangs(const char *cmd, int n)
+{
+	for (int i = 0; i < DEADLINE_S * 20; i++) {
+		if (fake_hangs_each(cmd, NULL) >= n)
+			return true;
+		sleep_ms(50);
+	}
+	return CHECK_MSG(false, "%d runsc %s calls did not block within %d s", n, cmd, DEADLINE_S);
+}
+
+/* Let the blocked calls go on (the markers of killed ones go too). */
+static void fake_release(void)
+{
+	fake_hangs_each(NULL, hang_release);
+}
+
+/* End every sandbox process the fake started in this scenario. */
+static void fake_kill_sandboxes(void)
+{
+	char dir[PATH_MAX], pid[32];
+	xsnprintf(dir, sizeof(dir), "%s/containers", fake_dir);
+	DIR *d = opendir(dir);
+	for (struct dirent *de = d ? readdir(d) : NULL; de; de = readdir(d)) {
+		if (de->d_name[0] == '.')
+			continue;
+		fake_read(de->d_name, "pid", pid, sizeof(pid));
+		if (atoi(pid) > 0)
+			kill(atoi(pid), SIGKILL);
+	}
+	if (d)
+		closedir(d);
+}
+
+/* --- completions ----------------------------------------------------------- */
+
+struct op {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool done;
+	int rc;
+	char result[RESULT_MAX];
+};
+
+static struct op *op_new(void)
+{
+	struct op *op = calloc(1, sizeof(*op));
+	if (!op)
+		abort();
+	pthread_mutex_init(&op->lock, NULL);
+	pthread_cond_init(&op->cond, NULL);
+	return op;
+}
+
+static void op_done(void *ctx, int rc, const char *result, size_t len)
+{
+	struct op *op = ctx;
+	pthread_mutex_lock(&op->lock);
+	op->rc = rc;
+	xsnprintf(op->result, sizeof(op->result), "%.*s", (int)len, result ? result : "");
+	op->done = true;
+	pthread_cond_signal(&op->cond);
+	pthread_mutex_unlock(&op->lock);
+}
+
+/*
+ * The operation's rc once it completed; frees @op. Past the deadline a
+ * failed check and -ETIMEDOUT, and @op is left to the job that may still
+ * complete it.
+ */
+static int op_wait(struct op *op, char *result, size_t len)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += DEADLINE_S;
+	pthread_mutex_lock(&op->lock);
+	while (!op->done && pthread_cond_timedwait(&op->cond, &op->lock, &ts) != ETIMEDOUT)
+		;
+	bool done = op->done;
+	pthread_mutex_unlock(&op->lock);
+	if (!CHECK_MSG(done, "an operation did not complete within %d s", DEADLINE_S))
+		return -ETIMEDOUT;
+	int rc = op->rc;
+	if (result)
+		xsnprintf(result, len, "%s", op->result);
+	free(op);
+	return rc;
+}
+
+/*
+ * Call an ops_* function with op_done, then wait: its refusal, else the
+ * completion's rc. @call is the call with `OP` where done and ctx go.
+ */
+#define OP_RUN(call, result, len)                                                                  \
+	({                                                                                         \
+		struct op *op_ = op_new();                                                         \
+		struct err e_ = {0};                                                               \
+		int rc_ = call;                                                                    \
+		if (rc_ < 0)                                                                       \
+			free(op_);                                                                 \
+		rc_ < 0 ? rc_ : op_wait(op_, result, len);                                         \
+	})
+#define OP op_done, op_, &e_
+
+/* --- reading the state --------------------------------------------------- */
+
+static struct sandbox sb_get(const char *id)
+{
+	struct sandbox sb = {0};
+	if (registry_sandbox_get(ops_registry(), id, &sb) < 0)
+		sb.state = (enum sandbox_state) - 1;
+	return sb;
+}
+
+static struct snapshot snap_get(const char *id)
+{
+	struct snapshot snap = {0};
+	if (registry_snapshot_get(ops_registry(), id, &snap) < 0)
+		snap.state = (enum snapshot_state) - 1;
+	return snap;
+}
+
+static const char *sb_name(int s)
+{
+	return s < 0 ? "missing" : sandbox_state_name((enum sandbox_state)s);
+}
+
+static const char *snap_name(int s)
+{
+	return s < 0 ? "missing" : snapshot_state_name((enum snapshot_state)s);
+}
+
+/* Is sandbox (@snap: snapshot) @id in state @want (-1: missing)? When not, with its message. */
+static void check_state(int line, bool snap, const char *id, int want)
+{
+	struct sandbox sb = snap ? (struct sandbox){0} : sb_get(id);
+	struct snapshot sn = snap ? snap_get(id) : (struct snapshot){0};
+	int got = snap ? (int)sn.state : (int)sb.state;
+	const char *(*name)(int) = snap ? snap_name : sb_name;
+	t_count(got == want, __FILE__, line, "%s %s is %s, not %s (%s)",
+		snap ? "snapshot" : "sandbox", id, name(got), name(want),
+		snap ? sn.message : sb.message);
+}
+
+#define CHECK_SB(id, want) check_state(__LINE__, false, id, (int)(want))
+#define CHECK_SNAP(id, want) check_state(__LINE__, true, id, (int)(want))
+
+#define CHECK_HAS(text, part)                                                                      \
+	do {                                                                                       \
+		const char *t_ = (text);                                                           \
+		CHECK_MSG(strstr(t_, part) != NULL, "%s: \"%s\" lacks \"%s\"", #text, t_, part);   \
+	} while (0)
+
+/*
+ * The statuses announced for @id, oldest first, space-separated, each
+ * repeat of the one before left out: the transitions it went through.
+ */
+static void events_of(const char *id, char *out, size_t len)
+{
+	char path[PATH_MAX], last[64] = "";
+	_cleanup_free_ char *text = NULL;
+	size_t n = 0;
+	out[0] = '\0';
+	xsnprintf(path, sizeof(path), "%s/events.jsonl", state);
+	if (read_file(path, &text, NULL, EVENTS_MAX) < 0)
+		return;
+	for (char *save = NULL, *l = strtok_r(text, "\n", &save); l;
+	     l = strtok_r(NULL, "\n", &save)) {
+		cJSON *ev = cJSON_Parse(l);
+		const cJSON *evid = cJSON_GetObjectItemCaseSensitive(ev, "id");
+		const cJSON *st = cJSON_GetObjectItemCaseSensitive(ev, "status");
+		if (cJSON_IsString(evid) && cJSON_IsString(st) && !strcmp(evid->valuestring, id) &&
+		    strcmp(st->valuestring, last) != 0) {
+			n += (size_t)snprintf(out + n, n < len ? len - n : 0, "%s%s", n ? " " : "",
+					      st->valuestring);
+			xsnprintf(last, sizeof(last), "%s", st->valuestring);
+		}
+		cJSON_Delete(ev);
+	}
+}
+
+#define CHECK_EVENTS(id, want)                                                                     \
+	do {                                                                                       \
+		char got_[1024];                                                                   \
+		events_of(id, got_, sizeof(got_));                                                 \
+		CHECK_MSG(!strcmp(got_, want), "transitions of %s: \"%s\", not \"%s\"", id, got_,  \
+			  want);                                                                   \
+	} while (0)
+
+/* Poll until sandbox @id is @want (what a thread of the daemon does on its own). */
+static bool sb_wait_state(const char *id, enum sandbox_state want)
+{
+	for (int i = 0; i < DEADLINE_S * 20; i++) {
+		if (sb_get(id).state == want)
+			return true;
+		sleep_ms(50);
+	}
+	CHECK_SB(id, want);
+	return false;
+}
+
+/* The sandbox's "memory": the token its fake container was made with or restored to. */
+static void memory_of(const char *id, char *out, size_t len)
+{
+	fake_read(sb_get(id).runtime_id, "memory", out, len);
+}
+
+/* --- sandboxes -------------------------------------------------------------- */
+
+static void make_sandbox(const char *id)
+{
+	struct err e = {0};
+	CHECK(ops_sandbox_create(root, id, &e) == 0);
+	CHECK(ops_sandbox_set(root, id, SB_FIELD_IMAGE, IMAGE, &e) == 0);
+	CHECK(ops_sandbox_set(root, id, SB_FIELD_ENTRYPOINT, "sleep 1000", &e) == 0);
+}
+
+static int sb_start(const char *id)
+{
+	return OP_RUN(ops_sandbox_start(root, id, OP), NULL, 0);
+}
+
+/* A running sandbox @id; false (a failed check) if it does not start. */
+static bool run_sandbox(const char *id)
+{
+	make_sandbox(id);
+	return CHECK(sb_start(id) == 0);
+}
+
+static int sb_snapshot(const char *id, char snap[ID_MAX])
+{
+	return OP_RUN(ops_sandbox_snapshot(root, id, NULL, snap, OP), NULL, 0);
+}
+
+static int sb_suspend(const char *id)
+{
+	return OP_RUN(ops_sandbox_suspend(root, id, OP), NULL, 0);
+}
+
+static int sb_resume(const char *id)
+{
+	return OP_RUN(ops_sandbox_resume(root, id, OP), NULL, 0);
+}
+
+static int sb_terminate(const char *id)
+{
+	return OP_RUN(ops_sandbox_terminate(root, id, OP), NULL, 0);
+}
+
+static int snap_fork(const char *snap, char id[ID_MAX])
+{
+	return OP_RUN(ops_snapshot_fork(root, snap, id, OP), NULL, 0);
+}
+
+static int snap_delete(const char *snap)
+{
+	return OP_RUN(ops_snapshot_delete(root, snap, OP), NULL, 0);
+}
+
+/* An exec's whole result: the output, then "exit N". */
+static int sb_exec(const char *id, const char *cmdline, char *out, size_t len)
+{
+	return OP_RUN(ops_sandbox_exec(root, id, cmdline, OP), out, len);
+}
+
+static int last_snapshot_cb(const struct snapshot *snap, void *arg)
+{
+	*(struct snapshot *)arg = *snap; /* oldest first */
+	return 0;
+}
+
+/* The newest snapshot of sandbox @id, of any kind, into @out ("" if none). */
+static void newest_of(const char *id, char out[ID_MAX])
+{
+	struct sandbox sb = sb_get(id);
+	struct snapshot snap = {0};
+	ops_sandbox_snapshots_each(&sb, last_snapshot_cb, &snap);
+	memcpy(out, snap.id, ID_MAX);
+}
+
+/* --- lives ------------------------------------------------------------------ */
+
+static bool ops_up(void)
+{
+	struct err e = {0};
+	struct ops_config cfg = {
+	    .state_dir = state,
+	    .images_dir = images,
+	    .runsc_bin = wrapper,
+	    .gc_grace_ms = -1,
+	};
+	if (!CHECK_MSG(ops_open(&cfg, &e) == 0, "ops_open: %s", e.msg))
+		return false;
+	return CHECK_MSG(ops_start(&e) == 0, "ops_start: %s", e.msg);
+}
+
+/* The child's side of a life: the daemon's log into the scenario's, our failures where they were.
+ */
+static void child_begin(void)
+{
+	char log[PATH_MAX];
+	t_err = fdopen(dup(STDERR_FILENO), "w");
+	xsnprintf(log, sizeof(log), "%s/daemon.log", sc_dir);
+	log_to_file(log, 0);
+}
+
+static void life_end(pid_t pid, bool killed)
+{
+	int status = 0;
+	if (killed)
+		kill(pid, SIGKILL);
+	waitpid(pid, &status, 0);
+	if (killed)
+		CHECK_MSG(WIFSIGNALED(status), "a life that was killed ended with status %#x",
+			  status);
+	else
+		CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+			  "a daemon life ended with status %#x (see %s/daemon.log)", status,
+			  sc_dir);
+}
+
+/*
+ * One daemon life on the scenario's state directory: open, @fn, shut down.
+ * @killed: @fn starts what the fake blocks and waits until it is blocked;
+ * then the daemon gets SIGKILL, and the blocked runsc calls are killed too
+ * (a crash of the host's daemon, as far as the registry, the spool and the
+ * store can tell).
+ */
+static void life_run(void (*fn)(void), bool killed)
+{
+	char ready[PATH_MAX];
+	xsnprintf(ready, sizeof(ready), "%s/ready", sc_dir);
+	unlink(ready);
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid == 0) {
+		child_begin();
+		if (ops_up())
+			fn();
+		if (!killed) {
+			ops_shutdown();
+			fflush(NULL);
+			exit(0);
+		}
+		/* Not a check: the parent may kill us before it is counted. It checks. */
+		write_file_durable(ready, "", 0);
+		for (;;)
+			pause();
+	}
+	if (!CHECK(pid > 0))
+		return;
+	for (int i = 0; killed && i < DEADLINE_S * 20 && access(ready, F_OK) < 0; i++)
+		sleep_ms(50);
+	if (killed)
+		CHECK_MSG(access(ready, F_OK) == 0, "the life to be killed was not ready in %d s",
+			  DEADLINE_S);
+	life_end(pid, killed);
+	if (killed)
+		fake_hangs_each(NULL, hang_kill);
+}
+
+static void life(void (*fn)(void))
+{
+	life_run(fn, false);
+}
+
+static void life_killed(void (*fn)(void))
+{
+	life_run(fn, true);
+}
+
+/* A fresh state directory <t_base>/@name and a fake without faults. */
+static void scenario(const char *name)
+{
+	xsnprintf(sc_dir, sizeof(sc_dir), "%s/%s", t_base, name);
+	xsnprintf(state, sizeof(state), "%s/state", sc_dir);
+	xsnprintf(wrapper, sizeof(wrapper), "%s/runsc", sc_dir);
+	xsnprintf(fake_dir, sizeof(fake_dir), "%s/runsc/fake-runsc", state);
+	CHECK(mkdir_p(state, 0700) == 0);
+	fake_set("");
+}
+
+static void scenario_end(void)
+{
+	fake_kill_sandboxes();
+}
+
+/* A value one life leaves for the next: <sc_dir>/@name. */
+static void note_put(const char *name, const char *value)
+{
+	char path[PATH_MAX];
+	xsnprintf(path, sizeof(path), "%s/%s", sc_dir, name);
+	CHECK(write_file_durable(path, value, strlen(value)) == 0);
+}
+
+static void note_get(const char *name, char *out, size_t len)
+{
+	char path[PATH_MAX];
+	_cleanup_free_ char *text = NULL;
+	xsnprintf(path, sizeof(path), "%s/%s", sc_dir, name);
+	out[0] = '\0';
+	if (CHECK(read_file(path, &text, NULL, 4096) == 0))
+		xsnprintf(out, len, "%s", text);
+}
+
+/* --- the life cycle ------------------------------------------------------- */
+
+/* created -> starting -> running, and what a running sandbox answers. */
+static void check_start(const char *id, char mem[64])
+{
+	char out[RESULT_MAX], want[RESULT_MAX];
+	struct err e = {0};
+	make_sandbox(id);
+	CHECK_SB(id, SB_CREATED);
+	CHECK(ops_sandbox_create(root, id, &e) == -EEXIST);
+	CHECK(sb_start(id) == 0);
+	CHECK_SB(id, SB_RUNNING);
+	CHECK_EVENTS(id, "created starting running");
+	struct sandbox sb = sb_get(id);
+	CHECK(sb.pid > 0);
+	CHECK(str_has_prefix(sb.image_digest, "sha256:"));
+	fake_read(sb.runtime_id, "status", out, sizeof(out));
+	CHECK_STR(out, "running");
+	CHECK(sb_start(id) == -EBUSY);
+	memory_of(id, mem, 64);
+	CHECK(mem[0] != '\0');
+	CHECK(sb_exec(id, "cat memory", out, sizeof(out)) == 0);
+	xsnprintf(want, sizeof(want), "%s\nexit 0\n", mem);
+	CHECK_STR(out, want);
+	CHECK(OP_RUN(ops_sandbox_wait(root, id, OP), out, sizeof(out)) == 0);
+	CHECK_STR(out, "running\n");
+}
+
+/* running -> snapshotting -> running; the snapshot pending -> in_progress -> completed. */
+static void check_snapshot(const char *id, const char *mem, char snap[ID_MAX])
+{
+	char line[PATH_MAX + 128], out[RESULT_MAX];
+	struct sandbox before = sb_get(id);
+	CHECK(sb_snapshot(id, snap) == 0);
+	CHECK_SNAP(snap, SNAP_COMPLETED);
+	CHECK_EVENTS(snap, "pending in_progress completed");
+	CHECK_EVENTS(id, "created starting running snapshotting running");
+	struct snapshot s = snap_get(snap);
+	CHECK(s.kind == SNAP_KIND_SNAPSHOT);
+	CHECK(s.size_bytes > 0);
+	CHECK_STR(s.sandbox_id, id);
+	CHECK_STR(sb_get(id).runtime_id, before.runtime_id);
+	memory_of(id, out, sizeof(out));
+	CHECK_STR(out, mem);
+	xsnprintf(line, sizeof(line),
+		  "checkpoint --compression=none --image-path %s/spool/%s "
+		  "--leave-running %s",
+		  state, snap, before.runtime_id);
+	CHECK_MSG(fake_called(line), "no call \"%s\"", line);
+	CHECK(OP_RUN(ops_snapshot_wait(root, snap, OP), out, sizeof(out)) == 0);
+	CHECK_STR(out, "completed\n");
+}
+
+/* A fork of @snap: starting -> running, with the snapshot's memory. */
+static void check_fork(const char *snap, const char *mem, char fork_id[ID_MAX])
+{
+	char out[64];
+	CHECK(snap_fork(snap, fork_id) == 0);
+	CHECK_SB(fork_id, SB_RUNNING);
+	CHECK_EVENTS(fork_id, "starting running");
+	CHECK_STR(sb_get(fork_id).parent_snapshot, snap);
+	memory_of(fork_id, out, sizeof(out));
+	CHECK_STR(out, mem);
+}
+
+/* running -> suspending -> suspended -> resuming -> running, the memory kept. */
+static void check_suspend_resume(const char *id, const char *mem)
+{
+	char out[64];
+	struct sandbox before = sb_get(id);
+	CHECK(sb_suspend(id) == 0);
+	CHECK_SB(id, SB_SUSPENDED);
+	struct sandbox sb = sb_get(id);
+	CHECK_SNAP(sb.restore_snapshot, SNAP_COMPLETED);
+	CHECK(snap_get(sb.restore_snapshot).kind == SNAP_KIND_SUSPEND);
+	CHECK(sb.pid == 0);
+	CHECK(!fake_has(before.runtime_id));
+	CHECK(snap_delete(sb.restore_snapshot) == -EBUSY);
+	CHECK(sb_snapshot(id, out) == -EBUSY);
+	CHECK(sb_resume(id) == 0);
+	CHECK_SB(id, SB_RUNNING);
+	struct sandbox after = sb_get(id);
+	CHECK(strcmp(after.runtime_id, before.runtime_id) != 0);
+	CHECK_STR(after.restore_snapshot, "");
+	CHECK(after.pid > 0);
+	memory_of(id, out, sizeof(out));
+	CHECK_STR(out, mem);
+	CHECK(sb_resume(id) == -EBUSY);
+	CHECK_EVENTS(id, "created starting running snapshotting running suspending suspended "
+			 "resuming running");
+}
+
+/* running -> terminating -> terminated, then removed. */
+static void check_terminate_remove(const char *id)
+{
+	struct err e = {0};
+	struct sandbox before = sb_get(id);
+	CHECK(ops_sandbox_remove(root, id, &e) == -EBUSY);
+	CHECK_SB(id, SB_RUNNING);
+	CHECK(sb_terminate(id) == 0);
+	CHECK_SB(id, SB_TERMINATED);
+	CHECK(!fake_has(before.runtime_id));
+	CHECK(sb_get(id).pid == 0);
+	CHECK(ops_sandbox_remove(root, id, &e) == 0);
+	CHECK(registry_sandbox_get(ops_registry(), id, &before) == -ENOENT);
+	CHECK(OP_RUN(ops_sandbox_wait(root, id, OP), NULL, 0) == -ENOENT);
+}
+
+/* The monitor: a running sandbox whose process exits becomes terminated. */
+static void check_exit(const char *id)
+{
+	char pid[32];
+	fake_read(sb_get(id).runtime_id, "pid", pid, sizeof(pid));
+	CHECK(atoi(pid) > 0 && kill(atoi(pid), SIGKILL) == 0);
+	if (sb_wait_state(id, SB_TERMINATED))
+		CHECK_HAS(sb_get(id).message, "process exited");
+	CHECK_EVENTS(id, "starting running terminated");
+}
+
+static void lifecycle_steps(void)
+{
+	char mem[64], snap[ID_MAX], fork_id[ID_MAX], id[ID_MAX];
+	struct sandbox_spec spec = {.image = IMAGE};
+	check_start("a", mem);
+	check_snapshot("a", mem, snap);
+	check_fork(snap, mem, fork_id);
+	check_suspend_resume("a", mem);
+	check_terminate_remove("a");
+	CHECK_EVENTS("a", "created starting running snapshotting running suspending suspended "
+			  "resuming running terminating terminated removed");
+	check_exit(fork_id);
+	CHECK(snap_delete(snap) == 0);
+	CHECK_SNAP(snap, -1);
+	CHECK_EVENTS(snap, "pending in_progress completed deleted");
+	CHECK(OP_RUN(ops_sandbox_new(root, &spec, id, OP), NULL, 0) == 0);
+	CHECK_SB(id, SB_RUNNING);
+	CHECK_EVENTS(id, "created starting running");
+	note_put("new", id);
+}
+
+/* The next life: a running sandbox is running still, and answers. */
+static void restart_steps(void)
+{
+	char id[ID_MAX], mem[64], out[RESULT_MAX], want[RESULT_MAX];
+	note_get("new", id, sizeof(id));
+	CHECK_SB(id, SB_RUNNING);
+	memory_of(id, mem, sizeof(mem));
+	CHECK(sb_exec(id, "cat memory", out, sizeof(out)) == 0);
+	xsnprintf(want, sizeof(want), "%s\nexit 0\n", mem);
+	CHECK_STR(out, want);
+	CHECK(sb_terminate(id) == 0);
+	CHECK_EVENTS(id, "created starting running terminating terminated");
+}
+
+/* --- terminate from every state ------------------------------------------- */
+
+static void terminate_settled_steps(void)
+{
+	struct err e = {0};
+	char snap[ID_MAX];
+	CHECK(ops_sandbox_create(root, "c", &e) == 0);
+	CHECK(sb_terminate("c") == 0);
+	CHECK(sb_terminate("c") == 0);
+	CHECK_SB("c", SB_TERMINATED);
+	CHECK_EVENTS("c", "created terminating terminated terminating terminated");
+	CHECK(run_sandbox("s") && sb_suspend("s") == 0);
+	xsnprintf(snap, sizeof(snap), "%s", sb_get("s").restore_snapshot);
+	CHECK(sb_terminate("s") == 0);
+	CHECK_SB("s", SB_TERMINATED);
+	CHECK_STR(sb_get("s").restore_snapshot, "");
+	CHECK_EVENTS("s", "created starting running suspending suspended terminating terminated");
+	CHECK(snap_delete(snap) == 0); /* no longer pinned */
+	make_sandbox("f");
+	fake_set("FAKE_RUNSC_FAIL=run");
+	CHECK(sb_start("f") < 0);
+	fake_set("");
+	CHECK(sb_terminate("f") == 0);
+	CHECK_EVENTS("f", "created starting failed terminating terminated");
+}
+
+/* An operation on a sandbox that changes its state, as an ops_* call without @who. */
+typedef int (*begin_fn)(const char *id, ops_done_fn done, void *ctx, struct err *e);
+
+static int begin_start(const char *id, ops_done_fn done, void *ctx, struct err *e)
+{
+	return ops_sandbox_start(root, id, done, ctx, e);
+}
+
+static int begin_snapshot(const char *id, ops_done_fn done, void *ctx, struct err *e)
+{
+	char snap[ID_MAX];
+	return ops_sandbox_snapshot(root, id, NULL, snap, done, ctx, e);
+}
+
+static int begin_suspend(const char *id, ops_done_fn done, void *ctx, struct err *e)
+{
+	return ops_sandbox_suspend(root, id, done, ctx, e);
+}
+
+static int begin_resume(const char *id, ops_done_fn done, void *ctx, struct err *e)
+{
+	return ops_sandbox_resume(root, id, done, ctx, e);
+}
+
+static int begin_terminate(const char *id, ops_done_fn done, void *ctx, struct err *e)
+{
+	return ops_sandbox_terminate(root, id, done, ctx, e);
+}
+
+/*
+ * @begin on sandbox @id (@op its completion, may be NULL) with runsc @cmd
+ * blocked in the fake; once it is, @id must be @during, its transitions so
+ * far @events. The fake's faults are fake_base's again after it.
+ */
+static void begin_blocked(const char *id, begin_fn begin, struct op *op, const char *cmd,
+			  enum sandbox_state during, const char *events)
+{
+	char hang[64];
+	struct err e = {0};
+	xsnprintf(hang, sizeof(hang), "FAKE_RUNSC_HANG=%s", cmd);
+	fake_set(hang);
+	CHECK(begin(id, op ? op_done : NULL, op, &e) == 0);
+	fake_wait_hangs(cmd, 1);
+	fake_set("");
+	CHECK_SB(id, during);
+	CHECK_EVENTS(id, events);
+}
+
+/*
+ * Terminate sandbox @id while the runsc @cmd of @begin on it is blocked:
+ * the call is cancelled, and the job that made it leaves the sandbox to the
+ * terminate. Then @id's transitions are @events, then terminating and
+ * terminated.
+ */
+static void terminate_during(const char *id, begin_fn begin, const char *cmd,
+			     enum sandbox_state during, const char *events)
+{
+	char want[512];
+	struct op *op = op_new();
+	begin_blocked(id, begin, op, cmd, during, events);
+	CHECK(sb_terminate(id) == 0);
+	CHECK(op_wait(op, NULL, 0) < 0);
+	CHECK_SB(id, SB_TERMINATED);
+	xsnprintf(want, sizeof(want), "%s terminating terminated", events);
+	CHECK_EVENTS(id, want);
+	CHECK(!fake_has(sb_get(id).runtime_id));
+	fake_release();
+}
+
+static void terminate_transitional_steps(void)
+{
+	char snap[ID_MAX];
+	make_sandbox("x");
+	terminate_during("x", begin_start, "run", SB_STARTING, "created starting");
+	CHECK(run_sandbox("y"));
+	terminate_during("y", begin_snapshot, "checkpoint", SB_SNAPSHOTTING,
+			 "created starting running snapshotting");
+	newest_of("y", snap);
+	CHECK_SNAP(snap, SNAP_FAILED);
+	CHECK_EVENTS(snap, "pending in_progress failed");
+	CHECK(run_sandbox("z"));
+	terminate_during("z", begin_suspend, "checkpoint", SB_SUSPENDING,
+			 "created starting running suspending");
+	newest_of("z", snap);
+	CHECK_SNAP(snap, SNAP_FAILED);
+	CHECK(run_sandbox("r") && sb_suspend("r") == 0);
+	terminate_during("r", begin_resume, "restore", SB_RESUMING,
+			 "created starting running suspending suspended resuming");
+	CHECK_STR(sb_get("r").restore_snapshot, "");
+
+	/* A second terminate while the first is blocked: both end, terminated. */
+	struct op *op = op_new();
+	CHECK(run_sandbox("w"));
+	begin_blocked("w", begin_terminate, op, "kill", SB_TERMINATING,
+		      "created starting running terminating");
+	CHECK(sb_terminate("w") == 0);
+	CHECK_SB("w", SB_TERMINATED);
+	fake_release();
+	CHECK(op_wait(op, NULL, 0) == 0);
+	CHECK_SB("w", SB_TERMINATED);
+	CHECK_EVENTS("w", "created starting running terminating terminated");
+}
+
+/* --- the undo of each failing runsc command ------------------------------ */
+
+static bool journal_has(const char *name, const char *part)
+{
+	char path[PATH_MAX];
+	_cleanup_free_ char *text = NULL;
+	xsnprintf(path, sizeof(path), "%s/%s", state, name);
+	return read_file(path, &text, NULL, EVENTS_MAX) == 0 && strstr(text, part);
+}
+
+/* A failed run: failed, the container deleted, the reason in `errors` and the sandbox. */
+static void undo_start(void)
+{
+	char line[128];
+	make_sandbox("u1");
+	fake_set("FAKE_RUNSC_FAIL=run");
+	CHECK(sb_start("u1") == -EIO);
+	fake_set("");
+	CHECK_SB("u1", SB_FAILED);
+	CHECK_EVENTS("u1", "created starting failed");
+	struct sandbox sb = sb_get("u1");
+	CHECK_HAS(sb.message, "runsc run failed");
+	CHECK_HAS(sb.message, "FAKE_RUNSC_FAIL");
+	xsnprintf(line, sizeof(line), "delete --force %s", sb.runtime_id);
+	CHECK_MSG(fake_called(line), "no call \"%s\"", line);
+	CHECK(!fake_has(sb.runtime_id));
+	CHECK(journal_has("errors.jsonl", "sandboxes/u1/start"));
+}
+
+/* A failed checkpoint: the snapshot failed, its spool gone; the sandbox as runsc left it. */
+static void undo_checkpoint(const char *id, bool suspend, const char *fake, int want)
+{
+	char snap[ID_MAX], path[PATH_MAX], mem[64], out[64];
+	CHECK(run_sandbox(id));
+	memory_of(id, mem, sizeof(mem));
+	fake_set(fake);
+	CHECK((suspend ? sb_suspend(id) : sb_snapshot(id, snap)) < 0);
+	fake_set("");
+	newest_of(id, snap);
+	CHECK_SNAP(snap, SNAP_FAILED);
+	CHECK_EVENTS(snap, "pending in_progress failed");
+	CHECK_HAS(snap_get(snap).message, "runsc checkpoint failed");
+	xsnprintf(path, sizeof(path), "%s/spool/%s", state, snap);
+	CHECK(access(path, F_OK) < 0);
+	CHECK_SB(id, want);
+	CHECK_STR(sb_get(id).restore_snapshot, "");
+	if (want != SB_RUNNING)
+		return;
+	memory_of(id, out, sizeof(out));
+	CHECK_STR(out, mem);
+	CHECK(sb_snapshot(id, snap) == 0); /* and it can be tried again */
+}
+
+/*
+ * A failed restore of a fork (the second: the first is left to succeed):
+ * the fork failed, its container deleted, the snapshot free again.
+ */
+static void undo_fork(const char *snap)
+{
+	char id[ID_MAX] = "", line[128];
+	fake_set("FAKE_RUNSC_FAIL=restore FAKE_RUNSC_FAIL_AFTER=1");
+	CHECK(snap_fork(snap, id) == 0);
+	CHECK_SB(id, SB_RUNNING);
+	CHECK(snap_fork(snap, id) < 0);
+	fake_set("");
+	CHECK_SB(id, SB_FAILED);
+	CHECK_EVENTS(id, "starting failed");
+	struct sandbox sb = sb_get(id);
+	CHECK_HAS(sb.message, "runsc restore failed");
+	xsnprintf(line, sizeof(line), "delete --force %s", sb.runtime_id);
+	CHECK_MSG(fake_called(line), "no call \"%s\"", line);
+	CHECK(!fake_has(sb.runtime_id));
+	CHECK_SNAP(snap, SNAP_COMPLETED);
+	CHECK(snap_delete(snap) == 0); /* no restore of it is counted any more */
+}
+
+/* A failed restore of a resume: suspended again, and a second resume works. */
+static void undo_resume(const char *id)
+{
+	char mem[64], out[64];
+	CHECK(run_sandbox(id));
+	memory_of(id, mem, sizeof(mem));
+	CHECK(sb_suspend(id) == 0);
+	struct sandbox before = sb_get(id);
+	fake_set("FAKE_RUNSC_FAIL=restore");
+	CHECK(sb_resume(id) < 0);
+	fake_set("");
+	CHECK_SB(id, SB_SUSPENDED);
+	CHECK_STR(sb_get(id).restore_snapshot, before.restore_snapshot);
+	CHECK_HAS(sb_get(id).message, "runsc restore failed");
+	CHECK(sb_resume(id) == 0);
+	CHECK_SB(id, SB_RUNNING);
+	memory_of(id, out, sizeof(out));
+	CHECK_STR(out, mem);
+	CHECK_EVENTS(id, "created starting running suspending suspended resuming suspended "
+			 "resuming running");
+}
+
+/* A failed delete: the terminate fails, the sandbox is failed; a second terminate ends it. */
+static void undo_terminate(const char *id)
+{
+	CHECK(run_sandbox(id));
+	const struct sandbox sb = sb_get(id);
+	fake_set("FAKE_RUNSC_FAIL=delete");
+	CHECK(sb_terminate(id) < 0);
+	fake_set("");
+	CHECK_SB(id, SB_FAILED);
+	CHECK_HAS(sb_get(id).message, "runsc delete failed");
+	CHECK(fake_has(sb.runtime_id));
+	CHECK(sb_terminate(id) == 0);
+	CHECK_SB(id, SB_TERMINATED);
+	CHECK(!fake_has(sb.runtime_id));
+	CHECK_EVENTS(id, "created starting running terminating failed terminating terminated");
+}
+
+/* A failed exec: its exit line says so, and the sandbox runs on. */
+static void undo_exec(const char *id)
+{
+	char out[RESULT_MAX];
+	fake_set("FAKE_RUNSC_FAIL=exec");
+	CHECK(sb_exec(id, "true", out, sizeof(out)) == 0);
+	fake_set("");
+	size_t n = strlen(out);
+	CHECK_MSG(n >= 9 && !strcmp(out + n - 9, "exit 128\n"), "exec result \"%s\"", out);
+	CHECK_SB(id, SB_RUNNING);
+}
+
+static void undo_steps(void)
+{
+	char snap[ID_MAX];
+	undo_start();
+	undo_checkpoint("u2", false, "FAKE_RUNSC_FAIL=checkpoint", SB_RUNNING);
+	undo_checkpoint("u3", false, "FAKE_RUNSC_FAIL=checkpoint FAKE_RUNSC_FAIL_KILL=1",
+			SB_FAILED);
+	undo_checkpoint("u4", true, "FAKE_RUNSC_FAIL=checkpoint", SB_RUNNING);
+	undo_checkpoint("u5", true, "FAKE_RUNSC_FAIL=checkpoint FAKE_RUNSC_FAIL_KILL=1", SB_FAILED);
+	CHECK_EVENTS("u2", "created starting running snapshotting running snapshotting running");
+	CHECK_EVENTS("u3", "created starting running snapshotting failed");
+	CHECK_EVENTS("u4", "created starting running suspending running snapshotting running");
+	CHECK_EVENTS("u5", "created starting running suspending failed");
+	newest_of("u2", snap);
+	undo_fork(snap);
+	undo_resume("u6");
+	undo_terminate("u7");
+	undo_exec("u6");
+}
+
+/*
+ * --- reconciliation after an interruption ---------------------------------
+ *
+ * Each killed life checks what it left (the states, the transitions so
+ * far); the next checks what ops_open() made of it. The reconciliation
+ * writes the registry without announcing (no line in events.jsonl), so
+ * after it the states are checked, not the transitions.
+ */
+
+/* Start @id and keep its memory and container for the next life. */
+static void run_noted(const char *id)
+{
+	char mem[64];
+	CHECK(run_sandbox(id));
+	memory_of(id, mem, sizeof(mem));
+	note_put("memory", mem);
+	note_put("runtime", sb_get(id).runtime_id);
+}
+
+static void check_memory_noted(const char *id)
+{
+	char mem[64], noted[64];
+	note_get("memory", noted, sizeof(noted));
+	memory_of(id, mem, sizeof(mem));
+	CHECK_STR(mem, noted);
+}
+
+static void check_memory_noted_x(void)
+{
+	check_memory_noted("x");
+}
+
+/* Is sandbox @id's container the one it had before the kill? */
+static bool same_container(const char *id)
+{
+	char rid[RUNTIME_ID_MAX];
+	note_get("runtime", rid, sizeof(rid));
+	return strcmp(sb_get(id).runtime_id, rid) == 0;
+}
+
+/* The interrupted checkpoint's snapshot failed, and says it was @was. */
+static void check_interrupted(const char *id, const char *was)
+{
+	char snap[ID_MAX], why[64];
+	newest_of(id, snap);
+	CHECK_SNAP(snap, SNAP_FAILED);
+	xsnprintf(why, sizeof(why), "while it was %s", was);
+	CHECK_HAS(snap_get(snap).message, why);
+}
+
+/* What the reconciliation made of sandbox x, beyond its state. */
+static void starting_gone(void)
+{
+	CHECK_HAS(sb_get("x").message, "after a daemon restart");
+}
+
+static void starting_alive(void)
+{
+	char pid[32], out[RESULT_MAX];
+	struct sandbox sb = sb_get("x");
+	fake_read(sb.runtime_id, "pid", pid, sizeof(pid));
+	CHECK(sb.pid == atoi(pid));
+	CHECK(sb_exec("x", "cat memory", out, sizeof(out)) == 0);
+	CHECK_HAS(out, "exit 0\n");
+}
+
+/* Killed before the checkpoint ran: it never stopped the sandbox. */
+static void checkpoint_never_ran(void)
+{
+	CHECK(same_container("x"));
+	check_interrupted("x", "in_progress");
+	check_memory_noted("x");
+}
+
+/* Killed after a suspend's checkpoint: the sandbox stopped, and runs again from the spool. */
+static void suspending_respooled(void)
+{
+	CHECK_HAS(sb_get("x").message, "restored from its checkpoint");
+	CHECK(!same_container("x"));
+	check_interrupted("x", "in_progress");
+	check_memory_noted("x");
+}
+
+/* The same, with a restore that fails: nothing is left to run. */
+static void suspending_lost(void)
+{
+	CHECK_HAS(sb_get("x").message, "cannot be restored");
+	check_interrupted("x", "in_progress");
+}
+
+/* Killed before the restore ran: suspended, and a resume works. */
+static void resuming_gone(void)
+{
+	CHECK(sb_resume("x") == 0);
+	CHECK_SB("x", SB_RUNNING);
+	check_memory_noted("x");
+}
+
+static void terminating_reconciled(void)
+{
+	char rid[RUNTIME_ID_MAX];
+	note_get("runtime", rid, sizeof(rid));
+	CHECK(!fake_has(rid));
+}
+
+/* Snapshots of five sandboxes: four checkpoints blocked, the fifth waiting for a worker. */
+#define QUEUED_SANDBOXES 5
+static const char *const queued[QUEUED_SANDBOXES] = {"q0", "q1", "q2", "q3", "x"};
+
+static int count_state_cb(const struct snapshot *snap, void *arg)
+{
+	int *n = arg;
+	n[snap->state]++;
+	return 0;
+}
+
+static void queued_killed(void)
+{
+	struct err e = {0};
+	char snap[ID_MAX];
+	int n[SNAP_FAILED + 1] = {0};
+	for (int i = 0; i < QUEUED_SANDBOXES; i++)
+		CHECK(run_sandbox(queued[i]));
+	fake_set("FAKE_RUNSC_HANG=checkpoint");
+	for (int i = 0; i < QUEUED_SANDBOXES; i++)
+		CHECK(ops_sandbox_snapshot(root, queued[i], NULL, snap, NULL, NULL, &e) == 0);
+	fake_wait_hangs("checkpoint", QUEUED_SANDBOXES - 1);
+	registry_snapshot_each(ops_registry(), count_state_cb, n);
+	CHECK(n[SNAP_IN_PROGRESS] == QUEUED_SANDBOXES - 1);
+	CHECK(n[SNAP_PENDING] == 1);
+}
+
+static void queued_reconciled(void)
+{
+	int n[SNAP_FAILED + 1] = {0}, pending = 0;
+	registry_snapshot_each(ops_registry(), count_state_cb, n);
+	CHECK(n[SNAP_FAILED] == QUEUED_SANDBOXES);
+	for (int i = 0; i < QUEUED_SANDBOXES; i++) {
+		char snap[ID_MAX];
+		CHECK_SB(queued[i], SB_RUNNING);
+		newest_of(queued[i], snap);
+		pending += strstr(snap_get(snap).message, "while it was pending") != NULL;
+	}
+	CHECK(pending == 1);
+}
+
+/* A snapshot whose manifest was stored, its row not yet: the manifest decides. */
+static void stored_killed(void)
+{
+	char snap[ID_MAX], size[32];
+	CHECK(run_sandbox("x") && sb_snapshot("x", snap) == 0);
+	struct snapshot s = snap_get(snap);
+	xsnprintf(size, sizeof(size), "%lld", (long long)s.size_bytes);
+	note_put("size", size);
+	s.state = SNAP_IN_PROGRESS;
+	s.size_bytes = s.stored_bytes = s.completed_at = 0;
+	CHECK(registry_snapshot_update(ops_registry(), &s) == 0);
+}
+
+static void stored_reconciled(void)
+{
+	char snap[ID_MAX], size[32], id[ID_MAX];
+	newest_of("x", snap);
+	CHECK_SNAP(snap, SNAP_COMPLETED);
+	note_get("size", size, sizeof(size));
+	CHECK(snap_get(snap).size_bytes == atoll(size) && atoll(size) > 0);
+	CHECK(snap_fork(snap, id) == 0);
+	CHECK_SB(id, SB_RUNNING);
+}
+
+struct interruption {
+	const char *name;
+	/*
+	 * The killed life: @begin on sandbox x, @cmd blocked, while x is
+	 * @during; or, when @killed is set, that instead.
+	 */
+	begin_fn begin;
+	const char *cmd;
+	enum sandbox_state during;
+	void (*killed)(void);
+	const char *fake;	  /* the fake's faults besides the hang */
+	const char *reopen;	  /* those of the next life */
+	enum sandbox_state after; /* x once reconciled */
+	void (*reconciled)(void); /* and what else the next life checks */
+};
+
+#define AFTER "FAKE_RUNSC_HANG_AT=after"
+#define CKPT "checkpoint"
+static const struct interruption interruptions[] = {
+    {"starting-gone", begin_start, "run", SB_STARTING, NULL, "", "", SB_FAILED, starting_gone},
+    {"starting-alive", begin_start, "run", SB_STARTING, NULL, AFTER, "", SB_RUNNING,
+     starting_alive},
+    {"snapshotting", begin_snapshot, CKPT, SB_SNAPSHOTTING, NULL, "", "", SB_RUNNING,
+     checkpoint_never_ran},
+    {"suspending-alive", begin_suspend, CKPT, SB_SUSPENDING, NULL, "", "", SB_RUNNING,
+     checkpoint_never_ran},
+    {"suspending-stopped", begin_suspend, CKPT, SB_SUSPENDING, NULL, AFTER, "", SB_RUNNING,
+     suspending_respooled},
+    {"suspending-lost", begin_suspend, CKPT, SB_SUSPENDING, NULL, AFTER, "FAKE_RUNSC_FAIL=restore",
+     SB_FAILED, suspending_lost},
+    {"resuming-gone", begin_resume, "restore", SB_RESUMING, NULL, "", "", SB_SUSPENDED,
+     resuming_gone},
+    {"resuming-alive", begin_resume, "restore", SB_RESUMING, NULL, AFTER, "", SB_RUNNING,
+     check_memory_noted_x},
+    {"terminating", begin_terminate, "kill", SB_TERMINATING, NULL, "", "", SB_TERMINATED,
+     terminating_reconciled},
+    {"snapshot-pending", NULL, NULL, SB_RUNNING, queued_killed, "", "", SB_RUNNING,
+     queued_reconciled},
+    {"snapshot-stored", NULL, NULL, SB_RUNNING, stored_killed, "", "", SB_RUNNING,
+     stored_reconciled},
+};
+
+static const struct interruption *now; /* the one under way */
+
+/* x's transitions so far, for a kill while it is @during. */
+static const char *transitions_to(enum sandbox_state during)
+{
+	switch (during) {
+	case SB_STARTING:
+		return "created starting";
+	case SB_SNAPSHOTTING:
+		return "created starting running snapshotting";
+	case SB_SUSPENDING:
+		return "created starting running suspending";
+	case SB_RESUMING:
+		return "created starting running suspending suspended resuming";
+	default:
+		return "created starting running terminating";
+	}
+}
+
+static void killed(void)
+{
+	char snap[ID_MAX];
+	if (now->killed) {
+		now->killed();
+		return;
+	}
+	if (now->during == SB_STARTING)
+		make_sandbox("x");
+	else
+		run_noted("x");
+	if (now->during == SB_RESUMING)
+		CHECK(sb_suspend("x") == 0);
+	begin_blocked("x", now->begin, NULL, now->cmd, now->during, transitions_to(now->during));
+	if (now->during != SB_SNAPSHOTTING && now->during != SB_SUSPENDING)
+		return;
+	newest_of("x", snap);
+	CHECK_SNAP(snap, SNAP_IN_PROGRESS);
+}
+
+static void reconciled(void)
+{
+	CHECK_SB("x", now->after);
+	now->reconciled();
+}
+
+static void interrupted(const struct interruption *in)
+{
+	now = in;
+	scenario(in->name);
+	fake_base = in->fake;
+	life_killed(killed);
+	fake_base = "";
+	fake_set(in->reopen);
+	life(reconciled);
+	scenario_end();
+}
+
+/* --- main --------------------------------------------------------------------- */
+
+/* tests/fake-runsc: $FAKE_RUNSC, or beside this binary's build/asan/tests/unit/. */
+static bool find_fake(void)
+{
+	char exe[PATH_MAX];
+	const char *env = getenv("FAKE_RUNSC");
+	if (env)
+		return xsnprintf(fake_bin, sizeof(fake_bin), "%s", env) >= 0;
+	if (!realpath("/proc/self/exe", exe))
+		return false;
+	for (int i = 0; i < 5; i++) {
+		char *slash = strrchr(exe, '/');
+		if (!slash)
+			return false;
+		*slash = '\0';
+	}
+	return xsnprintf(fake_bin, sizeof(fake_bin), "%s/tests/fake-runsc", exe) >= 0 &&
+	       access(fake_bin, X_OK) == 0;
+}
+
+static bool setup(void)
+{
+	if (!CHECK_MSG(find_fake(), "no tests/fake-runsc (set FAKE_RUNSC)"))
+		return false;
+	t_path(images, "images");
+	CHECK(mkdir_p(images, 0755) == 0);
+	CHECK(mkdir_p(strcat(strcat(images, "/"), IMAGE "/etc"), 0755) == 0);
+	t_path(images, "images/" IMAGE "/etc/hostname");
+	CHECK(write_file_durable(images, "fake\n", 5) == 0);
+	t_path(images, "images");
+	return true;
+}
+
+static void one_life(const char *name, void (*fn)(void), void (*next)(void))
+{
+	scenario(name);
+	life(fn);
+	if (next)
+		life(next);
+	scenario_end();
+}
+
+int main(void)
+{
+	if (!t_share() || !t_dir_make("test_ops") || !setup())
+		return t_done() || 1;
+	one_life("lifecycle", lifecycle_steps, restart_steps);
+	one_life("terminate-settled", terminate_settled_steps, NULL);
+	one_life("terminate-transitional", terminate_transitional_steps, NULL);
+	one_life("undo", undo_steps, NULL);
+	for (size_t i = 0; i < ARRAY_SIZE(interruptions); i++)
+		interrupted(&interruptions[i]);
+	if (t_n->failed == 0)
+		rm_rf(t_base);
+	else
+		printf("test_ops: kept %s (each scenario's daemon.log is there)\n", t_base);
+	return t_done();
+}
