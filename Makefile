@@ -55,6 +55,10 @@ build/asan/tests/unit/%: build/asan/tests/unit/%.o $(call OBJ,build/asan,$(LIB_S
 
 UNIT_BINS := $(patsubst %.c,build/asan/%,$(UNIT_SRCS))
 
+# test_store_oom makes one allocation of the store fail: every calloc of its
+# program goes through the test's __wrap_calloc().
+build/asan/tests/unit/test_store_oom: LDLIBS += -Wl,--wrap=calloc
+
 unit: $(UNIT_BINS)
 	@tests/run-unit.sh $(UNIT_BINS)
 

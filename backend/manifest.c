@@ -20,7 +20,7 @@ static void json_deletep(cJSON **j)
 bool manifest_name_ok(const char *name)
 {
 	size_t len = strlen(name);
-	if (len == 0 || len > MANIFEST_NAME_MAX || name[0] == '.' || strstr(name, ".tmp."))
+	if (len == 0 || len > MANIFEST_NAME_MAX || name[0] == '.' || strstr(name, TMP_MARK))
 		return false;
 	for (const char *p = name; *p; p++) {
 		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
@@ -44,7 +44,7 @@ bool manifest_pack_ok(const char *name)
 	}
 	const char *seq = slash + 1;
 	size_t seq_len = strlen(seq);
-	return seq_len >= 4 && strspn(seq, "0123456789") == seq_len && !strstr(name, ".tmp.");
+	return seq_len >= 4 && strspn(seq, "0123456789") == seq_len && !strstr(name, TMP_MARK);
 }
 
 void sha256_to_hex(const unsigned char sha[SHA256_LEN], char *hex)

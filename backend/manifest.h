@@ -105,7 +105,7 @@ struct manifest {
 	int64_t stored_bytes;
 };
 
-/* Whether @name may be a snapshot's file: [A-Za-z0-9._-], no leading '.', no ".tmp.". */
+/* Whether @name may be a snapshot's file: [A-Za-z0-9._-], no leading '.', no TMP_MARK. */
 bool manifest_name_ok(const char *name);
 /* Whether @name may be a pack name: "<id>/<digits>", id as store ids are. */
 bool manifest_pack_ok(const char *name);

@@ -59,19 +59,26 @@ static int index_of(const char *const *names, size_t n, const char *name)
 	return -EINVAL;
 }
 
-const char *sandbox_state_name(enum sandbox_state s)
-{
-	return name_of(sb_state_names, ARRAY_SIZE(sb_state_names), s);
-}
+/*
+ * X_name() and X_parse() (registry.h) for enum @type, whose names are
+ * @names: "unknown" for a value without a name, -EINVAL for a name of none.
+ */
+#define ENUM_NAMES(x, type, names)                                                                 \
+	const char *x##_name(type v)                                                               \
+	{                                                                                          \
+		return name_of(names, ARRAY_SIZE(names), v);                                       \
+	}                                                                                          \
+	int x##_parse(const char *name, type *out)                                                 \
+	{                                                                                          \
+		int v = index_of(names, ARRAY_SIZE(names), name);                                  \
+		if (v >= 0)                                                                        \
+			*out = (type)v;                                                            \
+		return v < 0 ? v : 0;                                                              \
+	}
 
-int sandbox_state_parse(const char *name, enum sandbox_state *out)
-{
-	int v = index_of(sb_state_names, ARRAY_SIZE(sb_state_names), name);
-	if (v < 0)
-		return v;
-	*out = (enum sandbox_state)v;
-	return 0;
-}
+ENUM_NAMES(sandbox_state, enum sandbox_state, sb_state_names)
+ENUM_NAMES(snapshot_state, enum snapshot_state, snap_state_names)
+ENUM_NAMES(snapshot_kind, enum snapshot_kind, snap_kind_names)
 
 bool sandbox_state_transitional(enum sandbox_state s)
 {
@@ -79,37 +86,9 @@ bool sandbox_state_transitional(enum sandbox_state s)
 	       s == SB_TERMINATING;
 }
 
-const char *snapshot_state_name(enum snapshot_state s)
-{
-	return name_of(snap_state_names, ARRAY_SIZE(snap_state_names), s);
-}
-
 bool snapshot_state_settled(enum snapshot_state s)
 {
 	return s == SNAP_COMPLETED || s == SNAP_FAILED;
-}
-
-int snapshot_state_parse(const char *name, enum snapshot_state *out)
-{
-	int v = index_of(snap_state_names, ARRAY_SIZE(snap_state_names), name);
-	if (v < 0)
-		return v;
-	*out = (enum snapshot_state)v;
-	return 0;
-}
-
-const char *snapshot_kind_name(enum snapshot_kind k)
-{
-	return name_of(snap_kind_names, ARRAY_SIZE(snap_kind_names), k);
-}
-
-int snapshot_kind_parse(const char *name, enum snapshot_kind *out)
-{
-	int v = index_of(snap_kind_names, ARRAY_SIZE(snap_kind_names), name);
-	if (v < 0)
-		return v;
-	*out = (enum snapshot_kind)v;
-	return 0;
 }
 
 /* --- SQL -------------------------------------------------------------------- */
@@ -208,42 +187,129 @@ static int bind_ok(int rc)
 	return error(EIO, "registry: binding a value failed: %s", sqlite3_errstr(rc));
 }
 
-/* A string that fills its whole field has no NUL: it is too long for the field. */
-static int bind_text(sqlite3_stmt *st, int i, const char *s, size_t size)
-{
-	size_t n = strnlen(s, size);
-	if (n == size)
-		return -ENAMETOOLONG;
-	return bind_ok(sqlite3_bind_text(st, i, s, (int)n, SQLITE_STATIC));
-}
-#define BIND_TEXT(st, i, field) bind_text(st, i, field, sizeof(field))
-
 static int bind_i64(sqlite3_stmt *st, int i, int64_t v)
 {
 	return bind_ok(sqlite3_bind_int64(st, i, v));
 }
 
-static int bind_name(sqlite3_stmt *st, int i, const char *const *names, size_t n, size_t v)
-{
-	if (v >= n)
-		return -EINVAL;
-	return bind_ok(sqlite3_bind_text(st, i, names[v], -1, SQLITE_STATIC));
-}
-
-int reg_bind_key(sqlite3_stmt *st, const void *key)
+static int bind_key(sqlite3_stmt *st, const void *key)
 {
 	return bind_ok(sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC));
 }
 
-static int first_error(const int *r, size_t n)
+/* --- rows <-> records ------------------------------------------------------- */
+
+/* How a column holds a field of a record. */
+enum col_type {
+	COL_TEXT, /* char[]: refused on write if it fills its field (no NUL), cut on read */
+	COL_I64,  /* int64_t */
+	COL_BOOL, /* bool, 0 or 1 */
+	COL_PID,  /* pid_t */
+	COL_ENUM, /* an enum, by its name in names[] */
+	COL_UID,  /* uid_t, gid_t: a value no id can have is refused on read */
+	COL_GID,
+};
+
+struct column {
+	enum col_type type;
+	size_t off, size; /* the field in the record */
+	const char *const *names;
+	size_t nnames;
+};
+
+/* A table's columns, in SB_COLS or SNAP_COLS order (registry_internal.h). */
+struct table {
+	const struct column *cols;
+	size_t ncols;
+	size_t size; /* of a record */
+};
+
+/* The enums are stored as unsigned ints (COL_ENUM): every one of them is that size. */
+_Static_assert(sizeof(enum sandbox_state) == sizeof(unsigned) &&
+		   sizeof(enum snapshot_state) == sizeof(unsigned) &&
+		   sizeof(enum snapshot_kind) == sizeof(unsigned),
+	       "registry enums are unsigned ints");
+
+/* A column entry's type and field @f of struct @rec; NAMES() adds an enum's names. */
+#define FIELD(t, rec, f) .type = (t), .off = offsetof(rec, f), .size = sizeof(((rec *)0)->f)
+#define SB(t, f) FIELD(t, struct sandbox, f)
+#define SNAP(t, f) FIELD(t, struct snapshot, f)
+#define NAMES(n) .names = (n), .nnames = ARRAY_SIZE(n)
+
+static const struct column sandbox_cols[] = {
+    {SB(COL_TEXT, id)},
+    {SB(COL_TEXT, runtime_id)},
+    {SB(COL_TEXT, image)},
+    {SB(COL_TEXT, image_digest)},
+    {SB(COL_TEXT, entrypoint)},
+    {SB(COL_TEXT, env)},
+    {SB(COL_BOOL, gpu)},
+    {SB(COL_ENUM, state), NAMES(sb_state_names)},
+    {SB(COL_TEXT, message)},
+    {SB(COL_I64, created_at)},
+    {SB(COL_TEXT, parent_snapshot)},
+    {SB(COL_TEXT, restore_snapshot)},
+    {SB(COL_PID, pid)},
+    {SB(COL_UID, owner_uid)},
+    {SB(COL_GID, owner_gid)},
+};
+
+static const struct column snapshot_cols[] = {
+    {SNAP(COL_TEXT, id)},
+    {SNAP(COL_TEXT, name)},
+    {SNAP(COL_ENUM, kind), NAMES(snap_kind_names)},
+    {SNAP(COL_TEXT, sandbox_id)},
+    {SNAP(COL_I64, created_at)},
+    {SNAP(COL_I64, completed_at)},
+    {SNAP(COL_ENUM, state), NAMES(snap_state_names)},
+    {SNAP(COL_TEXT, message)},
+    {SNAP(COL_I64, pause_ms)},
+    {SNAP(COL_I64, size_bytes)},
+    {SNAP(COL_I64, stored_bytes)},
+    {SNAP(COL_TEXT, image)},
+    {SNAP(COL_TEXT, image_digest)},
+    {SNAP(COL_TEXT, entrypoint)},
+    {SNAP(COL_TEXT, host_json)},
+    {SNAP(COL_BOOL, gpu)},
+    {SNAP(COL_TEXT, env)},
+    {SNAP(COL_UID, owner_uid)},
+    {SNAP(COL_GID, owner_gid)},
+};
+
+static const struct table tables[] = {
+    [REG_SANDBOXES] = {sandbox_cols, ARRAY_SIZE(sandbox_cols), sizeof(struct sandbox)},
+    [REG_SNAPSHOTS] = {snapshot_cols, ARRAY_SIZE(snapshot_cols), sizeof(struct snapshot)},
+};
+
+/* Bind field @f (of column @c) as ?@i. A string that fills its whole field has no NUL. */
+static int bind_column(sqlite3_stmt *st, int i, const struct column *c, const void *f)
 {
-	for (size_t i = 0; i < n; i++)
-		if (r[i] < 0)
-			return r[i];
-	return 0;
+	unsigned v;
+	switch (c->type) {
+	case COL_TEXT:
+		if (strnlen(f, c->size) == c->size)
+			return -ENAMETOOLONG;
+		return bind_ok(sqlite3_bind_text(st, i, f, -1, SQLITE_STATIC));
+	case COL_I64:
+		return bind_i64(st, i, *(const int64_t *)f);
+	case COL_BOOL:
+		return bind_i64(st, i, *(const bool *)f);
+	case COL_PID:
+		return bind_i64(st, i, *(const pid_t *)f);
+	case COL_ENUM:
+		memcpy(&v, f, sizeof(v));
+		if (v >= c->nnames)
+			return -EINVAL;
+		return bind_ok(sqlite3_bind_text(st, i, c->names[v], -1, SQLITE_STATIC));
+	case COL_UID:
+		return bind_i64(st, i, *(const uid_t *)f);
+	case COL_GID:
+		return bind_i64(st, i, *(const gid_t *)f);
+	}
+	return -EINVAL;
 }
 
-/* Copy column @i into @dst, cut to @size - 1 bytes (only a foreign writer makes it longer). */
+/* Copy text column @i into @dst, cut to @size - 1 bytes (only a foreign writer makes it longer). */
 static void column_text(sqlite3_stmt *st, int i, char *dst, size_t size)
 {
 	const char *s = (const char *)sqlite3_column_text(st, i);
@@ -257,7 +323,6 @@ static void column_text(sqlite3_stmt *st, int i, char *dst, size_t size)
 		memcpy(dst, s, n);
 	dst[n] = '\0';
 }
-#define COLUMN_TEXT(st, i, field) column_text(st, i, field, sizeof(field))
 
 /* The enum value named by column @i, or -EIO for a name this build does not know. */
 static int column_name(sqlite3_stmt *st, int i, const char *const *names, size_t n)
@@ -271,139 +336,91 @@ static int column_name(sqlite3_stmt *st, int i, const char *const *names, size_t
 }
 
 /*
- * The owner's uid and gid in columns @i and @i + 1. A value no uid can have
- * (only a foreign writer makes one) is refused: read as root's, it would
- * hand the row to root, and as anyone's, to them.
+ * An owner's uid or gid in column @i. A value no id can have (only a foreign
+ * writer makes one) is refused: read as root's, it would hand the row to
+ * root, and as anyone's, to them.
  */
-static int column_id(sqlite3_stmt *st, int i, uid_t *uid, gid_t *gid)
+static int column_id(sqlite3_stmt *st, int i, int64_t *id)
 {
-	int64_t u = sqlite3_column_int64(st, i), g = sqlite3_column_int64(st, i + 1);
-	if (u < 0 || u >= (int64_t)(uid_t)-1 || g < 0 || g >= (int64_t)(gid_t)-1)
-		return error(EIO, "registry: owner %lld:%lld of a row is no uid:gid", (long long)u,
-			     (long long)g);
-	*uid = (uid_t)u;
-	*gid = (gid_t)g;
-	return 0;
+	*id = sqlite3_column_int64(st, i);
+	if (*id >= 0 && *id < (int64_t)(uid_t)-1 && *id < (int64_t)(gid_t)-1)
+		return 0;
+	return error(EIO, "registry: %s %lld of a row is no id", sqlite3_column_name(st, i),
+		     (long long)*id);
 }
 
-/* --- rows <-> structs ------------------------------------------------------- */
-
-int reg_sandbox_bind(sqlite3_stmt *st, const void *obj)
+/* Read column @i (of column @c) into field @f. */
+static int read_column(sqlite3_stmt *st, int i, const struct column *c, void *f)
 {
-	const struct sandbox *sb = obj;
-	const int r[] = {
-	    BIND_TEXT(st, 1, sb->id),
-	    BIND_TEXT(st, 2, sb->runtime_id),
-	    BIND_TEXT(st, 3, sb->image),
-	    BIND_TEXT(st, 4, sb->image_digest),
-	    BIND_TEXT(st, 5, sb->entrypoint),
-	    BIND_TEXT(st, 6, sb->env),
-	    bind_i64(st, 7, sb->gpu),
-	    bind_name(st, 8, sb_state_names, ARRAY_SIZE(sb_state_names), sb->state),
-	    BIND_TEXT(st, 9, sb->message),
-	    bind_i64(st, 10, sb->created_at),
-	    BIND_TEXT(st, 11, sb->parent_snapshot),
-	    BIND_TEXT(st, 12, sb->restore_snapshot),
-	    bind_i64(st, 13, sb->pid),
-	    bind_i64(st, 14, sb->owner_uid),
-	    bind_i64(st, 15, sb->owner_gid),
-	};
-	return first_error(r, ARRAY_SIZE(r));
+	int64_t id;
+	int r = 0;
+	switch (c->type) {
+	case COL_TEXT:
+		column_text(st, i, f, c->size);
+		break;
+	case COL_I64:
+		*(int64_t *)f = sqlite3_column_int64(st, i);
+		break;
+	case COL_BOOL:
+		*(bool *)f = sqlite3_column_int(st, i) != 0;
+		break;
+	case COL_PID:
+		*(pid_t *)f = (pid_t)sqlite3_column_int64(st, i);
+		break;
+	case COL_ENUM:
+		r = column_name(st, i, c->names, c->nnames);
+		if (r >= 0)
+			memcpy(f, &(unsigned){(unsigned)r}, sizeof(unsigned));
+		break;
+	case COL_UID:
+	case COL_GID:
+		r = column_id(st, i, &id);
+		if (r == 0 && c->type == COL_UID)
+			*(uid_t *)f = (uid_t)id;
+		else if (r == 0)
+			*(gid_t *)f = (gid_t)id;
+		break;
+	}
+	return r < 0 ? r : 0;
 }
 
-int reg_sandbox_read(sqlite3_stmt *st, struct sandbox *sb)
+/* Bind @rec, a record of table @t, to ?1.. of @st. */
+static int bind_record(sqlite3_stmt *st, enum reg_table t, const void *rec)
 {
-	memset(sb, 0, sizeof(*sb));
-	COLUMN_TEXT(st, 0, sb->id);
-	COLUMN_TEXT(st, 1, sb->runtime_id);
-	COLUMN_TEXT(st, 2, sb->image);
-	COLUMN_TEXT(st, 3, sb->image_digest);
-	COLUMN_TEXT(st, 4, sb->entrypoint);
-	COLUMN_TEXT(st, 5, sb->env);
-	sb->gpu = sqlite3_column_int(st, 6) != 0;
-	int state = column_name(st, 7, sb_state_names, ARRAY_SIZE(sb_state_names));
-	if (state < 0)
-		return state;
-	sb->state = (enum sandbox_state)state;
-	COLUMN_TEXT(st, 8, sb->message);
-	sb->created_at = sqlite3_column_int64(st, 9);
-	COLUMN_TEXT(st, 10, sb->parent_snapshot);
-	COLUMN_TEXT(st, 11, sb->restore_snapshot);
-	sb->pid = (pid_t)sqlite3_column_int64(st, 12);
-	return column_id(st, 13, &sb->owner_uid, &sb->owner_gid);
+	int r = 0;
+	for (size_t i = 0; r == 0 && i < tables[t].ncols; i++) {
+		const struct column *c = &tables[t].cols[i];
+		r = bind_column(st, (int)i + 1, c, (const char *)rec + c->off);
+	}
+	return r;
 }
 
-int reg_snapshot_bind(sqlite3_stmt *st, const void *obj)
+/* Read the row @st is on into @rec, a record of table @t. */
+static int read_record(sqlite3_stmt *st, enum reg_table t, void *rec)
 {
-	const struct snapshot *snap = obj;
-	const int r[] = {
-	    BIND_TEXT(st, 1, snap->id),
-	    BIND_TEXT(st, 2, snap->name),
-	    bind_name(st, 3, snap_kind_names, ARRAY_SIZE(snap_kind_names), snap->kind),
-	    BIND_TEXT(st, 4, snap->sandbox_id),
-	    bind_i64(st, 5, snap->created_at),
-	    bind_i64(st, 6, snap->completed_at),
-	    bind_name(st, 7, snap_state_names, ARRAY_SIZE(snap_state_names), snap->state),
-	    BIND_TEXT(st, 8, snap->message),
-	    bind_i64(st, 9, snap->pause_ms),
-	    bind_i64(st, 10, snap->size_bytes),
-	    bind_i64(st, 11, snap->stored_bytes),
-	    BIND_TEXT(st, 12, snap->image),
-	    BIND_TEXT(st, 13, snap->image_digest),
-	    BIND_TEXT(st, 14, snap->entrypoint),
-	    BIND_TEXT(st, 15, snap->host_json),
-	    bind_i64(st, 16, snap->gpu),
-	    BIND_TEXT(st, 17, snap->env),
-	    bind_i64(st, 18, snap->owner_uid),
-	    bind_i64(st, 19, snap->owner_gid),
-	};
-	return first_error(r, ARRAY_SIZE(r));
-}
-
-int reg_snapshot_read(sqlite3_stmt *st, struct snapshot *snap)
-{
-	memset(snap, 0, sizeof(*snap));
-	COLUMN_TEXT(st, 0, snap->id);
-	COLUMN_TEXT(st, 1, snap->name);
-	int kind = column_name(st, 2, snap_kind_names, ARRAY_SIZE(snap_kind_names));
-	if (kind < 0)
-		return kind;
-	snap->kind = (enum snapshot_kind)kind;
-	COLUMN_TEXT(st, 3, snap->sandbox_id);
-	snap->created_at = sqlite3_column_int64(st, 4);
-	snap->completed_at = sqlite3_column_int64(st, 5);
-	int state = column_name(st, 6, snap_state_names, ARRAY_SIZE(snap_state_names));
-	if (state < 0)
-		return state;
-	snap->state = (enum snapshot_state)state;
-	COLUMN_TEXT(st, 7, snap->message);
-	snap->pause_ms = sqlite3_column_int64(st, 8);
-	snap->size_bytes = sqlite3_column_int64(st, 9);
-	snap->stored_bytes = sqlite3_column_int64(st, 10);
-	COLUMN_TEXT(st, 11, snap->image);
-	COLUMN_TEXT(st, 12, snap->image_digest);
-	COLUMN_TEXT(st, 13, snap->entrypoint);
-	COLUMN_TEXT(st, 14, snap->host_json);
-	snap->gpu = sqlite3_column_int(st, 15) != 0;
-	COLUMN_TEXT(st, 16, snap->env);
-	return column_id(st, 17, &snap->owner_uid, &snap->owner_gid);
+	int r = 0;
+	memset(rec, 0, tables[t].size);
+	for (size_t i = 0; r == 0 && i < tables[t].ncols; i++) {
+		const struct column *c = &tables[t].cols[i];
+		r = read_column(st, (int)i, c, (char *)rec + c->off);
+	}
+	return r;
 }
 
 /* --- generic runners -------------------------------------------------------- */
 
 /*
- * Run one writing statement whose parameters @bind fills from @obj.
- * Returns 1 if it returned a row (RETURNING: the row existed), 0 if not,
- * or a negative errno.
+ * Run one writing statement whose parameters are the fields of @rec, a
+ * record of table @t, or (@t REG_KEY) the string @rec as ?1. Returns 1 if it
+ * returned a row (RETURNING: the row existed), 0 if not, or a negative errno.
  */
-static int write_one(struct registry *reg, const char *sql,
-		     int (*bind)(sqlite3_stmt *st, const void *obj), const void *obj)
+static int write_one(struct registry *reg, const char *sql, enum reg_table t, const void *rec)
 {
 	_cleanup_stmt_ sqlite3_stmt *st = NULL;
 	int r = prepare(reg, sql, &st);
 	if (r < 0)
 		return r;
-	r = bind(st, obj);
+	r = t == REG_KEY ? bind_key(st, rec) : bind_record(st, t, rec);
 	if (r < 0)
 		return r;
 	bool returned = false;
@@ -416,9 +433,6 @@ static int write_one(struct registry *reg, const char *sql,
 }
 
 /*
- * Run a query, with @key (if not NULL) as ?1, and call @row for each row
- * until it returns non-zero, which is returned; 0 after the last row.
- *
  * While a walk is open, writes made on this connection (by @row's callers
  * or other threads) are visible at once but commit when it ends, so
  * callbacks should be short.
@@ -431,7 +445,7 @@ int reg_query(struct registry *reg, const char *sql, const char *key,
 	if (r < 0)
 		return r;
 	if (key) {
-		r = reg_bind_key(st, key);
+		r = bind_key(st, key);
 		if (r < 0)
 			return r;
 	}
@@ -445,18 +459,15 @@ int reg_query(struct registry *reg, const char *sql, const char *key,
 	return r;
 }
 
-int reg_insert(struct registry *reg, const char *sql,
-	       int (*bind)(sqlite3_stmt *st, const void *obj), const void *obj)
+int reg_insert(struct registry *reg, const char *sql, enum reg_table t, const void *rec)
 {
-	int r = write_one(reg, sql, bind, obj);
+	int r = write_one(reg, sql, t, rec);
 	return r < 0 ? r : 0;
 }
 
-/* For UPDATE and DELETE statements that end in RETURNING. */
-int reg_change(struct registry *reg, const char *sql,
-	       int (*bind)(sqlite3_stmt *st, const void *obj), const void *obj)
+int reg_change(struct registry *reg, const char *sql, enum reg_table t, const void *rec)
 {
-	int r = write_one(reg, sql, bind, obj);
+	int r = write_one(reg, sql, t, rec);
 	if (r < 0)
 		return r;
 	return r ? 0 : -ENOENT;
@@ -467,6 +478,55 @@ int reg_found_row(sqlite3_stmt *st, void *ctx)
 	(void)st;
 	(void)ctx;
 	return 1;
+}
+
+struct get {
+	enum reg_table t;
+	void *out;
+};
+
+static int get_row(sqlite3_stmt *st, void *ctx)
+{
+	struct get *g = ctx;
+	int r = read_record(st, g->t, g->out);
+	return r < 0 ? r : 1;
+}
+
+int reg_get(struct registry *reg, const char *sql, const char *key, enum reg_table t, void *out)
+{
+	struct get g = {t, out};
+	int r = reg_query(reg, sql, key, get_row, &g);
+	if (r < 0)
+		return r;
+	return r ? 0 : -ENOENT;
+}
+
+/* A walk and its row, on the heap: a sandbox is 22 KiB and job threads may have small stacks. */
+struct walk {
+	struct reg_walk fn;
+	union {
+		struct sandbox sb;
+		struct snapshot snap;
+	} rec;
+};
+
+static int walk_row(sqlite3_stmt *st, void *ctx)
+{
+	struct walk *w = ctx;
+	int r = read_record(st, w->fn.sandbox ? REG_SANDBOXES : REG_SNAPSHOTS, &w->rec);
+	if (r < 0)
+		return r;
+	return w->fn.sandbox ? w->fn.sandbox(&w->rec.sb, w->fn.arg)
+			     : w->fn.snapshot(&w->rec.snap, w->fn.arg);
+}
+
+int reg_walk(struct registry *reg, const char *sql, const char *key, struct reg_walk fn)
+{
+	_cleanup_free_ struct walk *w = malloc(sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	w->fn = fn;
+	return reg_query(reg, sql, key, walk_row, w);
 }
 
 static int int_row(sqlite3_stmt *st, void *ctx)

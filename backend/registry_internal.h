@@ -17,14 +17,14 @@ struct registry {
 	sqlite3 *db; /* one connection, serialized mode: SQLite's mutex guards it */
 };
 
-/* Column order shared by reg_sandbox_bind() and reg_sandbox_read(). */
+/* The sandboxes' columns, in the order of registry.c's sandbox_cols[]. */
 #define SB_COLS                                                                                    \
 	"id, runtime_id, image, image_digest, entrypoint, env, gpu, state, message, created_at, "  \
 	"parent_snapshot, restore_snapshot, pid, owner_uid, owner_gid"
 #define SB_PARAMS "?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15"
 #define SB_SELECT "SELECT " SB_COLS " FROM sandboxes "
 
-/* Column order shared by reg_snapshot_bind() and reg_snapshot_read(). */
+/* The snapshots' columns, in the order of registry.c's snapshot_cols[]. */
 #define SNAP_COLS                                                                                  \
 	"id, name, kind, sandbox_id, created_at, completed_at, state, message, pause_ms, "         \
 	"size_bytes, stored_bytes, image, image_digest, entrypoint, host_json, gpu, env, "         \
@@ -32,14 +32,13 @@ struct registry {
 #define SNAP_PARAMS                                                                                \
 	"?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19"
 #define SNAP_SELECT "SELECT " SNAP_COLS " FROM snapshots "
-/* Fill ?1.. of @st from the record @obj, in SB_COLS / SNAP_COLS order. */
-int reg_sandbox_bind(sqlite3_stmt *st, const void *obj);
-int reg_snapshot_bind(sqlite3_stmt *st, const void *obj);
-/* Read the row @st is on (SB_SELECT / SNAP_SELECT) into a record; -EIO for a foreign value. */
-int reg_sandbox_read(sqlite3_stmt *st, struct sandbox *sb);
-int reg_snapshot_read(sqlite3_stmt *st, struct snapshot *snap);
-/* Bind the string @key as ?1. */
-int reg_bind_key(sqlite3_stmt *st, const void *key);
+
+/* Which table's records a statement binds or reads (registry.c holds their columns). */
+enum reg_table {
+	REG_SANDBOXES, /* struct sandbox, SB_COLS */
+	REG_SNAPSHOTS, /* struct snapshot, SNAP_COLS */
+	REG_KEY,       /* no record: the string given is ?1 */
+};
 
 /*
  * Run a query, with @key (if not NULL) as ?1, and call @row for each row
@@ -47,13 +46,23 @@ int reg_bind_key(sqlite3_stmt *st, const void *key);
  */
 int reg_query(struct registry *reg, const char *sql, const char *key,
 	      int (*row)(sqlite3_stmt *st, void *ctx), void *ctx);
-/* An INSERT whose parameters @bind fills from @obj. */
-int reg_insert(struct registry *reg, const char *sql,
-	       int (*bind)(sqlite3_stmt *st, const void *obj), const void *obj);
-/* For UPDATE and DELETE statements that end in RETURNING: -ENOENT if no row matched. */
-int reg_change(struct registry *reg, const char *sql,
-	       int (*bind)(sqlite3_stmt *st, const void *obj), const void *obj);
 /* A @row for reg_query() that stops at the first row: the query returns 1 if there is one. */
 int reg_found_row(sqlite3_stmt *st, void *ctx);
+/* Copy the first row of @sql (@key as ?1) into @out, a record of table @t; -ENOENT: none. */
+int reg_get(struct registry *reg, const char *sql, const char *key, enum reg_table t, void *out);
+
+/* A walk's callback: one of the two, for the table the query reads. */
+struct reg_walk {
+	int (*sandbox)(const struct sandbox *sb, void *arg);
+	int (*snapshot)(const struct snapshot *snap, void *arg);
+	void *arg;
+};
+/* reg_query() with each row read into a record and given to @fn; the record lives on the heap. */
+int reg_walk(struct registry *reg, const char *sql, const char *key, struct reg_walk fn);
+
+/* An INSERT whose parameters are @rec's fields (a record of table @t). */
+int reg_insert(struct registry *reg, const char *sql, enum reg_table t, const void *rec);
+/* An UPDATE or DELETE that ends in RETURNING: -ENOENT if no row matched. */
+int reg_change(struct registry *reg, const char *sql, enum reg_table t, const void *rec);
 
 #endif

@@ -12,10 +12,10 @@
 
 /* --- ids and keys ----------------------------------------------------------- */
 
-/* A name (lib/names.h) without ".tmp.", which marks temp objects in keys. */
+/* A name (lib/names.h) without TMP_MARK (lib/util.h), which marks temp files and objects. */
 bool store_id_ok(const char *id)
 {
-	return name_ok(id) && !strstr(id, ".tmp.");
+	return name_ok(id) && !strstr(id, TMP_MARK);
 }
 
 int store_check_id(const char *id, struct err *e)
@@ -29,6 +29,14 @@ void store_manifest_key(const char *id, char key[OBJ_KEY_MAX])
 {
 	/* Cannot truncate: ids are at most NAME_LEN_MAX bytes. */
 	snprintf(key, OBJ_KEY_MAX, "manifests/%s.json", id);
+}
+
+int store_checked_key(const char *id, char key[OBJ_KEY_MAX], struct err *e)
+{
+	int rc = store_check_id(id, e);
+	if (rc == 0)
+		store_manifest_key(id, key);
+	return rc;
 }
 
 void store_pack_key(const char *name, const char *ext, char key[OBJ_KEY_MAX])
@@ -515,12 +523,11 @@ const char *store_url(const struct store *st)
 
 int store_get_manifest(struct store *st, const char *id, char **json, struct err *e)
 {
-	int rc = store_check_id(id, e);
+	char key[OBJ_KEY_MAX];
+	struct err inner = {0};
+	int rc = store_checked_key(id, key, e);
 	if (rc < 0)
 		return rc;
-	char key[OBJ_KEY_MAX];
-	store_manifest_key(id, key);
-	struct err inner = {0};
 	rc = objstore_get_buf(st->os, key, json, NULL, MANIFEST_BYTES_MAX, &inner);
 	if (rc == -ENOENT)
 		return err_set(e, ENOENT, "snapshot %s is not in the store", id);

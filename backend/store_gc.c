@@ -532,12 +532,11 @@ void store_gc(struct store *st)
 
 int store_delete_snapshot(struct store *st, const char *id, struct err *e)
 {
-	int rc = store_check_id(id, e);
+	char key[OBJ_KEY_MAX];
+	struct err inner = {0};
+	int rc = store_checked_key(id, key, e);
 	if (rc < 0)
 		return rc;
-	char key[OBJ_KEY_MAX];
-	store_manifest_key(id, key);
-	struct err inner = {0};
 	rc = objstore_del(st->os, key, &inner);
 	if (rc < 0)
 		return store_wrap(e, id, rc, &inner);

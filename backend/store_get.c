@@ -219,36 +219,6 @@ static int verify_chunk(struct get *g, const struct range_job *job, size_t i,
 	return 0;
 }
 
-static int write_all_at(int fd, const unsigned char *p, size_t len, int64_t off)
-{
-	while (len > 0) {
-		ssize_t n = pwrite(fd, p, len, (off_t)off);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		p += n;
-		len -= (size_t)n;
-		off += n;
-	}
-	return 0;
-}
-
-static int read_all_at(int fd, unsigned char *p, size_t len, int64_t off)
-{
-	while (len > 0) {
-		ssize_t n = pread(fd, p, len, (off_t)off);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) /* a donor file shorter than its manifest says */
-			return n < 0 ? -errno : -EIO;
-		p += n;
-		len -= (size_t)n;
-		off += n;
-	}
-	return 0;
-}
-
 /* Read the job's range of its pack and verify every chunk into the plain buffer. */
 static int fetch_job(struct get *g, const struct range_job *job, unsigned worker, struct err *e)
 {
@@ -270,7 +240,7 @@ static bool copy_chunk(struct get *g, const struct manifest_chunk *c, unsigned c
 {
 	const struct donor_ref *r = donor_map_find(&g->donors, c->sha256);
 	unsigned char sha[SHA256_LEN];
-	if (!r || read_all_at(r->fd, plain, (size_t)c->len, r->off) < 0)
+	if (!r || pread_all(r->fd, plain, (size_t)c->len, r->off) < 0)
 		return false;
 	return store_sha256(g->st, g->md[worker], plain, (size_t)c->len, sha) &&
 	       !memcmp(sha, c->sha256, SHA256_LEN);
@@ -339,7 +309,7 @@ static int run_job(struct get *g, const struct range_job *job, unsigned worker, 
 	if (fd < 0) /* store_verify_snapshot(): nothing to write */
 		return rc;
 	if (rc == 0)
-		rc = write_all_at(fd, g->pbuf[worker], (size_t)job->plain, job->file_off);
+		rc = pwrite_all(fd, g->pbuf[worker], (size_t)job->plain, job->file_off);
 	if (rc < 0 && !e->code)
 		rc = err_set(e, rc == -ENOSPC ? ENOSPC : EIO, "snapshot %s: cannot write %s: %s",
 			     g->id, f->name, strerror(-rc));

@@ -204,6 +204,8 @@ void *store_grow(void *arr, size_t *cap, size_t used, size_t size);
 bool store_id_ok(const char *id);
 int store_check_id(const char *id, struct err *e);
 void store_manifest_key(const char *id, char key[OBJ_KEY_MAX]);
+/* store_check_id(), then @id's manifest key. */
+int store_checked_key(const char *id, char key[OBJ_KEY_MAX], struct err *e);
 /* "packs/<name>.pack" or ".idx". */
 void store_pack_key(const char *name, const char *ext, char key[OBJ_KEY_MAX]);
 /* Re-raise an objstore failure with "snapshot ID: " before its message. */

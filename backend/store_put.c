@@ -431,8 +431,11 @@ int store_put_snapshot(struct store *st, const char *id, const char *dir, const 
 	pthread_mutex_lock(&st->lock);
 	rc = store_inflight_begin(st, id, &put.fl);
 	pthread_mutex_unlock(&st->lock);
+	if (rc == -EBUSY)
+		return err_set(e, EBUSY, "snapshot %s is being stored already", id);
 	if (rc < 0)
-		return err_set(e, -rc, "snapshot %s is being stored already", id);
+		return err_set(e, -rc, "cannot store snapshot %s: %s", id,
+			       rc == -ENOMEM ? "out of memory" : strerror(-rc));
 	rc = note_condemned(&put, e);
 	if (rc == 0)
 		rc = put_setup(&put, e);

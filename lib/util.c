@@ -3,7 +3,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <libgen.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -183,17 +182,41 @@ int fsync_dir(const char *dir)
 	return 0;
 }
 
-int write_all(int fd, const void *data, size_t len)
+/* write(2), or pwrite(2) at @off when @off >= 0, all of @data. */
+static int write_loop(int fd, const char *p, size_t len, int64_t off)
 {
-	const char *p = data;
 	while (len > 0) {
-		ssize_t n = write(fd, p, len);
+		ssize_t n = off < 0 ? write(fd, p, len) : pwrite(fd, p, len, (off_t)off);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
 			return -errno;
 		p += n;
 		len -= (size_t)n;
+		off = off < 0 ? off : off + n;
+	}
+	return 0;
+}
+
+int write_all(int fd, const void *data, size_t len)
+{
+	return write_loop(fd, data, len, -1);
+}
+
+int pwrite_all(int fd, const void *data, size_t len, int64_t off)
+{
+	return off < 0 ? -EINVAL : write_loop(fd, data, len, off);
+}
+
+int pread_all(int fd, void *buf, size_t len, int64_t off)
+{
+	for (size_t got = 0; got < len;) {
+		ssize_t n = pread(fd, (char *)buf + got, len - got, (off_t)(off + (int64_t)got));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? -errno : -ENODATA;
+		got += (size_t)n;
 	}
 	return 0;
 }
@@ -263,27 +286,72 @@ int copy_fd(int in, int out)
 	return rc;
 }
 
-int write_file_durable(const char *path, const void *data, size_t len)
+int tmp_name(const char *path, char tmp[PATH_MAX])
 {
-	char tmp[PATH_MAX];
-	char dir[PATH_MAX];
-	int rc = xsnprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)gettid());
+	char hex[TMP_HEX + 1];
+	int rc = random_hex(hex, TMP_HEX);
 	if (rc < 0)
 		return rc;
-	_cleanup_close_ int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return -errno;
-	rc = write_all(fd, data, len);
-	if (rc == 0 && fsync(fd) < 0)
-		rc = -errno;
-	if (rc == 0 && rename(tmp, path) < 0)
-		rc = -errno;
+	rc = xsnprintf(tmp, PATH_MAX, "%s%s%s", path, TMP_MARK, hex);
+	return rc < 0 ? rc : 0;
+}
+
+int path_parent(const char *path, char dir[PATH_MAX])
+{
+	const char *slash = strrchr(path, '/');
+	if (!slash)
+		return xsnprintf(dir, PATH_MAX, ".");
+	if (slash == path)
+		return xsnprintf(dir, PATH_MAX, "/");
+	return xsnprintf(dir, PATH_MAX, "%.*s", (int)(slash - path), path);
+}
+
+/* Record the step of @d that failed with -@code, on @on; returns -code. */
+static int durable_fail(struct durable_file *d, const char *what, const char *on, int code)
+{
+	d->what = what;
+	d->on = on;
+	return -code;
+}
+
+int durable_open(struct durable_file *d, const char *path)
+{
+	*d = (struct durable_file){.fd = -1, .path = path, .on = path};
+	int rc = tmp_name(path, d->tmp);
+	/* The directory is shorter than the temp name: it cannot be too long now. */
+	if (rc < 0 || path_parent(path, d->dir) < 0)
+		return rc < 0 ? rc : -ENAMETOOLONG;
+	d->fd = open(d->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	return d->fd < 0 ? durable_fail(d, "create", d->tmp, errno) : 0;
+}
+
+int durable_end(struct durable_file *d, int rc)
+{
+	if (d->fd < 0)
+		return rc < 0 ? rc : -EBADF;
+	if (rc < 0)
+		durable_fail(d, "write", d->tmp, -rc);
+	else if (fsync(d->fd) < 0)
+		rc = durable_fail(d, "fsync", d->tmp, errno);
+	close(d->fd);
+	d->fd = -1;
+	if (rc == 0 && rename(d->tmp, d->path) < 0)
+		rc = durable_fail(d, "rename to", d->path, errno);
 	if (rc < 0) {
-		unlink(tmp);
+		unlink(d->tmp);
 		return rc;
 	}
-	snprintf(dir, sizeof(dir), "%s", path);
-	return fsync_dir(dirname(dir));
+	rc = fsync_dir(d->dir);
+	return rc < 0 ? durable_fail(d, "fsync", d->dir, -rc) : 0;
+}
+
+int write_file_durable(const char *path, const void *data, size_t len)
+{
+	struct durable_file d;
+	int rc = durable_open(&d, path);
+	if (rc == 0)
+		rc = write_all(d.fd, data, len);
+	return durable_end(&d, rc);
 }
 
 int read_file(const char *path, char **out, size_t *len, size_t max)
@@ -337,6 +405,16 @@ int mkdir_p(const char *path, mode_t mode)
 	return 0;
 }
 
+struct dirent *dir_next(DIR *d)
+{
+	for (;;) {
+		errno = 0;
+		struct dirent *de = readdir(d);
+		if (!de || (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")))
+			return de;
+	}
+}
+
 int rm_rf_at(int parent, const char *name)
 {
 	if (unlinkat(parent, name, 0) == 0 || errno == ENOENT)
@@ -353,11 +431,8 @@ int rm_rf_at(int parent, const char *name)
 	}
 	int rc = 0;
 	struct dirent *de;
-	while (rc == 0 && (de = readdir(d)) != NULL) {
-		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-			continue;
+	while (rc == 0 && (de = dir_next(d)) != NULL)
 		rc = rm_rf_at(dirfd(d), de->d_name);
-	}
 	closedir(d);
 	if (rc == 0 && unlinkat(parent, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
 		rc = -errno;

@@ -3,7 +3,7 @@
  * and (later) S3 backends implement, and the only thing store.c talks to.
  *
  * Keys are relative paths of printable ASCII ([A-Za-z0-9._/-]), never
- * starting with '/' and never containing "..". Objects are immutable once
+ * starting with '/' and never containing ".." (objstore_key_ok()). Objects are immutable once
  * put: a put of an existing key replaces it atomically (readers see the old
  * or the new object, never a mix).
  *
@@ -20,6 +20,7 @@
 #ifndef SNAPFS_OBJSTORE_H
 #define SNAPFS_OBJSTORE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -56,12 +57,28 @@ struct objstore {
 	char url[1024]; /* as shown to users: never holds a secret */
 };
 
+/*
+ * The key rule both stores apply: 1 to OBJ_KEY_MAX - 1 bytes of [A-Za-z0-9._/-]
+ * in components that are not empty, "." or "..", and no TMP_MARK (lib/util.h),
+ * which marks the local store's temp files.
+ */
+bool objstore_key_ok(const char *key);
+/* The errno contract for a local file: ENOSPC for a full disk, EIO for the rest. */
+int objstore_io_fail(struct err *e, int code, const char *what, const char *path);
+/*
+ * The failure @rc of a struct durable_file (lib/util.h) as the objstore reports
+ * it: as objstore_io_fail(), but -EINVAL for a path too long and @missing (ENOENT
+ * where the caller makes the directory again, else EIO) for a missing directory.
+ */
+int objstore_durable_fail(struct err *e, int rc, const struct durable_file *d, int missing);
+
 /* file:///abs/path; creates the directory. */
 int objstore_local_open(const char *dir, struct objstore **out, struct err *e);
 /*
  * s3://bucket[/prefix] on any S3-compatible server, configured from the environment as the AWS
  * tools are (AWS_ENDPOINT_URL, AWS_REGION, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
- * AWS_SESSION_TOKEN); see backend/s3_client.h and docs/s3.md. Checks nothing on the server.
+ * AWS_SESSION_TOKEN); see backend/objstore/s3_client.h and docs/s3.md. Checks nothing on the
+ * server.
  */
 int objstore_s3_open(const char *url, struct objstore **out, struct err *e);
 

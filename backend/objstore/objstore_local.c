@@ -16,10 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* Bytes per copy call, and the size of the read/write fallback buffer. */
-/* Temp files are KEY + TMP_MARK + random hex; keys may not contain TMP_MARK. */
-#define TMP_MARK ".tmp."
-#define TMP_HEX 16
+/* Temp files are KEY + TMP_MARK + random hex (lib/util.h tmp_name()). */
 /* How often a put retries when a concurrent del pruned the directory it just made. */
 #define PUT_TRIES 5
 
@@ -34,64 +31,13 @@ static struct local_store *to_local(struct objstore *os)
 	return (struct local_store *)os;
 }
 
-/* Components are non-empty, never "." or "..", and use only the key alphabet. */
-static bool key_ok(const char *key)
-{
-	size_t len = strlen(key);
-	if (len == 0 || len >= OBJ_KEY_MAX || strstr(key, TMP_MARK))
-		return false;
-	const char *comp = key;
-	for (const char *p = key;; p++) {
-		if (*p == '/' || *p == '\0') {
-			size_t n = (size_t)(p - comp);
-			if (n == 0 || (n == 1 && comp[0] == '.') ||
-			    (n == 2 && comp[0] == '.' && comp[1] == '.'))
-				return false;
-			if (*p == '\0')
-				return true;
-			comp = p + 1;
-		} else if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
-			     (*p >= '0' && *p <= '9') || strchr("._-", *p))) {
-			return false;
-		}
-	}
-}
-
 static int key_path(struct local_store *ls, const char *key, char path[PATH_MAX], struct err *e)
 {
-	if (!key_ok(key))
+	if (!objstore_key_ok(key))
 		return err_set(e, EINVAL, "invalid object key \"%.*s\"", OBJ_KEY_MAX, key);
 	if (xsnprintf(path, PATH_MAX, "%s/%s", ls->root, key) < 0)
 		return err_set(e, EINVAL, "object key %s is too long", key);
 	return 0;
-}
-
-/* The objstore's errno contract: ENOSPC for a full disk, EIO for the rest. */
-static int io_fail(struct err *e, int code, const char *what, const char *path)
-{
-	int mapped = (code == ENOSPC || code == EDQUOT) ? ENOSPC : EIO;
-	return err_set(e, mapped, "cannot %s %s: %s", what, path, strerror(code));
-}
-
-static int tmp_name(const char *path, char tmp[PATH_MAX], struct err *e)
-{
-	char hex[TMP_HEX + 1];
-	int rc = random_hex(hex, TMP_HEX);
-	if (rc < 0)
-		return err_set(e, EIO, "cannot make a temp name: %s", strerror(-rc));
-	if (xsnprintf(tmp, PATH_MAX, "%s%s%s", path, TMP_MARK, hex) < 0)
-		return err_set(e, EINVAL, "path %s is too long", path);
-	return 0;
-}
-
-static int parent_of(const char *path, char dir[PATH_MAX])
-{
-	const char *slash = strrchr(path, '/');
-	if (!slash)
-		return xsnprintf(dir, PATH_MAX, ".");
-	if (slash == path)
-		return xsnprintf(dir, PATH_MAX, "/");
-	return xsnprintf(dir, PATH_MAX, "%.*s", (int)(slash - path), path);
 }
 
 /* What goes into a new object: a buffer or the contents of an open file. */
@@ -109,35 +55,17 @@ static int fill(int fd, const struct source *src)
 }
 
 /*
- * Create @path durably: fill a temp file next to it, fsync, rename, fsync
- * the directory. A missing directory is -ENOENT so put can recreate it.
+ * Create @path durably (struct durable_file, lib/util.h). A missing directory
+ * is @missing: ENOENT for a put, which makes it again; EIO for a get_file.
  */
-static int write_atomic(const char *path, const struct source *src, struct err *e)
+static int write_atomic(const char *path, const struct source *src, int missing, struct err *e)
 {
-	char tmp[PATH_MAX], dir[PATH_MAX];
-	int rc = tmp_name(path, tmp, e);
-	if (rc < 0)
-		return rc;
-	if (parent_of(path, dir) < 0)
-		return err_set(e, EINVAL, "path %s is too long", path);
-	_cleanup_close_ int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-	if (fd < 0 && errno == ENOENT)
-		return err_set(e, ENOENT, "cannot create %s: %s", tmp, strerror(errno));
-	if (fd < 0)
-		return io_fail(e, errno, "create", tmp);
-	rc = fill(fd, src);
-	if (rc < 0)
-		rc = io_fail(e, -rc, "write", tmp);
-	if (rc == 0 && fsync(fd) < 0)
-		rc = io_fail(e, errno, "fsync", tmp);
-	if (rc == 0 && rename(tmp, path) < 0)
-		rc = io_fail(e, errno, "rename to", path);
-	if (rc < 0) {
-		unlink(tmp);
-		return rc;
-	}
-	rc = fsync_dir(dir);
-	return rc < 0 ? io_fail(e, -rc, "fsync", dir) : 0;
+	struct durable_file d;
+	int rc = durable_open(&d, path);
+	if (rc == 0)
+		rc = fill(d.fd, src);
+	rc = durable_end(&d, rc);
+	return rc < 0 ? objstore_durable_fail(e, rc, &d, missing) : 0;
 }
 
 /* An ENOENT means a concurrent del pruned a directory on the way: put retries. */
@@ -145,7 +73,7 @@ static int dir_fail(struct err *e, int code, const char *what, const char *dir)
 {
 	if (code == ENOENT)
 		return err_set(e, ENOENT, "cannot %s %s: %s", what, dir, strerror(code));
-	return io_fail(e, code, what, dir);
+	return objstore_io_fail(e, code, what, dir);
 }
 
 /* mkdir each directory of @key under the root; a new one is made durable in its parent. */
@@ -160,7 +88,7 @@ static int make_parents(struct local_store *ls, const char *key, struct err *e)
 				continue;
 			return dir_fail(e, errno, "create directory", dir);
 		}
-		parent_of(dir, parent);
+		path_parent(dir, parent);
 		int rc = fsync_dir(parent);
 		if (rc < 0)
 			return dir_fail(e, -rc, "fsync", parent);
@@ -181,7 +109,7 @@ static int put_source(struct local_store *ls, const char *key, const struct sour
 	for (int tries = 1;; tries++) {
 		rc = make_parents(ls, key, e);
 		if (rc == 0)
-			rc = write_atomic(path, src, e);
+			rc = write_atomic(path, src, ENOENT, e);
 		/* A failed put leaves no directories behind it (a full disk, say). */
 		if (rc < 0 && rc != -ENOENT)
 			prune_parents(ls, path);
@@ -210,27 +138,27 @@ static int local_put_file(struct objstore *os, const char *key, const char *path
 	return put_source(to_local(os), key, &src, e);
 }
 
-static int local_get_file(struct objstore *os, const char *key, const char *path, struct err *e)
+/* Open object @key to read it (@path: its file): the descriptor, or -errno with @e filled. */
+static int open_object(struct objstore *os, const char *key, char path[PATH_MAX], struct err *e)
 {
-	struct local_store *ls = to_local(os);
-	char src_path[PATH_MAX];
-	int rc = key_path(ls, key, src_path, e);
+	int rc = key_path(to_local(os), key, path, e);
 	if (rc < 0)
 		return rc;
-	_cleanup_close_ int fd = open(src_path, O_RDONLY | O_CLOEXEC);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0 && errno == ENOENT)
 		return err_set(e, ENOENT, "no object %s in %s", key, os->url);
+	return fd < 0 ? objstore_io_fail(e, errno, "open", path) : fd;
+}
+
+static int local_get_file(struct objstore *os, const char *key, const char *path, struct err *e)
+{
+	char src_path[PATH_MAX];
+	_cleanup_close_ int fd = open_object(os, key, src_path, e);
 	if (fd < 0)
-		return io_fail(e, errno, "open", src_path);
+		return fd;
 	struct source src = {.fd = fd};
-	rc = write_atomic(path, &src, e);
 	/* Here a missing directory is the caller's destination, not a missing key. */
-	if (rc == -ENOENT) {
-		if (e)
-			e->code = EIO;
-		rc = -EIO;
-	}
-	return rc;
+	return write_atomic(path, &src, EIO, e);
 }
 
 static int local_get_buf(struct objstore *os, const char *key, char **out, size_t *len, size_t max,
@@ -246,36 +174,23 @@ static int local_get_buf(struct objstore *os, const char *key, char **out, size_
 		return err_set(e, ENOENT, "no object %s in %s", key, os->url);
 	if (rc == -EFBIG)
 		return err_set(e, EFBIG, "object %s is larger than %zu bytes", key, max);
-	return rc < 0 ? io_fail(e, -rc, "read", path) : 0;
+	return rc < 0 ? objstore_io_fail(e, -rc, "read", path) : 0;
 }
 
 static int local_get_range(struct objstore *os, const char *key, int64_t off, size_t len, void *buf,
 			   struct err *e)
 {
-	struct local_store *ls = to_local(os);
 	char path[PATH_MAX];
-	int rc = key_path(ls, key, path, e);
-	if (rc < 0)
-		return rc;
 	if (off < 0)
 		return err_set(e, EINVAL, "negative offset in object %s", key);
-	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0 && errno == ENOENT)
-		return err_set(e, ENOENT, "no object %s in %s", key, os->url);
+	_cleanup_close_ int fd = open_object(os, key, path, e);
 	if (fd < 0)
-		return io_fail(e, errno, "open", path);
-	for (size_t got = 0; got < len;) {
-		ssize_t n = pread(fd, (char *)buf + got, len - got, (off_t)(off + (int64_t)got));
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return io_fail(e, errno, "read", path);
-		if (n == 0)
-			return err_set(e, EIO, "object %s ends before byte %lld", key,
-				       (long long)(off + (int64_t)len));
-		got += (size_t)n;
-	}
-	return 0;
+		return fd;
+	int rc = pread_all(fd, buf, len, off);
+	if (rc == -ENODATA)
+		return err_set(e, EIO, "object %s ends before byte %lld", key,
+			       (long long)(off + (int64_t)len));
+	return rc < 0 ? objstore_io_fail(e, -rc, "read", path) : 0;
 }
 
 /* rmdir empty directories from @path's parent up to, not including, the root. */
@@ -283,7 +198,7 @@ static void prune_parents(struct local_store *ls, const char *path)
 {
 	char dir[PATH_MAX];
 	bool pruned = false;
-	if (parent_of(path, dir) < 0)
+	if (path_parent(path, dir) < 0)
 		return;
 	/* ENOTEMPTY (or a concurrent prune) ends the climb. */
 	while (strlen(dir) > ls->root_len && rmdir(dir) == 0) {
@@ -303,15 +218,15 @@ static int local_del(struct objstore *os, const char *key, struct err *e)
 	if (rc < 0)
 		return rc;
 	if (unlink(path) < 0)
-		return errno == ENOENT ? 0 : io_fail(e, errno, "delete", path);
+		return errno == ENOENT ? 0 : objstore_io_fail(e, errno, "delete", path);
 	/*
 	 * A delete undone by a crash could resurrect a manifest without its data.
 	 * ENOENT: a concurrent del pruned the directory, and fsyncs its parent.
 	 */
-	parent_of(path, dir);
+	path_parent(path, dir);
 	rc = fsync_dir(dir);
 	if (rc < 0 && rc != -ENOENT)
-		return io_fail(e, -rc, "fsync", dir);
+		return objstore_io_fail(e, -rc, "fsync", dir);
 	prune_parents(ls, path);
 	return 0;
 }
@@ -331,7 +246,7 @@ static int walk_entry(struct walk *w, int dfd, const char *name, size_t key_len)
 {
 	struct stat st;
 	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-		return errno == ENOENT ? 0 : io_fail(w->e, errno, "stat", name);
+		return errno == ENOENT ? 0 : objstore_io_fail(w->e, errno, "stat", name);
 	bool is_dir = S_ISDIR(st.st_mode);
 	if (!is_dir && (!S_ISREG(st.st_mode) || strstr(name, TMP_MARK)))
 		return 0;
@@ -343,7 +258,8 @@ static int walk_entry(struct walk *w, int dfd, const char *name, size_t key_len)
 		return w->fn(w->key, st.st_size, w->arg);
 	int sub = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (sub < 0)
-		return errno == ENOENT ? 0 : io_fail(w->e, errno, "open directory", w->key);
+		return errno == ENOENT ? 0
+				       : objstore_io_fail(w->e, errno, "open directory", w->key);
 	return walk_dir(w, sub, key_len + (size_t)n);
 }
 
@@ -352,22 +268,16 @@ static int walk_dir(struct walk *w, int dfd, size_t key_len)
 {
 	DIR *d = fdopendir(dfd);
 	if (!d) {
-		int rc = io_fail(w->e, errno, "read directory", w->key);
+		int rc = objstore_io_fail(w->e, errno, "read directory", w->key);
 		close(dfd);
 		return rc;
 	}
 	int rc = 0;
-	while (rc == 0) {
-		errno = 0;
-		struct dirent *de = readdir(d);
-		if (!de) {
-			if (errno)
-				rc = io_fail(w->e, errno, "read directory", w->key);
-			break;
-		}
-		if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
-			rc = walk_entry(w, dirfd(d), de->d_name, key_len);
-	}
+	struct dirent *de;
+	while (rc == 0 && (de = dir_next(d)))
+		rc = walk_entry(w, dirfd(d), de->d_name, key_len);
+	if (rc == 0 && errno)
+		rc = objstore_io_fail(w->e, errno, "read directory", w->key);
 	closedir(d);
 	return rc;
 }
@@ -389,7 +299,9 @@ static int local_list(struct objstore *os, const char *prefix,
 		return 0;
 	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0)
-		return (errno == ENOENT || errno == ENOTDIR) ? 0 : io_fail(e, errno, "open", dir);
+		return (errno == ENOENT || errno == ENOTDIR)
+			   ? 0
+			   : objstore_io_fail(e, errno, "open", dir);
 	return walk_dir(&w, dfd, base_len);
 }
 
@@ -410,14 +322,14 @@ static int sweep_entry(struct sweep *s, const char *dir, const char *name)
 	if (xsnprintf(path, sizeof(path), "%s/%s", dir, name) < 0)
 		return 0;
 	if (lstat(path, &st) < 0)
-		return errno == ENOENT ? 0 : io_fail(s->e, errno, "stat", path);
+		return errno == ENOENT ? 0 : objstore_io_fail(s->e, errno, "stat", path);
 	if (S_ISDIR(st.st_mode))
 		return sweep_dir(s, path);
 	int64_t mtime_ms = (int64_t)st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000;
 	if (!S_ISREG(st.st_mode) || !strstr(name, TMP_MARK) || mtime_ms > s->cutoff_ms)
 		return 0;
 	if (unlink(path) < 0)
-		return errno == ENOENT ? 0 : io_fail(s->e, errno, "delete", path);
+		return errno == ENOENT ? 0 : objstore_io_fail(s->e, errno, "delete", path);
 	s->count++;
 	prune_parents(s->ls, path);
 	return 0;
@@ -427,19 +339,13 @@ static int sweep_dir(struct sweep *s, const char *dir)
 {
 	DIR *d = opendir(dir);
 	if (!d)
-		return errno == ENOENT ? 0 : io_fail(s->e, errno, "read directory", dir);
+		return errno == ENOENT ? 0 : objstore_io_fail(s->e, errno, "read directory", dir);
 	int rc = 0;
-	while (rc == 0) {
-		errno = 0;
-		struct dirent *de = readdir(d);
-		if (!de) {
-			if (errno)
-				rc = io_fail(s->e, errno, "read directory", dir);
-			break;
-		}
-		if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
-			rc = sweep_entry(s, dir, de->d_name);
-	}
+	struct dirent *de;
+	while (rc == 0 && (de = dir_next(d)))
+		rc = sweep_entry(s, dir, de->d_name);
+	if (rc == 0 && errno)
+		rc = objstore_io_fail(s->e, errno, "read directory", dir);
 	closedir(d);
 	return rc;
 }

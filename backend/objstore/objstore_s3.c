@@ -25,7 +25,6 @@
 #define TOKEN_MAX 1024
 /* A listing page (1000 keys of up to 1 KiB) or another XML answer. */
 #define XML_ANSWER_MAX (8u << 20)
-#define TMP_HEX 16
 
 struct s3_store {
 	struct objstore os; /* first: the ops get a struct objstore * */
@@ -37,28 +36,10 @@ static struct s3_client *client(struct objstore *os)
 	return ((struct s3_store *)os)->c;
 }
 
-/* The objstore key rules of objstore.h: [A-Za-z0-9._/-], no empty, "." or ".." component. */
-static bool key_ok(const char *key)
-{
-	size_t len = strlen(key);
-	if (len == 0 || len >= OBJ_KEY_MAX ||
-	    strspn(key, "abcdefghijklmnopqrstuvwxyz"
-			"ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-			"0123456789._/-") != len)
-		return false;
-	for (const char *comp = key; comp <= key + len;) {
-		size_t n = strcspn(comp, "/");
-		if (n == 0 || (n == 1 && comp[0] == '.') || (n == 2 && !strncmp(comp, "..", 2)))
-			return false;
-		comp += n + 1;
-	}
-	return true;
-}
-
 /* The key in the bucket: the store's prefix, then @key. */
 static int full_key(struct objstore *os, const char *key, char out[S3_KEY_MAX], struct err *e)
 {
-	if (!key_ok(key))
+	if (!objstore_key_ok(key))
 		return err_set(e, EINVAL, "invalid object key \"%.*s\"", OBJ_KEY_MAX, key);
 	if (xsnprintf(out, S3_KEY_MAX, "%s%s", s3_client_prefix(client(os)), key) < 0)
 		return err_set(e, EINVAL, "object key %s is too long", key);
@@ -307,53 +288,23 @@ static int s3_get_buf(struct objstore *os, const char *key, char **out, size_t *
 	return *out ? 0 : err_set(e, ENOMEM, "out of memory");
 }
 
-static int tmp_path(const char *path, char tmp[PATH_MAX], struct err *e)
-{
-	char hex[TMP_HEX + 1];
-	int rc = random_hex(hex, TMP_HEX);
-	if (rc < 0)
-		return err_set(e, EIO, "cannot make a temp name: %s", strerror(-rc));
-	if (xsnprintf(tmp, PATH_MAX, "%s.tmp.%s", path, hex) < 0)
-		return err_set(e, EINVAL, "path %s is too long", path);
-	return 0;
-}
-
-static int parent_dir(const char *path, char dir[PATH_MAX])
-{
-	const char *slash = strrchr(path, '/');
-	if (!slash)
-		return xsnprintf(dir, PATH_MAX, ".");
-	return xsnprintf(dir, PATH_MAX, "%.*s", slash == path ? 1 : (int)(slash - path), path);
-}
-
-/* Download into a temp file next to @path, then fsync, rename and fsync the directory. */
+/* Download into a struct durable_file (lib/util.h): a temp file next to @path, renamed over it. */
 static int s3_get_file(struct objstore *os, const char *key, const char *path, struct err *e)
 {
-	char fkey[S3_KEY_MAX], tmp[PATH_MAX], dir[PATH_MAX];
+	char fkey[S3_KEY_MAX];
+	struct durable_file d;
 	int rc = full_key(os, key, fkey, e);
-	if (rc == 0)
-		rc = tmp_path(path, tmp, e);
-	if (rc == 0 && parent_dir(path, dir) < 0)
-		rc = err_set(e, EINVAL, "path %s is too long", path);
 	if (rc < 0)
 		return rc;
-	_cleanup_close_ int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-	if (fd < 0)
-		return err_set(e, errno == ENOSPC ? ENOSPC : EIO, "cannot create %s: %s", tmp,
-			       strerror(errno));
+	rc = durable_open(&d, path);
+	if (rc < 0)
+		return objstore_durable_fail(e, rc, &d, EIO);
 	struct s3_req r = s3_req_make("get", "GET", fkey);
-	r.out_fd = fd;
-	rc = s3_request(client(os), &r, e);
-	if (rc == 0 && fsync(fd) < 0)
-		rc = err_set(e, EIO, "cannot fsync %s: %s", tmp, strerror(errno));
-	if (rc == 0 && rename(tmp, path) < 0)
-		rc = err_set(e, EIO, "cannot rename to %s: %s", path, strerror(errno));
-	if (rc < 0) {
-		unlink(tmp);
-		return rc;
-	}
-	rc = fsync_dir(dir);
-	return rc < 0 ? err_set(e, EIO, "cannot fsync %s: %s", dir, strerror(-rc)) : 0;
+	r.out_fd = d.fd;
+	int got = s3_request(client(os), &r, e);
+	rc = durable_end(&d, got);
+	/* A failed request said why itself. */
+	return rc < 0 && got == 0 ? objstore_durable_fail(e, rc, &d, EIO) : rc;
 }
 
 static int s3_get_range(struct objstore *os, const char *key, int64_t off, size_t len, void *buf,

@@ -44,19 +44,15 @@ static bool bucket_ok(const char *b, size_t n)
 	       strchr(LOWER_DIGITS, b[0]) && strchr(LOWER_DIGITS, b[n - 1]);
 }
 
-/* The objstore key alphabet, with non-empty components that are not "." or "..". */
+/* The prefix of every key: itself a key as objstore_key_ok() has them. */
 static bool prefix_ok(const char *p, size_t n)
 {
-	if (!all_in(p, n, KEY_CHARS) || p[0] == '/')
+	char prefix[S3_PREFIX_MAX + 1];
+	if (n >= sizeof(prefix))
 		return false;
-	for (size_t i = 0; i < n;) {
-		size_t len = strcspn(p + i, "/");
-		len = len > n - i ? n - i : len;
-		if (len == 0 || (len == 1 && p[i] == '.') || (len == 2 && !memcmp(p + i, "..", 2)))
-			return false;
-		i += len + 1;
-	}
-	return true;
+	memcpy(prefix, p, n);
+	prefix[n] = '\0';
+	return objstore_key_ok(prefix);
 }
 
 static int parse_url(struct s3_client *c, const char *url, struct err *e)

@@ -13,6 +13,7 @@
 #include <curl/curl.h>
 #include <pthread.h>
 
+#include "backend/objstore/objstore.h"
 #include "backend/objstore/s3_client.h"
 
 /* Idle handles kept for reuse (each keeps its connections). */

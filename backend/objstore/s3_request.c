@@ -108,17 +108,7 @@ static int sink(struct s3_req *r, const char *data, size_t len)
 		memcpy(r->out_buf + r->out_len, data, len);
 		return 0;
 	}
-	if (r->out_fd < 0)
-		return 0;
-	for (size_t done = 0; done < len;) {
-		ssize_t n = pwrite(r->out_fd, data + done, len - done, (off_t)(r->out_len + done));
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		done += (size_t)n;
-	}
-	return 0;
+	return r->out_fd < 0 ? 0 : pwrite_all(r->out_fd, data, len, r->out_len);
 }
 
 static size_t write_cb(char *data, size_t size, size_t nmemb, void *arg)

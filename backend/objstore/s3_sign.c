@@ -75,14 +75,12 @@ static int hash_file(EVP_MD_CTX *ctx, int fd, int64_t off, int64_t len)
 		return -ENOMEM;
 	for (int64_t done = 0; done < len;) {
 		size_t want = len - done < HASH_CHUNK ? (size_t)(len - done) : HASH_CHUNK;
-		ssize_t n = pread(fd, buf, want, (off_t)(off + done));
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return n < 0 ? -errno : -ENODATA; /* the file shrank */
-		if (!EVP_DigestUpdate(ctx, buf, (size_t)n))
+		int rc = pread_all(fd, buf, want, off + done); /* -ENODATA: the file shrank */
+		if (rc < 0)
+			return rc;
+		if (!EVP_DigestUpdate(ctx, buf, want))
 			return -EIO;
-		done += n;
+		done += (int64_t)want;
 	}
 	return 0;
 }

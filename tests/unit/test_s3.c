@@ -77,13 +77,16 @@ static void test_config(void)
 	set_env("http://127.0.0.1:9000/", SECRET, TOKEN);
 	CHECK(objstore_s3_open("s3://bkt/a/b/", &os, &e) == 0);
 	CHECK_STR(os ? os->url : NULL, "s3://bkt/a/b at http://127.0.0.1:9000");
+	/* The local store's key rule, refused before any request: no temp mark either. */
+	CHECK(os && objstore_put_buf(os, "a/b.tmp.1234", "x", 1, &e) == -EINVAL);
+	CHECK(os && objstore_put_buf(os, "a//b", "x", 1, &e) == -EINVAL);
 	objstore_close(os);
 	static const char *const bad[] = {"s3://",	  "s3://ab",
 					  "s3://Bucket",  "s3://b_kt",
 					  "s3://-bkt",	  "s3://bkt/../x",
 					  "s3://bkt//x",  "s3://bkt/a b",
 					  "s3://bkt/./x", "s3://key:" SECRET "@bkt/x",
-					  "file:///x"};
+					  "file:///x",	  "s3://bkt/a.tmp.b"};
 	for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
 		CHECK(open_fails(bad[i]) == -EINVAL);
 
