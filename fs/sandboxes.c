@@ -177,6 +177,7 @@ static int snaplink_link(const struct fs_node *n, const struct caller *who, char
 	return xsnprintf(buf, size, "../../../snapshots/%s", n->name);
 }
 
+/* A sandbox's snapshots are its owner's (ops_snapshot_of): who sees it sees them. */
 static int snaplinks_list(const struct fs_node *dir, const struct caller *who,
 			  int (*fn)(const char *name, void *arg), void *arg)
 {
