@@ -22,7 +22,7 @@ LDLIBS  := $(PKG_LIBS) -pthread
 
 SAN     := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
-LIB_SRCS := $(wildcard lib/*.c backend/*.c runtime/*.c fs/*.c)
+LIB_SRCS := $(wildcard lib/*.c backend/*.c backend/objstore/*.c runtime/*.c fs/*.c)
 MAIN_SRC := main.c
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 
@@ -96,7 +96,7 @@ install: build/snapfs
 	install -D -m 0755 scripts/make-image.sh $(DESTDIR)$(PREFIX)/share/snapfs/make-image.sh
 
 format:
-	clang-format -i $(LIB_SRCS) $(MAIN_SRC) $(wildcard */*.h tests/unit/*.c tests/unit/*.h tests/fuzz/*.c tests/fuzz/*.h)
+	clang-format -i $(LIB_SRCS) $(MAIN_SRC) $(wildcard */*.h backend/objstore/*.h tests/unit/*.c tests/unit/*.h tests/fuzz/*.c tests/fuzz/*.h)
 
 clean:
 	rm -rf build

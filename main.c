@@ -101,17 +101,17 @@ static int parse_size(const char *s, int64_t *out)
 	unsigned long long n = strtoull(s, &end, 10);
 	int shift = 0;
 	if (errno || end == s || s[0] == '-')
-		return -1;
+		return -EINVAL;
 	if (*end && end[1] == '\0') {
 		const char *units = "KMGT";
 		const char *u = strchr(units, *end);
 		if (!u)
-			return -1;
+			return -EINVAL;
 		shift = 10 * (int)(u - units + 1);
 		end++;
 	}
 	if (*end || n == 0 || n > (unsigned long long)(INT64_MAX >> shift))
-		return -1;
+		return -EINVAL;
 	*out = (int64_t)(n << shift);
 	return 0;
 }
@@ -123,7 +123,7 @@ static int parse_seconds(const char *s, int64_t *out_ms)
 	errno = 0;
 	unsigned long n = strtoul(s, &end, 10);
 	if (errno || end == s || *end || s[0] == '-' || n > 366ul * 24 * 3600)
-		return -1;
+		return -EINVAL;
 	*out_ms = (int64_t)n * 1000;
 	return 0;
 }
@@ -132,7 +132,7 @@ static int parse_seconds(const char *s, int64_t *out_ms)
 static int parse_timeout(const char *s, int64_t *out_ms)
 {
 	if (parse_seconds(s, out_ms) < 0 || *out_ms == 0)
-		return -1;
+		return -EINVAL;
 	return 0;
 }
 
@@ -180,11 +180,12 @@ static int parse_options(int argc, char **argv, struct options *o)
 			break;
 		case 'c':
 			if (parse_size(optarg, &o->cache_max_bytes) < 0)
-				return error("--cache-max: not a size: %s", optarg);
+				return error(EINVAL, "--cache-max: not a size: %s", optarg);
 			break;
 		case 'g':
 			if (parse_seconds(optarg, &o->gc_grace_ms) < 0)
-				return error("--gc-grace: not a number of seconds: %s", optarg);
+				return error(EINVAL, "--gc-grace: not a number of seconds: %s",
+					     optarg);
 			break;
 		case 'p':
 			o->spool_parent = optarg;
@@ -194,16 +195,18 @@ static int parse_options(int argc, char **argv, struct options *o)
 			break;
 		case 'j':
 			if (parse_size(optarg, &o->journal_max_bytes) < 0)
-				return error("--journal-max: not a size: %s", optarg);
+				return error(EINVAL, "--journal-max: not a size: %s", optarg);
 			break;
 		case 'E':
 			if (parse_timeout(optarg, &o->exec_timeout_ms) < 0)
-				return error("--exec-timeout: not a number of seconds from 1: %s",
+				return error(EINVAL,
+					     "--exec-timeout: not a number of seconds from 1: %s",
 					     optarg);
 			break;
 		case 'R':
 			if (parse_timeout(optarg, &o->runsc_timeout_ms) < 0)
-				return error("--runsc-timeout: not a number of seconds from 1: %s",
+				return error(EINVAL,
+					     "--runsc-timeout: not a number of seconds from 1: %s",
 					     optarg);
 			break;
 		case 'C':
@@ -214,7 +217,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 			break;
 		case 'o':
 			if (o->nfuse_opts == ARRAY_SIZE(o->fuse_opts))
-				return error("too many -o options");
+				return error(EINVAL, "too many -o options");
 			o->fuse_opts[o->nfuse_opts++] = optarg;
 			break;
 		case 'h':
@@ -225,12 +228,12 @@ static int parse_options(int argc, char **argv, struct options *o)
 			exit(0);
 		default:
 			usage(stderr);
-			return -1;
+			return -EINVAL;
 		}
 	}
 	if (optind != argc - 1) {
 		usage(stderr);
-		return -1;
+		return -EINVAL;
 	}
 	o->mountpoint = argv[optind];
 	return 0;
@@ -264,12 +267,12 @@ static int open_state(struct options *o, char state[PATH_MAX], char images[PATH_
 	struct err e = {0};
 	_cleanup_close_ int fd = private_dir_open(o->state_dir, state, &e);
 	if (fd < 0)
-		return error("cannot use the state directory %s: %s", o->state_dir, e.msg);
+		return error(-fd, "cannot use the state directory %s: %s", o->state_dir, e.msg);
 	o->state_dir = state;
 	if (o->images_dir)
 		return 0;
 	if (xsnprintf(images, PATH_MAX, "%s/%s", state, IMAGES_LEAF) < 0)
-		return error("the state directory's path %s is too long", state);
+		return error(ENAMETOOLONG, "the state directory's path %s is too long", state);
 	make_default_images(fd, images);
 	o->images_dir = images;
 	return 0;
@@ -281,7 +284,7 @@ static int make_absolute(const char **path, char *buf)
 	if ((*path)[0] == '/')
 		return 0;
 	if (!realpath(*path, buf))
-		return error("cannot resolve %s: %s", *path, strerror(errno));
+		return error(errno, "cannot resolve %s: %s", *path, strerror(errno));
 	*path = buf;
 	return 0;
 }
@@ -295,7 +298,7 @@ static int build_fuse_args(const struct options *o, struct fuse_args *args)
 		rc |= fuse_opt_add_arg(args, "-o");
 		rc |= fuse_opt_add_arg(args, o->fuse_opts[i]);
 	}
-	return rc ? error("out of memory building FUSE arguments") : 0;
+	return rc ? error(ENOMEM, "out of memory building FUSE arguments") : 0;
 }
 
 /* In the background, log to <state>/snapfs.log instead of /dev/null, capped as the journals. */
@@ -327,12 +330,12 @@ static int serve(struct options *o, struct fuse_args *args)
 	};
 	int rc = ops_open(&cfg, &e);
 	if (rc < 0) {
-		error("cannot start: %s", e.msg);
+		error(-rc, "cannot start: %s", e.msg);
 		goto out;
 	}
 	rc = fs_create(o->mountpoint, args, &fs, &e);
 	if (rc < 0) {
-		error("cannot mount %s: %s", o->mountpoint, e.msg);
+		error(-rc, "cannot mount %s: %s", o->mountpoint, e.msg);
 		goto out;
 	}
 	if (!o->foreground) {
@@ -341,7 +344,7 @@ static int serve(struct options *o, struct fuse_args *args)
 	}
 	rc = ops_start(&e);
 	if (rc < 0)
-		error("cannot start: %s", e.msg);
+		error(-rc, "cannot start: %s", e.msg);
 	else
 		rc = fs_loop(fs);
 out:

@@ -149,36 +149,37 @@ static cJSON *packs_json(const struct manifest *m)
 	return steal_ptr(arr);
 }
 
-static int add_chunk(struct strbuf *sb, const struct manifest_chunk *c, bool first)
+static void add_chunk(struct strbuf *sb, const struct manifest_chunk *c, bool first)
 {
 	char hex[SHA256_HEX_LEN + 1];
 	const char *sep = first ? "" : ", ";
-	if (c->pack == MANIFEST_ZERO)
-		return strbuf_addf(sb, "%s[%lld]", sep, (long long)c->len);
+	if (c->pack == MANIFEST_ZERO) {
+		strbuf_addf(sb, "%s[%lld]", sep, (long long)c->len);
+		return;
+	}
 	sha256_to_hex(c->sha256, hex);
-	return strbuf_addf(sb, "%s[\"%s\", %lld, %d, %lld, %lld]", sep, hex, (long long)c->len,
-			   (int)c->pack, (long long)c->off, (long long)c->zlen);
+	strbuf_addf(sb, "%s[\"%s\", %lld, %d, %lld, %lld]", sep, hex, (long long)c->len,
+		    (int)c->pack, (long long)c->off, (long long)c->zlen);
 }
 
 /*
  * The files array, written directly: a chunk list as cJSON nodes would take
  * ~400 bytes a chunk, and names need no escaping (manifest_name_ok()).
  */
-static int add_files(struct strbuf *sb, const struct manifest *m)
+static void add_files(struct strbuf *sb, const struct manifest *m)
 {
-	int rc = strbuf_adds(sb, ",\n\t\"files\": [");
-	for (size_t i = 0; rc == 0 && i < m->nfiles; i++) {
+	strbuf_adds(sb, ",\n\t\"files\": [");
+	for (size_t i = 0; strbuf_error(sb) == 0 && i < m->nfiles; i++) {
 		const struct manifest_file *f = &m->files[i];
-		rc = strbuf_addf(sb,
-				 "%s{\n\t\t\t\"name\": \"%s\",\n\t\t\t\"size\": %lld,\n"
-				 "\t\t\t\"chunks\": [",
-				 i ? ", " : "", f->name, (long long)f->size);
-		for (size_t j = 0; rc == 0 && j < f->nchunks; j++)
-			rc = add_chunk(sb, &f->chunks[j], j == 0);
-		if (rc == 0)
-			rc = strbuf_adds(sb, "]\n\t\t}");
+		strbuf_addf(sb,
+			    "%s{\n\t\t\t\"name\": \"%s\",\n\t\t\t\"size\": %lld,\n"
+			    "\t\t\t\"chunks\": [",
+			    i ? ", " : "", f->name, (long long)f->size);
+		for (size_t j = 0; j < f->nchunks; j++)
+			add_chunk(sb, &f->chunks[j], j == 0);
+		strbuf_adds(sb, "]\n\t\t}");
 	}
-	return rc == 0 ? strbuf_adds(sb, "]\n}\n") : rc;
+	strbuf_adds(sb, "]\n}\n");
 }
 
 /* What manifest_parse() would refuse to count: -EFBIG. */
@@ -218,9 +219,9 @@ int manifest_build(const cJSON *meta, const struct manifest *m, char **json, siz
 	if (text_len < 2 || strcmp(text + text_len - 2, "\n}"))
 		return err_set(e, ENOMEM, "out of memory building a manifest");
 	_cleanup_strbuf_ struct strbuf sb = STRBUF_INIT;
-	rc = strbuf_add(&sb, text, text_len - 2);
-	if (rc == 0)
-		rc = add_files(&sb, m);
+	strbuf_add(&sb, text, text_len - 2);
+	add_files(&sb, m);
+	rc = strbuf_error(&sb);
 	if (rc == -EFBIG)
 		return err_set(e, EFBIG, "the manifest is larger than %u bytes", STRBUF_MAX);
 	if (rc < 0)

@@ -1,4 +1,10 @@
-#include "backend/registry.h"
+/*
+ * registry.c - the registry's schema (registry.h): the names of the enums
+ * it stores, the tables and their migration, the statements every query
+ * runs through, the rows as records, open and close. The queries of each
+ * table are in registry_sandbox.c and registry_snapshot.c.
+ */
+#include "backend/registry_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -16,10 +22,6 @@
 #define SCHEMA_VERSION 2
 #define STR_(x) #x
 #define STR(x) STR_(x)
-
-struct registry {
-	sqlite3 *db; /* one connection, serialized mode: SQLite's mutex guards it */
-};
 
 /* --- enum names ---------------------------------------------------------- */
 
@@ -140,22 +142,6 @@ static const char migrate_v1_sql[] =
     "ALTER TABLE snapshots ADD COLUMN owner_gid INTEGER NOT NULL DEFAULT 0;"
     "PRAGMA user_version = 2; COMMIT;";
 
-/* Column order shared by sandbox_bind() and sandbox_read(). */
-#define SB_COLS                                                                                    \
-	"id, runtime_id, image, image_digest, entrypoint, env, gpu, state, message, created_at, "  \
-	"parent_snapshot, restore_snapshot, pid, owner_uid, owner_gid"
-#define SB_PARAMS "?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15"
-#define SB_SELECT "SELECT " SB_COLS " FROM sandboxes "
-
-/* Column order shared by snapshot_bind() and snapshot_read(). */
-#define SNAP_COLS                                                                                  \
-	"id, name, kind, sandbox_id, created_at, completed_at, state, message, pause_ms, "         \
-	"size_bytes, stored_bytes, image, image_digest, entrypoint, host_json, gpu, env, "         \
-	"owner_uid, owner_gid"
-#define SNAP_PARAMS                                                                                \
-	"?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19"
-#define SNAP_SELECT "SELECT " SNAP_COLS " FROM snapshots "
-
 /* --- statements ------------------------------------------------------------- */
 
 static void finalizep(sqlite3_stmt **st)
@@ -175,7 +161,7 @@ static int prepare(struct registry *reg, const char *sql, sqlite3_stmt **st)
 	sqlite3_mutex_enter(m);
 	int rc = sqlite3_prepare_v3(reg->db, sql, -1, 0, st, NULL);
 	if (rc != SQLITE_OK)
-		error("registry: preparing \"%s\" failed: %s", sql, sqlite3_errmsg(reg->db));
+		error(EIO, "registry: preparing \"%s\" failed: %s", sql, sqlite3_errmsg(reg->db));
 	sqlite3_mutex_leave(m);
 	return rc == SQLITE_OK ? 0 : -EIO;
 }
@@ -194,7 +180,7 @@ static int step(struct registry *reg, sqlite3_stmt *st)
 	else if (rc == SQLITE_CONSTRAINT_PRIMARYKEY)
 		r = -EEXIST;
 	else
-		error("registry: \"%s\" failed: %s", sqlite3_sql(st), sqlite3_errmsg(reg->db));
+		error(EIO, "registry: \"%s\" failed: %s", sqlite3_sql(st), sqlite3_errmsg(reg->db));
 	sqlite3_mutex_leave(m);
 	return r;
 }
@@ -205,17 +191,16 @@ static int exec(struct registry *reg, const char *sql)
 	int rc = sqlite3_exec(reg->db, sql, NULL, NULL, &msg);
 	if (rc == SQLITE_OK)
 		return 0;
-	error("registry: %s", msg ? msg : sqlite3_errstr(rc));
+	int r = error(EIO, "registry: %s", msg ? msg : sqlite3_errstr(rc));
 	sqlite3_free(msg);
-	return -EIO;
+	return r;
 }
 
 static int bind_ok(int rc)
 {
 	if (rc == SQLITE_OK)
 		return 0;
-	error("registry: binding a value failed: %s", sqlite3_errstr(rc));
-	return -EIO;
+	return error(EIO, "registry: binding a value failed: %s", sqlite3_errstr(rc));
 }
 
 /* A string that fills its whole field has no NUL: it is too long for the field. */
@@ -240,7 +225,7 @@ static int bind_name(sqlite3_stmt *st, int i, const char *const *names, size_t n
 	return bind_ok(sqlite3_bind_text(st, i, names[v], -1, SQLITE_STATIC));
 }
 
-static int bind_key(sqlite3_stmt *st, const void *key)
+int reg_bind_key(sqlite3_stmt *st, const void *key)
 {
 	return bind_ok(sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC));
 }
@@ -276,8 +261,8 @@ static int column_name(sqlite3_stmt *st, int i, const char *const *names, size_t
 	int v = s ? index_of(names, n, s) : -EINVAL;
 	if (v >= 0)
 		return v;
-	error("registry: unknown %s '%s' in a row", sqlite3_column_name(st, i), s ? s : "");
-	return -EIO;
+	return error(EIO, "registry: unknown %s '%s' in a row", sqlite3_column_name(st, i),
+		     s ? s : "");
 }
 
 /*
@@ -288,11 +273,9 @@ static int column_name(sqlite3_stmt *st, int i, const char *const *names, size_t
 static int column_id(sqlite3_stmt *st, int i, uid_t *uid, gid_t *gid)
 {
 	int64_t u = sqlite3_column_int64(st, i), g = sqlite3_column_int64(st, i + 1);
-	if (u < 0 || u >= (int64_t)(uid_t)-1 || g < 0 || g >= (int64_t)(gid_t)-1) {
-		error("registry: owner %lld:%lld of a row is no uid:gid", (long long)u,
-		      (long long)g);
-		return -EIO;
-	}
+	if (u < 0 || u >= (int64_t)(uid_t)-1 || g < 0 || g >= (int64_t)(gid_t)-1)
+		return error(EIO, "registry: owner %lld:%lld of a row is no uid:gid", (long long)u,
+			     (long long)g);
 	*uid = (uid_t)u;
 	*gid = (gid_t)g;
 	return 0;
@@ -300,7 +283,7 @@ static int column_id(sqlite3_stmt *st, int i, uid_t *uid, gid_t *gid)
 
 /* --- rows <-> structs ------------------------------------------------------- */
 
-static int sandbox_bind(sqlite3_stmt *st, const void *obj)
+int reg_sandbox_bind(sqlite3_stmt *st, const void *obj)
 {
 	const struct sandbox *sb = obj;
 	const int r[] = {
@@ -323,7 +306,7 @@ static int sandbox_bind(sqlite3_stmt *st, const void *obj)
 	return first_error(r, ARRAY_SIZE(r));
 }
 
-static int sandbox_read(sqlite3_stmt *st, struct sandbox *sb)
+int reg_sandbox_read(sqlite3_stmt *st, struct sandbox *sb)
 {
 	memset(sb, 0, sizeof(*sb));
 	COLUMN_TEXT(st, 0, sb->id);
@@ -345,7 +328,7 @@ static int sandbox_read(sqlite3_stmt *st, struct sandbox *sb)
 	return column_id(st, 13, &sb->owner_uid, &sb->owner_gid);
 }
 
-static int snapshot_bind(sqlite3_stmt *st, const void *obj)
+int reg_snapshot_bind(sqlite3_stmt *st, const void *obj)
 {
 	const struct snapshot *snap = obj;
 	const int r[] = {
@@ -372,7 +355,7 @@ static int snapshot_bind(sqlite3_stmt *st, const void *obj)
 	return first_error(r, ARRAY_SIZE(r));
 }
 
-static int snapshot_read(sqlite3_stmt *st, struct snapshot *snap)
+int reg_snapshot_read(sqlite3_stmt *st, struct snapshot *snap)
 {
 	memset(snap, 0, sizeof(*snap));
 	COLUMN_TEXT(st, 0, snap->id);
@@ -435,15 +418,15 @@ static int write_one(struct registry *reg, const char *sql,
  * or other threads) are visible at once but commit when it ends, so
  * callbacks should be short.
  */
-static int query(struct registry *reg, const char *sql, const char *key,
-		 int (*row)(sqlite3_stmt *st, void *ctx), void *ctx)
+int reg_query(struct registry *reg, const char *sql, const char *key,
+	      int (*row)(sqlite3_stmt *st, void *ctx), void *ctx)
 {
 	_cleanup_stmt_ sqlite3_stmt *st = NULL;
 	int r = prepare(reg, sql, &st);
 	if (r < 0)
 		return r;
 	if (key) {
-		r = bind_key(st, key);
+		r = reg_bind_key(st, key);
 		if (r < 0)
 			return r;
 	}
@@ -457,16 +440,16 @@ static int query(struct registry *reg, const char *sql, const char *key,
 	return r;
 }
 
-static int insert(struct registry *reg, const char *sql,
-		  int (*bind)(sqlite3_stmt *st, const void *obj), const void *obj)
+int reg_insert(struct registry *reg, const char *sql,
+	       int (*bind)(sqlite3_stmt *st, const void *obj), const void *obj)
 {
 	int r = write_one(reg, sql, bind, obj);
 	return r < 0 ? r : 0;
 }
 
 /* For UPDATE and DELETE statements that end in RETURNING. */
-static int change(struct registry *reg, const char *sql,
-		  int (*bind)(sqlite3_stmt *st, const void *obj), const void *obj)
+int reg_change(struct registry *reg, const char *sql,
+	       int (*bind)(sqlite3_stmt *st, const void *obj), const void *obj)
 {
 	int r = write_one(reg, sql, bind, obj);
 	if (r < 0)
@@ -474,7 +457,7 @@ static int change(struct registry *reg, const char *sql,
 	return r ? 0 : -ENOENT;
 }
 
-static int found_row(sqlite3_stmt *st, void *ctx)
+int reg_found_row(sqlite3_stmt *st, void *ctx)
 {
 	(void)st;
 	(void)ctx;
@@ -507,11 +490,8 @@ static void registry_closep(struct registry **reg)
 static int create_private(const char *path)
 {
 	_cleanup_close_ int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-	if (fd < 0) {
-		int r = -errno;
-		error("registry: opening %s failed: %s", path, strerror(-r));
-		return r;
-	}
+	if (fd < 0)
+		return error(errno, "registry: opening %s failed: %s", path, strerror(errno));
 	if (fchmod(fd, 0600) < 0)
 		warning("registry: chmod 0600 %s failed: %s", path, strerror(errno));
 	return 0;
@@ -525,7 +505,7 @@ static int configure(struct registry *reg, const char *path)
 	if (r < 0)
 		return r;
 	char mode[WORD_MAX] = "";
-	r = query(reg, "PRAGMA journal_mode = WAL", NULL, word_row, mode);
+	r = reg_query(reg, "PRAGMA journal_mode = WAL", NULL, word_row, mode);
 	if (r < 0)
 		return r;
 	if (strcmp(mode, "wal") != 0)
@@ -536,18 +516,17 @@ static int configure(struct registry *reg, const char *path)
 static int migrate(struct registry *reg, const char *path)
 {
 	int version = -1;
-	int r = query(reg, "PRAGMA user_version", NULL, int_row, &version);
+	int r = reg_query(reg, "PRAGMA user_version", NULL, int_row, &version);
 	if (r < 0)
 		return r;
 	if (version == SCHEMA_VERSION)
 		return 0;
 	/* A new file gets the whole schema; an older one the steps since its version. */
 	const char *sql = version == 0 ? schema_sql : version == 1 ? migrate_v1_sql : NULL;
-	if (!sql) {
-		error("registry: %s has schema version %d; this snapfs knows version %d", path,
-		      version, SCHEMA_VERSION);
-		return -EIO;
-	}
+	if (!sql)
+		return error(EIO,
+			     "registry: %s has schema version %d; this snapfs knows version %d",
+			     path, version, SCHEMA_VERSION);
 	r = exec(reg, sql);
 	if (r < 0 && !sqlite3_get_autocommit(reg->db))
 		exec(reg, "ROLLBACK");
@@ -564,11 +543,9 @@ int registry_open(const char *path, struct registry **out)
 		return r;
 	int flags = SQLITE_OPEN_FULLMUTEX | SQLITE_OPEN_CREATE | SQLITE_OPEN_READWRITE;
 	int rc = sqlite3_open_v2(path, &reg->db, flags, NULL);
-	if (rc != SQLITE_OK) {
-		error("registry: opening %s failed: %s", path,
-		      reg->db ? sqlite3_errmsg(reg->db) : sqlite3_errstr(rc));
-		return -EIO;
-	}
+	if (rc != SQLITE_OK)
+		return error(EIO, "registry: opening %s failed: %s", path,
+			     reg->db ? sqlite3_errmsg(reg->db) : sqlite3_errstr(rc));
 	r = configure(reg, path);
 	if (r < 0)
 		return r;
@@ -585,169 +562,6 @@ void registry_close(struct registry *reg)
 		return;
 	int rc = sqlite3_close(reg->db);
 	if (rc != SQLITE_OK)
-		error("registry: closing failed: %s", sqlite3_errstr(rc));
+		error(EIO, "registry: closing failed: %s", sqlite3_errstr(rc));
 	free(reg);
-}
-
-/* --- sandboxes -------------------------------------------------------------- */
-
-struct sandbox_walk {
-	int (*fn)(const struct sandbox *sb, void *arg);
-	void *arg;
-	struct sandbox sb;
-};
-
-static int sandbox_walk_row(sqlite3_stmt *st, void *ctx)
-{
-	struct sandbox_walk *w = ctx;
-	int r = sandbox_read(st, &w->sb);
-	return r < 0 ? r : w->fn(&w->sb, w->arg);
-}
-
-static int sandbox_walk(struct registry *reg, const char *sql, const char *key,
-			int (*fn)(const struct sandbox *sb, void *arg), void *arg)
-{
-	/* Heap, not stack: a sandbox is 22 KiB and job threads may have small stacks. */
-	_cleanup_free_ struct sandbox_walk *w = malloc(sizeof(*w));
-	if (!w)
-		return -ENOMEM;
-	w->fn = fn;
-	w->arg = arg;
-	return query(reg, sql, key, sandbox_walk_row, w);
-}
-
-static int sandbox_copy_row(sqlite3_stmt *st, void *ctx)
-{
-	int r = sandbox_read(st, ctx);
-	return r < 0 ? r : 1;
-}
-
-int registry_sandbox_insert(struct registry *reg, const struct sandbox *sb)
-{
-	return insert(reg, "INSERT INTO sandboxes (" SB_COLS ") VALUES (" SB_PARAMS ")",
-		      sandbox_bind, sb);
-}
-
-int registry_sandbox_get(struct registry *reg, const char *id, struct sandbox *out)
-{
-	int r = query(reg, SB_SELECT "WHERE id = ?1", id, sandbox_copy_row, out);
-	if (r < 0)
-		return r;
-	return r ? 0 : -ENOENT;
-}
-
-int registry_sandbox_update(struct registry *reg, const struct sandbox *sb)
-{
-	return change(
-	    reg, "UPDATE sandboxes SET (" SB_COLS ") = (" SB_PARAMS ") WHERE id = ?1 RETURNING id",
-	    sandbox_bind, sb);
-}
-
-int registry_sandbox_delete(struct registry *reg, const char *id)
-{
-	return change(reg, "DELETE FROM sandboxes WHERE id = ?1 RETURNING id", bind_key, id);
-}
-
-int registry_sandbox_each(struct registry *reg, int (*fn)(const struct sandbox *sb, void *arg),
-			  void *arg)
-{
-	return sandbox_walk(reg, SB_SELECT "ORDER BY created_at, id", NULL, fn, arg);
-}
-
-int registry_sandbox_each_forked_from(struct registry *reg, const char *snapshot_id,
-				      int (*fn)(const struct sandbox *sb, void *arg), void *arg)
-{
-	return sandbox_walk(reg, SB_SELECT "WHERE parent_snapshot = ?1 ORDER BY created_at, id",
-			    snapshot_id, fn, arg);
-}
-
-int registry_snapshot_pinned(struct registry *reg, const char *snapshot_id, bool *pinned)
-{
-	/* suspending too: its suspend snapshot is being written and will be restored from. */
-	int r = query(reg,
-		      "SELECT 1 FROM sandboxes WHERE restore_snapshot = ?1"
-		      " AND state IN ('suspending', 'suspended', 'resuming') LIMIT 1",
-		      snapshot_id, found_row, NULL);
-	if (r < 0)
-		return r;
-	*pinned = r == 1;
-	return 0;
-}
-
-/* --- snapshots -------------------------------------------------------------- */
-
-struct snapshot_walk {
-	int (*fn)(const struct snapshot *snap, void *arg);
-	void *arg;
-	struct snapshot snap;
-};
-
-static int snapshot_walk_row(sqlite3_stmt *st, void *ctx)
-{
-	struct snapshot_walk *w = ctx;
-	int r = snapshot_read(st, &w->snap);
-	return r < 0 ? r : w->fn(&w->snap, w->arg);
-}
-
-static int snapshot_walk(struct registry *reg, const char *sql, const char *key,
-			 int (*fn)(const struct snapshot *snap, void *arg), void *arg)
-{
-	_cleanup_free_ struct snapshot_walk *w = malloc(sizeof(*w));
-	if (!w)
-		return -ENOMEM;
-	w->fn = fn;
-	w->arg = arg;
-	return query(reg, sql, key, snapshot_walk_row, w);
-}
-
-static int snapshot_copy_row(sqlite3_stmt *st, void *ctx)
-{
-	int r = snapshot_read(st, ctx);
-	return r < 0 ? r : 1;
-}
-
-static int snapshot_get_by(struct registry *reg, const char *sql, const char *key,
-			   struct snapshot *out)
-{
-	int r = query(reg, sql, key, snapshot_copy_row, out);
-	if (r < 0)
-		return r;
-	return r ? 0 : -ENOENT;
-}
-
-int registry_snapshot_insert(struct registry *reg, const struct snapshot *snap)
-{
-	return insert(reg, "INSERT INTO snapshots (" SNAP_COLS ") VALUES (" SNAP_PARAMS ")",
-		      snapshot_bind, snap);
-}
-
-int registry_snapshot_get(struct registry *reg, const char *id, struct snapshot *out)
-{
-	return snapshot_get_by(reg, SNAP_SELECT "WHERE id = ?1", id, out);
-}
-
-int registry_snapshot_update(struct registry *reg, const struct snapshot *snap)
-{
-	return change(reg,
-		      "UPDATE snapshots SET (" SNAP_COLS ") = (" SNAP_PARAMS
-		      ") WHERE id = ?1 RETURNING id",
-		      snapshot_bind, snap);
-}
-
-int registry_snapshot_delete(struct registry *reg, const char *id)
-{
-	return change(reg, "DELETE FROM snapshots WHERE id = ?1 RETURNING id", bind_key, id);
-}
-
-int registry_snapshot_each(struct registry *reg, int (*fn)(const struct snapshot *snap, void *arg),
-			   void *arg)
-{
-	return snapshot_walk(reg, SNAP_SELECT "ORDER BY created_at, id", NULL, fn, arg);
-}
-
-int registry_snapshot_each_of_sandbox(struct registry *reg, const char *sandbox_id,
-				      int (*fn)(const struct snapshot *snap, void *arg), void *arg)
-{
-	return snapshot_walk(reg, SNAP_SELECT "WHERE sandbox_id = ?1 ORDER BY created_at, id",
-			     sandbox_id, fn, arg);
 }

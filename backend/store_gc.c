@@ -230,11 +230,10 @@ static int64_t first_marked(const struct store *st, const char *pack)
 static int unmark_all(struct pass *ps, const char *pack)
 {
 	const struct store *st = ps->st;
-	int rc = 0;
 	const struct marker_seen *m = first_marker(st, pack);
-	for (; rc == 0 && m && m < st->seen + st->nseen && !strcmp(m->pack, pack); m++)
-		rc = strbuf_add(&ps->unmark, m->key, strlen(m->key) + 1);
-	return rc;
+	for (; m && m < st->seen + st->nseen && !strcmp(m->pack, pack); m++)
+		strbuf_add(&ps->unmark, m->key, strlen(m->key) + 1);
+	return strbuf_error(&ps->unmark);
 }
 
 static int see_pack(const char *key, int64_t size, void *arg)
@@ -284,13 +283,18 @@ static int decide_pack(struct pass *ps, const char *name, struct pack *p)
 		if (p)
 			p->condemned = true;
 		ps->condemned++;
-		return first == INT64_MAX ? strbuf_add(&ps->condemn, name, strlen(name) + 1) : 0;
+		if (first == INT64_MAX)
+			strbuf_add(&ps->condemn, name, strlen(name) + 1);
+		return strbuf_error(&ps->condemn);
 	}
 	if (p)
 		detach(ps, p);
 	/* With no grace period there is no tombstone to keep. */
 	int rc = st->grace_ms == 0 ? unmark_all(ps, name) : 0;
-	return rc < 0 ? rc : strbuf_add(&ps->doomed, name, strlen(name) + 1);
+	if (rc < 0)
+		return rc;
+	strbuf_add(&ps->doomed, name, strlen(name) + 1);
+	return strbuf_error(&ps->doomed);
 }
 
 /* Under st->lock: flag the packs of the manifests listed, and those packs/ holds. */
@@ -335,8 +339,10 @@ static int decide_all(struct pass *ps, struct pack **sorted, size_t nsorted)
 	for (size_t i = 0; rc == 0 && i < st->nseen; i++) {
 		const struct marker_seen *m = &st->seen[i];
 		if (!strset_has(&ps->present, m->pack) &&
-		    ps->now_ms - m->first_ms >= 2 * st->grace_ms)
-			rc = strbuf_add(&ps->unmark, m->key, strlen(m->key) + 1);
+		    ps->now_ms - m->first_ms >= 2 * st->grace_ms) {
+			strbuf_add(&ps->unmark, m->key, strlen(m->key) + 1);
+			rc = strbuf_error(&ps->unmark);
+		}
 	}
 	for (size_t i = 0; rc == 0 && i < nsorted; i++) {
 		struct pack *p = sorted[i];

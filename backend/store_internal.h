@@ -1,6 +1,6 @@
 /*
  * store_internal.h - what store.c (open, index, delete, collect),
- * store_put.c, store_get.c and store_donor.c share. Not for other modules.
+ * store_put*.c, store_get.c and store_donor.c share. Not for other modules.
  *
  * In memory the store keeps, under st->lock:
  *   - one struct pack per pack object some manifest lists, with `refs` (how
@@ -27,12 +27,14 @@
 
 #include <openssl/evp.h>
 #include <pthread.h>
+#include <zstd.h>
 
 #include "backend/manifest.h"
-#include "backend/objstore.h"
+#include "backend/objstore/objstore.h"
 #include "backend/store.h"
 #include "lib/limits.h"
 #include "lib/strbuf.h"
+#include "lib/strset.h"
 
 /* Threads one put or get runs on: the cores, at most this many. */
 #define STORE_WORKERS_MAX 8
@@ -308,5 +310,117 @@ bool store_forget_snap(struct store *st, const char *id);
 /* Under st->lock: record manifest @rec (takes its packs array, sets its seq), refs++ on each pack.
  */
 int store_add_snap(struct store *st, struct snap_rec *rec);
+
+/*
+ * A put in flight (store_put*.c only). store_put.c's thread owns struct put.
+ * The workers (struct pool) write only their struct work and its room in the
+ * batch's arena, use cctx[] and md[] by their worker number, and read
+ * put->local under local_lock and the store's index under st->lock; a
+ * batch's next and done are under pool.lock. The flusher thread writes the
+ * pack handed to it, and struct flusher's fields under flusher.lock.
+ */
+struct work {
+	const unsigned char *data;
+	size_t len;
+	size_t zoff; /* where its compressed bytes go in the arena */
+	size_t zlen; /* compressed length; == len: stored plain */
+	bool zero;
+	bool found; /* stored already: see ref */
+	struct chunk_ref ref;
+	unsigned char sha256[SHA256_LEN];
+	int rc;
+};
+
+/* A batch: cut by this thread, processed by the workers, committed in order. */
+struct batch {
+	struct work *w;
+	size_t n;
+	unsigned char *arena; /* compressed chunks */
+	size_t next;	      /* under pool.lock: the next chunk a worker takes */
+	size_t done;	      /* under pool.lock: chunks processed */
+};
+
+struct pool_thread {
+	pthread_t tid;
+	struct put *put;
+	unsigned worker;
+};
+
+struct pool {
+	struct pool_thread threads[STORE_WORKERS_MAX];
+	unsigned n; /* started */
+	pthread_mutex_t lock;
+	pthread_cond_t work;	/* a batch was queued, or stop */
+	pthread_cond_t done;	/* a batch is done */
+	struct batch *queue[2]; /* oldest first; a batch leaves once done */
+	size_t nqueued;
+	bool stop;
+};
+
+/* A pack being filled, then written by the flusher. */
+struct pack_out {
+	struct pack *pack;
+	char *data;
+	size_t len;
+	struct pack_idx_entry *ents;
+	size_t nents, cap;
+};
+
+struct flusher {
+	pthread_t tid;
+	bool started;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct pack_out *pending; /* handed over and not written yet */
+	char *spare[2];		  /* pack buffers to reuse */
+	size_t nspare;
+	bool stop;
+	int rc; /* the first failure, with err */
+	struct err err;
+};
+
+struct progress {
+	store_progress_fn fn; /* may be NULL */
+	void *arg;
+	int64_t done, total;
+};
+
+struct put {
+	struct store *st;
+	const char *id;
+	struct inflight *fl;
+	struct chunk_index local;   /* chunks in this put's own packs */
+	pthread_mutex_t local_lock; /* workers read local while this thread adds to it */
+	struct pack **own;	    /* this put's packs, in order */
+	size_t nown, own_cap;
+	struct pack **mpacks; /* the manifest's pack list */
+	size_t nmpacks, mpacks_cap, last_mpack;
+	struct manifest_file *files;
+	size_t nfiles, chunks_cap;
+	struct pack_out *out; /* being filled */
+	struct flusher flusher;
+	ZSTD_CCtx *cctx[STORE_WORKERS_MAX];
+	EVP_MD_CTX *md[STORE_WORKERS_MAX];
+	struct batch batches[2];
+	struct pool pool;
+	struct progress progress;
+	int64_t size_bytes, pack_bytes;
+	int64_t trash_listed_ms; /* mono_ms() when condemned packs were listed: store_gc.c */
+	struct strset condemned; /* their names: never used by this put */
+};
+
+/* store_put_reuse.c: whether chunk @w is stored already (w->found, w->ref); -ENOMEM. */
+int put_look_up(struct put *put, struct work *w, unsigned worker);
+/* store_put_pack.c: the walk in order, one processed chunk into the manifest and the packs. */
+int put_commit_chunk(struct put *put, const struct batch *b, struct work *w, struct err *e);
+/* Hand the filled pack to the flusher, once it wrote the one before. */
+int put_flush_out(struct put *put, struct err *e);
+/* Wait until every handed-over pack is written, end the flusher; its first failure. */
+int put_flusher_finish(struct put *put, struct err *e);
+void put_pack_out_free(struct pack_out *o);
+/* store_put_manifest.c: -EEXIST if the store has a manifest for @id already. */
+int put_check_absent(struct store *st, const char *id, struct err *e);
+/* Write the manifest; on failure take the snapshot back out of the store's records. */
+int put_manifest(struct put *put, const cJSON *meta, struct store_put_result *res, struct err *e);
 
 #endif

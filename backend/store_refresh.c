@@ -78,6 +78,8 @@ static void warn_once(struct store *st, const char *id, const struct err *e)
 	}
 	warning("store: cannot read snapshot %s: %s", id, e->msg);
 	strbuf_addf(&st->unreadable, "%s\n", id);
+	if (strbuf_error(&st->unreadable) < 0)
+		strbuf_reset(&st->unreadable); /* full: start over, each said once more */
 }
 
 /*
@@ -179,13 +181,10 @@ static int packs_to_index(struct store *st, struct strbuf *names)
 {
 	for (size_t i = 0; i < st->npacks; i++) {
 		const struct pack *p = st->packs[i];
-		if (!p->indexed && !p->idx_read) {
-			int rc = strbuf_add(names, p->name, strlen(p->name) + 1);
-			if (rc < 0)
-				return rc;
-		}
+		if (!p->indexed && !p->idx_read)
+			strbuf_add(names, p->name, strlen(p->name) + 1);
 	}
-	return 0;
+	return strbuf_error(names);
 }
 
 static int note_listed(const char *id, void *arg)

@@ -30,7 +30,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-OBJS="backend/objstore_s3.o backend/s3_client.o backend/s3_xml.o lib/util.o lib/strbuf.o"
+OBJS="backend/objstore/objstore_s3.o backend/objstore/s3_client.o backend/objstore/s3_request.o backend/objstore/s3_sign.o backend/objstore/s3_xml.o lib/util.o lib/strbuf.o"
 # shellcheck disable=SC2046,SC2086
 make -C "$REPO" $(printf 'build/rel/%s ' $OBJS) >/dev/null
 # shellcheck disable=SC2046,SC2086

@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "backend/objstore.h"
+#include "backend/objstore/objstore.h"
 #include "lib/util.h"
 
 int main(int argc, char **argv)

@@ -40,7 +40,7 @@ make -C "$REPO" build/snapfs >/dev/null
 # Every backend and lib object that build/snapfs was linked from (the store opens S3 URLs too).
 # shellcheck disable=SC2046 # pkg-config's flags are words
 cc -std=c17 -D_GNU_SOURCE -O2 -I"$REPO" $(pkg-config --cflags libcjson) -o "$SB" "$REPO/bench/store_bench.c" \
-	"$REPO"/build/rel/backend/*.o "$REPO"/build/rel/lib/*.o \
+	"$REPO"/build/rel/backend/*.o "$REPO"/build/rel/backend/objstore/*.o "$REPO"/build/rel/lib/*.o \
 	$(pkg-config --libs libcjson libzstd libcrypto libcurl sqlite3) -pthread
 
 "$REPO/scripts/make-image.sh" "$IMAGES/busybox" >/dev/null

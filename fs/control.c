@@ -206,9 +206,9 @@ int ctl_spec_add(struct ctl_spec *s, const char *line)
 		}
 		s->json = s->text.len == 0 && *word == '{';
 	}
-	int rc = strbuf_adds(&s->text, line);
-	if (rc == 0)
-		rc = strbuf_add(&s->text, "\n", 1);
+	strbuf_adds(&s->text, line);
+	strbuf_add(&s->text, "\n", 1);
+	int rc = strbuf_error(&s->text);
 	if (rc < 0)
 		return rc;
 	return s->json ? json_ready(s) : 0;

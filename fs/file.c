@@ -142,7 +142,8 @@ static int file_op_begin(struct fs_file *f, struct pending *p, bool async, struc
 static void set_result_locked(struct fs_file *f, const char *data, size_t len)
 {
 	strbuf_reset(&f->content);
-	f->has_content = strbuf_add(&f->content, data, len) == 0;
+	strbuf_add(&f->content, data, len);
+	f->has_content = strbuf_error(&f->content) == 0;
 	f->pos = 0;
 }
 
@@ -406,7 +407,8 @@ void file_read(fuse_req_t req, struct fs_file *f, size_t size, off_t off)
 /* Lines are collected under the lock and acted on after it: acting calls ops_*. */
 static int collect_line(const char *line, void *arg)
 {
-	return strbuf_add(arg, line, strlen(line) + 1);
+	strbuf_add(arg, line, strlen(line) + 1);
+	return strbuf_error(arg);
 }
 
 static int act_lines(struct fs_file *f, const struct strbuf *lines, struct pending *p)
@@ -588,10 +590,8 @@ int file_id_action(struct fs_file *f, struct pending *p, bool async, file_make_f
 static void uncollect(struct fs_file *f, size_t from, size_t to)
 {
 	pthread_mutex_lock(&f->lock);
-	if (f->collected.len == to && from < to) {
-		f->collected.len = from;
-		f->collected.buf[from] = '\0';
-	}
+	if (f->collected.len == to && from < to)
+		strbuf_setlen(&f->collected, from);
 	pthread_mutex_unlock(&f->lock);
 }
 
@@ -601,10 +601,16 @@ int file_collect(struct fs_file *f, const char *line, file_apply_fn apply, struc
 	pthread_mutex_lock(&f->lock);
 	size_t from = f->collected.len;
 	/* strbuf_addf adds all or nothing, so a refusal here leaves no part of @line. */
-	int rc = *line ? strbuf_addf(&f->collected, "%s\n", line) : 0;
+	if (*line)
+		strbuf_addf(&f->collected, "%s\n", line);
+	int rc = strbuf_error(&f->collected);
+	if (rc < 0)
+		strbuf_setlen(&f->collected, from); /* forget the refusal: a later line may fit */
 	size_t to = f->collected.len;
-	if (rc == 0)
-		rc = strbuf_add(&all, f->collected.buf, f->collected.len);
+	if (rc == 0) {
+		strbuf_add(&all, f->collected.buf, f->collected.len);
+		rc = strbuf_error(&all);
+	}
 	pthread_mutex_unlock(&f->lock);
 	if (rc == -EFBIG)
 		rc = err_set(e, EFBIG, "%s: more than %d bytes", f->node.path, ENV_MAX - 1);

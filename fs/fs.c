@@ -397,7 +397,8 @@ static int dir_add(const char *name, mode_t mode, fuse_ino_t ino, void *arg)
 	if (need > sizeof(rec))
 		return -ENAMETOOLONG;
 	fuse_add_direntry(df->req, rec, sizeof(rec), name, &st, (off_t)(df->buf->len + need));
-	return strbuf_add(df->buf, rec, need);
+	strbuf_add(df->buf, rec, need);
+	return strbuf_error(df->buf);
 }
 
 static void ll_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,

@@ -84,7 +84,8 @@ static const char readme[] =
 static int readme_read(const struct fs_node *n, const struct caller *who, struct strbuf *out)
 {
 	(void)n, (void)who;
-	return strbuf_add(out, readme, sizeof(readme) - 1);
+	strbuf_add(out, readme, sizeof(readme) - 1);
+	return strbuf_error(out);
 }
 
 static int version_read(const struct fs_node *n, const struct caller *who, struct strbuf *out)
@@ -97,13 +98,14 @@ static int metrics_read(const struct fs_node *n, const struct caller *who, struc
 {
 	(void)n, (void)who;
 	int rc = ops_metrics_text(out);
-	if (rc == 0)
-		rc = strbuf_addf(out,
-				 "# HELP snapfs_held_requests Requests answered later: waits, "
-				 "writes whose work runs, reads of a running exec.\n"
-				 "# TYPE snapfs_held_requests gauge\nsnapfs_held_requests %u\n",
-				 pending_held());
-	return rc;
+	if (rc < 0)
+		return rc;
+	strbuf_addf(out,
+		    "# HELP snapfs_held_requests Requests answered later: waits, "
+		    "writes whose work runs, reads of a running exec.\n"
+		    "# TYPE snapfs_held_requests gauge\nsnapfs_held_requests %u\n",
+		    pending_held());
+	return strbuf_error(out);
 }
 
 /* --- images/<name>/ --------------------------------------------------- */

@@ -225,7 +225,8 @@ static const struct fs_dir sandbox_dir = FS_DIR(sandbox_files);
 
 static int index_line(const struct sandbox *sb, void *out)
 {
-	return strbuf_addf(out, "%s %s\n", sb->id, sandbox_state_name(sb->state));
+	strbuf_addf(out, "%s %s\n", sb->id, sandbox_state_name(sb->state));
+	return strbuf_error(out);
 }
 
 static int index_read(const struct fs_node *n, const struct caller *who, struct strbuf *out)

@@ -34,7 +34,10 @@ static int progress_read(const struct fs_node *n, const struct caller *who, stru
 	(void)who; /* the node was checked for @who at open */
 	int64_t done = 0, total = 0;
 	int rc = ops_snapshot_progress(n->id, &done, &total);
-	return rc < 0 ? rc : strbuf_addf(out, "%" PRId64 " %" PRId64 "\n", done, total);
+	if (rc < 0)
+		return rc;
+	strbuf_addf(out, "%" PRId64 " %" PRId64 "\n", done, total);
+	return strbuf_error(out);
 }
 
 static int restorable_read(const struct fs_node *n, const struct caller *who, struct strbuf *out)
@@ -53,7 +56,8 @@ static int manifest_read(const struct fs_node *n, const struct caller *who, stru
 
 static int forked_line(const struct sandbox *sb, void *out)
 {
-	return strbuf_addf(out, "%s\n", sb->id);
+	strbuf_addf(out, "%s\n", sb->id);
+	return strbuf_error(out);
 }
 
 /* A fresh read of `fork`: the sandboxes forked from this snapshot that @who may see. */
@@ -132,8 +136,9 @@ static const struct fs_dir snapshot_dir = FS_DIR(snapshot_files);
 
 static int index_line(const struct snapshot *snap, void *out)
 {
-	return strbuf_addf(out, "%s %s %s\n", snap->id, snapshot_state_name(snap->state),
-			   snap->sandbox_id);
+	strbuf_addf(out, "%s %s %s\n", snap->id, snapshot_state_name(snap->state),
+		    snap->sandbox_id);
+	return strbuf_error(out);
 }
 
 static int index_read(const struct fs_node *n, const struct caller *who, struct strbuf *out)

@@ -293,7 +293,8 @@ void tree_report(const struct fs_node *n, const struct caller *who, int rc, stru
 
 int tree_names_add(struct strbuf *names, const char *name)
 {
-	return strbuf_add(names, name, strlen(name) + 1);
+	strbuf_add(names, name, strlen(name) + 1);
+	return strbuf_error(names);
 }
 
 int tree_sandbox_name(const struct sandbox *sb, void *names)
@@ -318,8 +319,8 @@ int tree_line(struct strbuf *out, const char *s)
 {
 	if (!*s)
 		return 0;
-	int rc = strbuf_adds(out, s);
-	if (rc == 0 && s[strlen(s) - 1] != '\n')
-		rc = strbuf_add(out, "\n", 1);
-	return rc;
+	strbuf_adds(out, s);
+	if (s[strlen(s) - 1] != '\n')
+		strbuf_add(out, "\n", 1);
+	return strbuf_error(out);
 }

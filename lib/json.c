@@ -36,6 +36,7 @@ int json_print(struct strbuf *out, cJSON *obj)
 	cJSON_Delete(obj);
 	if (!text)
 		return -ENOMEM;
-	int rc = strbuf_adds(out, text);
-	return rc < 0 ? rc : strbuf_add(out, "\n", 1);
+	strbuf_adds(out, text);
+	strbuf_add(out, "\n", 1);
+	return strbuf_error(out);
 }

@@ -10,11 +10,18 @@ static size_t strbuf_limit(const struct strbuf *sb)
 	return sb->max ? sb->max : STRBUF_MAX;
 }
 
+/* Keep the first failure: later appends add nothing (strbuf.h). */
+static int strbuf_fail(struct strbuf *sb, int rc)
+{
+	sb->err = rc;
+	return rc;
+}
+
 static int strbuf_grow(struct strbuf *sb, size_t extra)
 {
 	size_t need = sb->len + extra + 1;
 	if (extra > strbuf_limit(sb) || sb->len + extra > strbuf_limit(sb))
-		return -EFBIG;
+		return strbuf_fail(sb, -EFBIG);
 	if (need <= sb->alloc)
 		return 0;
 	size_t alloc = sb->alloc ? sb->alloc : 64;
@@ -22,59 +29,70 @@ static int strbuf_grow(struct strbuf *sb, size_t extra)
 		alloc *= 2;
 	char *p = realloc(sb->buf, alloc);
 	if (!p)
-		return -ENOMEM;
+		return strbuf_fail(sb, -ENOMEM);
 	sb->buf = p;
 	sb->alloc = alloc;
 	return 0;
 }
 
-int strbuf_add(struct strbuf *sb, const void *data, size_t len)
+void strbuf_add(struct strbuf *sb, const void *data, size_t len)
 {
-	int rc = strbuf_grow(sb, len);
-	if (rc < 0)
-		return rc;
+	if (sb->err || strbuf_grow(sb, len) < 0)
+		return;
 	if (len)
 		memcpy(sb->buf + sb->len, data, len);
 	sb->len += len;
 	sb->buf[sb->len] = '\0';
-	return 0;
 }
 
-int strbuf_adds(struct strbuf *sb, const char *s)
+void strbuf_adds(struct strbuf *sb, const char *s)
 {
-	return strbuf_add(sb, s, strlen(s));
+	strbuf_add(sb, s, strlen(s));
 }
 
-int strbuf_vaddf(struct strbuf *sb, const char *fmt, va_list ap)
+void strbuf_vaddf(struct strbuf *sb, const char *fmt, va_list ap)
 {
+	if (sb->err)
+		return;
 	va_list cp;
 	va_copy(cp, ap);
 	int n = vsnprintf(NULL, 0, fmt, cp);
 	va_end(cp);
-	if (n < 0)
-		return -EINVAL;
-	int rc = strbuf_grow(sb, (size_t)n);
-	if (rc < 0)
-		return rc;
+	if (n < 0) {
+		strbuf_fail(sb, -EINVAL);
+		return;
+	}
+	if (strbuf_grow(sb, (size_t)n) < 0)
+		return;
 	vsnprintf(sb->buf + sb->len, (size_t)n + 1, fmt, ap);
 	sb->len += (size_t)n;
-	return 0;
 }
 
-int strbuf_addf(struct strbuf *sb, const char *fmt, ...)
+void strbuf_addf(struct strbuf *sb, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	int rc = strbuf_vaddf(sb, fmt, ap);
+	strbuf_vaddf(sb, fmt, ap);
 	va_end(ap);
-	return rc;
+}
+
+int strbuf_error(const struct strbuf *sb)
+{
+	return sb->err;
 }
 
 void strbuf_reset(struct strbuf *sb)
 {
-	sb->len = 0;
+	strbuf_setlen(sb, 0);
+}
+
+void strbuf_setlen(struct strbuf *sb, size_t len)
+{
+	if (len < sb->len)
+		sb->len = len;
 	if (sb->buf)
-		sb->buf[0] = '\0';
+		sb->buf[sb->len] = '\0';
+	sb->err = 0;
 }
 
 void strbuf_release(struct strbuf *sb)
@@ -83,6 +101,7 @@ void strbuf_release(struct strbuf *sb)
 	sb->buf = NULL;
 	sb->len = 0;
 	sb->alloc = 0;
+	sb->err = 0;
 }
 
 void strbuf_releasep(struct strbuf *sb)
@@ -92,6 +111,10 @@ void strbuf_releasep(struct strbuf *sb)
 
 char *strbuf_detach(struct strbuf *sb, size_t *len)
 {
+	if (sb->err) {
+		strbuf_release(sb);
+		return NULL;
+	}
 	char *p = sb->buf;
 	if (!p)
 		p = calloc(1, 1);

@@ -10,7 +10,8 @@ int strset_add(struct strset *s, const char *str)
 	free(s->v);
 	s->v = NULL;
 	s->n = 0;
-	return strbuf_add(&s->buf, str, strlen(str) + 1);
+	strbuf_add(&s->buf, str, strlen(str) + 1);
+	return strbuf_error(&s->buf);
 }
 
 static int compare(const void *a, const void *b)

@@ -68,13 +68,13 @@ static void vlog(const char *level, const char *fmt, va_list ap)
 	fprintf(stderr, "%s\n", line);
 }
 
-int error(const char *fmt, ...)
+int error(int code, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
 	vlog("error", fmt, ap);
 	va_end(ap);
-	return -1;
+	return code > 0 ? -code : -EIO;
 }
 
 void warning(const char *fmt, ...)

@@ -6,8 +6,11 @@
  * negative errno on failure. When a failure needs a sentence for the user
  * (the `error` control file, the `errors` log), the caller passes a
  * `struct err` and the callee fills it with err_set(), which returns the
- * negative errno so failures read `return err_set(e, EIO, "...")`.
- * Messages say what failed first and carry no full stop.
+ * negative errno so failures read `return err_set(e, EIO, "...")`. A
+ * failure only the log hears of reads `return error(EIO, "...")`: error()
+ * takes the errno to return as err_set() does, so no failure path returns
+ * git's bare -1, which here would read as -EPERM. Messages say what failed
+ * first and carry no full stop.
  */
 #ifndef SNAPFS_UTIL_H
 #define SNAPFS_UTIL_H
@@ -52,8 +55,11 @@ struct err {
 int err_set(struct err *e, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void err_clear(struct err *e);
 
-/* Logging to stderr with a level prefix. error() returns -1, as in git. */
-int error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/*
+ * Logging to stderr with a level prefix. error() returns -@code (a positive
+ * errno, as for err_set; anything else returns -EIO, never success).
+ */
+int error(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void warning(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

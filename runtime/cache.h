@@ -5,7 +5,7 @@
  * store. Forks and resume restore from it instead of the store.
  *
  * Each image also keeps its snapshot's manifest text in CACHE_MANIFEST_FILE,
- * written before the directory takes its name (runtime/ops_snapshot.c): a
+ * written before the directory takes its name (runtime/ops_checkpoint.c): a
  * materialize copies the chunks it needs from such images rather than
  * download them (store_get_snapshot_from(), cache_hold_recent()).
  *

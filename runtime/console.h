@@ -42,7 +42,7 @@ struct console;
 
 /* A new FIFO (replacing an old one) and log in @dir, the sandbox's directory. */
 int console_open(const char *dir, struct console **out, struct err *e);
-/* The fds and sink for runsc_run_flags() / runsc_restore_flags(). */
+/* The fds and sink for runsc_run() / runsc_restore(). */
 void console_stdio(struct console *c, struct runsc_stdio *io);
 /* Write @len bytes of console output to the log (a lib/spawn.h sink; never stops). */
 int console_sink(void *console, const char *data, size_t len);

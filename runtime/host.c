@@ -229,7 +229,8 @@ int host_profile_json(const char *runsc_version, struct strbuf *out)
 	cJSON_Delete(obj);
 	if (!text)
 		return -ENOMEM;
-	return strbuf_adds(out, text);
+	strbuf_adds(out, text);
+	return strbuf_error(out);
 }
 
 /* Flags in @recorded missing from this host, as one line; returns how many. */
@@ -252,7 +253,8 @@ static int missing_cpu_features(const char *recorded, struct strbuf *out)
 	}
 	if (missing)
 		strbuf_adds(out, "\n");
-	return missing;
+	int rc = strbuf_error(out);
+	return rc < 0 ? rc : missing;
 }
 
 int host_compare(const char *recorded_json, const char *runsc_version, struct strbuf *out)
@@ -261,7 +263,8 @@ int host_compare(const char *recorded_json, const char *runsc_version, struct st
 	cJSON *rec = cJSON_Parse(recorded_json);
 	if (!rec) {
 		strbuf_adds(out, "the snapshot records no readable host profile\n");
-		return 1;
+		int rc = strbuf_error(out);
+		return rc < 0 ? rc : 1;
 	}
 	int diffs = 0;
 	const char *rv = json_str(rec, "runsc_version");

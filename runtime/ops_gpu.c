@@ -132,9 +132,7 @@ int gpu_before_checkpoint(const struct sandbox *sb, const char *spool, struct gp
 
 static bool container_running(const char *cid)
 {
-	char status[32] = "";
-	return runsc_state(&ops.runsc, cid, status, sizeof(status), NULL, NULL) == 0 &&
-	       !strcmp(status, "running");
+	return runsc_state(&ops.runsc, cid, NULL, NULL) == RUNSC_RUNNING;
 }
 
 int gpu_after_checkpoint(struct gpu_checkpoint *gc, bool leave_running, int rc, struct err *e)

@@ -2,6 +2,15 @@
  * ops_internal.h - what the ops_*.c files share: the daemon's context, the
  * operations lock, and the helpers that change and announce state.
  *
+ * The files: ops_core.c (lock and state helpers, announcements, waiters,
+ * progress, paths, ids), ops_life.c (open, start, monitor, shutdown),
+ * ops_sandbox.c (create, set, start and its bundle, terminate, remove, wait,
+ * reconcile),
+ * ops_exec.c, ops_checkpoint.c (snapshot, suspend, the store job),
+ * ops_restore.c (fork, resume, materialize), ops_snapshot.c (delete,
+ * wait, progress, restorable, reconcile), ops_sync.c, ops_gpu.c and
+ * ops_text.c.
+ *
  * The lock: every read-check-write of a sandbox or snapshot state happens
  * under `ops.lock`, so two requests can never both see `running` and both
  * start a snapshot. Nothing slow runs under it (no runsc, no store I/O),
@@ -18,16 +27,30 @@
 #include <limits.h>
 #include <pthread.h>
 
+#include "runtime/cuda.h"
 #include "runtime/gpu.h"
+#include "runtime/jobs.h"
 #include "runtime/ops.h"
 #include "runtime/runsc.h"
 
+/*
+ * The daemon's context. Which lock guards what:
+ *   - the paths, cuda_tool, store, images, runsc and lock_fd are set by
+ *     ops_open() and only read after it, so they need none;
+ *   - reg: the registry serialises its own calls; every read-check-write
+ *     of a row holds `lock`;
+ *   - running: written under `gate` held for writing, read under it held
+ *     for reading (exec jobs).
+ * Elsewhere: the waiters list under waiters_lock and the progress list
+ * under progress_lock (ops_core.c, leaf locks: nothing is called with them
+ * held); the snapshot uses (struct snapshot_use) under `lock`.
+ */
 struct ops_context {
 	char state_dir[PATH_MAX];
 	char spool_dir[PATH_MAX];   /* checkpoint images being stored */
 	char cache_dir[PATH_MAX];   /* materialized snapshots, reused by forks */
 	char sandbox_dir[PATH_MAX]; /* per sandbox: bundle/, console.fifo, console.log */
-	struct cuda_tool cuda_tool; /* the host's cuda-checkpoint (runtime/gpu.h); fd -1: none */
+	struct cuda_tool cuda_tool; /* the host's cuda-checkpoint (runtime/cuda.h); fd -1: none */
 	struct registry *reg;
 	struct store *store;
 	struct images *images;
@@ -125,12 +148,16 @@ void sandbox_bury(const char *id, char *tomb, size_t len);
 int spool_path(const char *snap_id, char *out, size_t len);
 int cache_path(const char *snap_id, char *out, size_t len);
 
+/* No sandbox id starts with a dot (lib/names.h): these names are never a sandbox's. */
+#define SANDBOX_TOMB_PREFIX ".removed-"
+
 /* A fresh id: @prefix + 16 hex digits. */
 int new_object_id(const char *prefix, char out[ID_MAX]);
 
 /*
- * Make the sandbox's bundle for @image with @entrypoint and @env, and the
- * host's NVIDIA devices when @gpu; pins the digest.
+ * Write sandbox @id's bundle (runtime/bundle.h) for @image, its process
+ * `/bin/sh -c @entrypoint` with @env, and the host's NVIDIA devices when
+ * @gpu; pins the image's digest. In ops_sandbox.c, beside container_start().
  */
 int prepare_bundle(const char *id, const char *image, const char *entrypoint, const char *env,
 		   bool gpu, char digest_out[DIGEST_MAX], struct err *e);
@@ -151,6 +178,60 @@ int container_start(const char *id, const char *runtime_id, bool gpu, const char
  * Updates @sb (runtime_id, pid); the registry only for the id.
  */
 int restore_from_spool(struct sandbox *sb, const char *snap_id, struct err *e);
+
+/* A sandbox job's argument: which sandbox, who to tell, and what to do (ops_sandbox.c). */
+struct sandbox_job {
+	char id[ID_MAX];
+	ops_done_fn done;
+	void *ctx;
+	struct job *slot; /* its place in the queue, taken before anything changes */
+	/*
+	 * exec only: the command, and which sandbox of that id it was written
+	 * to. An exec waits for a worker, and meanwhile its sandbox may be
+	 * removed and another made under the name, another user's perhaps.
+	 */
+	char cmdline[ENTRYPOINT_MAX];
+	int64_t created_at;
+	uid_t owner_uid;
+};
+
+/* The job for sandbox @id and its place in @kind's queue; NULL (@e says why) if none is free. */
+struct sandbox_job *sandbox_job_new(enum job_kind kind, const char *id, ops_done_fn done, void *ctx,
+				    struct err *e);
+/* The request was refused after all: give its place back. Returns @rc. */
+int sandbox_job_drop(struct sandbox_job *job, int rc);
+/* Run @fn(@job) in the place @job holds. Returns 0. */
+int sandbox_job_queue(struct sandbox_job *job, void (*fn)(void *));
+
+/*
+ * Snapshots in use: forks and resumes still restoring from one, or a delete
+ * under way. A delete waits for no restore (it is refused with EBUSY while
+ * one runs) and a fork of a snapshot being deleted is refused, so a restore
+ * never reads data a delete is removing. Guarded by ops.lock (ops_restore.c).
+ */
+struct snapshot_use {
+	char id[ID_MAX];
+	unsigned restores;
+	bool deleting;
+	struct snapshot_use *next;
+};
+
+/* The use of snapshot @id, made if @create; NULL if there is none (or no memory). */
+struct snapshot_use *snapshot_use_get(const char *id, bool create);
+/* Forget the use of @id once nothing restores or deletes it. */
+void snapshot_use_drop_if_idle(const char *id);
+
+/*
+ * Can @snap be restored here? Appends one line per reason it cannot; returns their count, or a
+ * negative errno when they could not be found or told.
+ */
+int restore_blockers(const struct snapshot *snap, struct strbuf *why);
+
+/*
+ * Keep manifest @json in image directory @dir (CACHE_MANIFEST_FILE), so
+ * later materializes may copy its chunks (ops_checkpoint.c).
+ */
+void keep_manifest(const char *dir, const char *json);
 
 /* ops_sandbox.c / ops_snapshot.c hooks used by ops_open. */
 void reconcile_sandboxes(void);
@@ -184,7 +265,7 @@ struct gpu_checkpoint {
 	char what[ID_MAX + 32];	  /* "snapshot sandbox web", for messages */
 	char cid[RUNTIME_ID_MAX]; /* the source's container */
 	struct cuda_procs procs;  /* the CUDA processes snapfs locked and checkpointed */
-	const char *runsc_cuda;	  /* for runsc_checkpoint_cuda(): set when runsc drives CUDA */
+	const char *runsc_cuda;	  /* for runsc_checkpoint(): set when runsc drives CUDA */
 };
 
 /*

@@ -1,8 +1,9 @@
 /*
  * ops_sandbox.c - operations on one sandbox: create, configure, start,
- * terminate, remove, exec and wait, and the reconciliation of sandboxes
- * with runsc at start-up. Snapshot, suspend, resume and fork are in
- * ops_snapshot.c.
+ * terminate, remove and wait, the reconciliation of sandboxes with runsc
+ * at start-up, and the monitor's check for exited ones. Exec is in
+ * ops_exec.c; snapshot and suspend in ops_checkpoint.c; resume and fork in
+ * ops_restore.c.
  */
 #include "runtime/ops_internal.h"
 
@@ -17,41 +18,14 @@
 
 #include "lib/names.h"
 #include "lib/strbuf.h"
+#include "runtime/bundle.h"
 #include "runtime/console.h"
 #include "runtime/images.h"
 #include "runtime/jobs.h"
 
-/*
- * Longest exec output the host takes: the exec that fetches it is killed
- * there, whatever the sandbox makes it (docs/security.md).
- */
-#define EXEC_OUTPUT_MAX (1u << 20)
-/* The exit line of a command killed at its deadline, as timeout(1) has it. */
-#define EXEC_TIMED_OUT_CODE 124
-/* The exit line of a command whose sandbox was terminated under it: SIGKILL. */
-#define EXEC_TERMINATED_CODE 137
-/* The exec's stdin, its command, once written: no write, growth or shrink, for good. */
-#define EXEC_STDIN_SEALS (F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL)
-
-/* A job's argument: which sandbox, who to tell, and what to do. */
-struct sandbox_job {
-	char id[ID_MAX];
-	ops_done_fn done;
-	void *ctx;
-	struct job *slot; /* its place in the queue, taken before anything changes */
-	/*
-	 * exec only: the command, and which sandbox of that id it was written
-	 * to. An exec waits for a worker, and meanwhile its sandbox may be
-	 * removed and another made under the name, another user's perhaps.
-	 */
-	char cmdline[ENTRYPOINT_MAX];
-	int64_t created_at;
-	uid_t owner_uid;
-};
-
 /* The job for sandbox @id and its place in @kind's queue; NULL (@e says why) if none is free. */
-static struct sandbox_job *sandbox_job_new(enum job_kind kind, const char *id, ops_done_fn done,
-					   void *ctx, struct err *e)
+struct sandbox_job *sandbox_job_new(enum job_kind kind, const char *id, ops_done_fn done, void *ctx,
+				    struct err *e)
 {
 	struct sandbox_job *job = calloc(1, sizeof(*job));
 	if (!job) {
@@ -70,14 +44,14 @@ static struct sandbox_job *sandbox_job_new(enum job_kind kind, const char *id, o
 }
 
 /* The request was refused after all: give its place back. Returns @rc. */
-static int sandbox_job_drop(struct sandbox_job *job, int rc)
+int sandbox_job_drop(struct sandbox_job *job, int rc)
 {
 	jobs_cancel(job->slot);
 	free(job);
 	return rc;
 }
 
-static int sandbox_job_queue(struct sandbox_job *job, void (*fn)(void *))
+int sandbox_job_queue(struct sandbox_job *job, void (*fn)(void *))
 {
 	jobs_queue(steal_ptr(job->slot), fn, job);
 	return 0;
@@ -186,7 +160,11 @@ static int set_field(struct sandbox *sb, enum sandbox_field field, const char *v
 		for (char *save = NULL, *line = strtok_r(v, "\n", &save); line;
 		     line = strtok_r(NULL, "\n", &save))
 			strbuf_addf(&text, "env=%s\n", line);
-		int rc = spec_parse(text.buf, text.len, &spec, e);
+		int rc = strbuf_error(&text);
+		if (rc < 0)
+			return err_set(e, -rc, "cannot check the env of %s: %s", sb->id,
+				       strerror(-rc));
+		rc = spec_parse(text.buf, text.len, &spec, e);
 		if (rc < 0)
 			return rc;
 		memcpy(sb->env, spec.env, sizeof(sb->env));
@@ -230,11 +208,39 @@ int ops_sandbox_set(const struct caller *who, const char *id, enum sandbox_field
 /* Ask runsc for the sandbox pid; 0 if it cannot say. */
 static pid_t sandbox_pid(const char *runtime_id)
 {
-	char status[32];
 	pid_t pid = 0;
-	if (runsc_state(&ops.runsc, runtime_id, status, sizeof(status), &pid, NULL) < 0)
-		return 0;
+	runsc_state(&ops.runsc, runtime_id, &pid, NULL);
 	return pid;
+}
+
+int prepare_bundle(const char *id, const char *image, const char *entrypoint, const char *env,
+		   bool gpu, char digest_out[DIGEST_MAX], struct err *e)
+{
+	char rootfs[PATH_MAX], bundle[PATH_MAX];
+	const char *argv[] = {"/bin/sh", "-c", entrypoint, NULL};
+	const char *nodes[GPU_NODES_MAX];
+	struct gpu_host h;
+	struct bundle_spec spec = {.rootfs = rootfs, .argv = argv, .env = env};
+	int rc = images_exists(ops.images, image);
+	if (rc < 0)
+		return err_set(e, ENOENT, "image %s does not exist in %s", image,
+			       images_dir(ops.images));
+	rc = images_path(ops.images, image, rootfs, sizeof(rootfs));
+	if (rc == 0)
+		rc = sandbox_path(id, "bundle", bundle, sizeof(bundle));
+	if (rc < 0)
+		return err_set(e, -rc, "cannot build the bundle of sandbox %s: path too long", id);
+	rc = images_digest(ops.images, image, digest_out, e);
+	if (rc < 0)
+		return rc;
+	if (gpu) {
+		rc = gpu_host_ready("write the bundle of a GPU sandbox", &h, e);
+		if (rc < 0)
+			return rc;
+		spec.devices = nodes;
+		spec.ndevices = gpu_host_nodes(&h, nodes);
+	}
+	return bundle_write(bundle, &spec, e);
 }
 
 int container_start(const char *id, const char *runtime_id, bool gpu, const char *image_dir,
@@ -250,9 +256,8 @@ int container_start(const char *id, const char *runtime_id, bool gpu, const char
 	if (rc < 0)
 		return rc;
 	console_stdio(con, &io);
-	rc = image_dir
-		 ? runsc_restore_flags(&ops.runsc, flags, runtime_id, bundle, image_dir, &io, e)
-		 : runsc_run_flags(&ops.runsc, flags, runtime_id, bundle, &io, e);
+	rc = image_dir ? runsc_restore(&ops.runsc, flags, runtime_id, bundle, image_dir, &io, e)
+		       : runsc_run(&ops.runsc, flags, runtime_id, bundle, &io, e);
 	if (rc < 0) {
 		console_free(con);
 		runsc_delete(&ops.runsc, runtime_id, NULL);
@@ -345,14 +350,14 @@ int ops_sandbox_start(const struct caller *who, const char *id, ops_done_fn done
 /* Kill and delete the container; -EIO if runsc still knows it afterwards. */
 static int stop_container(const char *runtime_id, struct err *e)
 {
-	char status[32];
 	runsc_kill(&ops.runsc, runtime_id, SIGKILL, NULL);
 	int rc = runsc_delete(&ops.runsc, runtime_id, e);
 	if (rc < 0)
 		return rc;
-	if (runsc_state(&ops.runsc, runtime_id, status, sizeof(status), NULL, NULL) != -ENOENT)
+	enum runsc_status st = runsc_state(&ops.runsc, runtime_id, NULL, NULL);
+	if (st != RUNSC_GONE)
 		return err_set(e, EIO, "container %s is still %s after runsc delete", runtime_id,
-			       status);
+			       runsc_status_name(st));
 	return 0;
 }
 
@@ -439,185 +444,6 @@ int ops_sandbox_remove(const struct caller *who, const char *id, struct err *e)
 	return 0;
 }
 
-/* --- exec ------------------------------------------------------------------ */
-
-/*
- * Kill process @pid of the sandbox and its process group: runsc exec makes
- * the exec'd process lead a group of its own in the sandbox, so the group
- * takes the command's children along. The group kill runs through the
- * sandbox's shell (only the sandbox is hurt if that lies); the leader also
- * gets runsc's own kill.
- */
-static void kill_in_sandbox(const char *runtime_id, int pid)
-{
-	char cmd[96];
-	_cleanup_strbuf_ struct strbuf out = STRBUF_INIT;
-	if (pid <= 0)
-		return;
-	snprintf(cmd, sizeof(cmd), "kill -KILL -- -%d %d 2>/dev/null; exit 0", pid, pid);
-	struct runsc_exec x = {.cmdline = cmd, .out = &out, .cap = 4096};
-	runsc_exec(&ops.runsc, runtime_id, &x, NULL);
-	runsc_kill_pid(&ops.runsc, runtime_id, pid, SIGKILL, NULL);
-}
-
-/* The notes that end an exec's output, then its exit line. */
-static void exec_result(const struct runsc_exec *run, const struct runsc_exec *get,
-			struct strbuf *out)
-{
-	/* Killed by snapfs for its output (only a hostile sandbox gets there): as a SIGKILL. */
-	int code = run->exit_code >= 0 ? run->exit_code : EXEC_TERMINATED_CODE;
-	if (out->len && out->buf[out->len - 1] != '\n')
-		strbuf_adds(out, "\n");
-	if (run->truncated || get->truncated)
-		strbuf_addf(out, "[snapfs: output truncated at %u bytes]\n", EXEC_OUTPUT_MAX);
-	if (get->timed_out)
-		strbuf_addf(out, "[snapfs: reading the output timed out after %lld s]\n",
-			    (long long)(ops.runsc.timeout_ms / 1000));
-	if (run->timed_out) {
-		strbuf_addf(out, "[snapfs: timed out after %lld s (--exec-timeout): killed]\n",
-			    (long long)(ops.runsc.exec_timeout_ms / 1000));
-		code = EXEC_TIMED_OUT_CODE;
-	}
-	strbuf_addf(out, "exit %d\n", code);
-}
-
-/*
- * Why exec output takes a detour through a file inside the sandbox: a
- * process holding the host descriptors that `runsc exec` hands it makes any
- * checkpoint taken meanwhile unrestorable ("no host FD available"). So the
- * command first points its stdio at a file in the sandbox's /tmp, and a
- * second exec reads that file back once it ended. A snapshot taken while
- * the command runs then restores fine, without the command (see
- * docs/runsc-notes.md).
- *
- * The sandbox controls that file, /bin/sh and /bin/cat: the fetch's output
- * comes back through a pipe that runsc_exec() stops reading at
- * EXEC_OUTPUT_MAX, killing the fetch there, so nothing it does reaches the
- * host's disk or memory beyond that.
- *
- * The command itself comes in on stdin, read before anything else, and not
- * on runsc's command line, which every local user can read in /proc.
- */
-static int exec_in_sandbox(const char *runtime_id, const char *cmdline, struct strbuf *out,
-			   struct err *e)
-{
-	char hex[17], file[64], wrapped[192], fetch[160];
-	int rc = random_hex(hex, 16);
-	if (rc < 0)
-		return err_set(e, -rc, "cannot name the exec output: %s", strerror(-rc));
-	snprintf(file, sizeof(file), "/tmp/.snapfs-exec-%s", hex);
-	snprintf(
-	    wrapped, sizeof(wrapped),
-	    "snapfs_cmd=$(cat); exec </dev/null >%s 2>&1; eval \"unset snapfs_cmd; $snapfs_cmd\"",
-	    file);
-	_cleanup_close_ int in = memfd_create("snapfs-exec", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-	rc = in < 0 ? -errno : write_all(in, cmdline, strlen(cmdline));
-	if (rc == 0 && lseek(in, 0, SEEK_SET) < 0)
-		rc = -errno;
-	/*
-	 * Sealed: the sandbox gets this fd read-write (a memfd is), and its
-	 * /bin/sh could otherwise grow it without bound in host memory.
-	 */
-	if (rc == 0 && fcntl(in, F_ADD_SEALS, EXEC_STDIN_SEALS) < 0)
-		rc = -errno;
-	if (rc < 0)
-		return err_set(e, -rc, "cannot hand the exec its command: %s", strerror(-rc));
-	struct runsc_exec run = {.cmdline = wrapped,
-				 .stdin_fd = in,
-				 .timeout_ms = ops.runsc.exec_timeout_ms,
-				 .out = out,
-				 .cap = EXEC_OUTPUT_MAX};
-	rc = runsc_exec(&ops.runsc, runtime_id, &run, e);
-	if (rc < 0)
-		return rc;
-	if (run.timed_out || run.truncated)
-		kill_in_sandbox(runtime_id, run.pid);
-	/* Opened, removed, then read: the file is gone however the fetch ends. */
-	snprintf(fetch, sizeof(fetch), "exec <%s && rm -f %s && exec cat", file, file);
-	struct runsc_exec get = {.cmdline = fetch, .out = out, .cap = EXEC_OUTPUT_MAX};
-	rc = runsc_exec(&ops.runsc, runtime_id, &get, e);
-	if (rc < 0)
-		return rc;
-	if (get.timed_out || get.truncated)
-		kill_in_sandbox(runtime_id, get.pid);
-	exec_result(&run, &get, out);
-	return 0;
-}
-
-/*
- * Hand the exec's result over, unless the daemon is shutting down. A
- * failure goes into the sandbox's `error` only if @ours: not into a later
- * sandbox of the name.
- */
-static void exec_finish(struct sandbox_job *job, int rc, bool ours, struct err *e,
-			struct strbuf *out)
-{
-	pthread_rwlock_rdlock(&ops.gate);
-	if (!ops.running) {
-		pthread_rwlock_unlock(&ops.gate);
-		return;
-	}
-	if (rc < 0) {
-		if (!e->code)
-			err_set(e, EIO, "exec in sandbox %s failed: %s", job->id, strerror(-rc));
-		report_job_failure(ours ? OPS_OBJ_SANDBOX : OPS_OBJ_LIST, job->id, "exec", e);
-		complete(job->done, job->ctx, -e->code, e->msg, strlen(e->msg));
-	} else {
-		complete(job->done, job->ctx, 0, out->buf, out->len);
-	}
-	pthread_rwlock_unlock(&ops.gate);
-}
-
-static void exec_job(void *arg)
-{
-	struct sandbox_job *job = arg;
-	struct err e = {0};
-	struct sandbox sb;
-	_cleanup_strbuf_ struct strbuf out = STRBUF_INIT;
-	int rc = registry_sandbox_get(ops.reg, job->id, &sb);
-	/* Its id, owner and birth say it is the one the exec was written to. */
-	const bool ours =
-	    rc == 0 && sb.created_at == job->created_at && sb.owner_uid == job->owner_uid;
-	if (!ours)
-		rc = err_set(&e, ENOENT,
-			     "cannot exec in sandbox %s: it was removed before the exec ran",
-			     job->id);
-	if (rc == 0)
-		rc = exec_in_sandbox(sb.runtime_id, job->cmdline, &out, &e);
-	/* Terminated under it: what it wrote so far, and the exit line of a SIGKILL. */
-	if (rc == -ECANCELED) {
-		if (out.len && out.buf[out.len - 1] != '\n')
-			strbuf_adds(&out, "\n");
-		strbuf_addf(&out, "[snapfs: sandbox %s was terminated]\nexit %d\n", job->id,
-			    EXEC_TERMINATED_CODE);
-		rc = 0;
-	}
-	exec_finish(job, rc, ours, &e, &out);
-	free(job);
-}
-
-int ops_sandbox_exec(const struct caller *who, const char *id, const char *cmdline,
-		     ops_done_fn done, void *ctx, struct err *e)
-{
-	struct sandbox sb;
-	int rc = sandbox_get_as(who, id, &sb);
-	if (rc < 0)
-		return err_set(e, ENOENT, "sandbox %s does not exist", id);
-	if (sb.state != SB_RUNNING)
-		return err_set(e, EBUSY, "cannot exec in sandbox %s: it is %s, not running", id,
-			       sandbox_state_name(sb.state));
-	if (!*cmdline)
-		return err_set(e, EINVAL, "exec needs a command line");
-	struct sandbox_job *job = sandbox_job_new(JOB_EXEC, id, done, ctx, e);
-	if (!job)
-		return -e->code;
-	job->created_at = sb.created_at;
-	job->owner_uid = sb.owner_uid;
-	if (xsnprintf(job->cmdline, sizeof(job->cmdline), "%s", cmdline) < 0)
-		return sandbox_job_drop(job, err_set(e, EFBIG, "exec command line is too long"));
-	return sandbox_job_queue(job, exec_job);
-}
-
 /* --- wait ------------------------------------------------------------------ */
 
 int ops_sandbox_wait(const struct caller *who, const char *id, ops_done_fn done, void *ctx,
@@ -702,13 +528,12 @@ static void reopen_console(const char *id)
 /* What a sandbox the registry left in @sb->state became while snapfs was down. */
 static void reconcile_one(struct sandbox *sb)
 {
-	char status[32] = "";
 	pid_t pid = 0;
 	enum sandbox_state was = sb->state;
 	if (was == SB_SUSPENDED || was == SB_CREATED || was == SB_TERMINATED || was == SB_FAILED)
 		return;
-	int rc = runsc_state(&ops.runsc, sb->runtime_id, status, sizeof(status), &pid, NULL);
-	bool alive = rc == 0 && !strcmp(status, "running");
+	enum runsc_status st = runsc_state(&ops.runsc, sb->runtime_id, &pid, NULL);
+	bool alive = st == RUNSC_RUNNING;
 	sb->pid = alive ? pid : 0;
 	if (was == SB_TERMINATING) {
 		stop_container(sb->runtime_id, NULL);
@@ -727,7 +552,7 @@ static void reconcile_one(struct sandbox *sb)
 		sb->state = SB_FAILED;
 		snprintf(sb->message, sizeof(sb->message),
 			 "sandbox %s was %s and its container is %s after a daemon restart", sb->id,
-			 sandbox_state_name(was), rc == 0 ? status : "gone");
+			 sandbox_state_name(was), runsc_status_name(st));
 	}
 	/* Its output waited in the console FIFO for us (a restored one has its console). */
 	if (sb->state == SB_RUNNING && alive)
@@ -737,7 +562,8 @@ static void reconcile_one(struct sandbox *sb)
 
 static int collect_ids(const struct sandbox *sb, void *arg)
 {
-	return strbuf_addf(arg, "%s\n", sb->id);
+	strbuf_addf(arg, "%s\n", sb->id);
+	return strbuf_error(arg);
 }
 
 static void reconcile_id(const char *id)
@@ -762,22 +588,20 @@ static int collect_exited(const struct sandbox *sb, void *arg)
 	struct strbuf *ids = arg;
 	if (sb->state == SB_RUNNING && sb->pid > 0 && kill(sb->pid, 0) < 0 && errno == ESRCH)
 		strbuf_addf(ids, "%s\n", sb->id);
-	return 0;
+	return strbuf_error(ids);
 }
 
 /* A running sandbox whose process is gone: its entrypoint exited or it was killed. */
 static void mark_exited(const char *id)
 {
 	struct sandbox sb;
-	char status[32] = "";
 	pid_t pid = 0;
 	pthread_mutex_lock(&ops.lock);
 	int rc = registry_sandbox_get(ops.reg, id, &sb);
 	pthread_mutex_unlock(&ops.lock);
 	if (rc < 0 || sb.state != SB_RUNNING)
 		return;
-	rc = runsc_state(&ops.runsc, sb.runtime_id, status, sizeof(status), &pid, NULL);
-	if (rc == 0 && !strcmp(status, "running") && pid != sb.pid)
+	if (runsc_state(&ops.runsc, sb.runtime_id, &pid, NULL) == RUNSC_RUNNING && pid != sb.pid)
 		return;
 	struct sb_patch p = SB_PATCH(SB_TERMINATED);
 	p.pid = 0;

@@ -122,8 +122,8 @@ static int collect_gone(const struct snapshot *snap, void *arg)
 {
 	struct sync_walk *w = arg;
 	if (snap->state == SNAP_COMPLETED && !strset_has(&w->stored, snap->id))
-		return strbuf_addf(&w->gone, "%s\n", snap->id);
-	return 0;
+		strbuf_addf(&w->gone, "%s\n", snap->id);
+	return strbuf_error(&w->gone);
 }
 
 static void forget_id(const char *id)

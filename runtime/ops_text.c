@@ -11,7 +11,8 @@ int ops_version_text(struct strbuf *out)
 {
 	strbuf_addf(out, "snapfs %s\n", SNAPFS_VERSION);
 	strbuf_addf(out, "runsc %s\n", ops.runsc.version);
-	return strbuf_addf(out, "store %s\n", store_url(ops.store));
+	strbuf_addf(out, "store %s\n", store_url(ops.store));
+	return strbuf_error(out);
 }
 
 struct metric_counts {
@@ -141,5 +142,5 @@ int ops_metrics_text(struct strbuf *out)
 	      "Reads of wait files held until their object settles (an interrupted one goes at "
 	      "once).",
 	      waiters_count());
-	return 0;
+	return strbuf_error(out);
 }

@@ -162,8 +162,10 @@ static int manifest_kept(const char *id, struct strbuf *out)
 	int rc = 0;
 	pthread_mutex_lock(&kept.lock);
 	for (size_t i = 0; i < MANIFEST_KEPT && rc == 0; i++)
-		if (kept.slot[i].json && strcmp(kept.slot[i].id, id) == 0)
-			rc = strbuf_adds(out, kept.slot[i].json) < 0 ? -ENOMEM : 1;
+		if (kept.slot[i].json && strcmp(kept.slot[i].id, id) == 0) {
+			strbuf_adds(out, kept.slot[i].json);
+			rc = strbuf_error(out) < 0 ? -ENOMEM : 1;
+		}
 	pthread_mutex_unlock(&kept.lock);
 	return rc;
 }
@@ -201,7 +203,8 @@ int ops_snapshot_manifest(const struct caller *who, const char *id, struct strbu
 		return 0;
 	if (rc < 0)
 		return -EIO;
-	rc = strbuf_adds(out, json);
+	strbuf_adds(out, json);
+	rc = strbuf_error(out);
 	if (rc == 0)
 		manifest_keep(id, steal_ptr(json));
 	return rc;

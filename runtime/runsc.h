@@ -68,26 +68,6 @@ int runsc_cancel(const struct runsc *rs, const char *cid);
 int runsc_new_container_id(char out[RUNTIME_ID_MAX]);
 
 /*
- * Write an OCI bundle into @bundle_dir (created if missing): config.json
- * with root.path = @rootfs (absolute; writable only through the memory
- * overlay, so the image directory is never written), process args
- * ["/bin/sh","-c",@entrypoint], env PATH plus @env lines, cwd "/", a /proc
- * mount and a tmpfs /tmp, pid/ipc/uts/mount/network namespaces.
- */
-int runsc_write_bundle(const char *bundle_dir, const char *rootfs, const char *entrypoint,
-		       const char *env, struct err *e);
-
-/*
- * The same with the host device nodes @devices (absolute paths, character
- * devices) in linux.devices, with their major and minor numbers and mode,
- * and allowed in linux.resources.devices: a GPU sandbox's NVIDIA devices
- * (runtime/gpu.h). A missing node is -ENODEV.
- */
-int runsc_write_bundle_devices(const char *bundle_dir, const char *rootfs, const char *entrypoint,
-			       const char *env, const char *const *devices, size_t ndevices,
-			       struct err *e);
-
-/*
  * Extra global flags for run and restore, a mask: a restore must be given
  * the flags of the run whose checkpoint it restores.
  */
@@ -105,28 +85,46 @@ struct runsc_stdio {
 	void *sink_arg;
 };
 
-/* `runsc [RUNSC_* @flags] run --detach --bundle B CID`, stdio @io; deadline rs->timeout_ms. */
-int runsc_run_flags(const struct runsc *rs, unsigned flags, const char *cid, const char *bundle,
-		    const struct runsc_stdio *io, struct err *e);
+/*
+ * `runsc [RUNSC_* @flags] run --detach --bundle B CID`, stdio @io; deadline
+ * rs->timeout_ms. The bundle is runtime/bundle.h's.
+ */
+int runsc_run(const struct runsc *rs, unsigned flags, const char *cid, const char *bundle,
+	      const struct runsc_stdio *io, struct err *e);
 
 /*
  * `runsc [@flags] restore --detach --image-path IMG --bundle B CID`, stdio @io;
  * the deadline scaled to the size of IMG's files.
  */
-int runsc_restore_flags(const struct runsc *rs, unsigned flags, const char *cid, const char *bundle,
-			const char *image_dir, const struct runsc_stdio *io, struct err *e);
+int runsc_restore(const struct runsc *rs, unsigned flags, const char *cid, const char *bundle,
+		  const char *image_dir, const struct runsc_stdio *io, struct err *e);
+
+/* What a checkpoint is asked for; every field but @image_dir may be left zero. */
+struct runsc_checkpoint_opts {
+	const char *image_dir; /* --image-path: where the checkpoint is written */
+	bool leave_running;    /* --leave-running: a snapshot; false: the sandbox stops */
+	/*
+	 * --direct (O_DIRECT for the pages file), where runsc_probe_checkpoint()
+	 * found it works (rs->checkpoint_direct); else ignored.
+	 */
+	bool direct;
+	const char *compression; /* --compression=; NULL: "none" */
+	/*
+	 * --cuda-checkpoint-path=, NULL for none: a runsc that has the flag
+	 * (releases from 20260608) then checkpoints the sandbox's CUDA
+	 * processes itself (docs/gpu.md).
+	 */
+	const char *cuda_checkpoint;
+	int64_t mem_bytes; /* the sandbox's memory: the deadline is scaled to it */
+};
 
 /*
- * `runsc checkpoint --compression=none --image-path IMG [--leave-running] CID`,
- * adding `--cuda-checkpoint-path=@cuda_checkpoint` when that is not NULL: a
- * runsc that has the flag (releases from 20260608) then checkpoints the
- * sandbox's CUDA processes itself (docs/gpu.md). The deadline is scaled to
- * @mem_bytes, the sandbox's memory.
+ * `runsc checkpoint --compression=C [--direct] --image-path IMG
+ * [--leave-running] [--cuda-checkpoint-path=P] CID`, as @o says.
  * Note: a failed checkpoint kills the sandbox even with leave_running.
  */
-int runsc_checkpoint_cuda(const struct runsc *rs, const char *cid, const char *image_dir,
-			  bool leave_running, const char *cuda_checkpoint, int64_t mem_bytes,
-			  struct err *e);
+int runsc_checkpoint(const struct runsc *rs, const char *cid, const struct runsc_checkpoint_opts *o,
+		     struct err *e);
 
 /* `runsc help SUBCOMMAND`: its output into *@text (caller frees). */
 int runsc_help(const struct runsc *rs, const char *subcommand, char **text, struct err *e);
@@ -190,11 +188,24 @@ int runsc_kill_pid(const struct runsc *rs, const char *cid, int pid, int sig, st
 /* `runsc delete --force CID`; a missing container is 0. */
 int runsc_delete(const struct runsc *rs, const char *cid, struct err *e);
 
+/* A container's state as runsc reports it (gVisor's container.Status), or why not. */
+enum runsc_status {
+	RUNSC_CREATING,
+	RUNSC_CREATED,
+	RUNSC_RUNNING,
+	RUNSC_PAUSED,
+	RUNSC_STOPPED,
+	RUNSC_GONE,    /* runsc does not know the container */
+	RUNSC_UNKNOWN, /* runsc state failed (@e says why) or said another word */
+};
+
+/* runsc's word for @s ("running", ...); "gone" and "unknown" for the last two. */
+const char *runsc_status_name(enum runsc_status s);
+
 /*
- * `runsc state CID`: @status gets runsc's word ("created", "running",
- * "stopped", "paused") and *pid the sandbox pid. -ENOENT if unknown.
+ * `runsc state CID`: its status, and *@pid (may be NULL) the sandbox pid,
+ * left alone unless runsc said it.
  */
-int runsc_state(const struct runsc *rs, const char *cid, char *status, size_t status_len,
-		pid_t *pid, struct err *e);
+enum runsc_status runsc_state(const struct runsc *rs, const char *cid, pid_t *pid, struct err *e);
 
 #endif

@@ -1,7 +1,7 @@
 /*
- * fuzz_s3_xml.c - libFuzzer target for backend/s3_xml.c, which reads every
+ * fuzz_s3_xml.c - libFuzzer target for backend/objstore/s3_xml.c, which reads every
  * answer an S3 endpoint (or a proxy on an http:// one) sends. The input is
- * one answer body, read the ways backend/objstore_s3.c and s3_client.c read
+ * one answer body, read the ways backend/objstore/objstore_s3.c and s3_request.c read
  * theirs, into buffers of the same sizes: a ListObjectsV2 page, a
  * ListMultipartUploads page, an InitiateMultipartUpload answer, an <Error>.
  *
@@ -9,11 +9,11 @@
  * read past its end), spans handed back lie inside the document, and a
  * decoded text is a C string of the length returned.
  */
-#include "backend/s3_client.h"
-#include "backend/s3_xml.h"
+#include "backend/objstore/s3_client.h"
+#include "backend/objstore/s3_xml.h"
 #include "tests/fuzz/fuzz.h"
 
-/* As in backend/objstore_s3.c. */
+/* As in backend/objstore/objstore_s3.c. */
 #define UPLOAD_ID_MAX 1024
 #define TOKEN_MAX 1024
 

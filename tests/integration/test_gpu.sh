@@ -5,7 +5,7 @@
 # The daemon is given the test double of NVIDIA's cuda-checkpoint
 # (tests/gpu/cuda-checkpoint) with --cuda-checkpoint: the host's binary, which
 # snapfs runs in the sandbox (a script: its text, with the sandbox's shell;
-# runtime/gpu.h). The image "cuda" is
+# runtime/cuda.h). The image "cuda" is
 # busybox plus the double as cuda-checkpoint-double (to register processes)
 # and, at /usr/bin/cuda-checkpoint, a decoy that only notes that it ran: an
 # image shipping that path gets snapfs's sequence, but the image's copy is

@@ -18,7 +18,7 @@
 #   Every hung runsc is killed with its whole process group.
 . "$(dirname "$0")/lib.sh"
 
-CAP=$((1 << 20))       # EXEC_OUTPUT_MAX (runtime/ops_sandbox.c)
+CAP=$((1 << 20))       # EXEC_OUTPUT_MAX (runtime/ops_exec.c)
 CONSOLE_MAX=$((1 << 20)) # CONSOLE_LOG_MAX (runtime/console.h)
 RUNSC_TIMEOUT=20
 EXEC_TIMEOUT=10

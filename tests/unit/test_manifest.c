@@ -143,10 +143,11 @@ static bool accepted(const char *json)
 static char *one_file(long long size, const char *chunks)
 {
 	struct strbuf sb = STRBUF_INIT;
-	CHECK(strbuf_addf(&sb,
-			  "{\"format\": 2, \"size_bytes\": %lld, \"packs\": [\"a/0000\"], "
-			  "\"files\": [{\"name\": \"f\", \"size\": %lld, \"chunks\": [%s]}]}",
-			  size, size, chunks) == 0);
+	strbuf_addf(&sb,
+		    "{\"format\": 2, \"size_bytes\": %lld, \"packs\": [\"a/0000\"], "
+		    "\"files\": [{\"name\": \"f\", \"size\": %lld, \"chunks\": [%s]}]}",
+		    size, size, chunks);
+	CHECK(strbuf_error(&sb) == 0);
 	return strbuf_detach(&sb, NULL);
 }
 
@@ -188,24 +189,23 @@ static void test_stored_length(void)
 static void test_sums(void)
 {
 	struct strbuf sb = STRBUF_INIT;
-	int rc = 0;
-	for (int i = 0; rc == 0 && i < 1100; i++) /* 1100 zero runs of 2^53: past INT64_MAX */
-		rc = strbuf_addf(&sb, "%s[9007199254740992]", i ? ", " : "");
-	CHECK(rc == 0);
+	for (int i = 0; i < 1100; i++) /* 1100 zero runs of 2^53: past INT64_MAX */
+		strbuf_addf(&sb, "%s[9007199254740992]", i ? ", " : "");
+	CHECK(strbuf_error(&sb) == 0);
 	char *j = one_file(9007199254740992LL, strbuf_str(&sb));
 	refused_for(j, "the chunks of f add up to more than its size");
 	free(j);
 	strbuf_release(&sb);
 
 	/* 1100 files of 2^53 bytes each: their sum wraps too. */
-	CHECK(strbuf_adds(&sb, "{\"format\": 2, \"size_bytes\": 0, \"packs\": [], \"files\": [") ==
-	      0);
-	for (int i = 0; rc == 0 && i < 1100; i++)
-		rc = strbuf_addf(&sb,
-				 "%s{\"name\": \"f%d\", \"size\": 9007199254740992, "
-				 "\"chunks\": [[9007199254740992]]}",
-				 i ? ", " : "", i);
-	CHECK(rc == 0 && strbuf_adds(&sb, "]}") == 0);
+	strbuf_adds(&sb, "{\"format\": 2, \"size_bytes\": 0, \"packs\": [], \"files\": [");
+	for (int i = 0; i < 1100; i++)
+		strbuf_addf(&sb,
+			    "%s{\"name\": \"f%d\", \"size\": 9007199254740992, "
+			    "\"chunks\": [[9007199254740992]]}",
+			    i ? ", " : "", i);
+	strbuf_adds(&sb, "]}");
+	CHECK(strbuf_error(&sb) == 0);
 	refused_for(strbuf_str(&sb), "manifest's file sizes overflow");
 	strbuf_release(&sb);
 
@@ -219,18 +219,17 @@ static void test_sums(void)
 static char *zero_runs(size_t nfiles, size_t per_file, const char *extra)
 {
 	struct strbuf sb = {.max = MANIFEST_BYTES_MAX + (1u << 20)};
-	int rc =
-	    strbuf_addf(&sb, "{\"format\": 2, \"size_bytes\": %zu, %s\"packs\": [], \"files\": [",
-			nfiles * per_file, extra);
-	for (size_t f = 0; rc == 0 && f < nfiles; f++) {
-		rc = strbuf_addf(&sb, "%s{\"name\": \"f%zu\", \"size\": %zu, \"chunks\": [",
-				 f ? ", " : "", f, per_file);
-		for (size_t i = 0; rc == 0 && i < per_file; i++)
-			rc = strbuf_add(&sb, i ? ",[1]" : "[1]", i ? 4 : 3);
-		if (rc == 0)
-			rc = strbuf_adds(&sb, "]}");
+	strbuf_addf(&sb, "{\"format\": 2, \"size_bytes\": %zu, %s\"packs\": [], \"files\": [",
+		    nfiles * per_file, extra);
+	for (size_t f = 0; f < nfiles; f++) {
+		strbuf_addf(&sb, "%s{\"name\": \"f%zu\", \"size\": %zu, \"chunks\": [",
+			    f ? ", " : "", f, per_file);
+		for (size_t i = 0; i < per_file; i++)
+			strbuf_add(&sb, i ? ",[1]" : "[1]", i ? 4 : 3);
+		strbuf_adds(&sb, "]}");
 	}
-	CHECK(rc == 0 && strbuf_adds(&sb, "]}") == 0);
+	strbuf_adds(&sb, "]}");
+	CHECK(strbuf_error(&sb) == 0);
 	return strbuf_detach(&sb, NULL);
 }
 
@@ -247,10 +246,11 @@ static void test_bounds(void)
 
 	/* JSON values, whatever they are: here a metadata array of 6 Mi ones. */
 	struct strbuf sb = {.max = MANIFEST_BYTES_MAX + (1u << 20)};
-	int rc = strbuf_adds(&sb, "\"junk\": [1");
-	for (size_t i = 0; rc == 0 && i < MANIFEST_VALUES_MAX; i++)
-		rc = strbuf_add(&sb, ",1", 2);
-	CHECK(rc == 0 && strbuf_adds(&sb, "], ") == 0);
+	strbuf_adds(&sb, "\"junk\": [1");
+	for (size_t i = 0; i < MANIFEST_VALUES_MAX; i++)
+		strbuf_add(&sb, ",1", 2);
+	strbuf_adds(&sb, "], ");
+	CHECK(strbuf_error(&sb) == 0);
 	j = zero_runs(1, 1, strbuf_str(&sb));
 	refused_for(j, "manifest has more than 6291456 JSON values");
 	free(j);
@@ -276,10 +276,11 @@ static void test_bounds(void)
 	/* Packs listed. */
 	for (size_t n = MANIFEST_PACKS_MAX; n <= MANIFEST_PACKS_MAX + 1; n++) {
 		sb = (struct strbuf)STRBUF_INIT;
-		rc = strbuf_adds(&sb, "{\"format\": 2, \"size_bytes\": 0, \"packs\": [");
-		for (size_t i = 0; rc == 0 && i < n; i++)
-			rc = strbuf_addf(&sb, "%s\"a/%04zu\"", i ? ", " : "", i);
-		CHECK(rc == 0 && strbuf_adds(&sb, "], \"files\": []}") == 0);
+		strbuf_adds(&sb, "{\"format\": 2, \"size_bytes\": 0, \"packs\": [");
+		for (size_t i = 0; i < n; i++)
+			strbuf_addf(&sb, "%s\"a/%04zu\"", i ? ", " : "", i);
+		strbuf_adds(&sb, "], \"files\": []}");
+		CHECK(strbuf_error(&sb) == 0);
 		if (n == MANIFEST_PACKS_MAX)
 			CHECK(accepted(strbuf_str(&sb)));
 		else

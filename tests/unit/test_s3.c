@@ -23,7 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "backend/objstore.h"
+#include "backend/objstore/objstore.h"
 #include "lib/util.h"
 #include "tests/unit/t.h"
 

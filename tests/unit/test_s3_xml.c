@@ -1,7 +1,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "backend/s3_xml.h"
+#include "backend/objstore/s3_xml.h"
 #include "tests/unit/t.h"
 
 static struct xml_span span(const char *s)

@@ -298,17 +298,17 @@ static void test_crafted_manifest(struct store *st)
 	CHECK(!strcmp(m.files[1].name, "pages.img") && c->pack != MANIFEST_ZERO);
 	sha256_to_hex(c->sha256, hex);
 	struct strbuf sb = STRBUF_INIT;
-	int rc = strbuf_addf(
-	    &sb,
-	    "{\"format\": 2, \"size_bytes\": %lld, \"packs\": [\"%s\", \"evil/0000\"], "
-	    "\"files\": [{\"name\": \"pages.img\", \"size\": %lld, \"chunks\": "
-	    "[[\"%s\", %lld, 0, %lld, %lld]",
-	    (long long)c->len + CRAFTED_RUN, m.packs[c->pack], (long long)c->len + CRAFTED_RUN, hex,
-	    (long long)c->len, (long long)c->off, (long long)c->zlen);
-	for (int k = 0; rc == 0 && k < CRAFTED_RUN; k++)
-		rc = strbuf_addf(&sb, ", [\"%s\", 1, 1, %d, %d]", hex, k * CRAFTED_ZLEN,
-				 CRAFTED_ZLEN);
-	CHECK(rc == 0 && strbuf_adds(&sb, "]}]}") == 0);
+	strbuf_addf(&sb,
+		    "{\"format\": 2, \"size_bytes\": %lld, \"packs\": [\"%s\", \"evil/0000\"], "
+		    "\"files\": [{\"name\": \"pages.img\", \"size\": %lld, \"chunks\": "
+		    "[[\"%s\", %lld, 0, %lld, %lld]",
+		    (long long)c->len + CRAFTED_RUN, m.packs[c->pack],
+		    (long long)c->len + CRAFTED_RUN, hex, (long long)c->len, (long long)c->off,
+		    (long long)c->zlen);
+	for (int k = 0; k < CRAFTED_RUN; k++)
+		strbuf_addf(&sb, ", [\"%s\", 1, 1, %d, %d]", hex, k * CRAFTED_ZLEN, CRAFTED_ZLEN);
+	strbuf_adds(&sb, "]}]}");
+	CHECK(strbuf_error(&sb) == 0);
 	hostile_put("evil", strbuf_str(&sb), "evil/0000", (off_t)CRAFTED_RUN * CRAFTED_ZLEN);
 	strbuf_release(&sb);
 	manifest_free(&m);
@@ -348,13 +348,14 @@ static void test_crafted_tiny_chunks(struct store *st)
 	    "[{\"name\": \"pages.img\", \"size\": 1, \"chunks\": [[\"" X_SHA "\", 1, 0, 0, 1]]}]}";
 	t_write("tiny/" MANIFEST_FILE, donor_manifest, strlen(donor_manifest));
 	struct strbuf sb = STRBUF_INIT;
-	int rc = strbuf_addf(&sb,
-			     "{\"format\": 2, \"size_bytes\": %d, \"packs\": [\"evil2/0000\"], "
-			     "\"files\": [{\"name\": \"pages.img\", \"size\": %d, \"chunks\": [",
-			     TINY_RUN, TINY_RUN);
-	for (int k = 0; rc == 0 && k < TINY_RUN; k++)
-		rc = strbuf_addf(&sb, "%s[\"" X_SHA "\", 1, 0, %d, 64]", k ? ", " : "", k * 64);
-	CHECK(rc == 0 && strbuf_adds(&sb, "]}]}") == 0);
+	strbuf_addf(&sb,
+		    "{\"format\": 2, \"size_bytes\": %d, \"packs\": [\"evil2/0000\"], "
+		    "\"files\": [{\"name\": \"pages.img\", \"size\": %d, \"chunks\": [",
+		    TINY_RUN, TINY_RUN);
+	for (int k = 0; k < TINY_RUN; k++)
+		strbuf_addf(&sb, "%s[\"" X_SHA "\", 1, 0, %d, 64]", k ? ", " : "", k * 64);
+	strbuf_adds(&sb, "]}]}");
+	CHECK(strbuf_error(&sb) == 0);
 	hostile_put("evil2", strbuf_str(&sb), "evil2/0000", (off_t)TINY_RUN * 64);
 	strbuf_release(&sb);
 	const char *donors[] = {"tiny", NULL};

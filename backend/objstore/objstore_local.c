@@ -5,7 +5,7 @@
  * directories are 0700 and its objects 0600, and a root another user could
  * enter is made 0700 at open (docs/design.md, "Who may do what").
  */
-#include "backend/objstore.h"
+#include "backend/objstore/objstore.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -1,4 +1,4 @@
-#include "backend/s3_xml.h"
+#include "backend/objstore/s3_xml.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -1,4 +1,4 @@
-#include "backend/objstore.h"
+#include "backend/objstore/objstore.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -10,8 +10,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "backend/s3_client.h"
-#include "backend/s3_xml.h"
+#include "backend/objstore/s3_client.h"
+#include "backend/objstore/s3_xml.h"
 #include "lib/strbuf.h"
 
 /* Objects up to this size go in one PUT; larger ones in parts of at least this size. */
@@ -191,12 +191,12 @@ static int complete_upload(struct upload *u, struct err *e)
 {
 	_cleanup_strbuf_ struct strbuf body = {.max = (size_t)u->nparts * (S3_ETAG_MAX + 64) + 128};
 	_cleanup_strbuf_ struct strbuf out = {.max = XML_ANSWER_MAX};
-	int rc = strbuf_adds(&body, "<CompleteMultipartUpload>");
-	for (int i = 0; rc == 0 && i < u->nparts; i++)
-		rc = strbuf_addf(&body, "<Part><PartNumber>%d</PartNumber><ETag>%s</ETag></Part>",
-				 i + 1, u->etags[i]);
-	if (rc == 0)
-		rc = strbuf_adds(&body, "</CompleteMultipartUpload>");
+	strbuf_adds(&body, "<CompleteMultipartUpload>");
+	for (int i = 0; i < u->nparts; i++)
+		strbuf_addf(&body, "<Part><PartNumber>%d</PartNumber><ETag>%s</ETag></Part>", i + 1,
+			    u->etags[i]);
+	strbuf_adds(&body, "</CompleteMultipartUpload>");
+	int rc = strbuf_error(&body);
 	if (rc < 0)
 		return err_set(e, -rc, "cannot complete the upload of %s: %s", u->key,
 			       strerror(-rc));

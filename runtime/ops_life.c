@@ -1,0 +1,226 @@
+/*
+ * ops_life.c - the operations layer's life cycle: start-up (directories,
+ * the state lock, the parts, reconciliation), the monitor thread, and
+ * shutdown.
+ */
+#include "runtime/ops_internal.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <time.h>
+
+#include "backend/store.h"
+#include "runtime/cache.h"
+#include "runtime/host.h"
+#include "runtime/console.h"
+#include "runtime/images.h"
+#include "runtime/jobs.h"
+#include "runtime/journal.h"
+#include "runtime/spool.h"
+
+/* --- start-up and shutdown ------------------------------------------------ */
+
+static int make_dirs(const struct ops_config *cfg, struct err *e)
+{
+	struct {
+		char *dst;
+		const char *leaf;
+	} dirs[] = {
+	    {ops.cache_dir, "cache"},
+	    {ops.sandbox_dir, "sandboxes"},
+	};
+	int rc = xsnprintf(ops.state_dir, sizeof(ops.state_dir), "%s", cfg->state_dir);
+	if (rc < 0)
+		return err_set(e, ENAMETOOLONG, "state directory path is too long");
+	for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
+		rc = xsnprintf(dirs[i].dst, PATH_MAX, "%s/%s", cfg->state_dir, dirs[i].leaf);
+		if (rc >= 0)
+			rc = mkdir_p(dirs[i].dst, 0700);
+		if (rc < 0)
+			return err_set(e, -rc, "cannot create %s/%s: %s", cfg->state_dir,
+				       dirs[i].leaf, strerror(-rc));
+	}
+	return 0;
+}
+
+/* One daemon per state directory: a second one would empty the first's spool. */
+static int lock_state(const char *state_dir, struct err *e)
+{
+	char path[PATH_MAX];
+	if (xsnprintf(path, sizeof(path), "%s/lock", state_dir) < 0)
+		return err_set(e, ENAMETOOLONG, "state directory path is too long");
+	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return err_set(e, errno, "cannot open %s: %s", path, strerror(errno));
+	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		close(fd);
+		return err_set(e, EBUSY, "another snapfs daemon uses the state directory %s",
+			       state_dir);
+	}
+	ops.lock_fd = fd; /* held, and so locked, until the process ends */
+	return 0;
+}
+
+static int open_parts(const struct ops_config *cfg, struct err *e)
+{
+	char path[PATH_MAX];
+	int rc = journal_open(cfg->state_dir, cfg->journal_max_bytes);
+	if (rc < 0)
+		return err_set(e, -rc, "cannot open the journals in %s: %s", cfg->state_dir,
+			       strerror(-rc));
+	if (xsnprintf(path, sizeof(path), "%s/registry.db", cfg->state_dir) < 0)
+		return err_set(e, ENAMETOOLONG, "state directory path is too long");
+	rc = registry_open(path, &ops.reg);
+	if (rc < 0)
+		return err_set(e, -rc, "cannot open the registry %s: %s", path, strerror(-rc));
+	rc = store_open(cfg->store_url, cfg->state_dir, &ops.store, e);
+	if (rc < 0)
+		return rc;
+	bool named = cfg->store_url && cfg->store_url[0];
+	store_set_grace(ops.store, cfg->gc_grace_ms >= 0 ? cfg->gc_grace_ms
+				   : named		 ? OPS_SHARED_GRACE_MS
+							 : 0);
+	rc = images_open(cfg->images_dir, &ops.images, e);
+	if (rc < 0)
+		return rc;
+	if (xsnprintf(path, sizeof(path), "%s/runsc", cfg->state_dir) < 0)
+		return err_set(e, ENAMETOOLONG, "state directory path is too long");
+	rc = runsc_init(&ops.runsc, cfg->runsc_bin ? cfg->runsc_bin : "runsc", path, e);
+	if (rc < 0)
+		return rc;
+	runsc_set_timeouts(&ops.runsc, cfg->runsc_timeout_ms, cfg->exec_timeout_ms);
+	return gpu_tool_init(cfg->cuda_checkpoint, e);
+}
+
+/* What a remove set aside and a crash left: the directories of removed sandboxes. */
+static void sweep_tombs(void)
+{
+	DIR *d = opendir(ops.sandbox_dir);
+	if (!d)
+		return;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		if (!strncmp(de->d_name, SANDBOX_TOMB_PREFIX, strlen(SANDBOX_TOMB_PREFIX)))
+			rm_rf_at(dirfd(d), de->d_name);
+	}
+	closedir(d);
+}
+
+/* Every MONITOR_PERIOD_MS, notice sandboxes whose process ended on its own. */
+#define MONITOR_PERIOD_MS 1000
+
+static pthread_t monitor_thread;
+static pthread_mutex_t monitor_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t monitor_wake = PTHREAD_COND_INITIALIZER;
+static bool monitor_stop;
+static bool monitor_started;
+
+static void *monitor_main(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&monitor_lock);
+	while (!monitor_stop) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += MONITOR_PERIOD_MS / 1000;
+		pthread_cond_timedwait(&monitor_wake, &monitor_lock, &ts);
+		if (monitor_stop)
+			break;
+		pthread_mutex_unlock(&monitor_lock);
+		monitor_sandboxes();
+		ops_sync_if_stale();
+		ops_collect_if_due();
+		pthread_mutex_lock(&monitor_lock);
+	}
+	pthread_mutex_unlock(&monitor_lock);
+	return NULL;
+}
+
+static void monitor_end(void)
+{
+	pthread_mutex_lock(&monitor_lock);
+	monitor_stop = true;
+	pthread_cond_signal(&monitor_wake);
+	pthread_mutex_unlock(&monitor_lock);
+	pthread_join(monitor_thread, NULL);
+}
+
+int ops_open(const struct ops_config *cfg, struct err *e)
+{
+	ops.lock_fd = -1;
+	int rc = access_init(cfg->allow_group, e);
+	if (rc == 0)
+		rc = make_dirs(cfg, e);
+	if (rc == 0)
+		rc = lock_state(cfg->state_dir, e);
+	if (rc == 0)
+		sweep_tombs();
+	/* After the lock: it may remove a second spool of this state directory. */
+	if (rc == 0)
+		rc = spool_open(cfg->spool_parent, cfg->state_dir, ops.spool_dir, e);
+	if (rc == 0)
+		rc = host_id_init(cfg->state_dir, e);
+	if (rc == 0) {
+		cache_init(ops.cache_dir, cfg->cache_max_bytes);
+		rc = open_parts(cfg, e);
+	}
+	if (rc < 0)
+		return rc;
+	/* Snapshots first: an interrupted suspend needs to know whether it was stored. */
+	reconcile_snapshots();
+	reconcile_sandboxes();
+	/* What the reconciliation did not claim is garbage now. */
+	spool_empty();
+	/* Exec output went through host files before it was capped in memory: an older version's.
+	 */
+	char old_exec[PATH_MAX];
+	if (xsnprintf(old_exec, sizeof(old_exec), "%s/exec", ops.state_dir) >= 0)
+		rm_rf(old_exec);
+	return 0;
+}
+
+int ops_start(struct err *e)
+{
+	/* Here, not in ops_open(): once daemonized its answers reach the log. */
+	runsc_probe_checkpoint(&ops.runsc, spool_fd(), ops.spool_dir);
+	int rc = jobs_start();
+	if (rc < 0)
+		return err_set(e, -rc, "cannot start the job threads: %s", strerror(-rc));
+	rc = console_start();
+	if (rc < 0)
+		return err_set(e, -rc, "cannot start the console reader: %s", strerror(-rc));
+	rc = pthread_create(&monitor_thread, NULL, monitor_main, NULL);
+	if (rc != 0)
+		return err_set(e, rc, "cannot start the monitor thread: %s", strerror(rc));
+	monitor_started = true;
+	ops.running = true;
+	info("snapfs started: state %s, store %s, runsc %s", ops.state_dir, store_url(ops.store),
+	     ops.runsc.version);
+	return 0;
+}
+
+void ops_shutdown(void)
+{
+	/* Exec jobs may outlive us: close the gate so none touches what we free. */
+	pthread_rwlock_wrlock(&ops.gate);
+	ops.running = false;
+	pthread_rwlock_unlock(&ops.gate);
+	if (monitor_started)
+		monitor_end();
+	jobs_stop();
+	spool_close();
+	console_stop();
+	images_close(ops.images);
+	store_close(ops.store);
+	registry_close(ops.reg);
+	journal_close();
+	ops.images = NULL;
+	ops.store = NULL;
+	ops.reg = NULL;
+}

@@ -1,0 +1,483 @@
+/*
+ * ops_restore.c - fork and resume: restoring a snapshot into a sandbox.
+ *
+ * A fork or resume (JOB_LIFECYCLE) materializes the snapshot into the cache
+ * when it is not there (every chunk verified), writes a bundle and runs
+ * `runsc restore --detach`. The cache is bounded: least recently used
+ * images go first, never one a restore is reading. Every image keeps its
+ * manifest, so a materialize copies the chunks that images already cached
+ * hold (earlier snapshots of the same sandbox share most) and downloads
+ * only the rest.
+ */
+#include "runtime/ops_internal.h"
+
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <sys/stat.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backend/manifest.h"
+#include "backend/store.h"
+#include "lib/names.h"
+#include "lib/strbuf.h"
+#include "runtime/cache.h"
+#include "runtime/host.h"
+#include "runtime/images.h"
+#include "runtime/jobs.h"
+#include "runtime/snapmeta.h"
+
+/*
+ * A materialize looks at the DONORS_SCAN most recently used cached images
+ * and copies chunks from DONORS_USED of them, those of the same sandbox
+ * first: each costs a parse of its manifest, and a sandbox's own earlier
+ * snapshots hold nearly every chunk of its next one.
+ */
+#define DONORS_SCAN 32
+#define DONORS_USED 8
+
+/* Do @a and @b come from one sandbox: the same name on the same host? */
+static bool same_sandbox(const struct snapshot *a, const struct snapshot *b)
+{
+	char from_a[HOST_ID_MAX], from_b[HOST_ID_MAX];
+	if (strcmp(a->sandbox_id, b->sandbox_id) != 0)
+		return false;
+	host_origin(a->host_json, from_a);
+	host_origin(b->host_json, from_b);
+	return strcmp(from_a, from_b) == 0;
+}
+
+/* --- restore: fork and resume -------------------------------------------- */
+
+/* Cached images a materialize copies chunks from, held while it runs. */
+struct donors {
+	char ids[DONORS_USED][ID_MAX];
+	size_t n;
+	char dirs[DONORS_USED][PATH_MAX];
+	char manifests[DONORS_USED][PATH_MAX];
+	struct store_donor list[DONORS_USED];
+};
+
+/* Held image @id, if @now: the next donor while there is room, else released. */
+static void donor_pick(struct donors *d, const char *id, bool now, size_t *used)
+{
+	if (!now)
+		return;
+	if (*used < DONORS_USED && cache_path(id, d->dirs[*used], PATH_MAX) == 0 &&
+	    xsnprintf(d->manifests[*used], PATH_MAX, "%s/%s", d->dirs[*used],
+		      CACHE_MANIFEST_FILE) >= 0) {
+		d->list[*used] = (struct store_donor){d->dirs[*used], d->manifests[*used]};
+		memcpy(d->ids[*used], id, ID_MAX);
+		(*used)++;
+		return;
+	}
+	cache_release(id);
+}
+
+/*
+ * Hold the most recently used cached images and keep DONORS_USED of them:
+ * those of @snap's sandbox first, then the others. Returns how many.
+ */
+static size_t donors_hold(struct donors *d, const struct snapshot *snap)
+{
+	char held[DONORS_SCAN][ID_MAX];
+	bool same[DONORS_SCAN];
+	size_t n = cache_hold_recent(snap->id, held, DONORS_SCAN), used = 0;
+	for (size_t i = 0; i < n; i++) {
+		struct snapshot s;
+		same[i] =
+		    registry_snapshot_get(ops.reg, held[i], &s) == 0 && same_sandbox(&s, snap);
+	}
+	for (size_t i = 0; i < n; i++)
+		donor_pick(d, held[i], same[i], &used);
+	for (size_t i = 0; i < n; i++)
+		donor_pick(d, held[i], !same[i], &used);
+	d->n = used;
+	return used;
+}
+
+static void donors_release(struct donors *d)
+{
+	for (size_t i = 0; i < d->n; i++)
+		cache_release(d->ids[i]);
+}
+
+/* Get @snap from the store into @tmp, copying what cached images hold; then keep its manifest. */
+static int materialize_into(const struct snapshot *snap, const char *tmp, struct err *e)
+{
+	_cleanup_free_ struct donors *d = calloc(1, sizeof(*d));
+	struct store_get_result res = {0};
+	if (!d)
+		return err_set(e, ENOMEM, "out of memory");
+	int64_t t0 = mono_ms();
+	size_t n = donors_hold(d, snap);
+	int rc = store_get_snapshot_from(ops.store, snap->id, tmp, d->list, n, &res, e);
+	donors_release(d);
+	if (rc < 0)
+		return rc;
+	keep_manifest(tmp, res.manifest);
+	free(res.manifest);
+	/* Tenths of MiB: what the store gave is often well under one. */
+	info("materialized snapshot %s: %.1f MiB, %.1f MiB copied from local images (%zu looked "
+	     "at), %.1f MiB read from the store, in %lld ms",
+	     snap->id, (double)res.size_bytes / (1 << 20), (double)res.local_bytes / (1 << 20), n,
+	     (double)res.store_bytes / (1 << 20), (long long)(mono_ms() - t0));
+	return 0;
+}
+
+/* Make sure cache/<snap> holds the verified checkpoint image; the caller holds it. */
+static int materialize(const struct snapshot *snap, char *dir, size_t len, struct err *e)
+{
+	char tmp[PATH_MAX + 32], hex[9];
+	int rc = cache_path(snap->id, dir, len);
+	if (rc < 0)
+		return err_set(e, ENAMETOOLONG, "cache path of %s is too long", snap->id);
+	if (access(dir, F_OK) == 0)
+		return 0;
+	random_hex(hex, 8);
+	snprintf(tmp, sizeof(tmp), "%s.tmp-%s", dir, hex);
+	rc = materialize_into(snap, tmp, e);
+	if (rc < 0) {
+		rm_rf(tmp);
+		return rc;
+	}
+	/* Another fork may have won the race: then use its copy. */
+	if (rename(tmp, dir) < 0)
+		rm_rf(tmp);
+	return 0;
+}
+
+static struct snapshot_use *snapshot_uses;
+
+struct snapshot_use *snapshot_use_get(const char *id, bool create)
+{
+	for (struct snapshot_use *u = snapshot_uses; u; u = u->next)
+		if (!strcmp(u->id, id))
+			return u;
+	struct snapshot_use *u = create ? calloc(1, sizeof(*u)) : NULL;
+	if (u) {
+		snprintf(u->id, sizeof(u->id), "%s", id);
+		u->next = snapshot_uses;
+		snapshot_uses = u;
+	}
+	return u;
+}
+
+void snapshot_use_drop_if_idle(const char *id)
+{
+	for (struct snapshot_use **pp = &snapshot_uses; *pp; pp = &(*pp)->next) {
+		struct snapshot_use *u = *pp;
+		if (strcmp(u->id, id) != 0)
+			continue;
+		if (!u->restores && !u->deleting) {
+			*pp = u->next;
+			free(u);
+		}
+		return;
+	}
+}
+
+/* Count a restore from @id; -ENOENT while it is being deleted. */
+static int snapshot_restore_begin(const char *id, struct err *e)
+{
+	int rc = 0;
+	pthread_mutex_lock(&ops.lock);
+	struct snapshot_use *u = snapshot_use_get(id, true);
+	if (!u)
+		rc = err_set(e, ENOMEM, "out of memory");
+	else if (u->deleting)
+		rc = err_set(e, ENOENT, "snapshot %s is being deleted", id);
+	else
+		u->restores++;
+	pthread_mutex_unlock(&ops.lock);
+	return rc;
+}
+
+static void snapshot_restore_end(const char *id)
+{
+	pthread_mutex_lock(&ops.lock);
+	struct snapshot_use *u = snapshot_use_get(id, false);
+	if (u && u->restores)
+		u->restores--;
+	snapshot_use_drop_if_idle(id);
+	pthread_mutex_unlock(&ops.lock);
+}
+
+struct restore_job {
+	char sandbox_id[ID_MAX];
+	char snap_id[ID_MAX];
+	bool resume; /* false: a fork into a new sandbox */
+	ops_done_fn done;
+	void *ctx;
+	struct job *slot; /* its place in the queue, taken before anything changes */
+};
+
+/* Bundle for @sandbox_id from @snap's image and spec, then `runsc restore` from @image_dir. */
+static int restore_image(const char *sandbox_id, const struct snapshot *snap, const char *image_dir,
+			 const char *runtime_id, char digest[DIGEST_MAX], struct err *e)
+{
+	const char *entry = snap->entrypoint[0] ? snap->entrypoint : OPS_DEFAULT_ENTRYPOINT;
+	int rc = prepare_bundle(sandbox_id, snap->image, entry, snap->env, snap->gpu, digest, e);
+	if (rc < 0)
+		return rc;
+	int64_t t0 = mono_ms();
+	rc = container_start(sandbox_id, runtime_id, snap->gpu, image_dir, e);
+	int64_t restore_ms = mono_ms() - t0;
+	if (rc == 0)
+		rc = gpu_after_restore(sandbox_id, snap->id, runtime_id, image_dir, e);
+	if (rc < 0)
+		runsc_delete(&ops.runsc, runtime_id, NULL);
+	else
+		info("restored snapshot %s into %s: runsc restore took %lld ms", snap->id,
+		     sandbox_id, (long long)restore_ms);
+	return rc;
+}
+
+int restore_from_spool(struct sandbox *sb, const char *snap_id, struct err *e)
+{
+	struct snapshot snap;
+	char spool[PATH_MAX], digest[DIGEST_MAX];
+	if (registry_snapshot_get(ops.reg, snap_id, &snap) < 0)
+		return err_set(e, ENOENT, "snapshot %s no longer exists", snap_id);
+	spool_path(snap_id, spool, sizeof(spool));
+	if (access(spool, F_OK) < 0)
+		return err_set(e, ENOENT, "the checkpoint of %s is no longer in the spool",
+			       snap_id);
+	int rc = runsc_new_container_id(sb->runtime_id);
+	if (rc < 0)
+		return err_set(e, -rc, "cannot make a container id: %s", strerror(-rc));
+	/*
+	 * The fresh id in the registry first, as restore_job_run() does: a
+	 * terminate cancels the container the registry names, and this restore
+	 * must be among the calls it ends.
+	 */
+	struct sb_patch id_only = SB_PATCH(SB_SUSPENDING);
+	id_only.runtime_id = sb->runtime_id;
+	if (sandbox_apply_if(sb->id, STATE_BIT(SB_SUSPENDING), id_only) < 0)
+		return err_set(e, ECANCELED, "sandbox %s is no longer suspending", sb->id);
+	rc = restore_image(sb->id, &snap, spool, sb->runtime_id, digest, e);
+	if (rc == 0)
+		runsc_state(&ops.runsc, sb->runtime_id, &sb->pid, NULL);
+	return rc;
+}
+
+static int restore_container(const struct restore_job *job, const char *runtime_id,
+			     char digest[DIGEST_MAX], struct err *e)
+{
+	char image_dir[PATH_MAX];
+	struct snapshot snap;
+	if (registry_snapshot_get(ops.reg, job->snap_id, &snap) < 0)
+		return err_set(e, ENOENT, "snapshot %s no longer exists", job->snap_id);
+	/* Held from before the check that it is there until runsc has read it. */
+	cache_hold(snap.id);
+	int rc = materialize(&snap, image_dir, sizeof(image_dir), e);
+	if (rc == 0)
+		rc = restore_image(job->sandbox_id, &snap, image_dir, runtime_id, digest, e);
+	cache_release(snap.id);
+	cache_trim();
+	return rc;
+}
+
+static void restore_job_run(void *arg)
+{
+	struct restore_job *job = arg;
+	struct err e = {0};
+	char runtime_id[RUNTIME_ID_MAX], digest[DIGEST_MAX] = "";
+	pid_t pid = 0;
+	/* The state this job owns; a terminate may take the sandbox from it meanwhile. */
+	unsigned mine = STATE_BIT(job->resume ? SB_RESUMING : SB_STARTING);
+	/*
+	 * A fresh container id every time (runsc refuses one it still knows),
+	 * recorded before the restore, so a crash in between leaves no
+	 * container the registry cannot name.
+	 */
+	int rc = runsc_new_container_id(runtime_id);
+	if (rc == 0) {
+		struct sb_patch id_only = SB_PATCH(job->resume ? SB_RESUMING : SB_STARTING);
+		id_only.runtime_id = runtime_id;
+		rc = sandbox_apply_if(job->sandbox_id, mine, id_only);
+	}
+	if (rc == 0)
+		rc = restore_container(job, runtime_id, digest, &e);
+	if (rc == 0)
+		runsc_state(&ops.runsc, runtime_id, &pid, NULL);
+	snapshot_restore_end(job->snap_id);
+	struct sb_patch p = SB_PATCH(SB_RUNNING);
+	if (rc < 0) {
+		if (!e.code)
+			err_set(&e, -rc, "cannot restore snapshot %s: %s", job->snap_id,
+				strerror(-rc));
+		/* A failed resume leaves the sandbox suspended, so it can be tried again. */
+		p.state = job->resume ? SB_SUSPENDED : SB_FAILED;
+		p.message = e.msg;
+	} else {
+		p.image_digest = digest;
+		p.pid = pid;
+		if (job->resume)
+			p.restore_snapshot = "";
+	}
+	if (sandbox_apply_if(job->sandbox_id, mine, p) < 0) {
+		if (rc == 0)
+			runsc_delete(&ops.runsc, runtime_id, NULL);
+		rc = err_set(&e, EIO, "sandbox %s was terminated while snapshot %s was restored",
+			     job->sandbox_id, job->snap_id);
+	} else if (rc < 0) {
+		report_job_failure(OPS_OBJ_SANDBOX, job->sandbox_id,
+				   job->resume ? "resume" : "start", &e);
+	}
+	complete(job->done, job->ctx, rc < 0 ? -e.code : 0, NULL, 0);
+	free(job);
+}
+
+/* A restore job with its place in the queue; NULL (@e says why) when none is free. */
+static struct restore_job *restore_job_new(ops_done_fn done, void *ctx, struct err *e)
+{
+	struct restore_job *job = calloc(1, sizeof(*job));
+	if (!job) {
+		err_set(e, ENOMEM, "out of memory");
+		return NULL;
+	}
+	job->slot = jobs_reserve(JOB_LIFECYCLE, e);
+	if (!job->slot) {
+		free(job);
+		return NULL;
+	}
+	job->done = done;
+	job->ctx = ctx;
+	return job;
+}
+
+/* The request was refused after all: give its place back. Returns @rc. */
+static int restore_job_drop(struct restore_job *job, int rc)
+{
+	jobs_cancel(job->slot);
+	free(job);
+	return rc;
+}
+
+static int submit_restore(struct restore_job *job, const char *sandbox_id, const char *snap_id,
+			  bool resume)
+{
+	snprintf(job->sandbox_id, sizeof(job->sandbox_id), "%s", sandbox_id);
+	snprintf(job->snap_id, sizeof(job->snap_id), "%s", snap_id);
+	job->resume = resume;
+	jobs_queue(steal_ptr(job->slot), restore_job_run, job);
+	return 0;
+}
+
+int ops_sandbox_resume(const struct caller *who, const char *id, ops_done_fn done, void *ctx,
+		       struct err *e)
+{
+	struct sandbox sb;
+	struct restore_job *job = restore_job_new(done, ctx, e);
+	if (!job)
+		return -e->code;
+	int rc = sandbox_begin(who, id, STATE_BIT(SB_SUSPENDED), SB_RESUMING, "resume", &sb, e);
+	if (rc < 0)
+		return restore_job_drop(job, rc);
+	rc = snapshot_restore_begin(sb.restore_snapshot, e);
+	if (rc < 0) {
+		sandbox_apply(id, SB_PATCH(SB_SUSPENDED));
+		return restore_job_drop(job, rc);
+	}
+	return submit_restore(job, id, sb.restore_snapshot, true);
+}
+
+int restore_blockers(const struct snapshot *snap, struct strbuf *why)
+{
+	char digest[DIGEST_MAX];
+	struct err e = {0};
+	int n = 0;
+	if (snap->state != SNAP_COMPLETED) {
+		strbuf_addf(why, "snapshot %s is %s, not completed\n", snap->id,
+			    snapshot_state_name(snap->state));
+		n++;
+	}
+	if (images_exists(ops.images, snap->image) < 0) {
+		strbuf_addf(why, "image %s does not exist on this host\n", snap->image);
+		n++;
+	} else if (images_digest(ops.images, snap->image, digest, &e) == 0 &&
+		   strcmp(digest, snap->image_digest) != 0) {
+		strbuf_addf(why, "image %s changed: snapshot has %s, host has %s\n", snap->image,
+			    snap->image_digest, digest);
+		n++;
+	}
+	int diffs = host_compare(snap->host_json, ops.runsc.version, why);
+	int gpu_diffs = snap->gpu ? gpu_compare_host(snap->host_json, why) : 0;
+	int rc = diffs < 0 ? diffs : gpu_diffs < 0 ? gpu_diffs : strbuf_error(why);
+	return rc < 0 ? rc : n + diffs + gpu_diffs;
+}
+
+static int check_forkable(const struct caller *who, const char *snap_id, struct snapshot *snap,
+			  struct err *e)
+{
+	_cleanup_strbuf_ struct strbuf why = STRBUF_INIT;
+	if (snapshot_get_as(who, snap_id, snap) < 0)
+		return err_set(e, ENOENT, "snapshot %s does not exist", snap_id);
+	int rc = access_check_create(who, "fork", e);
+	if (rc < 0)
+		return rc;
+	if (snap->state == SNAP_FAILED)
+		return err_set(e, EINVAL, "cannot fork snapshot %s: it failed (%s)", snap_id,
+			       snap->message);
+	if (snap->state != SNAP_COMPLETED)
+		return err_set(e, EBUSY, "cannot fork snapshot %s: it is still %s", snap_id,
+			       snapshot_state_name(snap->state));
+	rc = restore_blockers(snap, &why);
+	if (rc < 0)
+		return err_set(e, -rc, "cannot fork snapshot %s: cannot compare this host: %s",
+			       snap_id, strerror(-rc));
+	if (rc > 0) {
+		rstrip(why.buf);
+		for (char *nl = strchr(why.buf, '\n'); nl; nl = strchr(nl, '\n'))
+			*nl = ';';
+		return err_set(e, EINVAL, "cannot fork snapshot %s on this host: %s", snap_id,
+			       why.buf);
+	}
+	return 0;
+}
+
+int ops_snapshot_fork(const struct caller *who, const char *snap_id, char id_out[ID_MAX],
+		      ops_done_fn done, void *ctx, struct err *e)
+{
+	struct snapshot snap;
+	struct sandbox sb = {.owner_uid = who->uid, .owner_gid = who->gid};
+	/* Its place first: a full queue refuses at once and leaves no sandbox behind. */
+	struct restore_job *job = restore_job_new(done, ctx, e);
+	if (!job)
+		return -e->code;
+	int rc = check_forkable(who, snap_id, &snap, e);
+	if (rc < 0)
+		return restore_job_drop(job, rc);
+	rc = new_object_id("sbx-", sb.id);
+	if (rc < 0)
+		rc = err_set(e, -rc, "cannot make a sandbox id: %s", strerror(-rc));
+	if (rc == 0)
+		rc = snapshot_restore_begin(snap_id, e);
+	if (rc < 0)
+		return restore_job_drop(job, rc);
+	/* runtime_id stays empty: the restore job picks and records one. */
+	memcpy(sb.image, snap.image, sizeof(sb.image));
+	memcpy(sb.entrypoint, snap.entrypoint, sizeof(sb.entrypoint));
+	memcpy(sb.env, snap.env, sizeof(sb.env));
+	memcpy(sb.parent_snapshot, snap.id, sizeof(sb.parent_snapshot));
+	sb.gpu = snap.gpu;
+	sb.state = SB_STARTING;
+	sb.created_at = now_ms();
+	pthread_mutex_lock(&ops.lock);
+	rc = registry_sandbox_insert(ops.reg, &sb);
+	pthread_mutex_unlock(&ops.lock);
+	if (rc < 0) {
+		snapshot_restore_end(snap_id);
+		return restore_job_drop(job, err_set(e, EIO, "cannot record the fork of %s: %s",
+						     snap_id, strerror(-rc)));
+	}
+	memcpy(id_out, sb.id, ID_MAX);
+	announce(OPS_OBJ_SANDBOX, sb.id, "starting", NULL);
+	notify(OPS_OBJ_LIST, sb.id);
+	notify(OPS_OBJ_SNAPSHOT, snap_id);
+	return submit_restore(job, sb.id, snap_id, false);
+}
