@@ -56,8 +56,10 @@ int snapmeta_parse(const char *id, const char *json, int64_t now_ms, const char 
 
 /*
  * The sizes of @snap's manifest @json (size_bytes, stored_bytes) into
- * @snap, for a row that was written before its manifest: each one the
- * manifest lacks is left as it was; -EINVAL if @json is no manifest.
+ * @snap, for a snapshot that completed while snapfs was down: the bucket
+ * may have been written since, so one the manifest lacks, or holds as no
+ * whole number from 0 to 2^53, is left as it was; -EINVAL if @json is no
+ * manifest.
  */
 int snapmeta_sizes(const char *json, struct snapshot *snap);
 
