@@ -84,6 +84,11 @@ const char *snapshot_state_name(enum snapshot_state s)
 	return name_of(snap_state_names, ARRAY_SIZE(snap_state_names), s);
 }
 
+bool snapshot_state_settled(enum snapshot_state s)
+{
+	return s == SNAP_COMPLETED || s == SNAP_FAILED;
+}
+
 int snapshot_state_parse(const char *name, enum snapshot_state *out)
 {
 	int v = index_of(snap_state_names, ARRAY_SIZE(snap_state_names), name);

@@ -55,6 +55,8 @@ int sandbox_state_parse(const char *name, enum sandbox_state *out); /* -EINVAL *
 /* starting, snapshotting, suspending, resuming, terminating */
 bool sandbox_state_transitional(enum sandbox_state s);
 const char *snapshot_state_name(enum snapshot_state s);
+/* completed or failed: nothing moves it on (a wait for it ends) */
+bool snapshot_state_settled(enum snapshot_state s);
 int snapshot_state_parse(const char *name, enum snapshot_state *out);
 const char *snapshot_kind_name(enum snapshot_kind k);
 int snapshot_kind_parse(const char *name, enum snapshot_kind *out);

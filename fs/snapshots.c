@@ -70,7 +70,7 @@ static int settled(const struct fs_node *n, const struct caller *who)
 {
 	_cleanup_free_ struct snapshot *snap = NULL;
 	int rc = tree_snapshot(who, n->id, &snap);
-	return rc < 0 ? rc : snap->state == SNAP_COMPLETED || snap->state == SNAP_FAILED;
+	return rc < 0 ? rc : snapshot_state_settled(snap->state);
 }
 
 /*

@@ -4,10 +4,13 @@
  * spool a snapshot was stored from or an image materialized from the
  * store. Forks and resume restore from it instead of the store.
  *
- * Each image also keeps its snapshot's manifest text in CACHE_MANIFEST_FILE,
- * written before the directory takes its name (runtime/ops_checkpoint.c): a
- * materialize copies the chunks it needs from such images rather than
- * download them (store_get_snapshot_from(), cache_hold_recent()).
+ * An image comes in one of two ways: cache_adopt() takes the spool a
+ * snapshot was just stored from, and cache_materialize() gets a snapshot
+ * from the store. Each image also keeps its snapshot's manifest text in
+ * CACHE_MANIFEST_FILE, written before the directory takes its name: a
+ * materialize copies the chunks it needs from such images (donors, held
+ * while it runs) rather than download them (store_get_snapshot_from()).
+ * Only this module names the cache directory and its entries' paths.
  *
  * Bounded in size: cache_trim() removes least recently used directories
  * (by the directory's mtime, which cache_hold() renews) until the disk
@@ -31,6 +34,9 @@
 #include <stdint.h>
 
 #include "backend/registry.h"
+#include "lib/util.h"
+
+struct store;
 
 /* In an image's directory: its manifest. The leading dot keeps it apart from checkpoint files. */
 #define CACHE_MANIFEST_FILE ".manifest.json"
@@ -41,8 +47,31 @@ struct cache_stats {
 	int64_t entries;
 };
 
+/* Make the cache directory under @state_dir and cache_init() it. */
+int cache_open(const char *state_dir, int64_t max_bytes, struct err *e);
+
 /* @dir is the cache directory (it exists); @max_bytes 0 for the default limit. */
 void cache_init(const char *dir, int64_t max_bytes);
+
+/*
+ * The checkpoint of snapshot @snap_id in @spool, just stored, becomes its
+ * image, keeping @manifest (as stored; NULL: none, and it lends no chunks).
+ * A spool on another filesystem is copied. @spool is gone afterwards; a
+ * failure only costs later forks a read of the store, so it is a warning.
+ */
+void cache_adopt(const char *snap_id, const char *spool, const char *manifest);
+
+/* Whether cached image @donor_id should lend chunks before the others. */
+typedef bool cache_prefer_fn(const char *donor_id, void *arg);
+
+/*
+ * Make sure the cache holds the verified checkpoint image of @snap_id, and
+ * put its path in @dir: there already, or got from @store (every chunk
+ * verified), copying chunks from other cached images, those @prefer (may
+ * be NULL) says yes to first. The caller holds @snap_id (cache_hold()).
+ */
+int cache_materialize(struct store *store, const char *snap_id, cache_prefer_fn *prefer, void *arg,
+		      char dir[PATH_MAX], struct err *e);
 
 /* A restore reads cache/<snap_id>: keep it, and make it the most recently used. */
 void cache_hold(const char *snap_id);

@@ -7,72 +7,61 @@
  *      sandbox running; a suspend stops it and deletes its container.
  *   2. JOB_STORE: store the spool into the store (chunked, deduplicated,
  *      compressed; backend/store.h), manifest last; then the snapshot is
- *      `completed` and the spool becomes the snapshot's local cache
- *      (<state>/cache/<snap>, runtime/cache.h), which forks and resume reuse.
+ *      `completed` and the spool becomes the snapshot's cached image
+ *      (cache_adopt(), runtime/cache.h), which forks and resume reuse.
  */
 #include "runtime/ops_internal.h"
 
 #include <cjson/cJSON.h>
-#include <dirent.h>
-#include <sys/stat.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "backend/manifest.h"
 #include "backend/store.h"
 #include "lib/names.h"
 #include "lib/strbuf.h"
 #include "runtime/cache.h"
 #include "runtime/host.h"
-#include "runtime/images.h"
-#include "runtime/jobs.h"
 #include "runtime/snapmeta.h"
 
 /* Room the spool needs beyond the sandbox's resident memory. */
 #define SPOOL_MARGIN_BYTES (64ll << 20)
 
+/*
+ * Both places are taken before anything changes (jobs.h): the checkpoint's
+ * in base, the store's in `store`, so a checkpoint taken is always stored.
+ */
 struct snap_job {
+	struct op_job base; /* in JOB_CHECKPOINT */
 	char snap_id[ID_MAX];
 	char sandbox_id[ID_MAX];
 	enum snapshot_kind kind;
-	ops_done_fn done;
-	void *ctx;
-	/* Places in the queues, both taken before anything changes (jobs.h). */
-	struct job *checkpoint, *store;
+	struct job *store; /* in JOB_STORE; NULL once queued */
 };
+OP_JOB_CHECK(struct snap_job);
 
 /* A job for sandbox @sandbox_id, with its places; NULL (@e says why) when one is not free. */
 static struct snap_job *snap_job_new(const char *sandbox_id, enum snapshot_kind kind,
 				     ops_done_fn done, void *ctx, struct err *e)
 {
-	struct snap_job *job = calloc(1, sizeof(*job));
-	if (!job) {
-		err_set(e, ENOMEM, "out of memory");
+	struct snap_job *job = op_job_new(sizeof(*job), JOB_CHECKPOINT, done, ctx, e);
+	if (!job)
 		return NULL;
-	}
-	job->checkpoint = jobs_reserve(JOB_CHECKPOINT, e);
-	job->store = job->checkpoint ? jobs_reserve(JOB_STORE, e) : NULL;
+	job->store = jobs_reserve(JOB_STORE, e);
 	if (!job->store) {
-		jobs_cancel(job->checkpoint);
-		free(job);
+		op_job_drop(job, 0);
 		return NULL;
 	}
 	snprintf(job->sandbox_id, sizeof(job->sandbox_id), "%s", sandbox_id);
 	job->kind = kind;
-	job->done = done;
-	job->ctx = ctx;
 	return job;
 }
 
 /* Free @job and give back the places it did not use. */
 static void snap_job_free(struct snap_job *job)
 {
-	jobs_cancel(job->checkpoint);
 	jobs_cancel(job->store);
-	free(job);
+	op_job_drop(job, 0);
 }
 
 /* Mark @snap failed with @e's message, report it, and tell the waiting writer. */
@@ -84,7 +73,7 @@ static void snapshot_fail(struct snapshot *snap, struct snap_job *job, const str
 	snapshot_save(snap);
 	progress_clear(snap->id);
 	report_job_failure(OPS_OBJ_SNAPSHOT, snap->id, "status", e);
-	complete(job->done, job->ctx, -(e->code ? e->code : EIO), NULL, 0);
+	complete(job->base.done, job->base.ctx, -(e->code ? e->code : EIO), NULL, 0);
 }
 
 /* The same when the row could not be read: fail it by id. Frees @job. */
@@ -92,7 +81,7 @@ static void snapshot_fail_id(struct snap_job *job, const struct err *e)
 {
 	struct snapshot snap;
 	if (registry_snapshot_get(ops.reg, job->snap_id, &snap) < 0) {
-		complete(job->done, job->ctx, -(e->code ? e->code : EIO), NULL, 0);
+		complete(job->base.done, job->base.ctx, -(e->code ? e->code : EIO), NULL, 0);
 		snap_job_free(job);
 		return;
 	}
@@ -201,103 +190,6 @@ static void store_progress(void *arg, int64_t done, int64_t total)
 }
 
 /*
- * Keep manifest @json in image directory @dir (CACHE_MANIFEST_FILE), so
- * later materializes may copy its chunks. Not fsynced, as the image is not
- * (runtime/cache.h); a torn one is only a donor the store skips.
- */
-void keep_manifest(const char *dir, const char *json)
-{
-	char path[PATH_MAX];
-	_cleanup_close_ int fd = -1;
-	if (xsnprintf(path, sizeof(path), "%s/%s", dir, CACHE_MANIFEST_FILE) >= 0)
-		fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	int rc = fd < 0 ? -errno : write_all(fd, json, strlen(json));
-	if (rc == 0)
-		return;
-	warning("cannot keep the manifest in %s: %s; no fork will copy chunks from it", dir,
-		strerror(-rc));
-	if (fd >= 0)
-		unlink(path);
-}
-
-/* Copy regular file @name of @from into @to. */
-static int copy_image_file(const char *from, const char *to, const char *name)
-{
-	char src[PATH_MAX], dst[PATH_MAX];
-	if (xsnprintf(src, sizeof(src), "%s/%s", from, name) < 0 ||
-	    xsnprintf(dst, sizeof(dst), "%s/%s", to, name) < 0)
-		return -ENAMETOOLONG;
-	_cleanup_close_ int in = open(src, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-	if (in < 0)
-		return -errno;
-	_cleanup_close_ int out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-	if (out < 0)
-		return -errno;
-	return copy_fd(in, out);
-}
-
-static bool is_regular(DIR *d, const struct dirent *de)
-{
-	struct stat st;
-	if (de->d_type != DT_UNKNOWN)
-		return de->d_type == DT_REG;
-	return fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode);
-}
-
-/* The regular files of image directory @from into a new directory @to, which appears whole. */
-static int copy_image(const char *from, const char *to)
-{
-	char tmp[PATH_MAX];
-	if (xsnprintf(tmp, sizeof(tmp), "%s.tmp-copy", to) < 0)
-		return -ENAMETOOLONG;
-	rm_rf(tmp);
-	int rc = mkdir(tmp, 0700) < 0 ? -errno : 0;
-	DIR *d = rc == 0 ? opendir(from) : NULL;
-	if (rc == 0 && !d)
-		rc = -errno;
-	while (rc == 0) {
-		errno = 0;
-		const struct dirent *de = readdir(d);
-		if (!de) {
-			rc = -errno;
-			break;
-		}
-		if (is_regular(d, de))
-			rc = copy_image_file(from, tmp, de->d_name);
-	}
-	if (d)
-		closedir(d);
-	if (rc == 0 && rename(tmp, to) < 0)
-		rc = -errno;
-	if (rc < 0)
-		rm_rf(tmp);
-	return rc;
-}
-
-/*
- * The stored snapshot's spool becomes its local cache, with @manifest (as
- * stored; may be NULL); forks and resume reuse it.
- */
-static void keep_spool_as_cache(const char *snap_id, const char *manifest)
-{
-	char spool[PATH_MAX], cache[PATH_MAX];
-	spool_path(snap_id, spool, sizeof(spool));
-	cache_path(snap_id, cache, sizeof(cache));
-	/* Before the rename: an image is never seen without its manifest. */
-	if (manifest)
-		keep_manifest(spool, manifest);
-	rm_rf(cache);
-	int rc = rename(spool, cache) < 0 ? -errno : 0;
-	/* A spool on another filesystem (--spool on a tmpfs) is copied. */
-	if (rc == -EXDEV)
-		rc = copy_image(spool, cache);
-	if (rc < 0)
-		warning("cannot keep snapshot %s in the cache: %s; forks will read the store",
-			snap_id, strerror(-rc));
-	rm_rf(spool);
-}
-
-/*
  * A suspend whose snapshot could not be stored: its container is gone, but
  * the checkpoint is still in the spool, so run the sandbox again from it
  * rather than lose it.
@@ -370,7 +262,7 @@ static void store_job(void *arg)
 	info("stored snapshot %s: %lld MiB, %lld MiB new in the store, in %lld ms", snap.id,
 	     (long long)(res.size_bytes >> 20), (long long)(res.stored_bytes >> 20),
 	     (long long)(mono_ms() - t0));
-	keep_spool_as_cache(snap.id, manifest);
+	cache_adopt(snap.id, spool, manifest);
 	cache_trim();
 	snap.state = SNAP_COMPLETED;
 	snap.completed_at = now_ms();
@@ -383,7 +275,7 @@ static void store_job(void *arg)
 		p.restore_snapshot = job->snap_id;
 		sandbox_apply_if(job->sandbox_id, STATE_BIT(SB_SUSPENDING), p);
 	}
-	complete(job->done, job->ctx, 0, NULL, 0);
+	complete(job->base.done, job->base.ctx, 0, NULL, 0);
 	snap_job_free(job);
 }
 
@@ -442,7 +334,7 @@ static int insert_snapshot(const struct sandbox *sb, enum snapshot_kind kind, co
 	if (rc < 0)
 		return err_set(e, EIO, "cannot record a snapshot of %s: %s", sb->id, strerror(-rc));
 	memcpy(id_out, snap.id, ID_MAX);
-	announce(OPS_OBJ_SNAPSHOT, snap.id, "pending", NULL);
+	announce_snapshot(snap.id, snap.state, NULL);
 	notify(OPS_OBJ_LIST, snap.id);
 	return 0;
 }
@@ -473,7 +365,7 @@ static int begin_checkpoint(const struct caller *who, const char *id, enum snaps
 		return rc;
 	}
 	memcpy(job->snap_id, snap_id, ID_MAX);
-	jobs_queue(steal_ptr(job->checkpoint), checkpoint_job, job);
+	op_job_queue(job, checkpoint_job);
 	return 0;
 }
 

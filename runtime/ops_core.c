@@ -7,24 +7,12 @@
  */
 #include "runtime/ops_internal.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <fcntl.h>
-#include <sys/file.h>
-#include <sys/stat.h>
-#include <unistd.h>
-#include <time.h>
 
-#include "backend/store.h"
-#include "runtime/cache.h"
-#include "runtime/host.h"
-#include "runtime/console.h"
 #include "runtime/images.h"
-#include "runtime/jobs.h"
 #include "runtime/journal.h"
-#include "runtime/spool.h"
 
 struct ops_context ops = {
     .lock = PTHREAD_MUTEX_INITIALIZER,
@@ -214,7 +202,9 @@ static const char *object_name(enum ops_object kind)
 	return kind == OPS_OBJ_SNAPSHOT ? "snapshot" : "sandbox";
 }
 
-void announce(enum ops_object kind, const char *id, const char *status, const char *message)
+/* Append the event "@kind @id is @status" to the journal and tell the events file. */
+static void announce_event(enum ops_object kind, const char *id, const char *status,
+			   const char *message)
 {
 	cJSON *ev = journal_entry();
 	if (ev) {
@@ -226,21 +216,35 @@ void announce(enum ops_object kind, const char *id, const char *status, const ch
 	}
 	journal_append(JOURNAL_EVENTS, ev);
 	notify(OPS_OBJ_EVENTS, "");
-	if (!strcmp(status, "deleted") || !strcmp(status, "removed")) {
-		notify(OPS_OBJ_LIST, id);
-		waiters_fail(kind, id);
-		return;
-	}
+}
+
+/* The event, then the object's listeners, then its waiters if it @settled. */
+static void announce_state(enum ops_object kind, const char *id, const char *status, bool settled,
+			   const char *message)
+{
+	announce_event(kind, id, status, message);
 	notify(kind, id);
-	bool settled;
-	if (kind == OPS_OBJ_SANDBOX) {
-		enum sandbox_state s = SB_FAILED;
-		sandbox_state_parse(status, &s);
-		settled = !sandbox_state_transitional(s);
-	} else {
-		settled = !strcmp(status, "completed") || !strcmp(status, "failed");
-	}
 	waiters_wake(kind, id, status, settled);
+}
+
+void announce_sandbox(const char *id, enum sandbox_state state, const char *message)
+{
+	announce_state(OPS_OBJ_SANDBOX, id, sandbox_state_name(state),
+		       !sandbox_state_transitional(state), message);
+}
+
+void announce_snapshot(const char *id, enum snapshot_state state, const char *message)
+{
+	announce_state(OPS_OBJ_SNAPSHOT, id, snapshot_state_name(state),
+		       snapshot_state_settled(state), message);
+}
+
+void announce_gone(enum ops_object kind, const char *id, const char *message)
+{
+	/* The events' words for it: no state has these names. */
+	announce_event(kind, id, kind == OPS_OBJ_SNAPSHOT ? "deleted" : "removed", message);
+	notify(OPS_OBJ_LIST, id);
+	waiters_fail(kind, id);
 }
 
 /* --- errors --------------------------------------------------------------- */
@@ -332,7 +336,7 @@ int sandbox_begin(const struct caller *who, const char *id, unsigned allowed, en
 out:
 	pthread_mutex_unlock(&ops.lock);
 	if (rc == 0)
-		announce(OPS_OBJ_SANDBOX, id, sandbox_state_name(to), NULL);
+		announce_sandbox(id, to, NULL);
 	return rc;
 }
 
@@ -368,7 +372,7 @@ int sandbox_apply_if(const char *id, unsigned allowed, struct sb_patch patch)
 		return rc;
 	if (rc < 0)
 		return error(-rc, "cannot update sandbox %s: %s", id, strerror(-rc));
-	announce(OPS_OBJ_SANDBOX, id, sandbox_state_name(sb.state), patch.message);
+	announce_sandbox(id, sb.state, patch.message);
 	return 0;
 }
 
@@ -384,7 +388,7 @@ int snapshot_save(const struct snapshot *snap)
 	pthread_mutex_unlock(&ops.lock);
 	if (rc < 0)
 		return error(-rc, "cannot update snapshot %s: %s", snap->id, strerror(-rc));
-	announce(OPS_OBJ_SNAPSHOT, snap->id, snapshot_state_name(snap->state), snap->message);
+	announce_snapshot(snap->id, snap->state, snap->message);
 	return 0;
 }
 
@@ -452,6 +456,47 @@ bool progress_get(const char *snap_id, int64_t *done, int64_t *total)
 	return p != NULL;
 }
 
+/* --- jobs ----------------------------------------------------------------- */
+
+void *op_job_new(size_t size, enum job_kind kind, ops_done_fn done, void *ctx, struct err *e)
+{
+	struct op_job *job = calloc(1, size);
+	if (!job) {
+		err_set(e, ENOMEM, "out of memory");
+		return NULL;
+	}
+	job->slot = jobs_reserve(kind, e);
+	if (!job->slot) {
+		free(job);
+		return NULL;
+	}
+	job->done = done;
+	job->ctx = ctx;
+	return job;
+}
+
+int op_job_drop(void *job, int rc)
+{
+	struct op_job *j = job;
+	jobs_cancel(j->slot);
+	free(j);
+	return rc;
+}
+
+int op_job_queue(void *job, void (*fn)(void *))
+{
+	struct op_job *j = job;
+	jobs_queue(steal_ptr(j->slot), fn, job);
+	return 0;
+}
+
+void op_job_end(void *job, int rc, const char *result, size_t len)
+{
+	struct op_job *j = job;
+	complete(j->done, j->ctx, rc, result, len);
+	free(j);
+}
+
 /* --- paths and ids -------------------------------------------------------- */
 
 int sandbox_path(const char *id, const char *leaf, char *out, size_t len)
@@ -481,12 +526,6 @@ void sandbox_bury(const char *id, char *tomb, size_t len)
 int spool_path(const char *snap_id, char *out, size_t len)
 {
 	int rc = xsnprintf(out, len, "%s/%s", ops.spool_dir, snap_id);
-	return rc < 0 ? rc : 0;
-}
-
-int cache_path(const char *snap_id, char *out, size_t len)
-{
-	int rc = xsnprintf(out, len, "%s/%s", ops.cache_dir, snap_id);
 	return rc < 0 ? rc : 0;
 }
 

@@ -10,14 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
-#include "lib/names.h"
 #include "lib/strbuf.h"
-#include "runtime/console.h"
-#include "runtime/images.h"
-#include "runtime/jobs.h"
 
 /*
  * Longest exec output the host takes: the exec that fetches it is killed
@@ -153,9 +148,9 @@ static void exec_finish(struct sandbox_job *job, int rc, bool ours, struct err *
 		if (!e->code)
 			err_set(e, EIO, "exec in sandbox %s failed: %s", job->id, strerror(-rc));
 		report_job_failure(ours ? OPS_OBJ_SANDBOX : OPS_OBJ_LIST, job->id, "exec", e);
-		complete(job->done, job->ctx, -e->code, e->msg, strlen(e->msg));
+		complete(job->base.done, job->base.ctx, -e->code, e->msg, strlen(e->msg));
 	} else {
-		complete(job->done, job->ctx, 0, out->buf, out->len);
+		complete(job->base.done, job->base.ctx, 0, out->buf, out->len);
 	}
 	pthread_rwlock_unlock(&ops.gate);
 }
@@ -210,6 +205,6 @@ int ops_sandbox_exec(const struct caller *who, const char *id, const char *cmdli
 	job->created_at = sb.created_at;
 	job->owner_uid = sb.owner_uid;
 	if (xsnprintf(job->cmdline, sizeof(job->cmdline), "%s", cmdline) < 0)
-		return sandbox_job_drop(job, err_set(e, EFBIG, "exec command line is too long"));
-	return sandbox_job_queue(job, exec_job);
+		return op_job_drop(job, err_set(e, EFBIG, "exec command line is too long"));
+	return op_job_queue(job, exec_job);
 }

@@ -3,13 +3,12 @@
  * operations lock, and the helpers that change and announce state.
  *
  * The files: ops_core.c (lock and state helpers, announcements, waiters,
- * progress, paths, ids), ops_life.c (open, start, monitor, shutdown),
- * ops_sandbox.c (create, set, start and its bundle, terminate, remove, wait,
- * reconcile),
- * ops_exec.c, ops_checkpoint.c (snapshot, suspend, the store job),
- * ops_restore.c (fork, resume, materialize), ops_snapshot.c (delete,
- * wait, progress, restorable, reconcile), ops_sync.c, ops_gpu.c and
- * ops_text.c.
+ * jobs, progress, paths, ids), ops_life.c (open, start, monitor thread,
+ * shutdown), ops_sandbox.c (create, set, start and its bundle, terminate,
+ * remove, wait, reconcile, exited sandboxes), ops_exec.c, ops_checkpoint.c
+ * (snapshot, suspend, the store job), ops_restore.c (fork, resume; the
+ * cache's mechanics are runtime/cache.c's), ops_snapshot.c (delete, wait,
+ * progress, restorable, reconcile), ops_sync.c, ops_gpu.c and ops_text.c.
  *
  * The lock: every read-check-write of a sandbox or snapshot state happens
  * under `ops.lock`, so two requests can never both see `running` and both
@@ -26,6 +25,7 @@
 
 #include <limits.h>
 #include <pthread.h>
+#include <stddef.h>
 
 #include "runtime/cuda.h"
 #include "runtime/gpu.h"
@@ -43,12 +43,13 @@
  *     for reading (exec jobs).
  * Elsewhere: the waiters list under waiters_lock and the progress list
  * under progress_lock (ops_core.c, leaf locks: nothing is called with them
- * held); the snapshot uses (struct snapshot_use) under `lock`.
+ * held); the snapshot uses (struct snapshot_use) under `lock`; the cache's
+ * holds under its own lock (runtime/cache.c), never taken with `lock`
+ * held.
  */
 struct ops_context {
 	char state_dir[PATH_MAX];
 	char spool_dir[PATH_MAX];   /* checkpoint images being stored */
-	char cache_dir[PATH_MAX];   /* materialized snapshots, reused by forks */
 	char sandbox_dir[PATH_MAX]; /* per sandbox: bundle/, console.fifo, console.log */
 	struct cuda_tool cuda_tool; /* the host's cuda-checkpoint (runtime/cuda.h); fd -1: none */
 	struct registry *reg;
@@ -111,8 +112,16 @@ int snapshot_save(const struct snapshot *snap);
 void report_job_failure(enum ops_object kind, const char *id, const char *what,
 			const struct err *e);
 
-/* Tell listeners and waiters that @kind/@id changed; appends an event. */
-void announce(enum ops_object kind, const char *id, const char *status, const char *message);
+/*
+ * Tell listeners and waiters that sandbox or snapshot @id is now in @state
+ * (with @message, may be NULL); appends an event. Waiters are woken once it
+ * is settled: a sandbox in no transitional state, a snapshot completed or
+ * failed.
+ */
+void announce_sandbox(const char *id, enum sandbox_state state, const char *message);
+void announce_snapshot(const char *id, enum snapshot_state state, const char *message);
+/* The same for @kind/@id gone (a sandbox removed, a snapshot deleted): its waiters end. */
+void announce_gone(enum ops_object kind, const char *id, const char *message);
 
 /* Completion helper: calls done(ctx, rc, result) if done is not NULL. */
 static inline void complete(ops_done_fn done, void *ctx, int rc, const char *result, size_t len)
@@ -137,7 +146,7 @@ void progress_set(const char *snap_id, int64_t done, int64_t total);
 void progress_clear(const char *snap_id);
 bool progress_get(const char *snap_id, int64_t *done, int64_t *total);
 
-/* Paths: <sandbox_dir>/<id>, its bundle, its console log; spool and cache dirs of a snapshot. */
+/* Paths: <sandbox_dir>/<id>, its bundle, its console log; the spool dir of a snapshot. */
 int sandbox_path(const char *id, const char *leaf, char *out, size_t len);
 /*
  * Rename sandbox @id's directory to a name no sandbox can have, in @tomb (""
@@ -146,7 +155,6 @@ int sandbox_path(const char *id, const char *leaf, char *out, size_t len);
  */
 void sandbox_bury(const char *id, char *tomb, size_t len);
 int spool_path(const char *snap_id, char *out, size_t len);
-int cache_path(const char *snap_id, char *out, size_t len);
 
 /* No sandbox id starts with a dot (lib/names.h): these names are never a sandbox's. */
 #define SANDBOX_TOMB_PREFIX ".removed-"
@@ -179,12 +187,35 @@ int container_start(const char *id, const char *runtime_id, bool gpu, const char
  */
 int restore_from_spool(struct sandbox *sb, const char *snap_id, struct err *e);
 
-/* A sandbox job's argument: which sandbox, who to tell, and what to do (ops_sandbox.c). */
-struct sandbox_job {
-	char id[ID_MAX];
+/*
+ * What every job of the operations starts with: who to tell when it ends,
+ * and its place in a queue (runtime/jobs.h), taken before the request
+ * changes anything, so that a full queue refuses it with nothing to undo.
+ * Each job type has it as its first member, `base`: the op_job_*()
+ * functions take the job by it.
+ */
+struct op_job {
 	ops_done_fn done;
 	void *ctx;
-	struct job *slot; /* its place in the queue, taken before anything changes */
+	struct job *slot; /* NULL once queued */
+};
+#define OP_JOB_CHECK(type)                                                                         \
+	_Static_assert(offsetof(type, base) == 0, #type " must begin with its struct op_job")
+
+/* A zeroed job of @size bytes, its place in @kind's queue taken; NULL (@e says why) if none is
+ * free. */
+void *op_job_new(size_t size, enum job_kind kind, ops_done_fn done, void *ctx, struct err *e);
+/* Give back the place @job did not use and free it. Returns @rc. */
+int op_job_drop(void *job, int rc);
+/* Run @fn(@job) in the place @job holds. Returns 0. */
+int op_job_queue(void *job, void (*fn)(void *));
+/* Tell @job's requester how it ended (@rc, @result), and free @job. */
+void op_job_end(void *job, int rc, const char *result, size_t len);
+
+/* A sandbox job's argument: which sandbox, and what to do (ops_sandbox.c, ops_exec.c). */
+struct sandbox_job {
+	struct op_job base;
+	char id[ID_MAX];
 	/*
 	 * exec only: the command, and which sandbox of that id it was written
 	 * to. An exec waits for a worker, and meanwhile its sandbox may be
@@ -198,10 +229,6 @@ struct sandbox_job {
 /* The job for sandbox @id and its place in @kind's queue; NULL (@e says why) if none is free. */
 struct sandbox_job *sandbox_job_new(enum job_kind kind, const char *id, ops_done_fn done, void *ctx,
 				    struct err *e);
-/* The request was refused after all: give its place back. Returns @rc. */
-int sandbox_job_drop(struct sandbox_job *job, int rc);
-/* Run @fn(@job) in the place @job holds. Returns 0. */
-int sandbox_job_queue(struct sandbox_job *job, void (*fn)(void *));
 
 /*
  * Snapshots in use: forks and resumes still restoring from one, or a delete
@@ -226,12 +253,6 @@ void snapshot_use_drop_if_idle(const char *id);
  * negative errno when they could not be found or told.
  */
 int restore_blockers(const struct snapshot *snap, struct strbuf *why);
-
-/*
- * Keep manifest @json in image directory @dir (CACHE_MANIFEST_FILE), so
- * later materializes may copy its chunks (ops_checkpoint.c).
- */
-void keep_manifest(const char *dir, const char *json);
 
 /* ops_sandbox.c / ops_snapshot.c hooks used by ops_open. */
 void reconcile_sandboxes(void);

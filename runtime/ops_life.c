@@ -7,20 +7,17 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <stdlib.h>
-#include <string.h>
 #include <fcntl.h>
+#include <string.h>
 #include <sys/file.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "backend/store.h"
 #include "runtime/cache.h"
-#include "runtime/host.h"
 #include "runtime/console.h"
+#include "runtime/host.h"
 #include "runtime/images.h"
-#include "runtime/jobs.h"
 #include "runtime/journal.h"
 #include "runtime/spool.h"
 
@@ -28,24 +25,15 @@
 
 static int make_dirs(const struct ops_config *cfg, struct err *e)
 {
-	struct {
-		char *dst;
-		const char *leaf;
-	} dirs[] = {
-	    {ops.cache_dir, "cache"},
-	    {ops.sandbox_dir, "sandboxes"},
-	};
 	int rc = xsnprintf(ops.state_dir, sizeof(ops.state_dir), "%s", cfg->state_dir);
 	if (rc < 0)
 		return err_set(e, ENAMETOOLONG, "state directory path is too long");
-	for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
-		rc = xsnprintf(dirs[i].dst, PATH_MAX, "%s/%s", cfg->state_dir, dirs[i].leaf);
-		if (rc >= 0)
-			rc = mkdir_p(dirs[i].dst, 0700);
-		if (rc < 0)
-			return err_set(e, -rc, "cannot create %s/%s: %s", cfg->state_dir,
-				       dirs[i].leaf, strerror(-rc));
-	}
+	rc = xsnprintf(ops.sandbox_dir, sizeof(ops.sandbox_dir), "%s/sandboxes", cfg->state_dir);
+	if (rc >= 0)
+		rc = mkdir_p(ops.sandbox_dir, 0700);
+	if (rc < 0)
+		return err_set(e, -rc, "cannot create %s/sandboxes: %s", cfg->state_dir,
+			       strerror(-rc));
 	return 0;
 }
 
@@ -166,10 +154,10 @@ int ops_open(const struct ops_config *cfg, struct err *e)
 		rc = spool_open(cfg->spool_parent, cfg->state_dir, ops.spool_dir, e);
 	if (rc == 0)
 		rc = host_id_init(cfg->state_dir, e);
-	if (rc == 0) {
-		cache_init(ops.cache_dir, cfg->cache_max_bytes);
+	if (rc == 0)
+		rc = cache_open(cfg->state_dir, cfg->cache_max_bytes, e);
+	if (rc == 0)
 		rc = open_parts(cfg, e);
-	}
 	if (rc < 0)
 		return rc;
 	/* Snapshots first: an interrupted suspend needs to know whether it was stored. */

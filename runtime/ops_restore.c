@@ -11,33 +11,15 @@
  */
 #include "runtime/ops_internal.h"
 
-#include <cjson/cJSON.h>
-#include <dirent.h>
-#include <sys/stat.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "backend/manifest.h"
-#include "backend/store.h"
-#include "lib/names.h"
 #include "lib/strbuf.h"
 #include "runtime/cache.h"
 #include "runtime/host.h"
 #include "runtime/images.h"
-#include "runtime/jobs.h"
-#include "runtime/snapmeta.h"
-
-/*
- * A materialize looks at the DONORS_SCAN most recently used cached images
- * and copies chunks from DONORS_USED of them, those of the same sandbox
- * first: each costs a parse of its manifest, and a sandbox's own earlier
- * snapshots hold nearly every chunk of its next one.
- */
-#define DONORS_SCAN 32
-#define DONORS_USED 8
 
 /* Do @a and @b come from one sandbox: the same name on the same host? */
 static bool same_sandbox(const struct snapshot *a, const struct snapshot *b)
@@ -50,104 +32,11 @@ static bool same_sandbox(const struct snapshot *a, const struct snapshot *b)
 	return strcmp(from_a, from_b) == 0;
 }
 
-/* --- restore: fork and resume -------------------------------------------- */
-
-/* Cached images a materialize copies chunks from, held while it runs. */
-struct donors {
-	char ids[DONORS_USED][ID_MAX];
-	size_t n;
-	char dirs[DONORS_USED][PATH_MAX];
-	char manifests[DONORS_USED][PATH_MAX];
-	struct store_donor list[DONORS_USED];
-};
-
-/* Held image @id, if @now: the next donor while there is room, else released. */
-static void donor_pick(struct donors *d, const char *id, bool now, size_t *used)
+/* Cached image @donor_id lends chunks first if it is of snapshot @arg's sandbox. */
+static bool same_source(const char *donor_id, void *arg)
 {
-	if (!now)
-		return;
-	if (*used < DONORS_USED && cache_path(id, d->dirs[*used], PATH_MAX) == 0 &&
-	    xsnprintf(d->manifests[*used], PATH_MAX, "%s/%s", d->dirs[*used],
-		      CACHE_MANIFEST_FILE) >= 0) {
-		d->list[*used] = (struct store_donor){d->dirs[*used], d->manifests[*used]};
-		memcpy(d->ids[*used], id, ID_MAX);
-		(*used)++;
-		return;
-	}
-	cache_release(id);
-}
-
-/*
- * Hold the most recently used cached images and keep DONORS_USED of them:
- * those of @snap's sandbox first, then the others. Returns how many.
- */
-static size_t donors_hold(struct donors *d, const struct snapshot *snap)
-{
-	char held[DONORS_SCAN][ID_MAX];
-	bool same[DONORS_SCAN];
-	size_t n = cache_hold_recent(snap->id, held, DONORS_SCAN), used = 0;
-	for (size_t i = 0; i < n; i++) {
-		struct snapshot s;
-		same[i] =
-		    registry_snapshot_get(ops.reg, held[i], &s) == 0 && same_sandbox(&s, snap);
-	}
-	for (size_t i = 0; i < n; i++)
-		donor_pick(d, held[i], same[i], &used);
-	for (size_t i = 0; i < n; i++)
-		donor_pick(d, held[i], !same[i], &used);
-	d->n = used;
-	return used;
-}
-
-static void donors_release(struct donors *d)
-{
-	for (size_t i = 0; i < d->n; i++)
-		cache_release(d->ids[i]);
-}
-
-/* Get @snap from the store into @tmp, copying what cached images hold; then keep its manifest. */
-static int materialize_into(const struct snapshot *snap, const char *tmp, struct err *e)
-{
-	_cleanup_free_ struct donors *d = calloc(1, sizeof(*d));
-	struct store_get_result res = {0};
-	if (!d)
-		return err_set(e, ENOMEM, "out of memory");
-	int64_t t0 = mono_ms();
-	size_t n = donors_hold(d, snap);
-	int rc = store_get_snapshot_from(ops.store, snap->id, tmp, d->list, n, &res, e);
-	donors_release(d);
-	if (rc < 0)
-		return rc;
-	keep_manifest(tmp, res.manifest);
-	free(res.manifest);
-	/* Tenths of MiB: what the store gave is often well under one. */
-	info("materialized snapshot %s: %.1f MiB, %.1f MiB copied from local images (%zu looked "
-	     "at), %.1f MiB read from the store, in %lld ms",
-	     snap->id, (double)res.size_bytes / (1 << 20), (double)res.local_bytes / (1 << 20), n,
-	     (double)res.store_bytes / (1 << 20), (long long)(mono_ms() - t0));
-	return 0;
-}
-
-/* Make sure cache/<snap> holds the verified checkpoint image; the caller holds it. */
-static int materialize(const struct snapshot *snap, char *dir, size_t len, struct err *e)
-{
-	char tmp[PATH_MAX + 32], hex[9];
-	int rc = cache_path(snap->id, dir, len);
-	if (rc < 0)
-		return err_set(e, ENAMETOOLONG, "cache path of %s is too long", snap->id);
-	if (access(dir, F_OK) == 0)
-		return 0;
-	random_hex(hex, 8);
-	snprintf(tmp, sizeof(tmp), "%s.tmp-%s", dir, hex);
-	rc = materialize_into(snap, tmp, e);
-	if (rc < 0) {
-		rm_rf(tmp);
-		return rc;
-	}
-	/* Another fork may have won the race: then use its copy. */
-	if (rename(tmp, dir) < 0)
-		rm_rf(tmp);
-	return 0;
+	struct snapshot s;
+	return registry_snapshot_get(ops.reg, donor_id, &s) == 0 && same_sandbox(&s, arg);
 }
 
 static struct snapshot_use *snapshot_uses;
@@ -207,13 +96,12 @@ static void snapshot_restore_end(const char *id)
 }
 
 struct restore_job {
+	struct op_job base; /* in JOB_LIFECYCLE */
 	char sandbox_id[ID_MAX];
 	char snap_id[ID_MAX];
 	bool resume; /* false: a fork into a new sandbox */
-	ops_done_fn done;
-	void *ctx;
-	struct job *slot; /* its place in the queue, taken before anything changes */
 };
+OP_JOB_CHECK(struct restore_job);
 
 /* Bundle for @sandbox_id from @snap's image and spec, then `runsc restore` from @image_dir. */
 static int restore_image(const char *sandbox_id, const struct snapshot *snap, const char *image_dir,
@@ -273,7 +161,7 @@ static int restore_container(const struct restore_job *job, const char *runtime_
 		return err_set(e, ENOENT, "snapshot %s no longer exists", job->snap_id);
 	/* Held from before the check that it is there until runsc has read it. */
 	cache_hold(snap.id);
-	int rc = materialize(&snap, image_dir, sizeof(image_dir), e);
+	int rc = cache_materialize(ops.store, snap.id, same_source, &snap, image_dir, e);
 	if (rc == 0)
 		rc = restore_image(job->sandbox_id, &snap, image_dir, runtime_id, digest, e);
 	cache_release(snap.id);
@@ -328,34 +216,7 @@ static void restore_job_run(void *arg)
 		report_job_failure(OPS_OBJ_SANDBOX, job->sandbox_id,
 				   job->resume ? "resume" : "start", &e);
 	}
-	complete(job->done, job->ctx, rc < 0 ? -e.code : 0, NULL, 0);
-	free(job);
-}
-
-/* A restore job with its place in the queue; NULL (@e says why) when none is free. */
-static struct restore_job *restore_job_new(ops_done_fn done, void *ctx, struct err *e)
-{
-	struct restore_job *job = calloc(1, sizeof(*job));
-	if (!job) {
-		err_set(e, ENOMEM, "out of memory");
-		return NULL;
-	}
-	job->slot = jobs_reserve(JOB_LIFECYCLE, e);
-	if (!job->slot) {
-		free(job);
-		return NULL;
-	}
-	job->done = done;
-	job->ctx = ctx;
-	return job;
-}
-
-/* The request was refused after all: give its place back. Returns @rc. */
-static int restore_job_drop(struct restore_job *job, int rc)
-{
-	jobs_cancel(job->slot);
-	free(job);
-	return rc;
+	op_job_end(job, rc < 0 ? -e.code : 0, NULL, 0);
 }
 
 static int submit_restore(struct restore_job *job, const char *sandbox_id, const char *snap_id,
@@ -364,24 +225,23 @@ static int submit_restore(struct restore_job *job, const char *sandbox_id, const
 	snprintf(job->sandbox_id, sizeof(job->sandbox_id), "%s", sandbox_id);
 	snprintf(job->snap_id, sizeof(job->snap_id), "%s", snap_id);
 	job->resume = resume;
-	jobs_queue(steal_ptr(job->slot), restore_job_run, job);
-	return 0;
+	return op_job_queue(job, restore_job_run);
 }
 
 int ops_sandbox_resume(const struct caller *who, const char *id, ops_done_fn done, void *ctx,
 		       struct err *e)
 {
 	struct sandbox sb;
-	struct restore_job *job = restore_job_new(done, ctx, e);
+	struct restore_job *job = op_job_new(sizeof(*job), JOB_LIFECYCLE, done, ctx, e);
 	if (!job)
 		return -e->code;
 	int rc = sandbox_begin(who, id, STATE_BIT(SB_SUSPENDED), SB_RESUMING, "resume", &sb, e);
 	if (rc < 0)
-		return restore_job_drop(job, rc);
+		return op_job_drop(job, rc);
 	rc = snapshot_restore_begin(sb.restore_snapshot, e);
 	if (rc < 0) {
 		sandbox_apply(id, SB_PATCH(SB_SUSPENDED));
-		return restore_job_drop(job, rc);
+		return op_job_drop(job, rc);
 	}
 	return submit_restore(job, id, sb.restore_snapshot, true);
 }
@@ -446,19 +306,19 @@ int ops_snapshot_fork(const struct caller *who, const char *snap_id, char id_out
 	struct snapshot snap;
 	struct sandbox sb = {.owner_uid = who->uid, .owner_gid = who->gid};
 	/* Its place first: a full queue refuses at once and leaves no sandbox behind. */
-	struct restore_job *job = restore_job_new(done, ctx, e);
+	struct restore_job *job = op_job_new(sizeof(*job), JOB_LIFECYCLE, done, ctx, e);
 	if (!job)
 		return -e->code;
 	int rc = check_forkable(who, snap_id, &snap, e);
 	if (rc < 0)
-		return restore_job_drop(job, rc);
+		return op_job_drop(job, rc);
 	rc = new_object_id("sbx-", sb.id);
 	if (rc < 0)
 		rc = err_set(e, -rc, "cannot make a sandbox id: %s", strerror(-rc));
 	if (rc == 0)
 		rc = snapshot_restore_begin(snap_id, e);
 	if (rc < 0)
-		return restore_job_drop(job, rc);
+		return op_job_drop(job, rc);
 	/* runtime_id stays empty: the restore job picks and records one. */
 	memcpy(sb.image, snap.image, sizeof(sb.image));
 	memcpy(sb.entrypoint, snap.entrypoint, sizeof(sb.entrypoint));
@@ -472,11 +332,11 @@ int ops_snapshot_fork(const struct caller *who, const char *snap_id, char id_out
 	pthread_mutex_unlock(&ops.lock);
 	if (rc < 0) {
 		snapshot_restore_end(snap_id);
-		return restore_job_drop(job, err_set(e, EIO, "cannot record the fork of %s: %s",
-						     snap_id, strerror(-rc)));
+		return op_job_drop(job, err_set(e, EIO, "cannot record the fork of %s: %s", snap_id,
+						strerror(-rc)));
 	}
 	memcpy(id_out, sb.id, ID_MAX);
-	announce(OPS_OBJ_SANDBOX, sb.id, "starting", NULL);
+	announce_sandbox(sb.id, sb.state, NULL);
 	notify(OPS_OBJ_LIST, sb.id);
 	notify(OPS_OBJ_SNAPSHOT, snap_id);
 	return submit_restore(job, sb.id, snap_id, false);

@@ -8,53 +8,24 @@
 #include "runtime/ops_internal.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <signal.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "lib/names.h"
 #include "lib/strbuf.h"
 #include "runtime/bundle.h"
 #include "runtime/console.h"
 #include "runtime/images.h"
-#include "runtime/jobs.h"
 
-/* The job for sandbox @id and its place in @kind's queue; NULL (@e says why) if none is free. */
+OP_JOB_CHECK(struct sandbox_job);
+
 struct sandbox_job *sandbox_job_new(enum job_kind kind, const char *id, ops_done_fn done, void *ctx,
 				    struct err *e)
 {
-	struct sandbox_job *job = calloc(1, sizeof(*job));
-	if (!job) {
-		err_set(e, ENOMEM, "out of memory");
-		return NULL;
-	}
-	job->slot = jobs_reserve(kind, e);
-	if (!job->slot) {
-		free(job);
-		return NULL;
-	}
-	snprintf(job->id, sizeof(job->id), "%s", id);
-	job->done = done;
-	job->ctx = ctx;
+	struct sandbox_job *job = op_job_new(sizeof(*job), kind, done, ctx, e);
+	if (job)
+		snprintf(job->id, sizeof(job->id), "%s", id);
 	return job;
-}
-
-/* The request was refused after all: give its place back. Returns @rc. */
-int sandbox_job_drop(struct sandbox_job *job, int rc)
-{
-	jobs_cancel(job->slot);
-	free(job);
-	return rc;
-}
-
-int sandbox_job_queue(struct sandbox_job *job, void (*fn)(void *))
-{
-	jobs_queue(steal_ptr(job->slot), fn, job);
-	return 0;
 }
 
 static int start_reserved(const struct caller *who, struct sandbox_job *job, struct err *e);
@@ -86,7 +57,7 @@ static int insert_sandbox(const struct caller *who, const char *id, const struct
 		return err_set(e, EEXIST, "sandbox %s already exists", id);
 	if (rc < 0)
 		return err_set(e, EIO, "cannot record sandbox %s: %s", id, strerror(-rc));
-	announce(OPS_OBJ_SANDBOX, id, "created", NULL);
+	announce_sandbox(id, sb.state, NULL);
 	notify(OPS_OBJ_LIST, id);
 	return 0;
 }
@@ -125,7 +96,7 @@ int ops_sandbox_new(const struct caller *who, const struct sandbox_spec *spec, c
 		return -e->code;
 	rc = insert_sandbox(who, id_out, spec, e);
 	if (rc < 0)
-		return sandbox_job_drop(job, rc);
+		return op_job_drop(job, rc);
 	return start_reserved(who, job, e);
 }
 
@@ -310,8 +281,7 @@ static void start_job(void *arg)
 			    err_set(&e, EIO, "sandbox %s was terminated while it started", job->id);
 		}
 	}
-	complete(job->done, job->ctx, rc < 0 ? -e.code : 0, NULL, 0);
-	free(job);
+	op_job_end(job, rc < 0 ? -e.code : 0, NULL, 0);
 }
 
 /* Start @job's sandbox in the place @job holds. */
@@ -334,8 +304,8 @@ static int start_reserved(const struct caller *who, struct sandbox_job *job, str
 	if (rc == 0)
 		rc = sandbox_begin(who, id, STATE_BIT(SB_CREATED), SB_STARTING, "start", &sb, e);
 	if (rc < 0)
-		return sandbox_job_drop(job, rc);
-	return sandbox_job_queue(job, start_job);
+		return op_job_drop(job, rc);
+	return op_job_queue(job, start_job);
 }
 
 int ops_sandbox_start(const struct caller *who, const char *id, ops_done_fn done, void *ctx,
@@ -382,8 +352,7 @@ static void terminate_job(void *arg)
 	}
 	/* A second terminate of a terminating sandbox may have settled it first: both end. */
 	sandbox_apply_if(job->id, STATE_BIT(SB_TERMINATING), p);
-	complete(job->done, job->ctx, rc < 0 ? -e.code : 0, NULL, 0);
-	free(job);
+	op_job_end(job, rc < 0 ? -e.code : 0, NULL, 0);
 }
 
 /*
@@ -402,11 +371,11 @@ int ops_sandbox_terminate(const struct caller *who, const char *id, ops_done_fn 
 		return -e->code;
 	int rc = sandbox_begin(who, id, ~0u, SB_TERMINATING, "terminate", &sb, e);
 	if (rc < 0)
-		return sandbox_job_drop(job, rc);
+		return op_job_drop(job, rc);
 	/* A terminate already under way is left to finish: its kill and delete are this one's. */
 	if (sb.state != SB_TERMINATING && sb.runtime_id[0])
 		runsc_cancel(&ops.runsc, sb.runtime_id);
-	return sandbox_job_queue(job, terminate_job);
+	return op_job_queue(job, terminate_job);
 }
 
 int ops_sandbox_remove(const struct caller *who, const char *id, struct err *e)
@@ -440,7 +409,7 @@ int ops_sandbox_remove(const struct caller *who, const char *id, struct err *e)
 	runsc_delete(&ops.runsc, sb.runtime_id, NULL);
 	if (tomb[0])
 		rm_rf(tomb);
-	announce(OPS_OBJ_SANDBOX, id, "removed", NULL);
+	announce_gone(OPS_OBJ_SANDBOX, id, NULL);
 	return 0;
 }
 

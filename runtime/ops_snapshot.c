@@ -6,21 +6,13 @@
  */
 #include "runtime/ops_internal.h"
 
-#include <dirent.h>
-#include <sys/stat.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "backend/store.h"
-#include "lib/names.h"
 #include "lib/strbuf.h"
 #include "runtime/cache.h"
 #include "runtime/host.h"
-#include "runtime/images.h"
-#include "runtime/jobs.h"
 #include "runtime/snapmeta.h"
 
 /* --- this host's snapshots ------------------------------------------------ */
@@ -72,10 +64,10 @@ int ops_sandbox_newest_snapshot(const struct sandbox *sb, struct snapshot *out)
 /* --- delete ---------------------------------------------------------------- */
 
 struct delete_job {
+	struct op_job base; /* in JOB_LIFECYCLE */
 	char snap_id[ID_MAX];
-	ops_done_fn done;
-	void *ctx;
 };
+OP_JOB_CHECK(struct delete_job);
 
 static void delete_end(const char *snap_id)
 {
@@ -106,11 +98,10 @@ static void delete_job_run(void *arg)
 				strerror(-rc));
 		report_job_failure(OPS_OBJ_SNAPSHOT, job->snap_id, "delete", &e);
 	} else {
-		announce(OPS_OBJ_SNAPSHOT, job->snap_id, "deleted", NULL);
+		announce_gone(OPS_OBJ_SNAPSHOT, job->snap_id, NULL);
 	}
 	delete_end(job->snap_id);
-	complete(job->done, job->ctx, rc < 0 ? -e.code : 0, NULL, 0);
-	free(job);
+	op_job_end(job, rc < 0 ? -e.code : 0, NULL, 0);
 }
 
 int ops_snapshot_delete(const struct caller *who, const char *snap_id, ops_done_fn done, void *ctx,
@@ -123,7 +114,7 @@ int ops_snapshot_delete(const struct caller *who, const char *snap_id, ops_done_
 	int rc = snapshot_get_as(who, snap_id, &snap);
 	if (rc == 0)
 		rc = registry_snapshot_pinned(ops.reg, snap_id, &pinned);
-	if (rc == 0 && !pinned && snap.state != SNAP_PENDING && snap.state != SNAP_IN_PROGRESS) {
+	if (rc == 0 && !pinned && snapshot_state_settled(snap.state)) {
 		use = snapshot_use_get(snap_id, true);
 		rc = use ? 0 : -ENOMEM; /* unmarked, a fork could start from what is deleted */
 	}
@@ -141,25 +132,20 @@ int ops_snapshot_delete(const struct caller *who, const char *snap_id, ops_done_
 		return err_set(e, ENOMEM, "cannot delete snapshot %s: out of memory", snap_id);
 	if (rc < 0)
 		return err_set(e, EIO, "cannot read snapshot %s from the registry", snap_id);
-	if (snap.state == SNAP_PENDING || snap.state == SNAP_IN_PROGRESS)
+	if (!snapshot_state_settled(snap.state))
 		return err_set(e, EBUSY, "cannot delete snapshot %s: it is still %s", snap_id,
 			       snapshot_state_name(snap.state));
 	if (pinned)
 		return err_set(e, EBUSY,
 			       "cannot delete snapshot %s: suspended sandbox %s needs it to resume",
 			       snap_id, snap.sandbox_id);
-	struct job *slot = jobs_reserve(JOB_LIFECYCLE, e);
-	struct delete_job *job = slot ? calloc(1, sizeof(*job)) : NULL;
+	struct delete_job *job = op_job_new(sizeof(*job), JOB_LIFECYCLE, done, ctx, e);
 	if (!job) {
-		jobs_cancel(slot);
 		delete_end(snap_id);
-		return slot ? err_set(e, ENOMEM, "out of memory") : -e->code;
+		return -e->code;
 	}
 	snprintf(job->snap_id, sizeof(job->snap_id), "%s", snap_id);
-	job->done = done;
-	job->ctx = ctx;
-	jobs_queue(slot, delete_job_run, job);
-	return 0;
+	return op_job_queue(job, delete_job_run);
 }
 
 /* --- wait, progress, restorable -------------------------------------------- */
@@ -177,8 +163,8 @@ int ops_snapshot_wait(const struct caller *who, const char *snap_id, ops_done_fn
 		waiters_fail(OPS_OBJ_SNAPSHOT, snap_id);
 		return 0;
 	}
-	bool settled = snap.state == SNAP_COMPLETED || snap.state == SNAP_FAILED;
-	waiters_wake(OPS_OBJ_SNAPSHOT, snap_id, snapshot_state_name(snap.state), settled);
+	waiters_wake(OPS_OBJ_SNAPSHOT, snap_id, snapshot_state_name(snap.state),
+		     snapshot_state_settled(snap.state));
 	return 0;
 }
 
@@ -228,7 +214,7 @@ static void reconcile_snapshot(struct snapshot *snap)
 		registry_snapshot_delete(ops.reg, snap->id);
 		return;
 	}
-	if (was != SNAP_PENDING && was != SNAP_IN_PROGRESS)
+	if (snapshot_state_settled(was))
 		return;
 	snap->state = stored ? SNAP_COMPLETED : SNAP_FAILED;
 	snap->completed_at = now_ms();

@@ -94,7 +94,7 @@ static void adopt(struct sync_walk *w, const char *id)
 	int rc = registry_snapshot_insert(ops.reg, &snap);
 	pthread_mutex_unlock(&ops.lock);
 	if (rc == 0) {
-		announce(OPS_OBJ_SNAPSHOT, id, "completed", NULL);
+		announce_snapshot(id, SNAP_COMPLETED, NULL);
 		notify(OPS_OBJ_LIST, id);
 	}
 }
@@ -115,7 +115,10 @@ static void forget(const struct snapshot *snap)
 		registry_snapshot_delete(ops.reg, snap->id);
 	}
 	pthread_mutex_unlock(&ops.lock);
-	announce(OPS_OBJ_SNAPSHOT, snap->id, pinned ? "failed" : "deleted", copy.message);
+	if (pinned)
+		announce_snapshot(snap->id, copy.state, copy.message);
+	else
+		announce_gone(OPS_OBJ_SNAPSHOT, snap->id, copy.message);
 }
 
 static int collect_gone(const struct snapshot *snap, void *arg)

@@ -1,8 +1,10 @@
+#include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "lib/util.h"
 #include "runtime/cache.h"
@@ -83,6 +85,35 @@ static void test_hold_recent(void)
 	cache_release("snap-c");
 }
 
+/* A stored snapshot's spool becomes its image, manifest and all, and is gone. */
+static void test_adopt(void)
+{
+	char spool[64], p[PATH_MAX];
+	snprintf(spool, sizeof(spool), "/tmp/test_cache_spool.XXXXXX");
+	CHECK(mkdtemp(spool) != NULL);
+	snprintf(p, sizeof(p), "%s/pages.img", spool);
+	CHECK(write_file_durable(p, "pages", 5) == 0);
+	cache_adopt("snap-z", spool, "{\"files\":[]}");
+	CHECK(exists("snap-z/pages.img") && exists("snap-z/" CACHE_MANIFEST_FILE));
+	CHECK(access(spool, F_OK) < 0 && errno == ENOENT);
+	char ids[1][ID_MAX];
+	CHECK(cache_hold_recent("snap-none", ids, 1) == 1); /* it lends chunks now */
+	CHECK_STR(ids[0], "snap-z");
+	cache_release("snap-z");
+	cache_remove("snap-z");
+}
+
+/* cache_open() makes the cache directory under the state directory. */
+static void test_open(void)
+{
+	char p[PATH_MAX];
+	struct err e = {0};
+	struct stat st;
+	CHECK(cache_open(base, 0, &e) == 0);
+	snprintf(p, sizeof(p), "%s/cache", base);
+	CHECK(stat(p, &st) == 0 && S_ISDIR(st.st_mode));
+}
+
 static bool keep_even(const char *id, void *arg)
 {
 	(void)arg;
@@ -134,6 +165,8 @@ int main(void)
 	CHECK(s.entries == 1 && s.limit_bytes == 3 * ENTRY_BYTES + ENTRY_BYTES / 2);
 
 	test_hold_recent();
+	test_adopt();
+	test_open();
 
 	/* The default limit: a quarter of the cache and the free space together. */
 	cache_init(base, 0);

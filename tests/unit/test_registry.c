@@ -120,6 +120,11 @@ static void test_names(void)
 	CHECK(!sandbox_state_transitional(SB_SUSPENDED));
 	CHECK(!sandbox_state_transitional(SB_TERMINATED));
 	CHECK(!sandbox_state_transitional(SB_FAILED));
+
+	CHECK(snapshot_state_settled(SNAP_COMPLETED));
+	CHECK(snapshot_state_settled(SNAP_FAILED));
+	CHECK(!snapshot_state_settled(SNAP_PENDING));
+	CHECK(!snapshot_state_settled(SNAP_IN_PROGRESS));
 }
 
 static void test_sandboxes(struct registry *reg)

@@ -228,7 +228,11 @@ static void test_manifest(struct store *st)
 	CHECK(store_get_manifest(st, "../etc/passwd", &json, &e) == -EINVAL);
 }
 
-/* A second snapshot that differs in one page costs about a chunk. */
+/*
+ * A second snapshot that differs in one byte costs the chunks around it: the
+ * one that holds it, and the next when the change moves a cut point (the
+ * chunker's window reaches past it). The data is random, so either happens.
+ */
 static void test_dedup(struct store *st)
 {
 	struct err e = {0};
@@ -237,7 +241,7 @@ static void test_dedup(struct store *st)
 	write_source("src2");
 	CHECK(put_dir(st, "snap-2", "src2", &r2, &e) == 0);
 	CHECK(r2.size_bytes == (int64_t)(PAGES_LEN + CKPT_LEN));
-	CHECK(r2.stored_bytes < (int64_t)(CHUNK_MAX + (64u << 10)));
+	CHECK(r2.stored_bytes < (int64_t)(2 * CHUNK_MAX + (64u << 10)));
 	CHECK(put_dir(st, "snap-3", "src2", &r3, &e) == 0);
 	CHECK(r3.stored_bytes < (64 << 10)); /* the manifest only */
 	CHECK(!t_exists("store/packs/snap-3"));
