@@ -41,6 +41,7 @@
 #include <cjson/cJSON.h>
 #include <stdint.h>
 
+#include "lib/limits.h"
 #include "lib/util.h"
 
 struct store;
@@ -167,8 +168,9 @@ void store_set_grace(struct store *st, int64_t grace_ms);
 int64_t store_collect_period_ms(const struct store *st);
 
 /*
- * Delete the manifest of @id first, then collect the packs no manifest
- * lists any more and no put in flight uses. A missing snapshot is 0.
+ * Write the tombstone of @id (tombstones/<id>.json), then delete its
+ * manifest, then collect the packs no manifest lists any more and no put in
+ * flight uses. A missing snapshot is 0.
  */
 int store_delete_snapshot(struct store *st, const char *id, struct err *e);
 
@@ -185,6 +187,17 @@ int store_delete_snapshot(struct store *st, const char *id, struct err *e);
  */
 #define STORE_COLLECT_AT_START 1u
 int store_collect(struct store *st, unsigned flags, struct err *e);
+
+/*
+ * Which store this is (backend/store_ident.c): the id its snapfs-store.json
+ * names into @id. -ENOENT if it has none, unless @create: then one is
+ * written (the store's first use) and read back. -EIO if it cannot say.
+ */
+int store_identity(struct store *st, bool create, char id[STORE_ID_MAX], struct err *e);
+/* Record that snapshot @id was deleted on purpose (store_delete_snapshot() does). */
+int store_tombstone_put(struct store *st, const char *id, struct err *e);
+/* 1 if a tombstone says @id was deleted, 0 if none does, or a negative errno. */
+int store_tombstone_get(struct store *st, const char *id, struct err *e);
 
 /* The store's totals as this process knows them. */
 void store_stats(struct store *st, struct store_stats *out);

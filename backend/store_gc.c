@@ -535,6 +535,8 @@ int store_delete_snapshot(struct store *st, const char *id, struct err *e)
 	char key[OBJ_KEY_MAX];
 	struct err inner = {0};
 	int rc = store_checked_key(id, key, e);
+	if (rc == 0) /* first: a host that took @id forgets its row only with it */
+		rc = store_tombstone_put(st, id, e);
 	if (rc < 0)
 		return rc;
 	rc = objstore_del(st->os, key, &inner);

@@ -22,5 +22,6 @@
 #define ENV_MAX 16384	    /* KEY=VALUE lines */
 #define MESSAGE_MAX 1024
 #define HOST_JSON_MAX 4096
+#define STORE_ID_MAX 40 /* a store's identity: "store-" + 32 hex + NUL (backend/store_ident.c) */
 
 #endif
