@@ -88,7 +88,8 @@ static bool mismatch_said;	    /* the error was journalled this run */
 
 static int followed_path(char path[PATH_MAX])
 {
-	return xsnprintf(path, PATH_MAX, "%s/%s", ops.state_dir, STORE_ID_FILE);
+	return xsnprintf(path, PATH_MAX, "%s/%s", ops.state_dir, STORE_ID_FILE) < 0 ? -ENAMETOOLONG
+										    : 0;
 }
 
 /* Load <state>/store-id: 0, -ENOENT (the registry follows no store yet), or an error. */

@@ -150,8 +150,10 @@ int ops_snapshot_info(const struct snapshot *snap, struct strbuf *out)
  * not take them. Past the deadline the read fails with ETIMEDOUT (stat
  * then shows size 0: tree_stat() leaves errors to read); the fetch goes on
  * and keeps what it gets, so the next read finds it. Requests for one id
- * share its fetch; with MANIFEST_FETCHES_MAX in flight, one for another id
- * fails at once with EAGAIN.
+ * share its fetch and its deadline (a `cat` is a lookup, a getattr and a
+ * read: together they wait MANIFEST_WAIT_MS, not three times that); with
+ * MANIFEST_FETCHES_MAX in flight, one for another id fails at once with
+ * EAGAIN.
  */
 #define MANIFEST_KEPT 8
 #define MANIFEST_KEPT_MAX (1u << 20) /* bytes; a bigger manifest is fetched every time */
@@ -163,8 +165,9 @@ struct fetch {
 	char id[ID_MAX];
 	int refs;
 	bool done;
-	int rc;	    /* store_get_manifest()'s, once done */
-	char *json; /* once done with rc 0 */
+	int rc;		       /* store_get_manifest()'s, once done */
+	char *json;	       /* once done with rc 0 */
+	struct timespec until; /* CLOCK_REALTIME: every request for it waits until then at most */
 };
 
 static struct {
@@ -249,6 +252,8 @@ static struct fetch *fetch_start(const char *id)
 		return NULL;
 	snprintf(f->id, sizeof(f->id), "%s", id);
 	f->refs = 1; /* the job's */
+	clock_gettime(CLOCK_REALTIME, &f->until);
+	f->until.tv_sec += MANIFEST_WAIT_MS / 1000;
 	if (jobs_submit(JOB_LIFECYCLE, fetch_job, f) < 0) {
 		free(f);
 		return NULL;
@@ -260,16 +265,13 @@ static struct fetch *fetch_start(const char *id)
 /* @id's manifest from the store into @out, waiting at most MANIFEST_WAIT_MS. */
 static int manifest_fetch(const char *id, struct strbuf *out)
 {
-	struct timespec until;
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += MANIFEST_WAIT_MS / 1000;
 	pthread_mutex_lock(&kept.lock);
 	struct fetch *f = fetch_start(id);
 	int rc = f ? 0 : -EAGAIN;
 	if (f)
 		f->refs++;
 	while (f && !f->done && rc == 0)
-		rc = -pthread_cond_timedwait(&kept.fetched, &kept.lock, &until);
+		rc = -pthread_cond_timedwait(&kept.fetched, &kept.lock, &f->until);
 	if (f && f->done) {
 		rc = f->rc == -ENOENT ? 0 : f->rc < 0 ? -EIO : 0;
 		if (f->rc == 0)
