@@ -9,17 +9,9 @@
 # noticed: a manifest written meanwhile is listed.
 . "$(dirname "$0")/lib.sh"
 
-BUCKET=snapfs-outage
-S3_DIR=$T/s3rver
-S3_PID="" S3_PORT=""
-use_s3rver_credentials
+serve_s3 snapfs-outage
 # A stopped s3rver takes no SIGTERM: let it go on before lib.sh's cleanup.
 trap 'rc=$?; [ -n "$S3_PID" ] && kill -CONT "$S3_PID" 2>/dev/null; (exit $rc); cleanup' EXIT
-
-[ -f "$REPO/tests/node_modules/@20minutes/s3rver/package.json" ] ||
-	bail "s3rver is missing (scripts/setup.sh --test, or npm install --prefix tests)"
-start_s3rver || bail "start s3rver"
-export AWS_ENDPOINT_URL=http://127.0.0.1:$S3_PORT AWS_REGION=us-east-1
 
 DAEMON_ARGS=(--store "s3://$BUCKET/outage")
 start_daemon || bail "the daemon mounts on s3://$BUCKET/outage"

@@ -12,16 +12,8 @@
 # forgotten and an error says why; back on the right store all is as before.
 . "$(dirname "$0")/lib.sh"
 
-BUCKET=snapfs-restart
-S3_DIR=$T/s3rver
-S3_PID="" S3_PORT=""
-use_s3rver_credentials
-
-[ -f "$REPO/tests/node_modules/@20minutes/s3rver/package.json" ] ||
-	bail "s3rver is missing (scripts/setup.sh --test, or npm install --prefix tests)"
+serve_s3 snapfs-restart
 command -v sqlite3 >/dev/null || bail "sqlite3 is missing"
-start_s3rver || bail "start s3rver"
-export AWS_ENDPOINT_URL=http://127.0.0.1:$S3_PORT AWS_REGION=us-east-1
 
 DAEMON_ARGS=(--store "s3://$BUCKET/main")
 start_daemon || bail "the daemon mounts on s3://$BUCKET/main"
@@ -50,7 +42,9 @@ sqlite3 "$db" "UPDATE snapshots SET state = 'in_progress' WHERE id IN ('$interru
 rm -rf "${STATE:?}/cache/$interrupted"
 ok "the suspend's image is in the cache" test -s "$STATE/cache/$susp/.manifest.json"
 
-kill "$S3_PID" && wait_gone() { ! kill -0 "$S3_PID" 2>/dev/null; } && poll_until 10 wait_gone
+s3rver_gone() { ! kill -0 "$S3_PID" 2>/dev/null; }
+kill "$S3_PID"
+poll_until 10 s3rver_gone || bail "s3rver ends"
 start_daemon || bail "the daemon mounts with the store down"
 check_eq "with the store down the completed snapshot stays completed" completed \
 	"$(snap_status "$kept")"
