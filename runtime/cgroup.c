@@ -18,8 +18,6 @@
 
 /* Most processes of one container moved in one pass: its gofer, sandbox and stubs. */
 #define PIDS_MAX 8192
-/* A cgroup.procs of PIDS_MAX pids, one decimal a line. */
-#define PROCS_BYTES_MAX (PIDS_MAX * 12)
 
 int cgroup_path(const char *parent, const char *cid, char *out, size_t size)
 {
@@ -44,22 +42,21 @@ static int pid_cmp(const void *a, const void *b)
 /* The pids of @procs, sorted, into @out; -ENOENT when the cgroup is gone. */
 static int read_pids(const char *procs, pid_t *out, size_t *n, struct err *e)
 {
-	_cleanup_free_ char *text = NULL;
-	int rc = read_file(procs, &text, NULL, PROCS_BYTES_MAX);
-	if (rc == -ENOENT)
-		return rc;
-	if (rc < 0)
-		return err_set(e, -rc, "cannot read %s: %s", procs, strerror(-rc));
-	*n = 0;
-	for (char *p = text, *end; *p; p = end + (*end == '\n')) {
-		long pid = strtol(p, &end, 10);
-		if (end == p || pid <= 0)
-			break;
+	/* stdio, not read_file(): a cgroup file's size is 0 whatever it holds. */
+	_cleanup_fclose_ FILE *f = fopen(procs, "re");
+	int pid;
+	if (!f && errno == ENOENT)
+		return -ENOENT;
+	if (!f)
+		return err_set(e, errno, "cannot read %s: %s", procs, strerror(errno));
+	for (*n = 0; fscanf(f, "%d", &pid) == 1; (*n)++) {
 		if (*n == PIDS_MAX)
 			return err_set(e, E2BIG, "%s lists more than %d processes", procs,
 				       PIDS_MAX);
-		out[(*n)++] = (pid_t)pid;
+		out[*n] = (pid_t)pid;
 	}
+	if (ferror(f))
+		return err_set(e, EIO, "cannot read %s", procs);
 	qsort(out, *n, sizeof(*out), pid_cmp);
 	return 0;
 }
