@@ -84,12 +84,10 @@ for root in "${CG_ROOTS[@]}"; do
 done
 
 start_counter_sandbox c1 || bail "start sandbox c1 (runsc run)"
-s1=$(snapshot_of c1)
-check_match "snapshot of c1" '^snap-[0-9a-f]{16}$' "$s1"
-f1=$(fork_of "$s1")
-check_match "a fork of it (runsc restore)" '^sbx-[0-9a-f]{16}$' "$f1"
-[ -n "$f1" ] || bail "no fork"
 tok=$(counter_token "$(counter c1)")
+f1=$(fork_of "$(snapshot_of c1)")
+check_match "a fork of a snapshot of c1 (runsc restore)" '^sbx-[0-9a-f]{16}$' "$f1"
+[ -n "$f1" ] || bail "no fork"
 
 # host_pids SB: the runsc-sandbox (runsc state's pid) and runsc-gofer (by its bundle) of SB.
 host_pids() {
