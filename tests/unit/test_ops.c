@@ -441,6 +441,8 @@ static bool ops_up(void)
 	    .images_dir = images,
 	    .runsc_bin = wrapper,
 	    .gc_grace_ms = -1,
+	    /* A parent nothing is under: ops_open() adopts none of this host's real sandboxes. */
+	    .cgroup_parent = "/snapfs-test-ops-none",
 	};
 	if (!CHECK_MSG(ops_open(&cfg, &e) == 0, "ops_open: %s", e.msg))
 		return false;
