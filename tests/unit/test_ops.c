@@ -1365,9 +1365,9 @@ static void spool_reserve_steps(void)
 	fake_set("FAKE_RUNSC_HANG=checkpoint");
 	CHECK(ops_sandbox_snapshot(root, "p1", NULL, snap, op_done, first, &e) == 0);
 	fake_wait_hangs("checkpoint", 1);
+	fake_set("");
 	int rc = OP_RUN(ops_sandbox_snapshot(root, "p2", NULL, other, OP), NULL, 0);
 	CHECK_MSG(rc == -ENOSPC, "a second checkpoint on the full spool: %d, not -ENOSPC", rc);
-	fake_set("");
 	fake_release();
 	CHECK(op_wait(first, NULL, 0) == 0);
 	CHECK_SNAP(snap, SNAP_COMPLETED);
