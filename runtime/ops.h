@@ -81,6 +81,11 @@ struct ops_config {
 	    runsc_timeout_ms; /* --runsc-timeout; 0: RUNSC_TIMEOUT_DEFAULT_MS (runtime/runsc.h) */
 	int64_t exec_timeout_ms;     /* --exec-timeout; 0: RUNSC_EXEC_TIMEOUT_DEFAULT_MS */
 	const char *cuda_checkpoint; /* --cuda-checkpoint; NULL: cuda-checkpoint on PATH, if any */
+	/*
+	 * --cgroup-parent: each sandbox's cgroup is <this>/<container id>, never
+	 * the daemon's (runtime/cgroup.h); NULL for CGROUP_PARENT_DEFAULT.
+	 */
+	const char *cgroup_parent;
 };
 #define OPS_SHARED_GRACE_MS (3600 * 1000)
 
