@@ -194,6 +194,18 @@ int container_start(const char *id, const char *runtime_id, bool gpu, const char
 int restore_from_spool(struct sandbox *sb, const char *snap_id, struct err *e);
 
 /*
+ * The hold on a suspend's snapshot in the store (backend/store.h), named
+ * by this host and sandbox @sandbox_id (ops_checkpoint.c): taken before the
+ * checkpoint of a suspend, released once the sandbox no longer resumes
+ * from it (a failed suspend, a resume, a terminate); a failed release only
+ * warns. holds_reconcile(), at start-up after the sandboxes are, releases
+ * this host's holds that no sandbox needs any more.
+ */
+int suspend_hold(const char *sandbox_id, const char *snap_id, struct err *e);
+void suspend_unhold(const char *sandbox_id, const char *snap_id);
+void holds_reconcile(void);
+
+/*
  * What every job of the operations starts with: who to tell when it ends,
  * and its place in a queue (runtime/jobs.h), taken before the request
  * changes anything, so that a full queue refuses it with nothing to undo.

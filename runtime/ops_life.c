@@ -166,6 +166,7 @@ int ops_open(const struct ops_config *cfg, struct err *e)
 	/* Snapshots first: an interrupted suspend needs to know whether it was stored. */
 	reconcile_snapshots();
 	reconcile_sandboxes();
+	holds_reconcile();
 	/* What the reconciliation did not claim is garbage now. */
 	spool_empty();
 	/* Exec output went through host files before it was capped in memory: an older version's.

@@ -216,6 +216,8 @@ static void restore_job_run(void *arg)
 	} else if (rc < 0) {
 		report_job_failure(OPS_OBJ_SANDBOX, job->sandbox_id,
 				   job->resume ? "resume" : "start", &e);
+	} else if (job->resume) {
+		suspend_unhold(job->sandbox_id, job->snap_id); /* it runs: the snapshot is free */
 	}
 	op_job_end(job, rc < 0 ? -e.code : 0, NULL, 0);
 }

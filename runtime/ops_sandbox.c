@@ -345,6 +345,7 @@ static void terminate_job(void *arg)
 	struct sandbox sb;
 	struct err e = {0};
 	int rc = registry_sandbox_get(ops.reg, job->id, &sb);
+	bool sb_found = rc == 0;
 	if (rc == 0)
 		rc = stop_container(sb.runtime_id, &e);
 	console_detach(job->id);
@@ -360,6 +361,8 @@ static void terminate_job(void *arg)
 	}
 	/* A second terminate of a terminating sandbox may have settled it first: both end. */
 	sandbox_apply_if(job->id, STATE_BIT(SB_TERMINATING), p);
+	if (sb_found && sb.restore_snapshot[0])
+		suspend_unhold(job->id, sb.restore_snapshot);
 	op_job_end(job, rc < 0 ? -e.code : 0, NULL, 0);
 }
 
@@ -467,6 +470,7 @@ static void reconcile_suspend(struct sandbox *sb, bool alive)
 	struct snapshot snap = {0};
 	struct err e = {0};
 	ops_sandbox_snapshots_each(sb, newest_suspend_cb, &snap);
+	sb->restore_snapshot[0] = '\0'; /* named from the request on; kept only if suspended */
 	if (snap.id[0] && snap.state == SNAP_COMPLETED) {
 		if (alive)
 			runsc_delete(&ops.runsc, sb->runtime_id, NULL);

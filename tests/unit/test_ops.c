@@ -30,6 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "backend/store.h"
 #include "runtime/ops.h"
 #include "tests/unit/t.h"
 #include "tests/unit/t_dir.h"
@@ -46,6 +47,7 @@ static char images[PATH_MAX];	/* <t_base>/images, with IMAGE */
 /* The scenario's: <t_base>/NAME, its state, the wrapper that is --runsc, the fake's root. */
 static char sc_dir[PATH_MAX], state[PATH_MAX], wrapper[PATH_MAX], fake_dir[PATH_MAX];
 static const char *fake_base = ""; /* the faults every fake_set() keeps */
+static const char *spool_parent;   /* --spool of the next lives; NULL: <state>/spool */
 
 /* --- the fake runsc ----------------------------------------------------- */
 
@@ -441,6 +443,7 @@ static bool ops_up(void)
 	    .images_dir = images,
 	    .runsc_bin = wrapper,
 	    .gc_grace_ms = -1,
+	    .spool_parent = spool_parent,
 	    /* A parent nothing is under: ops_open() adopts none of this host's real sandboxes. */
 	    .cgroup_parent = "/snapfs-test-ops-none",
 	};
@@ -1257,6 +1260,140 @@ static void interrupted(const struct interruption *in)
 	scenario_end();
 }
 
+/* --- the snapshot a suspended sandbox resumes from ------------------------- */
+
+/* Does the store hold a hold on @snap (holds/<snap>/ has an object: docs/store.md)? */
+static bool store_has_hold(const char *snap)
+{
+	char dir[PATH_MAX];
+	xsnprintf(dir, sizeof(dir), "%s/store/holds/%s", state, snap);
+	DIR *d = opendir(dir);
+	int n = 0;
+	for (struct dirent *de = d ? readdir(d) : NULL; de; de = readdir(d))
+		n += de->d_name[0] != '.';
+	if (d)
+		closedir(d);
+	return n > 0;
+}
+
+/* Another host on this store: its delete of @snap, the message in @msg. */
+static int other_host_delete(const char *snap, char *msg, size_t len)
+{
+	char url[PATH_MAX];
+	struct store *other = NULL;
+	struct err e = {0};
+	xsnprintf(url, sizeof(url), "file://%s/store", state);
+	if (!CHECK_MSG(store_open(url, NULL, &other, &e) == 0, "store_open: %s", e.msg))
+		return -EIO;
+	int rc = store_delete_snapshot(other, snap, &e);
+	xsnprintf(msg, len, "%s", e.msg);
+	store_close(other);
+	return rc;
+}
+
+/* A delete tried by the first waiter of a snapshot to wake: where `cat wait && delete` runs. */
+struct wake_delete {
+	char snap[ID_MAX];
+	int rc;		 /* the delete's refusal or its completion */
+	struct op *woke; /* done once it was tried */
+};
+
+static void delete_on_wake(void *ctx, int rc, const char *result, size_t len)
+{
+	struct wake_delete *w = ctx;
+	(void)rc, (void)result, (void)len;
+	w->rc = OP_RUN(ops_snapshot_delete(root, w->snap, OP), NULL, 0);
+	op_done(w->woke, 0, NULL, 0);
+}
+
+/*
+ * A suspend's snapshot cannot be deleted from the request on: not while its
+ * checkpoint runs, not by a delete the snapshot's `completed` woke (before
+ * the store job ends), not by another host (the hold), not after; once
+ * resumed it can. And the sandbox resumes with its memory.
+ */
+static void hold_window_steps(void)
+{
+	char mem[64], out[64], msg[MESSAGE_MAX];
+	struct wake_delete w = {.rc = 1, .woke = op_new()};
+	struct op *suspend = op_new();
+	struct err e = {0};
+	CHECK(run_sandbox("h"));
+	memory_of("h", mem, sizeof(mem));
+	fake_set("FAKE_RUNSC_HANG=checkpoint");
+	CHECK(ops_sandbox_suspend(root, "h", op_done, suspend, &e) == 0);
+	fake_wait_hangs("checkpoint", 1);
+	fake_set("");
+	newest_of("h", w.snap);
+	CHECK_STR(sb_get("h").restore_snapshot, w.snap);
+	CHECK_MSG(store_has_hold(w.snap), "no hold on %s before its checkpoint", w.snap);
+	CHECK(ops_snapshot_wait(root, w.snap, delete_on_wake, &w, &e) == 0);
+	fake_release();
+	CHECK(op_wait(suspend, NULL, 0) == 0);
+	CHECK(op_wait(w.woke, NULL, 0) == 0);
+	CHECK_MSG(w.rc == -EBUSY, "a delete as the snapshot completed: %d, not -EBUSY", w.rc);
+	CHECK_SB("h", SB_SUSPENDED);
+	CHECK_SNAP(w.snap, SNAP_COMPLETED);
+	CHECK(other_host_delete(w.snap, msg, sizeof(msg)) == -EBUSY);
+	CHECK_HAS(msg, "sandbox h of host");
+	CHECK(snap_delete(w.snap) == -EBUSY);
+	CHECK(sb_resume("h") == 0);
+	CHECK_SB("h", SB_RUNNING);
+	memory_of("h", out, sizeof(out));
+	CHECK_STR(out, mem);
+	CHECK_MSG(!store_has_hold(w.snap), "the hold on %s outlived the resume", w.snap);
+	CHECK(snap_delete(w.snap) == 0);
+	/* A terminate of a suspended sandbox releases its hold too. */
+	CHECK(sb_suspend("h") == 0);
+	xsnprintf(w.snap, sizeof(w.snap), "%s", sb_get("h").restore_snapshot);
+	CHECK(store_has_hold(w.snap));
+	CHECK(sb_terminate("h") == 0);
+	CHECK(!store_has_hold(w.snap));
+	CHECK(other_host_delete(w.snap, msg, sizeof(msg)) == 0);
+}
+
+/*
+ * Parallel checkpoints share the spool: on a 100 MiB one, two sandboxes
+ * that each fit (64 MiB of margin and a fake's few pages) do not together.
+ * While the first's checkpoint runs the second is refused with ENOSPC, and
+ * both run on; once the first ended, the second fits again.
+ */
+static void spool_reserve_steps(void)
+{
+	char snap[ID_MAX], other[ID_MAX];
+	struct op *first = op_new();
+	struct err e = {0};
+	CHECK(run_sandbox("p1") && run_sandbox("p2"));
+	fake_set("FAKE_RUNSC_HANG=checkpoint");
+	CHECK(ops_sandbox_snapshot(root, "p1", NULL, snap, op_done, first, &e) == 0);
+	fake_wait_hangs("checkpoint", 1);
+	fake_set("");
+	int rc = OP_RUN(ops_sandbox_snapshot(root, "p2", NULL, other, OP), NULL, 0);
+	CHECK_MSG(rc == -ENOSPC, "a second checkpoint on the full spool: %d, not -ENOSPC", rc);
+	fake_release();
+	CHECK(op_wait(first, NULL, 0) == 0);
+	CHECK_SNAP(snap, SNAP_COMPLETED);
+	CHECK_SB("p1", SB_RUNNING);
+	CHECK_SB("p2", SB_RUNNING);
+	CHECK(sb_snapshot("p2", other) == 0);
+	CHECK_SB("p2", SB_RUNNING);
+}
+
+static void spool_reserve(void)
+{
+	char dir[PATH_MAX];
+	scenario("spool-reserve");
+	if (!t_tmpfs("spool-reserve/spool", "100m", dir)) {
+		scenario_end();
+		return;
+	}
+	spool_parent = dir;
+	life(spool_reserve_steps);
+	spool_parent = NULL;
+	scenario_end();
+	umount2(dir, MNT_DETACH);
+}
+
 /* --- main --------------------------------------------------------------------- */
 
 /* tests/fake-runsc: $FAKE_RUNSC, or beside this binary's build/asan/tests/unit/. */
@@ -1308,6 +1445,8 @@ int main(void)
 	one_life("terminate-settled", terminate_settled_steps, NULL);
 	one_life("terminate-transitional", terminate_transitional_steps, NULL);
 	one_life("undo", undo_steps, NULL);
+	one_life("hold-window", hold_window_steps, NULL);
+	spool_reserve();
 	for (size_t i = 0; i < ARRAY_SIZE(interruptions); i++)
 		interrupted(&interruptions[i]);
 	if (t_n->failed == 0)
