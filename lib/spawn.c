@@ -227,7 +227,7 @@ static void record_write(const struct spawn *s)
 static void record_remove(const struct spawn *s)
 {
 	char path[PATH_MAX];
-	if (s->record_dir && record_path(s->record_dir, s->pid_, path) == 0)
+	if (s->record_dir && record_path(s->record_dir, s->pid_, path) >= 0)
 		unlink(path);
 }
 
@@ -261,7 +261,8 @@ static bool leftover_open(int dfd, const char *name, const char *boot, struct le
 	l->pidfd = pidfd_open(l->pid, 0);
 	if (l->pidfd >= 0 && start_time(l->pid) == started)
 		return true;
-	closep(&l->pidfd);
+	if (l->pidfd >= 0)
+		close(l->pidfd);
 	return false;
 }
 
@@ -286,9 +287,12 @@ static size_t leftovers_poll(struct leftover *l, size_t n, int64_t until)
 		if (rc == 0 && left <= 0)
 			break;
 	}
-	for (size_t i = 0; i < n; i++)
-		if (p[i].fd < 0)
-			closep(&l[i].pidfd);
+	for (size_t i = 0; i < n; i++) {
+		if (p[i].fd < 0 && l[i].pidfd >= 0) {
+			close(l[i].pidfd);
+			l[i].pidfd = -1; /* ended: not to be killed */
+		}
+	}
 	return running;
 }
 

@@ -180,7 +180,8 @@ int spool_open(const char *parent, const char *state_dir, char path[PATH_MAX], s
 /* <snap_id>.whole, the name of @snap_id's wholeness mark. */
 static int whole_name(const char *snap_id, char name[NAME_MAX + 1])
 {
-	return xsnprintf(name, NAME_MAX + 1, "%s" SPOOL_WHOLE_SUFFIX, snap_id);
+	return xsnprintf(name, NAME_MAX + 1, "%s" SPOOL_WHOLE_SUFFIX, snap_id) < 0 ? -ENAMETOOLONG
+										   : 0;
 }
 
 int spool_mark_whole(const char *snap_id)
