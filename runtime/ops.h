@@ -225,6 +225,39 @@ bool ops_wait_cancel(void *ctx);
 
 /* --- what the tree shows ---------------------------------------------- */
 
+/*
+ * The read side (runtime/ops_view.c): each reads the registry afresh and
+ * shows @who only what it may see (runtime/access.h): another user's
+ * sandbox or snapshot is -ENOENT, and the walks leave it out. The walks
+ * are registry walks: the row passed to @fn is valid only during the call,
+ * and a non-zero return stops the walk and is returned.
+ */
+/* Sandbox @id into @out; -ENOENT when there is none @who may see. */
+int ops_sandbox_get(const struct caller *who, const char *id, struct sandbox *out);
+/* The same for a snapshot: one missing here may be another host's, just stored (ops_sync_if_stale).
+ */
+int ops_snapshot_get(const struct caller *who, const char *id, struct snapshot *out);
+/* The sandboxes, and the snapshots (after following the store), that @who may see. */
+int ops_sandboxes_each(const struct caller *who, int (*fn)(const struct sandbox *sb, void *arg),
+		       void *arg);
+int ops_snapshots_each(const struct caller *who, int (*fn)(const struct snapshot *snap, void *arg),
+		       void *arg);
+/* The sandboxes forked from snapshot @snap_id that @who may see, oldest first. */
+int ops_snapshot_forks_each(const struct caller *who, const char *snap_id,
+			    int (*fn)(const struct sandbox *sb, void *arg), void *arg);
+/*
+ * info.json of a row loaded as above, appended to @out: a sandbox's shows
+ * the names of its env and never the values; a snapshot's is
+ * snapmeta_info()'s (runtime/snapmeta.h).
+ */
+int ops_sandbox_info(const struct sandbox *sb, struct strbuf *out);
+int ops_snapshot_info(const struct snapshot *snap, struct strbuf *out);
+/*
+ * Snapshot @id's manifest text, as stored, appended to @out: nothing until
+ * the snapshot is completed; -EIO when the store cannot say.
+ */
+int ops_snapshot_manifest(const struct caller *who, const char *id, struct strbuf *out);
+
 /* `DONE TOTAL` bytes for progress: live figures while storing, else from the registry. */
 int ops_snapshot_progress(const char *snap_id, int64_t *done, int64_t *total);
 /* "yes\n", or one line per reason this host cannot restore @snap_id. */

@@ -6,11 +6,9 @@
  */
 #include "runtime/ops_internal.h"
 
-#include <cjson/cJSON.h>
 #include <errno.h>
 #include <string.h>
 
-#include "backend/manifest.h"
 #include "backend/store.h"
 #include "lib/strbuf.h"
 #include "runtime/cache.h"
@@ -199,21 +197,6 @@ int ops_snapshot_restorable(const char *snap_id, struct strbuf *out)
 /* --- start-up reconciliation --------------------------------------------- */
 
 /*
- * A manifest's sizes, for a snapshot that completed while snapfs was down.
- * The bucket may have been written since: a size out of range is left 0.
- */
-static void sizes_from_manifest(const char *json, struct snapshot *snap)
-{
-	cJSON *m = NULL;
-	struct err e = {0};
-	if (manifest_json(json, snap->id, &m, &e) < 0)
-		return;
-	snapmeta_count(m, "size_bytes", &snap->size_bytes);
-	snapmeta_count(m, "stored_bytes", &snap->stored_bytes);
-	cJSON_Delete(m);
-}
-
-/*
  * One snapshot after a restart. The manifest is written last, so it decides:
  * an interrupted snapshot with a manifest is whole; one without failed, and
  * what it stored is removed. A completed row without a manifest was being
@@ -240,7 +223,7 @@ static void reconcile_snapshot(struct snapshot *snap)
 	snap->state = stored ? SNAP_COMPLETED : SNAP_FAILED;
 	snap->completed_at = now_ms();
 	if (stored)
-		sizes_from_manifest(manifest, snap);
+		snapmeta_sizes(manifest, snap);
 	if (!stored) {
 		if (mrc == -ENOENT) /* what it stored before the crash is garbage */
 			store_delete_snapshot(ops.store, snap->id, NULL);
