@@ -327,7 +327,7 @@ int spawn_leftovers_wait(const char *dir, int64_t max_wait_ms)
 	for (size_t i = 0; i < n; i++) {
 		if (l[i].pidfd < 0)
 			continue;
-		warning("killing pid %d, left running by a killed snapfs, at its deadline",
+		warning("killing pid %d, left running by a killed snapfs: its wait is over",
 			(int)l[i].pid);
 		/* The group is its own (setsid), and still there while its leader lives. */
 		pidfd_send_signal(l[i].pidfd, SIGKILL, NULL, 0);

@@ -42,10 +42,10 @@
 #define SPOOL_MARKER ".snapfs-state"
 /*
  * A checkpoint is whole once runsc said so: runsc checkpoint exited 0.
- * runsc writes its image files side by side, none of them last, so nothing
- * in the image dir tells; snapfs then marks <snap>.whole beside it, after
- * a syncfs of the spool. A checkpoint a killed daemon never heard the end
- * of is not whole, even if runsc finished it.
+ * Which of its image files runsc writes last is not relied on (runsc opens
+ * them all before the sentry writes them); snapfs then marks <snap>.whole
+ * beside the image dir, after a syncfs of the spool. A checkpoint a killed daemon never heard the
+ * end of is not whole, even if runsc finished it.
  */
 #define SPOOL_WHOLE_SUFFIX ".whole"
 
