@@ -86,6 +86,11 @@ struct ops_config {
 	 * before it kills them; 0: until each one's own deadline.
 	 */
 	int64_t leftover_wait_ms;
+	/*
+	 * --cgroup-parent: each sandbox's cgroup is <this>/<container id>, never
+	 * the daemon's (runtime/cgroup.h); NULL for CGROUP_PARENT_DEFAULT.
+	 */
+	const char *cgroup_parent;
 };
 #define OPS_SHARED_GRACE_MS (3600 * 1000)
 

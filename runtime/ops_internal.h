@@ -27,6 +27,7 @@
 #include <pthread.h>
 #include <stddef.h>
 
+#include "lib/limits.h"
 #include "runtime/cuda.h"
 #include "runtime/gpu.h"
 #include "runtime/jobs.h"
@@ -49,8 +50,9 @@
  */
 struct ops_context {
 	char state_dir[PATH_MAX];
-	char spool_dir[PATH_MAX];   /* checkpoint images being stored */
-	char sandbox_dir[PATH_MAX]; /* per sandbox: bundle/, console.fifo, console.log */
+	char spool_dir[PATH_MAX];	       /* checkpoint images being stored */
+	char sandbox_dir[PATH_MAX];	       /* per sandbox: bundle/, console.fifo, console.log */
+	char cgroup_parent[CGROUP_PARENT_MAX]; /* --cgroup-parent (runtime/cgroup.h) */
 	struct cuda_tool cuda_tool; /* the host's cuda-checkpoint (runtime/cuda.h); fd -1: none */
 	struct registry *reg;
 	struct store *store;
@@ -163,17 +165,21 @@ int spool_path(const char *snap_id, char *out, size_t len);
 int new_object_id(const char *prefix, char out[ID_MAX]);
 
 /*
- * Write sandbox @id's bundle (runtime/bundle.h) for @image, its process
+ * Write sandbox @id's bundle (runtime/bundle.h) for container @runtime_id
+ * (its cgroup: runtime/cgroup.h) of @image, its process
  * `/bin/sh -c @entrypoint` with @env, and the host's NVIDIA devices when
  * @gpu; pins the image's digest. In ops_sandbox.c, beside container_start().
  */
-int prepare_bundle(const char *id, const char *image, const char *entrypoint, const char *env,
-		   bool gpu, char digest_out[DIGEST_MAX], struct err *e);
+int prepare_bundle(const char *id, const char *runtime_id, const char *image,
+		   const char *entrypoint, const char *env, bool gpu, char digest_out[DIGEST_MAX],
+		   struct err *e);
 
 /*
  * `runsc run` (@image_dir NULL) or `runsc restore` of sandbox @id's bundle
  * into container @runtime_id, its stdio the sandbox's console
- * (runtime/console.h), read from then on; a failure deletes the container.
+ * (runtime/console.h), read from then on; its processes then leave the
+ * daemon's cgroup on a hybrid host too (cgroup_adopt()); a failure deletes
+ * the container.
  */
 int container_start(const char *id, const char *runtime_id, bool gpu, const char *image_dir,
 		    struct err *e);

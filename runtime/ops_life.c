@@ -15,6 +15,7 @@
 
 #include "backend/store.h"
 #include "runtime/cache.h"
+#include "runtime/cgroup.h"
 #include "runtime/console.h"
 #include "runtime/host.h"
 #include "runtime/images.h"
@@ -152,6 +153,8 @@ int ops_open(const struct ops_config *cfg, struct err *e)
 		rc = make_dirs(cfg, e);
 	if (rc == 0)
 		rc = lock_state(cfg->state_dir, e);
+	if (rc == 0)
+		rc = cgroup_open(cfg->cgroup_parent, ops.cgroup_parent, e);
 	if (rc == 0)
 		sweep_tombs();
 	/* After the lock: it may remove a second spool of this state directory. */

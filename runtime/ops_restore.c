@@ -108,7 +108,8 @@ static int restore_image(const char *sandbox_id, const struct snapshot *snap, co
 			 const char *runtime_id, char digest[DIGEST_MAX], struct err *e)
 {
 	const char *entry = snap->entrypoint[0] ? snap->entrypoint : OPS_DEFAULT_ENTRYPOINT;
-	int rc = prepare_bundle(sandbox_id, snap->image, entry, snap->env, snap->gpu, digest, e);
+	int rc = prepare_bundle(sandbox_id, runtime_id, snap->image, entry, snap->env, snap->gpu,
+				digest, e);
 	if (rc < 0)
 		return rc;
 	int64_t t0 = mono_ms();

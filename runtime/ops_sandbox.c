@@ -14,6 +14,7 @@
 #include "lib/names.h"
 #include "lib/strbuf.h"
 #include "runtime/bundle.h"
+#include "runtime/cgroup.h"
 #include "runtime/console.h"
 #include "runtime/images.h"
 #include "runtime/spool.h"
@@ -185,14 +186,16 @@ static pid_t sandbox_pid(const char *runtime_id)
 	return pid;
 }
 
-int prepare_bundle(const char *id, const char *image, const char *entrypoint, const char *env,
-		   bool gpu, char digest_out[DIGEST_MAX], struct err *e)
+int prepare_bundle(const char *id, const char *runtime_id, const char *image,
+		   const char *entrypoint, const char *env, bool gpu, char digest_out[DIGEST_MAX],
+		   struct err *e)
 {
-	char rootfs[PATH_MAX], bundle[PATH_MAX];
+	char rootfs[PATH_MAX], bundle[PATH_MAX], cgroup[PATH_MAX];
 	const char *argv[] = {"/bin/sh", "-c", entrypoint, NULL};
 	const char *nodes[GPU_NODES_MAX];
 	struct gpu_host h;
-	struct bundle_spec spec = {.rootfs = rootfs, .argv = argv, .env = env};
+	struct bundle_spec spec = {
+	    .rootfs = rootfs, .argv = argv, .env = env, .cgroups_path = cgroup};
 	int rc = images_exists(ops.images, image);
 	if (rc < 0)
 		return err_set(e, ENOENT, "image %s does not exist in %s", image,
@@ -200,6 +203,8 @@ int prepare_bundle(const char *id, const char *image, const char *entrypoint, co
 	rc = images_path(ops.images, image, rootfs, sizeof(rootfs));
 	if (rc == 0)
 		rc = sandbox_path(id, "bundle", bundle, sizeof(bundle));
+	if (rc == 0)
+		rc = cgroup_path(ops.cgroup_parent, runtime_id, cgroup, sizeof(cgroup));
 	if (rc < 0)
 		return err_set(e, -rc, "cannot build the bundle of sandbox %s: path too long", id);
 	rc = images_digest(ops.images, image, digest_out, e);
@@ -230,6 +235,8 @@ int container_start(const char *id, const char *runtime_id, bool gpu, const char
 	console_stdio(con, &io);
 	rc = image_dir ? runsc_restore(&ops.runsc, flags, runtime_id, bundle, image_dir, &io, e)
 		       : runsc_run(&ops.runsc, flags, runtime_id, bundle, &io, e);
+	if (rc == 0)
+		rc = cgroup_adopt(ops.cgroup_parent, runtime_id, e);
 	if (rc < 0) {
 		console_free(con);
 		runsc_delete(&ops.runsc, runtime_id, NULL);
@@ -242,7 +249,8 @@ int container_start(const char *id, const char *runtime_id, bool gpu, const char
 static int start_container(const struct sandbox *sb, char digest[DIGEST_MAX], struct err *e)
 {
 	const char *entry = sb->entrypoint[0] ? sb->entrypoint : OPS_DEFAULT_ENTRYPOINT;
-	int rc = prepare_bundle(sb->id, sb->image, entry, sb->env, sb->gpu, digest, e);
+	int rc =
+	    prepare_bundle(sb->id, sb->runtime_id, sb->image, entry, sb->env, sb->gpu, digest, e);
 	if (rc < 0)
 		return rc;
 	return container_start(sb->id, sb->runtime_id, sb->gpu, NULL, e);

@@ -455,6 +455,8 @@ static bool ops_up(void)
 	    .runsc_bin = wrapper,
 	    .gc_grace_ms = -1,
 	    .leftover_wait_ms = leftover_wait_ms,
+	    /* A parent nothing is under: ops_open() adopts none of this host's real sandboxes. */
+	    .cgroup_parent = "/snapfs-test-ops-none",
 	};
 	if (!CHECK_MSG(ops_open(&cfg, &e) == 0, "ops_open: %s", e.msg))
 		return false;
