@@ -27,6 +27,7 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -36,6 +37,7 @@
 #include "runtime/cache.h"
 #include "runtime/host.h"
 #include "runtime/snapmeta.h"
+#include "runtime/spool.h"
 
 /* Room the spool needs beyond the sandbox's resident memory. */
 #define SPOOL_MARGIN_BYTES (64ll << 20)
@@ -241,6 +243,10 @@ static void checkpoint_job(void *arg)
 		rc = gpu_after_checkpoint(&gpu, leave_running, rc, &e);
 	}
 	spool_release(job); /* what it wrote is in the spool's free space now */
+	/* A restart stores a whole checkpoint rather than lose it (spool.h). */
+	if (rc == 0 && spool_mark_whole(snap.id) < 0)
+		warning("cannot mark the checkpoint of %s whole: a restart will not store it",
+			snap.id);
 	if (rc < 0) {
 		rm_rf(spool);
 		sandbox_after_failed_checkpoint(job, sb.runtime_id, &e);
@@ -307,6 +313,7 @@ static void store_failed(struct snap_job *job, struct snapshot *snap, struct err
 		suspend_unhold(job->sandbox_id, job->snap_id);
 	}
 	spool_path(job->snap_id, spool, sizeof(spool));
+	spool_unmark(job->snap_id);
 	rm_rf(spool);
 	snapshot_fail(snap, job, e);
 	snap_job_free(job);
@@ -346,6 +353,7 @@ static void store_job(void *arg)
 	info("stored snapshot %s: %lld MiB, %lld MiB new in the store, in %lld ms", snap.id,
 	     (long long)(res.size_bytes >> 20), (long long)(res.stored_bytes >> 20),
 	     (long long)(mono_ms() - t0));
+	spool_unmark(snap.id);
 	cache_adopt(snap.id, spool, manifest);
 	cache_trim();
 	snap.state = SNAP_COMPLETED;
@@ -360,6 +368,30 @@ static void store_job(void *arg)
 		suspend_unhold(job->sandbox_id, job->snap_id);
 	complete(job->base.done, job->base.ctx, 0, NULL, 0);
 	snap_job_free(job);
+}
+
+/*
+ * A store a killed daemon left unfinished, its checkpoint whole in the spool
+ * (ops_open() kept it): store it as the checkpoint job would have, with no
+ * one waiting. Only the store's place is taken: the checkpoint is done.
+ */
+void snapshot_store_again(const struct snapshot *snap)
+{
+	struct err e = {0};
+	struct snap_job *job = calloc(1, sizeof(*job));
+	if (job)
+		job->store = jobs_reserve(JOB_STORE, &e);
+	if (!job || !job->store) {
+		free(job);
+		warning("cannot store snapshot %s again: %s", snap->id,
+			e.code ? e.msg : "out of memory");
+		return; /* left in_progress, and whole: the next start tries again */
+	}
+	memcpy(job->snap_id, snap->id, ID_MAX);
+	memcpy(job->sandbox_id, snap->sandbox_id, ID_MAX);
+	job->kind = snap->kind;
+	info("storing snapshot %s, interrupted by a restart, from its checkpoint", snap->id);
+	jobs_queue(steal_ptr(job->store), store_job, job);
 }
 
 /* --- snapshot and suspend ------------------------------------------------ */

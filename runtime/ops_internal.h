@@ -192,6 +192,9 @@ int container_start(const char *id, const char *runtime_id, bool gpu, const char
  * Updates @sb (runtime_id, pid); the registry only for the id.
  */
 int restore_from_spool(struct sandbox *sb, const char *snap_id, struct err *e);
+/* Queue the store of @snap, in_progress with its checkpoint whole in the spool (ops_checkpoint.c).
+ */
+void snapshot_store_again(const struct snapshot *snap);
 
 /*
  * The hold on a suspend's snapshot in the store (backend/store.h), named
@@ -275,6 +278,13 @@ int restore_blockers(const struct snapshot *snap, struct strbuf *why);
 /* ops_sandbox.c / ops_snapshot.c hooks used by ops_open. */
 void reconcile_sandboxes(void);
 void reconcile_snapshots(void);
+/*
+ * Is @snap_id's checkpoint one to finish storing: this host's, in_progress
+ * after reconcile_snapshots(), whole in the spool? (spool_empty() keeps it.)
+ */
+bool reconcile_spool_wanted(const char *snap_id, void *arg);
+/* After the job threads started: queue the stores of those (ops_start). */
+void reconcile_stores(void);
 /* Mark running sandboxes whose process ended as terminated (the monitor thread). */
 void monitor_sandboxes(void);
 

@@ -17,6 +17,7 @@
 #include "runtime/cgroup.h"
 #include "runtime/console.h"
 #include "runtime/images.h"
+#include "runtime/spool.h"
 
 OP_JOB_CHECK(struct sandbox_job);
 
@@ -464,22 +465,37 @@ static int newest_suspend_cb(const struct snapshot *snap, void *arg)
 	return 0;
 }
 
-/* A suspend interrupted by a crash: stored means suspended, else run it again. */
+/*
+ * A suspend interrupted by a crash, once the runsc calls it made ended: a
+ * sandbox still running was never stopped; else stored means suspended, a
+ * whole checkpoint suspending until reconcile_stores() stored it, and a
+ * checkpoint in the spool is restored from.
+ */
 static void reconcile_suspend(struct sandbox *sb, bool alive)
 {
 	struct snapshot snap = {0};
 	struct err e = {0};
 	ops_sandbox_snapshots_each(sb, newest_suspend_cb, &snap);
-	sb->restore_snapshot[0] = '\0'; /* named from the request on; kept only if suspended */
-	if (snap.id[0] && snap.state == SNAP_COMPLETED) {
-		if (alive)
-			runsc_delete(&ops.runsc, sb->runtime_id, NULL);
-		sb->state = SB_SUSPENDED;
-		snprintf(sb->restore_snapshot, sizeof(sb->restore_snapshot), "%s", snap.id);
-		sb->pid = 0;
-	} else if (alive) {
+	/* Named from the request on; kept only while it may still be resumed from. */
+	sb->restore_snapshot[0] = '\0';
+	bool stored = snap.id[0] && snap.state == SNAP_COMPLETED;
+	if (alive && !stored) {
 		sb->state = SB_RUNNING; /* the checkpoint never stopped it */
 		gpu_reconcile(sb);	/* CUDA processes it may have left locked */
+		return;
+	}
+	/*
+	 * Stopped (or stopping) by its checkpoint: released first, before a
+	 * restore names another container in its place and this one is no one's.
+	 */
+	runsc_delete(&ops.runsc, sb->runtime_id, NULL);
+	sb->pid = 0;
+	if (stored) {
+		sb->state = SB_SUSPENDED;
+		snprintf(sb->restore_snapshot, sizeof(sb->restore_snapshot), "%s", snap.id);
+	} else if (snap.state == SNAP_IN_PROGRESS && spool_is_whole(snap.id)) {
+		sb->state = SB_SUSPENDING; /* reconcile_stores() ends it */
+		snprintf(sb->restore_snapshot, sizeof(sb->restore_snapshot), "%s", snap.id);
 	} else if (snap.id[0] && restore_from_spool(sb, snap.id, &e) == 0) {
 		sb->state = SB_RUNNING;
 		snprintf(
@@ -487,7 +503,6 @@ static void reconcile_suspend(struct sandbox *sb, bool alive)
 		    "the suspend was interrupted; the sandbox was restored from its checkpoint");
 	} else {
 		sb->state = SB_FAILED;
-		sb->pid = 0;
 		snprintf(
 		    sb->message, sizeof(sb->message),
 		    "sandbox %s was suspending when snapfs stopped and cannot be restored%s%.600s",
