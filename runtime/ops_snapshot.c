@@ -15,6 +15,7 @@
 #include "runtime/cache.h"
 #include "runtime/host.h"
 #include "runtime/snapmeta.h"
+#include "runtime/spool.h"
 
 /* --- this host's snapshots ------------------------------------------------ */
 
@@ -244,6 +245,9 @@ static void reconcile_snapshot(struct snapshot *snap, bool store_ours)
 	bool settled = snapshot_state_settled(snap->state);
 	if (settled && snap->state != SNAP_COMPLETED)
 		return;
+	/* Interrupted while storing, its checkpoint whole: reconcile_stores() finishes it. */
+	if (!settled && spool_is_whole(snap->id) && ops_snapshot_taken_here(snap))
+		return;
 	if (!settled && cache_manifest(snap->id, &manifest) == 0 &&
 	    snapmeta_sizes(manifest, snap) == 0) {
 		snapshot_settle(snap, manifest);
@@ -297,6 +301,29 @@ static void reconcile_at_start(const char *id)
 	struct snapshot snap;
 	if (registry_snapshot_get(ops.reg, id, &snap) == 0)
 		reconcile_snapshot(&snap, store_ours_at_start);
+}
+
+bool reconcile_spool_wanted(const char *snap_id, void *arg)
+{
+	struct snapshot snap;
+	(void)arg;
+	return registry_snapshot_get(ops.reg, snap_id, &snap) == 0 &&
+	       snap.state == SNAP_IN_PROGRESS && ops_snapshot_taken_here(&snap) &&
+	       spool_is_whole(snap_id);
+}
+
+static void store_again_id(const char *id)
+{
+	struct snapshot snap;
+	if (reconcile_spool_wanted(id, NULL) && registry_snapshot_get(ops.reg, id, &snap) == 0)
+		snapshot_store_again(&snap);
+}
+
+void reconcile_stores(void)
+{
+	_cleanup_strbuf_ struct strbuf ids = STRBUF_INIT;
+	registry_snapshot_each(ops.reg, collect_snapshot_ids, &ids);
+	strbuf_each_line(&ids, store_again_id);
 }
 
 /* Walk ids collected first: store reads run outside the registry walk. */

@@ -14,7 +14,8 @@
  *   - removes a `completed` row whose manifest is gone when
  *     sync_may_forget() allows it (below), unless a suspended sandbox here
  *     depends on it (that one turns `failed`, so resume says why instead of
- *     finding nothing);
+ *     finding nothing); a row the store still holds (store.h: no host
+ *     deletes a held snapshot) stays, whatever the listing showed;
  *   - decides the rows start-up left undecided because the store did not
  *     answer (reconcile_snapshot_id(), runtime/ops_snapshot.c).
  * Rows still pending or in progress are this host's own work and are left
@@ -183,9 +184,17 @@ static struct strset missing = STRSET_INIT;
 int sync_may_forget(const struct snapshot *snap, struct strset *kept)
 {
 	struct err e = {0};
+	/* A held one cannot have been deleted (store.h): its manifest was not listed, that is all.
+	 */
+	int rc = store_held(ops.store, snap->id, NULL, &e);
+	if (rc != 0) {
+		if (rc < 0)
+			warning("cannot tell whether snapshot %s is held: %s", snap->id, e.msg);
+		return rc < 0 ? rc : 0;
+	}
 	if (!ops_snapshot_taken_here(snap))
 		return 1; /* another host's: listed again if its manifest comes back */
-	int rc = store_tombstone_get(ops.store, snap->id, &e);
+	rc = store_tombstone_get(ops.store, snap->id, &e);
 	if (rc < 0) {
 		warning("cannot tell whether snapshot %s was deleted: %s", snap->id, e.msg);
 		return rc;
