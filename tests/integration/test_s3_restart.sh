@@ -29,7 +29,8 @@ susp=$(suspend_snapshot_of sus)
 check_match "its suspend snapshot" '^snap-[0-9a-f]{16}$' "$susp"
 check_eq "the suspend snapshot is completed" completed "$(snap_status "$susp")"
 ok "the store names itself" s3 cp --quiet "s3://$BUCKET/main/snapfs-store.json" "$T/ident.json"
-ok "and the state records that id" test "$(jq -r .store_id "$T/ident.json")" = "$(cat "$STATE/store-id")"
+check_match "and the state records that id" "^$(jq -r .store_id "$T/ident.json")\$" \
+	"$(cat "$STATE/store-id" 2>/dev/null || echo none)"
 index_before=$(rd "$MNT/snapshots/index" | sort)
 stop_daemon
 
@@ -61,7 +62,7 @@ start_s3rver "$S3_PORT" || bail "restart s3rver on port $S3_PORT"
 decided() { [ "$(snap_status "$interrupted")" != in_progress ]; }
 ok "once the store is back the interrupted snapshot is decided within 60 s" poll_until 60 decided
 check_eq "completed: its manifest is there" completed "$(snap_status "$interrupted")"
-ok "it forks" fork_of "$interrupted"
+check_match "it forks" '^sbx-[0-9a-f]{16}$' "$(fork_of "$interrupted")"
 ok "sus resumes" wr "$MNT/sandboxes/sus/resume"
 check_eq "sus runs" running "$(sb_status sus)"
 check_eq "with the counter it had" "$(counter_token "$at_suspend")" "$(counter_token "$(counter sus)")"
@@ -86,7 +87,7 @@ start_daemon || bail "the daemon mounts on the right store again"
 sleep 4
 check_eq "back on the right store every row is there" "$index_kept" \
 	"$(rd "$MNT/snapshots/index" | grep -v " failed " | sort)"
-ok "the kept snapshot forks" fork_of "$kept"
+check_match "the kept snapshot forks" '^sbx-[0-9a-f]{16}$' "$(fork_of "$kept")"
 note "before: $(echo "$index_before" | wc -l) rows; after: $(echo "$index_kept" | wc -l)"
 kill_sandboxes
 stop_daemon
