@@ -22,5 +22,7 @@
 #define ENV_MAX 16384	    /* KEY=VALUE lines */
 #define MESSAGE_MAX 1024
 #define HOST_JSON_MAX 4096
+/* Row updates the registry refused, kept in memory until it takes them (runtime/ops_rows.c). */
+#define REGISTRY_PENDING_MAX 256
 
 #endif

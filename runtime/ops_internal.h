@@ -69,6 +69,35 @@ struct ops_context {
 
 extern struct ops_context ops;
 
+/*
+ * The rows as the daemon knows them (ops_rows.c): the registry's, or an
+ * update of one it refused, kept and written again until it takes it. Every
+ * read and update of a sandbox or snapshot row in runtime/ goes through
+ * these; inserts go to the registry itself (one refused fails its
+ * request). An update is 0 once the registry has it or it is kept; it
+ * fails with the registry's errno when more than REGISTRY_PENDING_MAX
+ * rows wait already. Deletes drop the kept row once the registry's is gone.
+ */
+int row_sandbox_get(const char *id, struct sandbox *out);
+int row_snapshot_get(const char *id, struct snapshot *out);
+int row_sandbox_update(const struct sandbox *sb);
+int row_snapshot_update(const struct snapshot *snap);
+int row_sandbox_delete(const char *id);
+int row_snapshot_delete(const char *id);
+int row_sandbox_each(int (*fn)(const struct sandbox *sb, void *arg), void *arg);
+int row_sandbox_each_forked_from(const char *snap_id,
+				 int (*fn)(const struct sandbox *sb, void *arg), void *arg);
+int row_snapshot_each(int (*fn)(const struct snapshot *snap, void *arg), void *arg);
+int row_snapshot_each_of_sandbox(const char *sandbox_id,
+				 int (*fn)(const struct snapshot *snap, void *arg), void *arg);
+int row_snapshot_pinned(const char *snap_id, bool *pinned);
+/* Write the kept rows again: when their backoff is over, or @now. */
+void rows_flush(bool now);
+/* Rows kept now (metrics). */
+unsigned rows_pending(void);
+/* At shutdown: a last flush; what is still kept is dropped (start-up reconciles it). */
+void rows_close(void);
+
 /* A change to a sandbox row: fields left NULL (or pid -1) are kept. */
 struct sb_patch {
 	enum sandbox_state state;

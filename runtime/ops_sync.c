@@ -87,7 +87,7 @@ static int adoptable(struct sync_walk *w, const char *id, struct snapshot *snap)
 static void adopt(struct sync_walk *w, const char *id)
 {
 	struct snapshot snap;
-	if (registry_snapshot_get(ops.reg, id, &snap) == 0 || still_rejected(w, id) ||
+	if (row_snapshot_get(id, &snap) == 0 || still_rejected(w, id) ||
 	    adoptable(w, id, &snap) < 0)
 		return;
 	pthread_mutex_lock(&ops.lock);
@@ -105,14 +105,14 @@ static void forget(const struct snapshot *snap)
 	bool pinned = false;
 	struct snapshot copy = *snap;
 	pthread_mutex_lock(&ops.lock);
-	registry_snapshot_pinned(ops.reg, snap->id, &pinned);
+	row_snapshot_pinned(snap->id, &pinned);
 	if (pinned) {
 		copy.state = SNAP_FAILED;
 		snprintf(copy.message, sizeof(copy.message),
 			 "snapshot %s was deleted from the store by another host", snap->id);
-		registry_snapshot_update(ops.reg, &copy);
+		row_snapshot_update(&copy);
 	} else {
-		registry_snapshot_delete(ops.reg, snap->id);
+		row_snapshot_delete(snap->id);
 	}
 	pthread_mutex_unlock(&ops.lock);
 	if (pinned)
@@ -132,7 +132,7 @@ static int collect_gone(const struct snapshot *snap, void *arg)
 static void forget_id(const char *id)
 {
 	struct snapshot snap;
-	if (registry_snapshot_get(ops.reg, id, &snap) == 0 && snap.state == SNAP_COMPLETED)
+	if (row_snapshot_get(id, &snap) == 0 && snap.state == SNAP_COMPLETED)
 		forget(&snap);
 }
 
@@ -143,7 +143,7 @@ int ops_sync_snapshots(void)
 	pthread_mutex_lock(&sync_lock);
 	int rc = store_refresh(ops.store, &w.stored, &e);
 	if (rc == 0) {
-		registry_snapshot_each(ops.reg, collect_gone, &w);
+		row_snapshot_each(collect_gone, &w);
 		strbuf_each_line(&w.gone, forget_id);
 		for (size_t i = 0; i < w.stored.n; i++)
 			adopt(&w, w.stored.v[i]);
