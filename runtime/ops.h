@@ -81,21 +81,36 @@ struct ops_config {
 	    runsc_timeout_ms; /* --runsc-timeout; 0: RUNSC_TIMEOUT_DEFAULT_MS (runtime/runsc.h) */
 	int64_t exec_timeout_ms;     /* --exec-timeout; 0: RUNSC_EXEC_TIMEOUT_DEFAULT_MS */
 	const char *cuda_checkpoint; /* --cuda-checkpoint; NULL: cuda-checkpoint on PATH, if any */
+	/*
+	 * The most ops_open() waits for runsc calls a killed daemon left running
+	 * before it kills them; 0: until each one's own deadline.
+	 */
+	int64_t leftover_wait_ms;
+	/*
+	 * --cgroup-parent: each sandbox's cgroup is <this>/<container id>, never
+	 * the daemon's (runtime/cgroup.h); NULL for CGROUP_PARENT_DEFAULT.
+	 */
+	const char *cgroup_parent;
 };
 #define OPS_SHARED_GRACE_MS (3600 * 1000)
 
 /*
  * Take the state directory's lock, open the registry, store, images and
- * runsc driver, and reconcile the registry with runsc and the store:
+ * runsc driver, wait for the runsc calls a killed predecessor left running
+ * (cfg->leftover_wait_ms), and reconcile the registry with runsc and the
+ * store:
  * snapshots left pending or in_progress become `completed` if their
- * manifest is whole, `failed` otherwise (their data is removed); a sandbox
+ * manifest is whole, stay `in_progress` if their checkpoint is whole in the
+ * spool (ops_start() stores it again), `failed` otherwise (their data is
+ * removed); a sandbox
  * the registry calls running whose container is gone becomes `failed`; an
- * interrupted suspend ends `suspended` (stored) or running again (restored
- * from its spool); an interrupted resume ends `suspended`. Starts no
+ * interrupted suspend ends `suspended` (stored, or once its whole
+ * checkpoint is), running (never stopped, or restored from its spool) or
+ * `failed`; an interrupted resume ends `suspended`. Starts no
  * thread, so the daemon may fork (daemonize) after it.
  */
 int ops_open(const struct ops_config *cfg, struct err *e);
-/* Start the job threads and the monitor. */
+/* Start the job threads and the monitor; queue the stores ops_open() left to finish. */
 int ops_start(struct err *e);
 /*
  * Stop taking work, let running jobs finish (exec commands still running

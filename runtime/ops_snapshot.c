@@ -14,6 +14,7 @@
 #include "runtime/cache.h"
 #include "runtime/host.h"
 #include "runtime/snapmeta.h"
+#include "runtime/spool.h"
 
 /* --- this host's snapshots ------------------------------------------------ */
 
@@ -215,6 +216,9 @@ static void reconcile_snapshot(struct snapshot *snap)
 	}
 	if (snapshot_state_settled(was))
 		return;
+	/* Interrupted while storing, its checkpoint whole: reconcile_stores() finishes it. */
+	if (!stored && spool_is_whole(snap->id) && ops_snapshot_taken_here(snap))
+		return;
 	snap->state = stored ? SNAP_COMPLETED : SNAP_FAILED;
 	snap->completed_at = now_ms();
 	if (stored)
@@ -248,6 +252,28 @@ static void reconcile_snapshot_id(const char *id)
 	struct snapshot snap;
 	if (row_snapshot_get(id, &snap) == 0)
 		reconcile_snapshot(&snap);
+}
+
+bool reconcile_spool_wanted(const char *snap_id, void *arg)
+{
+	struct snapshot snap;
+	(void)arg;
+	return row_snapshot_get(snap_id, &snap) == 0 && snap.state == SNAP_IN_PROGRESS &&
+	       ops_snapshot_taken_here(&snap) && spool_is_whole(snap_id);
+}
+
+static void store_again_id(const char *id)
+{
+	struct snapshot snap;
+	if (reconcile_spool_wanted(id, NULL) && row_snapshot_get(id, &snap) == 0)
+		snapshot_store_again(&snap);
+}
+
+void reconcile_stores(void)
+{
+	_cleanup_strbuf_ struct strbuf ids = STRBUF_INIT;
+	row_snapshot_each(collect_snapshot_ids, &ids);
+	strbuf_each_line(&ids, store_again_id);
 }
 
 /* Walk ids collected first: store reads run outside the registry walk. */
