@@ -8,7 +8,8 @@
  * remove, wait, reconcile, exited sandboxes), ops_exec.c, ops_checkpoint.c
  * (snapshot, suspend, the store job), ops_restore.c (fork, resume; the
  * cache's mechanics are runtime/cache.c's), ops_snapshot.c (delete, wait,
- * progress, restorable, reconcile), ops_sync.c, ops_gpu.c and ops_text.c.
+ * progress, restorable, reconcile), ops_rows.c (the rows: the registry's,
+ * or an update it refused, kept), ops_sync.c, ops_gpu.c and ops_text.c.
  *
  * The lock: every read-check-write of a sandbox or snapshot state happens
  * under `ops.lock`, so two requests can never both see `running` and both
@@ -39,7 +40,8 @@
  *   - the paths, cuda_tool, store, images, runsc and lock_fd are set by
  *     ops_open() and only read after it, so they need none;
  *   - reg: the registry serialises its own calls; every read-check-write
- *     of a row holds `lock`;
+ *     of a row holds `lock`; rows are read and updated through row_*()
+ *     (ops_rows.c, its own leaf lock below `lock`);
  *   - running: written under `gate` held for writing, read under it held
  *     for reading (exec jobs).
  * Elsewhere: the waiters list under waiters_lock and the progress list
