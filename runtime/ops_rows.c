@@ -163,24 +163,26 @@ int row_snapshot_update(const struct snapshot *snap)
 	return row_update(&p);
 }
 
-int row_sandbox_delete(const char *id)
+/* Delete @kind/@id's row from the registry, and then the row kept of it. */
+static int row_delete(enum ops_object kind, const char *id)
 {
 	pthread_mutex_lock(&rows_lock);
-	int rc = registry_sandbox_delete(ops.reg, id);
+	int rc = kind == OPS_OBJ_SANDBOX ? registry_sandbox_delete(ops.reg, id)
+					 : registry_snapshot_delete(ops.reg, id);
 	if (rc == 0)
-		pending_drop(OPS_OBJ_SANDBOX, id);
+		pending_drop(kind, id);
 	pthread_mutex_unlock(&rows_lock);
 	return rc;
 }
 
+int row_sandbox_delete(const char *id)
+{
+	return row_delete(OPS_OBJ_SANDBOX, id);
+}
+
 int row_snapshot_delete(const char *id)
 {
-	pthread_mutex_lock(&rows_lock);
-	int rc = registry_snapshot_delete(ops.reg, id);
-	if (rc == 0)
-		pending_drop(OPS_OBJ_SNAPSHOT, id);
-	pthread_mutex_unlock(&rows_lock);
-	return rc;
+	return row_delete(OPS_OBJ_SNAPSHOT, id);
 }
 
 /* The kept row of @kind/@id into @out (a sandbox or snapshot): true if there is one. */
@@ -208,11 +210,14 @@ int row_snapshot_get(const char *id, struct snapshot *out)
 
 /* --- walks: the registry's, each row replaced by the one kept -------------- */
 
+/* A walk's callback: .sandbox for a walk of sandboxes, .snapshot of snapshots. */
+union walk_fn {
+	int (*sandbox)(const struct sandbox *sb, void *arg);
+	int (*snapshot)(const struct snapshot *snap, void *arg);
+};
+
 struct row_walk {
-	union {
-		int (*sandbox)(const struct sandbox *sb, void *arg);
-		int (*snapshot)(const struct snapshot *snap, void *arg);
-	} fn;
+	union walk_fn fn;
 	void *arg;
 	union {
 		struct sandbox sb;
@@ -234,41 +239,46 @@ static int snapshot_kept(const struct snapshot *snap, void *arg)
 	return w->fn.snapshot(kept ? &w->kept.snap : snap, w->arg);
 }
 
-static struct row_walk *walk_new(void *fn, void *arg)
+/* Which registry walk row_walk() makes. */
+enum walk_of { ALL_SANDBOXES, FORKS_OF, ALL_SNAPSHOTS, SNAPSHOTS_OF };
+
+/* The registry's walk @of (@key: the snapshot or sandbox it is of), each row as kept. */
+static int row_walk(enum walk_of of, const char *key, union walk_fn fn, void *arg)
 {
 	struct row_walk *w = malloc(sizeof(*w));
-	if (w) {
-		w->fn.sandbox = fn;
-		w->arg = arg;
-	}
-	return w;
+	if (!w)
+		return -ENOMEM;
+	w->fn = fn;
+	w->arg = arg;
+	int rc = of == ALL_SANDBOXES ? registry_sandbox_each(ops.reg, sandbox_kept, w)
+		 : of == FORKS_OF ? registry_sandbox_each_forked_from(ops.reg, key, sandbox_kept, w)
+		 : of == ALL_SNAPSHOTS
+		     ? registry_snapshot_each(ops.reg, snapshot_kept, w)
+		     : registry_snapshot_each_of_sandbox(ops.reg, key, snapshot_kept, w);
+	free(w);
+	return rc;
 }
 
 int row_sandbox_each(int (*fn)(const struct sandbox *sb, void *arg), void *arg)
 {
-	_cleanup_free_ struct row_walk *w = walk_new((void *)fn, arg);
-	return w ? registry_sandbox_each(ops.reg, sandbox_kept, w) : -ENOMEM;
+	return row_walk(ALL_SANDBOXES, NULL, (union walk_fn){.sandbox = fn}, arg);
 }
 
 int row_sandbox_each_forked_from(const char *snap_id,
 				 int (*fn)(const struct sandbox *sb, void *arg), void *arg)
 {
-	_cleanup_free_ struct row_walk *w = walk_new((void *)fn, arg);
-	return w ? registry_sandbox_each_forked_from(ops.reg, snap_id, sandbox_kept, w) : -ENOMEM;
+	return row_walk(FORKS_OF, snap_id, (union walk_fn){.sandbox = fn}, arg);
 }
 
 int row_snapshot_each(int (*fn)(const struct snapshot *snap, void *arg), void *arg)
 {
-	_cleanup_free_ struct row_walk *w = walk_new((void *)fn, arg);
-	return w ? registry_snapshot_each(ops.reg, snapshot_kept, w) : -ENOMEM;
+	return row_walk(ALL_SNAPSHOTS, NULL, (union walk_fn){.snapshot = fn}, arg);
 }
 
 int row_snapshot_each_of_sandbox(const char *sandbox_id,
 				 int (*fn)(const struct snapshot *snap, void *arg), void *arg)
 {
-	_cleanup_free_ struct row_walk *w = walk_new((void *)fn, arg);
-	return w ? registry_snapshot_each_of_sandbox(ops.reg, sandbox_id, snapshot_kept, w)
-		 : -ENOMEM;
+	return row_walk(SNAPSHOTS_OF, sandbox_id, (union walk_fn){.snapshot = fn}, arg);
 }
 
 /*
