@@ -22,6 +22,8 @@
 #define ENV_MAX 16384	    /* KEY=VALUE lines */
 #define MESSAGE_MAX 1024
 #define HOST_JSON_MAX 4096
+/* Row updates the registry refused, kept in memory until it takes them (runtime/ops_rows.c). */
+#define REGISTRY_PENDING_MAX 256
 #define CGROUP_PARENT_MAX 256 /* --cgroup-parent, NUL included (lib/names.h cgroup_parent_ok()) */
 
 #endif

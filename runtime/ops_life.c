@@ -127,6 +127,7 @@ static void *monitor_main(void *arg)
 		if (monitor_stop)
 			break;
 		pthread_mutex_unlock(&monitor_lock);
+		rows_flush(false);
 		monitor_sandboxes();
 		ops_sync_if_stale();
 		ops_collect_if_due();
@@ -221,6 +222,7 @@ void ops_shutdown(void)
 	console_stop();
 	images_close(ops.images);
 	store_close(ops.store);
+	rows_close();
 	registry_close(ops.reg);
 	journal_close();
 	ops.images = NULL;

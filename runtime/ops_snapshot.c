@@ -45,7 +45,7 @@ int ops_sandbox_snapshots_each(const struct sandbox *sb,
 			       int (*fn)(const struct snapshot *snap, void *arg), void *arg)
 {
 	struct of_walk w = {sb, fn, arg};
-	return registry_snapshot_each_of_sandbox(ops.reg, sb->id, of_only, &w);
+	return row_snapshot_each_of_sandbox(sb->id, of_only, &w);
 }
 
 static int newest_kept(const struct snapshot *snap, void *arg)
@@ -88,7 +88,7 @@ static void delete_job_run(void *arg)
 	if (rc == 0) {
 		cache_remove(job->snap_id);
 		pthread_mutex_lock(&ops.lock);
-		rc = registry_snapshot_delete(ops.reg, job->snap_id);
+		rc = row_snapshot_delete(job->snap_id);
 		pthread_mutex_unlock(&ops.lock);
 		if (rc == -ENOENT)
 			rc = 0;
@@ -114,7 +114,7 @@ int ops_snapshot_delete(const struct caller *who, const char *snap_id, ops_done_
 	pthread_mutex_lock(&ops.lock);
 	int rc = snapshot_get_as(who, snap_id, &snap);
 	if (rc == 0)
-		rc = registry_snapshot_pinned(ops.reg, snap_id, &pinned);
+		rc = row_snapshot_pinned(snap_id, &pinned);
 	if (rc == 0 && !pinned && snapshot_state_settled(snap.state)) {
 		use = snapshot_use_get(snap_id, true);
 		rc = use ? 0 : -ENOMEM; /* unmarked, a fork could start from what is deleted */
@@ -156,11 +156,10 @@ int ops_snapshot_wait(const struct caller *who, const char *snap_id, ops_done_fn
 {
 	struct snapshot snap;
 	/* As ops_sandbox_wait: another's is refused before its owner's waiters could be ended. */
-	if (registry_snapshot_get(ops.reg, snap_id, &snap) == 0 &&
-	    !access_may_see(who, snap.owner_uid))
+	if (row_snapshot_get(snap_id, &snap) == 0 && !access_may_see(who, snap.owner_uid))
 		return err_set(e, ENOENT, "snapshot %s does not exist", snap_id);
 	waiters_add(who, OPS_OBJ_SNAPSHOT, snap_id, done, ctx);
-	if (registry_snapshot_get(ops.reg, snap_id, &snap) < 0) {
+	if (row_snapshot_get(snap_id, &snap) < 0) {
 		waiters_fail(OPS_OBJ_SNAPSHOT, snap_id);
 		return 0;
 	}
@@ -174,7 +173,7 @@ int ops_snapshot_progress(const char *snap_id, int64_t *done, int64_t *total)
 	struct snapshot snap;
 	if (progress_get(snap_id, done, total))
 		return 0;
-	int rc = registry_snapshot_get(ops.reg, snap_id, &snap);
+	int rc = row_snapshot_get(snap_id, &snap);
 	if (rc < 0)
 		return rc;
 	*done = snap.state == SNAP_COMPLETED ? snap.size_bytes : 0;
@@ -185,7 +184,7 @@ int ops_snapshot_progress(const char *snap_id, int64_t *done, int64_t *total)
 int ops_snapshot_restorable(const char *snap_id, struct strbuf *out)
 {
 	struct snapshot snap;
-	int rc = registry_snapshot_get(ops.reg, snap_id, &snap);
+	int rc = row_snapshot_get(snap_id, &snap);
 	if (rc < 0)
 		return rc;
 	rc = restore_blockers(&snap, out);
@@ -212,7 +211,7 @@ static void reconcile_snapshot(struct snapshot *snap)
 	if (mrc < 0 && mrc != -ENOENT && was == SNAP_COMPLETED)
 		return;
 	if (was == SNAP_COMPLETED && !stored) {
-		registry_snapshot_delete(ops.reg, snap->id);
+		row_snapshot_delete(snap->id);
 		return;
 	}
 	if (snapshot_state_settled(was))
@@ -231,7 +230,7 @@ static void reconcile_snapshot(struct snapshot *snap)
 			 "snapshot %s was interrupted: snapfs stopped while it was %s", snap->id,
 			 snapshot_state_name(was));
 	}
-	registry_snapshot_update(ops.reg, snap);
+	row_snapshot_update(snap);
 }
 
 static int collect_snapshot_ids(const struct snapshot *snap, void *arg)
@@ -245,13 +244,13 @@ static bool cache_entry_wanted(const char *snap_id, void *arg)
 {
 	struct snapshot snap;
 	(void)arg;
-	return registry_snapshot_get(ops.reg, snap_id, &snap) == 0 && snap.state == SNAP_COMPLETED;
+	return row_snapshot_get(snap_id, &snap) == 0 && snap.state == SNAP_COMPLETED;
 }
 
 static void reconcile_snapshot_id(const char *id)
 {
 	struct snapshot snap;
-	if (registry_snapshot_get(ops.reg, id, &snap) == 0)
+	if (row_snapshot_get(id, &snap) == 0)
 		reconcile_snapshot(&snap);
 }
 
@@ -259,22 +258,21 @@ bool reconcile_spool_wanted(const char *snap_id, void *arg)
 {
 	struct snapshot snap;
 	(void)arg;
-	return registry_snapshot_get(ops.reg, snap_id, &snap) == 0 &&
-	       snap.state == SNAP_IN_PROGRESS && ops_snapshot_taken_here(&snap) &&
-	       spool_is_whole(snap_id);
+	return row_snapshot_get(snap_id, &snap) == 0 && snap.state == SNAP_IN_PROGRESS &&
+	       ops_snapshot_taken_here(&snap) && spool_is_whole(snap_id);
 }
 
 static void store_again_id(const char *id)
 {
 	struct snapshot snap;
-	if (reconcile_spool_wanted(id, NULL) && registry_snapshot_get(ops.reg, id, &snap) == 0)
+	if (reconcile_spool_wanted(id, NULL) && row_snapshot_get(id, &snap) == 0)
 		snapshot_store_again(&snap);
 }
 
 void reconcile_stores(void)
 {
 	_cleanup_strbuf_ struct strbuf ids = STRBUF_INIT;
-	registry_snapshot_each(ops.reg, collect_snapshot_ids, &ids);
+	row_snapshot_each(collect_snapshot_ids, &ids);
 	strbuf_each_line(&ids, store_again_id);
 }
 
@@ -283,7 +281,7 @@ void reconcile_snapshots(void)
 {
 	_cleanup_strbuf_ struct strbuf ids = STRBUF_INIT;
 	struct err e = {0};
-	registry_snapshot_each(ops.reg, collect_snapshot_ids, &ids);
+	row_snapshot_each(collect_snapshot_ids, &ids);
 	strbuf_each_line(&ids, reconcile_snapshot_id);
 	/*
 	 * Nothing is being stored here yet: what interrupted puts left is

@@ -89,7 +89,7 @@ static int adoptable(struct sync_walk *w, const char *id, struct snapshot *snap)
 static void adopt(struct sync_walk *w, const char *id)
 {
 	struct snapshot snap;
-	if (registry_snapshot_get(ops.reg, id, &snap) == 0 || still_rejected(w, id) ||
+	if (row_snapshot_get(id, &snap) == 0 || still_rejected(w, id) ||
 	    adoptable(w, id, &snap) < 0)
 		return;
 	pthread_mutex_lock(&ops.lock);
@@ -107,14 +107,14 @@ static void forget(const struct snapshot *snap)
 	bool pinned = false;
 	struct snapshot copy = *snap;
 	pthread_mutex_lock(&ops.lock);
-	registry_snapshot_pinned(ops.reg, snap->id, &pinned);
+	row_snapshot_pinned(snap->id, &pinned);
 	if (pinned) {
 		copy.state = SNAP_FAILED;
 		snprintf(copy.message, sizeof(copy.message),
 			 "snapshot %s was deleted from the store by another host", snap->id);
-		registry_snapshot_update(ops.reg, &copy);
+		row_snapshot_update(&copy);
 	} else {
-		registry_snapshot_delete(ops.reg, snap->id);
+		row_snapshot_delete(snap->id);
 	}
 	pthread_mutex_unlock(&ops.lock);
 	if (pinned)
@@ -136,7 +136,7 @@ static void forget_id(const char *id)
 	struct snapshot snap;
 	/* A held one cannot have been deleted (store.h): its manifest was not listed, that is all.
 	 */
-	if (registry_snapshot_get(ops.reg, id, &snap) == 0 && snap.state == SNAP_COMPLETED &&
+	if (row_snapshot_get(id, &snap) == 0 && snap.state == SNAP_COMPLETED &&
 	    store_held(ops.store, id, NULL, NULL) == 0)
 		forget(&snap);
 }
@@ -148,7 +148,7 @@ int ops_sync_snapshots(void)
 	pthread_mutex_lock(&sync_lock);
 	int rc = store_refresh(ops.store, &w.stored, &e);
 	if (rc == 0) {
-		registry_snapshot_each(ops.reg, collect_gone, &w);
+		row_snapshot_each(collect_gone, &w);
 		strbuf_each_line(&w.gone, forget_id);
 		for (size_t i = 0; i < w.stored.n; i++)
 			adopt(&w, w.stored.v[i]);

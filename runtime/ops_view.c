@@ -33,11 +33,11 @@ int ops_snapshot_get(const struct caller *who, const char *id, struct snapshot *
 {
 	if (strlen(id) >= ID_MAX)
 		return -ENOENT;
-	int rc = registry_snapshot_get(ops.reg, id, out);
+	int rc = row_snapshot_get(id, out);
 	if (rc == -ENOENT) {
 		/* Perhaps another host sharing the store just made it. */
 		ops_sync_if_stale();
-		rc = registry_snapshot_get(ops.reg, id, out);
+		rc = row_snapshot_get(id, out);
 	}
 	/* Another user's snapshot does not exist for @who: not even its id is confirmed. */
 	return rc == 0 && !access_may_see(who, out->owner_uid) ? -ENOENT : rc;
@@ -71,7 +71,7 @@ int ops_sandboxes_each(const struct caller *who, int (*fn)(const struct sandbox 
 		       void *arg)
 {
 	struct seen_walk w = {who, {.sandbox = fn}, arg};
-	return registry_sandbox_each(ops.reg, sandbox_seen, &w);
+	return row_sandbox_each(sandbox_seen, &w);
 }
 
 int ops_snapshots_each(const struct caller *who, int (*fn)(const struct snapshot *snap, void *arg),
@@ -79,14 +79,14 @@ int ops_snapshots_each(const struct caller *who, int (*fn)(const struct snapshot
 {
 	struct seen_walk w = {who, {.snapshot = fn}, arg};
 	ops_sync_if_stale(); /* other hosts' snapshots, if the store is shared */
-	return registry_snapshot_each(ops.reg, snapshot_seen, &w);
+	return row_snapshot_each(snapshot_seen, &w);
 }
 
 int ops_snapshot_forks_each(const struct caller *who, const char *snap_id,
 			    int (*fn)(const struct sandbox *sb, void *arg), void *arg)
 {
 	struct seen_walk w = {who, {.sandbox = fn}, arg};
-	return registry_sandbox_each_forked_from(ops.reg, snap_id, sandbox_seen, &w);
+	return row_sandbox_each_forked_from(snap_id, sandbox_seen, &w);
 }
 
 /* --- info.json ------------------------------------------------------------ */
