@@ -127,6 +127,7 @@ static void *monitor_main(void *arg)
 		if (monitor_stop)
 			break;
 		pthread_mutex_unlock(&monitor_lock);
+		rows_flush(false);
 		monitor_sandboxes(); /* never the store: ops_sync.c's thread follows it */
 		pthread_mutex_lock(&monitor_lock);
 	}
@@ -223,6 +224,7 @@ void ops_shutdown(void)
 	console_stop();
 	images_close(ops.images);
 	store_close(ops.store);
+	rows_close();
 	registry_close(ops.reg);
 	journal_close();
 	ops.images = NULL;

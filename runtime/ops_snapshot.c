@@ -46,7 +46,7 @@ int ops_sandbox_snapshots_each(const struct sandbox *sb,
 			       int (*fn)(const struct snapshot *snap, void *arg), void *arg)
 {
 	struct of_walk w = {sb, fn, arg};
-	return registry_snapshot_each_of_sandbox(ops.reg, sb->id, of_only, &w);
+	return row_snapshot_each_of_sandbox(sb->id, of_only, &w);
 }
 
 static int newest_kept(const struct snapshot *snap, void *arg)
@@ -89,7 +89,7 @@ static void delete_job_run(void *arg)
 	if (rc == 0) {
 		cache_remove(job->snap_id);
 		pthread_mutex_lock(&ops.lock);
-		rc = registry_snapshot_delete(ops.reg, job->snap_id);
+		rc = row_snapshot_delete(job->snap_id);
 		pthread_mutex_unlock(&ops.lock);
 		if (rc == -ENOENT)
 			rc = 0;
@@ -115,7 +115,7 @@ int ops_snapshot_delete(const struct caller *who, const char *snap_id, ops_done_
 	pthread_mutex_lock(&ops.lock);
 	int rc = snapshot_get_as(who, snap_id, &snap);
 	if (rc == 0)
-		rc = registry_snapshot_pinned(ops.reg, snap_id, &pinned);
+		rc = row_snapshot_pinned(snap_id, &pinned);
 	if (rc == 0 && !pinned && snapshot_state_settled(snap.state)) {
 		use = snapshot_use_get(snap_id, true);
 		rc = use ? 0 : -ENOMEM; /* unmarked, a fork could start from what is deleted */
@@ -157,11 +157,10 @@ int ops_snapshot_wait(const struct caller *who, const char *snap_id, ops_done_fn
 {
 	struct snapshot snap;
 	/* As ops_sandbox_wait: another's is refused before its owner's waiters could be ended. */
-	if (registry_snapshot_get(ops.reg, snap_id, &snap) == 0 &&
-	    !access_may_see(who, snap.owner_uid))
+	if (row_snapshot_get(snap_id, &snap) == 0 && !access_may_see(who, snap.owner_uid))
 		return err_set(e, ENOENT, "snapshot %s does not exist", snap_id);
 	waiters_add(who, OPS_OBJ_SNAPSHOT, snap_id, done, ctx);
-	if (registry_snapshot_get(ops.reg, snap_id, &snap) < 0) {
+	if (row_snapshot_get(snap_id, &snap) < 0) {
 		waiters_fail(OPS_OBJ_SNAPSHOT, snap_id);
 		return 0;
 	}
@@ -175,7 +174,7 @@ int ops_snapshot_progress(const char *snap_id, int64_t *done, int64_t *total)
 	struct snapshot snap;
 	if (progress_get(snap_id, done, total))
 		return 0;
-	int rc = registry_snapshot_get(ops.reg, snap_id, &snap);
+	int rc = row_snapshot_get(snap_id, &snap);
 	if (rc < 0)
 		return rc;
 	*done = snap.state == SNAP_COMPLETED ? snap.size_bytes : 0;
@@ -186,7 +185,7 @@ int ops_snapshot_progress(const char *snap_id, int64_t *done, int64_t *total)
 int ops_snapshot_restorable(const char *snap_id, struct strbuf *out)
 {
 	struct snapshot snap;
-	int rc = registry_snapshot_get(ops.reg, snap_id, &snap);
+	int rc = row_snapshot_get(snap_id, &snap);
 	if (rc < 0)
 		return rc;
 	rc = restore_blockers(&snap, out);
@@ -220,7 +219,7 @@ static void snapshot_settle(struct snapshot *snap, const char *manifest)
 			 "snapshot %s was interrupted: snapfs stopped while it was %s", snap->id,
 			 snapshot_state_name(was));
 	pthread_mutex_lock(&ops.lock);
-	registry_snapshot_update(ops.reg, snap);
+	row_snapshot_update(snap);
 	pthread_mutex_unlock(&ops.lock);
 	announce_snapshot(snap->id, snap->state, snap->message);
 }
@@ -233,7 +232,7 @@ static void snapshot_unstored(struct snapshot *snap)
 		sync_reconcile_later(snap->id);
 	} else if (rc == 1) {
 		pthread_mutex_lock(&ops.lock);
-		registry_snapshot_delete(ops.reg, snap->id);
+		row_snapshot_delete(snap->id);
 		pthread_mutex_unlock(&ops.lock);
 		announce_gone(OPS_OBJ_SNAPSHOT, snap->id, NULL);
 	}
@@ -284,13 +283,13 @@ static bool cache_entry_wanted(const char *snap_id, void *arg)
 {
 	struct snapshot snap;
 	(void)arg;
-	return registry_snapshot_get(ops.reg, snap_id, &snap) == 0 && snap.state != SNAP_FAILED;
+	return row_snapshot_get(snap_id, &snap) == 0 && snap.state != SNAP_FAILED;
 }
 
 void reconcile_snapshot_id(const char *id)
 {
 	struct snapshot snap;
-	if (registry_snapshot_get(ops.reg, id, &snap) == 0)
+	if (row_snapshot_get(id, &snap) == 0)
 		reconcile_snapshot(&snap, true);
 }
 
@@ -299,7 +298,7 @@ static bool store_ours_at_start;
 static void reconcile_at_start(const char *id)
 {
 	struct snapshot snap;
-	if (registry_snapshot_get(ops.reg, id, &snap) == 0)
+	if (row_snapshot_get(id, &snap) == 0)
 		reconcile_snapshot(&snap, store_ours_at_start);
 }
 
@@ -307,22 +306,21 @@ bool reconcile_spool_wanted(const char *snap_id, void *arg)
 {
 	struct snapshot snap;
 	(void)arg;
-	return registry_snapshot_get(ops.reg, snap_id, &snap) == 0 &&
-	       snap.state == SNAP_IN_PROGRESS && ops_snapshot_taken_here(&snap) &&
-	       spool_is_whole(snap_id);
+	return row_snapshot_get(snap_id, &snap) == 0 && snap.state == SNAP_IN_PROGRESS &&
+	       ops_snapshot_taken_here(&snap) && spool_is_whole(snap_id);
 }
 
 static void store_again_id(const char *id)
 {
 	struct snapshot snap;
-	if (reconcile_spool_wanted(id, NULL) && registry_snapshot_get(ops.reg, id, &snap) == 0)
+	if (reconcile_spool_wanted(id, NULL) && row_snapshot_get(id, &snap) == 0)
 		snapshot_store_again(&snap);
 }
 
 void reconcile_stores(void)
 {
 	_cleanup_strbuf_ struct strbuf ids = STRBUF_INIT;
-	registry_snapshot_each(ops.reg, collect_snapshot_ids, &ids);
+	row_snapshot_each(collect_snapshot_ids, &ids);
 	strbuf_each_line(&ids, store_again_id);
 }
 
@@ -335,7 +333,7 @@ void reconcile_snapshots(void)
 	store_ours_at_start = rc == 0;
 	if (rc < 0 && rc != -EXDEV)
 		warning("the store does not answer; snapshots are decided once it does: %s", e.msg);
-	registry_snapshot_each(ops.reg, collect_snapshot_ids, &ids);
+	row_snapshot_each(collect_snapshot_ids, &ids);
 	strbuf_each_line(&ids, reconcile_at_start);
 	/*
 	 * Nothing is being stored here yet: what interrupted puts left is

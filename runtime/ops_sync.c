@@ -216,14 +216,14 @@ static void forget(const struct snapshot *snap)
 	bool pinned = false;
 	struct snapshot copy = *snap;
 	pthread_mutex_lock(&ops.lock);
-	registry_snapshot_pinned(ops.reg, snap->id, &pinned);
+	row_snapshot_pinned(snap->id, &pinned);
 	if (pinned) {
 		copy.state = SNAP_FAILED;
 		snprintf(copy.message, sizeof(copy.message),
 			 "snapshot %s was deleted from the store by another host", snap->id);
-		registry_snapshot_update(ops.reg, &copy);
+		row_snapshot_update(&copy);
 	} else {
-		registry_snapshot_delete(ops.reg, snap->id);
+		row_snapshot_delete(snap->id);
 	}
 	pthread_mutex_unlock(&ops.lock);
 	if (pinned)
@@ -279,7 +279,7 @@ static int adoptable(struct sync_walk *w, const char *id, struct snapshot *snap)
 static void adopt(struct sync_walk *w, const char *id)
 {
 	struct snapshot snap;
-	if (registry_snapshot_get(ops.reg, id, &snap) == 0 || still_rejected(w, id) ||
+	if (row_snapshot_get(id, &snap) == 0 || still_rejected(w, id) ||
 	    adoptable(w, id, &snap) < 0)
 		return;
 	pthread_mutex_lock(&ops.lock);
@@ -307,8 +307,8 @@ static void forget_gone(struct sync_walk *w)
 		struct snapshot snap;
 		snprintf(id, sizeof(id), "%.*s", (int)len, line);
 		line += len + (line[len] == '\n');
-		if (registry_snapshot_get(ops.reg, id, &snap) == 0 &&
-		    snap.state == SNAP_COMPLETED && sync_may_forget(&snap, &w->missing) == 1)
+		if (row_snapshot_get(id, &snap) == 0 && snap.state == SNAP_COMPLETED &&
+		    sync_may_forget(&snap, &w->missing) == 1)
 			forget(&snap);
 	}
 }
@@ -350,7 +350,7 @@ int ops_sync_snapshots(void)
 	int ours = ops_store_followed(&e);
 	int rc = ours == 0 || ours == -EXDEV ? store_refresh(ops.store, &w.stored, &e) : ours;
 	if (rc == 0 && ours == 0) {
-		registry_snapshot_each(ops.reg, collect_gone, &w);
+		row_snapshot_each(collect_gone, &w);
 		forget_gone(&w);
 		for (size_t i = 0; i < w.stored.n; i++)
 			adopt(&w, w.stored.v[i]);

@@ -36,7 +36,7 @@ int ops_snapshot_get(const struct caller *who, const char *id, struct snapshot *
 {
 	if (strlen(id) >= ID_MAX)
 		return -ENOENT;
-	int rc = registry_snapshot_get(ops.reg, id, out);
+	int rc = row_snapshot_get(id, out);
 	if (rc == -ENOENT)
 		ops_sync_ask(); /* perhaps another host sharing the store just made it */
 	/* Another user's snapshot does not exist for @who: not even its id is confirmed. */
@@ -71,21 +71,21 @@ int ops_sandboxes_each(const struct caller *who, int (*fn)(const struct sandbox 
 		       void *arg)
 {
 	struct seen_walk w = {who, {.sandbox = fn}, arg};
-	return registry_sandbox_each(ops.reg, sandbox_seen, &w);
+	return row_sandbox_each(sandbox_seen, &w);
 }
 
 int ops_snapshots_each(const struct caller *who, int (*fn)(const struct snapshot *snap, void *arg),
 		       void *arg)
 {
 	struct seen_walk w = {who, {.snapshot = fn}, arg};
-	return registry_snapshot_each(ops.reg, snapshot_seen, &w);
+	return row_snapshot_each(snapshot_seen, &w);
 }
 
 int ops_snapshot_forks_each(const struct caller *who, const char *snap_id,
 			    int (*fn)(const struct sandbox *sb, void *arg), void *arg)
 {
 	struct seen_walk w = {who, {.sandbox = fn}, arg};
-	return registry_sandbox_each_forked_from(ops.reg, snap_id, sandbox_seen, &w);
+	return row_sandbox_each_forked_from(snap_id, sandbox_seen, &w);
 }
 
 /* --- info.json ------------------------------------------------------------ */
