@@ -309,6 +309,24 @@ int restore_blockers(const struct snapshot *snap, struct strbuf *why);
 /* ops_sandbox.c / ops_snapshot.c hooks used by ops_open. */
 void reconcile_sandboxes(void);
 void reconcile_snapshots(void);
+/* Decide snapshot @id, left undecided by start-up, from the store (found ours just now). */
+void reconcile_snapshot_id(const char *id);
+/*
+ * Which store (runtime/ops_sync.c): 0 if the store is the one this state
+ * follows (recorded on its first use), -EXDEV if it is another (journalled
+ * once), another negative errno if it cannot say; the reason in @e.
+ */
+int ops_store_followed(struct err *e);
+/*
+ * Whether completed row @snap, whose manifest the store (ours) lacks, may
+ * be forgotten: 1 if it is not held and another host took it or a
+ * tombstone says it was deleted, 0 if not (its id is added to @kept, may be NULL), or a negative
+ * errno if the store cannot say.
+ */
+struct strset;
+int sync_may_forget(const struct snapshot *snap, struct strset *kept);
+/* Have the sync thread decide snapshot @id (reconcile_snapshot_id()) once the store answers. */
+void sync_reconcile_later(const char *id);
 /*
  * Is @snap_id's checkpoint one to finish storing: this host's, in_progress
  * after reconcile_snapshots(), whole in the spool? (spool_empty() keeps it.)

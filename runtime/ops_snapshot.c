@@ -7,6 +7,7 @@
 #include "runtime/ops_internal.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backend/store.h"
@@ -196,41 +197,79 @@ int ops_snapshot_restorable(const char *snap_id, struct strbuf *out)
 /* --- start-up reconciliation --------------------------------------------- */
 
 /*
- * One snapshot after a restart. The manifest is written last, so it decides:
- * an interrupted snapshot with a manifest is whole; one without failed, and
- * what it stored is removed. A completed row without a manifest was being
- * deleted: the delete is finished.
+ * The manifest is written last, so it decides what a row left by a
+ * restart is: an interrupted snapshot with a manifest is whole; one without
+ * failed, and what it stored is removed; a completed row without one was
+ * being deleted. The store decides only when it answers and is the store
+ * this state follows (ops_store_followed()): otherwise, down or another
+ * store, the row keeps its state and the sync thread decides it once the
+ * store answers (sync_reconcile_later()). Before the store is asked, an
+ * image in the cache that keeps a whole manifest proves its put completed
+ * (cache_manifest()).
  */
-static void reconcile_snapshot(struct snapshot *snap)
+static void snapshot_settle(struct snapshot *snap, const char *manifest)
 {
-	_cleanup_free_ char *manifest = NULL;
-	int mrc = store_get_manifest(ops.store, snap->id, &manifest, NULL);
-	bool stored = mrc == 0;
 	enum snapshot_state was = snap->state;
-	/* A store that cannot answer (down, bad credentials) proves nothing. */
-	if (mrc < 0 && mrc != -ENOENT && was == SNAP_COMPLETED)
-		return;
-	if (was == SNAP_COMPLETED && !stored) {
-		row_snapshot_delete(snap->id);
-		return;
-	}
-	if (snapshot_state_settled(was))
-		return;
-	/* Interrupted while storing, its checkpoint whole: reconcile_stores() finishes it. */
-	if (!stored && spool_is_whole(snap->id) && ops_snapshot_taken_here(snap))
-		return;
-	snap->state = stored ? SNAP_COMPLETED : SNAP_FAILED;
+	snap->state = manifest ? SNAP_COMPLETED : SNAP_FAILED;
 	snap->completed_at = now_ms();
-	if (stored)
+	if (manifest)
 		snapmeta_sizes(manifest, snap);
-	if (!stored) {
-		if (mrc == -ENOENT) /* what it stored before the crash is garbage */
-			store_delete_snapshot(ops.store, snap->id, NULL);
+	else
 		snprintf(snap->message, sizeof(snap->message),
 			 "snapshot %s was interrupted: snapfs stopped while it was %s", snap->id,
 			 snapshot_state_name(was));
-	}
+	pthread_mutex_lock(&ops.lock);
 	row_snapshot_update(snap);
+	pthread_mutex_unlock(&ops.lock);
+	announce_snapshot(snap->id, snap->state, snap->message);
+}
+
+/* A completed row whose manifest the store, ours, does not hold. */
+static void snapshot_unstored(struct snapshot *snap)
+{
+	int rc = sync_may_forget(snap, NULL);
+	if (rc < 0) {
+		sync_reconcile_later(snap->id);
+	} else if (rc == 1) {
+		pthread_mutex_lock(&ops.lock);
+		row_snapshot_delete(snap->id);
+		pthread_mutex_unlock(&ops.lock);
+		announce_gone(OPS_OBJ_SNAPSHOT, snap->id, NULL);
+	}
+}
+
+static void reconcile_snapshot(struct snapshot *snap, bool store_ours)
+{
+	_cleanup_free_ char *manifest = NULL;
+	bool settled = snapshot_state_settled(snap->state);
+	if (settled && snap->state != SNAP_COMPLETED)
+		return;
+	/* Interrupted while storing, its checkpoint whole: reconcile_stores() finishes it. */
+	if (!settled && spool_is_whole(snap->id) && ops_snapshot_taken_here(snap))
+		return;
+	if (!settled && cache_manifest(snap->id, &manifest) == 0 &&
+	    snapmeta_sizes(manifest, snap) == 0) {
+		snapshot_settle(snap, manifest);
+		return;
+	}
+	free(manifest);
+	manifest = NULL;
+	int mrc = store_ours ? store_get_manifest(ops.store, snap->id, &manifest, NULL) : -EIO;
+	if (mrc < 0 && mrc != -ENOENT) {
+		/* A store that cannot answer (down, bad credentials, another store) proves nothing.
+		 */
+		if (!settled)
+			sync_reconcile_later(snap->id);
+		return;
+	}
+	if (settled) {
+		if (mrc == -ENOENT)
+			snapshot_unstored(snap);
+		return;
+	}
+	if (mrc == -ENOENT) /* what it stored before the crash is garbage */
+		store_delete_snapshot(ops.store, snap->id, NULL);
+	snapshot_settle(snap, manifest);
 }
 
 static int collect_snapshot_ids(const struct snapshot *snap, void *arg)
@@ -239,19 +278,28 @@ static int collect_snapshot_ids(const struct snapshot *snap, void *arg)
 	return strbuf_error(arg);
 }
 
-/* A cache entry stays if its snapshot is still known and completed. */
+/* A cache entry stays while its snapshot is known and not failed: an undecided one may be whole. */
 static bool cache_entry_wanted(const char *snap_id, void *arg)
 {
 	struct snapshot snap;
 	(void)arg;
-	return row_snapshot_get(snap_id, &snap) == 0 && snap.state == SNAP_COMPLETED;
+	return row_snapshot_get(snap_id, &snap) == 0 && snap.state != SNAP_FAILED;
 }
 
-static void reconcile_snapshot_id(const char *id)
+void reconcile_snapshot_id(const char *id)
 {
 	struct snapshot snap;
 	if (row_snapshot_get(id, &snap) == 0)
-		reconcile_snapshot(&snap);
+		reconcile_snapshot(&snap, true);
+}
+
+static bool store_ours_at_start;
+
+static void reconcile_at_start(const char *id)
+{
+	struct snapshot snap;
+	if (row_snapshot_get(id, &snap) == 0)
+		reconcile_snapshot(&snap, store_ours_at_start);
 }
 
 bool reconcile_spool_wanted(const char *snap_id, void *arg)
@@ -281,14 +329,18 @@ void reconcile_snapshots(void)
 {
 	_cleanup_strbuf_ struct strbuf ids = STRBUF_INIT;
 	struct err e = {0};
+	int rc = ops_store_followed(&e);
+	store_ours_at_start = rc == 0;
+	if (rc < 0 && rc != -EXDEV)
+		warning("the store does not answer; snapshots are decided once it does: %s", e.msg);
 	row_snapshot_each(collect_snapshot_ids, &ids);
-	strbuf_each_line(&ids, reconcile_snapshot_id);
+	strbuf_each_line(&ids, reconcile_at_start);
 	/*
 	 * Nothing is being stored here yet: what interrupted puts left is
 	 * condemned now, or removed at once where the grace period is 0
-	 * (backend/store_gc.c).
+	 * (backend/store_gc.c). Not in a store that is not this state's.
 	 */
-	int n = store_collect(ops.store, STORE_COLLECT_AT_START, &e);
+	int n = store_ours_at_start ? store_collect(ops.store, STORE_COLLECT_AT_START, &e) : 0;
 	if (n > 0)
 		info("removed %d objects left by interrupted snapshots", n);
 	else if (n < 0)
