@@ -1594,6 +1594,22 @@ static void hold_at_answer(void *ctx, int rc, const char *result, size_t len)
 	op_done(a->op, rc, result, len);
 }
 
+typedef int (*sandbox_op_fn)(const struct caller *who, const char *id, ops_done_fn done, void *ctx,
+			     struct err *e);
+
+/* Suspend @id, then @fn (a resume or terminate): the hold is there at its answer, gone after. */
+static void answers_before_unhold(const char *id, sandbox_op_fn fn, const char *verb)
+{
+	struct answer_hold a = {.op = op_new()};
+	struct err e = {0};
+	CHECK(sb_suspend(id) == 0);
+	xsnprintf(a.snap, sizeof(a.snap), "%s", sb_get(id).restore_snapshot);
+	CHECK(fn(root, id, hold_at_answer, &a, &e) == 0);
+	CHECK(op_wait(a.op, NULL, 0) == 0);
+	CHECK_MSG(a.held, "the %s answered only after the store released its hold", verb);
+	CHECK(hold_released(a.snap));
+}
+
 /*
  * A resume and a terminate answer before they release the hold (a store
  * delete, which waits out the retries while the store is down): the hold
@@ -1601,23 +1617,10 @@ static void hold_at_answer(void *ctx, int rc, const char *result, size_t len)
  */
 static void hold_answer_steps(void)
 {
-	struct answer_hold a = {0};
-	struct err e = {0};
 	CHECK(run_sandbox("j"));
-	CHECK(sb_suspend("j") == 0);
-	xsnprintf(a.snap, sizeof(a.snap), "%s", sb_get("j").restore_snapshot);
-	a.op = op_new();
-	CHECK(ops_sandbox_resume(root, "j", hold_at_answer, &a, &e) == 0);
-	CHECK(op_wait(a.op, NULL, 0) == 0);
-	CHECK_MSG(a.held, "the resume answered only after the store released its hold");
-	CHECK(hold_released(a.snap));
-	CHECK(sb_suspend("j") == 0);
-	xsnprintf(a.snap, sizeof(a.snap), "%s", sb_get("j").restore_snapshot);
-	a.op = op_new();
-	CHECK(ops_sandbox_terminate(root, "j", hold_at_answer, &a, &e) == 0);
-	CHECK(op_wait(a.op, NULL, 0) == 0);
-	CHECK_MSG(a.held, "the terminate answered only after the store released its hold");
-	CHECK(hold_released(a.snap));
+	answers_before_unhold("j", ops_sandbox_resume, "resume");
+	CHECK_SB("j", SB_RUNNING);
+	answers_before_unhold("j", ops_sandbox_terminate, "terminate");
 	CHECK_SB("j", SB_TERMINATED);
 }
 
