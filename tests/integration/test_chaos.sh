@@ -245,7 +245,17 @@ choose_op() {
 		rnd 3
 		[ "$R" -lt 2 ] && OP=delete
 	fi
-	[ "$OP" = resume ] && [ -z "$suspended" ] && OP=suspend
+	# Most suspends are killed before they end: suspend one first, not killed.
+	if [ "$OP" = resume ] && [ -z "$suspended" ]; then
+		pick $running
+		if [ -n "$PICK" ] && put_token "$PICK" "r${ROUND}t$RANDOM" && wr "$MNT/sandboxes/$PICK/suspend"; then
+			suspended=$PICK
+			record_new_snapshots "$PICK"
+		else
+			note "round $ROUND: no sandbox to resume, and a suspend of ${PICK:-none} failed: a suspend instead"
+			OP=suspend
+		fi
+	fi
 	[ "$OP" = fork ] && [ -z "$completed" ] && OP=snapshot
 	[ "$OP" = delete ] && [ -z "$deletable" ] && OP=snapshot
 	[ "$OP" = terminate ] && [ "${#POOL[@]}" -le 1 ] && OP=snapshot
@@ -317,12 +327,12 @@ settle() {
 	done < <(snap_list)
 }
 
-# record_new_snapshots: a snapshot this round made holds the token written before it.
+# record_new_snapshots SB: a snapshot of SB this round made holds the token written before it.
 record_new_snapshots() {
 	local id st sb
 	while read -r id st sb; do
 		[ -n "${SNAP_TOK[$id]+x}" ] && continue
-		if [ "$sb" = "$TARGET" ] && [ -n "${SB_CTR[$sb]+x}" ]; then
+		if [ "$sb" = "$1" ] && [ -n "${SB_CTR[$sb]+x}" ]; then
 			SNAP_TOK[$id]=${SB_TOK[$sb]}
 			SNAP_CTR[$id]=${SB_CTR[$sb]}
 		else
@@ -355,8 +365,11 @@ exec_later() {
 	if sb_run "$1" true >/dev/null 2>&1; then
 		echo "it answers once the runsc commands the killed daemon left ($RUNSC_LEFT) have ended"
 	else
+		local pid
+		pid=$(jget "$MNT/sandboxes/$1/info.json" .pid 2>/dev/null)
 		echo "nor once the runsc commands the killed daemon left (${RUNSC_LEFT:-none}) have ended:" \
-			"status $(sb_status "$1" 2>&1), runsc: $(runsc_state_of "$(runtime_id "$1")")"
+			"status $(sb_status "$1" 2>&1), runsc: $(runsc_state_of "$(runtime_id "$1")")," \
+			"its pid $pid: $(awk '/^State:/ { print $2, $3 }' "/proc/$pid/status" 2>/dev/null || echo gone)"
 	fi
 }
 
@@ -546,6 +559,7 @@ outcome() {
 round() {
 	local delay failed0=$FAILED t0 out sb
 	ROUND=$1
+	PHASE="(not started)" OP="(choosing)" TARGET=""
 	choose_op
 	KNOWN_SBS=() KNOWN_SNAPS=()
 	while read -r sb _; do KNOWN_SBS+=("$sb"); done < <(sb_list)
@@ -570,7 +584,7 @@ round() {
 	out="$(cat "$T/op.out" 2>/dev/null | head -n 2 | tr '\n' ' ')rc=$(cat "$T/op.rc" 2>/dev/null)"
 	unmount_mnt
 	start_daemon || bail "round $ROUND: the daemon restarts on the same state after a kill in $OP $PHASE"
-	record_new_snapshots
+	record_new_snapshots "$TARGET"
 	settle
 	outcome
 	check_kept "after the restart"
