@@ -10,19 +10,22 @@
 #   exec      every sandbox the registry calls running answers an exec,
 #   state     and shows the token written last and the same process
 #             (its counter's token): it was not restarted from scratch;
+#   record    and its info.json has its image's digest (its snapshots
+#             carry it, and a fork compares it with the image's);
 #   runsc     `runsc list` holds exactly the running sandboxes' containers,
 #             each running (not paused, not stopped);
 #   fork      every completed snapshot forks, and the fork shows the token
 #             written before the snapshot, in the snapshot's process;
-#   resume    every suspended sandbox resumes with its state (each check
-#             resumes a suspended sandbox with probability 1/2, so later
-#             rounds can interrupt resumes; the last round resumes all);
+#   resume    every suspended sandbox resumes with its state (so a
+#             resume round first suspends a sandbox, not killed);
 #   store     after the start-up collection pass the store holds no pack no
 #             manifest names, no temp object, no condemned pack; and every
 #             pack a manifest names is there.
 # At the end: rounds, kills per operation and phase (the phase is read from
 # the registry the killed daemon left, plus the runsc commands still
-# running), and passes/failures per invariant.
+# running), and passes/failures per invariant. A failure names the round,
+# the operation, the phase the kill hit and what was found; the same
+# failure of the same object in a later round is counted in one line.
 #
 # CHAOS_ROUNDS (default 50) rounds, or fewer when CHAOS_SECONDS (default
 # 900) run out; CHAOS_SEED (default: random) replays the sequence of
@@ -54,7 +57,7 @@ declare -A SNAP_CTR    # snapshot -> the counter token of the process it holds
 declare -A KILLS       # "op phase" -> kills
 declare -A RUNSC_AT    # runsc subcommand still running at a kill -> kills
 declare -A OUTCOME     # "op phase -> what the target became" -> rounds
-declare -A INV_PASS INV_FAIL
+declare -A INV_PASS INV_FAIL FIRST_FAIL
 POOL=()         # the sandboxes the rounds operate on
 EXPECT_ALIVE=() # pool sandboxes running or suspended when the last round's checks ended
 LINGER_PIDS=()  # runsc commands a killed daemon left running: ended by pid on exit
@@ -76,6 +79,12 @@ inv() {
 		if [ "$CHAOS_VERBOSE" = 1 ]; then pass "$name: $desc"; else pass "$name: $desc" >/dev/null; fi
 	else
 		INV_FAIL[$name]=$((${INV_FAIL[$name]:-0} + 1))
+		# The same finding on the same object again: counted, told in one line.
+		if [ -n "${FIRST_FAIL["$name $desc"]:-}" ]; then
+			fail "$name: $desc" "round $ROUND: again, as first in round ${FIRST_FAIL["$name $desc"]}"
+			return
+		fi
+		FIRST_FAIL["$name $desc"]=$ROUND
 		fail "$name: $desc" "round $ROUND (seed $CHAOS_SEED): $OP of $TARGET, killed in phase $PHASE" "$@"
 	fi
 }
@@ -389,6 +398,10 @@ check_running() {
 			inv exec "running sandbox $sb answers an exec" 0 "exec: $(sb_exec "$sb" true 2>&1 | tail -n 3)" \
 				"$(exec_later "$sb")"
 		fi
+		got=$(jget "$MNT/sandboxes/$sb/info.json" .image_digest)
+		[ "$got" = "$IMAGE_DIGEST" ]
+		inv record "running sandbox $sb records its image's digest" $((!$?)) \
+			"info.json: image_digest \"$got\", the image's: $IMAGE_DIGEST"
 		rid=$(runtime_id "$sb")
 		want_ids+="$rid"$'\n'
 		st=$(runsc_state_of "$rid")
@@ -470,14 +483,10 @@ check_forks() {
 	for f in "${CHECK_FORKS[@]}"; do wr "$MNT/sandboxes/$f/terminate" async >/dev/null 2>&1; done
 }
 
-# check_resumes [all]: resume suspended sandboxes (each with probability 1/2, or all).
+# check_resumes: resume every suspended sandbox (a resume round suspends one first).
 check_resumes() {
 	local sb got want out
 	for sb in $(sbs_in suspended); do
-		if [ "${1:-}" != all ]; then
-			rnd 2
-			[ "$R" = 0 ] && continue
-		fi
 		if ! out=$(wr "$MNT/sandboxes/$sb/resume" 2>&1); then
 			inv resume "suspended sandbox $sb resumes" 0 "resume: $out" \
 				"error: $(rd "$MNT/sandboxes/$sb/error" 2>&1)"
@@ -591,7 +600,7 @@ round() {
 	check_running
 	check_store
 	check_forks
-	if [ "$ROUND" -eq "$CHAOS_ROUNDS" ]; then check_resumes all; else check_resumes; fi
+	check_resumes
 	check_kept "once the checks are done"
 	printf 'round %d: %s %s after %d ms, phase %s%s: %s; the op said: %s; %d failed\n' \
 		"$ROUND" "$OP" "$TARGET" "$delay" "$PHASE" "${RUNSC_LEFT:+ (runsc $RUNSC_LEFT left running)}" \
@@ -609,6 +618,7 @@ note "seed $CHAOS_SEED (CHAOS_SEED=$CHAOS_SEED replays it), $CHAOS_ROUNDS rounds
 start_daemon || bail "the daemon mounts"
 for _ in $(seq 1 "$POOL_MIN"); do new_pool_sandbox || bail "start a sandbox of the pool"; done
 EXPECT_ALIVE=("${POOL[@]}")
+IMAGE_DIGEST=$(jget "$MNT/sandboxes/c0/info.json" .image_digest)
 start=$(date +%s)
 rounds=0
 for r in $(seq 1 "$CHAOS_ROUNDS"); do
@@ -619,10 +629,6 @@ for r in $(seq 1 "$CHAOS_ROUNDS"); do
 	round "$r"
 	rounds=$r
 done
-if [ "$rounds" -lt "$CHAOS_ROUNDS" ]; then
-	ROUND=end OP=none PHASE=none TARGET=none
-	check_resumes all
-fi
 duration=$(($(date +%s) - start))
 
 echo "--- chaos: seed $CHAOS_SEED, $rounds rounds in $duration s"
@@ -633,7 +639,7 @@ for k in "${!RUNSC_AT[@]}"; do printf '  %-40s %d\n' "$k" "${RUNSC_AT[$k]}"; don
 echo "what the target became:"
 for k in "${!OUTCOME[@]}"; do printf '  %-60s %d\n' "$k" "${OUTCOME[$k]}"; done | sort
 echo "invariant checks (passed failed):"
-for k in settled kept exec state runsc fork resume store; do
+for k in settled kept exec state record runsc fork resume store; do
 	printf '  %-8s %d %d\n' "$k" "${INV_PASS[$k]:-0}" "${INV_FAIL[$k]:-0}"
 done
 echo "---"
