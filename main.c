@@ -22,6 +22,7 @@
 
 #include "fs/fs.h"
 #include "lib/util.h"
+#include "runtime/cgroup.h"
 #include "runtime/journal.h"
 #include "runtime/ops.h"
 #include "runtime/runsc.h"
@@ -44,6 +45,7 @@ struct options {
 	int64_t runsc_timeout_ms; /* 0: the default */
 	int64_t exec_timeout_ms;  /* 0: the default */
 	const char *cuda_checkpoint;
+	const char *cgroup_parent;
 	const char *fuse_opts[16];
 	size_t nfuse_opts;
 	const char *mountpoint;
@@ -57,7 +59,8 @@ static void usage(FILE *out)
 	    "              [--cache-max SIZE] [--gc-grace SECONDS] [--spool DIR] [-o FUSE_OPTS]\n"
 	    "              [--allow-group GROUP] [--journal-max SIZE]\n"
 	    "              [--exec-timeout SECONDS] [--runsc-timeout SECONDS]\n"
-	    "              [--cuda-checkpoint PATH] [--debug] MOUNTPOINT\n"
+	    "              [--cuda-checkpoint PATH] [--cgroup-parent PATH] [--debug]\n"
+	    "              MOUNTPOINT\n"
 	    "\n"
 	    "  -f              stay in the foreground, log to stderr\n"
 	    "  --state DIR     registry, spool, cache, runsc root (default %s)\n"
@@ -86,11 +89,13 @@ static void usage(FILE *out)
 	    "                  memory (default %d)\n"
 	    "  --cuda-checkpoint PATH  the host's cuda-checkpoint, run in GPU sandboxes\n"
 	    "                  (default: cuda-checkpoint on PATH, if any)\n"
+	    "  --cgroup-parent PATH  the cgroup under which each sandbox gets its own,\n"
+	    "                  outside the daemon's (default %s; docs/cgroups.md)\n"
 	    "  --debug         log every operation\n"
 	    "\n"
 	    "Unmount with: fusermount3 -u MOUNTPOINT (running sandboxes keep running)\n",
 	    DEFAULT_STATE, IMAGES_LEAF, RUNSC_EXEC_TIMEOUT_DEFAULT_MS / 1000,
-	    RUNSC_PER_GIB_MS / 1000, RUNSC_TIMEOUT_DEFAULT_MS / 1000);
+	    RUNSC_PER_GIB_MS / 1000, RUNSC_TIMEOUT_DEFAULT_MS / 1000, CGROUP_PARENT_DEFAULT);
 }
 
 /* "1073741824", "512M", "20G": bytes, with an optional K, M, G or T (powers of 1024). */
@@ -151,6 +156,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 	    {"exec-timeout", required_argument, NULL, 'E'},
 	    {"runsc-timeout", required_argument, NULL, 'R'},
 	    {"cuda-checkpoint", required_argument, NULL, 'C'},
+	    {"cgroup-parent", required_argument, NULL, 'P'},
 	    {"debug", no_argument, NULL, 'd'},
 	    {"help", no_argument, NULL, 'h'},
 	    {"version", no_argument, NULL, 'V'},
@@ -211,6 +217,9 @@ static int parse_options(int argc, char **argv, struct options *o)
 			break;
 		case 'C':
 			o->cuda_checkpoint = optarg;
+			break;
+		case 'P':
+			o->cgroup_parent = optarg;
 			break;
 		case 'd':
 			log_debug_enabled = true;
@@ -327,6 +336,7 @@ static int serve(struct options *o, struct fuse_args *args)
 	    .runsc_timeout_ms = o->runsc_timeout_ms,
 	    .exec_timeout_ms = o->exec_timeout_ms,
 	    .cuda_checkpoint = o->cuda_checkpoint,
+	    .cgroup_parent = o->cgroup_parent,
 	};
 	int rc = ops_open(&cfg, &e);
 	if (rc < 0) {

@@ -5,7 +5,7 @@
  * timeout), one connection opened in serialized mode so any thread may call
  * any function. Each call is one statement or one transaction: a reader
  * always sees a whole row. The registry does no state-machine checks; the
- * operations layer (runtime/ops.c) serialises read-check-write sequences
+ * operations layer (runtime/ops_core.c) serialises read-check-write sequences
  * under its own lock and uses the registry as plain storage.
  *
  * Ownership: records are plain structs with fixed-size fields, filled by

@@ -41,6 +41,7 @@
 #include <cjson/cJSON.h>
 #include <stdint.h>
 
+#include "lib/limits.h"
 #include "lib/util.h"
 
 struct store;
@@ -167,8 +168,35 @@ void store_set_grace(struct store *st, int64_t grace_ms);
 int64_t store_collect_period_ms(const struct store *st);
 
 /*
+ * Holds (store_hold.c): a hold on snapshot @snap_id says sandbox @sandbox
+ * of host @host will be restored from it (a suspended sandbox: its
+ * snapshot is all that is left of it), so no host may delete it. The
+ * object, holds/<snap_id>/<host>.<sandbox>.json, is written by the host
+ * that holds it before the sandbox's container goes, and removed by it
+ * once the sandbox no longer needs the snapshot. store_delete_snapshot()
+ * refuses a held snapshot with -EBUSY, and store_collect() leaves the
+ * packs its put writes alone.
+ */
+struct store_holder {
+	char host[ID_MAX];
+	char sandbox[ID_MAX];
+};
+int store_hold(struct store *st, const char *snap_id, const char *host, const char *sandbox,
+	       struct err *e);
+/* A hold that is not there is 0. */
+int store_unhold(struct store *st, const char *snap_id, const char *host, const char *sandbox,
+		 struct err *e);
+/* 1 if @snap_id is held (@who, may be NULL, names one holder), 0 if not, or a negative errno. */
+int store_held(struct store *st, const char *snap_id, struct store_holder *who, struct err *e);
+/* Call @fn for every hold in the store; its non-zero value stops the walk and is returned. */
+int store_holds_each(struct store *st,
+		     int (*fn)(const char *snap_id, const struct store_holder *who, void *arg),
+		     void *arg, struct err *e);
+
+/*
  * Delete the manifest of @id first, then collect the packs no manifest
- * lists any more and no put in flight uses. A missing snapshot is 0.
+ * lists any more and no put in flight uses. A missing snapshot is 0; a
+ * held one (above) -EBUSY, with the holder in @e.
  */
 int store_delete_snapshot(struct store *st, const char *id, struct err *e);
 

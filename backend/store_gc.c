@@ -37,6 +37,11 @@
  * G = 0 (a store only this process writes) unused packs go at once, no
  * marker is written and puts have no deadline.
  *
+ * A pack that the put of a held snapshot (store_hold.c: a suspended
+ * sandbox's) wrote is never condemned, even with no manifest listing it
+ * yet: that put may be in flight on any host, and the sandbox has nothing
+ * else to resume from. Deleting a held snapshot is refused.
+ *
  * store_collect() runs one pass, one at a time (gc_lock): sweep what
  * interrupted puts left; under sync_lock, list trash/, refresh the records
  * (store_refresh.c), list packs/ and decide; then, with sync_lock released
@@ -127,6 +132,7 @@ struct pass {
 	int64_t now_ms;
 	struct strset listed;	/* ids of the manifests listed */
 	struct strset present;	/* names of the packs in packs/ */
+	struct strset held;	/* ids of the snapshots held (store_hold.c) */
 	struct strbuf condemn;	/* NUL-separated: packs to condemn */
 	struct strbuf doomed;	/* packs to delete */
 	struct strbuf unmark;	/* marker keys to delete */
@@ -254,6 +260,24 @@ static bool written_here(const struct store *st, const char *pack)
 	return false;
 }
 
+static int note_held(const char *snap_id, const struct store_holder *who, void *arg)
+{
+	(void)who;
+	return strset_add(arg, snap_id);
+}
+
+/* Is @pack one a put of a held snapshot wrote? */
+static bool held_pack(const struct pass *ps, const char *pack)
+{
+	char id[ID_MAX];
+	size_t len = strcspn(pack, "/");
+	if (len >= sizeof(id))
+		return false;
+	memcpy(id, pack, len);
+	id[len] = '\0';
+	return strset_has(&ps->held, id);
+}
+
 /* Under st->lock: take @p out of the records; its chunks leave the index in decide(). */
 static void detach(struct pass *ps, struct pack *p)
 {
@@ -278,6 +302,8 @@ static int decide_pack(struct pass *ps, const char *name, struct pack *p)
 	}
 	if (written_here(st, name) || (p && (p->refs > 0 || p->pins > 0)))
 		return 0; /* a put here uses it: its manifest will list it in time */
+	if (held_pack(ps, name))
+		return 0; /* a suspend's: its put may be in flight on any host */
 	int64_t first = first_marked(st, name);
 	if (st->grace_ms > 0 && ps->now_ms - first < st->grace_ms) {
 		if (p)
@@ -465,6 +491,10 @@ static int survey(struct pass *ps, struct err *e)
 		rc = objstore_list(st->os, "packs/", see_pack, &ps->present, e);
 	if (rc == 0)
 		rc = strset_seal(&ps->present);
+	if (rc == 0)
+		rc = store_holds_each(st, note_held, &ps->held, e);
+	if (rc == 0)
+		rc = strset_seal(&ps->held);
 	if (rc == 0) {
 		pthread_mutex_lock(&st->lock);
 		rc = decide(ps);
@@ -496,6 +526,7 @@ int store_collect(struct store *st, unsigned flags, struct err *e)
 			  .flags = flags,
 			  .listed = STRSET_INIT,
 			  .present = STRSET_INIT,
+			  .held = STRSET_INIT,
 			  .condemn = STRBUF_INIT,
 			  .doomed = STRBUF_INIT,
 			  .unmark = STRBUF_INIT};
@@ -508,6 +539,7 @@ int store_collect(struct store *st, unsigned flags, struct err *e)
 	free(ps.detached);
 	strset_release(&ps.listed);
 	strset_release(&ps.present);
+	strset_release(&ps.held);
 	strbuf_release(&ps.condemn);
 	strbuf_release(&ps.doomed);
 	strbuf_release(&ps.unmark);
@@ -534,7 +566,15 @@ int store_delete_snapshot(struct store *st, const char *id, struct err *e)
 {
 	char key[OBJ_KEY_MAX];
 	struct err inner = {0};
+	struct store_holder who;
 	int rc = store_checked_key(id, key, e);
+	if (rc == 0)
+		rc = store_held(st, id, &who, e);
+	if (rc > 0)
+		return err_set(e, EBUSY,
+			       "cannot delete snapshot %s: sandbox %s of host %s is suspended and "
+			       "resumes from it",
+			       id, who.sandbox, who.host);
 	if (rc < 0)
 		return rc;
 	rc = objstore_del(st->os, key, &inner);

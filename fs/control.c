@@ -183,14 +183,11 @@ static int json_ready(struct ctl_spec *s)
 	return !all_blank(end, (size_t)(t->buf + t->len - end));
 }
 
+/* Everything but the text, which the caller has moved out or released. */
 static void spec_reset(struct ctl_spec *s)
 {
-	s->json = false;
-	s->async = false;
-	s->scanned = 0;
-	s->depth = 0;
-	s->in_string = false;
-	s->escaped = false;
+	struct strbuf text = s->text;
+	*s = (struct ctl_spec){.text = text};
 }
 
 int ctl_spec_add(struct ctl_spec *s, const char *line)

@@ -20,7 +20,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "backend/registry.h"
+#include "lib/limits.h"
 #include "lib/strbuf.h"
 #include "lib/util.h"
 

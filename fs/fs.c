@@ -110,20 +110,30 @@ static void ll_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_dat
 	fuse_reply_none(req);
 }
 
+/* Node @ino and its attributes as the caller of @req sees them. */
+static int node_stat(fuse_req_t req, fuse_ino_t ino, struct fs_node *n, struct caller *who,
+		     struct stat *st)
+{
+	caller_of(req, false, who);
+	int rc = inode_get(ino, n);
+	return rc < 0 ? rc : tree_stat(n, who, st);
+}
+
+static void reply_attr(fuse_req_t req, int rc, const struct fs_node *n, const struct stat *st)
+{
+	if (rc < 0)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_attr(req, st, tree_timeout(n));
+}
+
 static void ll_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	(void)fi;
 	struct fs_node n;
 	struct stat st;
 	struct caller who;
-	caller_of(req, false, &who);
-	int rc = inode_get(ino, &n);
-	if (rc == 0)
-		rc = tree_stat(&n, &who, &st);
-	if (rc < 0)
-		fuse_reply_err(req, -rc);
-	else
-		fuse_reply_attr(req, &st, tree_timeout(&n));
+	reply_attr(req, node_stat(req, ino, &n, &who, &st), &n, &st);
 }
 
 /* Shells truncate what they write to: a size of 0 on a control file is a no-op. */
@@ -150,16 +160,10 @@ static void ll_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 	struct fs_node n;
 	struct stat st;
 	struct caller who;
-	caller_of(req, false, &who);
-	int rc = inode_get(ino, &n);
-	if (rc == 0)
-		rc = tree_stat(&n, &who, &st);
+	int rc = node_stat(req, ino, &n, &who, &st);
 	if (rc == 0)
 		rc = setattr_check(&n, &who, attr, to_set);
-	if (rc < 0)
-		fuse_reply_err(req, -rc);
-	else
-		fuse_reply_attr(req, &st, tree_timeout(&n));
+	reply_attr(req, rc, &n, &st);
 }
 
 static void ll_readlink(fuse_req_t req, fuse_ino_t ino)

@@ -30,7 +30,7 @@
 
 #include <stdint.h>
 
-#include "backend/registry.h"
+#include "lib/limits.h"
 #include "fs/fs.h"
 
 #define FS_PATH_MAX 512

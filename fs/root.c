@@ -3,6 +3,7 @@
 #include <limits.h>
 
 #include "fs/tree.h"
+#include "lib/json.h"
 #include "runtime/images.h"
 
 static const char readme[] =
@@ -138,7 +139,7 @@ static int image_info_read(const struct fs_node *n, const struct caller *who, st
 	cJSON_AddStringToObject(info, "name", n->id);
 	cJSON_AddStringToObject(info, "digest", digest);
 	cJSON_AddStringToObject(info, "path", path);
-	return tree_json(out, info);
+	return json_print(out, info);
 }
 
 static const struct fs_entry image_files[] = {

@@ -51,44 +51,12 @@ static int gpu_read(const struct fs_node *n, const struct caller *who, struct st
 	return rc < 0 ? rc : tree_line(out, sb->gpu ? "1" : "0");
 }
 
-/* The names of KEY=VALUE lines: values never leave the daemon. */
-static cJSON *env_names(const char *env)
-{
-	cJSON *names = cJSON_CreateArray();
-	for (const char *line = env; *line;) {
-		size_t len = strcspn(line, "\n");
-		size_t name = strcspn(line, "=\n");
-		_cleanup_free_ char *key = name > 0 ? strndup(line, name) : NULL;
-		if (key)
-			cJSON_AddItemToArray(names, cJSON_CreateString(key));
-		line += len + (line[len] == '\n');
-	}
-	return names;
-}
-
+/* What ops shows of it: env's names, never its values. */
 static int info_read(const struct fs_node *n, const struct caller *who, struct strbuf *out)
 {
 	_cleanup_free_ struct sandbox *sb = NULL;
 	int rc = tree_sandbox(who, n->id, &sb);
-	if (rc < 0)
-		return rc;
-	cJSON *info = cJSON_CreateObject();
-	cJSON_AddStringToObject(info, "id", sb->id);
-	cJSON_AddStringToObject(info, "image", sb->image);
-	tree_json_str(info, "image_digest", sb->image_digest);
-	cJSON_AddStringToObject(info, "entrypoint", sb->entrypoint);
-	cJSON_AddItemToObject(info, "env", env_names(sb->env));
-	tree_json_time(info, "created_at", sb->created_at);
-	cJSON_AddStringToObject(info, "status", sandbox_state_name(sb->state));
-	cJSON_AddStringToObject(info, "message", sb->message);
-	tree_json_str(info, "parent_snapshot", sb->parent_snapshot);
-	cJSON_AddBoolToObject(info, "gpu", sb->gpu);
-	tree_json_str(info, "runtime_id", sb->runtime_id);
-	if (sb->pid > 0)
-		cJSON_AddNumberToObject(info, "pid", sb->pid);
-	else
-		cJSON_AddNullToObject(info, "pid");
-	return tree_json(out, info);
+	return rc < 0 ? rc : ops_sandbox_info(sb, out);
 }
 
 /* A fresh read of `snapshot`: the newest snapshot's id, or nothing. */
@@ -209,15 +177,15 @@ static int snaplink_link(const struct fs_node *n, const struct caller *who, char
 	return xsnprintf(buf, size, "../../../snapshots/%s", n->name);
 }
 
+/* A sandbox's snapshots are its owner's (ops_snapshot_of): who sees it sees them. */
 static int snaplinks_list(const struct fs_node *dir, const struct caller *who,
 			  int (*fn)(const char *name, void *arg), void *arg)
 {
 	_cleanup_free_ struct sandbox *sb = NULL;
 	_cleanup_strbuf_ struct strbuf names = STRBUF_INIT;
-	struct tree_walk w = {who, &names};
 	int rc = tree_sandbox(who, dir->id, &sb);
 	if (rc == 0)
-		rc = ops_sandbox_snapshots_each(sb, tree_snapshot_name, &w);
+		rc = ops_sandbox_snapshots_each(sb, tree_snapshot_name, &names);
 	return rc < 0 ? rc : tree_names_each(&names, fn, arg);
 }
 
@@ -255,20 +223,16 @@ static const struct fs_dir sandbox_dir = FS_DIR(sandbox_files);
 
 /* --- sandboxes/ ------------------------------------------------------------ */
 
-static int index_line(const struct sandbox *sb, void *walk)
+static int index_line(const struct sandbox *sb, void *out)
 {
-	const struct tree_walk *w = walk;
-	if (!access_may_see(w->who, sb->owner_uid))
-		return 0;
-	strbuf_addf(w->out, "%s %s\n", sb->id, sandbox_state_name(sb->state));
-	return strbuf_error(w->out);
+	strbuf_addf(out, "%s %s\n", sb->id, sandbox_state_name(sb->state));
+	return strbuf_error(out);
 }
 
 static int index_read(const struct fs_node *n, const struct caller *who, struct strbuf *out)
 {
 	(void)n;
-	struct tree_walk w = {who, out};
-	return registry_sandbox_each(ops_registry(), index_line, &w);
+	return ops_sandboxes_each(who, index_line, out);
 }
 
 static int new_make(const struct caller *who, const char *id, const void *spec, char made[ID_MAX],
@@ -310,8 +274,7 @@ static int sandboxes_list(const struct fs_node *dir, const struct caller *who,
 {
 	(void)dir;
 	_cleanup_strbuf_ struct strbuf names = STRBUF_INIT;
-	struct tree_walk w = {who, &names};
-	int rc = registry_sandbox_each(ops_registry(), tree_sandbox_name, &w);
+	int rc = ops_sandboxes_each(who, tree_sandbox_name, &names);
 	return rc < 0 ? rc : tree_names_each(&names, fn, arg);
 }
 

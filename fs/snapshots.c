@@ -1,11 +1,9 @@
 /* snapshots/ and snapshots/<id>/ (docs/design.md, "The tree"). */
 #include <errno.h>
 #include <inttypes.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/store.h"
 #include "fs/file.h"
 
 /* --- snapshots/<id>/: reads ---------------------------------------------- */
@@ -24,37 +22,11 @@ static int error_read(const struct fs_node *n, const struct caller *who, struct 
 	return rc < 0 ? rc : tree_line(out, snap->message);
 }
 
-static void add_host(cJSON *info, const char *host_json)
-{
-	cJSON *host = *host_json ? cJSON_Parse(host_json) : NULL;
-	if (host)
-		cJSON_AddItemToObject(info, "host", host);
-	else
-		cJSON_AddNullToObject(info, "host");
-}
-
 static int info_read(const struct fs_node *n, const struct caller *who, struct strbuf *out)
 {
 	_cleanup_free_ struct snapshot *snap = NULL;
 	int rc = tree_snapshot(who, n->id, &snap);
-	if (rc < 0)
-		return rc;
-	cJSON *info = cJSON_CreateObject();
-	cJSON_AddStringToObject(info, "id", snap->id);
-	tree_json_str(info, "name", snap->name);
-	cJSON_AddStringToObject(info, "kind", snapshot_kind_name(snap->kind));
-	cJSON_AddStringToObject(info, "sandbox_id", snap->sandbox_id);
-	tree_json_time(info, "created_at", snap->created_at);
-	tree_json_time(info, "completed_at", snap->completed_at);
-	cJSON_AddStringToObject(info, "status", snapshot_state_name(snap->state));
-	cJSON_AddStringToObject(info, "message", snap->message);
-	cJSON_AddNumberToObject(info, "pause_ms", (double)snap->pause_ms);
-	cJSON_AddNumberToObject(info, "size_bytes", (double)snap->size_bytes);
-	cJSON_AddNumberToObject(info, "stored_bytes", (double)snap->stored_bytes);
-	tree_json_str(info, "image_digest", snap->image_digest);
-	add_host(info, snap->host_json);
-	cJSON_AddBoolToObject(info, "gpu", snap->gpu);
-	return tree_json(out, info);
+	return rc < 0 ? rc : ops_snapshot_info(snap, out);
 }
 
 static int progress_read(const struct fs_node *n, const struct caller *who, struct strbuf *out)
@@ -74,90 +46,24 @@ static int restorable_read(const struct fs_node *n, const struct caller *who, st
 	return ops_snapshot_restorable(n->id, out);
 }
 
-/*
- * A completed snapshot's manifest never changes, and stat makes the content
- * for an honest size (`ls -l` stats every file), so the last few are kept
- * and the store is asked once per snapshot instead of on every stat and
- * read. Entries of deleted snapshots are never served: the registry is
- * asked first.
- */
-#define MANIFEST_KEPT 8
-#define MANIFEST_KEPT_MAX (1u << 20) /* bytes; a bigger manifest is fetched every time */
-
-static struct {
-	pthread_mutex_t lock;
-	struct {
-		char id[ID_MAX];
-		char *json;
-	} slot[MANIFEST_KEPT];
-	size_t next; /* the slot replaced next: the oldest */
-} kept = {.lock = PTHREAD_MUTEX_INITIALIZER};
-
-/* 1 with @id's manifest added to @out, 0 when it is not kept, or a negative errno. */
-static int manifest_kept(const char *id, struct strbuf *out)
-{
-	int rc = 0;
-	pthread_mutex_lock(&kept.lock);
-	for (size_t i = 0; i < MANIFEST_KEPT && rc == 0; i++)
-		if (kept.slot[i].json && strcmp(kept.slot[i].id, id) == 0)
-			rc = tree_line(out, kept.slot[i].json) < 0 ? -ENOMEM : 1;
-	pthread_mutex_unlock(&kept.lock);
-	return rc;
-}
-
-/* Keep @json (taken) as @id's manifest. */
-static void manifest_keep(const char *id, char *json)
-{
-	if (strlen(json) > MANIFEST_KEPT_MAX || strlen(id) >= ID_MAX) {
-		free(json);
-		return;
-	}
-	pthread_mutex_lock(&kept.lock);
-	free(kept.slot[kept.next].json);
-	kept.slot[kept.next].json = json;
-	memcpy(kept.slot[kept.next].id, id, strlen(id) + 1);
-	kept.next = (kept.next + 1) % MANIFEST_KEPT;
-	pthread_mutex_unlock(&kept.lock);
-}
-
 /* The stored manifest; empty until the snapshot is completed. */
 static int manifest_read(const struct fs_node *n, const struct caller *who, struct strbuf *out)
 {
-	_cleanup_free_ struct snapshot *snap = NULL;
-	_cleanup_free_ char *json = NULL;
-	struct err e = {0};
-	int rc = tree_snapshot(who, n->id, &snap);
-	/* The manifest is stored last: before that the store is not asked at all. */
-	if (rc < 0 || snap->state != SNAP_COMPLETED)
-		return rc;
-	rc = manifest_kept(n->id, out);
-	if (rc != 0)
-		return rc < 0 ? rc : 0;
-	rc = store_get_manifest(ops_store(), n->id, &json, &e);
-	if (rc == -ENOENT)
-		return 0;
-	if (rc < 0)
-		return -EIO;
-	rc = tree_line(out, json);
-	if (rc == 0)
-		manifest_keep(n->id, steal_ptr(json));
-	return rc;
+	_cleanup_strbuf_ struct strbuf text = STRBUF_INIT;
+	int rc = ops_snapshot_manifest(who, n->id, &text);
+	return rc < 0 ? rc : tree_line(out, strbuf_str(&text));
 }
 
-static int forked_line(const struct sandbox *sb, void *walk)
+static int forked_line(const struct sandbox *sb, void *out)
 {
-	const struct tree_walk *w = walk;
-	if (!access_may_see(w->who, sb->owner_uid))
-		return 0;
-	strbuf_addf(w->out, "%s\n", sb->id);
-	return strbuf_error(w->out);
+	strbuf_addf(out, "%s\n", sb->id);
+	return strbuf_error(out);
 }
 
 /* A fresh read of `fork`: the sandboxes forked from this snapshot that @who may see. */
 static int forked_read(const struct fs_node *n, const struct caller *who, struct strbuf *out)
 {
-	struct tree_walk w = {who, out};
-	return registry_sandbox_each_forked_from(ops_registry(), n->id, forked_line, &w);
+	return ops_snapshot_forks_each(who, n->id, forked_line, out);
 }
 
 static int settled(const struct fs_node *n, const struct caller *who)
@@ -228,22 +134,17 @@ static const struct fs_dir snapshot_dir = FS_DIR(snapshot_files);
 
 /* --- snapshots/ ------------------------------------------------------------ */
 
-static int index_line(const struct snapshot *snap, void *walk)
+static int index_line(const struct snapshot *snap, void *out)
 {
-	const struct tree_walk *w = walk;
-	if (!access_may_see(w->who, snap->owner_uid))
-		return 0;
-	strbuf_addf(w->out, "%s %s %s\n", snap->id, snapshot_state_name(snap->state),
+	strbuf_addf(out, "%s %s %s\n", snap->id, snapshot_state_name(snap->state),
 		    snap->sandbox_id);
-	return strbuf_error(w->out);
+	return strbuf_error(out);
 }
 
 static int index_read(const struct fs_node *n, const struct caller *who, struct strbuf *out)
 {
 	(void)n;
-	struct tree_walk w = {who, out};
-	ops_sync_if_stale(); /* other hosts' snapshots, if the store is shared */
-	return registry_snapshot_each(ops_registry(), index_line, &w);
+	return ops_snapshots_each(who, index_line, out);
 }
 
 static int snapshots_list(const struct fs_node *dir, const struct caller *who,
@@ -251,9 +152,7 @@ static int snapshots_list(const struct fs_node *dir, const struct caller *who,
 {
 	(void)dir;
 	_cleanup_strbuf_ struct strbuf names = STRBUF_INIT;
-	struct tree_walk w = {who, &names};
-	ops_sync_if_stale(); /* other hosts' snapshots, if the store is shared */
-	int rc = registry_snapshot_each(ops_registry(), tree_snapshot_name, &w);
+	int rc = ops_snapshots_each(who, tree_snapshot_name, &names);
 	return rc < 0 ? rc : tree_names_each(&names, fn, arg);
 }
 

@@ -10,27 +10,15 @@
 
 #define DIR_TIMEOUT 0.5 /* seconds; files get none: their content changes any time */
 
-/* Sandbox or snapshot @id as @who sees it, loaded afresh into a new allocation (caller frees). */
+/* Sandbox or snapshot @id as @who sees it (ops applies the rule), in a new allocation. */
 static int object_load(enum fs_scope scope, const struct caller *who, const char *id, void **out)
 {
 	const bool sandbox = scope == SCOPE_SANDBOX;
-	const size_t size = sandbox ? sizeof(struct sandbox) : sizeof(struct snapshot);
-	if (strlen(id) >= ID_MAX)
-		return -ENOENT;
-	_cleanup_free_ void *obj = malloc(size);
+	_cleanup_free_ void *obj =
+	    malloc(sandbox ? sizeof(struct sandbox) : sizeof(struct snapshot));
 	if (!obj)
 		return -ENOMEM;
-	int rc = sandbox ? registry_sandbox_get(ops_registry(), id, obj)
-			 : registry_snapshot_get(ops_registry(), id, obj);
-	if (rc == -ENOENT && !sandbox) {
-		/* Perhaps another host sharing the store just made it. */
-		ops_sync_if_stale();
-		rc = registry_snapshot_get(ops_registry(), id, obj);
-	}
-	/* Another user's object does not exist for @who: not even its name is confirmed. */
-	if (rc == 0 && !access_may_see(who, sandbox ? ((struct sandbox *)obj)->owner_uid
-						    : ((struct snapshot *)obj)->owner_uid))
-		rc = -ENOENT;
+	int rc = sandbox ? ops_sandbox_get(who, id, obj) : ops_snapshot_get(who, id, obj);
 	if (rc == 0)
 		*out = steal_ptr(obj);
 	return rc;
@@ -309,16 +297,14 @@ int tree_names_add(struct strbuf *names, const char *name)
 	return strbuf_error(names);
 }
 
-int tree_sandbox_name(const struct sandbox *sb, void *walk)
+int tree_sandbox_name(const struct sandbox *sb, void *names)
 {
-	const struct tree_walk *w = walk;
-	return access_may_see(w->who, sb->owner_uid) ? tree_names_add(w->out, sb->id) : 0;
+	return tree_names_add(names, sb->id);
 }
 
-int tree_snapshot_name(const struct snapshot *snap, void *walk)
+int tree_snapshot_name(const struct snapshot *snap, void *names)
 {
-	const struct tree_walk *w = walk;
-	return access_may_see(w->who, snap->owner_uid) ? tree_names_add(w->out, snap->id) : 0;
+	return tree_names_add(names, snap->id);
 }
 
 int tree_names_each(const struct strbuf *names, int (*fn)(const char *name, void *arg), void *arg)
@@ -337,28 +323,4 @@ int tree_line(struct strbuf *out, const char *s)
 	if (s[strlen(s) - 1] != '\n')
 		strbuf_add(out, "\n", 1);
 	return strbuf_error(out);
-}
-
-int tree_json(struct strbuf *out, cJSON *obj)
-{
-	_cleanup_free_ char *text = obj ? cJSON_Print(obj) : NULL;
-	cJSON_Delete(obj);
-	if (!text)
-		return -ENOMEM;
-	return tree_line(out, text);
-}
-
-void tree_json_str(cJSON *obj, const char *key, const char *s)
-{
-	if (*s)
-		cJSON_AddStringToObject(obj, key, s);
-	else
-		cJSON_AddNullToObject(obj, key);
-}
-
-void tree_json_time(cJSON *obj, const char *key, int64_t ms)
-{
-	char when[32];
-	format_time(ms, when);
-	tree_json_str(obj, key, ms ? when : "");
 }

@@ -9,20 +9,20 @@
  * walks the tables: lookup, existence, attributes and listings. file.c
  * serves open files from the same rows.
  *
- * Nothing here caches objects: each lookup and getattr asks the registry
- * whether the node's object still exists, so deleted objects give ENOENT.
+ * Nothing here caches objects: each lookup and getattr asks ops whether
+ * the node's object still exists, so deleted objects give ENOENT.
  *
  * Who asks: every function that shows or loads an object takes the
- * caller's credentials (@who) and shows only what runtime/access.h lets
- * it see: another user's sandbox or snapshot gives ENOENT, its files and
- * listings included, and listings leave it out. Nodes under an object are
+ * caller's credentials (@who) and hands them to ops (runtime/ops_view.c),
+ * which shows only what runtime/access.h lets it see: another user's
+ * sandbox or snapshot gives ENOENT, its files and listings included, and
+ * listings leave it out. Nodes under an object are
  * owned by the object's owner (st_uid, st_gid), the rest by root, with the
  * modes of the tables, which are the same with or without allow_other.
  */
 #ifndef SNAPFS_FS_TREE_H
 #define SNAPFS_FS_TREE_H
 
-#include <cjson/cJSON.h>
 #include <stdbool.h>
 #include <sys/stat.h>
 
@@ -139,29 +139,17 @@ int tree_sandbox(const struct caller *who, const char *id, struct sandbox **out)
 int tree_snapshot(const struct caller *who, const char *id, struct snapshot **out);
 
 /*
- * A registry walk on behalf of @who: its callbacks skip the rows @who may
- * not see and add to @out (names, or the lines of an index).
- */
-struct tree_walk {
-	const struct caller *who;
-	struct strbuf *out;
-};
-/*
- * Names collected during a registry walk, handed on after it: walks stay
- * short (writes on the connection wait for them) and callbacks may query.
+ * Names collected during a walk (ops_sandboxes_each() and friends), handed
+ * on after it: walks stay short (writes on the registry's connection wait
+ * for them) and callbacks may query.
  */
 int tree_names_add(struct strbuf *names, const char *name);
-/* Registry walk callbacks (@walk: a struct tree_walk) that add the object's id. */
-int tree_sandbox_name(const struct sandbox *sb, void *walk);
-int tree_snapshot_name(const struct snapshot *snap, void *walk);
+/* Walk callbacks that add the object's id to @names (a struct strbuf). */
+int tree_sandbox_name(const struct sandbox *sb, void *names);
+int tree_snapshot_name(const struct snapshot *snap, void *names);
 int tree_names_each(const struct strbuf *names, int (*fn)(const char *name, void *arg), void *arg);
 
-/* Helpers for readers: @s and a newline ("" stays empty); cJSON text (@obj is freed). */
+/* For readers: @s and a newline ("" stays empty). JSON views: lib/json.h json_print(). */
 int tree_line(struct strbuf *out, const char *s);
-int tree_json(struct strbuf *out, cJSON *obj);
-/* A JSON string, or null for "". */
-void tree_json_str(cJSON *obj, const char *key, const char *s);
-/* An RFC 3339 time, or null for 0. */
-void tree_json_time(cJSON *obj, const char *key, int64_t ms);
 
 #endif

@@ -22,5 +22,6 @@
 #define ENV_MAX 16384	    /* KEY=VALUE lines */
 #define MESSAGE_MAX 1024
 #define HOST_JSON_MAX 4096
+#define CGROUP_PARENT_MAX 256 /* --cgroup-parent, NUL included (lib/names.h cgroup_parent_ok()) */
 
 #endif

@@ -74,3 +74,19 @@ bool text_ok(const char *s, size_t size)
 			return false;
 	return true;
 }
+
+bool cgroup_parent_ok(const char *s)
+{
+	static const char chars[] =
+	    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-";
+	size_t n = strnlen(s, CGROUP_PARENT_MAX);
+	if (n < 2 || n == CGROUP_PARENT_MAX || s[0] != '/')
+		return false;
+	/* Each component: a '/', an alphanumeric (so no "//", ".." or trailing '/'), then chars. */
+	for (const char *p = s; *p;) {
+		if (*p++ != '/' || !is_alnum(*p))
+			return false;
+		p += strspn(p, chars);
+	}
+	return true;
+}

@@ -39,5 +39,12 @@ bool label_ok(const char *s, size_t size);
  * line nor start another.
  */
 bool text_ok(const char *s, size_t size);
+/*
+ * A --cgroup-parent: an absolute cgroupfs path of components
+ * [A-Za-z0-9][A-Za-z0-9._-]*, shorter than CGROUP_PARENT_MAX. No "." or "..",
+ * no "//", no trailing '/', no ':' (runsc would take a relative or a
+ * "slice:prefix:name" path under the daemon's own cgroup: docs/cgroups.md).
+ */
+bool cgroup_parent_ok(const char *s);
 
 #endif

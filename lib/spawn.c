@@ -1,5 +1,6 @@
 #include "lib/spawn.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -7,10 +8,12 @@
 #include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/pidfd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "lib/util.h"
@@ -18,6 +21,11 @@
 #define READ_CHUNK (16u << 10)
 /* Where the child's fds wait before they are moved to 1, 2 and 3: above any of those. */
 #define HIGH_FD 10
+/* A record's text: a boot id (36), a start time and a deadline (20 digits each). */
+#define RECORD_MAX 128
+#define BOOT_ID_MAX 40
+/* How long a leftover killed at its deadline is waited for to end. */
+#define LEFTOVER_KILL_WAIT_MS 5000
 
 /* Calls in flight and the tags cancelled, under one lock that spawn and cancel share. */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -159,6 +167,179 @@ static int child_files(posix_spawn_file_actions_t *fa, const struct child_fds *f
 	return -rc;
 }
 
+/* --- records of running children (spawn.h) -------------------------------- */
+
+static int64_t boot_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_BOOTTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The start of a /proc file (its size says 0) into @buf, NUL-terminated; "" if unreadable. */
+static void read_proc(const char *path, char *buf, size_t len)
+{
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd < 0 ? -1 : read(fd, buf, len - 1);
+	buf[n > 0 ? n : 0] = '\0';
+}
+
+/* This boot's id, "" if the kernel cannot say. */
+static void boot_id(char out[BOOT_ID_MAX])
+{
+	read_proc("/proc/sys/kernel/random/boot_id", out, BOOT_ID_MAX);
+	out[strcspn(out, "\n")] = '\0';
+}
+
+/* Field 22 of /proc/@pid/stat, the start time in ticks since boot; 0 if it is gone. */
+static unsigned long long start_time(pid_t pid)
+{
+	char path[64], text[1024];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	read_proc(path, text, sizeof(text));
+	/* After the command's ")" (it may hold spaces and parentheses): field 3 on. */
+	const char *p = strrchr(text, ')');
+	for (int field = 2; p && field < 22; field++)
+		p = strchr(p + 1, ' ');
+	return p ? strtoull(p + 1, NULL, 10) : 0;
+}
+
+static int record_path(const char *dir, pid_t pid, char path[PATH_MAX])
+{
+	return xsnprintf(path, PATH_MAX, "%s/%d", dir, (int)pid);
+}
+
+/* Not durable: it is for a killed daemon, not a host that went down (its children went too). */
+static void record_write(const struct spawn *s)
+{
+	char path[PATH_MAX], text[RECORD_MAX], boot[BOOT_ID_MAX];
+	if (!s->record_dir || record_path(s->record_dir, s->pid_, path) < 0)
+		return;
+	boot_id(boot);
+	int n = snprintf(text, sizeof(text), "%s %llu %lld\n", boot, start_time(s->pid_),
+			 (long long)(boot_ms() + s->timeout_ms));
+	_cleanup_close_ int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0 || write_all(fd, text, (size_t)n) < 0)
+		warning("spawn %s: cannot record pid %d in %s: %s", s->argv[0], (int)s->pid_,
+			s->record_dir, strerror(errno));
+}
+
+static void record_remove(const struct spawn *s)
+{
+	char path[PATH_MAX];
+	if (s->record_dir && record_path(s->record_dir, s->pid_, path) >= 0)
+		unlink(path);
+}
+
+struct leftover {
+	pid_t pid;
+	int pidfd;
+	int64_t deadline; /* CLOCK_BOOTTIME ms */
+};
+
+/*
+ * The record @name in @dfd, if it names a process of this boot that still
+ * runs with the start time recorded: a pidfd on it in @l. The start time is
+ * read again once the pidfd is open, so the pidfd is the recorded process.
+ */
+static bool leftover_open(int dfd, const char *name, const char *boot, struct leftover *l)
+{
+	char text[RECORD_MAX] = "", rboot[BOOT_ID_MAX] = "";
+	unsigned long long started = 0;
+	long long deadline = 0;
+	char *end = NULL;
+	long pid = strtol(name, &end, 10);
+	if (!end || *end || pid <= 0 || pid > INT_MAX)
+		return false;
+	_cleanup_close_ int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	ssize_t n = fd < 0 ? -1 : read(fd, text, sizeof(text) - 1);
+	if (n <= 0 || sscanf(text, "%39s %llu %lld", rboot, &started, &deadline) != 3 ||
+	    strcmp(rboot, boot) != 0 || started == 0 || start_time((pid_t)pid) != started)
+		return false;
+	l->pid = (pid_t)pid;
+	l->deadline = deadline;
+	l->pidfd = pidfd_open(l->pid, 0);
+	if (l->pidfd >= 0 && start_time(l->pid) == started)
+		return true;
+	if (l->pidfd >= 0)
+		close(l->pidfd);
+	return false;
+}
+
+/* Wait until every one in @l has ended or @until (CLOCK_BOOTTIME ms) passed; how many run on. */
+static size_t leftovers_poll(struct leftover *l, size_t n, int64_t until)
+{
+	struct pollfd p[SPAWN_LEFTOVERS_MAX];
+	size_t running = n;
+	for (size_t i = 0; i < n; i++)
+		p[i] = (struct pollfd){.fd = l[i].pidfd, .events = POLLIN};
+	while (running > 0) {
+		int64_t left = until - boot_ms();
+		int rc = poll(p, n, left <= 0 ? 0 : left > INT_MAX ? INT_MAX : (int)left);
+		if (rc < 0 && errno != EINTR)
+			break;
+		for (size_t i = 0; rc > 0 && i < n; i++) {
+			if (p[i].fd >= 0 && p[i].revents) {
+				p[i].fd = -1; /* poll skips it from now on */
+				running--;
+			}
+		}
+		if (rc == 0 && left <= 0)
+			break;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (p[i].fd < 0 && l[i].pidfd >= 0) {
+			close(l[i].pidfd);
+			l[i].pidfd = -1; /* ended: not to be killed */
+		}
+	}
+	return running;
+}
+
+int spawn_leftovers_wait(const char *dir, int64_t max_wait_ms)
+{
+	struct leftover l[SPAWN_LEFTOVERS_MAX];
+	char boot[BOOT_ID_MAX];
+	size_t n = 0;
+	int64_t until = 0, now = boot_ms();
+	DIR *d = opendir(dir);
+	if (!d)
+		return 0;
+	boot_id(boot);
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		if (de->d_name[0] == '.')
+			continue;
+		if (n == SPAWN_LEFTOVERS_MAX)
+			warning("more than %d runsc calls recorded in %s: not waiting for %s",
+				SPAWN_LEFTOVERS_MAX, dir, de->d_name);
+		else if (leftover_open(dirfd(d), de->d_name, boot, &l[n]) &&
+			 l[n++].deadline > until)
+			until = l[n - 1].deadline;
+		unlinkat(dirfd(d), de->d_name, 0);
+	}
+	closedir(d);
+	if (max_wait_ms > 0 && until > now + max_wait_ms)
+		until = now + max_wait_ms;
+	if (n > 0)
+		info("waiting for %zu runsc calls a killed snapfs left running", n);
+	size_t left = n > 0 ? leftovers_poll(l, n, until) : 0;
+	for (size_t i = 0; i < n; i++) {
+		if (l[i].pidfd < 0)
+			continue;
+		warning("killing pid %d, left running by a killed snapfs: its wait is over",
+			(int)l[i].pid);
+		/* The group is its own (setsid), and still there while its leader lives. */
+		pidfd_send_signal(l[i].pidfd, SIGKILL, NULL, 0);
+		kill(-l[i].pid, SIGKILL);
+	}
+	if (left > 0)
+		leftovers_poll(l, n, boot_ms() + LEFTOVER_KILL_WAIT_MS);
+	for (size_t i = 0; i < n; i++)
+		closep(&l[i].pidfd);
+	return (int)n;
+}
+
 /*
  * Start @s's child and enter it in the list of calls in flight, both under
  * the lock, so a spawn_cancel() either sees it or came before and refuses it.
@@ -186,6 +367,8 @@ static int start(struct spawn *s, const struct child_fds *f)
 	pthread_mutex_unlock(&lock);
 	posix_spawn_file_actions_destroy(&fa);
 	posix_spawnattr_destroy(&attr);
+	if (rc == 0 && s->pid_ > 0)
+		record_write(s);
 	return rc;
 }
 
@@ -287,6 +470,8 @@ static int run_started(struct spawn *s, int fd)
 	}
 	if (finish(s))
 		s->end = SPAWN_CANCELLED;
+	/* Before the reap: until then the pid cannot be another's. */
+	record_remove(s);
 	reap(s);
 	return rc;
 }

@@ -28,9 +28,20 @@
  * Calls without @refuse_cancelled start as usual (the kill and delete that
  * follow a cancel).
  *
+ * Records: with @record_dir set, the child is recorded there while it runs,
+ * as the file <record_dir>/<pid> holding "BOOT_ID STARTTIME DEADLINE\n"
+ * (/proc/sys/kernel/random/boot_id, field 22 of /proc/PID/stat, the
+ * deadline in CLOCK_BOOTTIME ms), so a process that succeeds one killed
+ * with SIGKILL finds the children it left (they are in sessions of their
+ * own and live on): spawn_leftovers_wait(). The boot id and start time
+ * tell a leftover from a process that reused its pid. A kill between the
+ * spawn and the record's write leaves one unrecorded: a window of a few
+ * system calls.
+ *
  * Ownership: the caller owns struct spawn and every fd it names; spawn_run()
  * owns the child and reaps it before it returns, so no child outlives the
- * call. Threads: spawn_run() and spawn_cancel() from any thread.
+ * call (but one whose parent was killed). Threads: spawn_run() and
+ * spawn_cancel() from any thread.
  */
 #ifndef SNAPFS_SPAWN_H
 #define SNAPFS_SPAWN_H
@@ -46,6 +57,8 @@
 #define SPAWN_TAG_MAX 64
 #define SPAWN_CANCELLED_MAX 256
 #define SPAWN_PASS_MAX 2
+/* Most leftover children spawn_leftovers_wait() waits for (more are not waited for). */
+#define SPAWN_LEFTOVERS_MAX 256
 
 enum spawn_end {
 	SPAWN_EXITED,	 /* it ended on its own: see status */
@@ -72,6 +85,7 @@ struct spawn {
 	int64_t timeout_ms; /* > 0 */
 	const char *tag;    /* NULL: spawn_cancel() cannot end it */
 	bool refuse_cancelled;
+	const char *record_dir; /* NULL: not recorded (above) */
 
 	/* The outcome, once spawn_run() returned 0. */
 	enum spawn_end end;
@@ -89,6 +103,14 @@ int spawn_run(struct spawn *s);
 
 /* Kill every call tagged @tag and refuse later ones that ask; returns how many were killed. */
 int spawn_cancel(const char *tag);
+
+/*
+ * The children a killed predecessor recorded in @dir that still run: wait
+ * for each until its own deadline, at most @max_wait_ms (<= 0: no bound but
+ * the deadlines), then kill its process group, as its parent would have;
+ * every record is removed. Returns how many were still running when called.
+ */
+int spawn_leftovers_wait(const char *dir, int64_t max_wait_ms);
 
 /* A wait status as a shell reports it: the exit code, or 128+N for signal N. */
 int spawn_code(int status);

@@ -364,7 +364,11 @@ int read_file(const char *path, char **out, size_t *len, size_t max)
 		return -errno;
 	if ((size_t)st.st_size > max)
 		return -EFBIG;
-	size_t cap = (size_t)st.st_size;
+	/*
+	 * Files of /proc and cgroupfs stat as empty and are read to their end:
+	 * up to @max, and one byte more to tell a longer one.
+	 */
+	size_t cap = st.st_size > 0 ? (size_t)st.st_size : max + 1;
 	_cleanup_free_ char *buf = malloc(cap + 1);
 	if (!buf)
 		return -ENOMEM;
@@ -379,6 +383,8 @@ int read_file(const char *path, char **out, size_t *len, size_t max)
 			break;
 		got += (size_t)n;
 	}
+	if (got > max)
+		return -EFBIG;
 	buf[got] = '\0';
 	if (len)
 		*len = got;

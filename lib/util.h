@@ -126,7 +126,10 @@ int durable_open(struct durable_file *d, const char *path);
 int durable_end(struct durable_file *d, int rc);
 /* Write @len bytes to @path durably (a struct durable_file). */
 int write_file_durable(const char *path, const void *data, size_t len);
-/* Read a whole file of at most @max bytes; *out is NUL-terminated, caller frees. */
+/*
+ * Read a whole file of at most @max bytes (-EFBIG if longer), a /proc or
+ * cgroupfs file too (they stat as empty); *out is NUL-terminated, caller frees.
+ */
 int read_file(const char *path, char **out, size_t *len, size_t max);
 int fsync_dir(const char *dir);
 /* mkdir -p: every directory it creates gets @mode (less the umask); existing ones are kept. */

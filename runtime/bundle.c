@@ -179,11 +179,13 @@ static int bundle_devices(cJSON *lnx, const char *const *devices, size_t ndevice
 	return 0;
 }
 
-/* linux: the namespaces, then the devices. */
+/* linux: the cgroup path if any, the namespaces, then the devices. */
 static int bundle_linux(cJSON *cfg, const struct bundle_spec *spec, struct err *e)
 {
+	const char *cg = spec->cgroups_path;
 	cJSON *lnx = cJSON_AddObjectToObject(cfg, "linux");
-	if (!lnx || !bundle_namespaces(lnx))
+	if (!lnx || !bundle_namespaces(lnx) ||
+	    (cg && cg[0] && !cJSON_AddStringToObject(lnx, "cgroupsPath", cg)))
 		return no_memory(e);
 	return bundle_devices(lnx, spec->devices, spec->ndevices, e);
 }
@@ -217,6 +219,10 @@ int bundle_write(const char *dir, const struct bundle_spec *spec, struct err *e)
 	if (!spec->rootfs || spec->rootfs[0] != '/')
 		return err_set(e, EINVAL, "bundle root %s is not an absolute path",
 			       spec->rootfs ? spec->rootfs : "(none)");
+	/* runsc takes a relative path under the caller's own cgroup: the daemon's. */
+	if (spec->cgroups_path && spec->cgroups_path[0] && spec->cgroups_path[0] != '/')
+		return err_set(e, EINVAL, "bundle cgroup %s is not an absolute path",
+			       spec->cgroups_path);
 	if (xsnprintf(path, sizeof(path), "%s/config.json", dir) < 0)
 		return err_set(e, ENAMETOOLONG, "bundle path too long: %s", dir);
 	int rc = mkdir_p(dir, 0700);

@@ -45,19 +45,24 @@ struct bundle_spec {
 	const char *const *devices;
 	size_t ndevices;
 	/*
+	 * linux.cgroupsPath: the sandbox's own cgroup, absolute (a
+	 * --cgroup-parent and the container id: docs/cgroups.md); NULL or ""
+	 * leaves it to runsc, which then picks "/<container id>".
+	 */
+	const char *cgroups_path;
+	/*
 	 * Next, each in its own field here and its own builder in bundle.c:
 	 *  - resources (memory, cpus, pids): linux.resources.memory, .cpu and
 	 *    .pids, beside the device rules (bundle_resources());
 	 *  - namespaces: a network namespace path, the "path" of the network
-	 *    entry in linux.namespaces (bundle_namespaces());
-	 *  - a cgroup path: linux.cgroupsPath (bundle_linux()).
+	 *    entry in linux.namespaces (bundle_namespaces()).
 	 */
 };
 
 /*
  * Write @spec's config.json into @dir (created 0700 if missing), durably.
- * -EINVAL for a relative rootfs, an empty or too long argv, or an env line
- * that is not KEY=VALUE (the message gives its number, never the line: it
+ * -EINVAL for a relative rootfs or cgroups_path, an empty or too long argv,
+ * or an env line that is not KEY=VALUE (the message gives its number, never the line: it
  * may hold a secret); -E2BIG past BUNDLE_DEVICES_MAX devices; -ENODEV for a
  * device that is missing or not a character device; -ENAMETOOLONG,
  * -ENOMEM, or the errno of a failed write.

@@ -44,17 +44,24 @@ static int path_in(const struct console *c, const char *name, char *out, size_t 
 	return xsnprintf(out, len, "%s/%s", c->dir, name) < 0 ? -ENAMETOOLONG : 0;
 }
 
-static int open_log(struct console *c)
+/* Open @name in @c's directory with @flags (never following a link): an fd or -errno. */
+static int open_in(const struct console *c, const char *name, int flags)
 {
 	char path[PATH_MAX];
-	struct stat st;
-	int rc = path_in(c, LOG_NAME, path, sizeof(path));
+	int rc = path_in(c, name, path, sizeof(path));
 	if (rc < 0)
 		return rc;
-	c->log_fd =
-	    open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY, 0600);
-	if (c->log_fd < 0)
-		return -errno;
+	int fd = open(path, flags | O_CLOEXEC | O_NOFOLLOW, 0600);
+	return fd < 0 ? -errno : fd;
+}
+
+static int open_log(struct console *c)
+{
+	struct stat st;
+	int fd = open_in(c, LOG_NAME, O_WRONLY | O_CREAT | O_APPEND | O_NOCTTY);
+	if (fd < 0)
+		return fd;
+	c->log_fd = fd;
 	c->log_size = fstat(c->log_fd, &st) == 0 ? st.st_size : 0;
 	return 0;
 }
@@ -117,14 +124,11 @@ static struct console *console_new(const char *dir)
 /* Open @c's FIFO for reading, and its log; -ENOTSUP if the name is not a FIFO. */
 static int open_reader(struct console *c)
 {
-	char path[PATH_MAX];
 	struct stat st;
-	int rc = path_in(c, FIFO_NAME, path, sizeof(path));
-	if (rc < 0)
-		return rc;
-	c->read_fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW);
-	if (c->read_fd < 0)
-		return -errno;
+	int fd = open_in(c, FIFO_NAME, O_RDONLY | O_NONBLOCK);
+	if (fd < 0)
+		return fd;
+	c->read_fd = fd;
 	if (fstat(c->read_fd, &st) < 0 || !S_ISFIFO(st.st_mode))
 		return -ENOTSUP;
 	/* More room than the default 64 KiB: fewer stalls of a sandbox that writes in bursts. */

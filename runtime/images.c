@@ -155,18 +155,14 @@ static int visit_fingerprint(struct walk *w, int dirfd, const char *name, const 
 
 static char type_char(mode_t mode)
 {
-	if (S_ISREG(mode))
-		return 'f';
-	if (S_ISDIR(mode))
-		return 'd';
-	if (S_ISLNK(mode))
-		return 'l';
-	if (S_ISCHR(mode))
-		return 'c';
-	if (S_ISBLK(mode))
-		return 'b';
-	if (S_ISFIFO(mode))
-		return 'p';
+	static const struct {
+		mode_t type;
+		char c;
+	} types[] = {{S_IFREG, 'f'}, {S_IFDIR, 'd'}, {S_IFLNK, 'l'},
+		     {S_IFCHR, 'c'}, {S_IFBLK, 'b'}, {S_IFIFO, 'p'}};
+	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
+		if ((mode & S_IFMT) == types[i].type)
+			return types[i].c;
 	return 's';
 }
 

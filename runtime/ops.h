@@ -81,21 +81,36 @@ struct ops_config {
 	    runsc_timeout_ms; /* --runsc-timeout; 0: RUNSC_TIMEOUT_DEFAULT_MS (runtime/runsc.h) */
 	int64_t exec_timeout_ms;     /* --exec-timeout; 0: RUNSC_EXEC_TIMEOUT_DEFAULT_MS */
 	const char *cuda_checkpoint; /* --cuda-checkpoint; NULL: cuda-checkpoint on PATH, if any */
+	/*
+	 * The most ops_open() waits for runsc calls a killed daemon left running
+	 * before it kills them; 0: until each one's own deadline.
+	 */
+	int64_t leftover_wait_ms;
+	/*
+	 * --cgroup-parent: each sandbox's cgroup is <this>/<container id>, never
+	 * the daemon's (runtime/cgroup.h); NULL for CGROUP_PARENT_DEFAULT.
+	 */
+	const char *cgroup_parent;
 };
 #define OPS_SHARED_GRACE_MS (3600 * 1000)
 
 /*
  * Take the state directory's lock, open the registry, store, images and
- * runsc driver, and reconcile the registry with runsc and the store:
+ * runsc driver, wait for the runsc calls a killed predecessor left running
+ * (cfg->leftover_wait_ms), and reconcile the registry with runsc and the
+ * store:
  * snapshots left pending or in_progress become `completed` if their
- * manifest is whole, `failed` otherwise (their data is removed); a sandbox
+ * manifest is whole, stay `in_progress` if their checkpoint is whole in the
+ * spool (ops_start() stores it again), `failed` otherwise (their data is
+ * removed); a sandbox
  * the registry calls running whose container is gone becomes `failed`; an
- * interrupted suspend ends `suspended` (stored) or running again (restored
- * from its spool); an interrupted resume ends `suspended`. Starts no
+ * interrupted suspend ends `suspended` (stored, or once its whole
+ * checkpoint is), running (never stopped, or restored from its spool) or
+ * `failed`; an interrupted resume ends `suspended`. Starts no
  * thread, so the daemon may fork (daemonize) after it.
  */
 int ops_open(const struct ops_config *cfg, struct err *e);
-/* Start the job threads and the monitor. */
+/* Start the job threads and the monitor; queue the stores ops_open() left to finish. */
 int ops_start(struct err *e);
 /*
  * Stop taking work, let running jobs finish (exec commands still running
@@ -214,6 +229,39 @@ int ops_snapshot_wait(const struct caller *who, const char *snap_id, ops_done_fn
 bool ops_wait_cancel(void *ctx);
 
 /* --- what the tree shows ---------------------------------------------- */
+
+/*
+ * The read side (runtime/ops_view.c): each reads the registry afresh and
+ * shows @who only what it may see (runtime/access.h): another user's
+ * sandbox or snapshot is -ENOENT, and the walks leave it out. The walks
+ * are registry walks: the row passed to @fn is valid only during the call,
+ * and a non-zero return stops the walk and is returned.
+ */
+/* Sandbox @id into @out; -ENOENT when there is none @who may see. */
+int ops_sandbox_get(const struct caller *who, const char *id, struct sandbox *out);
+/* The same for a snapshot: one missing here may be another host's, just stored (ops_sync_if_stale).
+ */
+int ops_snapshot_get(const struct caller *who, const char *id, struct snapshot *out);
+/* The sandboxes, and the snapshots (after following the store), that @who may see. */
+int ops_sandboxes_each(const struct caller *who, int (*fn)(const struct sandbox *sb, void *arg),
+		       void *arg);
+int ops_snapshots_each(const struct caller *who, int (*fn)(const struct snapshot *snap, void *arg),
+		       void *arg);
+/* The sandboxes forked from snapshot @snap_id that @who may see, oldest first. */
+int ops_snapshot_forks_each(const struct caller *who, const char *snap_id,
+			    int (*fn)(const struct sandbox *sb, void *arg), void *arg);
+/*
+ * info.json of a row loaded as above, appended to @out: a sandbox's shows
+ * the names of its env and never the values; a snapshot's is
+ * snapmeta_info()'s (runtime/snapmeta.h).
+ */
+int ops_sandbox_info(const struct sandbox *sb, struct strbuf *out);
+int ops_snapshot_info(const struct snapshot *snap, struct strbuf *out);
+/*
+ * Snapshot @id's manifest text, as stored, appended to @out: nothing until
+ * the snapshot is completed; -EIO when the store cannot say.
+ */
+int ops_snapshot_manifest(const struct caller *who, const char *id, struct strbuf *out);
 
 /* `DONE TOTAL` bytes for progress: live figures while storing, else from the registry. */
 int ops_snapshot_progress(const char *snap_id, int64_t *done, int64_t *total);

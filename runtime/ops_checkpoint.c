@@ -9,11 +9,25 @@
  *      compressed; backend/store.h), manifest last; then the snapshot is
  *      `completed` and the spool becomes the snapshot's cached image
  *      (cache_adopt(), runtime/cache.h), which forks and resume reuse.
+ *
+ * A suspend's snapshot is all that is left of its sandbox, so from the
+ * request on no delete may take it: the sandbox names it in
+ * restore_snapshot (set under ops.lock before the job is queued, so a
+ * local delete is refused from the start), and before the checkpoint a
+ * hold in the store (store.h) refuses every other host's delete and keeps
+ * collection off its packs. The hold goes when the sandbox stops needing
+ * the snapshot: a failed suspend, a resume, a terminate (suspend_unhold()).
+ *
+ * The spool is shared by every checkpoint in flight: each reserves, under
+ * ops.lock, what it may write (spool_reserved) from its request until its
+ * checkpoint ends, so parallel ones cannot together overcommit the spool
+ * and fail in runsc, which kills the sandbox.
  */
 #include "runtime/ops_internal.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -23,6 +37,7 @@
 #include "runtime/cache.h"
 #include "runtime/host.h"
 #include "runtime/snapmeta.h"
+#include "runtime/spool.h"
 
 /* Room the spool needs beyond the sandbox's resident memory. */
 #define SPOOL_MARGIN_BYTES (64ll << 20)
@@ -37,7 +52,20 @@ struct snap_job {
 	char sandbox_id[ID_MAX];
 	enum snapshot_kind kind;
 	struct job *store; /* in JOB_STORE; NULL once queued */
+	int64_t reserved;  /* spool bytes reserved for the checkpoint, under ops.lock */
 };
+
+/* Spool bytes the checkpoints in flight reserved, under ops.lock. */
+static int64_t spool_reserved;
+
+/* Give back what @job reserved in the spool: its checkpoint ended, either way. */
+static void spool_release(struct snap_job *job)
+{
+	pthread_mutex_lock(&ops.lock);
+	spool_reserved -= job->reserved;
+	job->reserved = 0;
+	pthread_mutex_unlock(&ops.lock);
+}
 OP_JOB_CHECK(struct snap_job);
 
 /* A job for sandbox @sandbox_id, with its places; NULL (@e says why) when one is not free. */
@@ -60,6 +88,7 @@ static struct snap_job *snap_job_new(const char *sandbox_id, enum snapshot_kind 
 /* Free @job and give back the places it did not use. */
 static void snap_job_free(struct snap_job *job)
 {
+	spool_release(job);
 	jobs_cancel(job->store);
 	op_job_drop(job, 0);
 }
@@ -89,6 +118,51 @@ static void snapshot_fail_id(struct snap_job *job, const struct err *e)
 	snap_job_free(job);
 }
 
+/* --- holds ----------------------------------------------------------------- */
+
+int suspend_hold(const char *sandbox_id, const char *snap_id, struct err *e)
+{
+	struct err inner = {0};
+	if (store_hold(ops.store, snap_id, host_id(), sandbox_id, &inner) < 0)
+		return err_set(
+		    e, inner.code,
+		    "cannot suspend sandbox %s: cannot hold snapshot %s in the store: %s",
+		    sandbox_id, snap_id, inner.msg);
+	return 0;
+}
+
+void suspend_unhold(const char *sandbox_id, const char *snap_id)
+{
+	struct err e = {0};
+	/* One left behind only keeps the snapshot; the next start-up removes it. */
+	if (store_unhold(ops.store, snap_id, host_id(), sandbox_id, &e) < 0)
+		warning("cannot release the hold of sandbox %s on snapshot %s: %s", sandbox_id,
+			snap_id, e.msg);
+}
+
+/* This host's hold of @snap_id for a sandbox that no longer resumes from it: released. */
+static int hold_stale(const char *snap_id, const struct store_holder *who, void *arg)
+{
+	struct sandbox sb;
+	unsigned needs =
+	    STATE_BIT(SB_SUSPENDING) | STATE_BIT(SB_SUSPENDED) | STATE_BIT(SB_RESUMING);
+	(void)arg;
+	if (strcmp(who->host, host_id()) != 0)
+		return 0;
+	if (registry_sandbox_get(ops.reg, who->sandbox, &sb) == 0 &&
+	    (needs & STATE_BIT(sb.state)) && !strcmp(sb.restore_snapshot, snap_id))
+		return 0;
+	suspend_unhold(who->sandbox, snap_id);
+	return 0;
+}
+
+void holds_reconcile(void)
+{
+	struct err e = {0};
+	if (store_holds_each(ops.store, hold_stale, NULL, &e) < 0)
+		warning("cannot list the store's holds: %s", e.msg);
+}
+
 /* --- checkpoint ------------------------------------------------------------ */
 
 /* Resident memory of the sandbox process: what its checkpoint will need at most. */
@@ -110,14 +184,17 @@ static int64_t sandbox_memory_bytes(pid_t pid)
  * After a checkpoint failed (or ran past its deadline and was killed):
  * runsc may have killed the sandbox, so ask what is left.
  */
-static void sandbox_after_failed_checkpoint(const char *id, const char *runtime_id,
+static void sandbox_after_failed_checkpoint(const struct snap_job *job, const char *runtime_id,
 					    const struct err *e)
 {
 	struct sb_patch p = SB_PATCH(SB_FAILED);
 	if (runsc_state(&ops.runsc, runtime_id, NULL, NULL) == RUNSC_RUNNING)
 		p.state = SB_RUNNING;
 	p.message = e->msg;
-	sandbox_apply_if(id, CHECKPOINTING, p);
+	p.restore_snapshot = "";
+	sandbox_apply_if(job->sandbox_id, CHECKPOINTING, p);
+	if (job->kind == SNAP_KIND_SUSPEND)
+		suspend_unhold(job->sandbox_id, job->snap_id);
 }
 
 static void store_job(void *arg);
@@ -144,9 +221,12 @@ static void checkpoint_job(void *arg)
 	snapshot_save(&snap);
 	spool_path(snap.id, spool, sizeof(spool));
 	rm_rf(spool);
+	/* Held before the container can go: from then on no host deletes the snapshot. */
+	int rc = leave_running ? 0 : suspend_hold(sb.id, snap.id, &e);
 	/* CUDA state first (ops_gpu.c); the pause is the gVisor checkpoint alone. */
 	struct gpu_checkpoint gpu;
-	int rc = gpu_before_checkpoint(&sb, spool, &gpu, &e);
+	if (rc == 0)
+		rc = gpu_before_checkpoint(&sb, spool, &gpu, &e);
 	if (rc == 0) {
 		int64_t t0 = mono_ms();
 		/*
@@ -162,9 +242,14 @@ static void checkpoint_job(void *arg)
 		snap.pause_ms = mono_ms() - t0;
 		rc = gpu_after_checkpoint(&gpu, leave_running, rc, &e);
 	}
+	spool_release(job); /* what it wrote is in the spool's free space now */
+	/* A restart stores a whole checkpoint rather than lose it (spool.h). */
+	if (rc == 0 && spool_mark_whole(snap.id) < 0)
+		warning("cannot mark the checkpoint of %s whole: a restart will not store it",
+			snap.id);
 	if (rc < 0) {
 		rm_rf(spool);
-		sandbox_after_failed_checkpoint(sb.id, sb.runtime_id, &e);
+		sandbox_after_failed_checkpoint(job, sb.runtime_id, &e);
 		snapshot_fail(&snap, job, &e);
 		snap_job_free(job);
 		return;
@@ -209,6 +294,7 @@ static void suspend_not_stored(const struct snap_job *job, const struct err *why
 		 rc == 0 ? "the sandbox runs again" : "the sandbox could not be restored: ",
 		 rc == 0 ? "" : e.msg);
 	p.message = msg;
+	p.restore_snapshot = "";
 	if (rc == 0) {
 		p.runtime_id = sb.runtime_id;
 		p.pid = sb.pid;
@@ -222,9 +308,12 @@ static void store_failed(struct snap_job *job, struct snapshot *snap, struct err
 	char spool[PATH_MAX];
 	if (!e->code)
 		err_set(e, EIO, "cannot store snapshot %s", job->snap_id);
-	if (job->kind == SNAP_KIND_SUSPEND)
+	if (job->kind == SNAP_KIND_SUSPEND) {
 		suspend_not_stored(job, e);
+		suspend_unhold(job->sandbox_id, job->snap_id);
+	}
 	spool_path(job->snap_id, spool, sizeof(spool));
+	spool_unmark(job->snap_id);
 	rm_rf(spool);
 	snapshot_fail(snap, job, e);
 	snap_job_free(job);
@@ -240,8 +329,10 @@ static void store_job(void *arg)
 	char spool[PATH_MAX];
 	if (registry_snapshot_get(ops.reg, job->snap_id, &snap) < 0) {
 		err_set(&e, EIO, "cannot read snapshot %s from the registry", job->snap_id);
-		if (job->kind == SNAP_KIND_SUSPEND)
+		if (job->kind == SNAP_KIND_SUSPEND) {
 			suspend_not_stored(job, &e);
+			suspend_unhold(job->sandbox_id, job->snap_id);
+		}
 		snapshot_fail_id(job, &e);
 		return;
 	}
@@ -262,6 +353,7 @@ static void store_job(void *arg)
 	info("stored snapshot %s: %lld MiB, %lld MiB new in the store, in %lld ms", snap.id,
 	     (long long)(res.size_bytes >> 20), (long long)(res.stored_bytes >> 20),
 	     (long long)(mono_ms() - t0));
+	spool_unmark(snap.id);
 	cache_adopt(snap.id, spool, manifest);
 	cache_trim();
 	snap.state = SNAP_COMPLETED;
@@ -270,13 +362,36 @@ static void store_job(void *arg)
 	snap.stored_bytes = res.stored_bytes;
 	progress_clear(snap.id);
 	snapshot_save(&snap);
-	if (job->kind == SNAP_KIND_SUSPEND) {
-		struct sb_patch p = SB_PATCH(SB_SUSPENDED);
-		p.restore_snapshot = job->snap_id;
-		sandbox_apply_if(job->sandbox_id, STATE_BIT(SB_SUSPENDING), p);
-	}
+	/* Terminated meanwhile: its terminate may have gone before the hold did. */
+	if (job->kind == SNAP_KIND_SUSPEND &&
+	    sandbox_apply_if(job->sandbox_id, STATE_BIT(SB_SUSPENDING), SB_PATCH(SB_SUSPENDED)) < 0)
+		suspend_unhold(job->sandbox_id, job->snap_id);
 	complete(job->base.done, job->base.ctx, 0, NULL, 0);
 	snap_job_free(job);
+}
+
+/*
+ * A store a killed daemon left unfinished, its checkpoint whole in the spool
+ * (ops_open() kept it): store it as the checkpoint job would have, with no
+ * one waiting. Only the store's place is taken: the checkpoint is done.
+ */
+void snapshot_store_again(const struct snapshot *snap)
+{
+	struct err e = {0};
+	struct snap_job *job = calloc(1, sizeof(*job));
+	if (job)
+		job->store = jobs_reserve(JOB_STORE, &e);
+	if (!job || !job->store) {
+		free(job);
+		warning("cannot store snapshot %s again: %s", snap->id,
+			e.code ? e.msg : "out of memory");
+		return; /* left in_progress, and whole: the next start tries again */
+	}
+	memcpy(job->snap_id, snap->id, ID_MAX);
+	memcpy(job->sandbox_id, snap->sandbox_id, ID_MAX);
+	job->kind = snap->kind;
+	info("storing snapshot %s, interrupted by a restart, from its checkpoint", snap->id);
+	jobs_queue(steal_ptr(job->store), store_job, job);
 }
 
 /* --- snapshot and suspend ------------------------------------------------ */
@@ -290,16 +405,28 @@ static int check_label(const char *label, struct err *e)
 	return 0;
 }
 
-static int check_spool_room(const struct sandbox *sb, struct err *e)
+/*
+ * Reserve room in the spool for @sb's checkpoint (@job->reserved): its
+ * resident memory and a margin, out of what is free less what checkpoints
+ * in flight reserved. -ENOSPC if it does not fit.
+ */
+static int reserve_spool_room(const struct sandbox *sb, struct snap_job *job, struct err *e)
 {
 	int64_t need = sandbox_memory_bytes(sb->pid) + SPOOL_MARGIN_BYTES;
-	int64_t have = free_bytes(ops.spool_dir);
-	if (have >= 0 && have < need)
+	int rc = 0;
+	pthread_mutex_lock(&ops.lock);
+	int64_t have = free_bytes(ops.spool_dir), reserved = spool_reserved;
+	if (have >= 0 && have - reserved < need)
+		rc = -ENOSPC;
+	else
+		spool_reserved += job->reserved = need;
+	pthread_mutex_unlock(&ops.lock);
+	if (rc < 0)
 		return err_set(e, ENOSPC,
-			       "cannot checkpoint sandbox %s: the spool %s has %lld MiB free, it "
-			       "needs %lld MiB",
+			       "cannot checkpoint sandbox %s: the spool %s has %lld MiB free, %lld "
+			       "MiB of it reserved by checkpoints in flight; it needs %lld MiB",
 			       sb->id, ops.spool_dir, (long long)(have >> 20),
-			       (long long)(need >> 20));
+			       (long long)(reserved >> 20), (long long)(need >> 20));
 	return 0;
 }
 
@@ -356,13 +483,23 @@ static int begin_checkpoint(const struct caller *who, const char *id, enum snaps
 		snap_job_free(job);
 		return rc;
 	}
-	rc = check_spool_room(&sb, e);
+	rc = reserve_spool_room(&sb, job, e);
 	if (rc == 0)
 		rc = insert_snapshot(&sb, kind, label, snap_id, e);
 	if (rc < 0) {
 		snap_job_free(job);
 		sandbox_apply(id, SB_PATCH(SB_RUNNING));
 		return rc;
+	}
+	/*
+	 * Named before the checkpoint: from here on a delete of the snapshot is
+	 * refused. A terminate in between keeps it from being named; the job
+	 * then finds its checkpoint cancelled.
+	 */
+	if (kind == SNAP_KIND_SUSPEND) {
+		struct sb_patch p = SB_PATCH(SB_SUSPENDING);
+		p.restore_snapshot = snap_id;
+		sandbox_apply_if(id, STATE_BIT(SB_SUSPENDING), p);
 	}
 	memcpy(job->snap_id, snap_id, ID_MAX);
 	op_job_queue(job, checkpoint_job);

@@ -27,6 +27,7 @@
 #include <pthread.h>
 #include <stddef.h>
 
+#include "lib/limits.h"
 #include "runtime/cuda.h"
 #include "runtime/gpu.h"
 #include "runtime/jobs.h"
@@ -49,8 +50,9 @@
  */
 struct ops_context {
 	char state_dir[PATH_MAX];
-	char spool_dir[PATH_MAX];   /* checkpoint images being stored */
-	char sandbox_dir[PATH_MAX]; /* per sandbox: bundle/, console.fifo, console.log */
+	char spool_dir[PATH_MAX];	       /* checkpoint images being stored */
+	char sandbox_dir[PATH_MAX];	       /* per sandbox: bundle/, console.fifo, console.log */
+	char cgroup_parent[CGROUP_PARENT_MAX]; /* --cgroup-parent (runtime/cgroup.h) */
 	struct cuda_tool cuda_tool; /* the host's cuda-checkpoint (runtime/cuda.h); fd -1: none */
 	struct registry *reg;
 	struct store *store;
@@ -163,17 +165,21 @@ int spool_path(const char *snap_id, char *out, size_t len);
 int new_object_id(const char *prefix, char out[ID_MAX]);
 
 /*
- * Write sandbox @id's bundle (runtime/bundle.h) for @image, its process
+ * Write sandbox @id's bundle (runtime/bundle.h) for container @runtime_id
+ * (its cgroup: runtime/cgroup.h) of @image, its process
  * `/bin/sh -c @entrypoint` with @env, and the host's NVIDIA devices when
  * @gpu; pins the image's digest. In ops_sandbox.c, beside container_start().
  */
-int prepare_bundle(const char *id, const char *image, const char *entrypoint, const char *env,
-		   bool gpu, char digest_out[DIGEST_MAX], struct err *e);
+int prepare_bundle(const char *id, const char *runtime_id, const char *image,
+		   const char *entrypoint, const char *env, bool gpu, char digest_out[DIGEST_MAX],
+		   struct err *e);
 
 /*
  * `runsc run` (@image_dir NULL) or `runsc restore` of sandbox @id's bundle
  * into container @runtime_id, its stdio the sandbox's console
- * (runtime/console.h), read from then on; a failure deletes the container.
+ * (runtime/console.h), read from then on; its processes then leave the
+ * daemon's cgroup on a hybrid host too (cgroup_adopt()); a failure deletes
+ * the container.
  */
 int container_start(const char *id, const char *runtime_id, bool gpu, const char *image_dir,
 		    struct err *e);
@@ -186,6 +192,21 @@ int container_start(const char *id, const char *runtime_id, bool gpu, const char
  * Updates @sb (runtime_id, pid); the registry only for the id.
  */
 int restore_from_spool(struct sandbox *sb, const char *snap_id, struct err *e);
+/* Queue the store of @snap, in_progress with its checkpoint whole in the spool (ops_checkpoint.c).
+ */
+void snapshot_store_again(const struct snapshot *snap);
+
+/*
+ * The hold on a suspend's snapshot in the store (backend/store.h), named
+ * by this host and sandbox @sandbox_id (ops_checkpoint.c): taken before the
+ * checkpoint of a suspend, released once the sandbox no longer resumes
+ * from it (a failed suspend, a resume, a terminate); a failed release only
+ * warns. holds_reconcile(), at start-up after the sandboxes are, releases
+ * this host's holds that no sandbox needs any more.
+ */
+int suspend_hold(const char *sandbox_id, const char *snap_id, struct err *e);
+void suspend_unhold(const char *sandbox_id, const char *snap_id);
+void holds_reconcile(void);
 
 /*
  * What every job of the operations starts with: who to tell when it ends,
@@ -257,6 +278,13 @@ int restore_blockers(const struct snapshot *snap, struct strbuf *why);
 /* ops_sandbox.c / ops_snapshot.c hooks used by ops_open. */
 void reconcile_sandboxes(void);
 void reconcile_snapshots(void);
+/*
+ * Is @snap_id's checkpoint one to finish storing: this host's, in_progress
+ * after reconcile_snapshots(), whole in the spool? (spool_empty() keeps it.)
+ */
+bool reconcile_spool_wanted(const char *snap_id, void *arg);
+/* After the job threads started: queue the stores of those (ops_start). */
+void reconcile_stores(void);
 /* Mark running sandboxes whose process ended as terminated (the monitor thread). */
 void monitor_sandboxes(void);
 

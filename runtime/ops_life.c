@@ -15,6 +15,7 @@
 
 #include "backend/store.h"
 #include "runtime/cache.h"
+#include "runtime/cgroup.h"
 #include "runtime/console.h"
 #include "runtime/host.h"
 #include "runtime/images.h"
@@ -83,6 +84,11 @@ static int open_parts(const struct ops_config *cfg, struct err *e)
 	if (rc < 0)
 		return rc;
 	runsc_set_timeouts(&ops.runsc, cfg->runsc_timeout_ms, cfg->exec_timeout_ms);
+	if (xsnprintf(path, sizeof(path), "%s/runsc-calls", cfg->state_dir) < 0)
+		return err_set(e, ENAMETOOLONG, "state directory path is too long");
+	rc = runsc_record_calls(&ops.runsc, path, e);
+	if (rc < 0)
+		return rc;
 	return gpu_tool_init(cfg->cuda_checkpoint, e);
 }
 
@@ -148,6 +154,8 @@ int ops_open(const struct ops_config *cfg, struct err *e)
 	if (rc == 0)
 		rc = lock_state(cfg->state_dir, e);
 	if (rc == 0)
+		rc = cgroup_open(cfg->cgroup_parent, ops.cgroup_parent, e);
+	if (rc == 0)
 		sweep_tombs();
 	/* After the lock: it may remove a second spool of this state directory. */
 	if (rc == 0)
@@ -160,11 +168,17 @@ int ops_open(const struct ops_config *cfg, struct err *e)
 		rc = open_parts(cfg, e);
 	if (rc < 0)
 		return rc;
+	/*
+	 * runsc calls a killed predecessor made live on (their own sessions):
+	 * what a checkpoint, restore or delete did is known once it ended.
+	 */
+	runsc_wait_leftovers(&ops.runsc, cfg->leftover_wait_ms);
 	/* Snapshots first: an interrupted suspend needs to know whether it was stored. */
 	reconcile_snapshots();
 	reconcile_sandboxes();
+	holds_reconcile();
 	/* What the reconciliation did not claim is garbage now. */
-	spool_empty();
+	spool_empty(reconcile_spool_wanted, NULL);
 	/* Exec output went through host files before it was capped in memory: an older version's.
 	 */
 	char old_exec[PATH_MAX];
@@ -180,6 +194,7 @@ int ops_start(struct err *e)
 	int rc = jobs_start();
 	if (rc < 0)
 		return err_set(e, -rc, "cannot start the job threads: %s", strerror(-rc));
+	reconcile_stores();
 	rc = console_start();
 	if (rc < 0)
 		return err_set(e, -rc, "cannot start the console reader: %s", strerror(-rc));

@@ -108,7 +108,8 @@ static int restore_image(const char *sandbox_id, const struct snapshot *snap, co
 			 const char *runtime_id, char digest[DIGEST_MAX], struct err *e)
 {
 	const char *entry = snap->entrypoint[0] ? snap->entrypoint : OPS_DEFAULT_ENTRYPOINT;
-	int rc = prepare_bundle(sandbox_id, snap->image, entry, snap->env, snap->gpu, digest, e);
+	int rc = prepare_bundle(sandbox_id, runtime_id, snap->image, entry, snap->env, snap->gpu,
+				digest, e);
 	if (rc < 0)
 		return rc;
 	int64_t t0 = mono_ms();
@@ -215,6 +216,8 @@ static void restore_job_run(void *arg)
 	} else if (rc < 0) {
 		report_job_failure(OPS_OBJ_SANDBOX, job->sandbox_id,
 				   job->resume ? "resume" : "start", &e);
+	} else if (job->resume) {
+		suspend_unhold(job->sandbox_id, job->snap_id); /* it runs: the snapshot is free */
 	}
 	op_job_end(job, rc < 0 ? -e.code : 0, NULL, 0);
 }

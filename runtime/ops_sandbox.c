@@ -14,8 +14,10 @@
 #include "lib/names.h"
 #include "lib/strbuf.h"
 #include "runtime/bundle.h"
+#include "runtime/cgroup.h"
 #include "runtime/console.h"
 #include "runtime/images.h"
+#include "runtime/spool.h"
 
 OP_JOB_CHECK(struct sandbox_job);
 
@@ -184,14 +186,16 @@ static pid_t sandbox_pid(const char *runtime_id)
 	return pid;
 }
 
-int prepare_bundle(const char *id, const char *image, const char *entrypoint, const char *env,
-		   bool gpu, char digest_out[DIGEST_MAX], struct err *e)
+int prepare_bundle(const char *id, const char *runtime_id, const char *image,
+		   const char *entrypoint, const char *env, bool gpu, char digest_out[DIGEST_MAX],
+		   struct err *e)
 {
-	char rootfs[PATH_MAX], bundle[PATH_MAX];
+	char rootfs[PATH_MAX], bundle[PATH_MAX], cgroup[PATH_MAX];
 	const char *argv[] = {"/bin/sh", "-c", entrypoint, NULL};
 	const char *nodes[GPU_NODES_MAX];
 	struct gpu_host h;
-	struct bundle_spec spec = {.rootfs = rootfs, .argv = argv, .env = env};
+	struct bundle_spec spec = {
+	    .rootfs = rootfs, .argv = argv, .env = env, .cgroups_path = cgroup};
 	int rc = images_exists(ops.images, image);
 	if (rc < 0)
 		return err_set(e, ENOENT, "image %s does not exist in %s", image,
@@ -199,6 +203,8 @@ int prepare_bundle(const char *id, const char *image, const char *entrypoint, co
 	rc = images_path(ops.images, image, rootfs, sizeof(rootfs));
 	if (rc == 0)
 		rc = sandbox_path(id, "bundle", bundle, sizeof(bundle));
+	if (rc == 0)
+		rc = cgroup_path(ops.cgroup_parent, runtime_id, cgroup, sizeof(cgroup));
 	if (rc < 0)
 		return err_set(e, -rc, "cannot build the bundle of sandbox %s: path too long", id);
 	rc = images_digest(ops.images, image, digest_out, e);
@@ -229,6 +235,8 @@ int container_start(const char *id, const char *runtime_id, bool gpu, const char
 	console_stdio(con, &io);
 	rc = image_dir ? runsc_restore(&ops.runsc, flags, runtime_id, bundle, image_dir, &io, e)
 		       : runsc_run(&ops.runsc, flags, runtime_id, bundle, &io, e);
+	if (rc == 0)
+		rc = cgroup_adopt(ops.cgroup_parent, runtime_id, e);
 	if (rc < 0) {
 		console_free(con);
 		runsc_delete(&ops.runsc, runtime_id, NULL);
@@ -241,7 +249,8 @@ int container_start(const char *id, const char *runtime_id, bool gpu, const char
 static int start_container(const struct sandbox *sb, char digest[DIGEST_MAX], struct err *e)
 {
 	const char *entry = sb->entrypoint[0] ? sb->entrypoint : OPS_DEFAULT_ENTRYPOINT;
-	int rc = prepare_bundle(sb->id, sb->image, entry, sb->env, sb->gpu, digest, e);
+	int rc =
+	    prepare_bundle(sb->id, sb->runtime_id, sb->image, entry, sb->env, sb->gpu, digest, e);
 	if (rc < 0)
 		return rc;
 	return container_start(sb->id, sb->runtime_id, sb->gpu, NULL, e);
@@ -337,6 +346,7 @@ static void terminate_job(void *arg)
 	struct sandbox sb;
 	struct err e = {0};
 	int rc = registry_sandbox_get(ops.reg, job->id, &sb);
+	bool sb_found = rc == 0;
 	if (rc == 0)
 		rc = stop_container(sb.runtime_id, &e);
 	console_detach(job->id);
@@ -352,6 +362,8 @@ static void terminate_job(void *arg)
 	}
 	/* A second terminate of a terminating sandbox may have settled it first: both end. */
 	sandbox_apply_if(job->id, STATE_BIT(SB_TERMINATING), p);
+	if (sb_found && sb.restore_snapshot[0])
+		suspend_unhold(job->id, sb.restore_snapshot);
 	op_job_end(job, rc < 0 ? -e.code : 0, NULL, 0);
 }
 
@@ -453,21 +465,37 @@ static int newest_suspend_cb(const struct snapshot *snap, void *arg)
 	return 0;
 }
 
-/* A suspend interrupted by a crash: stored means suspended, else run it again. */
+/*
+ * A suspend interrupted by a crash, once the runsc calls it made ended: a
+ * sandbox still running was never stopped; else stored means suspended, a
+ * whole checkpoint suspending until reconcile_stores() stored it, and a
+ * checkpoint in the spool is restored from.
+ */
 static void reconcile_suspend(struct sandbox *sb, bool alive)
 {
 	struct snapshot snap = {0};
 	struct err e = {0};
 	ops_sandbox_snapshots_each(sb, newest_suspend_cb, &snap);
-	if (snap.id[0] && snap.state == SNAP_COMPLETED) {
-		if (alive)
-			runsc_delete(&ops.runsc, sb->runtime_id, NULL);
-		sb->state = SB_SUSPENDED;
-		snprintf(sb->restore_snapshot, sizeof(sb->restore_snapshot), "%s", snap.id);
-		sb->pid = 0;
-	} else if (alive) {
+	/* Named from the request on; kept only while it may still be resumed from. */
+	sb->restore_snapshot[0] = '\0';
+	bool stored = snap.id[0] && snap.state == SNAP_COMPLETED;
+	if (alive && !stored) {
 		sb->state = SB_RUNNING; /* the checkpoint never stopped it */
 		gpu_reconcile(sb);	/* CUDA processes it may have left locked */
+		return;
+	}
+	/*
+	 * Stopped (or stopping) by its checkpoint: released first, before a
+	 * restore names another container in its place and this one is no one's.
+	 */
+	runsc_delete(&ops.runsc, sb->runtime_id, NULL);
+	sb->pid = 0;
+	if (stored) {
+		sb->state = SB_SUSPENDED;
+		snprintf(sb->restore_snapshot, sizeof(sb->restore_snapshot), "%s", snap.id);
+	} else if (snap.state == SNAP_IN_PROGRESS && spool_is_whole(snap.id)) {
+		sb->state = SB_SUSPENDING; /* reconcile_stores() ends it */
+		snprintf(sb->restore_snapshot, sizeof(sb->restore_snapshot), "%s", snap.id);
 	} else if (snap.id[0] && restore_from_spool(sb, snap.id, &e) == 0) {
 		sb->state = SB_RUNNING;
 		snprintf(
@@ -475,7 +503,6 @@ static void reconcile_suspend(struct sandbox *sb, bool alive)
 		    "the suspend was interrupted; the sandbox was restored from its checkpoint");
 	} else {
 		sb->state = SB_FAILED;
-		sb->pid = 0;
 		snprintf(
 		    sb->message, sizeof(sb->message),
 		    "sandbox %s was suspending when snapfs stopped and cannot be restored%s%.600s",

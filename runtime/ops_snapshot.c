@@ -6,16 +6,15 @@
  */
 #include "runtime/ops_internal.h"
 
-#include <cjson/cJSON.h>
 #include <errno.h>
 #include <string.h>
 
-#include "backend/manifest.h"
 #include "backend/store.h"
 #include "lib/strbuf.h"
 #include "runtime/cache.h"
 #include "runtime/host.h"
 #include "runtime/snapmeta.h"
+#include "runtime/spool.h"
 
 /* --- this host's snapshots ------------------------------------------------ */
 
@@ -198,21 +197,6 @@ int ops_snapshot_restorable(const char *snap_id, struct strbuf *out)
 /* --- start-up reconciliation --------------------------------------------- */
 
 /*
- * A manifest's sizes, for a snapshot that completed while snapfs was down.
- * The bucket may have been written since: a size out of range is left 0.
- */
-static void sizes_from_manifest(const char *json, struct snapshot *snap)
-{
-	cJSON *m = NULL;
-	struct err e = {0};
-	if (manifest_json(json, snap->id, &m, &e) < 0)
-		return;
-	snapmeta_count(m, "size_bytes", &snap->size_bytes);
-	snapmeta_count(m, "stored_bytes", &snap->stored_bytes);
-	cJSON_Delete(m);
-}
-
-/*
  * One snapshot after a restart. The manifest is written last, so it decides:
  * an interrupted snapshot with a manifest is whole; one without failed, and
  * what it stored is removed. A completed row without a manifest was being
@@ -233,10 +217,13 @@ static void reconcile_snapshot(struct snapshot *snap)
 	}
 	if (snapshot_state_settled(was))
 		return;
+	/* Interrupted while storing, its checkpoint whole: reconcile_stores() finishes it. */
+	if (!stored && spool_is_whole(snap->id) && ops_snapshot_taken_here(snap))
+		return;
 	snap->state = stored ? SNAP_COMPLETED : SNAP_FAILED;
 	snap->completed_at = now_ms();
 	if (stored)
-		sizes_from_manifest(manifest, snap);
+		snapmeta_sizes(manifest, snap);
 	if (!stored) {
 		if (mrc == -ENOENT) /* what it stored before the crash is garbage */
 			store_delete_snapshot(ops.store, snap->id, NULL);
@@ -266,6 +253,29 @@ static void reconcile_snapshot_id(const char *id)
 	struct snapshot snap;
 	if (registry_snapshot_get(ops.reg, id, &snap) == 0)
 		reconcile_snapshot(&snap);
+}
+
+bool reconcile_spool_wanted(const char *snap_id, void *arg)
+{
+	struct snapshot snap;
+	(void)arg;
+	return registry_snapshot_get(ops.reg, snap_id, &snap) == 0 &&
+	       snap.state == SNAP_IN_PROGRESS && ops_snapshot_taken_here(&snap) &&
+	       spool_is_whole(snap_id);
+}
+
+static void store_again_id(const char *id)
+{
+	struct snapshot snap;
+	if (reconcile_spool_wanted(id, NULL) && registry_snapshot_get(ops.reg, id, &snap) == 0)
+		snapshot_store_again(&snap);
+}
+
+void reconcile_stores(void)
+{
+	_cleanup_strbuf_ struct strbuf ids = STRBUF_INIT;
+	registry_snapshot_each(ops.reg, collect_snapshot_ids, &ids);
+	strbuf_each_line(&ids, store_again_id);
 }
 
 /* Walk ids collected first: store reads run outside the registry walk. */

@@ -12,7 +12,9 @@
  *     fails is not listed, with one warning naming it;
  *   - removes every `completed` row whose manifest is gone, unless a
  *     suspended sandbox here depends on it (that one turns `failed`, so
- *     resume says why instead of finding nothing).
+ *     resume says why instead of finding nothing); a row the store still
+ *     holds (store.h: no host deletes a held snapshot) stays, whatever
+ *     the listing showed.
  * Rows still pending or in progress are this host's own work and are left
  * alone. The same listing refreshes the store's own records
  * (store_refresh()), so puts here deduplicate against other hosts' packs and
@@ -132,7 +134,10 @@ static int collect_gone(const struct snapshot *snap, void *arg)
 static void forget_id(const char *id)
 {
 	struct snapshot snap;
-	if (registry_snapshot_get(ops.reg, id, &snap) == 0 && snap.state == SNAP_COMPLETED)
+	/* A held one cannot have been deleted (store.h): its manifest was not listed, that is all.
+	 */
+	if (registry_snapshot_get(ops.reg, id, &snap) == 0 && snap.state == SNAP_COMPLETED &&
+	    store_held(ops.store, id, NULL, NULL) == 0)
 		forget(&snap);
 }
 

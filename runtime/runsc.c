@@ -36,6 +36,8 @@ struct cmd {
 	bool
 	    refuse_cancelled; /* do not start on a cancelled container (run, exec, checkpoint...) */
 	int64_t timeout_ms;   /* its deadline */
+	bool unrecorded;      /* not in rs->records: a user's exec, which may run for hours */
+	const char *records;  /* rs->records, or NULL */
 };
 
 static void cmd_add(struct cmd *c, const char *arg)
@@ -58,6 +60,8 @@ static void cmd_start(struct cmd *c, const struct runsc *rs, const char *what, b
 	c->cid = NULL;
 	c->refuse_cancelled = false;
 	c->timeout_ms = rs->timeout_ms;
+	c->unrecorded = false;
+	c->records = rs->records[0] ? rs->records : NULL;
 	cmd_add(c, rs->bin);
 	if (root) {
 		cmd_add(c, "--root");
@@ -192,6 +196,7 @@ static int run_cmd(const struct cmd *c, struct spawn *s, struct err *e)
 	s->timeout_ms = c->timeout_ms;
 	s->tag = c->cid;
 	s->refuse_cancelled = c->refuse_cancelled;
+	s->record_dir = c->unrecorded ? NULL : c->records;
 	int rc = spawn_run(s);
 	if (rc < 0)
 		return err_set(e, rc == -ENOENT ? ENOENT : EIO,
@@ -338,6 +343,23 @@ int runsc_init(struct runsc *rs, const char *bin, const char *root, struct err *
 		return err_set(e, EIO, "runsc --version: unexpected output from %s", rs->bin);
 	check_release(rs);
 	return 0;
+}
+
+int runsc_record_calls(struct runsc *rs, const char *dir, struct err *e)
+{
+	if (xsnprintf(rs->records, sizeof(rs->records), "%s", dir) < 0)
+		return err_set(e, ENAMETOOLONG, "runsc records path too long");
+	int rc = mkdir_p(rs->records, 0700);
+	if (rc < 0) {
+		rs->records[0] = '\0';
+		return err_set(e, -rc, "cannot create %s: %s", dir, strerror(-rc));
+	}
+	return 0;
+}
+
+int runsc_wait_leftovers(const struct runsc *rs, int64_t max_wait_ms)
+{
+	return rs->records[0] ? spawn_leftovers_wait(rs->records, max_wait_ms) : 0;
 }
 
 void runsc_set_timeouts(struct runsc *rs, int64_t timeout_ms, int64_t exec_timeout_ms)
@@ -508,6 +530,7 @@ int runsc_exec(const struct runsc *rs, const char *cid, struct runsc_exec *x, st
 		cmd_add(&c, x->cmdline);
 	}
 	c.timeout_ms = x->timeout_ms > 0 ? x->timeout_ms : rs->timeout_ms;
+	c.unrecorded = true;
 	x->exit_code = -1;
 	x->timed_out = x->truncated = false;
 	x->pid = 0;

@@ -50,6 +50,8 @@ struct runsc {
 	bool checkpoint_cuda;	 /* checkpoint takes --cuda-checkpoint-path */
 	int64_t timeout_ms;	 /* a call's deadline (--runsc-timeout) */
 	int64_t exec_timeout_ms; /* a user's exec's deadline (--exec-timeout) */
+	/* Where calls in flight are recorded (runsc_record_calls()); "" for nowhere. */
+	char records[4096];
 };
 
 /* The defaults of --runsc-timeout and --exec-timeout, and what checkpoint and restore add. */
@@ -58,6 +60,19 @@ struct runsc {
 #define RUNSC_PER_GIB_MS (60 * 1000)
 
 int runsc_init(struct runsc *rs, const char *bin, const char *root, struct err *e);
+/*
+ * Record every call but a user's exec in @dir while it runs (lib/spawn.h):
+ * runsc outlives a daemon killed with SIGKILL, and the next one must wait
+ * for what it is still doing to a container before it asks what the
+ * container became.
+ */
+int runsc_record_calls(struct runsc *rs, const char *dir, struct err *e);
+/*
+ * The calls a killed daemon left running (recorded in rs->records): wait
+ * for them up to each one's deadline, at most @max_wait_ms (<= 0: no
+ * bound but theirs), then kill them. Returns how many there were.
+ */
+int runsc_wait_leftovers(const struct runsc *rs, int64_t max_wait_ms);
 /* Set the deadlines (milliseconds; 0 keeps the default). */
 void runsc_set_timeouts(struct runsc *rs, int64_t timeout_ms, int64_t exec_timeout_ms);
 /* rs->timeout_ms plus RUNSC_PER_GIB_MS for every GiB of @bytes (pro rata, by the MiB). */

@@ -6,39 +6,177 @@
 #include <string.h>
 
 #include "backend/manifest.h"
+#include "lib/json.h"
 #include "lib/names.h"
 #include "runtime/host.h"
 
 /* JSON numbers are doubles: integers up to 2^53 are exact. */
 #define COUNT_MAX 9007199254740992.0
 
-static void json_deletep(cJSON **j)
+static bool label_field_ok(const char *s)
 {
-	cJSON_Delete(*j);
+	return label_ok(s, LABEL_MAX);
 }
-#define _cleanup_json_ _cleanup_(json_deletep)
+
+static bool entrypoint_ok(const char *s)
+{
+	return text_ok(s, ENTRYPOINT_MAX);
+}
+
+/* How a field is written, and read back from a manifest. */
+enum field_type {
+	FIELD_ID,    /* read: the id the manifest is stored under */
+	FIELD_TEXT,  /* char[size] at off; read: held to ok, which rule says in words */
+	FIELD_COUNT, /* int64_t at off: a whole number from 0 to 2^53 */
+	FIELD_KIND,  /* "snapshot" or "suspend" */
+	FIELD_STATE, /* the state's name */
+	FIELD_GPU,   /* true or false */
+	FIELD_HOST,  /* the host profile, a JSON object (runtime/host.h) */
+	FIELD_RUNSC, /* the runsc that took it: the builder's, never read into a row */
+};
+
+enum field_flags {
+	BY_STORE = 1 << 0,  /* manifest_build() writes it: read here, never built */
+	INFO_NULL = 1 << 1, /* the info view shows "" as null */
+	INFO_TIME = 1 << 2, /* the info view shows the ms as an RFC 3339 time, 0 as null */
+};
+
+/*
+ * Every field, once, in the order both views write them: @key names it in
+ * the manifest (NULL: not there), @info in info.json (NULL: not shown).
+ * Each text rule bounds the length below its field's size.
+ */
+static const struct field {
+	const char *key, *info;
+	enum field_type type;
+	unsigned flags;
+	size_t off, size;
+	bool (*ok)(const char *s);
+	const char *rule;
+} fields[] = {
+#define MEMBER(m) .off = offsetof(struct snapshot, m), .size = sizeof(((struct snapshot *)0)->m)
+#define TEXT(k, i, fl, m, ok_, rule_)                                                              \
+	{                                                                                          \
+		.key = k, .info = i, .type = FIELD_TEXT, .flags = fl, MEMBER(m), .ok = ok_,        \
+		.rule = rule_                                                                      \
+	}
+#define COUNT(k, i, fl, m)                                                                         \
+	{                                                                                          \
+		.key = k, .info = i, .type = FIELD_COUNT, .flags = fl, MEMBER(m)                   \
+	}
+#define OTHER(k, i, t)                                                                             \
+	{                                                                                          \
+		.key = k, .info = i, .type = t                                                     \
+	}
+    OTHER("id", "id", FIELD_ID),
+    TEXT("name", "name", INFO_NULL, name, label_field_ok,
+	 "a snapshot name (no space or control character)"),
+    OTHER("kind", "kind", FIELD_KIND),
+    TEXT("sandbox_id", "sandbox_id", 0, sandbox_id, sandbox_id_ok,
+	 "a sandbox id ([a-z0-9][a-z0-9._-]{0,62})"),
+    COUNT("created_at_ms", "created_at", INFO_TIME, created_at),
+    COUNT(NULL, "completed_at", INFO_TIME, completed_at),
+    OTHER(NULL, "status", FIELD_STATE),
+    TEXT(NULL, "message", 0, message, NULL, NULL),
+    COUNT("pause_ms", "pause_ms", 0, pause_ms),
+    COUNT("size_bytes", "size_bytes", BY_STORE, size_bytes),
+    COUNT("stored_bytes", "stored_bytes", BY_STORE, stored_bytes),
+    TEXT("image", NULL, 0, image, image_name_ok,
+	 "an image name ([A-Za-z0-9][A-Za-z0-9._-]{0,127})"),
+    TEXT("image_digest", "image_digest", INFO_NULL, image_digest, image_digest_ok,
+	 "sha256: and 64 hex digits"),
+    TEXT("entrypoint", NULL, 0, entrypoint, entrypoint_ok, "one line of at most 4096 bytes"),
+    OTHER("runsc_version", NULL, FIELD_RUNSC),
+    OTHER("host", "host", FIELD_HOST),
+    OTHER("gpu", "gpu", FIELD_GPU),
+#undef OTHER
+#undef COUNT
+#undef TEXT
+#undef MEMBER
+};
+
+static const char *text_of(const struct snapshot *snap, const struct field *f)
+{
+	return (const char *)snap + f->off;
+}
+
+static int64_t count_at(const struct snapshot *snap, const struct field *f)
+{
+	int64_t n;
+	memcpy(&n, (const char *)snap + f->off, sizeof(n));
+	return n;
+}
+
+static int64_t *count_of(struct snapshot *snap, const struct field *f)
+{
+	return (int64_t *)(void *)((char *)snap + f->off);
+}
+
+/* --- to JSON ----------------------------------------------------------------- */
+
+/*
+ * Field @f of @snap as the info view (@info) or the manifest shows it; NULL
+ * without memory, and for a profile that is not JSON (the manifest leaves
+ * it out: restorable then says the snapshot records none).
+ */
+static cJSON *field_value(const struct field *f, const struct snapshot *snap, bool info)
+{
+	cJSON *host;
+
+	switch (f->type) {
+	case FIELD_ID:
+		return cJSON_CreateString(snap->id);
+	case FIELD_TEXT:
+		return info && (f->flags & INFO_NULL) ? json_text_or_null(text_of(snap, f))
+						      : cJSON_CreateString(text_of(snap, f));
+	case FIELD_COUNT:
+		return info && (f->flags & INFO_TIME)
+			   ? json_time_or_null(count_at(snap, f))
+			   : cJSON_CreateNumber((double)count_at(snap, f));
+	case FIELD_KIND:
+		return cJSON_CreateString(snapshot_kind_name(snap->kind));
+	case FIELD_STATE:
+		return cJSON_CreateString(snapshot_state_name(snap->state));
+	case FIELD_GPU:
+		return cJSON_CreateBool(snap->gpu);
+	case FIELD_HOST:
+		host = cJSON_Parse(snap->host_json);
+		return host || !info ? host : cJSON_CreateNull();
+	case FIELD_RUNSC:
+		break;
+	}
+	return NULL;
+}
 
 cJSON *snapmeta_build(const struct snapshot *snap, const char *runsc_version)
 {
-	cJSON *meta = cJSON_CreateObject();
-	if (!meta)
-		return NULL;
-	cJSON_AddStringToObject(meta, "id", snap->id);
-	cJSON_AddStringToObject(meta, "name", snap->name);
-	cJSON_AddStringToObject(meta, "kind", snapshot_kind_name(snap->kind));
-	cJSON_AddStringToObject(meta, "sandbox_id", snap->sandbox_id);
-	cJSON_AddNumberToObject(meta, "created_at_ms", (double)snap->created_at);
-	cJSON_AddNumberToObject(meta, "pause_ms", (double)snap->pause_ms);
-	cJSON_AddStringToObject(meta, "image", snap->image);
-	cJSON_AddStringToObject(meta, "image_digest", snap->image_digest);
-	cJSON_AddStringToObject(meta, "entrypoint", snap->entrypoint);
-	cJSON_AddStringToObject(meta, "runsc_version", runsc_version);
-	cJSON_AddBoolToObject(meta, "gpu", snap->gpu);
-	cJSON *host = cJSON_Parse(snap->host_json);
-	if (host)
-		cJSON_AddItemToObject(meta, "host", host);
-	return meta;
+	_cleanup_json_ cJSON *meta = cJSON_CreateObject();
+	for (size_t i = 0; meta && i < ARRAY_SIZE(fields); i++) {
+		const struct field *f = &fields[i];
+		if (!f->key || (f->flags & BY_STORE))
+			continue;
+		cJSON *v = f->type == FIELD_RUNSC ? cJSON_CreateString(runsc_version)
+						  : field_value(f, snap, false);
+		if (!v && f->type == FIELD_HOST)
+			continue;
+		if (!json_add(meta, f->key, v))
+			return NULL;
+	}
+	return steal_ptr(meta);
 }
+
+int snapmeta_info(const struct snapshot *snap, struct strbuf *out)
+{
+	_cleanup_json_ cJSON *info = cJSON_CreateObject();
+	for (size_t i = 0; info && i < ARRAY_SIZE(fields); i++) {
+		const struct field *f = &fields[i];
+		if (f->info && !json_add(info, f->info, field_value(f, snap, true)))
+			return -ENOMEM;
+	}
+	return json_print(out, steal_ptr(info));
+}
+
+/* --- from JSON --------------------------------------------------------------- */
 
 bool snapmeta_count(const cJSON *obj, const char *key, int64_t *out)
 {
@@ -51,77 +189,9 @@ bool snapmeta_count(const cJSON *obj, const char *key, int64_t *out)
 	return true;
 }
 
-static bool label_field_ok(const char *s)
+/* The profile @host (NULL: none), checked, as the row keeps it; 1 when it named @this_host. */
+static int parse_host(cJSON *host, const char *this_host, struct snapshot *snap, struct err *e)
 {
-	return label_ok(s, LABEL_MAX);
-}
-
-static bool entrypoint_ok(const char *s)
-{
-	return text_ok(s, ENTRYPOINT_MAX);
-}
-
-/* The text fields: each rule bounds the length below its field's size. */
-static const struct text_field {
-	const char *key;
-	size_t off, size;
-	bool (*ok)(const char *s);
-	const char *rule;
-} text_fields[] = {
-#define FIELD(key, member, ok, rule)                                                               \
-	{                                                                                          \
-		key, offsetof(struct snapshot, member), sizeof(((struct snapshot *)0)->member),    \
-		    ok, rule                                                                       \
-	}
-    FIELD("name", name, label_field_ok, "a snapshot name (no space or control character)"),
-    FIELD("sandbox_id", sandbox_id, sandbox_id_ok, "a sandbox id ([a-z0-9][a-z0-9._-]{0,62})"),
-    FIELD("image", image, image_name_ok, "an image name ([A-Za-z0-9][A-Za-z0-9._-]{0,127})"),
-    FIELD("image_digest", image_digest, image_digest_ok, "sha256: and 64 hex digits"),
-    FIELD("entrypoint", entrypoint, entrypoint_ok, "one line of at most 4096 bytes"),
-#undef FIELD
-};
-
-static int parse_texts(const cJSON *m, struct snapshot *snap, struct err *e)
-{
-	for (size_t i = 0; i < ARRAY_SIZE(text_fields); i++) {
-		const struct text_field *f = &text_fields[i];
-		const cJSON *item = cJSON_GetObjectItemCaseSensitive(m, f->key);
-		const char *s = cJSON_IsString(item) ? item->valuestring : NULL;
-		if (!s || !f->ok(s) || strlen(s) >= f->size)
-			return err_set(e, EINVAL, "its %s is not %s", f->key, f->rule);
-		memcpy((char *)snap + f->off, s, strlen(s) + 1);
-	}
-	return 0;
-}
-
-static int parse_numbers(const cJSON *m, int64_t now_ms, struct snapshot *snap, struct err *e)
-{
-	const struct {
-		const char *key;
-		int64_t *out;
-	} counts[] = {
-	    {"created_at_ms", &snap->created_at},
-	    {"pause_ms", &snap->pause_ms},
-	    {"size_bytes", &snap->size_bytes},
-	    {"stored_bytes", &snap->stored_bytes},
-	};
-	for (size_t i = 0; i < ARRAY_SIZE(counts); i++)
-		if (!snapmeta_count(m, counts[i].key, counts[i].out))
-			return err_set(e, EINVAL, "its %s is not a whole number from 0 to 2^53",
-				       counts[i].key);
-	if (snap->created_at < 1 || snap->created_at > now_ms + SNAPMETA_SKEW_MS)
-		return err_set(e, EINVAL,
-			       "its created_at_ms is before 1970 or more than %d s ahead of this "
-			       "host's clock",
-			       SNAPMETA_SKEW_MS / 1000);
-	snap->completed_at = snap->created_at;
-	return 0;
-}
-
-/* The profile, checked, as the row keeps it; 1 when it named @this_host (dropped). */
-static int parse_host(cJSON *m, const char *this_host, struct snapshot *snap, struct err *e)
-{
-	cJSON *host = cJSON_GetObjectItemCaseSensitive(m, "host");
 	if (!host)
 		return 0; /* restorable says the snapshot records no profile */
 	int rc = host_profile_check(host, e);
@@ -141,22 +211,48 @@ static int parse_host(cJSON *m, const char *this_host, struct snapshot *snap, st
 	return claims_here;
 }
 
-/* id, kind and gpu: what says which snapshot this is and how to restore it. */
-static int parse_identity(const char *id, const cJSON *m, struct snapshot *snap, struct err *e)
+static int parse_text(const struct field *f, const char *s, struct snapshot *snap, struct err *e)
 {
-	const cJSON *own = cJSON_GetObjectItemCaseSensitive(m, "id");
-	const cJSON *kind = cJSON_GetObjectItemCaseSensitive(m, "kind");
-	const cJSON *gpu = cJSON_GetObjectItemCaseSensitive(m, "gpu");
-	if (!generated_id_ok(id, "snap-"))
-		return err_set(e, EINVAL, "its id is not snap- and 16 hex digits");
-	if (!cJSON_IsString(own) || strcmp(own->valuestring, id) != 0)
-		return err_set(e, EINVAL, "its id field is not the id it is stored under");
-	if (!cJSON_IsString(kind) || snapshot_kind_parse(kind->valuestring, &snap->kind) < 0)
-		return err_set(e, EINVAL, "its kind is not snapshot or suspend");
-	if (!cJSON_IsBool(gpu))
-		return err_set(e, EINVAL, "its gpu is not true or false");
-	memcpy(snap->id, id, strlen(id) + 1);
-	snap->gpu = cJSON_IsTrue(gpu);
+	if (!s || !f->ok(s) || strlen(s) >= f->size)
+		return err_set(e, EINVAL, "its %s is not %s", f->key, f->rule);
+	memcpy((char *)snap + f->off, s, strlen(s) + 1);
+	return 0;
+}
+
+/* Field @f of manifest @m into @snap (its id set): 0; 1 for a profile that names @this_host. */
+static int parse_field(const struct field *f, cJSON *m, const char *this_host,
+		       struct snapshot *snap, struct err *e)
+{
+	cJSON *item = cJSON_GetObjectItemCaseSensitive(m, f->key);
+	const char *s = cJSON_IsString(item) ? item->valuestring : NULL;
+
+	switch (f->type) {
+	case FIELD_ID:
+		if (!s || strcmp(s, snap->id) != 0)
+			return err_set(e, EINVAL, "its id field is not the id it is stored under");
+		return 0;
+	case FIELD_TEXT:
+		return parse_text(f, s, snap, e);
+	case FIELD_COUNT:
+		if (!snapmeta_count(m, f->key, count_of(snap, f)))
+			return err_set(e, EINVAL, "its %s is not a whole number from 0 to 2^53",
+				       f->key);
+		return 0;
+	case FIELD_KIND:
+		if (!s || snapshot_kind_parse(s, &snap->kind) < 0)
+			return err_set(e, EINVAL, "its kind is not snapshot or suspend");
+		return 0;
+	case FIELD_GPU:
+		if (!cJSON_IsBool(item))
+			return err_set(e, EINVAL, "its gpu is not true or false");
+		snap->gpu = cJSON_IsTrue(item);
+		return 0;
+	case FIELD_HOST:
+		return parse_host(item, this_host, snap, e);
+	case FIELD_STATE:
+	case FIELD_RUNSC:
+		break;
+	}
 	return 0;
 }
 
@@ -169,14 +265,34 @@ int snapmeta_parse(const char *id, const char *json, int64_t now_ms, const char 
 	int rc = manifest_json(json, id, &m, e);
 	if (rc < 0)
 		return -EINVAL;
-	rc = parse_identity(id, m, out, e);
-	if (rc == 0)
-		rc = parse_texts(m, out, e);
-	if (rc == 0)
-		rc = parse_numbers(m, now_ms, out, e);
-	if (rc == 0)
-		rc = parse_host(m, this_host, out, e);
-	if (rc >= 0)
-		out->state = SNAP_COMPLETED;
-	return rc;
+	if (!generated_id_ok(id, "snap-"))
+		return err_set(e, EINVAL, "its id is not snap- and 16 hex digits");
+	memcpy(out->id, id, strlen(id) + 1);
+	int claims_here = 0;
+	for (size_t i = 0; i < ARRAY_SIZE(fields) && rc >= 0; i++) {
+		rc = fields[i].key ? parse_field(&fields[i], m, this_host, out, e) : 0;
+		claims_here |= rc > 0;
+	}
+	if (rc < 0)
+		return rc;
+	if (out->created_at < 1 || out->created_at > now_ms + SNAPMETA_SKEW_MS)
+		return err_set(e, EINVAL,
+			       "its created_at_ms is before 1970 or more than %d s ahead of this "
+			       "host's clock",
+			       SNAPMETA_SKEW_MS / 1000);
+	out->completed_at = out->created_at;
+	out->state = SNAP_COMPLETED;
+	return claims_here;
+}
+
+int snapmeta_sizes(const char *json, struct snapshot *snap)
+{
+	_cleanup_json_ cJSON *m = NULL;
+	int rc = manifest_json(json, snap->id, &m, NULL);
+	if (rc < 0)
+		return -EINVAL;
+	for (size_t i = 0; i < ARRAY_SIZE(fields); i++)
+		if (fields[i].flags & BY_STORE)
+			snapmeta_count(m, fields[i].key, count_of(snap, &fields[i]));
+	return 0;
 }

@@ -1,13 +1,17 @@
 /*
- * snapmeta.h - the metadata a snapshot's manifest carries beside its chunk
- * lists (backend/manifest.h passes it through): written from a registry
- * row by the host that took the snapshot, read back into a row by every
- * host that shares the store.
+ * snapmeta.h - a snapshot's metadata as JSON, the one codec of it: the
+ * manifest's metadata beside its chunk lists (backend/manifest.h passes it
+ * through), written from a registry row by the host that took the
+ * snapshot and read back into a row by every host that shares the store;
+ * and the info.json view of a row. Each field is written once, in the
+ * table of snapmeta.c, for both.
  *
  *   {"id": "snap-…", "name": LABEL, "kind": "snapshot"|"suspend",
  *    "sandbox_id": ID, "created_at_ms": MS, "pause_ms": MS, "image": NAME,
  *    "image_digest": "sha256:…", "entrypoint": LINE, "runsc_version": V,
- *    "gpu": BOOL, "host": PROFILE (runtime/host.h)}
+ *    "host": PROFILE (runtime/host.h), "gpu": BOOL}
+ *
+ * and, from manifest_build(), "size_bytes" and "stored_bytes".
  *
  * Any host that can write the bucket can write a manifest, so
  * snapmeta_parse() holds each field to the rule the same text typed here
@@ -27,6 +31,7 @@
 #include <stdint.h>
 
 #include "backend/registry.h"
+#include "lib/strbuf.h"
 #include "lib/util.h"
 
 /* How far ahead of this host's clock another host's may be. */
@@ -48,5 +53,22 @@ bool snapmeta_count(const cJSON *obj, const char *key, int64_t *out);
  */
 int snapmeta_parse(const char *id, const char *json, int64_t now_ms, const char *this_host,
 		   struct snapshot *out, struct err *e);
+
+/*
+ * The sizes of @snap's manifest @json (size_bytes, stored_bytes) into
+ * @snap, for a snapshot that completed while snapfs was down: the bucket
+ * may have been written since, so one the manifest lacks, or holds as no
+ * whole number from 0 to 2^53, is left as it was; -EINVAL if @json is no
+ * manifest.
+ */
+int snapmeta_sizes(const char *json, struct snapshot *snap);
+
+/*
+ * snapshots/<id>/info.json of @snap, appended to @out: id, name, kind,
+ * sandbox_id, created_at and completed_at (RFC 3339), status, message,
+ * pause_ms, size_bytes, stored_bytes, image_digest, host, gpu; "" and 0
+ * times as null. 0 or -ENOMEM (-EFBIG past @out's limit).
+ */
+int snapmeta_info(const struct snapshot *snap, struct strbuf *out);
 
 #endif

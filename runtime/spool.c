@@ -177,8 +177,61 @@ int spool_open(const char *parent, const char *state_dir, char path[PATH_MAX], s
 	return rc;
 }
 
-/* Apply rm_rf_at (when @remove) to each entry but the marker; how many there are. */
-static int each_entry(bool remove)
+/* <snap_id>.whole, the name of @snap_id's wholeness mark. */
+static int whole_name(const char *snap_id, char name[NAME_MAX + 1])
+{
+	return xsnprintf(name, NAME_MAX + 1, "%s" SPOOL_WHOLE_SUFFIX, snap_id) < 0 ? -ENAMETOOLONG
+										   : 0;
+}
+
+int spool_mark_whole(const char *snap_id)
+{
+	char name[NAME_MAX + 1];
+	int rc = whole_name(snap_id, name);
+	if (rc < 0)
+		return rc;
+	/* What runsc wrote reaches the disk before the mark says it is there. */
+	if (syncfs(spool.fd) < 0)
+		return -errno;
+	int fd = openat(spool.fd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	rc = fsync(fd) < 0 ? -errno : 0;
+	close(fd);
+	return rc;
+}
+
+bool spool_is_whole(const char *snap_id)
+{
+	char name[NAME_MAX + 1];
+	struct stat st;
+	return whole_name(snap_id, name) == 0 &&
+	       fstatat(spool.fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode);
+}
+
+void spool_unmark(const char *snap_id)
+{
+	char name[NAME_MAX + 1];
+	if (whole_name(snap_id, name) == 0)
+		unlinkat(spool.fd, name, 0);
+}
+
+/* Is @name a checkpoint @keep wants, or the mark of one? */
+static bool kept(const char *name, bool (*keep)(const char *snap_id, void *arg), void *arg)
+{
+	char id[NAME_MAX + 1];
+	size_t n = strlen(name), sn = strlen(SPOOL_WHOLE_SUFFIX);
+	snprintf(id, sizeof(id), "%s", name);
+	if (n > sn && !strcmp(name + n - sn, SPOOL_WHOLE_SUFFIX))
+		id[n - sn] = '\0';
+	return keep && keep(id, arg);
+}
+
+/*
+ * Apply rm_rf_at (when @remove) to each entry but the marker and those
+ * @keep wants; how many there are.
+ */
+static int each_entry(bool remove, bool (*keep)(const char *snap_id, void *arg), void *arg)
 {
 	int dup_fd = spool.fd < 0 ? -1 : dup(spool.fd);
 	DIR *d = dup_fd < 0 ? NULL : fdopendir(dup_fd);
@@ -195,22 +248,22 @@ static int each_entry(bool remove)
 		    (spool.shared && !strcmp(de->d_name, SPOOL_MARKER)))
 			continue;
 		n++;
-		if (remove)
+		if (remove && !kept(de->d_name, keep, arg))
 			rm_rf_at(spool.fd, de->d_name);
 	}
 	closedir(d);
 	return n;
 }
 
-void spool_empty(void)
+void spool_empty(bool (*keep)(const char *snap_id, void *arg), void *arg)
 {
-	each_entry(true);
+	each_entry(true, keep, arg);
 }
 
 void spool_close(void)
 {
 	/* Kept when a checkpoint was interrupted: the restart reconciles it. */
-	if (spool.fd >= 0 && each_entry(false) == 0) {
+	if (spool.fd >= 0 && each_entry(false, NULL, NULL) == 0) {
 		if (spool.shared)
 			unlinkat(spool.fd, SPOOL_MARKER, 0);
 		unlinkat(spool.parent_fd, spool.name, AT_REMOVEDIR);

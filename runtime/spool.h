@@ -26,17 +26,28 @@
  * DIR is left alone.
  *
  * Not thread-safe: called at start-up and shutdown only, with no job
- * thread running (spool_fd() is read-only after spool_open()).
+ * thread running (spool_fd() is read-only after spool_open()); but the
+ * marks of whole checkpoints, which job threads set and clear, each
+ * through the spool's descriptor.
  */
 #ifndef SNAPFS_SPOOL_H
 #define SNAPFS_SPOOL_H
 
 #include <limits.h>
+#include <stdbool.h>
 
 #include "lib/util.h"
 
 #define SPOOL_PREFIX "snapfs-spool-"
 #define SPOOL_MARKER ".snapfs-state"
+/*
+ * A checkpoint is whole once runsc said so: runsc checkpoint exited 0.
+ * Which of its image files runsc writes last is not relied on (runsc opens
+ * them all before the sentry writes them); snapfs then marks <snap>.whole
+ * beside the image dir, after a syncfs of the spool. A checkpoint a killed daemon never heard the
+ * end of is not whole, even if runsc finished it.
+ */
+#define SPOOL_WHOLE_SUFFIX ".whole"
 
 /*
  * Open the spool of state directory @state_dir (canonical, already
@@ -48,8 +59,16 @@
 int spool_open(const char *parent, const char *state_dir, char path[PATH_MAX], struct err *e);
 /* A descriptor on the spool, or -1 before spool_open(). */
 int spool_fd(void);
-/* Remove everything in the spool (but its marker). */
-void spool_empty(void);
+/*
+ * Remove everything in the spool but its marker and the checkpoints (with
+ * their marks) of the snapshot ids @keep wants (NULL: none).
+ */
+void spool_empty(bool (*keep)(const char *snap_id, void *arg), void *arg);
+/* Mark the checkpoint of @snap_id whole (above); 0 or -errno. */
+int spool_mark_whole(const char *snap_id);
+bool spool_is_whole(const char *snap_id);
+/* Remove the mark (before the checkpoint itself goes, or once it moved on). */
+void spool_unmark(const char *snap_id);
 /* Close it; remove it if nothing but its marker is left in it. */
 void spool_close(void);
 

@@ -8,7 +8,8 @@
 # chunks its image of the first one holds, downloading only the rest.
 # Collection across hosts: a pack the other host's snapshot uses stays; a
 # pack no snapshot uses is condemned (trash/) and goes after the grace
-# period, orphans included.
+# period, orphans included. A suspended sandbox's snapshot cannot be
+# deleted from the other host, and resumes from the store alone.
 # SHARED_STORE_URL picks the store (default: a local directory both use).
 . "$(dirname "$0")/lib.sh"
 
@@ -156,6 +157,30 @@ ok "and their markers a grace period later" poll_until $((2 * GRACE + 10)) no_ma
 check_eq "no manifest is left" "" "$(store_keys | grep '^manifests/')"
 none_condemned() { [ "$(condemned)" = 0 ]; }
 ok "and A's metrics count no condemned pack" poll_until 10 none_condemned
+
+# A suspended sandbox's snapshot is all that is left of it: no host deletes
+# it (its hold in the store), collection leaves it, and A resumes it from
+# the store alone once its own image is gone.
+start_counter_sandbox held || bail "start sandbox held on A"
+sb_run held 'echo before-suspend > /root/held' >/dev/null
+ok "A suspends held" wr "$MNT/sandboxes/held/suspend"
+susp=$(suspend_snapshot_of held)
+check_match "held's suspend snapshot" '^snap-[0-9a-f]{16}$' "$susp"
+check_contains "the store holds it for held" "holds/$susp/" "$(store_keys)"
+listed_susp_on_b() { grep -q "^$susp completed held$" "$B_MNT/snapshots/index"; }
+ok "B lists A's suspend snapshot within 10 s" poll_until 10 listed_susp_on_b
+expect_errno EBUSY "B's delete of A's suspend snapshot" wr "$B_MNT/snapshots/$susp/delete"
+check_contains "B's errors name the holder" "sandbox held of host" "$(rd "$B_MNT/errors" | tail -n 1)"
+sleep $((GRACE + 2)) # a grace period and collection passes of both daemons
+check_contains "its manifest is still in the store" "manifests/$susp.json" "$(store_keys)"
+check_eq "B still lists it" completed "$(as_host_b snap_status "$susp")"
+rm -rf "${STATE:?}/cache/$susp"
+ok "A resumes held with no image of its own" wr "$MNT/sandboxes/held/resume"
+check_eq "held runs" running "$(sb_status held)"
+check_eq "with its root-fs file" before-suspend "$(sb_run held 'cat /root/held')"
+check_lacks "its hold is gone" "holds/$susp/" "$(store_keys)"
+ok "B may delete the snapshot now" wr "$B_MNT/snapshots/$susp/delete"
+wr "$MNT/sandboxes/held/terminate" >/dev/null
 wr "$MNT/sandboxes/src/terminate" >/dev/null
 as_host_b stop_daemon
 stop_daemon

@@ -14,9 +14,11 @@ use_hanging_runsc --runsc-timeout "$RUNSC_TIMEOUT" || bail "runsc is not on PATH
 
 start_daemon || bail "the daemon mounts"
 make_sandbox s 'exec sleep 1000000' || bail "start sandbox s"
-# A store that refuses writes: the checkpoint works, storing it fails, and the
-# suspend restores the sandbox from the spool (with the hung restore).
-mkdir -p "$STATE/store" && chattr -R +i "$STATE/store" 2>/dev/null ||
+# A store that refuses writes but the suspend's hold (holds/, written before
+# the checkpoint: docs/store.md): the checkpoint works, storing it fails, and
+# the suspend restores the sandbox from the spool (with the hung restore).
+mkdir -p "$STATE/store/holds" && chattr -R +i "$STATE/store" 2>/dev/null &&
+	chattr -i "$STATE/store/holds" ||
 	bail "chattr +i does not work on $STATE: no way to make a suspend's storing fail"
 UNFREEZE_DIRS+=("$STATE/store")
 hang restore

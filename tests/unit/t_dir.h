@@ -80,20 +80,29 @@ static inline void t_write(const char *rel, const void *data, size_t len)
 }
 
 /*
- * A 1 MiB tmpfs on <t_base>/@rel (path into @dir), in a mount namespace of
- * this process's own, for what a full disk does; false, and a skip, where
- * that needs a privilege this run lacks. The caller unmounts @dir.
+ * A tmpfs of @size ("1m", "100m") on <t_base>/@rel (path into @dir), in a
+ * mount namespace of this process's own, for what a full disk does; false,
+ * and a skip, where that needs a privilege this run lacks. The caller
+ * unmounts @dir.
  */
-static inline bool t_small_fs(const char *rel, char dir[PATH_MAX])
+static inline bool t_tmpfs(const char *rel, const char *size, char dir[PATH_MAX])
 {
+	char opts[64];
 	t_path(dir, rel);
 	mkdir(dir, 0755);
+	snprintf(opts, sizeof(opts), "size=%s", size);
 	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
-	    mount("tmpfs", dir, "tmpfs", 0, "size=1m") < 0) {
-		SKIP("a full disk: cannot mount a small tmpfs: %s", strerror(errno));
+	    mount("tmpfs", dir, "tmpfs", 0, opts) < 0) {
+		SKIP("a full disk: cannot mount a %s tmpfs: %s", size, strerror(errno));
 		return false;
 	}
 	return true;
+}
+
+/* A 1 MiB one. */
+static inline bool t_small_fs(const char *rel, char dir[PATH_MAX])
+{
+	return t_tmpfs(rel, "1m", dir);
 }
 
 /* main() of a test in a temp dir: the dir (/tmp/@name.XXXXXX), each of @tests, the dir gone. */

@@ -103,8 +103,9 @@ static void check_mounts(const cJSON *cfg)
 	for (size_t i = 0; i < ARRAY_SIZE(types); i++)
 		CHECK_STR(cJSON_GetStringValue(get(cJSON_GetArrayItem(ns, (int)i), "type")),
 			  types[i]);
-	/* Devices only for a bundle that lists some. */
+	/* Devices only for a bundle that lists some; a cgroup only for one that names it. */
 	CHECK(get(lnx, "devices") == NULL && get(lnx, "resources") == NULL);
+	CHECK(get(lnx, "cgroupsPath") == NULL);
 }
 
 static void test_fields(void)
@@ -161,6 +162,29 @@ static void test_argv(void)
 	many[BUNDLE_ARGV_MAX] = "x";
 	many[BUNDLE_ARGV_MAX + 1] = NULL;
 	CHECK(bundle_write(dir, &spec, &e) == -EINVAL);
+}
+
+/* linux.cgroupsPath as given; a relative one is refused (runsc would nest it in the daemon's). */
+static void test_cgroup(void)
+{
+	struct err e = {0};
+	const char *argv[] = {"/bin/sh", NULL};
+	struct bundle_spec spec = {
+	    .rootfs = "/images/busybox", .argv = argv, .cgroups_path = "/snapfs.slice/snapfs-1"};
+	CHECK(bundle_write(dir, &spec, &e) == 0);
+	cJSON *cfg = load_bundle();
+	CHECK_STR(cJSON_GetStringValue(get(get(cfg, "linux"), "cgroupsPath")),
+		  "/snapfs.slice/snapfs-1");
+	CHECK(cJSON_GetArraySize(get(get(cfg, "linux"), "namespaces")) == 5);
+	cJSON_Delete(cfg);
+	spec.cgroups_path = "";
+	CHECK(bundle_write(dir, &spec, &e) == 0);
+	cfg = load_bundle();
+	CHECK(get(get(cfg, "linux"), "cgroupsPath") == NULL);
+	cJSON_Delete(cfg);
+	spec.cgroups_path = "snapfs.slice:snapfs:x";
+	CHECK(bundle_write(dir, &spec, &e) == -EINVAL);
+	CHECK(strstr(e.msg, "snapfs.slice:snapfs:x") != NULL);
 }
 
 static void test_refused(void)
@@ -276,6 +300,7 @@ int main(void)
 	t_path(dir, "bundles/b1");
 	test_fields();
 	test_argv();
+	test_cgroup();
 	test_refused();
 	test_devices();
 	test_gpu_host();

@@ -120,6 +120,25 @@ static bool keep_even(const char *id, void *arg)
 	return id[strlen(id) - 1] % 2 == 0;
 }
 
+/*
+ * The recorded boot id is this boot's, read from /proc (whose files stat as
+ * empty), and a cache from another boot is not trusted.
+ */
+static void test_boot_id(void)
+{
+	_cleanup_free_ char *now = NULL, *then = NULL;
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s/.boot_id", base);
+	CHECK(read_file("/proc/sys/kernel/random/boot_id", &now, NULL, 128) == 0);
+	CHECK(now && strlen(now) == 37); /* 36 characters and a newline */
+	CHECK(read_file(path, &then, NULL, 128) == 0);
+	CHECK(then && now && !strcmp(then, now));
+	CHECK(write_file_durable(path, "another boot\n", 13) == 0);
+	make_entry("snap-9", 10);
+	cache_clean(keep_even, NULL);
+	CHECK(!exists("snap-9") && !exists("snap-8"));
+}
+
 int main(void)
 {
 	snprintf(base, sizeof(base), "/tmp/test_cache.XXXXXX");
@@ -163,6 +182,7 @@ int main(void)
 	CHECK(!exists("snap-7") && exists("snap-8") && !exists("snap-6.tmp-abcd"));
 	cache_stats(&s);
 	CHECK(s.entries == 1 && s.limit_bytes == 3 * ENTRY_BYTES + ENTRY_BYTES / 2);
+	test_boot_id();
 
 	test_hold_recent();
 	test_adopt();

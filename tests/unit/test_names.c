@@ -79,11 +79,30 @@ static void test_text(void)
 	CHECK(text_ok("caf\xc3\xa9 \"q\" $x", 64));
 }
 
+static void test_cgroup_parent(void)
+{
+	char big[CGROUP_PARENT_MAX + 1];
+	CHECK(cgroup_parent_ok("/snapfs.slice") && cgroup_parent_ok("/a/B-1/c_d.e"));
+	CHECK(!cgroup_parent_ok("") && !cgroup_parent_ok("/") && !cgroup_parent_ok("snapfs"));
+	CHECK(!cgroup_parent_ok("/a//b") && !cgroup_parent_ok("/a/") && !cgroup_parent_ok("/a/.."));
+	CHECK(!cgroup_parent_ok("/./a") && !cgroup_parent_ok("/.hidden"));
+	CHECK(!cgroup_parent_ok("snapfs.slice:snapfs:x") && !cgroup_parent_ok("/a:b"));
+	CHECK(!cgroup_parent_ok("/a b") && !cgroup_parent_ok("/a\nb"));
+	memset(big, 'x', sizeof(big));
+	big[0] = '/';
+	big[CGROUP_PARENT_MAX - 1] = '\0';
+	CHECK(cgroup_parent_ok(big));
+	big[CGROUP_PARENT_MAX - 1] = 'x';
+	big[CGROUP_PARENT_MAX] = '\0';
+	CHECK(!cgroup_parent_ok(big));
+}
+
 int main(void)
 {
 	test_names();
 	test_generated_ids();
 	test_images();
 	test_text();
+	test_cgroup_parent();
 	return t_done();
 }

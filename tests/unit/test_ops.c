@@ -20,6 +20,7 @@
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
@@ -30,6 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "backend/store.h"
 #include "runtime/ops.h"
 #include "tests/unit/t.h"
 #include "tests/unit/t_dir.h"
@@ -46,6 +48,7 @@ static char images[PATH_MAX];	/* <t_base>/images, with IMAGE */
 /* The scenario's: <t_base>/NAME, its state, the wrapper that is --runsc, the fake's root. */
 static char sc_dir[PATH_MAX], state[PATH_MAX], wrapper[PATH_MAX], fake_dir[PATH_MAX];
 static const char *fake_base = ""; /* the faults every fake_set() keeps */
+static const char *spool_parent;   /* --spool of the next lives; NULL: <state>/spool */
 
 /* --- the fake runsc ----------------------------------------------------- */
 
@@ -433,6 +436,18 @@ static void newest_of(const char *id, char out[ID_MAX])
 
 /* --- lives ------------------------------------------------------------------ */
 
+/* The next lives' bound on waiting for runsc calls a killed life left (0: their deadlines). */
+static int64_t leftover_wait_ms;
+/*
+ * What the parent does in a killed life once it is ready, before the kill
+ * (NULL: nothing); whether the runsc calls it left blocked live on after
+ * it (as a daemon's do) rather than being killed with it; what the parent
+ * does while the next life runs (NULL: nothing).
+ */
+static void (*before_kill)(void);
+static bool leftovers_live;
+static void (*while_life)(pid_t pid);
+
 static bool ops_up(void)
 {
 	struct err e = {0};
@@ -441,6 +456,10 @@ static bool ops_up(void)
 	    .images_dir = images,
 	    .runsc_bin = wrapper,
 	    .gc_grace_ms = -1,
+	    .spool_parent = spool_parent,
+	    .leftover_wait_ms = leftover_wait_ms,
+	    /* A parent nothing is under: ops_open() adopts none of this host's real sandboxes. */
+	    .cgroup_parent = "/snapfs-test-ops-none",
 	};
 	if (!CHECK_MSG(ops_open(&cfg, &e) == 0, "ops_open: %s", e.msg))
 		return false;
@@ -507,8 +526,12 @@ static void life_run(void (*fn)(void), bool killed)
 	if (killed)
 		CHECK_MSG(access(ready, F_OK) == 0, "the life to be killed was not ready in %d s",
 			  DEADLINE_S);
+	if (killed && before_kill)
+		before_kill();
+	if (!killed && while_life)
+		while_life(pid);
 	life_end(pid, killed);
-	if (killed)
+	if (killed && !leftovers_live)
 		fake_hangs_each(NULL, hang_kill);
 }
 
@@ -1255,6 +1278,355 @@ static void interrupted(const struct interruption *in)
 	scenario_end();
 }
 
+/* --- the snapshot a suspended sandbox resumes from ------------------------- */
+
+/* Does the store hold a hold on @snap (holds/<snap>/ has an object: docs/store.md)? */
+static bool store_has_hold(const char *snap)
+{
+	char dir[PATH_MAX];
+	xsnprintf(dir, sizeof(dir), "%s/store/holds/%s", state, snap);
+	DIR *d = opendir(dir);
+	int n = 0;
+	for (struct dirent *de = d ? readdir(d) : NULL; de; de = readdir(d))
+		n += de->d_name[0] != '.';
+	if (d)
+		closedir(d);
+	return n > 0;
+}
+
+/* Another host on this store: its delete of @snap, the message in @msg. */
+static int other_host_delete(const char *snap, char *msg, size_t len)
+{
+	char url[PATH_MAX];
+	struct store *other = NULL;
+	struct err e = {0};
+	xsnprintf(url, sizeof(url), "file://%s/store", state);
+	if (!CHECK_MSG(store_open(url, NULL, &other, &e) == 0, "store_open: %s", e.msg))
+		return -EIO;
+	int rc = store_delete_snapshot(other, snap, &e);
+	xsnprintf(msg, len, "%s", e.msg);
+	store_close(other);
+	return rc;
+}
+
+/* A delete tried by the first waiter of a snapshot to wake: where `cat wait && delete` runs. */
+struct wake_delete {
+	char snap[ID_MAX];
+	int rc;		 /* the delete's refusal or its completion */
+	struct op *woke; /* done once it was tried */
+};
+
+static void delete_on_wake(void *ctx, int rc, const char *result, size_t len)
+{
+	struct wake_delete *w = ctx;
+	(void)rc, (void)result, (void)len;
+	w->rc = OP_RUN(ops_snapshot_delete(root, w->snap, OP), NULL, 0);
+	op_done(w->woke, 0, NULL, 0);
+}
+
+/*
+ * A suspend's snapshot cannot be deleted from the request on: not while its
+ * checkpoint runs, not by a delete the snapshot's `completed` woke (before
+ * the store job ends), not by another host (the hold), not after; once
+ * resumed it can. And the sandbox resumes with its memory.
+ */
+static void hold_window_steps(void)
+{
+	char mem[64], out[64], msg[MESSAGE_MAX];
+	struct wake_delete w = {.rc = 1, .woke = op_new()};
+	struct op *suspend = op_new();
+	struct err e = {0};
+	CHECK(run_sandbox("h"));
+	memory_of("h", mem, sizeof(mem));
+	fake_set("FAKE_RUNSC_HANG=checkpoint");
+	CHECK(ops_sandbox_suspend(root, "h", op_done, suspend, &e) == 0);
+	fake_wait_hangs("checkpoint", 1);
+	fake_set("");
+	newest_of("h", w.snap);
+	CHECK_STR(sb_get("h").restore_snapshot, w.snap);
+	CHECK_MSG(store_has_hold(w.snap), "no hold on %s before its checkpoint", w.snap);
+	CHECK(ops_snapshot_wait(root, w.snap, delete_on_wake, &w, &e) == 0);
+	fake_release();
+	CHECK(op_wait(suspend, NULL, 0) == 0);
+	CHECK(op_wait(w.woke, NULL, 0) == 0);
+	CHECK_MSG(w.rc == -EBUSY, "a delete as the snapshot completed: %d, not -EBUSY", w.rc);
+	CHECK_SB("h", SB_SUSPENDED);
+	CHECK_SNAP(w.snap, SNAP_COMPLETED);
+	CHECK(other_host_delete(w.snap, msg, sizeof(msg)) == -EBUSY);
+	CHECK_HAS(msg, "sandbox h of host");
+	CHECK(snap_delete(w.snap) == -EBUSY);
+	CHECK(sb_resume("h") == 0);
+	CHECK_SB("h", SB_RUNNING);
+	memory_of("h", out, sizeof(out));
+	CHECK_STR(out, mem);
+	CHECK_MSG(!store_has_hold(w.snap), "the hold on %s outlived the resume", w.snap);
+	CHECK(snap_delete(w.snap) == 0);
+	/* A terminate of a suspended sandbox releases its hold too. */
+	CHECK(sb_suspend("h") == 0);
+	xsnprintf(w.snap, sizeof(w.snap), "%s", sb_get("h").restore_snapshot);
+	CHECK(store_has_hold(w.snap));
+	CHECK(sb_terminate("h") == 0);
+	CHECK(!store_has_hold(w.snap));
+	CHECK(other_host_delete(w.snap, msg, sizeof(msg)) == 0);
+}
+
+/*
+ * Parallel checkpoints share the spool: on a 100 MiB one, two sandboxes
+ * that each fit (64 MiB of margin and a fake's few pages) do not together.
+ * While the first's checkpoint runs the second is refused with ENOSPC, and
+ * both run on; once the first ended, the second fits again.
+ */
+static void spool_reserve_steps(void)
+{
+	char snap[ID_MAX], other[ID_MAX];
+	struct op *first = op_new();
+	struct err e = {0};
+	CHECK(run_sandbox("p1") && run_sandbox("p2"));
+	fake_set("FAKE_RUNSC_HANG=checkpoint");
+	CHECK(ops_sandbox_snapshot(root, "p1", NULL, snap, op_done, first, &e) == 0);
+	fake_wait_hangs("checkpoint", 1);
+	fake_set("");
+	int rc = OP_RUN(ops_sandbox_snapshot(root, "p2", NULL, other, OP), NULL, 0);
+	CHECK_MSG(rc == -ENOSPC, "a second checkpoint on the full spool: %d, not -ENOSPC", rc);
+	fake_release();
+	CHECK(op_wait(first, NULL, 0) == 0);
+	CHECK_SNAP(snap, SNAP_COMPLETED);
+	CHECK_SB("p1", SB_RUNNING);
+	CHECK_SB("p2", SB_RUNNING);
+	CHECK(sb_snapshot("p2", other) == 0);
+	CHECK_SB("p2", SB_RUNNING);
+}
+
+static void spool_reserve(void)
+{
+	char dir[PATH_MAX];
+	scenario("spool-reserve");
+	if (!t_tmpfs("spool-reserve/spool", "100m", dir)) {
+		scenario_end();
+		return;
+	}
+	spool_parent = dir;
+	life(spool_reserve_steps);
+	spool_parent = NULL;
+	scenario_end();
+	umount2(dir, MNT_DETACH);
+}
+
+/*
+ * --- kill -9 at each phase of a suspend and of a snapshot's store ----------
+ *
+ * The runsc call of the phase is left running after the kill, as a real
+ * daemon's children are (their own sessions): the next life must wait for
+ * it (leftovers released while it waits) or kill it at its bound (timed
+ * out) before it decides, and then leave one container, the sandbox
+ * suspended or running with its memory, the snapshot completed where its
+ * checkpoint was whole, no spool, no runsc call and no record left.
+ */
+
+enum leftover {
+	LEFT_RELEASED,	/* the blocked call goes on once the next life waits for it */
+	LEFT_TIMED_OUT, /* it stays blocked: the next life kills it at its bound */
+	LEFT_STORE,	/* the kill came while storing: the call had returned */
+};
+
+struct phase {
+	const char *name;
+	bool suspend;	  /* else a snapshot */
+	const char *fake; /* the killed life's hang: "FAKE_RUNSC_HANG=... [AT]" */
+	const char *cmd;  /* the call blocked */
+	enum leftover leftover;
+	enum sandbox_state after; /* x once settled */
+	enum snapshot_state snap; /* and its snapshot */
+	bool same; /* x's runtime id is the one it had (else it was restored into another) */
+};
+
+static const struct phase phases[] = {
+    {"kill9-suspend-checkpoint", true, "FAKE_RUNSC_HANG=" CKPT, CKPT, LEFT_RELEASED, SB_RUNNING,
+     SNAP_FAILED, false},
+    {"kill9-suspend-checkpoint-bound", true, "FAKE_RUNSC_HANG=" CKPT, CKPT, LEFT_TIMED_OUT,
+     SB_RUNNING, SNAP_FAILED, true},
+    {"kill9-suspend-checkpointed", true, "FAKE_RUNSC_HANG=" CKPT " " AFTER, CKPT, LEFT_RELEASED,
+     SB_RUNNING, SNAP_FAILED, false},
+    {"kill9-suspend-delete", true, "FAKE_RUNSC_HANG=delete", "delete", LEFT_RELEASED, SB_SUSPENDED,
+     SNAP_COMPLETED, true},
+    {"kill9-suspend-store", true, "FAKE_RUNSC_HANG=" CKPT " " AFTER, CKPT, LEFT_STORE, SB_SUSPENDED,
+     SNAP_COMPLETED, true},
+    {"kill9-snapshot-checkpoint", false, "FAKE_RUNSC_HANG=" CKPT, CKPT, LEFT_RELEASED, SB_RUNNING,
+     SNAP_FAILED, true},
+    {"kill9-snapshot-store", false, "FAKE_RUNSC_HANG=" CKPT " " AFTER, CKPT, LEFT_STORE, SB_RUNNING,
+     SNAP_COMPLETED, true},
+};
+
+static const struct phase *ph; /* the one under way */
+
+/* Is process @pid running (not gone, not a zombie)? */
+static bool pid_alive(pid_t pid)
+{
+	char path[64];
+	_cleanup_fclose_ FILE *f = NULL;
+	char st = 'X';
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "re");
+	if (f && fscanf(f, "%*d (%*[^)]) %c", &st) != 1)
+		st = 'X';
+	return f && st != 'Z' && st != 'X';
+}
+
+static int live_hangs;
+static void count_live(const char *name, pid_t pid)
+{
+	(void)name;
+	live_hangs += pid_alive(pid);
+}
+
+/* Entries in @dir but dot files; -1 if it cannot be read. */
+static int entries(const char *dir)
+{
+	int n = 0;
+	DIR *d = opendir(dir);
+	if (!d)
+		return -1;
+	for (struct dirent *de = readdir(d); de; de = readdir(d))
+		n += de->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+static int entries_in(const char *leaf)
+{
+	char dir[PATH_MAX];
+	xsnprintf(dir, sizeof(dir), "%s/%s", state, leaf);
+	return entries(dir);
+}
+
+static void phase_killed(void)
+{
+	struct err e = {0};
+	char snap[ID_MAX];
+	run_noted("x");
+	fake_set(ph->fake);
+	CHECK((ph->suspend ? begin_suspend : begin_snapshot)("x", NULL, NULL, &e) == 0);
+	fake_wait_hangs(ph->cmd, 1);
+	fake_set("");
+	newest_of("x", snap);
+	CHECK_SNAP(snap, SNAP_IN_PROGRESS);
+	note_put("snap", snap);
+}
+
+/*
+ * Before the kill of a store phase: the checkpoint is written, its call
+ * blocked before it returns. A write lease on its pages file, then the call
+ * let go: the store's open of the file waits for the lease, and the kill
+ * comes once the kernel says it does (the lease breaking).
+ */
+static int lease_fd = -1;
+static void lease_pages(void)
+{
+	char snap[ID_MAX], path[PATH_MAX];
+	if (ph->leftover != LEFT_STORE)
+		return;
+	note_get("snap", snap, sizeof(snap));
+	xsnprintf(path, sizeof(path), "%s/spool/%s/pages.img", state, snap);
+	lease_fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (!CHECK_MSG(lease_fd >= 0 && fcntl(lease_fd, F_SETLEASE, F_WRLCK) == 0,
+		       "cannot take a lease on %s: %s", path, strerror(errno)))
+		return;
+	fake_release();
+	int i = 0;
+	while (i++ < DEADLINE_S * 20 && fcntl(lease_fd, F_GETLEASE) == F_WRLCK)
+		sleep_ms(50);
+	CHECK_MSG(fcntl(lease_fd, F_GETLEASE) != F_WRLCK, "the store never opened %s", path);
+}
+
+/* Has the life @pid ended (left for life_end() to reap)? */
+static bool life_over(pid_t pid)
+{
+	siginfo_t si = {0};
+	return waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == pid;
+}
+
+static bool log_has(const char *part)
+{
+	char path[PATH_MAX];
+	_cleanup_free_ char *log = NULL;
+	xsnprintf(path, sizeof(path), "%s/daemon.log", sc_dir);
+	return read_file(path, &log, NULL, EVENTS_MAX) == 0 && strstr(log, part);
+}
+
+/* While the next life starts: let the blocked call go on once it waits for it. */
+static void release_when_waited(pid_t pid)
+{
+	int i = 0;
+	while (i++ < DEADLINE_S * 20 && !log_has("a killed snapfs left running") && !life_over(pid))
+		sleep_ms(50);
+	CHECK_MSG(log_has("a killed snapfs left running"),
+		  "the next life did not wait for the runsc call the killed one left");
+	fake_release();
+}
+
+/* Wait until snapshot @id is settled (a store the start-up queued may still run). */
+static void snap_wait_settled(const char *id)
+{
+	for (int i = 0; i < DEADLINE_S * 20 && !snapshot_state_settled(snap_get(id).state); i++)
+		sleep_ms(50);
+}
+
+static void phase_settled(void)
+{
+	char snap[ID_MAX], id[ID_MAX];
+	note_get("snap", snap, sizeof(snap));
+	if (ph->after == SB_SUSPENDED)
+		sb_wait_state("x", SB_SUSPENDED);
+	snap_wait_settled(snap);
+	CHECK_SB("x", ph->after);
+	CHECK_SNAP(snap, ph->snap);
+	CHECK_MSG(same_container("x") == ph->same, "%s: x %s its container", ph->name,
+		  ph->same ? "lost" : "kept");
+	/* One container, x's; none while it is suspended. */
+	struct sandbox sb = sb_get("x");
+	int want = sb.state == SB_RUNNING;
+	CHECK_MSG(entries_in("runsc/fake-runsc/containers") == want, "%d containers, not %d",
+		  entries_in("runsc/fake-runsc/containers"), want);
+	if (want)
+		CHECK(fake_has(sb.runtime_id));
+	/* Nothing left over: no spool, no runsc call running, no record of one. */
+	CHECK_MSG(entries_in("spool") == 0, "%d entries left in the spool", entries_in("spool"));
+	live_hangs = 0;
+	fake_hangs_each(NULL, count_live);
+	CHECK_MSG(live_hangs == 0, "%d runsc calls of the killed life still run", live_hangs);
+	CHECK(entries_in("runsc-calls") == 0);
+	if (ph->after == SB_SUSPENDED) {
+		CHECK(sb_resume("x") == 0);
+		CHECK_SB("x", SB_RUNNING);
+	}
+	check_memory_noted("x");
+	if (ph->snap == SNAP_COMPLETED) {
+		CHECK(snap_fork(snap, id) == 0);
+		CHECK_SB(id, SB_RUNNING);
+	}
+}
+
+static void killed_at(const struct phase *p)
+{
+	ph = p;
+	scenario(p->name);
+	before_kill = lease_pages;
+	leftovers_live = true;
+	life_killed(phase_killed);
+	before_kill = NULL;
+	if (lease_fd >= 0)
+		close(lease_fd);
+	lease_fd = -1;
+	leftover_wait_ms = p->leftover == LEFT_TIMED_OUT ? 1 : 0;
+	while_life = p->leftover == LEFT_RELEASED ? release_when_waited : NULL;
+	life(phase_settled);
+	while_life = NULL;
+	leftovers_live = false;
+	leftover_wait_ms = 0;
+	fake_hangs_each(NULL, hang_kill); /* what a failed check left blocked */
+	scenario_end();
+}
+
 /* --- main --------------------------------------------------------------------- */
 
 /* tests/fake-runsc: $FAKE_RUNSC, or beside this binary's build/asan/tests/unit/. */
@@ -1306,8 +1678,13 @@ int main(void)
 	one_life("terminate-settled", terminate_settled_steps, NULL);
 	one_life("terminate-transitional", terminate_transitional_steps, NULL);
 	one_life("undo", undo_steps, NULL);
+	one_life("hold-window", hold_window_steps, NULL);
+	spool_reserve();
 	for (size_t i = 0; i < ARRAY_SIZE(interruptions); i++)
 		interrupted(&interruptions[i]);
+	signal(SIGIO, SIG_IGN); /* a lease breaking (lease_pages()) must not end us */
+	for (size_t i = 0; i < ARRAY_SIZE(phases); i++)
+		killed_at(&phases[i]);
 	if (t_n->failed == 0)
 		rm_rf(t_base);
 	else

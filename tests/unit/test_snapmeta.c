@@ -266,6 +266,206 @@ static void test_host_id(void)
 	rm_rf(t_base);
 }
 
+/* A row as this host records it, completed: what info.json shows. */
+static void info_row(struct snapshot *snap)
+{
+	memset(snap, 0, sizeof(*snap));
+	snprintf(snap->id, sizeof(snap->id), ID);
+	snprintf(snap->name, sizeof(snap->name), "before-upgrade");
+	snprintf(snap->sandbox_id, sizeof(snap->sandbox_id), "web");
+	snprintf(snap->image, sizeof(snap->image), "busybox");
+	snprintf(snap->image_digest, sizeof(snap->image_digest), DIGEST);
+	snprintf(snap->entrypoint, sizeof(snap->entrypoint), "sleep 1");
+	snprintf(snap->env, sizeof(snap->env), "SECRET=never-in-info\n");
+	snprintf(snap->message, sizeof(snap->message), "stored");
+	snprintf(snap->host_json, sizeof(snap->host_json),
+		 "{\"host_id\":\"" OTHER "\",\"gpus\":[]}");
+	snap->kind = SNAP_KIND_SUSPEND;
+	snap->state = SNAP_COMPLETED;
+	snap->created_at = NOW - 1000;
+	snap->completed_at = NOW + 1;
+	snap->pause_ms = 42;
+	snap->size_bytes = 1 << 20;
+	snap->stored_bytes = 4096;
+	snap->gpu = true;
+}
+
+/* info.json of @snap, parsed back; NULL if it is not one JSON object and a newline. */
+static cJSON *info_of(const struct snapshot *snap)
+{
+	_cleanup_strbuf_ struct strbuf out = STRBUF_INIT;
+	if (snapmeta_info(snap, &out) < 0 || out.len < 2 || out.buf[out.len - 1] != '\n')
+		return NULL;
+	cJSON *j = cJSON_Parse(strbuf_str(&out));
+	if (!cJSON_IsObject(j)) {
+		cJSON_Delete(j);
+		return NULL;
+	}
+	return j;
+}
+
+static const char *info_str(const cJSON *info, const char *key)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(info, key);
+	return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+static bool info_null(const cJSON *info, const char *key)
+{
+	return cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(info, key));
+}
+
+static double info_num(const cJSON *info, const char *key)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(info, key);
+	return cJSON_IsNumber(v) ? v->valuedouble : -1;
+}
+
+static void test_info_fields(void)
+{
+	static struct snapshot snap;
+	info_row(&snap);
+	cJSON *info = info_of(&snap);
+	CHECK(info != NULL);
+	CHECK_STR(info_str(info, "id"), ID);
+	CHECK_STR(info_str(info, "name"), "before-upgrade");
+	CHECK_STR(info_str(info, "kind"), "suspend");
+	CHECK_STR(info_str(info, "sandbox_id"), "web");
+	CHECK_STR(info_str(info, "created_at"), "2025-12-31T23:59:59.000Z");
+	CHECK_STR(info_str(info, "completed_at"), "2026-01-01T00:00:00.001Z");
+	CHECK_STR(info_str(info, "status"), "completed");
+	CHECK_STR(info_str(info, "message"), "stored");
+	CHECK(info_num(info, "pause_ms") == 42);
+	CHECK(info_num(info, "size_bytes") == 1 << 20);
+	CHECK(info_num(info, "stored_bytes") == 4096);
+	CHECK_STR(info_str(info, "image_digest"), DIGEST);
+	const cJSON *host = cJSON_GetObjectItemCaseSensitive(info, "host");
+	CHECK(cJSON_IsObject(host));
+	CHECK_STR(info_str(host, "host_id"), OTHER);
+	CHECK(cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(host, "gpus")));
+	CHECK(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(info, "gpu")));
+	/* Those fourteen, and nothing else: not the env, not the manifest's fields. */
+	CHECK(cJSON_GetArraySize(info) == 14);
+	CHECK(!cJSON_GetObjectItem(info, "env") && !cJSON_GetObjectItem(info, "image"));
+	CHECK(!cJSON_GetObjectItem(info, "entrypoint") &&
+	      !cJSON_GetObjectItem(info, "created_at_ms"));
+	cJSON_Delete(info);
+}
+
+/* What a row lacks is null, where info.json has always said so; the rest stays as it is. */
+static void test_info_nulls(void)
+{
+	static struct snapshot snap;
+	info_row(&snap);
+	snap.name[0] = snap.image_digest[0] = snap.message[0] = '\0';
+	snap.completed_at = 0;
+	snap.state = SNAP_PENDING;
+	snap.kind = SNAP_KIND_SNAPSHOT;
+	snap.gpu = false;
+	snap.host_json[0] = '\0';
+	cJSON *info = info_of(&snap);
+	CHECK(info != NULL);
+	CHECK(info_null(info, "name") && info_null(info, "image_digest"));
+	CHECK(info_null(info, "completed_at") && info_null(info, "host"));
+	CHECK_STR(info_str(info, "message"), "");
+	CHECK_STR(info_str(info, "status"), "pending");
+	CHECK_STR(info_str(info, "kind"), "snapshot");
+	CHECK(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(info, "gpu")));
+	cJSON_Delete(info);
+	/* A profile that is not JSON shows as none. */
+	snprintf(snap.host_json, sizeof(snap.host_json), "{\"host_id\":");
+	info = info_of(&snap);
+	CHECK(info && info_null(info, "host"));
+	cJSON_Delete(info);
+}
+
+/* The text itself, as info.json has always held it: cJSON's indented form and a newline. */
+static void test_info_text(void)
+{
+	static struct snapshot snap;
+	_cleanup_strbuf_ struct strbuf out = STRBUF_INIT;
+	info_row(&snap);
+	snap.name[0] = '\0';
+	snprintf(snap.host_json, sizeof(snap.host_json), "{\"host_id\":\"" OTHER "\"}");
+	CHECK(snapmeta_info(&snap, &out) == 0);
+	CHECK_STR(strbuf_str(&out), "{\n"
+				    "\t\"id\":\t\"" ID "\",\n"
+				    "\t\"name\":\tnull,\n"
+				    "\t\"kind\":\t\"suspend\",\n"
+				    "\t\"sandbox_id\":\t\"web\",\n"
+				    "\t\"created_at\":\t\"2025-12-31T23:59:59.000Z\",\n"
+				    "\t\"completed_at\":\t\"2026-01-01T00:00:00.001Z\",\n"
+				    "\t\"status\":\t\"completed\",\n"
+				    "\t\"message\":\t\"stored\",\n"
+				    "\t\"pause_ms\":\t42,\n"
+				    "\t\"size_bytes\":\t1048576,\n"
+				    "\t\"stored_bytes\":\t4096,\n"
+				    "\t\"image_digest\":\t\"" DIGEST "\",\n"
+				    "\t\"host\":\t{\n"
+				    "\t\t\"host_id\":\t\"" OTHER "\"\n"
+				    "\t},\n"
+				    "\t\"gpu\":\ttrue\n"
+				    "}\n");
+	/* Appended: what @out held stays. */
+	strbuf_reset(&out);
+	strbuf_adds(&out, "x");
+	CHECK(snapmeta_info(&snap, &out) == 0);
+	CHECK(out.len > 2 && strncmp(out.buf, "x{\n", 3) == 0);
+}
+
+/* The sizes a restart takes from a manifest stored before its row was completed. */
+static void test_sizes(void)
+{
+	static struct snapshot snap;
+	info_row(&snap);
+	snap.size_bytes = snap.stored_bytes = 7;
+	CHECK(snapmeta_sizes("{\"id\": \"" ID "\", \"size_bytes\": 123, \"stored_bytes\": 45}",
+			     &snap) == 0);
+	CHECK(snap.size_bytes == 123 && snap.stored_bytes == 45);
+	/* One it lacks, or one that is no whole number, is left as it was. */
+	CHECK(snapmeta_sizes("{\"size_bytes\": 9, \"stored_bytes\": -1}", &snap) == 0);
+	CHECK(snap.size_bytes == 9 && snap.stored_bytes == 45);
+	CHECK(snapmeta_sizes("{}", &snap) == 0 && snap.size_bytes == 9 && snap.stored_bytes == 45);
+	CHECK(snapmeta_sizes("not json", &snap) == -EINVAL);
+	CHECK(snapmeta_sizes("[1]", &snap) == -EINVAL);
+	CHECK(snap.size_bytes == 9 && snap.stored_bytes == 45);
+	/* Built metadata leaves them to the store (manifest_build()). */
+	cJSON *meta = snapmeta_build(&snap, "v");
+	CHECK(meta && !cJSON_GetObjectItem(meta, "size_bytes") &&
+	      !cJSON_GetObjectItem(meta, "stored_bytes"));
+	cJSON_Delete(meta);
+}
+
+/* What the manifest carries of a row: its fields, the builder's runsc, never the env. */
+static void test_build(void)
+{
+	static struct snapshot snap;
+	info_row(&snap);
+	cJSON *m = snapmeta_build(&snap, "0.0~20240729.0");
+	CHECK(m != NULL);
+	CHECK_STR(info_str(m, "id"), ID);
+	CHECK_STR(info_str(m, "name"), "before-upgrade");
+	CHECK_STR(info_str(m, "kind"), "suspend");
+	CHECK_STR(info_str(m, "sandbox_id"), "web");
+	CHECK(info_num(m, "created_at_ms") == NOW - 1000);
+	CHECK(info_num(m, "pause_ms") == 42);
+	CHECK_STR(info_str(m, "image"), "busybox");
+	CHECK_STR(info_str(m, "image_digest"), DIGEST);
+	CHECK_STR(info_str(m, "entrypoint"), "sleep 1");
+	CHECK_STR(info_str(m, "runsc_version"), "0.0~20240729.0");
+	CHECK(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(m, "gpu")));
+	CHECK(cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(m, "host")));
+	CHECK(cJSON_GetArraySize(m) == 12);
+	cJSON_Delete(m);
+	/* "" stays a string in the manifest; a profile that is not JSON is left out. */
+	snap.name[0] = '\0';
+	snprintf(snap.host_json, sizeof(snap.host_json), "{");
+	m = snapmeta_build(&snap, "v");
+	CHECK(m && info_str(m, "name") && !*info_str(m, "name"));
+	CHECK(m && !cJSON_GetObjectItem(m, "host") && cJSON_GetArraySize(m) == 11);
+	cJSON_Delete(m);
+}
+
 int main(void)
 {
 	test_good();
@@ -275,5 +475,10 @@ int main(void)
 	test_identity();
 	test_host();
 	test_host_id();
+	test_info_fields();
+	test_info_nulls();
+	test_info_text();
+	test_sizes();
+	test_build();
 	return t_done();
 }

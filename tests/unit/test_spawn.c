@@ -1,6 +1,7 @@
 /* Unit tests for lib/spawn.c: deadlines, bounded output, cancelling, the child's fds. */
 #include "lib/spawn.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -14,6 +15,7 @@
 #include "lib/strbuf.h"
 #include "lib/util.h"
 #include "tests/unit/t.h"
+#include "tests/unit/t_dir.h"
 
 static char *const env[] = {"PATH=/usr/bin:/bin", NULL};
 
@@ -256,6 +258,80 @@ static void test_bad_calls(void)
 	CHECK(spawn_run(&s) == -ENOENT);
 }
 
+/* Is @pid running now (not gone, not a zombie)? */
+static bool running(pid_t pid)
+{
+	char path[64], stat[256] = "";
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	FILE *f = fopen(path, "re");
+	bool ok = f && fgets(stat, sizeof(stat), f) && !strstr(stat, ") Z ");
+	if (f)
+		fclose(f);
+	return ok;
+}
+
+/*
+ * A child recorded by a "daemon" (a forked process) killed with SIGKILL
+ * lives on; a record whose start time is not the process's (a reused pid)
+ * is not waited for and kills nothing; the true one is waited for until
+ * the bound and its group killed.
+ */
+static void test_leftovers(void)
+{
+	char dir[PATH_MAX], path[PATH_MAX];
+	_cleanup_free_ char *text = NULL;
+	const char *const argv[] = {"sleep", "600", NULL};
+	t_path(dir, "records");
+	CHECK(mkdir_p(dir, 0700) == 0);
+	pid_t daemon = fork();
+	if (daemon == 0) {
+		struct spawn s = {.argv = argv,
+				  .envp = env,
+				  .out_fd = -1,
+				  .err_fd = -1,
+				  .in_fd = -1,
+				  .timeout_ms = 600000,
+				  .record_dir = dir};
+		spawn_run(&s);
+		_exit(0);
+	}
+	pid_t child = 0;
+	for (int i = 0; i < 2000 && child <= 0; i++) {
+		DIR *d = opendir(dir);
+		for (struct dirent *de = d ? readdir(d) : NULL; de; de = readdir(d))
+			if (de->d_name[0] != '.')
+				child = atoi(de->d_name);
+		if (d)
+			closedir(d);
+		usleep(5000);
+	}
+	kill(daemon, SIGKILL);
+	waitpid(daemon, NULL, 0);
+	if (!CHECK(child > 0))
+		return;
+	xsnprintf(path, sizeof(path), "%s/%d", dir, (int)child);
+	CHECK(read_file(path, &text, NULL, 4096) == 0 && text);
+	char boot[64] = "";
+	unsigned long long started = 0;
+	long long deadline = 0;
+	CHECK(sscanf(text ? text : "", "%63s %llu %lld", boot, &started, &deadline) == 3);
+	char fake[256];
+	int n = snprintf(fake, sizeof(fake), "%s %llu %lld\n", boot, started + 1, deadline);
+	CHECK(write_file_durable(path, fake, (size_t)n) == 0);
+	CHECK(spawn_leftovers_wait(dir, 1) == 0); /* another process under the pid: not ours */
+	CHECK(running(child));
+	CHECK(access(path, F_OK) < 0);
+	n = snprintf(fake, sizeof(fake), "%s-other %llu %lld\n", boot, started, deadline);
+	CHECK(write_file_durable(path, fake, (size_t)n) == 0);
+	CHECK(spawn_leftovers_wait(dir, 1) == 0); /* another boot's */
+	CHECK(running(child));
+	CHECK(write_file_durable(path, text, strlen(text)) == 0);
+	CHECK(spawn_leftovers_wait(dir, 1) == 1); /* ours: waited for 1 ms, then killed */
+	CHECK(gone(child));
+	CHECK(access(path, F_OK) < 0);
+	kill(child, SIGKILL);
+}
+
 int main(void)
 {
 	test_exit_and_output();
@@ -267,6 +343,10 @@ int main(void)
 	test_cancel();
 	test_cancel_just_after_start();
 	test_bad_calls();
+	if (t_dir_make("test_spawn")) {
+		test_leftovers();
+		rm_rf(t_base);
+	}
 	strbuf_release(&c.out);
 	return t_done();
 }

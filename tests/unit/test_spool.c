@@ -80,7 +80,7 @@ static void test_restart_adopts(void)
 	CHECK(mode_of(path) == 0700); /* kept */
 	CHECK(spool_open(parent, STATE, again, &e) == 0);
 	CHECK_STR(again, path);
-	spool_empty();
+	spool_empty(NULL, NULL);
 	snprintf(p, sizeof(p), "%s/snap-1", path);
 	CHECK(mode_of(p) == 0);
 	snprintf(p, sizeof(p), "%s/%s", path, SPOOL_MARKER);

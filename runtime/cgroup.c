@@ -1,0 +1,170 @@
+#include "runtime/cgroup.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/magic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/vfs.h>
+#include <unistd.h>
+
+#include "lib/names.h"
+
+/* Most processes of one container moved in one pass: its gofer, sandbox and stubs. */
+#define PIDS_MAX 8192
+
+int cgroup_path(const char *parent, const char *cid, char *out, size_t size)
+{
+	return xsnprintf(out, size, "%s/%s", parent, cid) < 0 ? -ENAMETOOLONG : 0;
+}
+
+/* systemd's hybrid layout: /sys/fs/cgroup holds v1 hierarchies, CGROUP_UNIFIED_MOUNT is v2. */
+static bool hybrid(void)
+{
+	struct statfs fs;
+	if (statfs("/sys/fs/cgroup", &fs) < 0 || fs.f_type == CGROUP2_SUPER_MAGIC)
+		return false;
+	return statfs(CGROUP_UNIFIED_MOUNT, &fs) == 0 && fs.f_type == CGROUP2_SUPER_MAGIC;
+}
+
+static int pid_cmp(const void *a, const void *b)
+{
+	pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
+	return (x > y) - (x < y);
+}
+
+/* The pids of @procs, sorted, into @out; -ENOENT when the cgroup is gone. */
+static int read_pids(const char *procs, pid_t *out, size_t *n, struct err *e)
+{
+	/* stdio, not read_file(): a cgroup file's size is 0 whatever it holds. */
+	_cleanup_fclose_ FILE *f = fopen(procs, "re");
+	int pid;
+	if (!f && errno == ENOENT)
+		return -ENOENT;
+	if (!f)
+		return err_set(e, errno, "cannot read %s: %s", procs, strerror(errno));
+	for (*n = 0; fscanf(f, "%d", &pid) == 1; (*n)++) {
+		if (*n == PIDS_MAX)
+			return err_set(e, E2BIG, "%s lists more than %d processes", procs,
+				       PIDS_MAX);
+		out[*n] = (pid_t)pid;
+	}
+	if (ferror(f))
+		return err_set(e, EIO, "cannot read %s", procs);
+	qsort(out, *n, sizeof(*out), pid_cmp);
+	return 0;
+}
+
+/* Write each of @pids into @to_fd (a cgroup.procs); one that exited meanwhile is skipped. */
+static int move_pids(int to_fd, const char *to, const pid_t *pids, size_t n, struct err *e)
+{
+	char line[24];
+	for (size_t i = 0; i < n; i++) {
+		int len = snprintf(line, sizeof(line), "%d", (int)pids[i]);
+		if (write(to_fd, line, (size_t)len) < 0 && errno != ESRCH)
+			return err_set(e, errno, "cannot move process %d into %s: %s", (int)pids[i],
+				       to, strerror(errno));
+	}
+	return 0;
+}
+
+/*
+ * Move the processes of v1 cgroup @from into v2 cgroup @to_dir, reading
+ * @from again until a pass lists the pids the pass before moved: a child
+ * forked from a process not moved yet shows up as new, and one forked after
+ * its parent moved is born in @to_dir.
+ */
+static int adopt_one(const char *from, const char *to_dir, struct err *e)
+{
+	char procs[PATH_MAX], to[PATH_MAX];
+	size_t n = 0, nprev = 0;
+	_cleanup_free_ pid_t *pids = calloc(2 * PIDS_MAX, sizeof(*pids));
+	if (!pids)
+		return err_set(e, ENOMEM, "cannot move the processes of %s", from);
+	pid_t *cur = pids, *prev = pids + PIDS_MAX;
+	if (xsnprintf(procs, sizeof(procs), "%s/cgroup.procs", from) < 0 ||
+	    xsnprintf(to, sizeof(to), "%s/cgroup.procs", to_dir) < 0)
+		return err_set(e, ENAMETOOLONG, "cgroup path too long: %s", from);
+	int rc = read_pids(procs, cur, &n, e);
+	if (rc < 0 || n == 0) /* no cgroup (a fake runsc), no process: nothing to move */
+		return rc == -ENOENT ? 0 : rc;
+	rc = mkdir_p(to_dir, 0755);
+	_cleanup_close_ int fd = rc < 0 ? -1 : open(to, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return err_set(e, rc < 0 ? -rc : errno, "cannot open %s: %s", to,
+			       strerror(rc < 0 ? -rc : errno));
+	for (int pass = 0; pass < CGROUP_ADOPT_PASSES; pass++) {
+		if (pass > 0 && n == nprev && memcmp(cur, prev, n * sizeof(*cur)) == 0)
+			return 0;
+		rc = move_pids(fd, to, cur, n, e);
+		if (rc < 0)
+			return rc;
+		pid_t *t = prev;
+		prev = cur;
+		cur = t;
+		nprev = n;
+		rc = read_pids(procs, cur, &n, e);
+		if (rc == -ENOENT) /* the container ended meanwhile */
+			return 0;
+		if (rc < 0)
+			return rc;
+	}
+	return err_set(e, EAGAIN, "the processes of %s keep changing: not all moved into %s", from,
+		       to_dir);
+}
+
+/* adopt_one() for every container cgroup under @from_dir. */
+static int adopt_all(const char *from_dir, const char *to_dir, struct err *e)
+{
+	char from[PATH_MAX];
+	DIR *d = opendir(from_dir);
+	if (!d)
+		return errno == ENOENT
+			   ? 0
+			   : err_set(e, errno, "cannot list %s: %s", from_dir, strerror(errno));
+	int rc = 0;
+	for (struct dirent *de = readdir(d); de && rc == 0; de = readdir(d)) {
+		if (de->d_type != DT_DIR || de->d_name[0] == '.')
+			continue;
+		rc = xsnprintf(from, sizeof(from), "%s/%s", from_dir, de->d_name) < 0
+			 ? err_set(e, ENAMETOOLONG, "cgroup path too long: %s", from_dir)
+			 : adopt_one(from, to_dir, e);
+	}
+	closedir(d);
+	return rc;
+}
+
+int cgroup_adopt(const char *parent, const char *cid, struct err *e)
+{
+	char from[PATH_MAX], to_dir[PATH_MAX];
+	if (!hybrid())
+		return 0;
+	if (xsnprintf(to_dir, sizeof(to_dir), "%s%s", CGROUP_UNIFIED_MOUNT, parent) < 0 ||
+	    xsnprintf(from, sizeof(from), "%s%s%s%s", CGROUP_V1_TRACKER, parent, cid ? "/" : "",
+		      cid ? cid : "") < 0)
+		return err_set(e, ENAMETOOLONG, "cgroup path too long: %s", parent);
+	return cid ? adopt_one(from, to_dir, e) : adopt_all(from, to_dir, e);
+}
+
+int cgroup_open(const char *parent, char out[CGROUP_PARENT_MAX], struct err *e)
+{
+	struct err why = {0};
+	if (!parent)
+		parent = CGROUP_PARENT_DEFAULT;
+	if (!cgroup_parent_ok(parent))
+		return err_set(
+		    e, EINVAL,
+		    "--cgroup-parent %s is not an absolute cgroup path of [A-Za-z0-9._-] "
+		    "names, each starting alphanumeric, shorter than %d bytes",
+		    parent, CGROUP_PARENT_MAX);
+	snprintf(out, CGROUP_PARENT_MAX, "%s", parent);
+	if (cgroup_adopt(out, NULL, &why) < 0)
+		warning("sandboxes may still be in the daemon's cgroup: %s", why.msg);
+	return 0;
+}

@@ -1,0 +1,61 @@
+/*
+ * cgroup.h - where a sandbox's host processes live: its own cgroup under
+ * --cgroup-parent, never the daemon's, so a stop of the daemon's service
+ * (systemd kills its whole cgroup) kills no sandbox (docs/cgroups.md).
+ *
+ * The path: <parent>/<container id>, absolute, in the bundle's
+ * linux.cgroupsPath. runsc creates it in every cgroup v1 hierarchy (or
+ * the cgroup v2 tree, when /sys/fs/cgroup is one), moves the gofer and
+ * the sandbox into it before they start anything, and removes it at
+ * `runsc delete`.
+ *
+ * The hybrid layout (cgroup v1 controllers, and a controller-less cgroup v2
+ * tree at /sys/fs/cgroup/unified, where systemd tracks and kills a
+ * service's processes): runsc 20240729 uses v1 there and leaves the v2
+ * tree alone, so the sandbox would stay in the daemon's service there.
+ * cgroup_adopt() moves it into <unified>/<parent> (one cgroup for all
+ * sandboxes: the v2 tree there has no controller to account with).
+ *
+ * Nothing here keeps state; every function may be called from any thread.
+ */
+#ifndef SNAPFS_CGROUP_H
+#define SNAPFS_CGROUP_H
+
+#include <stddef.h>
+
+#include "lib/limits.h"
+#include "lib/util.h"
+
+/* The default --cgroup-parent: a slice of its own beside the daemon's service. */
+#define CGROUP_PARENT_DEFAULT "/snapfs.slice"
+
+/* Where systemd's hybrid layout mounts the cgroup v2 tree, and the v1 tree runsc fills. */
+#define CGROUP_UNIFIED_MOUNT "/sys/fs/cgroup/unified"
+#define CGROUP_V1_TRACKER "/sys/fs/cgroup/systemd"
+
+/* Most passes of cgroup_adopt() over a container that keeps forking. */
+#define CGROUP_ADOPT_PASSES 16
+
+/*
+ * Check --cgroup-parent @parent (NULL: CGROUP_PARENT_DEFAULT) against
+ * cgroup_parent_ok() (lib/names.h) and copy it into @out; then adopt what
+ * every container under it left in the daemon's cgroup (a daemon killed
+ * between a run and its cgroup_adopt()): a failure there is only logged.
+ * -EINVAL with @e naming the rule for a parent that breaks it.
+ */
+int cgroup_open(const char *parent, char out[CGROUP_PARENT_MAX], struct err *e);
+
+/* @out = "<parent>/<cid>", the bundle's linux.cgroupsPath; -ENAMETOOLONG past @size. */
+int cgroup_path(const char *parent, const char *cid, char *out, size_t size);
+
+/*
+ * On a hybrid host, move every process of container @cid (every container
+ * under @parent when @cid is NULL, as at start-up after a crash between a
+ * run and its adoption) into <unified>/<parent>; elsewhere nothing. Their
+ * list is the v1 cgroup runsc made (CGROUP_V1_TRACKER/<parent>/<cid>),
+ * read again until a pass finds nobody new (a child forked meanwhile).
+ * 0, or -errno with @e saying which cgroup could not be written.
+ */
+int cgroup_adopt(const char *parent, const char *cid, struct err *e);
+
+#endif
