@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# shellcheck source-path=SCRIPTDIR disable=SC2016
+# shellcheck source-path=SCRIPTDIR disable=SC2016,SC2086,SC2317
+# (SC2086: id lists split into words on purpose; SC2317: helpers run through poll_until and traps)
 # The chaos test (issue 11): rounds of one random operation (snapshot,
 # suspend, resume, fork, delete, terminate), started with `async` on a few
 # small sandboxes, the daemon killed with SIGKILL 0-2 s later, restarted on
@@ -159,7 +160,7 @@ runsc_children() {
 		pid=${f#/proc/}
 		pid=${pid%/cmdline}
 		{ mapfile -d '' -t argv <"$f"; } 2>/dev/null || continue
-		[ "${#argv[@]}" -gt 1 ] && [ "$(basename "${argv[0]}")" = runsc ] || continue
+		{ [ "${#argv[@]}" -gt 1 ] && [ "$(basename "${argv[0]}")" = runsc ]; } || continue
 		[[ " ${argv[*]} " == *" --root $RUNSC_ROOT "* || " ${argv[*]} " == *" --root=$RUNSC_ROOT "* ]] ||
 			continue
 		sub="" skip=0
@@ -217,7 +218,6 @@ phase_at_kill() {
 		;;
 	esac
 }
-runtime_id_db() { sql "SELECT runtime_id FROM sandboxes WHERE id = '$1'"; }
 sql_ids() {
 	local i out="''"
 	for i in "$@"; do out+=",'$i'"; done
@@ -413,7 +413,7 @@ check_running() {
 	listed=$(timeout 30 runsc --root "$RUNSC_ROOT" list --quiet 2>&1 | sort)
 	[ "$listed" = "$want_ids" ]
 	inv runsc "runsc lists exactly the running sandboxes' containers" $((!$?)) \
-		"registry: $(echo $want_ids)" "runsc:    $(echo $listed)" \
+		"registry: $(tr '\n' ' ' <<<"$want_ids")" "runsc:    $(tr '\n' ' ' <<<"$listed")" \
 		"sandboxes: $(sb_list | tr '\n' ';')"
 	# A container no sandbox names would fail every later round too: remove it.
 	for rid in $(comm -23 <(printf '%s\n' "$listed") <(printf '%s\n' "$want_ids")); do
@@ -590,7 +590,7 @@ round() {
 	phase_at_kill
 	KILLS["$OP $PHASE"]=$((${KILLS["$OP $PHASE"]:-0} + 1))
 	timeout 30 tail --pid="$OP_PID" -f /dev/null
-	out="$(cat "$T/op.out" 2>/dev/null | head -n 2 | tr '\n' ' ')rc=$(cat "$T/op.rc" 2>/dev/null)"
+	out="$(head -n 2 "$T/op.out" 2>/dev/null | tr '\n' ' ')rc=$(cat "$T/op.rc" 2>/dev/null)"
 	unmount_mnt
 	start_daemon || bail "round $ROUND: the daemon restarts on the same state after a kill in $OP $PHASE"
 	record_new_snapshots "$TARGET"
