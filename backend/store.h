@@ -194,9 +194,10 @@ int store_holds_each(struct store *st,
 		     void *arg, struct err *e);
 
 /*
- * Delete the manifest of @id first, then collect the packs no manifest
- * lists any more and no put in flight uses. A missing snapshot is 0; a
- * held one (above) -EBUSY, with the holder in @e.
+ * Write the tombstone of @id (tombstones/<id>.json), then delete its
+ * manifest, then collect the packs no manifest lists any more and no put in
+ * flight uses. A missing snapshot is 0; a held one (above) -EBUSY, with the
+ * holder in @e (and no tombstone).
  */
 int store_delete_snapshot(struct store *st, const char *id, struct err *e);
 
@@ -213,6 +214,17 @@ int store_delete_snapshot(struct store *st, const char *id, struct err *e);
  */
 #define STORE_COLLECT_AT_START 1u
 int store_collect(struct store *st, unsigned flags, struct err *e);
+
+/*
+ * Which store this is (backend/store_ident.c): the id its snapfs-store.json
+ * names into @id. -ENOENT if it has none, unless @create: then one is
+ * written (the store's first use) and read back. -EIO if it cannot say.
+ */
+int store_identity(struct store *st, bool create, char id[STORE_ID_MAX], struct err *e);
+/* Record that snapshot @id was deleted on purpose (store_delete_snapshot() does). */
+int store_tombstone_put(struct store *st, const char *id, struct err *e);
+/* 1 if a tombstone says @id was deleted, 0 if none does, or a negative errno. */
+int store_tombstone_get(struct store *st, const char *id, struct err *e);
 
 /* The store's totals as this process knows them. */
 void store_stats(struct store *st, struct store_stats *out);

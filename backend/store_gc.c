@@ -575,6 +575,9 @@ int store_delete_snapshot(struct store *st, const char *id, struct err *e)
 			       "cannot delete snapshot %s: sandbox %s of host %s is suspended and "
 			       "resumes from it",
 			       id, who.sandbox, who.host);
+	if (rc ==
+	    0) /* before the manifest goes: a host that took @id forgets its row only with it */
+		rc = store_tombstone_put(st, id, e);
 	if (rc < 0)
 		return rc;
 	rc = objstore_del(st->os, key, &inner);

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "backend/manifest.h"
 #include "backend/registry.h"
 #include "backend/store.h"
 #include "lib/util.h"
@@ -400,6 +401,14 @@ static int copy_image(const char *from, const char *to)
 	if (rc < 0)
 		rm_rf(tmp);
 	return rc;
+}
+
+int cache_manifest(const char *snap_id, char **json)
+{
+	char path[PATH_MAX];
+	if (xsnprintf(path, sizeof(path), "%s/%s/%s", cache.dir, snap_id, CACHE_MANIFEST_FILE) < 0)
+		return -ENAMETOOLONG;
+	return read_file(path, json, NULL, MANIFEST_BYTES_MAX);
 }
 
 void cache_adopt(const char *snap_id, const char *spool, const char *manifest)

@@ -61,6 +61,14 @@ void cache_init(const char *dir, int64_t max_bytes);
  */
 void cache_adopt(const char *snap_id, const char *spool, const char *manifest);
 
+/*
+ * The manifest text image @snap_id keeps (the caller frees it), or a
+ * negative errno (-ENOENT: none). cache_adopt() runs only after the put
+ * stored the manifest, so a whole one proves the snapshot completed; a
+ * machine crash may tear it (not fsynced), so parse it before trusting it.
+ */
+int cache_manifest(const char *snap_id, char **json);
+
 /* Whether cached image @donor_id should lend chunks before the others. */
 typedef bool cache_prefer_fn(const char *donor_id, void *arg);
 

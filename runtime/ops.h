@@ -239,10 +239,9 @@ bool ops_wait_cancel(void *ctx);
  */
 /* Sandbox @id into @out; -ENOENT when there is none @who may see. */
 int ops_sandbox_get(const struct caller *who, const char *id, struct sandbox *out);
-/* The same for a snapshot: one missing here may be another host's, just stored (ops_sync_if_stale).
- */
+/* The same for a snapshot: one missing here may be another host's, just stored (ops_sync_ask()). */
 int ops_snapshot_get(const struct caller *who, const char *id, struct snapshot *out);
-/* The sandboxes, and the snapshots (after following the store), that @who may see. */
+/* The sandboxes, and the snapshots, that @who may see. */
 int ops_sandboxes_each(const struct caller *who, int (*fn)(const struct sandbox *sb, void *arg),
 		       void *arg);
 int ops_snapshots_each(const struct caller *who, int (*fn)(const struct snapshot *snap, void *arg),
@@ -301,14 +300,16 @@ void ops_set_change_listener(void (*fn)(enum ops_object kind, const char *id, vo
 
 /*
  * Make the registry follow the store's manifests (snapshots other hosts
- * sharing the store completed or deleted). The daemon does it every few
- * seconds; ops_sync_if_stale() does it now if the last time is older than
- * that, for readers of snapshots/ (runtime/ops_sync.c).
+ * sharing the store completed or deleted), on the sync thread
+ * (runtime/ops_sync.c): ops_sync_start() starts it, ops_sync_stop() ends
+ * it after the pass in flight. ops_sync_ask() asks it for a pass soon and
+ * returns at once: for a lookup of a name the registry lacks. One pass on
+ * the caller's thread: ops_sync_snapshots() (tests).
  */
+int ops_sync_start(void);
+void ops_sync_stop(void);
+void ops_sync_ask(void);
 int ops_sync_snapshots(void);
-void ops_sync_if_stale(void);
-/* Queue a collection pass of the store if its period is over (runtime/ops_sync.c). */
-void ops_collect_if_due(void);
 
 /* The journals, for the tree's `events` and `errors` (a view with growing offsets: logfile.h). */
 struct logfile *ops_events_journal(void);

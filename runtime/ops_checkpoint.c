@@ -109,7 +109,7 @@ static void snapshot_fail(struct snapshot *snap, struct snap_job *job, const str
 static void snapshot_fail_id(struct snap_job *job, const struct err *e)
 {
 	struct snapshot snap;
-	if (registry_snapshot_get(ops.reg, job->snap_id, &snap) < 0) {
+	if (row_snapshot_get(job->snap_id, &snap) < 0) {
 		complete(job->base.done, job->base.ctx, -(e->code ? e->code : EIO), NULL, 0);
 		snap_job_free(job);
 		return;
@@ -149,8 +149,8 @@ static int hold_stale(const char *snap_id, const struct store_holder *who, void 
 	(void)arg;
 	if (strcmp(who->host, host_id()) != 0)
 		return 0;
-	if (registry_sandbox_get(ops.reg, who->sandbox, &sb) == 0 &&
-	    (needs & STATE_BIT(sb.state)) && !strcmp(sb.restore_snapshot, snap_id))
+	if (row_sandbox_get(who->sandbox, &sb) == 0 && (needs & STATE_BIT(sb.state)) &&
+	    !strcmp(sb.restore_snapshot, snap_id))
 		return 0;
 	suspend_unhold(who->sandbox, snap_id);
 	return 0;
@@ -208,8 +208,8 @@ static void checkpoint_job(void *arg)
 	struct err e = {0};
 	char spool[PATH_MAX];
 	bool leave_running = job->kind == SNAP_KIND_SNAPSHOT;
-	if (registry_snapshot_get(ops.reg, job->snap_id, &snap) < 0 ||
-	    registry_sandbox_get(ops.reg, job->sandbox_id, &sb) < 0) {
+	if (row_snapshot_get(job->snap_id, &snap) < 0 ||
+	    row_sandbox_get(job->sandbox_id, &sb) < 0) {
 		/* Only a broken registry gets here: leave nothing transitional. */
 		err_set(&e, EIO, "cannot read snapshot %s or sandbox %s from the registry",
 			job->snap_id, job->sandbox_id);
@@ -284,7 +284,7 @@ static void suspend_not_stored(const struct snap_job *job, const struct err *why
 	struct sandbox sb;
 	struct err e = {0};
 	char msg[MESSAGE_MAX];
-	int rc = registry_sandbox_get(ops.reg, job->sandbox_id, &sb);
+	int rc = row_sandbox_get(job->sandbox_id, &sb);
 	/* Terminated meanwhile: nothing to bring back. */
 	if (rc < 0 || sb.state != SB_SUSPENDING)
 		return;
@@ -327,7 +327,7 @@ static void store_job(void *arg)
 	struct store_put_result res = {.manifest = &manifest};
 	struct err e = {0};
 	char spool[PATH_MAX];
-	if (registry_snapshot_get(ops.reg, job->snap_id, &snap) < 0) {
+	if (row_snapshot_get(job->snap_id, &snap) < 0) {
 		err_set(&e, EIO, "cannot read snapshot %s from the registry", job->snap_id);
 		if (job->kind == SNAP_KIND_SUSPEND) {
 			suspend_not_stored(job, &e);
@@ -361,12 +361,20 @@ static void store_job(void *arg)
 	snap.size_bytes = res.size_bytes;
 	snap.stored_bytes = res.stored_bytes;
 	progress_clear(snap.id);
-	snapshot_save(&snap);
+	rc = snapshot_save(&snap);
 	/* Terminated meanwhile: its terminate may have gone before the hold did. */
 	if (job->kind == SNAP_KIND_SUSPEND &&
 	    sandbox_apply_if(job->sandbox_id, STATE_BIT(SB_SUSPENDING), SB_PATCH(SB_SUSPENDED)) < 0)
 		suspend_unhold(job->sandbox_id, job->snap_id);
-	complete(job->base.done, job->base.ctx, 0, NULL, 0);
+	/* Not recorded, not even in memory (ops_rows.c): no success for what nobody can read. */
+	if (rc < 0) {
+		err_set(&e, -rc,
+			"cannot record snapshot %s as completed: %s (it is whole in the store: a "
+			"restart finds it)",
+			snap.id, strerror(-rc));
+		report_job_failure(OPS_OBJ_SNAPSHOT, snap.id, "status", &e);
+	}
+	complete(job->base.done, job->base.ctx, rc, NULL, 0);
 	snap_job_free(job);
 }
 

@@ -153,13 +153,13 @@ static int object_owner(enum ops_object kind, const char *id, uid_t *owner)
 {
 	if (kind == OPS_OBJ_SANDBOX) {
 		struct sandbox sb;
-		int rc = registry_sandbox_get(ops.reg, id, &sb);
+		int rc = row_sandbox_get(id, &sb);
 		if (rc == 0)
 			*owner = sb.owner_uid;
 		return rc;
 	}
 	struct snapshot snap;
-	int rc = registry_snapshot_get(ops.reg, id, &snap);
+	int rc = row_snapshot_get(id, &snap);
 	if (rc == 0)
 		*owner = snap.owner_uid;
 	return rc;
@@ -268,7 +268,7 @@ static void sandbox_set_message(const struct caller *who, const char *id, const 
 	pthread_mutex_lock(&ops.lock);
 	if (sandbox_get_as(who, id, &sb) == 0) {
 		snprintf(sb.message, sizeof(sb.message), "%s", msg);
-		registry_sandbox_update(ops.reg, &sb);
+		row_sandbox_update(&sb);
 	}
 	pthread_mutex_unlock(&ops.lock);
 	notify(OPS_OBJ_SANDBOX, id);
@@ -294,7 +294,7 @@ void report_job_failure(enum ops_object kind, const char *id, const char *what, 
 
 int sandbox_get_as(const struct caller *who, const char *id, struct sandbox *out)
 {
-	int rc = registry_sandbox_get(ops.reg, id, out);
+	int rc = row_sandbox_get(id, out);
 	if (rc == 0 && !access_may_see(who, out->owner_uid))
 		rc = -ENOENT;
 	return rc;
@@ -302,7 +302,7 @@ int sandbox_get_as(const struct caller *who, const char *id, struct sandbox *out
 
 int snapshot_get_as(const struct caller *who, const char *id, struct snapshot *out)
 {
-	int rc = registry_snapshot_get(ops.reg, id, out);
+	int rc = row_snapshot_get(id, out);
 	if (rc == 0 && !access_may_see(who, out->owner_uid))
 		rc = -ENOENT;
 	return rc;
@@ -330,7 +330,7 @@ int sandbox_begin(const struct caller *who, const char *id, unsigned allowed, en
 	struct sandbox next = *out;
 	next.state = to;
 	next.message[0] = '\0';
-	rc = registry_sandbox_update(ops.reg, &next);
+	rc = row_sandbox_update(&next);
 	if (rc < 0)
 		rc = err_set(e, EIO, "cannot %s sandbox %s: registry write failed", verb, id);
 out:
@@ -360,18 +360,22 @@ int sandbox_apply_if(const char *id, unsigned allowed, struct sb_patch patch)
 {
 	struct sandbox sb;
 	pthread_mutex_lock(&ops.lock);
-	int rc = registry_sandbox_get(ops.reg, id, &sb);
+	int rc = row_sandbox_get(id, &sb);
 	if (rc == 0 && !(allowed & STATE_BIT(sb.state)))
 		rc = -EBUSY;
 	if (rc == 0) {
 		patch_sandbox(&sb, &patch);
-		rc = registry_sandbox_update(ops.reg, &sb);
+		rc = row_sandbox_update(&sb);
 	}
 	pthread_mutex_unlock(&ops.lock);
 	if (rc == -EBUSY)
 		return rc;
-	if (rc < 0)
+	if (rc < 0) {
+		/* A state nobody can read never settles: its waiters must not wait for it. */
+		if (!sandbox_state_transitional(patch.state))
+			waiters_end(OPS_OBJ_SANDBOX, id, rc, NULL, 0);
 		return error(-rc, "cannot update sandbox %s: %s", id, strerror(-rc));
+	}
 	announce_sandbox(id, sb.state, patch.message);
 	return 0;
 }
@@ -384,8 +388,10 @@ int sandbox_apply(const char *id, struct sb_patch patch)
 int snapshot_save(const struct snapshot *snap)
 {
 	pthread_mutex_lock(&ops.lock);
-	int rc = registry_snapshot_update(ops.reg, snap);
+	int rc = row_snapshot_update(snap);
 	pthread_mutex_unlock(&ops.lock);
+	if (rc < 0 && snapshot_state_settled(snap->state))
+		waiters_end(OPS_OBJ_SNAPSHOT, snap->id, rc, NULL, 0);
 	if (rc < 0)
 		return error(-rc, "cannot update snapshot %s: %s", snap->id, strerror(-rc));
 	announce_snapshot(snap->id, snap->state, snap->message);

@@ -161,7 +161,7 @@ static void exec_job(void *arg)
 	struct err e = {0};
 	struct sandbox sb;
 	_cleanup_strbuf_ struct strbuf out = STRBUF_INIT;
-	int rc = registry_sandbox_get(ops.reg, job->id, &sb);
+	int rc = row_sandbox_get(job->id, &sb);
 	/* Its id, owner and birth say it is the one the exec was written to. */
 	const bool ours =
 	    rc == 0 && sb.created_at == job->created_at && sb.owner_uid == job->owner_uid;

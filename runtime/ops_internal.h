@@ -8,7 +8,8 @@
  * remove, wait, reconcile, exited sandboxes), ops_exec.c, ops_checkpoint.c
  * (snapshot, suspend, the store job), ops_restore.c (fork, resume; the
  * cache's mechanics are runtime/cache.c's), ops_snapshot.c (delete, wait,
- * progress, restorable, reconcile), ops_sync.c, ops_gpu.c and ops_text.c.
+ * progress, restorable, reconcile), ops_rows.c (the rows: the registry's,
+ * or an update it refused, kept), ops_sync.c, ops_gpu.c and ops_text.c.
  *
  * The lock: every read-check-write of a sandbox or snapshot state happens
  * under `ops.lock`, so two requests can never both see `running` and both
@@ -39,7 +40,8 @@
  *   - the paths, cuda_tool, store, images, runsc and lock_fd are set by
  *     ops_open() and only read after it, so they need none;
  *   - reg: the registry serialises its own calls; every read-check-write
- *     of a row holds `lock`;
+ *     of a row holds `lock`; rows are read and updated through row_*()
+ *     (ops_rows.c, its own leaf lock below `lock`);
  *   - running: written under `gate` held for writing, read under it held
  *     for reading (exec jobs).
  * Elsewhere: the waiters list under waiters_lock and the progress list
@@ -70,6 +72,35 @@ struct ops_context {
 };
 
 extern struct ops_context ops;
+
+/*
+ * The rows as the daemon knows them (ops_rows.c): the registry's, or an
+ * update of one it refused, kept and written again until it takes it. Every
+ * read and update of a sandbox or snapshot row in runtime/ goes through
+ * these; inserts go to the registry itself (one refused fails its
+ * request). An update is 0 once the registry has it or it is kept; it
+ * fails with the registry's errno when more than REGISTRY_PENDING_MAX
+ * rows wait already. Deletes drop the kept row once the registry's is gone.
+ */
+int row_sandbox_get(const char *id, struct sandbox *out);
+int row_snapshot_get(const char *id, struct snapshot *out);
+int row_sandbox_update(const struct sandbox *sb);
+int row_snapshot_update(const struct snapshot *snap);
+int row_sandbox_delete(const char *id);
+int row_snapshot_delete(const char *id);
+int row_sandbox_each(int (*fn)(const struct sandbox *sb, void *arg), void *arg);
+int row_sandbox_each_forked_from(const char *snap_id,
+				 int (*fn)(const struct sandbox *sb, void *arg), void *arg);
+int row_snapshot_each(int (*fn)(const struct snapshot *snap, void *arg), void *arg);
+int row_snapshot_each_of_sandbox(const char *sandbox_id,
+				 int (*fn)(const struct snapshot *snap, void *arg), void *arg);
+int row_snapshot_pinned(const char *snap_id, bool *pinned);
+/* Write the kept rows again: when their backoff is over, or @now. */
+void rows_flush(bool now);
+/* Rows kept now (metrics). */
+unsigned rows_pending(void);
+/* At shutdown: a last flush; what is still kept is dropped (start-up reconciles it). */
+void rows_close(void);
 
 /* A change to a sandbox row: fields left NULL (or pid -1) are kept. */
 struct sb_patch {
@@ -278,6 +309,24 @@ int restore_blockers(const struct snapshot *snap, struct strbuf *why);
 /* ops_sandbox.c / ops_snapshot.c hooks used by ops_open. */
 void reconcile_sandboxes(void);
 void reconcile_snapshots(void);
+/* Decide snapshot @id, left undecided by start-up, from the store (found ours just now). */
+void reconcile_snapshot_id(const char *id);
+/*
+ * Which store (runtime/ops_sync.c): 0 if the store is the one this state
+ * follows (recorded on its first use), -EXDEV if it is another (journalled
+ * once), another negative errno if it cannot say; the reason in @e.
+ */
+int ops_store_followed(struct err *e);
+/*
+ * Whether completed row @snap, whose manifest the store (ours) lacks, may
+ * be forgotten: 1 if it is not held and another host took it or a
+ * tombstone says it was deleted, 0 if not (its id is added to @kept, may be NULL), or a negative
+ * errno if the store cannot say.
+ */
+struct strset;
+int sync_may_forget(const struct snapshot *snap, struct strset *kept);
+/* Have the sync thread decide snapshot @id (reconcile_snapshot_id()) once the store answers. */
+void sync_reconcile_later(const char *id);
 /*
  * Is @snap_id's checkpoint one to finish storing: this host's, in_progress
  * after reconcile_snapshots(), whole in the spool? (spool_empty() keeps it.)

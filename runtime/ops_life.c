@@ -127,9 +127,8 @@ static void *monitor_main(void *arg)
 		if (monitor_stop)
 			break;
 		pthread_mutex_unlock(&monitor_lock);
-		monitor_sandboxes();
-		ops_sync_if_stale();
-		ops_collect_if_due();
+		rows_flush(false);
+		monitor_sandboxes(); /* never the store: ops_sync.c's thread follows it */
 		pthread_mutex_lock(&monitor_lock);
 	}
 	pthread_mutex_unlock(&monitor_lock);
@@ -202,6 +201,9 @@ int ops_start(struct err *e)
 	if (rc != 0)
 		return err_set(e, rc, "cannot start the monitor thread: %s", strerror(rc));
 	monitor_started = true;
+	rc = ops_sync_start();
+	if (rc < 0)
+		return err_set(e, -rc, "cannot start the sync thread: %s", strerror(-rc));
 	ops.running = true;
 	info("snapfs started: state %s, store %s, runsc %s", ops.state_dir, store_url(ops.store),
 	     ops.runsc.version);
@@ -216,11 +218,13 @@ void ops_shutdown(void)
 	pthread_rwlock_unlock(&ops.gate);
 	if (monitor_started)
 		monitor_end();
+	ops_sync_stop();
 	jobs_stop();
 	spool_close();
 	console_stop();
 	images_close(ops.images);
 	store_close(ops.store);
+	rows_close();
 	registry_close(ops.reg);
 	journal_close();
 	ops.images = NULL;

@@ -36,7 +36,7 @@ static bool same_sandbox(const struct snapshot *a, const struct snapshot *b)
 static bool same_source(const char *donor_id, void *arg)
 {
 	struct snapshot s;
-	return registry_snapshot_get(ops.reg, donor_id, &s) == 0 && same_sandbox(&s, arg);
+	return row_snapshot_get(donor_id, &s) == 0 && same_sandbox(&s, arg);
 }
 
 static struct snapshot_use *snapshot_uses;
@@ -129,7 +129,7 @@ int restore_from_spool(struct sandbox *sb, const char *snap_id, struct err *e)
 {
 	struct snapshot snap;
 	char spool[PATH_MAX], digest[DIGEST_MAX];
-	if (registry_snapshot_get(ops.reg, snap_id, &snap) < 0)
+	if (row_snapshot_get(snap_id, &snap) < 0)
 		return err_set(e, ENOENT, "snapshot %s no longer exists", snap_id);
 	spool_path(snap_id, spool, sizeof(spool));
 	if (access(spool, F_OK) < 0)
@@ -158,7 +158,7 @@ static int restore_container(const struct restore_job *job, const char *runtime_
 {
 	char image_dir[PATH_MAX];
 	struct snapshot snap;
-	if (registry_snapshot_get(ops.reg, job->snap_id, &snap) < 0)
+	if (row_snapshot_get(job->snap_id, &snap) < 0)
 		return err_set(e, ENOENT, "snapshot %s no longer exists", job->snap_id);
 	/* Held from before the check that it is there until runsc has read it. */
 	cache_hold(snap.id);

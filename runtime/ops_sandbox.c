@@ -169,7 +169,7 @@ int ops_sandbox_set(const struct caller *who, const char *id, enum sandbox_field
 	if (rc == -EFBIG || rc == -ENAMETOOLONG)
 		rc = err_set(e, EFBIG, "%s of sandbox %s is too long", names[field], id);
 	if (rc == 0)
-		rc = registry_sandbox_update(ops.reg, &sb);
+		rc = row_sandbox_update(&sb);
 	pthread_mutex_unlock(&ops.lock);
 	if (rc == 0)
 		notify(OPS_OBJ_SANDBOX, id);
@@ -269,7 +269,7 @@ static void start_job(void *arg)
 	struct err e = {0};
 	char digest[DIGEST_MAX] = "";
 	struct sandbox sb;
-	int rc = registry_sandbox_get(ops.reg, job->id, &sb);
+	int rc = row_sandbox_get(job->id, &sb);
 	if (rc == 0)
 		rc = start_container(&sb, digest, &e);
 	/* Only while still starting: a terminate may have taken the sandbox over. */
@@ -345,7 +345,7 @@ static void terminate_job(void *arg)
 	struct sandbox_job *job = arg;
 	struct sandbox sb;
 	struct err e = {0};
-	int rc = registry_sandbox_get(ops.reg, job->id, &sb);
+	int rc = row_sandbox_get(job->id, &sb);
 	bool sb_found = rc == 0;
 	if (rc == 0)
 		rc = stop_container(sb.runtime_id, &e);
@@ -404,7 +404,7 @@ int ops_sandbox_remove(const struct caller *who, const char *id, struct err *e)
 		rc = err_set(e, EBUSY, "cannot remove sandbox %s: it is %s (terminate it first)",
 			     id, sandbox_state_name(sb.state));
 	else
-		rc = registry_sandbox_delete(ops.reg, id);
+		rc = row_sandbox_delete(id);
 	/*
 	 * Its console and directory go under the lock: once it is unlocked a new
 	 * sandbox may take the name, and its bundle and console must not be the
@@ -436,11 +436,11 @@ int ops_sandbox_wait(const struct caller *who, const char *id, ops_done_fn done,
 	 * end its owner's waiters too. One made under this id meanwhile is
 	 * never reported to us: waiters_wake() checks who may see it.
 	 */
-	if (registry_sandbox_get(ops.reg, id, &sb) == 0 && !access_may_see(who, sb.owner_uid))
+	if (row_sandbox_get(id, &sb) == 0 && !access_may_see(who, sb.owner_uid))
 		return err_set(e, ENOENT, "sandbox %s does not exist", id);
 	/* Register first, then look: a change in between still wakes us. */
 	waiters_add(who, OPS_OBJ_SANDBOX, id, done, ctx);
-	int rc = registry_sandbox_get(ops.reg, id, &sb);
+	int rc = row_sandbox_get(id, &sb);
 	if (rc < 0) {
 		waiters_fail(OPS_OBJ_SANDBOX, id);
 		return 0;
@@ -553,7 +553,7 @@ static void reconcile_one(struct sandbox *sb)
 	/* Its output waited in the console FIFO for us (a restored one has its console). */
 	if (sb->state == SB_RUNNING && alive)
 		reopen_console(sb->id);
-	registry_sandbox_update(ops.reg, sb);
+	row_sandbox_update(sb);
 }
 
 static int collect_ids(const struct sandbox *sb, void *arg)
@@ -565,7 +565,7 @@ static int collect_ids(const struct sandbox *sb, void *arg)
 static void reconcile_id(const char *id)
 {
 	struct sandbox sb;
-	if (registry_sandbox_get(ops.reg, id, &sb) == 0)
+	if (row_sandbox_get(id, &sb) == 0)
 		reconcile_one(&sb);
 }
 
@@ -573,7 +573,7 @@ static void reconcile_id(const char *id)
 void reconcile_sandboxes(void)
 {
 	_cleanup_strbuf_ struct strbuf ids = STRBUF_INIT;
-	registry_sandbox_each(ops.reg, collect_ids, &ids);
+	row_sandbox_each(collect_ids, &ids);
 	strbuf_each_line(&ids, reconcile_id);
 }
 
@@ -593,7 +593,7 @@ static void mark_exited(const char *id)
 	struct sandbox sb;
 	pid_t pid = 0;
 	pthread_mutex_lock(&ops.lock);
-	int rc = registry_sandbox_get(ops.reg, id, &sb);
+	int rc = row_sandbox_get(id, &sb);
 	pthread_mutex_unlock(&ops.lock);
 	if (rc < 0 || sb.state != SB_RUNNING)
 		return;
@@ -610,6 +610,6 @@ static void mark_exited(const char *id)
 void monitor_sandboxes(void)
 {
 	_cleanup_strbuf_ struct strbuf ids = STRBUF_INIT;
-	registry_sandbox_each(ops.reg, collect_exited, &ids);
+	row_sandbox_each(collect_exited, &ids);
 	strbuf_each_line(&ids, mark_exited);
 }

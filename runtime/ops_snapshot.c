@@ -7,6 +7,7 @@
 #include "runtime/ops_internal.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backend/store.h"
@@ -45,7 +46,7 @@ int ops_sandbox_snapshots_each(const struct sandbox *sb,
 			       int (*fn)(const struct snapshot *snap, void *arg), void *arg)
 {
 	struct of_walk w = {sb, fn, arg};
-	return registry_snapshot_each_of_sandbox(ops.reg, sb->id, of_only, &w);
+	return row_snapshot_each_of_sandbox(sb->id, of_only, &w);
 }
 
 static int newest_kept(const struct snapshot *snap, void *arg)
@@ -88,7 +89,7 @@ static void delete_job_run(void *arg)
 	if (rc == 0) {
 		cache_remove(job->snap_id);
 		pthread_mutex_lock(&ops.lock);
-		rc = registry_snapshot_delete(ops.reg, job->snap_id);
+		rc = row_snapshot_delete(job->snap_id);
 		pthread_mutex_unlock(&ops.lock);
 		if (rc == -ENOENT)
 			rc = 0;
@@ -114,7 +115,7 @@ int ops_snapshot_delete(const struct caller *who, const char *snap_id, ops_done_
 	pthread_mutex_lock(&ops.lock);
 	int rc = snapshot_get_as(who, snap_id, &snap);
 	if (rc == 0)
-		rc = registry_snapshot_pinned(ops.reg, snap_id, &pinned);
+		rc = row_snapshot_pinned(snap_id, &pinned);
 	if (rc == 0 && !pinned && snapshot_state_settled(snap.state)) {
 		use = snapshot_use_get(snap_id, true);
 		rc = use ? 0 : -ENOMEM; /* unmarked, a fork could start from what is deleted */
@@ -156,11 +157,10 @@ int ops_snapshot_wait(const struct caller *who, const char *snap_id, ops_done_fn
 {
 	struct snapshot snap;
 	/* As ops_sandbox_wait: another's is refused before its owner's waiters could be ended. */
-	if (registry_snapshot_get(ops.reg, snap_id, &snap) == 0 &&
-	    !access_may_see(who, snap.owner_uid))
+	if (row_snapshot_get(snap_id, &snap) == 0 && !access_may_see(who, snap.owner_uid))
 		return err_set(e, ENOENT, "snapshot %s does not exist", snap_id);
 	waiters_add(who, OPS_OBJ_SNAPSHOT, snap_id, done, ctx);
-	if (registry_snapshot_get(ops.reg, snap_id, &snap) < 0) {
+	if (row_snapshot_get(snap_id, &snap) < 0) {
 		waiters_fail(OPS_OBJ_SNAPSHOT, snap_id);
 		return 0;
 	}
@@ -174,7 +174,7 @@ int ops_snapshot_progress(const char *snap_id, int64_t *done, int64_t *total)
 	struct snapshot snap;
 	if (progress_get(snap_id, done, total))
 		return 0;
-	int rc = registry_snapshot_get(ops.reg, snap_id, &snap);
+	int rc = row_snapshot_get(snap_id, &snap);
 	if (rc < 0)
 		return rc;
 	*done = snap.state == SNAP_COMPLETED ? snap.size_bytes : 0;
@@ -185,7 +185,7 @@ int ops_snapshot_progress(const char *snap_id, int64_t *done, int64_t *total)
 int ops_snapshot_restorable(const char *snap_id, struct strbuf *out)
 {
 	struct snapshot snap;
-	int rc = registry_snapshot_get(ops.reg, snap_id, &snap);
+	int rc = row_snapshot_get(snap_id, &snap);
 	if (rc < 0)
 		return rc;
 	rc = restore_blockers(&snap, out);
@@ -197,41 +197,79 @@ int ops_snapshot_restorable(const char *snap_id, struct strbuf *out)
 /* --- start-up reconciliation --------------------------------------------- */
 
 /*
- * One snapshot after a restart. The manifest is written last, so it decides:
- * an interrupted snapshot with a manifest is whole; one without failed, and
- * what it stored is removed. A completed row without a manifest was being
- * deleted: the delete is finished.
+ * The manifest is written last, so it decides what a row left by a
+ * restart is: an interrupted snapshot with a manifest is whole; one without
+ * failed, and what it stored is removed; a completed row without one was
+ * being deleted. The store decides only when it answers and is the store
+ * this state follows (ops_store_followed()): otherwise, down or another
+ * store, the row keeps its state and the sync thread decides it once the
+ * store answers (sync_reconcile_later()). Before the store is asked, an
+ * image in the cache that keeps a whole manifest proves its put completed
+ * (cache_manifest()).
  */
-static void reconcile_snapshot(struct snapshot *snap)
+static void snapshot_settle(struct snapshot *snap, const char *manifest)
 {
-	_cleanup_free_ char *manifest = NULL;
-	int mrc = store_get_manifest(ops.store, snap->id, &manifest, NULL);
-	bool stored = mrc == 0;
 	enum snapshot_state was = snap->state;
-	/* A store that cannot answer (down, bad credentials) proves nothing. */
-	if (mrc < 0 && mrc != -ENOENT && was == SNAP_COMPLETED)
-		return;
-	if (was == SNAP_COMPLETED && !stored) {
-		registry_snapshot_delete(ops.reg, snap->id);
-		return;
-	}
-	if (snapshot_state_settled(was))
-		return;
-	/* Interrupted while storing, its checkpoint whole: reconcile_stores() finishes it. */
-	if (!stored && spool_is_whole(snap->id) && ops_snapshot_taken_here(snap))
-		return;
-	snap->state = stored ? SNAP_COMPLETED : SNAP_FAILED;
+	snap->state = manifest ? SNAP_COMPLETED : SNAP_FAILED;
 	snap->completed_at = now_ms();
-	if (stored)
+	if (manifest)
 		snapmeta_sizes(manifest, snap);
-	if (!stored) {
-		if (mrc == -ENOENT) /* what it stored before the crash is garbage */
-			store_delete_snapshot(ops.store, snap->id, NULL);
+	else
 		snprintf(snap->message, sizeof(snap->message),
 			 "snapshot %s was interrupted: snapfs stopped while it was %s", snap->id,
 			 snapshot_state_name(was));
+	pthread_mutex_lock(&ops.lock);
+	row_snapshot_update(snap);
+	pthread_mutex_unlock(&ops.lock);
+	announce_snapshot(snap->id, snap->state, snap->message);
+}
+
+/* A completed row whose manifest the store, ours, does not hold. */
+static void snapshot_unstored(struct snapshot *snap)
+{
+	int rc = sync_may_forget(snap, NULL);
+	if (rc < 0) {
+		sync_reconcile_later(snap->id);
+	} else if (rc == 1) {
+		pthread_mutex_lock(&ops.lock);
+		row_snapshot_delete(snap->id);
+		pthread_mutex_unlock(&ops.lock);
+		announce_gone(OPS_OBJ_SNAPSHOT, snap->id, NULL);
 	}
-	registry_snapshot_update(ops.reg, snap);
+}
+
+static void reconcile_snapshot(struct snapshot *snap, bool store_ours)
+{
+	_cleanup_free_ char *manifest = NULL;
+	bool settled = snapshot_state_settled(snap->state);
+	if (settled && snap->state != SNAP_COMPLETED)
+		return;
+	/* Interrupted while storing, its checkpoint whole: reconcile_stores() finishes it. */
+	if (!settled && spool_is_whole(snap->id) && ops_snapshot_taken_here(snap))
+		return;
+	if (!settled && cache_manifest(snap->id, &manifest) == 0 &&
+	    snapmeta_sizes(manifest, snap) == 0) {
+		snapshot_settle(snap, manifest);
+		return;
+	}
+	free(manifest);
+	manifest = NULL;
+	int mrc = store_ours ? store_get_manifest(ops.store, snap->id, &manifest, NULL) : -EIO;
+	if (mrc < 0 && mrc != -ENOENT) {
+		/* A store that cannot answer (down, bad credentials, another store) proves nothing.
+		 */
+		if (!settled)
+			sync_reconcile_later(snap->id);
+		return;
+	}
+	if (settled) {
+		if (mrc == -ENOENT)
+			snapshot_unstored(snap);
+		return;
+	}
+	if (mrc == -ENOENT) /* what it stored before the crash is garbage */
+		store_delete_snapshot(ops.store, snap->id, NULL);
+	snapshot_settle(snap, manifest);
 }
 
 static int collect_snapshot_ids(const struct snapshot *snap, void *arg)
@@ -240,41 +278,49 @@ static int collect_snapshot_ids(const struct snapshot *snap, void *arg)
 	return strbuf_error(arg);
 }
 
-/* A cache entry stays if its snapshot is still known and completed. */
+/* A cache entry stays while its snapshot is known and not failed: an undecided one may be whole. */
 static bool cache_entry_wanted(const char *snap_id, void *arg)
 {
 	struct snapshot snap;
 	(void)arg;
-	return registry_snapshot_get(ops.reg, snap_id, &snap) == 0 && snap.state == SNAP_COMPLETED;
+	return row_snapshot_get(snap_id, &snap) == 0 && snap.state != SNAP_FAILED;
 }
 
-static void reconcile_snapshot_id(const char *id)
+void reconcile_snapshot_id(const char *id)
 {
 	struct snapshot snap;
-	if (registry_snapshot_get(ops.reg, id, &snap) == 0)
-		reconcile_snapshot(&snap);
+	if (row_snapshot_get(id, &snap) == 0)
+		reconcile_snapshot(&snap, true);
+}
+
+static bool store_ours_at_start;
+
+static void reconcile_at_start(const char *id)
+{
+	struct snapshot snap;
+	if (row_snapshot_get(id, &snap) == 0)
+		reconcile_snapshot(&snap, store_ours_at_start);
 }
 
 bool reconcile_spool_wanted(const char *snap_id, void *arg)
 {
 	struct snapshot snap;
 	(void)arg;
-	return registry_snapshot_get(ops.reg, snap_id, &snap) == 0 &&
-	       snap.state == SNAP_IN_PROGRESS && ops_snapshot_taken_here(&snap) &&
-	       spool_is_whole(snap_id);
+	return row_snapshot_get(snap_id, &snap) == 0 && snap.state == SNAP_IN_PROGRESS &&
+	       ops_snapshot_taken_here(&snap) && spool_is_whole(snap_id);
 }
 
 static void store_again_id(const char *id)
 {
 	struct snapshot snap;
-	if (reconcile_spool_wanted(id, NULL) && registry_snapshot_get(ops.reg, id, &snap) == 0)
+	if (reconcile_spool_wanted(id, NULL) && row_snapshot_get(id, &snap) == 0)
 		snapshot_store_again(&snap);
 }
 
 void reconcile_stores(void)
 {
 	_cleanup_strbuf_ struct strbuf ids = STRBUF_INIT;
-	registry_snapshot_each(ops.reg, collect_snapshot_ids, &ids);
+	row_snapshot_each(collect_snapshot_ids, &ids);
 	strbuf_each_line(&ids, store_again_id);
 }
 
@@ -283,14 +329,18 @@ void reconcile_snapshots(void)
 {
 	_cleanup_strbuf_ struct strbuf ids = STRBUF_INIT;
 	struct err e = {0};
-	registry_snapshot_each(ops.reg, collect_snapshot_ids, &ids);
-	strbuf_each_line(&ids, reconcile_snapshot_id);
+	int rc = ops_store_followed(&e);
+	store_ours_at_start = rc == 0;
+	if (rc < 0 && rc != -EXDEV)
+		warning("the store does not answer; snapshots are decided once it does: %s", e.msg);
+	row_snapshot_each(collect_snapshot_ids, &ids);
+	strbuf_each_line(&ids, reconcile_at_start);
 	/*
 	 * Nothing is being stored here yet: what interrupted puts left is
 	 * condemned now, or removed at once where the grace period is 0
-	 * (backend/store_gc.c).
+	 * (backend/store_gc.c). Not in a store that is not this state's.
 	 */
-	int n = store_collect(ops.store, STORE_COLLECT_AT_START, &e);
+	int n = store_ours_at_start ? store_collect(ops.store, STORE_COLLECT_AT_START, &e) : 0;
 	if (n > 0)
 		info("removed %d objects left by interrupted snapshots", n);
 	else if (n < 0)

@@ -116,8 +116,8 @@ static void job_metrics(struct strbuf *out)
 int ops_metrics_text(struct strbuf *out)
 {
 	struct metric_counts c = {0};
-	registry_sandbox_each(ops.reg, count_sandbox, &c);
-	registry_snapshot_each(ops.reg, count_snapshot, &c);
+	row_sandbox_each(count_sandbox, &c);
+	row_snapshot_each(count_snapshot, &c);
 	metric_header(out, "snapfs_sandboxes", "gauge", "Sandboxes by state.");
 	for (int s = 0; s <= SB_FAILED; s++)
 		strbuf_addf(out, "snapfs_sandboxes{state=\"%s\"} %lld\n", sandbox_state_name(s),
@@ -142,5 +142,9 @@ int ops_metrics_text(struct strbuf *out)
 	      "Reads of wait files held until their object settles (an interrupted one goes at "
 	      "once).",
 	      waiters_count());
+	gauge(out, "snapfs_registry_rows_pending",
+	      "Row updates the registry refused, kept in memory and written again until it takes "
+	      "them.",
+	      rows_pending());
 	return strbuf_error(out);
 }

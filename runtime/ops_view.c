@@ -5,9 +5,10 @@
  * see, so fs/ never applies the rule itself: another user's object is
  * -ENOENT, and walks leave it out.
  *
- * Nothing here changes state or takes the operations lock: each call reads
- * the registry afresh. The only state of this file is the manifest cache
- * below, guarded by its own lock.
+ * Nothing here changes state, takes the operations lock or waits for the
+ * store (a manifest.json read waits a bounded time, below): each call
+ * reads the registry afresh. The only state of this file is the manifest
+ * cache below, guarded by its own lock.
  */
 #include "runtime/ops_internal.h"
 
@@ -15,9 +16,11 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "backend/store.h"
 #include "lib/json.h"
+#include "runtime/jobs.h"
 #include "runtime/snapmeta.h"
 
 /* --- objects ------------------------------------------------------------ */
@@ -33,12 +36,9 @@ int ops_snapshot_get(const struct caller *who, const char *id, struct snapshot *
 {
 	if (strlen(id) >= ID_MAX)
 		return -ENOENT;
-	int rc = registry_snapshot_get(ops.reg, id, out);
-	if (rc == -ENOENT) {
-		/* Perhaps another host sharing the store just made it. */
-		ops_sync_if_stale();
-		rc = registry_snapshot_get(ops.reg, id, out);
-	}
+	int rc = row_snapshot_get(id, out);
+	if (rc == -ENOENT)
+		ops_sync_ask(); /* perhaps another host sharing the store just made it */
 	/* Another user's snapshot does not exist for @who: not even its id is confirmed. */
 	return rc == 0 && !access_may_see(who, out->owner_uid) ? -ENOENT : rc;
 }
@@ -71,22 +71,21 @@ int ops_sandboxes_each(const struct caller *who, int (*fn)(const struct sandbox 
 		       void *arg)
 {
 	struct seen_walk w = {who, {.sandbox = fn}, arg};
-	return registry_sandbox_each(ops.reg, sandbox_seen, &w);
+	return row_sandbox_each(sandbox_seen, &w);
 }
 
 int ops_snapshots_each(const struct caller *who, int (*fn)(const struct snapshot *snap, void *arg),
 		       void *arg)
 {
 	struct seen_walk w = {who, {.snapshot = fn}, arg};
-	ops_sync_if_stale(); /* other hosts' snapshots, if the store is shared */
-	return registry_snapshot_each(ops.reg, snapshot_seen, &w);
+	return row_snapshot_each(snapshot_seen, &w);
 }
 
 int ops_snapshot_forks_each(const struct caller *who, const char *snap_id,
 			    int (*fn)(const struct sandbox *sb, void *arg), void *arg)
 {
 	struct seen_walk w = {who, {.sandbox = fn}, arg};
-	return registry_sandbox_each_forked_from(ops.reg, snap_id, sandbox_seen, &w);
+	return row_sandbox_each_forked_from(snap_id, sandbox_seen, &w);
 }
 
 /* --- info.json ------------------------------------------------------------ */
@@ -143,18 +142,44 @@ int ops_snapshot_info(const struct snapshot *snap, struct strbuf *out)
  * and the store is asked once per snapshot instead of on every stat and
  * read. Entries of deleted snapshots are never served: the registry is
  * asked first.
+ *
+ * One not kept is fetched by a job (JOB_LIFECYCLE: it waits on the network
+ * as lifecycle jobs wait on runsc), and the request waits for it at most
+ * MANIFEST_WAIT_MS: FUSE has a few worker threads, and a store that hangs
+ * (a request times out after 30 s, and is tried 5 times: docs/s3.md) must
+ * not take them. Past the deadline the read fails with ETIMEDOUT (stat
+ * then shows size 0: tree_stat() leaves errors to read); the fetch goes on
+ * and keeps what it gets, so the next read finds it. Requests for one id
+ * share its fetch and its deadline (a `cat` is a lookup, a getattr and a
+ * read: together they wait MANIFEST_WAIT_MS, not three times that); with
+ * MANIFEST_FETCHES_MAX in flight, one for another id fails at once with
+ * EAGAIN.
  */
 #define MANIFEST_KEPT 8
 #define MANIFEST_KEPT_MAX (1u << 20) /* bytes; a bigger manifest is fetched every time */
+#define MANIFEST_WAIT_MS 1000
+#define MANIFEST_FETCHES_MAX 2
+
+/* A fetch in flight, shared by its job and its waiters (refs, under kept.lock). */
+struct fetch {
+	char id[ID_MAX];
+	int refs;
+	bool done;
+	int rc;		       /* store_get_manifest()'s, once done */
+	char *json;	       /* once done with rc 0 */
+	struct timespec until; /* CLOCK_REALTIME: every request for it waits until then at most */
+};
 
 static struct {
 	pthread_mutex_t lock;
+	pthread_cond_t fetched; /* CLOCK_REALTIME: a fetch is done */
 	struct {
 		char id[ID_MAX];
 		char *json;
 	} slot[MANIFEST_KEPT];
 	size_t next; /* the slot replaced next: the oldest */
-} kept = {.lock = PTHREAD_MUTEX_INITIALIZER};
+	struct fetch *inflight[MANIFEST_FETCHES_MAX];
+} kept = {.lock = PTHREAD_MUTEX_INITIALIZER, .fetched = PTHREAD_COND_INITIALIZER};
 
 /* 1 with @id's manifest added to @out, 0 when it is not kept, or a negative errno. */
 static int manifest_kept(const char *id, struct strbuf *out)
@@ -170,25 +195,97 @@ static int manifest_kept(const char *id, struct strbuf *out)
 	return rc;
 }
 
-/* Keep @json (taken) as @id's manifest. */
-static void manifest_keep(const char *id, char *json)
+/* Keep a copy of @json as @id's manifest. */
+static void manifest_keep(const char *id, const char *json)
 {
-	if (strlen(json) > MANIFEST_KEPT_MAX || strlen(id) >= ID_MAX) {
-		free(json);
+	char *copy = strlen(json) <= MANIFEST_KEPT_MAX ? strdup(json) : NULL;
+	if (!copy)
 		return;
-	}
 	pthread_mutex_lock(&kept.lock);
 	free(kept.slot[kept.next].json);
-	kept.slot[kept.next].json = json;
+	kept.slot[kept.next].json = copy;
 	memcpy(kept.slot[kept.next].id, id, strlen(id) + 1);
 	kept.next = (kept.next + 1) % MANIFEST_KEPT;
 	pthread_mutex_unlock(&kept.lock);
 }
 
+/* Under kept.lock. */
+static void fetch_put(struct fetch *f)
+{
+	if (--f->refs > 0)
+		return;
+	free(f->json);
+	free(f);
+}
+
+static void fetch_job(void *arg)
+{
+	struct fetch *f = arg;
+	char *json = NULL;
+	int rc = store_get_manifest(ops.store, f->id, &json, NULL);
+	if (rc == 0)
+		manifest_keep(f->id, json);
+	pthread_mutex_lock(&kept.lock);
+	for (size_t i = 0; i < MANIFEST_FETCHES_MAX; i++)
+		if (kept.inflight[i] == f)
+			kept.inflight[i] = NULL;
+	f->rc = rc;
+	f->json = json;
+	f->done = true;
+	pthread_cond_broadcast(&kept.fetched);
+	fetch_put(f);
+	pthread_mutex_unlock(&kept.lock);
+}
+
+/* Under kept.lock: @id's fetch in flight, or a new one (NULL: as many as may run). */
+static struct fetch *fetch_start(const char *id)
+{
+	size_t free_slot = MANIFEST_FETCHES_MAX;
+	for (size_t i = 0; i < MANIFEST_FETCHES_MAX; i++) {
+		if (kept.inflight[i] && strcmp(kept.inflight[i]->id, id) == 0)
+			return kept.inflight[i];
+		if (!kept.inflight[i])
+			free_slot = i;
+	}
+	struct fetch *f = free_slot < MANIFEST_FETCHES_MAX ? calloc(1, sizeof(*f)) : NULL;
+	if (!f)
+		return NULL;
+	snprintf(f->id, sizeof(f->id), "%s", id);
+	f->refs = 1; /* the job's */
+	clock_gettime(CLOCK_REALTIME, &f->until);
+	f->until.tv_sec += MANIFEST_WAIT_MS / 1000;
+	if (jobs_submit(JOB_LIFECYCLE, fetch_job, f) < 0) {
+		free(f);
+		return NULL;
+	}
+	kept.inflight[free_slot] = f;
+	return f;
+}
+
+/* @id's manifest from the store into @out, waiting at most MANIFEST_WAIT_MS. */
+static int manifest_fetch(const char *id, struct strbuf *out)
+{
+	pthread_mutex_lock(&kept.lock);
+	struct fetch *f = fetch_start(id);
+	int rc = f ? 0 : -EAGAIN;
+	if (f)
+		f->refs++;
+	while (f && !f->done && rc == 0)
+		rc = -pthread_cond_timedwait(&kept.fetched, &kept.lock, &f->until);
+	if (f && f->done) {
+		rc = f->rc == -ENOENT ? 0 : f->rc < 0 ? -EIO : 0;
+		if (f->rc == 0)
+			strbuf_adds(out, f->json);
+	}
+	if (f)
+		fetch_put(f);
+	pthread_mutex_unlock(&kept.lock);
+	return rc < 0 ? rc : strbuf_error(out);
+}
+
 int ops_snapshot_manifest(const struct caller *who, const char *id, struct strbuf *out)
 {
 	_cleanup_free_ struct snapshot *snap = malloc(sizeof(*snap));
-	_cleanup_free_ char *json = NULL;
 	if (!snap)
 		return -ENOMEM;
 	int rc = ops_snapshot_get(who, id, snap);
@@ -198,14 +295,5 @@ int ops_snapshot_manifest(const struct caller *who, const char *id, struct strbu
 	rc = manifest_kept(id, out);
 	if (rc != 0)
 		return rc < 0 ? rc : 0;
-	rc = store_get_manifest(ops.store, id, &json, NULL);
-	if (rc == -ENOENT)
-		return 0;
-	if (rc < 0)
-		return -EIO;
-	strbuf_adds(out, json);
-	rc = strbuf_error(out);
-	if (rc == 0)
-		manifest_keep(id, steal_ptr(json));
-	return rc;
+	return manifest_fetch(id, out);
 }

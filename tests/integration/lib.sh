@@ -479,6 +479,17 @@ start_s3rver() {
 
 s3() { timeout -k 5 "$OP_TIMEOUT" /usr/bin/aws --endpoint-url "http://127.0.0.1:$S3_PORT" s3 "$@"; }
 
+# serve_s3 BUCKET: s3rver over $T/s3rver with BUCKET, its credentials and
+# endpoint exported for snapfs and aws (bails if s3rver is missing or fails).
+serve_s3() {
+	BUCKET=$1 S3_DIR=$T/s3rver S3_PID="" S3_PORT=""
+	use_s3rver_credentials
+	[ -f "$REPO/tests/node_modules/@20minutes/s3rver/package.json" ] ||
+		bail "s3rver is missing (scripts/setup.sh --test, or npm install --prefix tests)"
+	start_s3rver || bail "start s3rver"
+	export AWS_ENDPOINT_URL=http://127.0.0.1:$S3_PORT AWS_REGION=us-east-1
+}
+
 kill_sandboxes() {
 	local id
 	[ -d "$RUNSC_ROOT" ] || return 0
