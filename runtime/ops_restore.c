@@ -205,9 +205,17 @@ static void restore_job_run(void *arg)
 	 * container the registry cannot name.
 	 */
 	int rc = runsc_new_container_id(runtime_id);
+	struct snapshot snap;
+	if (rc == 0 && row_snapshot_get(job->snap_id, &snap) < 0)
+		rc = err_set(&e, ENOENT, "snapshot %s no longer exists", job->snap_id);
 	if (rc == 0) {
 		struct sb_patch id_only = SB_PATCH(job->resume ? SB_RESUMING : SB_STARTING);
 		id_only.runtime_id = runtime_id;
+		/*
+		 * And the image digest the restore is held to (check_forkable()): a
+		 * crash once runsc restored it leaves a sandbox whose record is whole.
+		 */
+		id_only.image_digest = snap.image_digest;
 		rc = record_container(job->sandbox_id, mine, id_only, &e);
 	}
 	if (rc == 0)

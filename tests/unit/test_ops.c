@@ -1006,6 +1006,22 @@ static void undo_exec(const char *id)
 	CHECK_SB(id, SB_RUNNING);
 }
 
+/* The command ran but its output could not be read back: no "exit 0" under runsc's words. */
+static void undo_exec_fetch(const char *id)
+{
+	char out[RESULT_MAX], path[PATH_MAX];
+	/* The fake counts each subcommand's calls made while it is listed: from 0 again. */
+	xsnprintf(path, sizeof(path), "%s/calls/exec", fake_dir);
+	unlink(path);
+	fake_set("FAKE_RUNSC_FAIL=exec FAKE_RUNSC_FAIL_AFTER=1");
+	CHECK(sb_exec(id, "true", out, sizeof(out)) == 0);
+	fake_set("");
+	CHECK_MSG(strstr(out, "reading the output back failed") != NULL, "exec result \"%s\"", out);
+	size_t n = strlen(out);
+	CHECK_MSG(n >= 9 && !strcmp(out + n - 9, "exit 128\n"), "exec result \"%s\"", out);
+	CHECK_SB(id, SB_RUNNING);
+}
+
 static void undo_steps(void)
 {
 	char snap[ID_MAX];
@@ -1024,6 +1040,7 @@ static void undo_steps(void)
 	undo_resume("u6");
 	undo_terminate("u7");
 	undo_exec("u6");
+	undo_exec_fetch("u6");
 }
 
 /*
