@@ -377,9 +377,8 @@ static void terminate_job(void *arg)
 	}
 	/* A second terminate of a terminating sandbox may have settled it first: both end. */
 	sandbox_apply_if(job->id, STATE_BIT(SB_TERMINATING), p);
-	if (sb_found && sb.restore_snapshot[0])
-		suspend_unhold(job->id, sb.restore_snapshot);
-	op_job_end(job, rc < 0 ? -e.code : 0, NULL, 0);
+	bool held = sb_found && sb.restore_snapshot[0];
+	op_job_end_unhold(job, rc < 0 ? -e.code : 0, held ? job->id : NULL, sb.restore_snapshot);
 }
 
 /*
