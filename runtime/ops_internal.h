@@ -212,7 +212,8 @@ int prepare_bundle(const char *id, const char *runtime_id, const char *image,
  * `runsc run` (@image_dir NULL) or `runsc restore` of sandbox @id's bundle
  * into container @runtime_id, its stdio the sandbox's console
  * (runtime/console.h), read from then on; its processes then leave the
- * daemon's cgroup on a hybrid host too (cgroup_adopt()); a failure deletes
+ * daemon's cgroup on a hybrid host too (cgroup_adopt(): a failure there is
+ * warned and journalled, the container kept); a failure to start deletes
  * the container.
  */
 int container_start(const char *id, const char *runtime_id, bool gpu, const char *image_dir,
