@@ -190,6 +190,9 @@ else
 fi
 ok "the source sandbox survived the daemon" test "$(runsc_state_of "$big_rid")" = running
 start_daemon || bail "the daemon starts again after SIGKILL"
+# A checkpoint that was whole in the spool is stored again after the restart: wait for it to settle.
+settled() { [[ "$(snap_status "$id")" =~ ^(failed|completed)$ ]]; }
+poll_until "$OP_TIMEOUT" settled
 status=$(snap_status "$id")
 check_match "after the restart the snapshot is failed or completed" '^(failed|completed)$' "$status"
 if [ "$status" = failed ]; then

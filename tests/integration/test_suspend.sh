@@ -79,11 +79,14 @@ for l in "$MNT/sandboxes/sus/snapshots/"*; do
 	deleted=$((deleted + 1))
 	ok "snapshot $id is gone from the tree" test ! -e "$MNT/snapshots/$id"
 	check_lacks "snapshot $id is gone from the index" "$id" "$(rd "$MNT/snapshots/index")"
-	check_eq "the manifest of $id is gone" "" "$(find "$STATE/store" -name "$id.json")"
+	check_eq "the manifest of $id is gone" "" \
+		"$(find "$STATE/store" -name "$id.json" -not -path '*/tombstones/*')"
+	ok "a tombstone says $id was deleted" test -e "$STATE/store/tombstones/$id.json"
 done
 # The store shares chunks between snapshots: their packs go with the last one using them.
 for id in "${ids[@]}"; do
-	check_eq "no stored file of $id is left" "" "$(find "$STATE/store" -path "*$id*")"
+	check_eq "no stored file of $id is left" "" \
+		"$(find "$STATE/store" -path "*$id*" -not -path '*/tombstones/*')"
 done
 if [ -e "$MNT/snapshots/$ssnap" ]; then
 	fail "the first suspend snapshot $ssnap is gone"
