@@ -1196,8 +1196,13 @@ static void suspend_unnamed_as(const char *restore, bool stopped)
 	sb.state = SB_SUSPENDING;
 	xsnprintf(sb.restore_snapshot, sizeof(sb.restore_snapshot), "%s", restore);
 	CHECK(registry_sandbox_update(ops_registry(), &sb) == 0);
-	if (stopped)
-		fake_kill_sandboxes();
+	if (!stopped)
+		return;
+	/* Its process may linger as a zombie: the fake's record says it stopped. */
+	char path[PATH_MAX];
+	xsnprintf(path, sizeof(path), "%s/containers/%s/status", fake_dir, sb.runtime_id);
+	CHECK(write_file_durable(path, "stopped\n", 8) == 0);
+	fake_kill_sandboxes();
 }
 
 static void suspend_unnamed_killed(void)
