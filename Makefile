@@ -4,6 +4,7 @@
 #   make test            build with ASan/UBSan and run every test (unit + integration)
 #   make unit            build and run the C unit tests only
 #   make fuzz            build the libFuzzer targets with clang and run each FUZZ_SECONDS (300)
+#   make chaos           the chaos test's long profile (CHAOS_ROUNDS 300, CHAOS_SECONDS 3600)
 #   make install PREFIX=/usr/local
 #   make format          clang-format every source file
 
@@ -28,7 +29,7 @@ UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 
 OBJ = $(patsubst %.c,$(1)/%.o,$(2))
 
-.PHONY: all test unit install format clean integration fuzz fuzz-build
+.PHONY: all test unit install format clean integration fuzz fuzz-build chaos
 # Keep the unit tests' objects: make would otherwise delete them after `make test`
 # and print that last, after the suite's closing "N passed, N failed" line.
 .SECONDARY:
@@ -94,6 +95,15 @@ fuzz: $(FUZZ_BINS)
 # fuzz target for 60 s on its seed corpus.
 test: build/asan/snapfs $(UNIT_BINS) $(FUZZ_BINS)
 	tests/run.sh
+
+# tests/integration/test_chaos.sh for longer than the suite's profile (50
+# rounds): kill -9 of the daemon in the middle of random operations. The
+# last round's checks may outlast CHAOS_SECONDS: 15 minutes more at most.
+CHAOS_ROUNDS  ?= 300
+CHAOS_SECONDS ?= 3600
+chaos: build/asan/snapfs
+	CHAOS_ROUNDS=$(CHAOS_ROUNDS) CHAOS_SECONDS=$(CHAOS_SECONDS) \
+		timeout -k 60 $$(($(CHAOS_SECONDS) + 900)) bash tests/integration/test_chaos.sh
 
 install: build/snapfs
 	install -D -m 0755 build/snapfs $(DESTDIR)$(PREFIX)/bin/snapfs

@@ -25,12 +25,22 @@ bool sandbox_id_ok(const char *s)
 	return name_ok(s) && strcmp(s, "index") != 0 && strcmp(s, "new") != 0;
 }
 
-bool generated_id_ok(const char *s, const char *prefix)
+static bool prefixed_hex_ok(const char *s, const char *prefix, size_t hex)
 {
 	size_t p = strlen(prefix);
-	if (strncmp(s, prefix, p) != 0 || strlen(s + p) != GENERATED_ID_HEX)
+	if (strncmp(s, prefix, p) != 0 || strlen(s + p) != hex)
 		return false;
-	return strspn(s + p, "0123456789abcdef") == GENERATED_ID_HEX;
+	return strspn(s + p, "0123456789abcdef") == hex;
+}
+
+bool generated_id_ok(const char *s, const char *prefix)
+{
+	return prefixed_hex_ok(s, prefix, GENERATED_ID_HEX);
+}
+
+bool runtime_id_ok(const char *s)
+{
+	return prefixed_hex_ok(s, RUNTIME_ID_PREFIX, RUNTIME_ID_HEX);
 }
 
 bool image_name_ok(const char *s)

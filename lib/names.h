@@ -17,6 +17,9 @@
 
 /* The hex digits of a generated id: "sbx-", "snap-" or "host-" and these. */
 #define GENERATED_ID_HEX 16
+/* A runsc container id snapfs makes: the prefix and this many hex digits. */
+#define RUNTIME_ID_PREFIX "snapfs-"
+#define RUNTIME_ID_HEX 24
 
 /*
  * [a-z0-9][a-z0-9._-]{0,62}: a sandbox name, and a store id. No '/', no
@@ -27,6 +30,8 @@ bool name_ok(const char *s);
 bool sandbox_id_ok(const char *s);
 /* @prefix and GENERATED_ID_HEX lowercase hex digits: "snap-0123456789abcdef". */
 bool generated_id_ok(const char *s, const char *prefix);
+/* RUNTIME_ID_PREFIX and RUNTIME_ID_HEX lowercase hex digits: a container (and cgroup) of ours. */
+bool runtime_id_ok(const char *s);
 /* [A-Za-z0-9][A-Za-z0-9._-]{0,127}: an image, a directory of --images. */
 bool image_name_ok(const char *s);
 /* An image digest: "sha256:" and 64 lowercase hex digits. */

@@ -235,6 +235,7 @@ struct leftover {
 	pid_t pid;
 	int pidfd;
 	int64_t deadline; /* CLOCK_BOOTTIME ms */
+	char name[24];	  /* its record's, removed once it ended */
 };
 
 /*
@@ -249,7 +250,7 @@ static bool leftover_open(int dfd, const char *name, const char *boot, struct le
 	long long deadline = 0;
 	char *end = NULL;
 	long pid = strtol(name, &end, 10);
-	if (!end || *end || pid <= 0 || pid > INT_MAX)
+	if (!end || *end || pid <= 0 || pid > INT_MAX || strlen(name) >= sizeof(l->name))
 		return false;
 	_cleanup_close_ int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	ssize_t n = fd < 0 ? -1 : read(fd, text, sizeof(text) - 1);
@@ -258,6 +259,7 @@ static bool leftover_open(int dfd, const char *name, const char *boot, struct le
 		return false;
 	l->pid = (pid_t)pid;
 	l->deadline = deadline;
+	strcpy(l->name, name);
 	l->pidfd = pidfd_open(l->pid, 0);
 	if (l->pidfd >= 0 && start_time(l->pid) == started)
 		return true;
@@ -296,34 +298,21 @@ static size_t leftovers_poll(struct leftover *l, size_t n, int64_t until)
 	return running;
 }
 
-int spawn_leftovers_wait(const char *dir, int64_t max_wait_ms)
+/*
+ * Wait for the @n in @l until the last one's deadline, never past @cap (0:
+ * no cap), then kill the rest. A record goes only once its process ended:
+ * a successor killed during this wait finds the ones still running.
+ */
+static void leftovers_end(int dfd, struct leftover *l, size_t n, int64_t cap)
 {
-	struct leftover l[SPAWN_LEFTOVERS_MAX];
-	char boot[BOOT_ID_MAX];
-	size_t n = 0;
-	int64_t until = 0, now = boot_ms();
-	DIR *d = opendir(dir);
-	if (!d)
-		return 0;
-	boot_id(boot);
-	struct dirent *de;
-	while ((de = readdir(d))) {
-		if (de->d_name[0] == '.')
-			continue;
-		if (n == SPAWN_LEFTOVERS_MAX)
-			warning("more than %d runsc calls recorded in %s: not waiting for %s",
-				SPAWN_LEFTOVERS_MAX, dir, de->d_name);
-		else if (leftover_open(dirfd(d), de->d_name, boot, &l[n]) &&
-			 l[n++].deadline > until)
-			until = l[n - 1].deadline;
-		unlinkat(dirfd(d), de->d_name, 0);
-	}
-	closedir(d);
-	if (max_wait_ms > 0 && until > now + max_wait_ms)
-		until = now + max_wait_ms;
-	if (n > 0)
-		info("waiting for %zu runsc calls a killed snapfs left running", n);
-	size_t left = n > 0 ? leftovers_poll(l, n, until) : 0;
+	int64_t until = 0;
+	for (size_t i = 0; i < n; i++)
+		if (l[i].deadline > until)
+			until = l[i].deadline;
+	if (cap > 0 && until > cap)
+		until = cap;
+	info("waiting for %zu runsc calls a killed snapfs left running", n);
+	size_t left = leftovers_poll(l, n, until);
 	for (size_t i = 0; i < n; i++) {
 		if (l[i].pidfd < 0)
 			continue;
@@ -335,9 +324,43 @@ int spawn_leftovers_wait(const char *dir, int64_t max_wait_ms)
 	}
 	if (left > 0)
 		leftovers_poll(l, n, boot_ms() + LEFTOVER_KILL_WAIT_MS);
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++) {
+		if (l[i].pidfd >= 0)
+			warning("pid %d outlived its SIGKILL: its record stays", (int)l[i].pid);
+		else
+			unlinkat(dfd, l[i].name, 0);
 		closep(&l[i].pidfd);
-	return (int)n;
+	}
+}
+
+int spawn_leftovers_wait(const char *dir, int64_t max_wait_ms)
+{
+	struct leftover l[SPAWN_LEFTOVERS_MAX];
+	char boot[BOOT_ID_MAX];
+	size_t n = 0;
+	int found = 0;
+	int64_t cap = max_wait_ms > 0 ? boot_ms() + max_wait_ms : 0;
+	DIR *d = opendir(dir);
+	if (!d)
+		return 0;
+	boot_id(boot);
+	for (struct dirent *de; (de = readdir(d));) {
+		if (de->d_name[0] == '.')
+			continue;
+		if (!leftover_open(dirfd(d), de->d_name, boot, &l[n])) {
+			unlinkat(dirfd(d), de->d_name, 0); /* it ended, or is not ours */
+			continue;
+		}
+		found++;
+		if (++n == SPAWN_LEFTOVERS_MAX) { /* a batch; the entries read stay read */
+			leftovers_end(dirfd(d), l, n, cap);
+			n = 0;
+		}
+	}
+	if (n > 0)
+		leftovers_end(dirfd(d), l, n, cap);
+	closedir(d);
+	return found;
 }
 
 /*

@@ -57,7 +57,7 @@
 #define SPAWN_TAG_MAX 64
 #define SPAWN_CANCELLED_MAX 256
 #define SPAWN_PASS_MAX 2
-/* Most leftover children spawn_leftovers_wait() waits for (more are not waited for). */
+/* Most leftover children spawn_leftovers_wait() waits for at once (more: in batches). */
 #define SPAWN_LEFTOVERS_MAX 256
 
 enum spawn_end {
@@ -107,8 +107,10 @@ int spawn_cancel(const char *tag);
 /*
  * The children a killed predecessor recorded in @dir that still run: wait
  * for each until its own deadline, at most @max_wait_ms (<= 0: no bound but
- * the deadlines), then kill its process group, as its parent would have;
- * every record is removed. Returns how many were still running when called.
+ * the deadlines), then kill its process group, as its parent would have.
+ * A record is removed once its process ended (or it is not one of ours), so
+ * one still running when this wait is itself killed stays for the next.
+ * Returns how many were still running when called.
  */
 int spawn_leftovers_wait(const char *dir, int64_t max_wait_ms);
 

@@ -17,6 +17,9 @@
 
 #include "lib/logfile.h"
 
+/* First buffer for a file that stats as empty (/proc, cgroupfs); it doubles from there. */
+#define READ_FILE_FIRST 4096
+
 bool log_debug_enabled;
 
 /* snapfs.log in the background (log_to_file()); until then, stderr as it is. */
@@ -366,14 +369,27 @@ int read_file(const char *path, char **out, size_t *len, size_t max)
 		return -EFBIG;
 	/*
 	 * Files of /proc and cgroupfs stat as empty and are read to their end:
-	 * up to @max, and one byte more to tell a longer one.
+	 * up to @max, and one byte more to tell a longer one. The buffer grows
+	 * as they do, so an empty file costs no @max-sized allocation.
 	 */
-	size_t cap = st.st_size > 0 ? (size_t)st.st_size : max + 1;
+	bool sized = st.st_size > 0;
+	size_t first = max + 1 < READ_FILE_FIRST ? max + 1 : READ_FILE_FIRST;
+	size_t cap = sized ? (size_t)st.st_size : first;
 	_cleanup_free_ char *buf = malloc(cap + 1);
 	if (!buf)
 		return -ENOMEM;
 	size_t got = 0;
-	while (got < cap) {
+	for (;;) {
+		if (got == cap && (sized || cap > max))
+			break;
+		if (got == cap) {
+			size_t next = cap > (max + 1) / 2 ? max + 1 : cap * 2;
+			char *grown = realloc(buf, next + 1);
+			if (!grown)
+				return -ENOMEM;
+			buf = grown;
+			cap = next;
+		}
 		ssize_t n = read(fd, buf + got, cap - got);
 		if (n < 0 && errno == EINTR)
 			continue;

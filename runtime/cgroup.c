@@ -119,7 +119,11 @@ static int adopt_one(const char *from, const char *to_dir, struct err *e)
 		       to_dir);
 }
 
-/* adopt_one() for every container cgroup under @from_dir. */
+/*
+ * adopt_one() for every container cgroup under @from_dir: only those named
+ * as snapfs names containers, for a parent such as /system.slice holds
+ * every service's cgroup too.
+ */
 static int adopt_all(const char *from_dir, const char *to_dir, struct err *e)
 {
 	char from[PATH_MAX];
@@ -130,7 +134,7 @@ static int adopt_all(const char *from_dir, const char *to_dir, struct err *e)
 			   : err_set(e, errno, "cannot list %s: %s", from_dir, strerror(errno));
 	int rc = 0;
 	for (struct dirent *de = readdir(d); de && rc == 0; de = readdir(d)) {
-		if (de->d_type != DT_DIR || de->d_name[0] == '.')
+		if (de->d_type != DT_DIR || !runtime_id_ok(de->d_name))
 			continue;
 		rc = xsnprintf(from, sizeof(from), "%s/%s", from_dir, de->d_name) < 0
 			 ? err_set(e, ENAMETOOLONG, "cgroup path too long: %s", from_dir)
@@ -140,16 +144,21 @@ static int adopt_all(const char *from_dir, const char *to_dir, struct err *e)
 	return rc;
 }
 
-int cgroup_adopt(const char *parent, const char *cid, struct err *e)
+int cgroup_adopt_from(const char *v1, const char *v2, const char *parent, const char *cid,
+		      struct err *e)
 {
 	char from[PATH_MAX], to_dir[PATH_MAX];
-	if (!hybrid())
-		return 0;
-	if (xsnprintf(to_dir, sizeof(to_dir), "%s%s", CGROUP_UNIFIED_MOUNT, parent) < 0 ||
-	    xsnprintf(from, sizeof(from), "%s%s%s%s", CGROUP_V1_TRACKER, parent, cid ? "/" : "",
-		      cid ? cid : "") < 0)
+	if (xsnprintf(to_dir, sizeof(to_dir), "%s%s", v2, parent) < 0 ||
+	    xsnprintf(from, sizeof(from), "%s%s%s%s", v1, parent, cid ? "/" : "", cid ? cid : "") <
+		0)
 		return err_set(e, ENAMETOOLONG, "cgroup path too long: %s", parent);
 	return cid ? adopt_one(from, to_dir, e) : adopt_all(from, to_dir, e);
+}
+
+int cgroup_adopt(const char *parent, const char *cid, struct err *e)
+{
+	return hybrid() ? cgroup_adopt_from(CGROUP_V1_TRACKER, CGROUP_UNIFIED_MOUNT, parent, cid, e)
+			: 0;
 }
 
 int cgroup_open(const char *parent, char out[CGROUP_PARENT_MAX], struct err *e)

@@ -57,5 +57,12 @@ int cgroup_path(const char *parent, const char *cid, char *out, size_t size);
  * 0, or -errno with @e saying which cgroup could not be written.
  */
 int cgroup_adopt(const char *parent, const char *cid, struct err *e);
+/*
+ * cgroup_adopt() with the v1 tree at @v1 and the v2 tree at @v2, on any
+ * host (a test's own directories); under @parent only directories that are
+ * runtime ids (runtime_id_ok()) are containers: another's cgroup stays.
+ */
+int cgroup_adopt_from(const char *v1, const char *v2, const char *parent, const char *cid,
+		      struct err *e);
 
 #endif

@@ -140,6 +140,20 @@ void suspend_unhold(const char *sandbox_id, const char *snap_id)
 			snap_id, e.msg);
 }
 
+void op_job_end_unhold(void *job, int rc, const char *sandbox_id, const char *snap_id)
+{
+	char sb_copy[ID_MAX], snap_copy[ID_MAX];
+	if (!sandbox_id) {
+		op_job_end(job, rc, NULL, 0);
+		return;
+	}
+	/* @job, which may own both ids, is freed by its end. */
+	snprintf(sb_copy, sizeof(sb_copy), "%s", sandbox_id);
+	snprintf(snap_copy, sizeof(snap_copy), "%s", snap_id);
+	op_job_end(job, rc, NULL, 0);
+	suspend_unhold(sb_copy, snap_copy);
+}
+
 /* This host's hold of @snap_id for a sandbox that no longer resumes from it: released. */
 static int hold_stale(const char *snap_id, const struct store_holder *who, void *arg)
 {

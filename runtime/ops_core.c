@@ -368,7 +368,7 @@ int sandbox_apply_if(const char *id, unsigned allowed, struct sb_patch patch)
 		rc = -EBUSY;
 	if (rc == 0) {
 		patch_sandbox(&sb, &patch);
-		rc = row_sandbox_update(&sb);
+		rc = patch.durable ? row_sandbox_update_durable(&sb) : row_sandbox_update(&sb);
 	}
 	pthread_mutex_unlock(&ops.lock);
 	if (rc == -EBUSY)

@@ -85,6 +85,8 @@ extern struct ops_context ops;
 int row_sandbox_get(const char *id, struct sandbox *out);
 int row_snapshot_get(const char *id, struct snapshot *out);
 int row_sandbox_update(const struct sandbox *sb);
+/* The same, but in the registry itself or not at all: a refused write fails, nothing kept. */
+int row_sandbox_update_durable(const struct sandbox *sb);
 int row_snapshot_update(const struct snapshot *snap);
 int row_sandbox_delete(const char *id);
 int row_snapshot_delete(const char *id);
@@ -110,6 +112,7 @@ struct sb_patch {
 	const char *image_digest;
 	const char *restore_snapshot;
 	pid_t pid;
+	bool durable; /* written to the registry or failed, never kept in memory (ops_rows.c) */
 };
 #define SB_PATCH(st) ((struct sb_patch){.state = (st), .pid = -1})
 
@@ -209,7 +212,8 @@ int prepare_bundle(const char *id, const char *runtime_id, const char *image,
  * `runsc run` (@image_dir NULL) or `runsc restore` of sandbox @id's bundle
  * into container @runtime_id, its stdio the sandbox's console
  * (runtime/console.h), read from then on; its processes then leave the
- * daemon's cgroup on a hybrid host too (cgroup_adopt()); a failure deletes
+ * daemon's cgroup on a hybrid host too (cgroup_adopt(): a failure there is
+ * warned and journalled, the container kept); a failure to start deletes
  * the container.
  */
 int container_start(const char *id, const char *runtime_id, bool gpu, const char *image_dir,
@@ -237,6 +241,13 @@ void snapshot_store_again(const struct snapshot *snap);
  */
 int suspend_hold(const char *sandbox_id, const char *snap_id, struct err *e);
 void suspend_unhold(const char *sandbox_id, const char *snap_id);
+/*
+ * End @job with @rc (op_job_end()), then release @sandbox_id's hold on
+ * @snap_id (none if @sandbox_id is NULL): the answer does not wait out a
+ * store that is down, and a hold left behind only keeps the snapshot until
+ * holds_reconcile() at the next start-up.
+ */
+void op_job_end_unhold(void *job, int rc, const char *sandbox_id, const char *snap_id);
 void holds_reconcile(void);
 
 /*

@@ -125,6 +125,26 @@ static int restore_image(const char *sandbox_id, const struct snapshot *snap, co
 	return rc;
 }
 
+/*
+ * Record @p's new container id for sandbox @id (while its state is in
+ * @mine) in the registry itself before runsc makes that container: a row
+ * kept only in memory is lost with a kill -9, and start-up, reading the
+ * old id, would undo the sandbox and leave the container running no one's.
+ */
+static int record_container(const char *id, unsigned mine, struct sb_patch p, struct err *e)
+{
+	p.durable = true;
+	int rc = sandbox_apply_if(id, mine, p);
+	if (rc == -EBUSY)
+		return err_set(e, ECANCELED, "sandbox %s is no longer %s", id,
+			       sandbox_state_name(p.state));
+	if (rc < 0)
+		return err_set(e, EIO,
+			       "cannot record container %s of sandbox %s before its restore: %s",
+			       p.runtime_id, id, strerror(-rc));
+	return 0;
+}
+
 int restore_from_spool(struct sandbox *sb, const char *snap_id, struct err *e)
 {
 	struct snapshot snap;
@@ -145,8 +165,9 @@ int restore_from_spool(struct sandbox *sb, const char *snap_id, struct err *e)
 	 */
 	struct sb_patch id_only = SB_PATCH(SB_SUSPENDING);
 	id_only.runtime_id = sb->runtime_id;
-	if (sandbox_apply_if(sb->id, STATE_BIT(SB_SUSPENDING), id_only) < 0)
-		return err_set(e, ECANCELED, "sandbox %s is no longer suspending", sb->id);
+	rc = record_container(sb->id, STATE_BIT(SB_SUSPENDING), id_only, e);
+	if (rc < 0)
+		return rc;
 	rc = restore_image(sb->id, &snap, spool, sb->runtime_id, digest, e);
 	if (rc == 0)
 		runsc_state(&ops.runsc, sb->runtime_id, &sb->pid, NULL);
@@ -184,10 +205,18 @@ static void restore_job_run(void *arg)
 	 * container the registry cannot name.
 	 */
 	int rc = runsc_new_container_id(runtime_id);
+	struct snapshot snap;
+	if (rc == 0 && row_snapshot_get(job->snap_id, &snap) < 0)
+		rc = err_set(&e, ENOENT, "snapshot %s no longer exists", job->snap_id);
 	if (rc == 0) {
 		struct sb_patch id_only = SB_PATCH(job->resume ? SB_RESUMING : SB_STARTING);
 		id_only.runtime_id = runtime_id;
-		rc = sandbox_apply_if(job->sandbox_id, mine, id_only);
+		/*
+		 * And the image digest the restore is held to (check_forkable()): a
+		 * crash once runsc restored it leaves a sandbox whose record is whole.
+		 */
+		id_only.image_digest = snap.image_digest;
+		rc = record_container(job->sandbox_id, mine, id_only, &e);
 	}
 	if (rc == 0)
 		rc = restore_container(job, runtime_id, digest, &e);
@@ -208,6 +237,7 @@ static void restore_job_run(void *arg)
 		if (job->resume)
 			p.restore_snapshot = "";
 	}
+	bool unhold = false;
 	if (sandbox_apply_if(job->sandbox_id, mine, p) < 0) {
 		if (rc == 0)
 			runsc_delete(&ops.runsc, runtime_id, NULL);
@@ -216,10 +246,10 @@ static void restore_job_run(void *arg)
 	} else if (rc < 0) {
 		report_job_failure(OPS_OBJ_SANDBOX, job->sandbox_id,
 				   job->resume ? "resume" : "start", &e);
-	} else if (job->resume) {
-		suspend_unhold(job->sandbox_id, job->snap_id); /* it runs: the snapshot is free */
+	} else {
+		unhold = job->resume; /* it runs: the snapshot is free */
 	}
-	op_job_end(job, rc < 0 ? -e.code : 0, NULL, 0);
+	op_job_end_unhold(job, rc < 0 ? -e.code : 0, unhold ? job->sandbox_id : NULL, job->snap_id);
 }
 
 static int submit_restore(struct restore_job *job, const char *sandbox_id, const char *snap_id,

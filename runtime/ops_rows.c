@@ -10,7 +10,10 @@
  * row_*() and sees it; the monitor thread writes it again with backoff
  * (rows_flush()), and so does the next update that gets through. Only
  * updates are kept: an insert or a delete the registry refuses fails its
- * request, which has changed nothing yet.
+ * request, which has changed nothing yet. So does a durable update
+ * (row_sandbox_update_durable()): the container id recorded before runsc
+ * makes that container, which start-up must find in the registry after a
+ * kill -9, or it undoes the operation and leaves the container no one's.
  *
  * If snapfs stops before a kept row is written, the registry holds the row
  * from before, always a state start-up reconciles from runsc and the store
@@ -135,8 +138,8 @@ static int pending_keep(const struct pending_row *p, int rc)
 	return 0;
 }
 
-/* Update @p's row in the registry, or keep it; 0, or why it could be neither. */
-static int row_update(const struct pending_row *p)
+/* Update @p's row in the registry, or keep it if @keep; 0, or why it could be neither. */
+static int row_update(const struct pending_row *p, bool keep)
 {
 	pthread_mutex_lock(&rows_lock);
 	int rc = registry_write(p);
@@ -144,7 +147,7 @@ static int row_update(const struct pending_row *p)
 		pending_drop(p->kind, row_id(p));
 		if (pending_n) /* it takes writes again: the others need not wait */
 			flush_locked();
-	} else if (rc != -ENOENT) {
+	} else if (rc != -ENOENT && keep) {
 		rc = pending_keep(p, rc);
 	}
 	pthread_mutex_unlock(&rows_lock);
@@ -154,13 +157,19 @@ static int row_update(const struct pending_row *p)
 int row_sandbox_update(const struct sandbox *sb)
 {
 	struct pending_row p = {.kind = OPS_OBJ_SANDBOX, .row.sb = *sb};
-	return row_update(&p);
+	return row_update(&p, true);
+}
+
+int row_sandbox_update_durable(const struct sandbox *sb)
+{
+	struct pending_row p = {.kind = OPS_OBJ_SANDBOX, .row.sb = *sb};
+	return row_update(&p, false);
 }
 
 int row_snapshot_update(const struct snapshot *snap)
 {
 	struct pending_row p = {.kind = OPS_OBJ_SNAPSHOT, .row.snap = *snap};
-	return row_update(&p);
+	return row_update(&p, true);
 }
 
 /* Delete @kind/@id's row from the registry, and then the row kept of it. */

@@ -220,6 +220,21 @@ int prepare_bundle(const char *id, const char *runtime_id, const char *image,
 	return bundle_write(bundle, &spec, e);
 }
 
+/*
+ * cgroup_adopt() for a container just started. A failure only warns and is
+ * journalled: deleting the container would lose a sandbox restored from a
+ * spool, and fail every start on a host whose unified tree is read-only
+ * (cgroup_open() only warns there too).
+ */
+static void adopt_or_warn(const char *id, const char *runtime_id)
+{
+	struct err e = {0};
+	if (cgroup_adopt(ops.cgroup_parent, runtime_id, &e) == 0)
+		return;
+	warning("sandbox %s stays in the daemon's cgroup: %s", id, e.msg);
+	report_job_failure(OPS_OBJ_LIST, id, "cgroup", &e);
+}
+
 int container_start(const char *id, const char *runtime_id, bool gpu, const char *image_dir,
 		    struct err *e)
 {
@@ -236,7 +251,7 @@ int container_start(const char *id, const char *runtime_id, bool gpu, const char
 	rc = image_dir ? runsc_restore(&ops.runsc, flags, runtime_id, bundle, image_dir, &io, e)
 		       : runsc_run(&ops.runsc, flags, runtime_id, bundle, &io, e);
 	if (rc == 0)
-		rc = cgroup_adopt(ops.cgroup_parent, runtime_id, e);
+		adopt_or_warn(id, runtime_id);
 	if (rc < 0) {
 		console_free(con);
 		runsc_delete(&ops.runsc, runtime_id, NULL);
@@ -362,9 +377,8 @@ static void terminate_job(void *arg)
 	}
 	/* A second terminate of a terminating sandbox may have settled it first: both end. */
 	sandbox_apply_if(job->id, STATE_BIT(SB_TERMINATING), p);
-	if (sb_found && sb.restore_snapshot[0])
-		suspend_unhold(job->id, sb.restore_snapshot);
-	op_job_end(job, rc < 0 ? -e.code : 0, NULL, 0);
+	bool held = sb_found && sb.restore_snapshot[0];
+	op_job_end_unhold(job, rc < 0 ? -e.code : 0, held ? job->id : NULL, sb.restore_snapshot);
 }
 
 /*

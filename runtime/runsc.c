@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "lib/names.h"
 #include "lib/spawn.h"
 #include "lib/strbuf.h"
 #include "runtime/bundle.h"
@@ -389,11 +390,11 @@ int runsc_cancel(const struct runsc *rs, const char *cid)
 
 int runsc_new_container_id(char out[RUNTIME_ID_MAX])
 {
-	char hex[25];
-	int rc = random_hex(hex, 24);
+	char hex[RUNTIME_ID_HEX + 1];
+	int rc = random_hex(hex, RUNTIME_ID_HEX);
 	if (rc < 0)
 		return rc;
-	return xsnprintf(out, RUNTIME_ID_MAX, "snapfs-%s", hex) < 0 ? -ENAMETOOLONG : 0;
+	return xsnprintf(out, RUNTIME_ID_MAX, RUNTIME_ID_PREFIX "%s", hex) < 0 ? -ENAMETOOLONG : 0;
 }
 
 int runsc_run(const struct runsc *rs, unsigned flags, const char *cid, const char *bundle,

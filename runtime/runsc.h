@@ -27,7 +27,7 @@
  *
  * Container ids: runsc matches ids by prefix, so snapfs never passes a
  * sandbox name; runsc_new_container_id() makes a fixed-length id
- * ("snapfs-" + 24 hex digits) so no id is a prefix of another.
+ * (runtime_id_ok(), lib/names.h) so no id is a prefix of another.
  */
 #ifndef SNAPFS_RUNSC_H
 #define SNAPFS_RUNSC_H

@@ -2,6 +2,8 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -139,6 +141,30 @@ static void test_boot_id(void)
 	CHECK(!exists("snap-9") && !exists("snap-8"));
 }
 
+/*
+ * read_file() of a file that stats as empty: an empty regular file costs no
+ * buffer of @max (1 TiB here: more than malloc gives), and a /proc file
+ * longer than the first buffer is read whole.
+ */
+static void test_read_empty_stat(void)
+{
+	_cleanup_free_ char *empty = NULL, *maps = NULL, *big = NULL;
+	char path[PATH_MAX];
+	size_t len = 1, n = 0;
+	snprintf(path, sizeof(path), "%s/empty", base);
+	CHECK(write_file_durable(path, "", 0) == 0);
+	CHECK(read_file(path, &empty, &len, (size_t)1 << 40) == 0);
+	CHECK(empty && len == 0 && empty[0] == '\0');
+	/* Long enough for the buffer to grow: an allocation mapped per line. */
+	for (int i = 0; i < 64; i++)
+		(void)mmap(NULL, 4096, i % 2 ? PROT_READ : PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS,
+			   -1, 0);
+	CHECK(read_file("/proc/self/maps", &maps, &len, 16u << 20) == 0);
+	CHECK_MSG(maps && len > 4096 && strlen(maps) == len && maps[len - 1] == '\n',
+		  "/proc/self/maps read as %zu bytes", len);
+	CHECK(read_file("/proc/self/maps", &big, &n, 100) == -EFBIG);
+}
+
 int main(void)
 {
 	snprintf(base, sizeof(base), "/tmp/test_cache.XXXXXX");
@@ -183,6 +209,7 @@ int main(void)
 	cache_stats(&s);
 	CHECK(s.entries == 1 && s.limit_bytes == 3 * ENTRY_BYTES + ENTRY_BYTES / 2);
 	test_boot_id();
+	test_read_empty_stat();
 
 	test_hold_recent();
 	test_adopt();

@@ -1,7 +1,8 @@
 /*
  * test_cgroup.c - runtime/cgroup.c without touching the host's cgroups:
  * the path of a sandbox's cgroup, the --cgroup-parent check, and adoption
- * from a parent no container has (nothing moved, no error). Moving real
+ * from a parent no container has (nothing moved, no error), and which
+ * cgroups a start-up adoption takes, on a tree of plain files. Moving real
  * processes is tests/integration/test_cgroup.sh's.
  */
 #include "runtime/cgroup.h"
@@ -13,6 +14,7 @@
 #include <unistd.h>
 
 #include "tests/unit/t.h"
+#include "tests/unit/t_dir.h"
 
 static void test_path(void)
 {
@@ -39,9 +41,42 @@ static void test_open(void)
 	CHECK(access("/sys/fs/cgroup/unified/snapfs-unit", F_OK) < 0);
 }
 
+/*
+ * A start-up adoption under a parent other services share (--cgroup-parent
+ * /system.slice): only the cgroups named as snapfs names containers move.
+ */
+static void test_adopt_only_ours(void)
+{
+	char v1[PATH_MAX], v2[PATH_MAX], moved[PATH_MAX];
+	_cleanup_free_ char *text = NULL;
+	struct err e = {0};
+	static const char ours[] = "v1/system.slice/snapfs-0123456789abcdef01234567";
+	const char *dirs[] = {ours, "v1/system.slice/sshd.service", "v1/system.slice/snapfs-0123",
+			      "v2/system.slice"};
+	for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
+		t_path(moved, dirs[i]);
+		CHECK(mkdir_p(moved, 0755) == 0);
+	}
+	t_write("v1/system.slice/snapfs-0123456789abcdef01234567/cgroup.procs", "111\n", 4);
+	t_write("v1/system.slice/sshd.service/cgroup.procs", "2222222\n", 8);
+	t_write("v1/system.slice/snapfs-0123/cgroup.procs", "3333333\n", 8);
+	t_write("v2/system.slice/cgroup.procs", "", 0);
+	t_path(v1, "v1");
+	t_path(v2, "v2");
+	CHECK_MSG(cgroup_adopt_from(v1, v2, "/system.slice", NULL, &e) == 0, "%s", e.msg);
+	t_path(moved, "v2/system.slice/cgroup.procs");
+	CHECK(read_file(moved, &text, NULL, 4096) == 0);
+	/* Each adoption writes from the file's start: a longer pid before or after ours shows. */
+	CHECK_STR(text ? text : "", "111");
+}
+
 int main(void)
 {
 	test_path();
 	test_open();
+	if (t_dir_make("test_cgroup")) {
+		test_adopt_only_ours();
+		rm_rf(t_base);
+	}
 	return t_done();
 }

@@ -30,6 +30,11 @@ static void test_generated_ids(void)
 	CHECK(!generated_id_ok("snap-0123456789abcdef", "host-"));
 	CHECK(!generated_id_ok("snap-0123456789ABCDEF", "snap-"));
 	CHECK(!generated_id_ok("snap-0123456789abcde", "snap-"));
+	CHECK(runtime_id_ok("snapfs-0123456789abcdef01234567"));
+	CHECK(!runtime_id_ok("snapfs-0123456789abcdef0123456"));
+	CHECK(!runtime_id_ok("snapfs-0123456789abcdef012345678"));
+	CHECK(!runtime_id_ok("snapfs-0123456789ABCDEF01234567"));
+	CHECK(!runtime_id_ok("sshd.service"));
 	CHECK(!generated_id_ok("snap-0123456789abcdef0", "snap-"));
 	CHECK(!generated_id_ok("snap-0123456789abcdeg", "snap-"));
 	CHECK(!generated_id_ok("snap-", "snap-") && !generated_id_ok("", "snap-"));

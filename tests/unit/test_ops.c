@@ -110,6 +110,21 @@ static bool fake_called(const char *line)
 	return false;
 }
 
+/* How many calls of subcommand @cmd the fake got (lines of calls.log starting "@cmd "). */
+static int fake_calls(const char *cmd)
+{
+	char path[PATH_MAX];
+	_cleanup_free_ char *log = NULL;
+	int n = 0;
+	xsnprintf(path, sizeof(path), "%s/calls.log", fake_dir);
+	if (read_file(path, &log, NULL, EVENTS_MAX) < 0)
+		return 0;
+	size_t len = strlen(cmd);
+	for (const char *l = log; *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : l + strlen(l))
+		n += !strncmp(l, cmd, len) && l[len] == ' ';
+	return n;
+}
+
 /* Apply @fn to each call blocked in the fake (hang/CMD.PID): its name and pid. */
 static int fake_hangs_each(const char *cmd, void (*fn)(const char *name, pid_t pid))
 {
@@ -991,6 +1006,22 @@ static void undo_exec(const char *id)
 	CHECK_SB(id, SB_RUNNING);
 }
 
+/* The command ran but its output could not be read back: no "exit 0" under runsc's words. */
+static void undo_exec_fetch(const char *id)
+{
+	char out[RESULT_MAX], path[PATH_MAX];
+	/* The fake counts each subcommand's calls made while it is listed: from 0 again. */
+	xsnprintf(path, sizeof(path), "%s/calls/exec", fake_dir);
+	unlink(path);
+	fake_set("FAKE_RUNSC_FAIL=exec FAKE_RUNSC_FAIL_AFTER=1");
+	CHECK(sb_exec(id, "true", out, sizeof(out)) == 0);
+	fake_set("");
+	CHECK_MSG(strstr(out, "reading the output back failed") != NULL, "exec result \"%s\"", out);
+	size_t n = strlen(out);
+	CHECK_MSG(n >= 9 && !strcmp(out + n - 9, "exit 128\n"), "exec result \"%s\"", out);
+	CHECK_SB(id, SB_RUNNING);
+}
+
 static void undo_steps(void)
 {
 	char snap[ID_MAX];
@@ -1009,6 +1040,7 @@ static void undo_steps(void)
 	undo_resume("u6");
 	undo_terminate("u7");
 	undo_exec("u6");
+	undo_exec_fetch("u6");
 }
 
 /*
@@ -1508,6 +1540,37 @@ static void refused_full_steps(void)
 	CHECK_REG_SB("d", SB_TERMINATED);
 }
 
+/*
+ * A resume and a fork while the registry refuses writes fail with EIO
+ * before runsc restores anything: the container id they would restore into
+ * can only be kept in memory, and a kill -9 then would leave start-up
+ * reading the old id, undoing the sandbox and orphaning the container.
+ */
+static void refused_restore_steps(void)
+{
+	char snap[ID_MAX], fork_id[ID_MAX];
+	CHECK(run_sandbox("e"));
+	CHECK(sb_snapshot("e", snap) == 0);
+	CHECK(sb_suspend("e") == 0);
+	char cid[RUNTIME_ID_MAX];
+	xsnprintf(cid, sizeof(cid), "%s", sb_get("e").runtime_id);
+	int restores = fake_calls("restore");
+	registry_refuse(true);
+	CHECK(sb_resume("e") == -EIO);
+	CHECK(snap_fork(snap, fork_id) == -EIO);
+	CHECK_MSG(fake_calls("restore") == restores, "%d restores run while the registry refused",
+		  fake_calls("restore") - restores);
+	CHECK_SB("e", SB_SUSPENDED);
+	CHECK_STR(sb_get("e").runtime_id, cid);
+	CHECK_SB(fork_id, SB_FAILED);
+	CHECK(registry_state(false, "e") == SB_SUSPENDED);
+	registry_refuse(false);
+	CHECK_REG_SB("e", SB_SUSPENDED);
+	CHECK(sb_resume("e") == 0);
+	CHECK(fake_calls("restore") == restores + 1);
+	CHECK_SB("e", SB_RUNNING);
+}
+
 /* --- the snapshot a suspended sandbox resumes from ------------------------- */
 
 /* Does the store hold a hold on @snap (holds/<snap>/ has an object: docs/store.md)? */
@@ -1522,6 +1585,14 @@ static bool store_has_hold(const char *snap)
 	if (d)
 		closedir(d);
 	return n > 0;
+}
+
+/* Wait until the hold on @snap is gone: a job releases it after it answered. */
+static bool hold_released(const char *snap)
+{
+	for (int i = 0; store_has_hold(snap) && i < DEADLINE_S * 20; i++)
+		sleep_ms(50);
+	return !store_has_hold(snap);
 }
 
 /* Another host on this store: its delete of @snap, the message in @msg. */
@@ -1589,15 +1660,59 @@ static void hold_window_steps(void)
 	CHECK_SB("h", SB_RUNNING);
 	memory_of("h", out, sizeof(out));
 	CHECK_STR(out, mem);
-	CHECK_MSG(!store_has_hold(w.snap), "the hold on %s outlived the resume", w.snap);
+	CHECK_MSG(hold_released(w.snap), "the hold on %s outlived the resume", w.snap);
 	CHECK(snap_delete(w.snap) == 0);
 	/* A terminate of a suspended sandbox releases its hold too. */
 	CHECK(sb_suspend("h") == 0);
 	xsnprintf(w.snap, sizeof(w.snap), "%s", sb_get("h").restore_snapshot);
 	CHECK(store_has_hold(w.snap));
 	CHECK(sb_terminate("h") == 0);
-	CHECK(!store_has_hold(w.snap));
+	CHECK(hold_released(w.snap));
 	CHECK(other_host_delete(w.snap, msg, sizeof(msg)) == 0);
+}
+
+/* A resume or terminate's answer, and whether the hold on @snap was still there at it. */
+struct answer_hold {
+	char snap[ID_MAX];
+	bool held;
+	struct op *op;
+};
+
+static void hold_at_answer(void *ctx, int rc, const char *result, size_t len)
+{
+	struct answer_hold *a = ctx;
+	a->held = store_has_hold(a->snap);
+	op_done(a->op, rc, result, len);
+}
+
+typedef int (*sandbox_op_fn)(const struct caller *who, const char *id, ops_done_fn done, void *ctx,
+			     struct err *e);
+
+/* Suspend @id, then @fn (a resume or terminate): the hold is there at its answer, gone after. */
+static void answers_before_unhold(const char *id, sandbox_op_fn fn, const char *verb)
+{
+	struct answer_hold a = {.op = op_new()};
+	struct err e = {0};
+	CHECK(sb_suspend(id) == 0);
+	xsnprintf(a.snap, sizeof(a.snap), "%s", sb_get(id).restore_snapshot);
+	CHECK(fn(root, id, hold_at_answer, &a, &e) == 0);
+	CHECK(op_wait(a.op, NULL, 0) == 0);
+	CHECK_MSG(a.held, "the %s answered only after the store released its hold", verb);
+	CHECK(hold_released(a.snap));
+}
+
+/*
+ * A resume and a terminate answer before they release the hold (a store
+ * delete, which waits out the retries while the store is down): the hold
+ * is still there when the answer comes, and goes after.
+ */
+static void hold_answer_steps(void)
+{
+	CHECK(run_sandbox("j"));
+	answers_before_unhold("j", ops_sandbox_resume, "resume");
+	CHECK_SB("j", SB_RUNNING);
+	answers_before_unhold("j", ops_sandbox_terminate, "terminate");
+	CHECK_SB("j", SB_TERMINATED);
 }
 
 /*
@@ -1919,7 +2034,9 @@ int main(void)
 	one_life("refused-job", refused_job_steps, NULL);
 	one_life("refused-terminate", refused_terminate_steps, NULL);
 	one_life("refused-full", refused_full_steps, NULL);
+	one_life("refused-restore", refused_restore_steps, NULL);
 	one_life("hold-window", hold_window_steps, NULL);
+	one_life("hold-answer", hold_answer_steps, NULL);
 	spool_reserve();
 	for (size_t i = 0; i < ARRAY_SIZE(interruptions); i++)
 		interrupted(&interruptions[i]);

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "lib/strbuf.h"
@@ -332,6 +333,145 @@ static void test_leftovers(void)
 	kill(child, SIGKILL);
 }
 
+/* Field 22 of /proc/@pid/stat (the record's start time); 0 if it is gone. */
+static unsigned long long t_start_time(pid_t pid)
+{
+	char path[64], stat[1024] = "";
+	unsigned long long started = 0;
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	FILE *f = fopen(path, "re");
+	const char *p = f && fgets(stat, sizeof(stat), f) ? strrchr(stat, ')') : NULL;
+	if (f)
+		fclose(f);
+	for (int field = 2; p && field < 22; field++)
+		p = strchr(p + 1, ' ');
+	if (p)
+		started = strtoull(p + 1, NULL, 10);
+	return started;
+}
+
+static long long t_boot_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_BOOTTIME, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/*
+ * @n "sleep 600" in sessions of their own, recorded in @dir as spawn.h says
+ * with deadline @deadline, their parent gone (as a killed daemon's are);
+ * their pids into @pids. How many were recorded.
+ */
+static int t_leftovers(const char *dir, pid_t *pids, int n, long long deadline)
+{
+	int fds[2];
+	char boot[64] = "";
+	FILE *f = fopen("/proc/sys/kernel/random/boot_id", "re");
+	if (!f || !fgets(boot, sizeof(boot), f) || pipe(fds) < 0) {
+		if (f)
+			fclose(f);
+		return 0;
+	}
+	fclose(f);
+	boot[strcspn(boot, "\n")] = '\0';
+	pid_t parent = fork();
+	if (parent == 0) {
+		close(fds[0]);
+		for (int i = 0; i < n; i++) {
+			char path[PATH_MAX], text[256];
+			pid_t pid = fork();
+			if (pid == 0) {
+				setsid();
+				execlp("sleep", "sleep", "600", (char *)NULL);
+				_exit(127);
+			}
+			int len = snprintf(text, sizeof(text), "%s %llu %lld\n", boot,
+					   t_start_time(pid), deadline);
+			xsnprintf(path, sizeof(path), "%s/%d", dir, (int)pid);
+			if (pid < 0 || write_file_durable(path, text, (size_t)len) < 0 ||
+			    write(fds[1], &pid, sizeof(pid)) != (ssize_t)sizeof(pid))
+				_exit(1);
+		}
+		_exit(0);
+	}
+	close(fds[1]);
+	int got = 0;
+	while (got < n && read(fds[0], &pids[got], sizeof(pid_t)) == (ssize_t)sizeof(pid_t))
+		got++;
+	close(fds[0]);
+	waitpid(parent, NULL, 0);
+	return got;
+}
+
+static bool t_recorded(const char *dir, pid_t pid)
+{
+	char path[PATH_MAX];
+	xsnprintf(path, sizeof(path), "%s/%d", dir, (int)pid);
+	return access(path, F_OK) == 0;
+}
+
+/* A wait killed while a leftover still runs leaves its record for the next one. */
+static void test_leftovers_wait_killed(void)
+{
+	char dir[PATH_MAX], said[512];
+	pid_t child = 0;
+	int fds[2];
+	t_path(dir, "records-killed");
+	CHECK(mkdir_p(dir, 0700) == 0);
+	if (!CHECK(t_leftovers(dir, &child, 1, t_boot_ms() + 600000) == 1) ||
+	    !CHECK(pipe(fds) == 0))
+		return;
+	pid_t waiter = fork();
+	if (waiter == 0) {
+		dup2(fds[1], 2);
+		spawn_leftovers_wait(dir, 0);
+		_exit(0);
+	}
+	close(fds[1]);
+	size_t len = 0;
+	said[0] = '\0';
+	/* It says so once it polls: then it is mid-wait. */
+	while (len < sizeof(said) - 1 && !strstr(said, "waiting for")) {
+		ssize_t r = read(fds[0], said + len, sizeof(said) - 1 - len);
+		if (r <= 0)
+			break;
+		len += (size_t)r;
+		said[len] = '\0';
+	}
+	close(fds[0]);
+	CHECK_MSG(strstr(said, "waiting for"), "the wait said: %s", said);
+	kill(waiter, SIGKILL);
+	waitpid(waiter, NULL, 0);
+	CHECK(running(child));
+	CHECK_MSG(t_recorded(dir, child), "the record of running pid %d went with the wait",
+		  (int)child);
+	CHECK(spawn_leftovers_wait(dir, 1) == 1); /* the next one kills it */
+	CHECK(gone(child));
+	CHECK(!t_recorded(dir, child));
+	kill(child, SIGKILL);
+}
+
+/* More leftovers than one batch holds: every one is waited for, killed and its record removed. */
+static void test_leftovers_many(void)
+{
+	enum { N = SPAWN_LEFTOVERS_MAX + 3 };
+	static pid_t pids[N];
+	char dir[PATH_MAX];
+	t_path(dir, "records-many");
+	CHECK(mkdir_p(dir, 0700) == 0);
+	int n = t_leftovers(dir, pids, N, 0);
+	if (CHECK(n == N))
+		CHECK(spawn_leftovers_wait(dir, 1) == N);
+	int running_after = 0, records_after = 0;
+	for (int i = 0; i < n; i++) {
+		running_after += !gone(pids[i]);
+		records_after += t_recorded(dir, pids[i]);
+		kill(pids[i], SIGKILL);
+	}
+	CHECK_MSG(running_after == 0, "%d of %d leftovers run on", running_after, n);
+	CHECK_MSG(records_after == 0, "%d of %d records stay", records_after, n);
+}
+
 int main(void)
 {
 	test_exit_and_output();
@@ -345,6 +485,8 @@ int main(void)
 	test_bad_calls();
 	if (t_dir_make("test_spawn")) {
 		test_leftovers();
+		test_leftovers_wait_killed();
+		test_leftovers_many();
 		rm_rf(t_base);
 	}
 	strbuf_release(&c.out);
