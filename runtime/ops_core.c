@@ -330,6 +330,9 @@ int sandbox_begin(const struct caller *who, const char *id, unsigned allowed, en
 	struct sandbox next = *out;
 	next.state = to;
 	next.message[0] = '\0';
+	/* A suspend names its own snapshot once its row exists, never an older one. */
+	if (to == SB_SUSPENDING)
+		next.restore_snapshot[0] = '\0';
 	rc = row_sandbox_update(&next);
 	if (rc < 0)
 		rc = err_set(e, EIO, "cannot %s sandbox %s: registry write failed", verb, id);

@@ -339,9 +339,12 @@ int sync_may_forget(const struct snapshot *snap, struct strset *kept);
 /* Have the sync thread decide snapshot @id (reconcile_snapshot_id()) once the store answers. */
 void sync_reconcile_later(const char *id);
 /*
- * Is @snap_id's checkpoint one to finish storing: this host's, in_progress
- * after reconcile_snapshots(), whole in the spool? (spool_empty() keeps it.)
+ * Is @snap's a checkpoint to finish storing: this host's, pending or
+ * in_progress, whole in the spool? The one rule reconcile_snapshots() leaves
+ * it by, reconcile_sandboxes() keeps a suspend on, spool_empty() keeps its
+ * spool by (reconcile_spool_wanted(), by id) and reconcile_stores() stores.
  */
+bool snapshot_store_unfinished(const struct snapshot *snap);
 bool reconcile_spool_wanted(const char *snap_id, void *arg);
 /* After the job threads started: queue the stores of those (ops_start). */
 void reconcile_stores(void);

@@ -467,16 +467,18 @@ int ops_sandbox_wait(const struct caller *who, const char *id, ops_done_fn done,
 /* --- start-up reconciliation --------------------------------------------- */
 
 /*
- * The newest suspend snapshot this host took of the sandbox: the one an
- * interrupted suspend was taking (another host's of a sandbox of that name
- * is not, and taking it would delete a running container).
+ * The snapshot an interrupted suspend was taking: the one the sandbox names
+ * (begin_checkpoint() names it once its row exists), and only a suspend
+ * snapshot this host took of it. Never just its newest: that may be an
+ * older suspend's, resumed since, and taking it would delete a running
+ * container and lose all it did after that resume. {0} if it names none.
  */
-static int newest_suspend_cb(const struct snapshot *snap, void *arg)
+static void suspend_snapshot(const struct sandbox *sb, struct snapshot *snap)
 {
-	struct snapshot *newest = arg;
-	if (snap->kind == SNAP_KIND_SUSPEND)
-		*newest = *snap;
-	return 0;
+	if (sb->restore_snapshot[0] && row_snapshot_get(sb->restore_snapshot, snap) == 0 &&
+	    snap->kind == SNAP_KIND_SUSPEND && ops_snapshot_of(snap, sb))
+		return;
+	memset(snap, 0, sizeof(*snap));
 }
 
 /*
@@ -487,9 +489,9 @@ static int newest_suspend_cb(const struct snapshot *snap, void *arg)
  */
 static void reconcile_suspend(struct sandbox *sb, bool alive)
 {
-	struct snapshot snap = {0};
+	struct snapshot snap;
 	struct err e = {0};
-	ops_sandbox_snapshots_each(sb, newest_suspend_cb, &snap);
+	suspend_snapshot(sb, &snap);
 	/* Named from the request on; kept only while it may still be resumed from. */
 	sb->restore_snapshot[0] = '\0';
 	bool stored = snap.id[0] && snap.state == SNAP_COMPLETED;
@@ -507,7 +509,7 @@ static void reconcile_suspend(struct sandbox *sb, bool alive)
 	if (stored) {
 		sb->state = SB_SUSPENDED;
 		snprintf(sb->restore_snapshot, sizeof(sb->restore_snapshot), "%s", snap.id);
-	} else if (snap.state == SNAP_IN_PROGRESS && spool_is_whole(snap.id)) {
+	} else if (snap.id[0] && snapshot_store_unfinished(&snap)) {
 		sb->state = SB_SUSPENDING; /* reconcile_stores() ends it */
 		snprintf(sb->restore_snapshot, sizeof(sb->restore_snapshot), "%s", snap.id);
 	} else if (snap.id[0] && restore_from_spool(sb, snap.id, &e) == 0) {
@@ -555,6 +557,8 @@ static void reconcile_one(struct sandbox *sb)
 		sb->state = SB_SUSPENDED; /* a failed resume can be tried again */
 	} else if (alive) {
 		sb->state = SB_RUNNING;
+		if (was == SB_RESUMING) /* resumed: it no longer needs the snapshot */
+			sb->restore_snapshot[0] = '\0';
 		if (was == SB_SNAPSHOTTING)
 			gpu_reconcile(sb); /* CUDA processes it may have left locked */
 	} else {

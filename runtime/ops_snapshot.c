@@ -244,9 +244,8 @@ static void reconcile_snapshot(struct snapshot *snap, bool store_ours)
 	bool settled = snapshot_state_settled(snap->state);
 	if (settled && snap->state != SNAP_COMPLETED)
 		return;
-	/* Interrupted while storing, its checkpoint whole: reconcile_stores() finishes it. */
-	if (!settled && spool_is_whole(snap->id) && ops_snapshot_taken_here(snap))
-		return;
+	if (snapshot_store_unfinished(snap))
+		return; /* reconcile_stores() finishes it */
 	if (!settled && cache_manifest(snap->id, &manifest) == 0 &&
 	    snapmeta_sizes(manifest, snap) == 0) {
 		snapshot_settle(snap, manifest);
@@ -302,12 +301,22 @@ static void reconcile_at_start(const char *id)
 		reconcile_snapshot(&snap, store_ours_at_start);
 }
 
+/*
+ * Interrupted before it was stored, its checkpoint whole: pending too, as
+ * the in_progress of its checkpoint may never have reached the registry (a
+ * refused write kept in memory, ops_rows.c) before the kill.
+ */
+bool snapshot_store_unfinished(const struct snapshot *snap)
+{
+	return !snapshot_state_settled(snap->state) && ops_snapshot_taken_here(snap) &&
+	       spool_is_whole(snap->id);
+}
+
 bool reconcile_spool_wanted(const char *snap_id, void *arg)
 {
 	struct snapshot snap;
 	(void)arg;
-	return row_snapshot_get(snap_id, &snap) == 0 && snap.state == SNAP_IN_PROGRESS &&
-	       ops_snapshot_taken_here(&snap) && spool_is_whole(snap_id);
+	return row_snapshot_get(snap_id, &snap) == 0 && snapshot_store_unfinished(&snap);
 }
 
 static void store_again_id(const char *id)

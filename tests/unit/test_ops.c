@@ -1052,14 +1052,20 @@ static void undo_steps(void)
  * after it the states are checked, not the transitions.
  */
 
-/* Start @id and keep its memory and container for the next life. */
-static void run_noted(const char *id)
+/* Keep the memory and container of running @id for the next life. */
+static void note_running(const char *id)
 {
 	char mem[64];
-	CHECK(run_sandbox(id));
 	memory_of(id, mem, sizeof(mem));
 	note_put("memory", mem);
 	note_put("runtime", sb_get(id).runtime_id);
+}
+
+/* Start @id and keep its memory and container for the next life. */
+static void run_noted(const char *id)
+{
+	CHECK(run_sandbox(id));
+	note_running(id);
 }
 
 static void check_memory_noted(const char *id)
@@ -1068,11 +1074,6 @@ static void check_memory_noted(const char *id)
 	note_get("memory", noted, sizeof(noted));
 	memory_of(id, mem, sizeof(mem));
 	CHECK_STR(mem, noted);
-}
-
-static void check_memory_noted_x(void)
-{
-	check_memory_noted("x");
 }
 
 /* Is sandbox @id's container the one it had before the kill? */
@@ -1213,6 +1214,69 @@ static void stored_reconciled(void)
 	CHECK_SB(id, SB_RUNNING);
 }
 
+/*
+ * x suspended and resumed once (its suspend snapshot completed), then a
+ * second suspend killed before its snapshot row existed: the row is
+ * suspending and names @restore (none, or no snapshot row). @stopped: its
+ * container is gone too.
+ */
+static void suspend_unnamed_as(const char *restore, bool stopped)
+{
+	CHECK(run_sandbox("x") && sb_suspend("x") == 0 && sb_resume("x") == 0);
+	note_running("x");
+	struct sandbox sb = sb_get("x");
+	sb.state = SB_SUSPENDING;
+	xsnprintf(sb.restore_snapshot, sizeof(sb.restore_snapshot), "%s", restore);
+	CHECK(registry_sandbox_update(ops_registry(), &sb) == 0);
+	if (!stopped)
+		return;
+	/* Its process may linger as a zombie: the fake's record says it stopped. */
+	char path[PATH_MAX];
+	xsnprintf(path, sizeof(path), "%s/containers/%s/status", fake_dir, sb.runtime_id);
+	CHECK(write_file_durable(path, "stopped\n", 8) == 0);
+	fake_kill_sandboxes();
+}
+
+static void suspend_unnamed_killed(void)
+{
+	suspend_unnamed_as("", false);
+}
+
+static void suspend_misnamed_killed(void)
+{
+	suspend_unnamed_as("s-0123456789abcdef", false);
+}
+
+static void suspend_unnamed_stopped_killed(void)
+{
+	suspend_unnamed_as("", true);
+}
+
+/* The older suspend's snapshot is not this one's: x runs on in its container. */
+static void suspend_unnamed_reconciled(void)
+{
+	char snap[ID_MAX];
+	CHECK(same_container("x"));
+	check_memory_noted("x");
+	CHECK_STR(sb_get("x").restore_snapshot, "");
+	newest_of("x", snap);
+	CHECK_SNAP(snap, SNAP_COMPLETED);
+}
+
+/* Stopped, with no snapshot of this suspend: failed, not suspended on the older one. */
+static void suspend_unnamed_lost(void)
+{
+	CHECK_HAS(sb_get("x").message, "cannot be restored");
+	CHECK_STR(sb_get("x").restore_snapshot, "");
+}
+
+/* Resumed before the kill: it runs, and names no snapshot a later suspend could take. */
+static void resuming_alive(void)
+{
+	check_memory_noted("x");
+	CHECK_STR(sb_get("x").restore_snapshot, "");
+}
+
 struct interruption {
 	const char *name;
 	/*
@@ -1246,13 +1310,19 @@ static const struct interruption interruptions[] = {
     {"resuming-gone", begin_resume, "restore", SB_RESUMING, NULL, "", "", SB_SUSPENDED,
      resuming_gone},
     {"resuming-alive", begin_resume, "restore", SB_RESUMING, NULL, AFTER, "", SB_RUNNING,
-     check_memory_noted_x},
+     resuming_alive},
     {"terminating", begin_terminate, "kill", SB_TERMINATING, NULL, "", "", SB_TERMINATED,
      terminating_reconciled},
     {"snapshot-pending", NULL, NULL, SB_RUNNING, queued_killed, "", "", SB_RUNNING,
      queued_reconciled},
     {"snapshot-stored", NULL, NULL, SB_RUNNING, stored_killed, "", "", SB_RUNNING,
      stored_reconciled},
+    {"suspend-unnamed", NULL, NULL, SB_RUNNING, suspend_unnamed_killed, "", "", SB_RUNNING,
+     suspend_unnamed_reconciled},
+    {"suspend-misnamed", NULL, NULL, SB_RUNNING, suspend_misnamed_killed, "", "", SB_RUNNING,
+     suspend_unnamed_reconciled},
+    {"suspend-unnamed-stopped", NULL, NULL, SB_RUNNING, suspend_unnamed_stopped_killed, "", "",
+     SB_FAILED, suspend_unnamed_lost},
 };
 
 static const struct interruption *now; /* the one under way */
@@ -1314,26 +1384,30 @@ static void interrupted(const struct interruption *in)
 
 /* --- registry writes refused ------------------------------------------------- */
 
-/*
- * The registry refuses every update while @refuse: triggers added through a
- * second connection, as a full disk or an I/O error would (no root needed).
- */
-static void registry_refuse(bool refuse)
+/* Run @sql on the scenario's registry through a second connection, as another writer would. */
+static bool registry_exec(const char *sql)
 {
 	char path[PATH_MAX];
 	sqlite3 *db = NULL;
 	xsnprintf(path, sizeof(path), "%s/registry.db", state);
 	int rc = sqlite3_open(path, &db);
 	if (rc == SQLITE_OK)
-		rc = sqlite3_exec(db,
-				  refuse ? "CREATE TRIGGER refuse_sb BEFORE UPDATE ON sandboxes "
-					   "BEGIN SELECT RAISE(ABORT, 'refused by the test'); END;"
-					   "CREATE TRIGGER refuse_snap BEFORE UPDATE ON snapshots "
-					   "BEGIN SELECT RAISE(ABORT, 'refused by the test'); END;"
-					 : "DROP TRIGGER refuse_sb; DROP TRIGGER refuse_snap;",
-				  NULL, NULL, NULL);
+		rc = sqlite3_exec(db, sql, NULL, NULL, NULL);
 	sqlite3_close(db);
-	CHECK_MSG(rc == SQLITE_OK, "cannot %s the registry's updates", refuse ? "refuse" : "allow");
+	return CHECK_MSG(rc == SQLITE_OK, "cannot run \"%.60s\" on the registry", sql);
+}
+
+/*
+ * The registry refuses every update while @refuse: triggers added through a
+ * second connection, as a full disk or an I/O error would (no root needed).
+ */
+static void registry_refuse(bool refuse)
+{
+	registry_exec(refuse ? "CREATE TRIGGER refuse_sb BEFORE UPDATE ON sandboxes "
+			       "BEGIN SELECT RAISE(ABORT, 'refused by the test'); END;"
+			       "CREATE TRIGGER refuse_snap BEFORE UPDATE ON snapshots "
+			       "BEGIN SELECT RAISE(ABORT, 'refused by the test'); END;"
+			     : "DROP TRIGGER refuse_sb; DROP TRIGGER refuse_snap;");
 }
 
 /* The registry's own row of sandbox (@snap: snapshot) @id: its state, -1 if none. */
@@ -1708,24 +1782,29 @@ struct phase {
 	enum leftover leftover;
 	enum sandbox_state after; /* x once settled */
 	enum snapshot_state snap; /* and its snapshot */
-	bool same; /* x's runtime id is the one it had (else it was restored into another) */
+	bool same;    /* x's runtime id is the one it had (else it was restored into another) */
+	bool pending; /* the row left pending: its in_progress never reached the registry */
 };
 
 static const struct phase phases[] = {
     {"kill9-suspend-checkpoint", true, "FAKE_RUNSC_HANG=" CKPT, CKPT, LEFT_RELEASED, SB_RUNNING,
-     SNAP_FAILED, false},
+     SNAP_FAILED, false, false},
     {"kill9-suspend-checkpoint-bound", true, "FAKE_RUNSC_HANG=" CKPT, CKPT, LEFT_TIMED_OUT,
-     SB_RUNNING, SNAP_FAILED, true},
+     SB_RUNNING, SNAP_FAILED, true, false},
     {"kill9-suspend-checkpointed", true, "FAKE_RUNSC_HANG=" CKPT " " AFTER, CKPT, LEFT_RELEASED,
-     SB_RUNNING, SNAP_FAILED, false},
+     SB_RUNNING, SNAP_FAILED, false, false},
     {"kill9-suspend-delete", true, "FAKE_RUNSC_HANG=delete", "delete", LEFT_RELEASED, SB_SUSPENDED,
-     SNAP_COMPLETED, true},
+     SNAP_COMPLETED, true, false},
     {"kill9-suspend-store", true, "FAKE_RUNSC_HANG=" CKPT " " AFTER, CKPT, LEFT_STORE, SB_SUSPENDED,
-     SNAP_COMPLETED, true},
+     SNAP_COMPLETED, true, false},
     {"kill9-snapshot-checkpoint", false, "FAKE_RUNSC_HANG=" CKPT, CKPT, LEFT_RELEASED, SB_RUNNING,
-     SNAP_FAILED, true},
+     SNAP_FAILED, true, false},
     {"kill9-snapshot-store", false, "FAKE_RUNSC_HANG=" CKPT " " AFTER, CKPT, LEFT_STORE, SB_RUNNING,
-     SNAP_COMPLETED, true},
+     SNAP_COMPLETED, true, false},
+    {"kill9-suspend-store-pending", true, "FAKE_RUNSC_HANG=" CKPT " " AFTER, CKPT, LEFT_STORE,
+     SB_SUSPENDED, SNAP_COMPLETED, true, true},
+    {"kill9-snapshot-store-pending", false, "FAKE_RUNSC_HANG=" CKPT " " AFTER, CKPT, LEFT_STORE,
+     SB_RUNNING, SNAP_COMPLETED, true, true},
 };
 
 static const struct phase *ph; /* the one under way */
@@ -1807,6 +1886,9 @@ static void lease_pages(void)
 	while (i++ < DEADLINE_S * 20 && fcntl(lease_fd, F_GETLEASE) == F_WRLCK)
 		sleep_ms(50);
 	CHECK_MSG(fcntl(lease_fd, F_GETLEASE) != F_WRLCK, "the store never opened %s", path);
+	/* As a refused write kept in memory leaves it (ops_rows.c): pending, its spool whole. */
+	if (ph->pending)
+		registry_exec("UPDATE snapshots SET state = 'pending'");
 }
 
 /* Has the life @pid ended (left for life_end() to reap)? */
