@@ -60,13 +60,14 @@ static void exec_result(const struct runsc_exec *run, const struct runsc_exec *g
 	if (get->timed_out)
 		strbuf_addf(out, "[snapfs: reading the output timed out after %lld s]\n",
 			    (long long)(ops.runsc.timeout_ms / 1000));
-	/* What came back is then not the command's output: never "exit 0" under it. */
-	if (get->exit_code != 0 && !get->timed_out && !get->truncated) {
+	/*
+	 * What came back is then not the command's output (runsc's words, or
+	 * nothing: the sandbox may have ended meanwhile): say so. The exit line
+	 * stays the command's own.
+	 */
+	if (get->exit_code != 0 && !get->timed_out && !get->truncated)
 		strbuf_addf(out, "[snapfs: reading the output back failed (exit %d)]\n",
 			    get->exit_code);
-		if (code == 0)
-			code = get->exit_code > 0 ? get->exit_code : EXEC_TERMINATED_CODE;
-	}
 	if (run->timed_out) {
 		strbuf_addf(out, "[snapfs: timed out after %lld s (--exec-timeout): killed]\n",
 			    (long long)(ops.runsc.exec_timeout_ms / 1000));

@@ -34,10 +34,11 @@ check_match "and the state records that id" "^$(jq -r .store_id "$T/ident.json")
 index_before=$(rd "$MNT/snapshots/index" | sort)
 stop_daemon
 
-# As a kill -9 leaves it: manifests stored, rows not yet saw it.
+# As a kill -9 leaves it: manifests stored, rows not yet saw it (a suspend names its
+# snapshot from its request on).
 db=$STATE/registry.db
 sqlite3 "$db" "UPDATE snapshots SET state = 'in_progress' WHERE id IN ('$interrupted', '$susp');
-	UPDATE sandboxes SET state = 'suspending', restore_snapshot = '' WHERE id = 'sus';" ||
+	UPDATE sandboxes SET state = 'suspending', restore_snapshot = '$susp' WHERE id = 'sus';" ||
 	bail "edit the registry"
 # The image of the interrupted snapshot is not kept: only the store can say.
 rm -rf "${STATE:?}/cache/$interrupted"
