@@ -46,6 +46,8 @@ struct options {
 	int64_t exec_timeout_ms;  /* 0: the default */
 	const char *cuda_checkpoint;
 	const char *cgroup_parent;
+	int64_t default_timeout_s; /* --default-timeout; 0: none */
+	enum timeout_action default_timeout_action;
 	const char *fuse_opts[16];
 	size_t nfuse_opts;
 	const char *mountpoint;
@@ -59,7 +61,8 @@ static void usage(FILE *out)
 	    "              [--cache-max SIZE] [--gc-grace SECONDS] [--spool DIR] [-o FUSE_OPTS]\n"
 	    "              [--allow-group GROUP] [--journal-max SIZE]\n"
 	    "              [--exec-timeout SECONDS] [--runsc-timeout SECONDS]\n"
-	    "              [--cuda-checkpoint PATH] [--cgroup-parent PATH] [--debug]\n"
+	    "              [--cuda-checkpoint PATH] [--cgroup-parent PATH]\n"
+	    "              [--default-timeout SECONDS] [--debug]\n"
 	    "              MOUNTPOINT\n"
 	    "\n"
 	    "  -f              stay in the foreground, log to stderr\n"
@@ -91,6 +94,8 @@ static void usage(FILE *out)
 	    "                  (default: cuda-checkpoint on PATH, if any)\n"
 	    "  --cgroup-parent PATH  the cgroup under which each sandbox gets its own,\n"
 	    "                  outside the daemon's (default %s; docs/cgroups.md)\n"
+	    "  --default-timeout SECONDS [terminate|suspend]  the timeout of a sandbox whose\n"
+	    "                  spec names none (default 0: none)\n"
 	    "  --debug         log every operation\n"
 	    "\n"
 	    "Unmount with: fusermount3 -u MOUNTPOINT (running sandboxes keep running)\n",
@@ -157,6 +162,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 	    {"runsc-timeout", required_argument, NULL, 'R'},
 	    {"cuda-checkpoint", required_argument, NULL, 'C'},
 	    {"cgroup-parent", required_argument, NULL, 'P'},
+	    {"default-timeout", required_argument, NULL, 'T'},
 	    {"debug", no_argument, NULL, 'd'},
 	    {"help", no_argument, NULL, 'h'},
 	    {"version", no_argument, NULL, 'V'},
@@ -221,6 +227,13 @@ static int parse_options(int argc, char **argv, struct options *o)
 		case 'P':
 			o->cgroup_parent = optarg;
 			break;
+		case 'T': {
+			struct err e = {0};
+			if (ops_timer_parse(optarg, &o->default_timeout_s,
+					    &o->default_timeout_action, &e) < 0)
+				return error(EINVAL, "--default-timeout: %s", e.msg);
+			break;
+		}
 		case 'd':
 			log_debug_enabled = true;
 			break;
@@ -337,6 +350,8 @@ static int serve(struct options *o, struct fuse_args *args)
 	    .exec_timeout_ms = o->exec_timeout_ms,
 	    .cuda_checkpoint = o->cuda_checkpoint,
 	    .cgroup_parent = o->cgroup_parent,
+	    .default_timeout_s = o->default_timeout_s,
+	    .default_timeout_action = o->default_timeout_action,
 	};
 	int rc = ops_open(&cfg, &e);
 	if (rc < 0) {

@@ -19,7 +19,7 @@
 #define BUSY_TIMEOUT_MS 5000
 
 /* Bump with a migration in registry_migrate() whenever the tables change. */
-#define SCHEMA_VERSION 2
+#define SCHEMA_VERSION 3
 #define STR_(x) #x
 #define STR(x) STR_(x)
 
@@ -43,6 +43,11 @@ static const char *const snap_state_names[] = {
 static const char *const snap_kind_names[] = {
     [SNAP_KIND_SNAPSHOT] = "snapshot",
     [SNAP_KIND_SUSPEND] = "suspend",
+};
+
+static const char *const timeout_action_names[] = {
+    [TIMEOUT_TERMINATE] = "terminate",
+    [TIMEOUT_SUSPEND] = "suspend",
 };
 
 static const char *name_of(const char *const *names, size_t n, size_t v)
@@ -79,6 +84,7 @@ static int index_of(const char *const *names, size_t n, const char *name)
 ENUM_NAMES(sandbox_state, enum sandbox_state, sb_state_names)
 ENUM_NAMES(snapshot_state, enum snapshot_state, snap_state_names)
 ENUM_NAMES(snapshot_kind, enum snapshot_kind, snap_kind_names)
+ENUM_NAMES(timeout_action, enum timeout_action, timeout_action_names)
 
 bool sandbox_state_transitional(enum sandbox_state s)
 {
@@ -93,6 +99,17 @@ bool snapshot_state_settled(enum snapshot_state s)
 
 /* --- SQL -------------------------------------------------------------------- */
 
+/* The lifetime's columns (runtime/ops_timer.c), for the schema and its migration from v2. */
+#define LIFETIME_TIMEOUT_COLS                                                                      \
+	" timeout_s INTEGER NOT NULL DEFAULT 0,"                                                   \
+	" timeout_action TEXT NOT NULL DEFAULT 'terminate'"
+#define LIFETIME_SANDBOX_COLS                                                                      \
+	LIFETIME_TIMEOUT_COLS ", deadline_at INTEGER NOT NULL DEFAULT 0,"                          \
+			      " autosnap_every_s INTEGER NOT NULL DEFAULT 0,"                      \
+			      " autosnap_keep INTEGER NOT NULL DEFAULT 0,"                         \
+			      " autosnap_next_at INTEGER NOT NULL DEFAULT 0"
+#define LIFETIME_SNAPSHOT_COLS LIFETIME_TIMEOUT_COLS
+
 static const char schema_sql[] =
     "BEGIN IMMEDIATE;"
     "CREATE TABLE IF NOT EXISTS sandboxes ("
@@ -101,7 +118,8 @@ static const char schema_sql[] =
     " gpu INTEGER NOT NULL, state TEXT NOT NULL, message TEXT NOT NULL,"
     " created_at INTEGER NOT NULL, parent_snapshot TEXT NOT NULL,"
     " restore_snapshot TEXT NOT NULL, pid INTEGER NOT NULL,"
-    " owner_uid INTEGER NOT NULL DEFAULT 0, owner_gid INTEGER NOT NULL DEFAULT 0);"
+    " owner_uid INTEGER NOT NULL DEFAULT 0, owner_gid INTEGER NOT NULL DEFAULT "
+    "0," LIFETIME_SANDBOX_COLS ");"
     "CREATE INDEX IF NOT EXISTS sandboxes_created ON sandboxes (created_at, id);"
     "CREATE INDEX IF NOT EXISTS sandboxes_parent ON sandboxes (parent_snapshot, created_at, id);"
     "CREATE INDEX IF NOT EXISTS sandboxes_restore ON sandboxes (restore_snapshot);"
@@ -112,7 +130,8 @@ static const char schema_sql[] =
     " size_bytes INTEGER NOT NULL, stored_bytes INTEGER NOT NULL, image TEXT NOT NULL,"
     " image_digest TEXT NOT NULL, entrypoint TEXT NOT NULL, host_json TEXT NOT NULL,"
     " gpu INTEGER NOT NULL, env TEXT NOT NULL,"
-    " owner_uid INTEGER NOT NULL DEFAULT 0, owner_gid INTEGER NOT NULL DEFAULT 0);"
+    " owner_uid INTEGER NOT NULL DEFAULT 0, owner_gid INTEGER NOT NULL DEFAULT "
+    "0," LIFETIME_SNAPSHOT_COLS ");"
     "CREATE INDEX IF NOT EXISTS snapshots_created ON snapshots (created_at, id);"
     "CREATE INDEX IF NOT EXISTS snapshots_sandbox ON snapshots (sandbox_id, created_at, id);"
     "PRAGMA user_version = " STR(SCHEMA_VERSION) "; COMMIT;";
@@ -125,6 +144,19 @@ static const char migrate_v1_sql[] =
     "ALTER TABLE snapshots ADD COLUMN owner_uid INTEGER NOT NULL DEFAULT 0;"
     "ALTER TABLE snapshots ADD COLUMN owner_gid INTEGER NOT NULL DEFAULT 0;"
     "PRAGMA user_version = 2; COMMIT;";
+
+/* Version 2 had no lifetime: its sandboxes have no timeout and take no periodic snapshots. */
+static const char migrate_v2_sql[] =
+    "BEGIN IMMEDIATE;"
+    "ALTER TABLE sandboxes ADD COLUMN timeout_s INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE sandboxes ADD COLUMN timeout_action TEXT NOT NULL DEFAULT 'terminate';"
+    "ALTER TABLE sandboxes ADD COLUMN deadline_at INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE sandboxes ADD COLUMN autosnap_every_s INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE sandboxes ADD COLUMN autosnap_keep INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE sandboxes ADD COLUMN autosnap_next_at INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE snapshots ADD COLUMN timeout_s INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE snapshots ADD COLUMN timeout_action TEXT NOT NULL DEFAULT 'terminate';"
+    "PRAGMA user_version = 3; COMMIT;";
 
 /* --- statements ------------------------------------------------------------- */
 
@@ -252,6 +284,12 @@ static const struct column sandbox_cols[] = {
     {SB(COL_PID, pid)},
     {SB(COL_UID, owner_uid)},
     {SB(COL_GID, owner_gid)},
+    {SB(COL_I64, timeout_s)},
+    {SB(COL_ENUM, timeout_action), NAMES(timeout_action_names)},
+    {SB(COL_I64, deadline_at)},
+    {SB(COL_I64, autosnap_every_s)},
+    {SB(COL_I64, autosnap_keep)},
+    {SB(COL_I64, autosnap_next_at)},
 };
 
 static const struct column snapshot_cols[] = {
@@ -274,6 +312,8 @@ static const struct column snapshot_cols[] = {
     {SNAP(COL_TEXT, env)},
     {SNAP(COL_UID, owner_uid)},
     {SNAP(COL_GID, owner_gid)},
+    {SNAP(COL_I64, timeout_s)},
+    {SNAP(COL_ENUM, timeout_action), NAMES(timeout_action_names)},
 };
 
 static const struct table tables[] = {
@@ -578,21 +618,25 @@ static int configure(struct registry *reg, const char *path)
 	return 0;
 }
 
+/* The step from each version to the next: [v] takes a file at version v to v + 1. */
+static const char *const migrations[] = {[1] = migrate_v1_sql, [2] = migrate_v2_sql};
+_Static_assert(ARRAY_SIZE(migrations) == SCHEMA_VERSION, "a migration to every version");
+
 static int migrate(struct registry *reg, const char *path)
 {
 	int version = -1;
 	int r = reg_query(reg, "PRAGMA user_version", NULL, int_row, &version);
 	if (r < 0)
 		return r;
-	if (version == SCHEMA_VERSION)
-		return 0;
-	/* A new file gets the whole schema; an older one the steps since its version. */
-	const char *sql = version == 0 ? schema_sql : version == 1 ? migrate_v1_sql : NULL;
-	if (!sql)
+	if (version < 0 || version > SCHEMA_VERSION)
 		return error(EIO,
 			     "registry: %s has schema version %d; this snapfs knows version %d",
 			     path, version, SCHEMA_VERSION);
-	r = exec(reg, sql);
+	/* A new file gets the whole schema; an older one the steps since its version. */
+	while (r == 0 && version < SCHEMA_VERSION) {
+		r = exec(reg, version == 0 ? schema_sql : migrations[version]);
+		version = version == 0 ? SCHEMA_VERSION : version + 1;
+	}
 	if (r < 0 && !sqlite3_get_autocommit(reg->db))
 		exec(reg, "ROLLBACK");
 	return r;

@@ -51,6 +51,21 @@ static int gpu_read(const struct fs_node *n, const struct caller *who, struct st
 	return rc < 0 ? rc : tree_line(out, sb->gpu ? "1" : "0");
 }
 
+/* The lifetime's files (runtime/ops_timer.c): what ops makes of the row. */
+static int timeout_read(const struct fs_node *n, const struct caller *who, struct strbuf *out)
+{
+	_cleanup_free_ struct sandbox *sb = NULL;
+	int rc = tree_sandbox(who, n->id, &sb);
+	return rc < 0 ? rc : ops_sandbox_timeout_text(sb, out);
+}
+
+static int autosnap_read(const struct fs_node *n, const struct caller *who, struct strbuf *out)
+{
+	_cleanup_free_ struct sandbox *sb = NULL;
+	int rc = tree_sandbox(who, n->id, &sb);
+	return rc < 0 ? rc : ops_sandbox_autosnap_text(sb, out);
+}
+
 /* What ops shows of it: env's names, never its values. */
 static int info_read(const struct fs_node *n, const struct caller *who, struct strbuf *out)
 {
@@ -99,6 +114,18 @@ static int gpu_write(struct fs_file *f, const char *line, struct pending *p, str
 {
 	(void)p;
 	return ops_sandbox_set(&f->who, f->node.id, SB_FIELD_GPU, line, e);
+}
+
+static int timeout_write(struct fs_file *f, const char *line, struct pending *p, struct err *e)
+{
+	(void)p;
+	return ops_sandbox_set_timeout(&f->who, f->node.id, line, e);
+}
+
+static int autosnap_write(struct fs_file *f, const char *line, struct pending *p, struct err *e)
+{
+	(void)p;
+	return ops_sandbox_set_autosnap(&f->who, f->node.id, line, e);
 }
 
 static int env_apply(const struct caller *who, const char *id, const char *env, struct err *e)
@@ -208,6 +235,8 @@ static const struct fs_entry sandbox_files[] = {
     {"entrypoint", S_IFREG | 0600, .read = entrypoint_read, .write = entrypoint_write},
     {"env", S_IFREG | 0600, .read = env_read, .write = env_write},
     {"gpu", S_IFREG | 0600, .read = gpu_read, .write = gpu_write},
+    {"timeout", S_IFREG | 0600, .read = timeout_read, .write = timeout_write},
+    {"autosnapshot", S_IFREG | 0600, .read = autosnap_read, .write = autosnap_write},
     {"start", S_IFREG | 0200, .write = file_action_write, .action = ops_sandbox_start},
     {"snapshot", S_IFREG | 0600, .flags = FS_STREAM, .read = newest_read, .write = snapshot_write},
     {"suspend", S_IFREG | 0200, .write = file_action_write, .action = ops_sandbox_suspend},

@@ -105,15 +105,21 @@ static int source_link(const struct fs_node *n, const struct caller *who, char *
 static int fork_make(const struct caller *who, const char *id, const void *arg, char made[ID_MAX],
 		     ops_done_fn done, void *ctx, struct err *e)
 {
-	(void)arg;
-	return ops_snapshot_fork(who, id, made, done, ctx, e);
+	return ops_snapshot_fork(who, id, arg, made, done, ctx, e);
 }
 
+/* `timeout=SECONDS` names the fork's timeout (its action is the snapshot's). */
 static int fork_write(struct fs_file *f, const char *line, struct pending *p, struct err *e)
 {
 	struct ctl_words w;
-	int rc = ctl_words_parse(line, "fork", 0, &w, e);
-	return rc < 0 ? rc : file_id_action(f, p, w.async, fork_make, NULL, e);
+	struct fork_opts opts = {0};
+	enum timeout_action ignored;
+	int rc = ctl_words_parse(line, "fork", CTL_ALLOW_TIMEOUT, &w, e);
+	if (rc == 0 && w.timeout[0]) {
+		opts.timeout_set = true;
+		rc = ops_timer_parse(w.timeout, &opts.timeout_s, &ignored, e);
+	}
+	return rc < 0 ? rc : file_id_action(f, p, w.async, fork_make, &opts, e);
 }
 
 /* Its owner's alone (runtime/access.h), as the sandbox it was taken of. */

@@ -27,4 +27,8 @@
 #define REGISTRY_PENDING_MAX 256
 #define CGROUP_PARENT_MAX 256 /* --cgroup-parent, NUL included (lib/names.h cgroup_parent_ok()) */
 
+/* A sandbox's lifetime (runtime/ops_timer.c): the longest timeout or snapshot interval, a year. */
+#define LIFETIME_SECONDS_MAX (366LL * 24 * 3600)
+#define AUTOSNAP_KEEP_MAX 100 /* auto- snapshots one sandbox keeps */
+
 #endif

@@ -167,6 +167,7 @@ int ops_open(const struct ops_config *cfg, struct err *e)
 		rc = open_parts(cfg, e);
 	if (rc < 0)
 		return rc;
+	timer_configure(cfg);
 	/*
 	 * runsc calls a killed predecessor made live on (their own sessions):
 	 * what a checkpoint, restore or delete did is known once it ended.
@@ -204,6 +205,9 @@ int ops_start(struct err *e)
 	rc = ops_sync_start();
 	if (rc < 0)
 		return err_set(e, -rc, "cannot start the sync thread: %s", strerror(-rc));
+	rc = timer_start();
+	if (rc < 0)
+		return err_set(e, -rc, "cannot start the timer thread: %s", strerror(-rc));
 	ops.running = true;
 	info("snapfs started: state %s, store %s, runsc %s", ops.state_dir, store_url(ops.store),
 	     ops.runsc.version);
@@ -218,6 +222,7 @@ void ops_shutdown(void)
 	pthread_rwlock_unlock(&ops.gate);
 	if (monitor_started)
 		monitor_end();
+	timer_stop();
 	ops_sync_stop();
 	jobs_stop();
 	spool_close();

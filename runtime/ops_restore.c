@@ -234,6 +234,7 @@ static void restore_job_run(void *arg)
 	} else {
 		p.image_digest = digest;
 		p.pid = pid;
+		p.arm_timeout = true; /* from the whole setting: a resume's clock starts again */
 		if (job->resume)
 			p.restore_snapshot = "";
 	}
@@ -248,6 +249,7 @@ static void restore_job_run(void *arg)
 				   job->resume ? "resume" : "start", &e);
 	} else {
 		unhold = job->resume; /* it runs: the snapshot is free */
+		timer_kick();
 	}
 	op_job_end_unhold(job, rc < 0 ? -e.code : 0, unhold ? job->sandbox_id : NULL, job->snap_id);
 }
@@ -333,8 +335,8 @@ static int check_forkable(const struct caller *who, const char *snap_id, struct 
 	return 0;
 }
 
-int ops_snapshot_fork(const struct caller *who, const char *snap_id, char id_out[ID_MAX],
-		      ops_done_fn done, void *ctx, struct err *e)
+int ops_snapshot_fork(const struct caller *who, const char *snap_id, const struct fork_opts *opts,
+		      char id_out[ID_MAX], ops_done_fn done, void *ctx, struct err *e)
 {
 	struct snapshot snap;
 	struct sandbox sb = {.owner_uid = who->uid, .owner_gid = who->gid};
@@ -358,6 +360,7 @@ int ops_snapshot_fork(const struct caller *who, const char *snap_id, char id_out
 	memcpy(sb.env, snap.env, sizeof(sb.env));
 	memcpy(sb.parent_snapshot, snap.id, sizeof(sb.parent_snapshot));
 	sb.gpu = snap.gpu;
+	timer_init_fork(&sb, &snap, opts);
 	sb.state = SB_STARTING;
 	sb.created_at = now_ms();
 	pthread_mutex_lock(&ops.lock);

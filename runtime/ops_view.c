@@ -120,7 +120,9 @@ static cJSON *sandbox_info(const struct sandbox *sb)
 	    json_add(info, "parent_snapshot", json_text_or_null(sb->parent_snapshot)) &&
 	    json_add(info, "gpu", cJSON_CreateBool(sb->gpu)) &&
 	    json_add(info, "runtime_id", json_text_or_null(sb->runtime_id)) &&
-	    json_add(info, "pid", sb->pid > 0 ? cJSON_CreateNumber(sb->pid) : cJSON_CreateNull());
+	    json_add(info, "pid", sb->pid > 0 ? cJSON_CreateNumber(sb->pid) : cJSON_CreateNull()) &&
+	    json_add(info, "timeout", timer_info_timeout(sb)) &&
+	    json_add(info, "autosnapshot", timer_info_autosnap(sb));
 	return ok ? steal_ptr(info) : NULL;
 }
 

@@ -381,9 +381,9 @@ static void raw_exec(const char *path, const char *sql)
 static void test_foreign_rows(const char *path)
 {
 	struct registry *reg = NULL;
-	raw_exec(path, "PRAGMA user_version = 3");
+	raw_exec(path, "PRAGMA user_version = 4");
 	CHECK(registry_open(path, &reg) == -EIO);
-	raw_exec(path, "PRAGMA user_version = 2");
+	raw_exec(path, "PRAGMA user_version = 3");
 
 	/* 100 bytes into a 40-byte field, and a state this build does not know. */
 	raw_exec(path, "UPDATE sandboxes SET runtime_id = replace(hex(zeroblob(50)), '0', 'r')"
@@ -441,16 +441,25 @@ static void test_migrate_v1(const char *dir)
 	CHECK_STR(sb.env, "A=1");
 	CHECK(snap.owner_uid == 0 && snap.owner_gid == 0);
 	CHECK_STR(snap.sandbox_id, "old");
+	/* And through version 2 (before lifetimes): no timeout, no periodic snapshots. */
+	CHECK(sb.timeout_s == 0 && sb.timeout_action == TIMEOUT_TERMINATE && sb.deadline_at == 0);
+	CHECK(sb.autosnap_every_s == 0 && sb.autosnap_keep == 0);
+	CHECK(snap.timeout_s == 0 && snap.timeout_action == TIMEOUT_TERMINATE);
 	sb.owner_uid = 1234;
+	sb.timeout_s = 30;
+	sb.timeout_action = TIMEOUT_SUSPEND;
+	sb.deadline_at = 12345;
 	CHECK(registry_sandbox_update(reg, &sb) == 0);
 	registry_close(reg);
 
 	reg = NULL;
-	CHECK(registry_open(path, &reg) == 0); /* version 2 now: opened as it is */
+	CHECK(registry_open(path, &reg) == 0); /* version 3 now: opened as it is */
 	if (!reg)
 		return;
 	CHECK(registry_sandbox_get(reg, "old", &sb) == 0);
 	CHECK(sb.owner_uid == 1234);
+	CHECK(sb.timeout_s == 30 && sb.timeout_action == TIMEOUT_SUSPEND &&
+	      sb.deadline_at == 12345);
 	registry_close(reg);
 }
 
