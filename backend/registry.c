@@ -633,6 +633,7 @@ static int migrate(struct registry *reg, const char *path)
 			     "registry: %s has schema version %d; this snapfs knows version %d",
 			     path, version, SCHEMA_VERSION);
 	/* A new file gets the whole schema; an older one the steps since its version. */
+	r = 0;
 	while (r == 0 && version < SCHEMA_VERSION) {
 		r = exec(reg, version == 0 ? schema_sql : migrations[version]);
 		version = version == 0 ? SCHEMA_VERSION : version + 1;

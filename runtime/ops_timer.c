@@ -260,10 +260,20 @@ int ops_sandbox_set_autosnap(const struct caller *who, const char *id, const cha
 
 /* --- what the tree shows ----------------------------------------------------- */
 
-/* Whole seconds until @at (rounded up), 0 once passed; the whole setting while stopped. */
+/*
+ * The deadline as the tree shows it: none while the clock stands (created,
+ * suspended), though the timer may not have cleared a spent one yet.
+ */
+static int64_t shown_deadline(const struct sandbox *sb)
+{
+	bool stands = sb->state == SB_CREATED || sb->state == SB_SUSPENDED;
+	return stands ? 0 : sb->deadline_at;
+}
+
+/* Whole seconds until the deadline (rounded up), 0 once passed; the whole setting while stopped. */
 static int64_t seconds_left(const struct sandbox *sb, int64_t now)
 {
-	if (!sb->deadline_at)
+	if (!shown_deadline(sb))
 		return sb->timeout_s;
 	int64_t ms = sb->deadline_at - now;
 	return ms > 0 ? (ms + 999) / 1000 : 0;
@@ -298,7 +308,7 @@ cJSON *timer_info_timeout(const struct sandbox *sb)
 	    t && json_add(t, "seconds", cJSON_CreateNumber((double)sb->timeout_s)) &&
 	    json_add(t, "action", cJSON_CreateString(timeout_action_name(sb->timeout_action))) &&
 	    json_add(t, "seconds_left", cJSON_CreateNumber((double)seconds_left(sb, now_ms()))) &&
-	    json_add(t, "deadline", json_time_or_null(sb->deadline_at));
+	    json_add(t, "deadline", json_time_or_null(shown_deadline(sb)));
 	return ok ? steal_ptr(t) : NULL;
 }
 
@@ -392,18 +402,19 @@ static bool tick_claim(const char *id, int64_t at, int64_t next, struct sandbox 
 	return mine;
 }
 
-/* Sandbox @id's tick fell due at @now: take a snapshot, or skip the tick. */
-static void autosnap_tick(const char *id, int64_t now)
+/* Sandbox @id's tick fell due at @now: take a snapshot, or skip the tick. Returns the next. */
+static int64_t autosnap_tick(const char *id, int64_t now)
 {
 	struct sandbox sb;
 	char label[LABEL_MAX], snap_id[ID_MAX];
 	struct err e = {0};
 	if (row_sandbox_get(id, &sb) < 0 || !sb.autosnap_next_at || sb.autosnap_next_at > now)
-		return;
-	if (!tick_claim(id, sb.autosnap_next_at, timeout_deadline(sb.autosnap_every_s, now), &sb))
-		return;
+		return 0;
+	int64_t next = timeout_deadline(sb.autosnap_every_s, now);
+	if (!tick_claim(id, sb.autosnap_next_at, next, &sb))
+		return 0; /* a write changed it, and kicked the timer */
 	if (sb.state != SB_RUNNING || ops_sandbox_snapshots_each(&sb, auto_in_flight, NULL) != 0)
-		return; /* skipped: it is not running, or the last one is still under way */
+		return next; /* skipped: it is not running, or the last one is still under way */
 	struct tm tm;
 	time_t t = (time_t)(now / 1000);
 	gmtime_r(&t, &tm);
@@ -413,6 +424,7 @@ static void autosnap_tick(const char *id, int64_t now)
 	announce_reason(NULL);
 	if (rc < 0 && rc != -EBUSY)
 		report_job_failure(OPS_OBJ_SANDBOX, id, "autosnapshot", &e);
+	return next;
 }
 
 struct prune {
@@ -500,7 +512,7 @@ static int64_t timer_pass(int64_t now)
 		if (line[0] == 't')
 			again = timeout_fire(line + 2, now);
 		else if (line[0] == 'a')
-			autosnap_tick(line + 2, now);
+			again = autosnap_tick(line + 2, now);
 		else
 			autosnap_prune(line + 2);
 		if (again && again < p.next)
