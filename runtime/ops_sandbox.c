@@ -584,6 +584,9 @@ static void reconcile_one(struct sandbox *sb)
 	if (sb->state == SB_RUNNING && alive)
 		reopen_console(sb->id);
 	row_sandbox_update(sb);
+	/* `tail -f events` tells what a restart made of it, as of any other change. */
+	if (sb->state != was)
+		announce_sandbox(sb->id, sb->state, sb->message);
 }
 
 static int collect_ids(const struct sandbox *sb, void *arg)

@@ -1377,7 +1377,14 @@ static void killed(void)
 
 static void reconciled(void)
 {
+	char got[1024];
+	const char *want = sandbox_state_name(now->after);
 	CHECK_SB("x", now->after);
+	/* The restart's verdict is announced, as every other change is. */
+	events_of("x", got, sizeof(got));
+	size_t n = strlen(got), w = strlen(want);
+	CHECK_MSG(n >= w && !strcmp(got + n - w, want), "x's events \"%s\" do not end in %s", got,
+		  want);
 	now->reconciled();
 }
 
