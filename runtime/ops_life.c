@@ -208,7 +208,8 @@ int ops_open(const struct ops_config *cfg, struct err *e)
 		 */
 		int64_t left = atomic_load(&start.deadline_ms) - mono_ms();
 		runsc_wait_leftovers(&ops.runsc, cfg->leftover_wait_ms);
-		/* That wait is runsc's: the store keeps what it had left (none: gives up at once). */
+		/* That wait is runsc's: the store keeps what it had left (none: gives up at once).
+		 */
 		cancel_set_deadline(&start, mono_ms() + (left > 0 ? left : 0));
 		reconcile_all();
 	}

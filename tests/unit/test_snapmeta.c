@@ -74,6 +74,19 @@ static void test_good(void)
 	CHECK(strstr(s.host_json, "\"host_id\":\"" OTHER "\"") != NULL);
 	CHECK(strstr(s.host_json, "\"runsc_version\":\"0.0~20240729.0\"") != NULL);
 
+	CHECK(s.timeout_s == 0 && s.timeout_action == TIMEOUT_TERMINATE);
+	/* The source's timeout comes back; a manifest from before timeouts has none. */
+	cJSON *t = good();
+	cJSON_ReplaceItemInObject(t, "timeout_s", cJSON_CreateNumber(600));
+	cJSON_ReplaceItemInObject(t, "timeout_action", cJSON_CreateString("suspend"));
+	CHECK(parse(t, HERE, &s, &e) == 0 && s.timeout_s == 600 &&
+	      s.timeout_action == TIMEOUT_SUSPEND);
+	t = good();
+	cJSON_DeleteItemFromObject(t, "timeout_s");
+	cJSON_DeleteItemFromObject(t, "timeout_action");
+	CHECK(parse(t, HERE, &s, &e) == 0 && s.timeout_s == 0 &&
+	      s.timeout_action == TIMEOUT_TERMINATE);
+
 	/* Another host's clock a little ahead of this one's is no reason to refuse. */
 	cJSON *m = good();
 	cJSON_ReplaceItemInObject(m, "created_at_ms", cJSON_CreateNumber(NOW + SNAPMETA_SKEW_MS));
@@ -160,6 +173,10 @@ static void test_numbers(void)
 	refused("size_bytes", cJSON_CreateNumber(9007199254740994.0), "size_bytes");
 	refused("size_bytes", NULL, "size_bytes");
 	refused("stored_bytes", cJSON_CreateNumber(-1), "stored_bytes");
+	refused("timeout_s", cJSON_CreateNumber(1e99), "timeout_s");
+	refused("timeout_s", cJSON_CreateNumber(LIFETIME_SECONDS_MAX + 1.0), "timeout_s");
+	refused("timeout_s", cJSON_CreateNumber(-1), "timeout_s");
+	refused("timeout_action", cJSON_CreateString("explode"), "timeout_action");
 
 	int64_t v = -1;
 	cJSON *m = cJSON_Parse("{\"a\": 9007199254740992, \"b\": 1e19, \"c\": -0.5, \"d\": true}");
@@ -344,8 +361,10 @@ static void test_info_fields(void)
 	CHECK_STR(info_str(host, "host_id"), OTHER);
 	CHECK(cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(host, "gpus")));
 	CHECK(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(info, "gpu")));
-	/* Those fourteen, and nothing else: not the env, not the manifest's fields. */
-	CHECK(cJSON_GetArraySize(info) == 14);
+	CHECK(info_num(info, "timeout_s") == 0);
+	CHECK_STR(info_str(info, "timeout_action"), "terminate");
+	/* Those sixteen, and nothing else: not the env, not the manifest's fields. */
+	CHECK(cJSON_GetArraySize(info) == 16);
 	CHECK(!cJSON_GetObjectItem(info, "env") && !cJSON_GetObjectItem(info, "image"));
 	CHECK(!cJSON_GetObjectItem(info, "entrypoint") &&
 	      !cJSON_GetObjectItem(info, "created_at_ms"));
@@ -404,7 +423,9 @@ static void test_info_text(void)
 				    "\t\"host\":\t{\n"
 				    "\t\t\"host_id\":\t\"" OTHER "\"\n"
 				    "\t},\n"
-				    "\t\"gpu\":\ttrue\n"
+				    "\t\"gpu\":\ttrue,\n"
+				    "\t\"timeout_s\":\t0,\n"
+				    "\t\"timeout_action\":\t\"terminate\"\n"
 				    "}\n");
 	/* Appended: what @out held stays. */
 	strbuf_reset(&out);
@@ -455,14 +476,15 @@ static void test_build(void)
 	CHECK_STR(info_str(m, "runsc_version"), "0.0~20240729.0");
 	CHECK(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(m, "gpu")));
 	CHECK(cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(m, "host")));
-	CHECK(cJSON_GetArraySize(m) == 12);
+	CHECK(info_num(m, "timeout_s") == 0);
+	CHECK(cJSON_GetArraySize(m) == 14);
 	cJSON_Delete(m);
 	/* "" stays a string in the manifest; a profile that is not JSON is left out. */
 	snap.name[0] = '\0';
 	snprintf(snap.host_json, sizeof(snap.host_json), "{");
 	m = snapmeta_build(&snap, "v");
 	CHECK(m && info_str(m, "name") && !*info_str(m, "name"));
-	CHECK(m && !cJSON_GetObjectItem(m, "host") && cJSON_GetArraySize(m) == 11);
+	CHECK(m && !cJSON_GetObjectItem(m, "host") && cJSON_GetArraySize(m) == 13);
 	cJSON_Delete(m);
 }
 
