@@ -267,6 +267,13 @@ _Static_assert(sizeof(enum sandbox_state) == sizeof(unsigned) &&
 #define SB(t, f) FIELD(t, struct sandbox, f)
 #define SNAP(t, f) FIELD(t, struct snapshot, f)
 #define NAMES(n) .names = (n), .nnames = ARRAY_SIZE(n)
+/* A sandbox's timeout and the one a snapshot records of it: the same two columns (@rec SB or SNAP).
+ */
+#define TIMEOUT_COLS(rec)                                                                          \
+	{rec(COL_I64, timeout_s)},                                                                 \
+	{                                                                                          \
+		rec(COL_ENUM, timeout_action), NAMES(timeout_action_names)                         \
+	}
 
 static const struct column sandbox_cols[] = {
     {SB(COL_TEXT, id)},
@@ -284,8 +291,7 @@ static const struct column sandbox_cols[] = {
     {SB(COL_PID, pid)},
     {SB(COL_UID, owner_uid)},
     {SB(COL_GID, owner_gid)},
-    {SB(COL_I64, timeout_s)},
-    {SB(COL_ENUM, timeout_action), NAMES(timeout_action_names)},
+    TIMEOUT_COLS(SB),
     {SB(COL_I64, deadline_at)},
     {SB(COL_I64, autosnap_every_s)},
     {SB(COL_I64, autosnap_keep)},
@@ -312,8 +318,7 @@ static const struct column snapshot_cols[] = {
     {SNAP(COL_TEXT, env)},
     {SNAP(COL_UID, owner_uid)},
     {SNAP(COL_GID, owner_gid)},
-    {SNAP(COL_I64, timeout_s)},
-    {SNAP(COL_ENUM, timeout_action), NAMES(timeout_action_names)},
+    TIMEOUT_COLS(SNAP),
 };
 
 static const struct table tables[] = {

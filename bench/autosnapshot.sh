@@ -21,13 +21,8 @@ declare -A ENTRY=(
 	[busy]="$COUNTER_ENTRYPOINT"
 )
 auto_rows() {
-	local l id
-	for l in "$MNT/sandboxes/$1/snapshots/"*; do
-		[ -e "$l" ] || continue
-		id=$(basename "$l")
-		jget "$MNT/snapshots/$id/info.json" \
-			'select(.name // "" | startswith("auto-")) | select(.status == "completed") | "\(.created_at) \(.size_bytes) \(.stored_bytes)"'
-	done | sort
+	snapshots_jq "$1" 'select(.name // "" | startswith("auto-")) | select(.status == "completed") | "\(.created_at) \(.size_bytes) \(.stored_bytes)"' |
+		sort
 }
 enough() { [ "$(auto_rows "$1" | wc -l)" -ge "$TICKS" ]; }
 echo "| sandbox | image MiB | first stored KiB | each later: median KiB | largest KiB |"

@@ -51,27 +51,30 @@ static int gpu_read(const struct fs_node *n, const struct caller *who, struct st
 	return rc < 0 ? rc : tree_line(out, sb->gpu ? "1" : "0");
 }
 
-/* The lifetime's files (runtime/ops_timer.c): what ops makes of the row. */
-static int timeout_read(const struct fs_node *n, const struct caller *who, struct strbuf *out)
+/* A view of the sandbox that ops makes of its row: info.json, timeout, autosnapshot. */
+static int view_read(const struct fs_node *n, const struct caller *who, struct strbuf *out,
+		     int (*view)(const struct sandbox *sb, struct strbuf *out))
 {
 	_cleanup_free_ struct sandbox *sb = NULL;
 	int rc = tree_sandbox(who, n->id, &sb);
-	return rc < 0 ? rc : ops_sandbox_timeout_text(sb, out);
-}
-
-static int autosnap_read(const struct fs_node *n, const struct caller *who, struct strbuf *out)
-{
-	_cleanup_free_ struct sandbox *sb = NULL;
-	int rc = tree_sandbox(who, n->id, &sb);
-	return rc < 0 ? rc : ops_sandbox_autosnap_text(sb, out);
+	return rc < 0 ? rc : view(sb, out);
 }
 
 /* What ops shows of it: env's names, never its values. */
 static int info_read(const struct fs_node *n, const struct caller *who, struct strbuf *out)
 {
-	_cleanup_free_ struct sandbox *sb = NULL;
-	int rc = tree_sandbox(who, n->id, &sb);
-	return rc < 0 ? rc : ops_sandbox_info(sb, out);
+	return view_read(n, who, out, ops_sandbox_info);
+}
+
+/* The lifetime's files (runtime/ops_timer.c). */
+static int timeout_read(const struct fs_node *n, const struct caller *who, struct strbuf *out)
+{
+	return view_read(n, who, out, ops_sandbox_timeout_text);
+}
+
+static int autosnap_read(const struct fs_node *n, const struct caller *who, struct strbuf *out)
+{
+	return view_read(n, who, out, ops_sandbox_autosnap_text);
 }
 
 /* A fresh read of `snapshot`: the newest snapshot's id, or nothing. */

@@ -20,13 +20,8 @@ AUTO=$MNT/sandboxes/a1/autosnapshot
 
 # auto_snaps SB [STATUS]: its auto- snapshots (with that status), oldest first.
 auto_snaps() {
-	local l id
-	for l in "$MNT/sandboxes/$1/snapshots/"*; do
-		[ -e "$l" ] || continue
-		id=$(basename "$l")
-		jget "$MNT/snapshots/$id/info.json" \
-			'select(.name // "" | startswith("auto-")) | "\(.created_at) \(.id) \(.status)"' 2>/dev/null
-	done | sort | awk -v st="${2:-}" 'st == "" || $3 == st { print $2 }'
+	snapshots_jq "$1" 'select(.name // "" | startswith("auto-")) | "\(.created_at) \(.id) \(.status)"' |
+		sort | awk -v st="${2:-}" 'st == "" || $3 == st { print $2 }'
 }
 # taken SB: how many auto snapshots the timer has begun (their events give the reason).
 taken() { rd "$MNT/events" | jq -r --arg id "$1" \

@@ -2107,24 +2107,22 @@ static void timeout_values_steps(void)
 	CHECK(sb_get("tv").deadline_at == 0 && sb_get("tv").timeout_s == 0);
 }
 
-/* The deadline is in the registry: a restarted daemon fires one that passed while it was down. */
-static void timeout_restart_before(void)
+/* Run sandbox @id with timeout @text; note its deadline for the next life. */
+static void timeout_noted(const char *id, const char *text)
 {
 	struct err e = {0};
 	char at[32];
-	if (!run_sandbox("tr"))
+	if (!run_sandbox(id))
 		return;
-	CHECK(ops_sandbox_set_timeout(root, "tr", "3600 suspend", &e) == 0);
-	xsnprintf(at, sizeof(at), "%lld", (long long)sb_get("tr").deadline_at);
+	CHECK(ops_sandbox_set_timeout(root, id, text, &e) == 0);
+	xsnprintf(at, sizeof(at), "%lld", (long long)sb_get(id).deadline_at);
 	note_put("deadline", at);
 }
 
-static void timeout_restart_after(void)
+/* The deadline is in the registry: a restart keeps one not yet due... */
+static void timeout_kept_before(void)
 {
-	sb_wait_state("tr", SB_SUSPENDED);
-	CHECK(journal_has("events.jsonl", "\"status\":\"suspending\",\"reason\":\"timeout\""));
-	/* Suspended, the clock stands; the setting stays for the resume. */
-	CHECK(sb_get("tr").timeout_s == 3600 && sb_get("tr").timeout_action == TIMEOUT_SUSPEND);
+	timeout_noted("tk", "3600");
 }
 
 static void timeout_kept_after(void)
@@ -2136,15 +2134,18 @@ static void timeout_kept_after(void)
 	CHECK_SB("tk", SB_RUNNING);
 }
 
-static void timeout_kept_before(void)
+/* ...and fires one that passed while the daemon was down. */
+static void timeout_restart_before(void)
 {
-	struct err e = {0};
-	char at[32];
-	if (!run_sandbox("tk"))
-		return;
-	CHECK(ops_sandbox_set_timeout(root, "tk", "3600", &e) == 0);
-	xsnprintf(at, sizeof(at), "%lld", (long long)sb_get("tk").deadline_at);
-	note_put("deadline", at);
+	timeout_noted("tr", "3600 suspend");
+}
+
+static void timeout_restart_after(void)
+{
+	sb_wait_state("tr", SB_SUSPENDED);
+	CHECK(journal_has("events.jsonl", "\"status\":\"suspending\",\"reason\":\"timeout\""));
+	/* Suspended, the clock stands; the setting stays for the resume. */
+	CHECK(sb_get("tr").timeout_s == 3600 && sb_get("tr").timeout_action == TIMEOUT_SUSPEND);
 }
 
 static void timeout_restart(void)
