@@ -24,6 +24,7 @@
 #include <stddef.h>
 
 #include "lib/limits.h"
+#include "lib/size.h"
 #include "lib/util.h"
 
 /* The default --cgroup-parent: a slice of its own beside the daemon's service. */
@@ -64,5 +65,26 @@ int cgroup_adopt(const char *parent, const char *cid, struct err *e);
  */
 int cgroup_adopt_from(const char *v1, const char *v2, const char *parent, const char *cid,
 		      struct err *e);
+
+/*
+ * Can runsc enforce every limit @r sets (non-zero) on this host? It does so
+ * through the host cgroup's memory, cpu and pids controllers
+ * (docs/limits.md): -EINVAL with @e naming @what and the controller this
+ * host lacks.
+ */
+int cgroup_can_limit(const struct resources *r, const char *what, struct err *e);
+
+/* What a container's cgroup has counted (docs/limits.md). */
+struct cgroup_usage {
+	int64_t memory_bytes; /* memory.usage_in_bytes (v1), memory.current (v2) */
+	int64_t cpu_ns;	      /* cpuacct.usage (v1), cpu.stat usage_usec (v2) */
+	int64_t oom_kills;    /* oom_kill of memory.oom_control (v1), memory.events (v2) */
+	int64_t pids_max;     /* times pids.max refused a task (pids.events max) */
+};
+/*
+ * The counters of container @cid's cgroup under @parent; each one it
+ * cannot read is -1. -ENOENT when the cgroup is gone (all -1).
+ */
+int cgroup_usage(const char *parent, const char *cid, struct cgroup_usage *u);
 
 #endif

@@ -422,7 +422,7 @@ static int sb_terminate(const char *id)
 
 static int snap_fork(const char *snap, char id[ID_MAX])
 {
-	return OP_RUN(ops_snapshot_fork(root, snap, id, OP), NULL, 0);
+	return OP_RUN(ops_snapshot_fork(root, snap, NULL, id, OP), NULL, 0);
 }
 
 static int snap_delete(const char *snap)
