@@ -151,6 +151,14 @@ static int bad_value(enum res_kind kind, const char *value, const char *what, st
 		       forms[kind], RES_WORD_MAX, value);
 }
 
+bool res_value_ok(enum res_kind kind, int64_t v)
+{
+	bool in_range = kind == RES_MEMORY ? v >= RES_MEMORY_MIN
+			: kind == RES_CPUS ? v >= RES_CPU_MILLI_MIN && v <= RES_CPU_MILLI_MAX
+					   : v >= RES_PIDS_MIN && v <= RES_PIDS_MAX;
+	return v == 0 || in_range;
+}
+
 int res_parse(enum res_kind kind, const char *value, const char *what, struct resources *r,
 	      struct err *e)
 {
@@ -158,10 +166,7 @@ int res_parse(enum res_kind kind, const char *value, const char *what, struct re
 	int rc = kind == RES_MEMORY ? size_parse(value, &v)
 		 : kind == RES_CPUS ? cpus_parse(value, &v)
 				    : count_parse(value, &v);
-	bool in_range = kind == RES_MEMORY ? v >= RES_MEMORY_MIN
-			: kind == RES_CPUS ? v >= RES_CPU_MILLI_MIN && v <= RES_CPU_MILLI_MAX
-					   : v >= RES_PIDS_MIN && v <= RES_PIDS_MAX;
-	if (rc < 0 || (v != 0 && !in_range))
+	if (rc < 0 || !res_value_ok(kind, v))
 		return bad_value(kind, value, what, e);
 	*res_field(r, kind) = v;
 	return 0;

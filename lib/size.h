@@ -15,6 +15,7 @@
 #ifndef SNAPFS_SIZE_H
 #define SNAPFS_SIZE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -60,6 +61,8 @@ int res_kind_parse(const char *name, enum res_kind *out);
  */
 int res_parse(enum res_kind kind, const char *value, const char *what, struct resources *r,
 	      struct err *e);
+/* Is @v a value limit @kind may hold: 0, or within its bounds (lib/limits.h)? */
+bool res_value_ok(enum res_kind kind, int64_t v);
 /* Field @kind of @r; set it to @v. */
 int64_t res_get(const struct resources *r, enum res_kind kind);
 void res_set(struct resources *r, enum res_kind kind, int64_t v);

@@ -267,3 +267,29 @@ int cgroup_usage(const char *parent, const char *cid, struct cgroup_usage *u)
 	bool none = u->memory_bytes < 0 && u->cpu_ns < 0 && u->oom_kills < 0 && u->pids_max < 0;
 	return none ? -ENOENT : 0;
 }
+
+int cgroup_limit_hit(const char *parent, const char *cid, const struct resources *res, char *msg,
+		     size_t size)
+{
+	struct cgroup_usage u;
+	char limit[RES_WORD_MAX];
+	if (cgroup_usage(parent, cid, &u) < 0)
+		return 0;
+	if (u.oom_kills > 0) {
+		res_format(res, RES_MEMORY, limit);
+		snprintf(msg, size,
+			 "out of memory: the sandbox went over its memory limit of %s bytes and the "
+			 "host's OOM killer ended it",
+			 limit);
+		return 1;
+	}
+	if (u.pids_max > 0) {
+		res_format(res, RES_PIDS, limit);
+		snprintf(msg, size,
+			 "task limit reached: the sandbox asked for more than its pids limit of %s "
+			 "host tasks and runsc ended it",
+			 limit);
+		return 1;
+	}
+	return 0;
+}

@@ -86,5 +86,14 @@ struct cgroup_usage {
  * cannot read is -1. -ENOENT when the cgroup is gone (all -1).
  */
 int cgroup_usage(const char *parent, const char *cid, struct cgroup_usage *u);
+/*
+ * Did container @cid (limits @res) end because it hit one? runsc 20240729
+ * cannot fail the task inside: the host's OOM killer ends the whole
+ * sandbox at its memory limit, and the sentry panics when pids.max refuses
+ * it a thread (docs/limits.md). 1 with the reason in @msg, 0 if neither
+ * counter says so (or the cgroup is gone).
+ */
+int cgroup_limit_hit(const char *parent, const char *cid, const struct resources *res, char *msg,
+		     size_t size);
 
 #endif
