@@ -616,7 +616,8 @@ static int migrate(struct registry *reg, const char *path)
 		return error(EIO,
 			     "registry: %s has schema version %d; this snapfs knows version %d",
 			     path, version, SCHEMA_VERSION);
-	for (int v = version; r == 0 && v < (int)ARRAY_SIZE(steps); v = v == 0 ? SCHEMA_VERSION : v + 1)
+	r = 0;
+	for (int v = version; r == 0 && v < (int)ARRAY_SIZE(steps); v = v ? v + 1 : SCHEMA_VERSION)
 		r = exec(reg, steps[v]);
 	if (r < 0 && !sqlite3_get_autocommit(reg->db))
 		exec(reg, "ROLLBACK");
