@@ -482,13 +482,16 @@ static void test_limits(void)
 {
 	static struct snapshot s;
 	struct err e = {0};
+	const char *keys[] = {"memory_bytes", "cpu_milli", "pids"};
 	cJSON *m = good();
+	for (size_t i = 0; i < ARRAY_SIZE(keys); i++)
+		cJSON_DeleteItemFromObjectCaseSensitive(m, keys[i]);
 	CHECK(parse(m, HERE, &s, &e) == 0);
 	CHECK(s.res.memory_bytes == 0 && s.res.cpu_milli == 0 && s.res.pids == 0);
 	m = good();
-	cJSON_AddNumberToObject(m, "memory_bytes", 128 << 20);
-	cJSON_AddNumberToObject(m, "cpu_milli", 1500);
-	cJSON_AddNumberToObject(m, "pids", 64);
+	cJSON_ReplaceItemInObjectCaseSensitive(m, "memory_bytes", cJSON_CreateNumber(128 << 20));
+	cJSON_ReplaceItemInObjectCaseSensitive(m, "cpu_milli", cJSON_CreateNumber(1500));
+	cJSON_ReplaceItemInObjectCaseSensitive(m, "pids", cJSON_CreateNumber(64));
 	CHECK(parse(m, HERE, &s, &e) == 0);
 	CHECK(s.res.memory_bytes == 128 << 20 && s.res.cpu_milli == 1500 && s.res.pids == 64);
 	refused("memory_bytes", cJSON_CreateNumber(1024), "memory_bytes");
