@@ -85,8 +85,7 @@ static int word_label(const char *v, size_t n, const char *what, struct ctl_word
 }
 
 /* memory=SIZE or cpus=N (@w, @n bytes) into @out->res; -ENOENT for another word. */
-static int word_res(const char *w, size_t n, const char *what, struct ctl_words *out,
-		    struct err *e)
+static int word_res(const char *w, size_t n, const char *what, struct ctl_words *out, struct err *e)
 {
 	char key[8], value[RES_WORD_MAX];
 	enum res_kind kind;

@@ -33,11 +33,11 @@
  * about 15 MiB and 20 host tasks, so a lower limit would kill the sandbox
  * as it boots.
  */
-#define RES_MEMORY_MIN (32LL << 20)	   /* bytes */
-#define RES_CPU_MILLI_MIN 10		   /* 0.01 CPUs: the kernel's least CFS quota, 1 ms */
-#define RES_CPU_MILLI_MAX (1024LL * 1000)  /* 1024 CPUs */
-#define RES_PIDS_MIN 32			   /* host tasks */
-#define RES_PIDS_MAX 4194304		   /* the kernel's PID_MAX_LIMIT */
-#define RES_WORD_MAX 32			   /* the longest value text: "9223372036854775807B" */
+#define RES_MEMORY_MIN (32LL << 20)	  /* bytes */
+#define RES_CPU_MILLI_MIN 10		  /* 0.01 CPUs: the kernel's least CFS quota, 1 ms */
+#define RES_CPU_MILLI_MAX (1024LL * 1000) /* 1024 CPUs */
+#define RES_PIDS_MIN 32			  /* host tasks */
+#define RES_PIDS_MAX 4194304		  /* the kernel's PID_MAX_LIMIT */
+#define RES_WORD_MAX 32			  /* the longest value text: "9223372036854775807B" */
 
 #endif

@@ -210,8 +210,8 @@ static int bundle_linux(cJSON *cfg, const struct bundle_spec *spec, struct err *
 	const struct resources *r = &spec->res;
 	bool limits = r->memory_bytes > 0 || r->cpu_milli > 0 || r->pids > 0;
 	cJSON *lnx = cJSON_AddObjectToObject(cfg, "linux");
-	cJSON *res = lnx && (limits || spec->ndevices) ? cJSON_AddObjectToObject(lnx, "resources")
-						       : NULL;
+	cJSON *res =
+	    lnx && (limits || spec->ndevices) ? cJSON_AddObjectToObject(lnx, "resources") : NULL;
 	if (!lnx || !bundle_namespaces(lnx) ||
 	    (cg && cg[0] && !cJSON_AddStringToObject(lnx, "cgroupsPath", cg)) ||
 	    ((limits || spec->ndevices) && !res) || (limits && !bundle_resources(res, r)))

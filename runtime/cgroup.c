@@ -214,8 +214,8 @@ static bool controller(const char *name)
 
 int cgroup_can_limit(const struct resources *r, const char *what, struct err *e)
 {
-	static const char *const controllers[] = {[RES_MEMORY] = "memory", [RES_CPUS] = "cpu",
-						  [RES_PIDS] = "pids"};
+	static const char *const controllers[] = {
+	    [RES_MEMORY] = "memory", [RES_CPUS] = "cpu", [RES_PIDS] = "pids"};
 	for (enum res_kind k = RES_MEMORY; k <= RES_PIDS; k++)
 		if (res_get(r, k) != 0 && !controller(controllers[k]))
 			return err_set(e, EINVAL,
@@ -255,14 +255,14 @@ static int64_t counter(const char *parent, const char *cid, const char *hier, co
 int cgroup_usage(const char *parent, const char *cid, struct cgroup_usage *u)
 {
 	bool v2 = unified();
-	u->memory_bytes = counter(parent, cid, "memory",
-				  v2 ? "memory.current" : "memory.usage_in_bytes", NULL);
+	u->memory_bytes =
+	    counter(parent, cid, "memory", v2 ? "memory.current" : "memory.usage_in_bytes", NULL);
 	u->cpu_ns = v2 ? counter(parent, cid, "", "cpu.stat", "usage_usec")
 		       : counter(parent, cid, "cpuacct", "cpuacct.usage", NULL);
 	if (v2 && u->cpu_ns >= 0)
 		u->cpu_ns *= 1000;
-	u->oom_kills = counter(parent, cid, "memory", v2 ? "memory.events" : "memory.oom_control",
-			       "oom_kill");
+	u->oom_kills =
+	    counter(parent, cid, "memory", v2 ? "memory.events" : "memory.oom_control", "oom_kill");
 	u->pids_max = counter(parent, cid, "pids", "pids.events", "max");
 	bool none = u->memory_bytes < 0 && u->cpu_ns < 0 && u->oom_kills < 0 && u->pids_max < 0;
 	return none ? -ENOENT : 0;
@@ -277,10 +277,11 @@ int cgroup_limit_hit(const char *parent, const char *cid, const struct resources
 		return 0;
 	if (u.oom_kills > 0) {
 		res_format(res, RES_MEMORY, limit);
-		snprintf(msg, size,
-			 "out of memory: the sandbox went over its memory limit of %s bytes and the "
-			 "host's OOM killer ended it",
-			 limit);
+		snprintf(
+		    msg, size,
+		    "out of memory: the sandbox went over its memory limit of %s bytes and the "
+		    "host's OOM killer ended it",
+		    limit);
 		return 1;
 	}
 	if (u.pids_max > 0) {

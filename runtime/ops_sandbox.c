@@ -183,8 +183,8 @@ static int set_field(struct sandbox *sb, enum sandbox_field field, const char *v
 int ops_sandbox_set(const struct caller *who, const char *id, enum sandbox_field field,
 		    const char *value, struct err *e)
 {
-	static const char *const names[] = {"image", "entrypoint", "env",
-					    "gpu",   "memory",	   "cpus", "pids"};
+	static const char *const names[] = {"image",  "entrypoint", "env", "gpu",
+					    "memory", "cpus",	    "pids"};
 	struct sandbox sb;
 	pthread_mutex_lock(&ops.lock);
 	int rc = sandbox_get_as(who, id, &sb);
@@ -293,9 +293,8 @@ int container_start(const char *id, const char *runtime_id, bool gpu, const char
 static int start_container(const struct sandbox *sb, char digest[DIGEST_MAX], struct err *e)
 {
 	const char *entry = sb->entrypoint[0] ? sb->entrypoint : OPS_DEFAULT_ENTRYPOINT;
-	int rc =
-	    prepare_bundle(sb->id, sb->runtime_id, sb->image, entry, sb->env, sb->gpu, &sb->res,
-			   digest, e);
+	int rc = prepare_bundle(sb->id, sb->runtime_id, sb->image, entry, sb->env, sb->gpu,
+				&sb->res, digest, e);
 	if (rc < 0)
 		return rc;
 	return container_start(sb->id, sb->runtime_id, sb->gpu, NULL, e);

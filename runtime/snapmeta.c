@@ -153,8 +153,9 @@ static cJSON *field_value(const struct field *f, const struct snapshot *snap, bo
 		host = cJSON_Parse(snap->host_json);
 		return host || !info ? host : cJSON_CreateNull();
 	case FIELD_LIMIT:
-		return cJSON_CreateNumber(info && f->res == RES_CPUS ? (double)count_at(snap, f) / 1000
-								     : (double)count_at(snap, f));
+		return cJSON_CreateNumber(info && f->res == RES_CPUS
+					      ? (double)count_at(snap, f) / 1000
+					      : (double)count_at(snap, f));
 	case FIELD_RUNSC:
 		break;
 	}

@@ -459,7 +459,8 @@ static void test_migrate_v1(const char *dir)
 	CHECK(sb.owner_uid == 1234);
 	CHECK(sb.res.memory_bytes == 1LL << 30 && sb.res.cpu_milli == 500 && sb.res.pids == 64);
 	CHECK(registry_snapshot_get(reg, "snap-old", &snap) == 0);
-	CHECK(snap.res.memory_bytes == 1LL << 30 && snap.res.cpu_milli == 500 && snap.res.pids == 64);
+	CHECK(snap.res.memory_bytes == 1LL << 30 && snap.res.cpu_milli == 500 &&
+	      snap.res.pids == 64);
 	registry_close(reg);
 }
 

@@ -40,8 +40,9 @@ static void test_sizes(void)
 	CHECK(size_parse("8E", &v) == -EINVAL);
 	CHECK(size_parse("8388608T", &v) == -ERANGE);
 	CHECK(size_parse("99999999999999999999G", &v) == -ERANGE);
-	const char *bad[] = {"", "-1", "+1", " 1", "1 ", "1X", "M", "1.", ".5", "1..5", "1MBB",
-			     "1Mi", "0x10", "1e9", "1,5", "12345678901234567890123456789012"};
+	const char *bad[] = {
+	    "",	  "-1",	  "+1",	  " 1",	 "1 ",	 "1X",	"M",   "1.",
+	    ".5", "1..5", "1MBB", "1Mi", "0x10", "1e9", "1,5", "12345678901234567890123456789012"};
 	for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
 		CHECK_MSG(size_parse(bad[i], &v) == -EINVAL, "size '%s' is refused", bad[i]);
 }

@@ -188,8 +188,7 @@ static void test_limits(void)
 	CHECK(spec.res.memory_bytes == 512LL << 20 && spec.res.cpu_milli == 500 &&
 	      spec.res.pids == 64);
 	CHECK(parse("image=busybox\nmemory=0") == 0 && spec.res.memory_bytes == 0);
-	CHECK(parse("{\"image\":\"busybox\",\"memory\":\"2G\",\"cpus\":1.5,\"pids\":128}") ==
-	      0);
+	CHECK(parse("{\"image\":\"busybox\",\"memory\":\"2G\",\"cpus\":1.5,\"pids\":128}") == 0);
 	CHECK(spec.res.memory_bytes == 2LL << 30 && spec.res.cpu_milli == 1500 &&
 	      spec.res.pids == 128);
 	CHECK(parse("{\"image\":\"busybox\",\"memory\":268435456}") == 0);
