@@ -51,50 +51,33 @@ static int gpu_read(const struct fs_node *n, const struct caller *who, struct st
 	return rc < 0 ? rc : tree_line(out, sb->gpu ? "1" : "0");
 }
 
-/* --- memory, cpus, pids: the limits (lib/size.h) ------------------------- */
+/* --- memory, cpus, pids: the limits (lib/size.h), each file named as its limit --- */
 
-static int limit_read(const struct fs_node *n, const struct caller *who, enum res_kind kind,
-		      struct strbuf *out)
+static int limit_read(const struct fs_node *n, const struct caller *who, struct strbuf *out)
 {
 	char text[RES_WORD_MAX];
+	enum res_kind kind;
 	_cleanup_free_ struct sandbox *sb = NULL;
-	int rc = tree_sandbox(who, n->id, &sb);
+	int rc = res_kind_parse(n->ent->name, &kind);
+	if (rc == 0)
+		rc = tree_sandbox(who, n->id, &sb);
 	if (rc == 0)
 		res_format(&sb->res, kind, text);
 	return rc < 0 ? rc : tree_line(out, text);
 }
 
-static int memory_read(const struct fs_node *n, const struct caller *who, struct strbuf *out)
+static int limit_write(struct fs_file *f, const char *line, struct pending *p, struct err *e)
 {
-	return limit_read(n, who, RES_MEMORY, out);
-}
-
-static int cpus_read(const struct fs_node *n, const struct caller *who, struct strbuf *out)
-{
-	return limit_read(n, who, RES_CPUS, out);
-}
-
-static int pids_read(const struct fs_node *n, const struct caller *who, struct strbuf *out)
-{
-	return limit_read(n, who, RES_PIDS, out);
-}
-
-static int memory_write(struct fs_file *f, const char *line, struct pending *p, struct err *e)
-{
+	enum res_kind kind;
 	(void)p;
-	return ops_sandbox_set(&f->who, f->node.id, SB_FIELD_MEMORY, line, e);
-}
-
-static int cpus_write(struct fs_file *f, const char *line, struct pending *p, struct err *e)
-{
-	(void)p;
-	return ops_sandbox_set(&f->who, f->node.id, SB_FIELD_CPUS, line, e);
-}
-
-static int pids_write(struct fs_file *f, const char *line, struct pending *p, struct err *e)
-{
-	(void)p;
-	return ops_sandbox_set(&f->who, f->node.id, SB_FIELD_PIDS, line, e);
+	int rc = res_kind_parse(f->node.ent->name, &kind);
+	_Static_assert(SB_FIELD_CPUS == SB_FIELD_MEMORY + RES_CPUS - RES_MEMORY &&
+			   SB_FIELD_PIDS == SB_FIELD_MEMORY + RES_PIDS - RES_MEMORY,
+		       "the limit fields follow enum res_kind");
+	return rc < 0 ? rc
+		      : ops_sandbox_set(&f->who, f->node.id,
+					SB_FIELD_MEMORY + (enum sandbox_field)(kind - RES_MEMORY),
+					line, e);
 }
 
 /* What ops shows of it: env's names, never its values. */
@@ -254,9 +237,9 @@ static const struct fs_entry sandbox_files[] = {
     {"entrypoint", S_IFREG | 0600, .read = entrypoint_read, .write = entrypoint_write},
     {"env", S_IFREG | 0600, .read = env_read, .write = env_write},
     {"gpu", S_IFREG | 0600, .read = gpu_read, .write = gpu_write},
-    {"memory", S_IFREG | 0600, .read = memory_read, .write = memory_write},
-    {"cpus", S_IFREG | 0600, .read = cpus_read, .write = cpus_write},
-    {"pids", S_IFREG | 0600, .read = pids_read, .write = pids_write},
+    {"memory", S_IFREG | 0600, .read = limit_read, .write = limit_write},
+    {"cpus", S_IFREG | 0600, .read = limit_read, .write = limit_write},
+    {"pids", S_IFREG | 0600, .read = limit_read, .write = limit_write},
     {"start", S_IFREG | 0200, .write = file_action_write, .action = ops_sandbox_start},
     {"snapshot", S_IFREG | 0600, .flags = FS_STREAM, .read = newest_read, .write = snapshot_write},
     {"suspend", S_IFREG | 0200, .write = file_action_write, .action = ops_sandbox_suspend},
