@@ -5,17 +5,12 @@
 #include <string.h>
 #include <zstd.h>
 
+#include "lib/json.h"
 #include "lib/limits.h"
 #include "lib/strbuf.h"
 
 /* Sizes are JSON numbers (doubles): integers up to 2^53 are exact. */
 #define SIZE_MAX_EXACT 9007199254740992.0
-
-static void json_deletep(cJSON **j)
-{
-	cJSON_Delete(*j);
-}
-#define _cleanup_json_ _cleanup_(json_deletep)
 
 bool manifest_name_ok(const char *name)
 {

@@ -129,8 +129,8 @@ int ops_start(struct err *e);
  */
 void ops_shutdown(void);
 
+/* The registry, for tests that stage rows the way a crash leaves them. */
 struct registry *ops_registry(void);
-struct store *ops_store(void);
 struct images *ops_images(void);
 const struct runsc *ops_runsc(void);
 const char *ops_state_dir(void);

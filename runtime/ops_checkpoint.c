@@ -4,7 +4,8 @@
  * A snapshot or suspend runs in two jobs:
  *   1. JOB_CHECKPOINT: `runsc checkpoint` into <state>/spool/<snap>. This is
  *      the only time the sandbox pauses (pause_ms). A snapshot leaves the
- *      sandbox running; a suspend stops it and deletes its container.
+ *      sandbox running; a suspend pauses it, checkpoints it and deletes its
+ *      container once the checkpoint is whole (take_checkpoint()).
  *   2. JOB_STORE: store the spool into the store (chunked, deduplicated,
  *      compressed; backend/store.h), manifest last; then the snapshot is
  *      `completed` and the spool becomes the snapshot's cached image
@@ -214,6 +215,47 @@ static void sandbox_after_failed_checkpoint(const struct snap_job *job, const ch
 static void store_job(void *arg);
 static void store_failed(struct snap_job *job, struct snapshot *snap, struct err *e);
 
+/*
+ * The checkpoint itself, CUDA state first (ops_gpu.c); the pause is the
+ * gVisor checkpoint alone. A suspend pauses the sandbox, checkpoints it
+ * with --leave-running and leaves the delete to its caller, once the
+ * checkpoint is marked whole: were snapfs killed meanwhile, the container
+ * a restart finds says what happened (paused: resume it or store a whole
+ * checkpoint; gone: the checkpoint is whole), where a checkpoint that
+ * stops the sandbox itself may stop it after the restart saw it running.
+ * runsc's own CUDA checkpoint runs inside the sandbox, which a pause would
+ * stop: that suspend keeps the checkpoint that stops the sandbox.
+ */
+static int take_checkpoint(const struct snap_job *job, const struct sandbox *sb, const char *spool,
+			   struct snapshot *snap, struct err *e)
+{
+	bool leave_running = job->kind == SNAP_KIND_SNAPSHOT;
+	struct gpu_checkpoint gpu;
+	int rc = gpu_before_checkpoint(sb, spool, &gpu, e);
+	if (rc < 0)
+		return rc;
+	bool paused = !leave_running && !gpu.runsc_cuda;
+	int64_t t0 = mono_ms();
+	if (paused)
+		rc = runsc_pause(&ops.runsc, sb->runtime_id, e);
+	/*
+	 * --direct only where the pause matters: a suspend stops the sandbox
+	 * anyway, and pages that went around the page cache must be read back.
+	 */
+	struct runsc_checkpoint_opts o = {.image_dir = spool,
+					  .leave_running = leave_running || paused,
+					  .direct = leave_running,
+					  .cuda_checkpoint = gpu.runsc_cuda,
+					  .mem_bytes = sandbox_memory_bytes(sb->pid)};
+	if (rc == 0)
+		rc = runsc_checkpoint(&ops.runsc, sb->runtime_id, &o, e);
+	/* A suspend that failed runs on; a failed checkpoint may have ended it (runsc.h). */
+	if (rc < 0 && paused && runsc_state(&ops.runsc, sb->runtime_id, NULL, NULL) == RUNSC_PAUSED)
+		runsc_resume(&ops.runsc, sb->runtime_id, NULL);
+	snap->pause_ms = mono_ms() - t0;
+	return gpu_after_checkpoint(&gpu, leave_running, rc, e);
+}
+
 static void checkpoint_job(void *arg)
 {
 	struct snap_job *job = arg;
@@ -237,25 +279,8 @@ static void checkpoint_job(void *arg)
 	rm_rf(spool);
 	/* Held before the container can go: from then on no host deletes the snapshot. */
 	int rc = leave_running ? 0 : suspend_hold(sb.id, snap.id, &e);
-	/* CUDA state first (ops_gpu.c); the pause is the gVisor checkpoint alone. */
-	struct gpu_checkpoint gpu;
 	if (rc == 0)
-		rc = gpu_before_checkpoint(&sb, spool, &gpu, &e);
-	if (rc == 0) {
-		int64_t t0 = mono_ms();
-		/*
-		 * --direct only where the pause matters: a suspend stops the sandbox
-		 * anyway, and pages that went around the page cache must be read back.
-		 */
-		struct runsc_checkpoint_opts o = {.image_dir = spool,
-						  .leave_running = leave_running,
-						  .direct = leave_running,
-						  .cuda_checkpoint = gpu.runsc_cuda,
-						  .mem_bytes = sandbox_memory_bytes(sb.pid)};
-		rc = runsc_checkpoint(&ops.runsc, sb.runtime_id, &o, &e);
-		snap.pause_ms = mono_ms() - t0;
-		rc = gpu_after_checkpoint(&gpu, leave_running, rc, &e);
-	}
+		rc = take_checkpoint(job, &sb, spool, &snap, &e);
 	spool_release(job); /* what it wrote is in the spool's free space now */
 	/* A restart stores a whole checkpoint rather than lose it (spool.h). */
 	if (rc == 0 && spool_mark_whole(snap.id) < 0)
@@ -271,7 +296,8 @@ static void checkpoint_job(void *arg)
 	if (leave_running) {
 		sandbox_apply_if(sb.id, STATE_BIT(SB_SNAPSHOTTING), SB_PATCH(SB_RUNNING));
 	} else {
-		/* The container stopped with the checkpoint: release it. */
+		/* Marked whole: the container, paused (or stopped by runsc's CUDA checkpoint),
+		 * goes. */
 		runsc_delete(&ops.runsc, sb.runtime_id, NULL);
 		struct sb_patch p = SB_PATCH(SB_SUSPENDING);
 		p.pid = 0;

@@ -555,11 +555,6 @@ struct registry *ops_registry(void)
 	return ops.reg;
 }
 
-struct store *ops_store(void)
-{
-	return ops.store;
-}
-
 struct images *ops_images(void)
 {
 	return ops.images;

@@ -511,12 +511,16 @@ static void suspend_snapshot(const struct sandbox *sb, struct snapshot *snap)
 }
 
 /*
- * A suspend interrupted by a crash, once the runsc calls it made ended: a
- * sandbox still running was never stopped; else stored means suspended, a
- * whole checkpoint suspending until reconcile_stores() stored it, and a
- * checkpoint in the spool is restored from.
+ * A suspend interrupted by a crash, once the runsc calls it made ended. Its
+ * checkpoint pauses the sandbox and leaves it paused (ops_checkpoint.c):
+ * running, the checkpoint never began; paused, it runs on unless its
+ * checkpoint is whole; gone, the checkpoint was whole before the delete.
+ * Then stored means suspended, a whole checkpoint suspending until
+ * reconcile_stores() stored it, and a checkpoint in the spool is restored
+ * from (a mark that failed, or runsc's own CUDA checkpoint, which stops
+ * the sandbox itself). True if it runs on in the container it had.
  */
-static void reconcile_suspend(struct sandbox *sb, bool alive)
+static bool reconcile_suspend(struct sandbox *sb, enum runsc_status st)
 {
 	struct snapshot snap;
 	struct err e = {0};
@@ -524,13 +528,20 @@ static void reconcile_suspend(struct sandbox *sb, bool alive)
 	/* Named from the request on; kept only while it may still be resumed from. */
 	sb->restore_snapshot[0] = '\0';
 	bool stored = snap.id[0] && snap.state == SNAP_COMPLETED;
-	if (alive && !stored) {
+	bool whole = stored || (snap.id[0] && snapshot_store_unfinished(&snap));
+	if (st == RUNSC_PAUSED && !whole && runsc_resume(&ops.runsc, sb->runtime_id, &e) == 0) {
+		st = RUNSC_RUNNING;
+		snprintf(sb->message, sizeof(sb->message),
+			 "the suspend was interrupted before its checkpoint was whole; the sandbox "
+			 "runs on");
+	}
+	if (st == RUNSC_RUNNING && !stored) {
 		sb->state = SB_RUNNING; /* the checkpoint never stopped it */
 		gpu_reconcile(sb);	/* CUDA processes it may have left locked */
-		return;
+		return true;
 	}
 	/*
-	 * Stopped (or stopping) by its checkpoint: released first, before a
+	 * Paused with a whole checkpoint, or stopped: released first, before a
 	 * restore names another container in its place and this one is no one's.
 	 */
 	runsc_delete(&ops.runsc, sb->runtime_id, NULL);
@@ -553,6 +564,7 @@ static void reconcile_suspend(struct sandbox *sb, bool alive)
 		    "sandbox %s was suspending when snapfs stopped and cannot be restored%s%.600s",
 		    sb->id, e.code ? ": " : "", e.msg);
 	}
+	return false;
 }
 
 static void reopen_console(const char *id)
@@ -580,7 +592,7 @@ static void reconcile_one(struct sandbox *sb)
 		stop_container(sb->runtime_id, NULL);
 		sb->state = SB_TERMINATED;
 	} else if (was == SB_SUSPENDING) {
-		reconcile_suspend(sb, alive);
+		alive = reconcile_suspend(sb, st);
 	} else if (was == SB_RESUMING && !alive) {
 		runsc_delete(&ops.runsc, sb->runtime_id, NULL);
 		sb->state = SB_SUSPENDED; /* a failed resume can be tried again */
@@ -601,6 +613,9 @@ static void reconcile_one(struct sandbox *sb)
 	if (sb->state == SB_RUNNING && alive)
 		reopen_console(sb->id);
 	row_sandbox_update(sb);
+	/* `tail -f events` tells what a restart made of it, as of any other change. */
+	if (sb->state != was)
+		announce_sandbox(sb->id, sb->state, sb->message);
 }
 
 static int collect_ids(const struct sandbox *sb, void *arg)

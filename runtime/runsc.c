@@ -580,6 +580,25 @@ int runsc_kill_pid(const struct runsc *rs, const char *cid, int pid, int sig, st
 	return run_short(&c, NULL, e);
 }
 
+static int run_on_container(const struct runsc *rs, const char *what, const char *cid,
+			    struct err *e)
+{
+	struct cmd c;
+	cmd_init(&c, rs, what);
+	cmd_target(&c, cid, false);
+	return run_short(&c, NULL, e);
+}
+
+int runsc_pause(const struct runsc *rs, const char *cid, struct err *e)
+{
+	return run_on_container(rs, "pause", cid, e);
+}
+
+int runsc_resume(const struct runsc *rs, const char *cid, struct err *e)
+{
+	return run_on_container(rs, "resume", cid, e);
+}
+
 int runsc_delete(const struct runsc *rs, const char *cid, struct err *e)
 {
 	struct cmd c;

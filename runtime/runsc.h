@@ -200,6 +200,13 @@ int runsc_ps(const struct runsc *rs, const char *cid, int *pids, size_t max, siz
 int runsc_kill(const struct runsc *rs, const char *cid, int sig, struct err *e);
 /* `runsc kill --pid PID CID SIG`: one process of the sandbox. */
 int runsc_kill_pid(const struct runsc *rs, const char *cid, int pid, int sig, struct err *e);
+/*
+ * `runsc pause CID` / `runsc resume CID`: the sandbox's tasks stop and go
+ * on; its processes and container stay (a suspend checkpoints a paused
+ * sandbox, ops_checkpoint.c).
+ */
+int runsc_pause(const struct runsc *rs, const char *cid, struct err *e);
+int runsc_resume(const struct runsc *rs, const char *cid, struct err *e);
 /* `runsc delete --force CID`; a missing container is 0. */
 int runsc_delete(const struct runsc *rs, const char *cid, struct err *e);
 

@@ -1118,7 +1118,16 @@ static void checkpoint_never_ran(void)
 	check_memory_noted("x");
 }
 
-/* Killed after a suspend's checkpoint: the sandbox stopped, and runs again from the spool. */
+/* Killed after a suspend's checkpoint, before it was marked whole: the paused sandbox runs on. */
+static void suspending_ran_on(void)
+{
+	CHECK_HAS(sb_get("x").message, "runs on");
+	CHECK(same_container("x"));
+	check_interrupted("x", "in_progress");
+	check_memory_noted("x");
+}
+
+/* The same when it cannot be resumed: it runs again from the spool. */
 static void suspending_respooled(void)
 {
 	CHECK_HAS(sb_get("x").message, "restored from its checkpoint");
@@ -1303,10 +1312,12 @@ static const struct interruption interruptions[] = {
      checkpoint_never_ran},
     {"suspending-alive", begin_suspend, CKPT, SB_SUSPENDING, NULL, "", "", SB_RUNNING,
      checkpoint_never_ran},
-    {"suspending-stopped", begin_suspend, CKPT, SB_SUSPENDING, NULL, AFTER, "", SB_RUNNING,
-     suspending_respooled},
-    {"suspending-lost", begin_suspend, CKPT, SB_SUSPENDING, NULL, AFTER, "FAKE_RUNSC_FAIL=restore",
-     SB_FAILED, suspending_lost},
+    {"suspending-paused", begin_suspend, CKPT, SB_SUSPENDING, NULL, AFTER, "", SB_RUNNING,
+     suspending_ran_on},
+    {"suspending-respooled", begin_suspend, CKPT, SB_SUSPENDING, NULL, AFTER,
+     "FAKE_RUNSC_FAIL=resume", SB_RUNNING, suspending_respooled},
+    {"suspending-lost", begin_suspend, CKPT, SB_SUSPENDING, NULL, AFTER,
+     "FAKE_RUNSC_FAIL=resume,restore", SB_FAILED, suspending_lost},
     {"resuming-gone", begin_resume, "restore", SB_RESUMING, NULL, "", "", SB_SUSPENDED,
      resuming_gone},
     {"resuming-alive", begin_resume, "restore", SB_RESUMING, NULL, AFTER, "", SB_RUNNING,
@@ -1366,7 +1377,14 @@ static void killed(void)
 
 static void reconciled(void)
 {
+	char got[1024];
+	const char *want = sandbox_state_name(now->after);
 	CHECK_SB("x", now->after);
+	/* The restart's verdict is announced, as every other change is. */
+	events_of("x", got, sizeof(got));
+	size_t n = strlen(got), w = strlen(want);
+	CHECK_MSG(n >= w && !strcmp(got + n - w, want), "x's events \"%s\" do not end in %s", got,
+		  want);
 	now->reconciled();
 }
 
@@ -1786,15 +1804,25 @@ struct phase {
 	bool pending; /* the row left pending: its in_progress never reached the registry */
 };
 
+/* Long enough for a late stop (1 s) and the monitor seeing it (a period, 1 s) before the checks. */
+#define STOP_LATE "FAKE_RUNSC_STOP_LATE=1"
+#define STOP_LATE_WAIT_MS 3500
+
 static const struct phase phases[] = {
     {"kill9-suspend-checkpoint", true, "FAKE_RUNSC_HANG=" CKPT, CKPT, LEFT_RELEASED, SB_RUNNING,
-     SNAP_FAILED, false, false},
+     SNAP_FAILED, true, false},
+    /* A checkpoint that stopped its sandbox after it returned lost it once: no longer. */
+    {"kill9-suspend-checkpoint-late", true, "FAKE_RUNSC_HANG=" CKPT " " STOP_LATE, CKPT,
+     LEFT_RELEASED, SB_RUNNING, SNAP_FAILED, true, false},
     {"kill9-suspend-checkpoint-bound", true, "FAKE_RUNSC_HANG=" CKPT, CKPT, LEFT_TIMED_OUT,
      SB_RUNNING, SNAP_FAILED, true, false},
     {"kill9-suspend-checkpointed", true, "FAKE_RUNSC_HANG=" CKPT " " AFTER, CKPT, LEFT_RELEASED,
-     SB_RUNNING, SNAP_FAILED, false, false},
+     SB_RUNNING, SNAP_FAILED, true, false},
     {"kill9-suspend-delete", true, "FAKE_RUNSC_HANG=delete", "delete", LEFT_RELEASED, SB_SUSPENDED,
      SNAP_COMPLETED, true, false},
+    /* Killed before the delete: paused, its checkpoint whole, it is stored. */
+    {"kill9-suspend-delete-bound", true, "FAKE_RUNSC_HANG=delete", "delete", LEFT_TIMED_OUT,
+     SB_SUSPENDED, SNAP_COMPLETED, true, false},
     {"kill9-suspend-store", true, "FAKE_RUNSC_HANG=" CKPT " " AFTER, CKPT, LEFT_STORE, SB_SUSPENDED,
      SNAP_COMPLETED, true, false},
     {"kill9-snapshot-checkpoint", false, "FAKE_RUNSC_HANG=" CKPT, CKPT, LEFT_RELEASED, SB_RUNNING,
@@ -1928,6 +1956,8 @@ static void phase_settled(void)
 {
 	char snap[ID_MAX], id[ID_MAX];
 	note_get("snap", snap, sizeof(snap));
+	if (strstr(ph->fake, STOP_LATE))
+		sleep_ms(STOP_LATE_WAIT_MS);
 	if (ph->after == SB_SUSPENDED)
 		sb_wait_state("x", SB_SUSPENDED);
 	snap_wait_settled(snap);
