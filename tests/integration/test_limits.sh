@@ -92,6 +92,10 @@ ok "the raised fork still counts" counter "$F2"
 expect_refusal EINVAL "a fork with less memory" "" wr "$MNT/snapshots/$SNAP/fork" "memory=128M"
 expect_refusal EINVAL "a fork with fewer cpus" "" wr "$MNT/snapshots/$SNAP/fork" "cpus=0.5"
 expect_refusal EINVAL "a fork with pids= (not a fork word)" "" wr "$MNT/snapshots/$SNAP/fork" "pids=256"
+ok "suspend the raised fork" wr "$MNT/sandboxes/$F2/suspend"
+ok "resume it" wr "$MNT/sandboxes/$F2/resume"
+check_eq "a resume keeps the raised limit" $((512 * MIB)) "$(cg_file "$F2" memory memory.limit_in_bytes)"
+ok "the resumed fork counts" counter "$F2"
 ok "terminate the forks" bash -c "printf '1\n' >'$MNT/sandboxes/$F1/terminate' &&
 	printf '1\n' >'$MNT/sandboxes/$F2/terminate'"
 
