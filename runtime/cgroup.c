@@ -240,42 +240,45 @@ static int64_t read_counter(const char *path, const char *key)
 	return -1;
 }
 
-/* One counter of @cid: v1 file @v1 in hierarchy @hier, else v2 file @v2; @key as above. */
-static int64_t counter(const char *parent, const char *cid, const char *hier, const char *file,
-		       const char *key)
+/* One counter of @cid: v1 file @file in hierarchy @hier under @root, or in the v2 tree; @key as
+ * above. */
+static int64_t counter(const char *root, bool v2, const char *parent, const char *cid,
+		       const char *hier, const char *file, const char *key)
 {
 	char path[PATH_MAX];
-	if (unified())
-		snprintf(path, sizeof(path), "/sys/fs/cgroup%s/%s/%s", parent, cid, file);
+	if (v2)
+		snprintf(path, sizeof(path), "%s%s/%s/%s", root, parent, cid, file);
 	else
-		snprintf(path, sizeof(path), "/sys/fs/cgroup/%s%s/%s/%s", hier, parent, cid, file);
+		snprintf(path, sizeof(path), "%s/%s%s/%s/%s", root, hier, parent, cid, file);
 	return read_counter(path, key);
 }
 
-int cgroup_usage(const char *parent, const char *cid, struct cgroup_usage *u)
+int cgroup_usage_at(const char *root, bool v2, const char *parent, const char *cid,
+		    struct cgroup_usage *u)
 {
-	bool v2 = unified();
-	u->memory_bytes =
-	    counter(parent, cid, "memory", v2 ? "memory.current" : "memory.usage_in_bytes", NULL);
-	u->cpu_ns = v2 ? counter(parent, cid, "", "cpu.stat", "usage_usec")
-		       : counter(parent, cid, "cpuacct", "cpuacct.usage", NULL);
+	u->memory_bytes = counter(root, v2, parent, cid, "memory",
+				  v2 ? "memory.current" : "memory.usage_in_bytes", NULL);
+	u->cpu_ns = v2 ? counter(root, v2, parent, cid, "", "cpu.stat", "usage_usec")
+		       : counter(root, v2, parent, cid, "cpuacct", "cpuacct.usage", NULL);
 	if (v2 && u->cpu_ns >= 0)
 		u->cpu_ns *= 1000;
-	u->oom_kills =
-	    counter(parent, cid, "memory", v2 ? "memory.events" : "memory.oom_control", "oom_kill");
-	u->pids_max = counter(parent, cid, "pids", "pids.events", "max");
+	u->oom_kills = counter(root, v2, parent, cid, "memory",
+			       v2 ? "memory.events" : "memory.oom_control", "oom_kill");
+	u->pids_max = counter(root, v2, parent, cid, "pids", "pids.events", "max");
 	bool none = u->memory_bytes < 0 && u->cpu_ns < 0 && u->oom_kills < 0 && u->pids_max < 0;
 	return none ? -ENOENT : 0;
 }
 
-int cgroup_limit_hit(const char *parent, const char *cid, const struct resources *res, char *msg,
+int cgroup_usage(const char *parent, const char *cid, struct cgroup_usage *u)
+{
+	return cgroup_usage_at("/sys/fs/cgroup", unified(), parent, cid, u);
+}
+
+int cgroup_limit_hit(const struct cgroup_usage *u, const struct resources *res, char *msg,
 		     size_t size)
 {
-	struct cgroup_usage u;
 	char limit[RES_WORD_MAX];
-	if (cgroup_usage(parent, cid, &u) < 0)
-		return 0;
-	if (u.oom_kills > 0) {
+	if (u->oom_kills > 0) {
 		res_format(res, RES_MEMORY, limit);
 		snprintf(
 		    msg, size,
@@ -284,7 +287,7 @@ int cgroup_limit_hit(const char *parent, const char *cid, const struct resources
 		    limit);
 		return 1;
 	}
-	if (u.pids_max > 0) {
+	if (u->pids_max > 0) {
 		res_format(res, RES_PIDS, limit);
 		snprintf(msg, size,
 			 "task limit reached: the sandbox asked for more than its pids limit of %s "

@@ -21,6 +21,7 @@
 #ifndef SNAPFS_CGROUP_H
 #define SNAPFS_CGROUP_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "lib/limits.h"
@@ -86,14 +87,17 @@ struct cgroup_usage {
  * cannot read is -1. -ENOENT when the cgroup is gone (all -1).
  */
 int cgroup_usage(const char *parent, const char *cid, struct cgroup_usage *u);
+/* cgroup_usage() with the hierarchies under @root, v1 or (@v2) one v2 tree: a test's own. */
+int cgroup_usage_at(const char *root, bool v2, const char *parent, const char *cid,
+		    struct cgroup_usage *u);
 /*
- * Did container @cid (limits @res) end because it hit one? runsc 20240729
- * cannot fail the task inside: the host's OOM killer ends the whole
- * sandbox at its memory limit, and the sentry panics when pids.max refuses
- * it a thread (docs/limits.md). 1 with the reason in @msg, 0 if neither
- * counter says so (or the cgroup is gone).
+ * Did a container with limits @res and counters @u end because it hit one?
+ * runsc 20240729 cannot fail the task inside: the host's OOM killer ends
+ * the whole sandbox at its memory limit, and the sentry panics when
+ * pids.max refuses it a thread (docs/limits.md). 1 with the reason in
+ * @msg, 0 if neither counter says so.
  */
-int cgroup_limit_hit(const char *parent, const char *cid, const struct resources *res, char *msg,
+int cgroup_limit_hit(const struct cgroup_usage *u, const struct resources *res, char *msg,
 		     size_t size);
 
 #endif

@@ -662,11 +662,13 @@ static void mark_exited(const char *id)
 	if (runsc_state(&ops.runsc, sb.runtime_id, &pid, NULL) == RUNSC_RUNNING && pid != sb.pid)
 		return;
 	struct sb_patch p = SB_PATCH(SB_TERMINATED);
+	struct cgroup_usage u;
 	char why[MESSAGE_MAX];
 	p.pid = 0;
 	p.message = "the sandbox's process exited";
 	/* Before drop_container(): runsc delete removes the cgroup that counted it. */
-	if (cgroup_limit_hit(ops.cgroup_parent, sb.runtime_id, &sb.res, why, sizeof(why)))
+	if (cgroup_usage(ops.cgroup_parent, sb.runtime_id, &u) == 0 &&
+	    cgroup_limit_hit(&u, &sb.res, why, sizeof(why)))
 		p.message = why;
 	/* Only if nothing else moved it meanwhile: a job owns transitional states. */
 	if (sandbox_apply_if(id, STATE_BIT(SB_RUNNING), p) == 0)
