@@ -9,7 +9,7 @@
 # - memory=128M: an exec filling 300 MiB in /tmp ends the sandbox (the host's
 #   OOM killer ends its sentry: runsc 20240729 has no OOM kill inside), its
 #   status is terminated and error says "out of memory"; the host's free
-#   memory barely moves; another sandbox runs on.
+#   memory moves by less than the 300 MiB; another sandbox runs on.
 # - cpus=0.5: two busy loops use less than one core, measured from the host
 #   through the metrics file (the sandbox's cgroup) over 3 s.
 # - pids=64: 200 background processes cannot all start; the sandbox ends with
@@ -111,8 +111,9 @@ after=$(avail_mib)
 check_eq "m128 is terminated" terminated "$(sb_status m128)"
 check_match "m128's error says out of memory" '^out of memory' "$(rd "$MNT/sandboxes/m128/error")"
 note "host MemAvailable: $before MiB before, $after MiB after"
-if [ $((before - after)) -lt 200 ]; then pass "the host's free memory moved by less than 200 MiB"; else
-	fail "the host's free memory moved by less than 200 MiB" "before $before, after $after"; fi
+# Unlimited, the 300 MiB would stay in the sandbox's memory; other work on the host moves it too.
+if [ $((before - after)) -lt 300 ]; then pass "the host's free memory moved by less than the 300 MiB written"; else
+	fail "the host's free memory moved by less than the 300 MiB written" "before $before, after $after"; fi
 ok "lim runs on beside it" counter lim
 
 # --- cpus=0.5 -------------------------------------------------------------------------
