@@ -239,16 +239,19 @@ static int parse_json(struct parse *p, const char *text)
 	{
 		const char *key = item->string;
 		char num[RES_WORD_MAX];
-		if (cJSON_IsNumber(item) && res_kind_parse(key, &(enum res_kind){0}) == 0) {
+		bool limit = res_kind_parse(key, &(enum res_kind){0}) == 0;
+		if (limit && cJSON_IsNumber(item)) {
 			/* "cpus": 0.5, "memory": 536870912: as the number's shortest text. */
 			snprintf(num, sizeof(num), "%.15g", item->valuedouble);
 			r = set_res(p, key, num);
-		} else if (strcmp(key, "env") == 0)
+		} else if (limit && !cJSON_IsString(item))
+			r = err_set(p->e, EINVAL, "%s in sandbox spec must be a string or a number",
+				    key);
+		else if (strcmp(key, "env") == 0)
 			r = json_env(p, item);
 		else if (strcmp(key, "gpu") == 0)
 			r = json_gpu(p, item);
-		else if (strcmp(key, "image") != 0 && strcmp(key, "entrypoint") != 0 &&
-			 res_kind_parse(key, &(enum res_kind){0}) < 0)
+		else if (strcmp(key, "image") != 0 && strcmp(key, "entrypoint") != 0 && !limit)
 			r = unknown_key(p, key);
 		else if (!cJSON_IsString(item))
 			r = err_set(p->e, EINVAL, "%s in sandbox spec is not a string", key);

@@ -198,7 +198,8 @@ static void test_limits(void)
 	refused("image=busybox\nmemory=99999999999999999999G", "bad memory");
 	refused("image=busybox\npids=1e99", "bad pids");
 	refused("{\"image\":\"busybox\",\"cpus\":1e99}", "bad cpus");
-	refused("{\"image\":\"busybox\",\"memory\":true}", "memory in sandbox spec");
+	refused("{\"image\":\"busybox\",\"memory\":true}",
+		"memory in sandbox spec must be a string or a number");
 	refused("image=busybox\nmemory=1G\nmemory=2G", "appears twice");
 }
 
