@@ -172,6 +172,13 @@ int res_parse(enum res_kind kind, const char *value, const char *what, struct re
 	return 0;
 }
 
+void res_apply(struct resources *r, const struct resources *given)
+{
+	for (enum res_kind k = RES_MEMORY; k <= RES_PIDS; k++)
+		if (res_get(given, k) != RES_UNSET)
+			res_set(r, k, res_get(given, k));
+}
+
 void res_format(const struct resources *r, enum res_kind kind, char out[RES_WORD_MAX])
 {
 	int64_t v = res_get(r, kind);

@@ -66,6 +66,8 @@ bool res_value_ok(enum res_kind kind, int64_t v);
 /* Field @kind of @r; set it to @v. */
 int64_t res_get(const struct resources *r, enum res_kind kind);
 void res_set(struct resources *r, enum res_kind kind, int64_t v);
+/* Each field of @given that is not RES_UNSET into @r (a spec's or a fork's over the defaults). */
+void res_apply(struct resources *r, const struct resources *given);
 /* @r's @kind as a file shows it: "536870912", "0.5", "64"; "0" when unlimited. */
 void res_format(const struct resources *r, enum res_kind kind, char out[RES_WORD_MAX]);
 /*

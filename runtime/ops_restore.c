@@ -346,9 +346,8 @@ static int fork_limits(const struct snapshot *snap, const struct resources *rais
 		       struct resources *out, struct err *e)
 {
 	*out = snap->res;
-	for (enum res_kind k = RES_MEMORY; raise && k <= RES_PIDS; k++)
-		if (res_get(raise, k) != RES_UNSET)
-			res_set(out, k, res_get(raise, k));
+	if (raise)
+		res_apply(out, raise);
 	int rc = res_not_lower(out, &snap->res, e);
 	return rc < 0 ? rc : cgroup_can_limit(out, "fork", e);
 }

@@ -34,17 +34,6 @@ static int start_reserved(const struct caller *who, struct sandbox_job *job, str
 
 /* --- names and creation --------------------------------------------------- */
 
-/* The fields of @given that are set into @res, each one checked against the host's cgroups. */
-static int res_given(struct resources *res, const struct resources *given, struct err *e)
-{
-	for (enum res_kind k = RES_MEMORY; k <= RES_PIDS; k++) {
-		int64_t v = res_get(given, k);
-		if (v != RES_UNSET)
-			res_set(res, k, v);
-	}
-	return cgroup_can_limit(res, "sandbox", e);
-}
-
 static int insert_sandbox(const struct caller *who, const char *id, const struct sandbox_spec *spec,
 			  struct err *e)
 {
@@ -61,7 +50,8 @@ static int insert_sandbox(const struct caller *who, const char *id, const struct
 		memcpy(sb.entrypoint, spec->entrypoint, sizeof(sb.entrypoint));
 		memcpy(sb.env, spec->env, sizeof(sb.env));
 		sb.gpu = spec->gpu;
-		rc = res_given(&sb.res, &spec->res, e);
+		res_apply(&sb.res, &spec->res);
+		rc = cgroup_can_limit(&sb.res, "sandbox", e);
 		if (rc < 0)
 			return rc;
 	}

@@ -101,6 +101,10 @@ static void test_limits(void)
 	CHECK(res_kind_parse("gpu", &k) == -ENOENT);
 	CHECK_STR(res_name(RES_CPUS), "cpus");
 
+	struct resources over = {1, 2, 3};
+	res_apply(&over, &(struct resources){RES_UNSET, 750, RES_UNSET});
+	CHECK(over.memory_bytes == 1 && over.cpu_milli == 750 && over.pids == 3);
+
 	/* Raising: every field at least the snapshot's; 0 (unlimited) is more than any. */
 	struct resources have = {.memory_bytes = 256LL << 20, .cpu_milli = 1000, .pids = 128};
 	struct resources want = have;
