@@ -96,14 +96,14 @@ fuzz: $(FUZZ_BINS)
 test: build/asan/snapfs $(UNIT_BINS) $(FUZZ_BINS)
 	tests/run.sh
 
-# tests/integration/chaos.sh for longer than the suite's profile (50
+# tests/integration/test_chaos.sh for longer than the suite's profile (50
 # rounds): kill -9 of the daemon in the middle of random operations. The
 # last round's checks may outlast CHAOS_SECONDS: 15 minutes more at most.
 CHAOS_ROUNDS  ?= 300
 CHAOS_SECONDS ?= 3600
 chaos: build/asan/snapfs
 	CHAOS_ROUNDS=$(CHAOS_ROUNDS) CHAOS_SECONDS=$(CHAOS_SECONDS) \
-		timeout -k 60 $$(($(CHAOS_SECONDS) + 900)) bash tests/integration/chaos.sh
+		timeout -k 60 $$(($(CHAOS_SECONDS) + 900)) bash tests/integration/test_chaos.sh
 
 install: build/snapfs
 	install -D -m 0755 build/snapfs $(DESTDIR)$(PREFIX)/bin/snapfs

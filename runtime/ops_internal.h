@@ -352,6 +352,9 @@ void reconcile_stores(void);
 /* Mark running sandboxes whose process ended as terminated (the monitor thread). */
 void monitor_sandboxes(void);
 
+/* Shutdown: manifest fetches in flight (ops_view.c) give up a store that hangs. */
+void ops_view_stop(void);
+
 #define STATE_BIT(s) (1u << (s))
 
 /*

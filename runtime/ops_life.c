@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "backend/store.h"
+#include "lib/cancel.h"
 #include "runtime/cache.h"
 #include "runtime/cgroup.h"
 #include "runtime/console.h"
@@ -144,7 +145,7 @@ static void monitor_end(void)
 	pthread_join(monitor_thread, NULL);
 }
 
-int ops_open(const struct ops_config *cfg, struct err *e)
+static int open_all(const struct ops_config *cfg, struct err *e)
 {
 	ops.lock_fd = -1;
 	int rc = access_init(cfg->allow_group, e);
@@ -169,13 +170,19 @@ int ops_open(const struct ops_config *cfg, struct err *e)
 		rc = cache_open(cfg->state_dir, cfg->cache_max_bytes, e);
 	if (rc == 0)
 		rc = open_parts(cfg, e);
-	if (rc < 0)
-		return rc;
-	/*
-	 * runsc calls a killed predecessor made live on (their own sessions):
-	 * what a checkpoint, restore or delete did is known once it ended.
-	 */
-	runsc_wait_leftovers(&ops.runsc, cfg->leftover_wait_ms);
+	return rc;
+}
+
+/*
+ * How long start-up (opening the store, then reconciling against it) waits
+ * for a store that does not answer: past it the store is down for
+ * start-up, the mount comes up, and the sync thread decides what needed
+ * the store once it answers (ops_sync.c).
+ */
+#define STORE_START_WAIT_MS 10000
+
+static void reconcile_all(void)
+{
 	/* Snapshots first: an interrupted suspend needs to know whether it was stored. */
 	reconcile_snapshots();
 	reconcile_sandboxes();
@@ -187,7 +194,28 @@ int ops_open(const struct ops_config *cfg, struct err *e)
 	char old_exec[PATH_MAX];
 	if (xsnprintf(old_exec, sizeof(old_exec), "%s/exec", ops.state_dir) >= 0)
 		rm_rf(old_exec);
-	return 0;
+}
+
+int ops_open(const struct ops_config *cfg, struct err *e)
+{
+	struct cancel start;
+	cancel_init(&start);
+	cancel_set_deadline(&start, mono_ms() + STORE_START_WAIT_MS);
+	cancel_bind(&start);
+	int rc = open_all(cfg, e);
+	if (rc == 0) {
+		/*
+		 * runsc calls a killed predecessor made live on (their own sessions):
+		 * what a checkpoint, restore or delete did is known once it ended.
+		 */
+		int64_t left = atomic_load(&start.deadline_ms) - mono_ms();
+		runsc_wait_leftovers(&ops.runsc, cfg->leftover_wait_ms);
+		/* That wait is runsc's: the store keeps what it had left (none: gives up at once). */
+		cancel_set_deadline(&start, mono_ms() + (left > 0 ? left : 0));
+		reconcile_all();
+	}
+	cancel_bind(NULL);
+	return rc;
 }
 
 int ops_start(struct err *e)
@@ -223,6 +251,7 @@ void ops_shutdown(void)
 	if (monitor_started)
 		monitor_end();
 	ops_sync_stop();
+	ops_view_stop(); /* reads only: nothing is lost if they give up */
 	jobs_stop();
 	spool_close();
 	console_stop();

@@ -55,6 +55,7 @@
 #include <time.h>
 
 #include "backend/store.h"
+#include "lib/cancel.h"
 #include "lib/strbuf.h"
 #include "lib/strset.h"
 #include "runtime/host.h"
@@ -78,6 +79,7 @@ static struct {
 	int64_t last_collect_ms;
 	bool collect_queued;
 	struct strbuf unsettled; /* ids start-up left for the store to decide, one a line */
+	struct cancel cancel;	 /* the thread's: ops_sync_stop() ends a pass in flight */
 } sync = {.lock = PTHREAD_MUTEX_INITIALIZER, .unsettled = STRBUF_INIT};
 
 static pthread_mutex_t pass_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -450,6 +452,7 @@ static void wait_until(int64_t due)
 static void *sync_main(void *arg)
 {
 	(void)arg;
+	cancel_bind(&sync.cancel);
 	pthread_mutex_lock(&sync.lock);
 	while (!sync.stop) {
 		int64_t due = due_ms();
@@ -477,6 +480,7 @@ int ops_sync_start(void)
 	pthread_cond_init(&sync.wake, &attr);
 	pthread_condattr_destroy(&attr);
 	sync.next_ms = mono_ms(); /* a first pass at once: start-up may have left rows undecided */
+	cancel_init(&sync.cancel);
 	int rc = pthread_create(&sync.thread, NULL, sync_main, NULL);
 	sync.started = rc == 0;
 	return -rc;
@@ -490,7 +494,8 @@ void ops_sync_stop(void)
 	sync.stop = true;
 	pthread_cond_signal(&sync.wake);
 	pthread_mutex_unlock(&sync.lock);
-	/* A pass in flight ends first: against a store that hangs, after its requests time out. */
+	/* A pass in flight gives up on a store that hangs, rather than wait out its timeouts. */
+	cancel_now(&sync.cancel);
 	pthread_join(sync.thread, NULL);
 	sync.started = false;
 }

@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include "backend/store.h"
+#include "lib/cancel.h"
 #include "lib/json.h"
 #include "runtime/jobs.h"
 #include "runtime/snapmeta.h"
@@ -222,11 +223,21 @@ static void fetch_put(struct fetch *f)
 	free(f);
 }
 
+/* The fetches' token: shutdown gives up a fetch from a store that hangs (ops_view_stop()). */
+static struct cancel fetches;
+
+void ops_view_stop(void)
+{
+	cancel_now(&fetches);
+}
+
 static void fetch_job(void *arg)
 {
 	struct fetch *f = arg;
 	char *json = NULL;
+	cancel_bind(&fetches);
 	int rc = store_get_manifest(ops.store, f->id, &json, NULL);
+	cancel_bind(NULL);
 	if (rc == 0)
 		manifest_keep(f->id, json);
 	pthread_mutex_lock(&kept.lock);

@@ -18,7 +18,9 @@
  * Retries: a request is tried up to S3_TRIES times while it fails with a 5xx
  * answer (but 501), a timeout, a refused or broken connection; the waits
  * double from S3_BACKOFF_MS up to S3_BACKOFF_MAX_MS, each a random time in
- * [d/2, d]. A 4xx answer is final.
+ * [d/2, d]. A 4xx answer is final. A thread whose cancel token
+ * (lib/cancel.h) says to give up has its request ended within about a
+ * second and not tried again.
  *
  * Secrets: the secret key and the session token go to libcurl only. No URL,
  * log line or error message holds them; s3_client_url() is safe to show.

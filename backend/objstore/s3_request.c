@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "backend/objstore/s3_xml.h"
+#include "lib/cancel.h"
 
 /* How much of an error answer we keep to read its <Code> and <Message>. */
 #define ERROR_BODY_MAX (64u << 10)
@@ -165,6 +166,14 @@ static void set_method(CURL *h, const struct s3_req *r)
 	}
 }
 
+/* libcurl calls it about once a second, answer or not: non-zero ends the transfer. */
+static int progress_cb(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+		       curl_off_t ulnow)
+{
+	(void)arg, (void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
+	return cancel_requested();
+}
+
 static void set_options(struct s3_client *c, struct xfer *x, const char *url,
 			struct curl_slist *headers)
 {
@@ -187,6 +196,9 @@ static void set_options(struct s3_client *c, struct xfer *x, const char *url,
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, x);
 	curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, header_cb);
 	curl_easy_setopt(h, CURLOPT_HEADERDATA, x);
+	/* The calling thread may have to give up on a store that does not answer (lib/cancel.h). */
+	curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+	curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, progress_cb);
 	set_method(h, x->r);
 }
 
@@ -298,6 +310,9 @@ static int connection_failure(struct s3_client *c, struct s3_req *r, CURLcode cc
 	case CURLE_OPERATION_TIMEDOUT:
 		return err_set(e, EIO, "cannot %s %s: timed out talking to %s%s", r->what, name,
 			       c->hostport, after);
+	case CURLE_ABORTED_BY_CALLBACK:
+		return err_set(e, EIO, "cannot %s %s: %s did not answer in the time snapfs had%s",
+			       r->what, name, c->hostport, after);
 	default:
 		return err_set(e, EIO, "cannot %s %s: %s (%s)%s", r->what, name,
 			       curl_easy_strerror(cc), c->hostport, after);
@@ -369,7 +384,8 @@ static int run(struct s3_client *c, struct s3_req *r, const char *url, struct cu
 	for (;;) {
 		cc = perform(&x);
 		tries++;
-		if (x.local_rc < 0 || !transient(cc, r->status) || tries == S3_TRIES)
+		if (x.local_rc < 0 || !transient(cc, r->status) || tries == S3_TRIES ||
+		    cancel_requested())
 			break;
 		debug("S3 %s %s: try %d failed (%s, HTTP %ld); retrying", r->method,
 		      r->key ? r->key : c->bucket, tries, curl_easy_strerror(cc), r->status);

@@ -80,6 +80,22 @@ ok "sandbox brief ends its entrypoint" sb_run brief 'touch /tmp/stop'
 is_terminated() { [ "$(timeout 5 cat "$MNT/sandboxes/brief/status")" = terminated ]; }
 ok "the exited sandbox shows terminated within 10 s, the store still stopped" \
 	poll_until 10 is_terminated
+# A clean stop while the store hangs: the sync thread gives up its pass.
+stopped_at=$(now_ms)
+unmount_mnt
+wait_daemon_exit 60
+check_eq "the daemon exits with status 0 once unmounted, the store stopped" 0 "$?"
+note "it exited $(($(now_ms) - stopped_at)) ms after the unmount"
+# A start while the store hangs: start-up gives the store 10 s in all (its
+# requests would each take minutes), then mounts and leaves it to the sync thread.
+started_at=$(now_ms)
+start_daemon || bail "the daemon starts while the store hangs"
+note "it mounted $(($(now_ms) - started_at)) ms after its start"
+pass "the daemon mounts while the store hangs"
+timed_status=$T/restarted-status
+elapsed_ms "$timed_status" cat "$MNT/sandboxes/brief/status"
+ok "a status answers within 1 s after that start" awk '$1 < 1000 && $2 == 0' "$timed_status"
+check_eq "the exited sandbox is still terminated" terminated "$(sb_status brief)"
 s3rver_stopped() { [ "$(awk '{ print $3 }' "/proc/$S3_PID/stat")" = T ]; }
 ok "s3rver was stopped all along" s3rver_stopped
 
