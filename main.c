@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "fs/fs.h"
+#include "lib/size.h"
 #include "lib/util.h"
 #include "runtime/cgroup.h"
 #include "runtime/journal.h"
@@ -46,6 +47,7 @@ struct options {
 	int64_t exec_timeout_ms;  /* 0: the default */
 	const char *cuda_checkpoint;
 	const char *cgroup_parent;
+	struct resources default_res; /* --default-memory, --default-cpus, --default-pids */
 	const char *fuse_opts[16];
 	size_t nfuse_opts;
 	const char *mountpoint;
@@ -60,6 +62,7 @@ static void usage(FILE *out)
 	    "              [--allow-group GROUP] [--journal-max SIZE]\n"
 	    "              [--exec-timeout SECONDS] [--runsc-timeout SECONDS]\n"
 	    "              [--cuda-checkpoint PATH] [--cgroup-parent PATH] [--debug]\n"
+	    "              [--default-memory SIZE] [--default-cpus N] [--default-pids N]\n"
 	    "              MOUNTPOINT\n"
 	    "\n"
 	    "  -f              stay in the foreground, log to stderr\n"
@@ -91,34 +94,24 @@ static void usage(FILE *out)
 	    "                  (default: cuda-checkpoint on PATH, if any)\n"
 	    "  --cgroup-parent PATH  the cgroup under which each sandbox gets its own,\n"
 	    "                  outside the daemon's (default %s; docs/cgroups.md)\n"
+	    "  --default-memory SIZE  memory of a sandbox that names none (default %s;\n"
+	    "                  0: unlimited; docs/limits.md)\n"
+	    "  --default-cpus N  CPUs of a sandbox that names none (default %s; 0: unlimited)\n"
+	    "  --default-pids N  host tasks of a sandbox that names none (default %s;\n"
+	    "                  0: unlimited)\n"
 	    "  --debug         log every operation\n"
 	    "\n"
 	    "Unmount with: fusermount3 -u MOUNTPOINT (running sandboxes keep running)\n",
 	    DEFAULT_STATE, IMAGES_LEAF, RUNSC_EXEC_TIMEOUT_DEFAULT_MS / 1000,
-	    RUNSC_PER_GIB_MS / 1000, RUNSC_TIMEOUT_DEFAULT_MS / 1000, CGROUP_PARENT_DEFAULT);
+	    RUNSC_PER_GIB_MS / 1000, RUNSC_TIMEOUT_DEFAULT_MS / 1000, CGROUP_PARENT_DEFAULT,
+	    OPS_DEFAULT_MEMORY, OPS_DEFAULT_CPUS, OPS_DEFAULT_PIDS);
 }
 
-/* "1073741824", "512M", "20G": bytes, with an optional K, M, G or T (powers of 1024). */
+/* A size from 1 byte (lib/size.h): "1073741824", "512M", "20G". */
 static int parse_size(const char *s, int64_t *out)
 {
-	char *end = NULL;
-	errno = 0;
-	unsigned long long n = strtoull(s, &end, 10);
-	int shift = 0;
-	if (errno || end == s || s[0] == '-')
-		return -EINVAL;
-	if (*end && end[1] == '\0') {
-		const char *units = "KMGT";
-		const char *u = strchr(units, *end);
-		if (!u)
-			return -EINVAL;
-		shift = 10 * (int)(u - units + 1);
-		end++;
-	}
-	if (*end || n == 0 || n > (unsigned long long)(INT64_MAX >> shift))
-		return -EINVAL;
-	*out = (int64_t)(n << shift);
-	return 0;
+	int rc = size_parse(s, out);
+	return rc < 0 ? rc : *out == 0 ? -EINVAL : 0;
 }
 
 /* "0", "3600": whole seconds, at most a year, into milliseconds. */
@@ -141,6 +134,24 @@ static int parse_timeout(const char *s, int64_t *out_ms)
 	return 0;
 }
 
+/* --default-memory, --default-cpus, --default-pids (@opt 'M', 'U', 'T') into @r. */
+static int parse_default(int opt, const char *value, struct resources *r)
+{
+	struct err e = {0};
+	enum res_kind kind = opt == 'M' ? RES_MEMORY : opt == 'U' ? RES_CPUS : RES_PIDS;
+	int rc = res_parse(kind, value, "the command line", r, &e);
+	return rc < 0 ? error(-rc, "--default-%s: %s", res_name(kind), e.msg) : 0;
+}
+
+/* The embedded defaults (OPS_DEFAULT_*): no sandbox is unlimited unless the operator says so. */
+static void default_resources(struct resources *r)
+{
+	struct err e = {0};
+	res_parse(RES_MEMORY, OPS_DEFAULT_MEMORY, "the defaults", r, &e);
+	res_parse(RES_CPUS, OPS_DEFAULT_CPUS, "the defaults", r, &e);
+	res_parse(RES_PIDS, OPS_DEFAULT_PIDS, "the defaults", r, &e);
+}
+
 static int parse_options(int argc, char **argv, struct options *o)
 {
 	static const struct option longopts[] = {
@@ -157,6 +168,9 @@ static int parse_options(int argc, char **argv, struct options *o)
 	    {"runsc-timeout", required_argument, NULL, 'R'},
 	    {"cuda-checkpoint", required_argument, NULL, 'C'},
 	    {"cgroup-parent", required_argument, NULL, 'P'},
+	    {"default-memory", required_argument, NULL, 'M'},
+	    {"default-cpus", required_argument, NULL, 'U'},
+	    {"default-pids", required_argument, NULL, 'T'},
 	    {"debug", no_argument, NULL, 'd'},
 	    {"help", no_argument, NULL, 'h'},
 	    {"version", no_argument, NULL, 'V'},
@@ -164,6 +178,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 	};
 	o->state_dir = DEFAULT_STATE;
 	o->gc_grace_ms = -1;
+	default_resources(&o->default_res);
 	for (;;) {
 		int c = getopt_long(argc, argv, "fo:h", longopts, NULL);
 		if (c == -1)
@@ -220,6 +235,12 @@ static int parse_options(int argc, char **argv, struct options *o)
 			break;
 		case 'P':
 			o->cgroup_parent = optarg;
+			break;
+		case 'M':
+		case 'U':
+		case 'T':
+			if (parse_default(c, optarg, &o->default_res) < 0)
+				return -EINVAL;
 			break;
 		case 'd':
 			log_debug_enabled = true;
@@ -337,6 +358,7 @@ static int serve(struct options *o, struct fuse_args *args)
 	    .exec_timeout_ms = o->exec_timeout_ms,
 	    .cuda_checkpoint = o->cuda_checkpoint,
 	    .cgroup_parent = o->cgroup_parent,
+	    .default_res = o->default_res,
 	};
 	int rc = ops_open(&cfg, &e);
 	if (rc < 0) {

@@ -24,6 +24,7 @@
 #include <sys/types.h>
 
 #include "lib/limits.h"
+#include "lib/size.h"
 
 enum sandbox_state {
 	SB_CREATED,
@@ -77,6 +78,8 @@ struct sandbox {
 	pid_t pid;		       /* runsc sandbox pid, 0 when not running */
 	uid_t owner_uid;	       /* who created it (runtime/access.h); 0: root */
 	gid_t owner_gid;
+	/* Limits (docs/limits.md): set while created, then fixed; a fork's may be raised. */
+	struct resources res;
 };
 
 struct snapshot {
@@ -99,6 +102,7 @@ struct snapshot {
 	bool gpu;
 	uid_t owner_uid; /* its source sandbox's owner; 0 (root) for another host's */
 	gid_t owner_gid;
+	struct resources res; /* its source's limits, which a fork or resume keeps */
 };
 
 struct registry;

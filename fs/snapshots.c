@@ -105,15 +105,14 @@ static int source_link(const struct fs_node *n, const struct caller *who, char *
 static int fork_make(const struct caller *who, const char *id, const void *arg, char made[ID_MAX],
 		     ops_done_fn done, void *ctx, struct err *e)
 {
-	(void)arg;
-	return ops_snapshot_fork(who, id, made, done, ctx, e);
+	return ops_snapshot_fork(who, id, arg, made, done, ctx, e);
 }
 
 static int fork_write(struct fs_file *f, const char *line, struct pending *p, struct err *e)
 {
 	struct ctl_words w;
-	int rc = ctl_words_parse(line, "fork", 0, &w, e);
-	return rc < 0 ? rc : file_id_action(f, p, w.async, fork_make, NULL, e);
+	int rc = ctl_words_parse(line, "fork", CTL_ALLOW_RAISE, &w, e);
+	return rc < 0 ? rc : file_id_action(f, p, w.async, fork_make, &w.res, e);
 }
 
 /* Its owner's alone (runtime/access.h), as the sandbox it was taken of. */

@@ -501,6 +501,7 @@ static int insert_snapshot(const struct sandbox *sb, enum snapshot_kind kind, co
 	memcpy(snap.entrypoint, sb->entrypoint, sizeof(snap.entrypoint));
 	memcpy(snap.env, sb->env, sizeof(snap.env));
 	snap.gpu = sb->gpu;
+	snap.res = sb->res;
 	snap.owner_uid = sb->owner_uid;
 	snap.owner_gid = sb->owner_gid;
 	pthread_mutex_lock(&ops.lock);
