@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "fs/fs.h"
+#include "lib/size.h"
 #include "lib/util.h"
 #include "runtime/cgroup.h"
 #include "runtime/journal.h"
@@ -46,7 +47,8 @@ struct options {
 	int64_t exec_timeout_ms;  /* 0: the default */
 	const char *cuda_checkpoint;
 	const char *cgroup_parent;
-	int64_t default_timeout_s; /* --default-timeout; 0: none */
+	struct resources default_res; /* --default-memory, --default-cpus, --default-pids */
+	int64_t default_timeout_s;    /* --default-timeout; 0: none */
 	enum timeout_action default_timeout_action;
 	const char *fuse_opts[16];
 	size_t nfuse_opts;
@@ -61,8 +63,9 @@ static void usage(FILE *out)
 	    "              [--cache-max SIZE] [--gc-grace SECONDS] [--spool DIR] [-o FUSE_OPTS]\n"
 	    "              [--allow-group GROUP] [--journal-max SIZE]\n"
 	    "              [--exec-timeout SECONDS] [--runsc-timeout SECONDS]\n"
-	    "              [--cuda-checkpoint PATH] [--cgroup-parent PATH]\n"
-	    "              [--default-timeout SECONDS] [--debug]\n"
+	    "              [--cuda-checkpoint PATH] [--cgroup-parent PATH] [--debug]\n"
+	    "              [--default-memory SIZE] [--default-cpus N] [--default-pids N]\n"
+	    "              [--default-timeout SECONDS]\n"
 	    "              MOUNTPOINT\n"
 	    "\n"
 	    "  -f              stay in the foreground, log to stderr\n"
@@ -94,36 +97,26 @@ static void usage(FILE *out)
 	    "                  (default: cuda-checkpoint on PATH, if any)\n"
 	    "  --cgroup-parent PATH  the cgroup under which each sandbox gets its own,\n"
 	    "                  outside the daemon's (default %s; docs/cgroups.md)\n"
+	    "  --default-memory SIZE  memory of a sandbox that names none (default %s;\n"
+	    "                  0: unlimited; docs/limits.md)\n"
+	    "  --default-cpus N  CPUs of a sandbox that names none (default %s; 0: unlimited)\n"
+	    "  --default-pids N  host tasks of a sandbox that names none (default %s;\n"
+	    "                  0: unlimited)\n"
 	    "  --default-timeout SECONDS [terminate|suspend]  the timeout of a sandbox whose\n"
 	    "                  spec names none (default 0: none)\n"
 	    "  --debug         log every operation\n"
 	    "\n"
 	    "Unmount with: fusermount3 -u MOUNTPOINT (running sandboxes keep running)\n",
 	    DEFAULT_STATE, IMAGES_LEAF, RUNSC_EXEC_TIMEOUT_DEFAULT_MS / 1000,
-	    RUNSC_PER_GIB_MS / 1000, RUNSC_TIMEOUT_DEFAULT_MS / 1000, CGROUP_PARENT_DEFAULT);
+	    RUNSC_PER_GIB_MS / 1000, RUNSC_TIMEOUT_DEFAULT_MS / 1000, CGROUP_PARENT_DEFAULT,
+	    OPS_DEFAULT_MEMORY, OPS_DEFAULT_CPUS, OPS_DEFAULT_PIDS);
 }
 
-/* "1073741824", "512M", "20G": bytes, with an optional K, M, G or T (powers of 1024). */
+/* A size from 1 byte (lib/size.h): "1073741824", "512M", "20G". */
 static int parse_size(const char *s, int64_t *out)
 {
-	char *end = NULL;
-	errno = 0;
-	unsigned long long n = strtoull(s, &end, 10);
-	int shift = 0;
-	if (errno || end == s || s[0] == '-')
-		return -EINVAL;
-	if (*end && end[1] == '\0') {
-		const char *units = "KMGT";
-		const char *u = strchr(units, *end);
-		if (!u)
-			return -EINVAL;
-		shift = 10 * (int)(u - units + 1);
-		end++;
-	}
-	if (*end || n == 0 || n > (unsigned long long)(INT64_MAX >> shift))
-		return -EINVAL;
-	*out = (int64_t)(n << shift);
-	return 0;
+	int rc = size_parse(s, out);
+	return rc < 0 ? rc : *out == 0 ? -EINVAL : 0;
 }
 
 /* "0", "3600": whole seconds, at most a year, into milliseconds. */
@@ -146,6 +139,24 @@ static int parse_timeout(const char *s, int64_t *out_ms)
 	return 0;
 }
 
+/* --default-memory, --default-cpus, --default-pids (@opt 'M', 'U', 'T') into @r. */
+static int parse_default(int opt, const char *value, struct resources *r)
+{
+	struct err e = {0};
+	enum res_kind kind = opt == 'M' ? RES_MEMORY : opt == 'U' ? RES_CPUS : RES_PIDS;
+	int rc = res_parse(kind, value, "the command line", r, &e);
+	return rc < 0 ? error(-rc, "--default-%s: %s", res_name(kind), e.msg) : 0;
+}
+
+/* The embedded defaults (OPS_DEFAULT_*): no sandbox is unlimited unless the operator says so. */
+static void default_resources(struct resources *r)
+{
+	struct err e = {0};
+	res_parse(RES_MEMORY, OPS_DEFAULT_MEMORY, "the defaults", r, &e);
+	res_parse(RES_CPUS, OPS_DEFAULT_CPUS, "the defaults", r, &e);
+	res_parse(RES_PIDS, OPS_DEFAULT_PIDS, "the defaults", r, &e);
+}
+
 static int parse_options(int argc, char **argv, struct options *o)
 {
 	static const struct option longopts[] = {
@@ -162,7 +173,10 @@ static int parse_options(int argc, char **argv, struct options *o)
 	    {"runsc-timeout", required_argument, NULL, 'R'},
 	    {"cuda-checkpoint", required_argument, NULL, 'C'},
 	    {"cgroup-parent", required_argument, NULL, 'P'},
-	    {"default-timeout", required_argument, NULL, 'T'},
+	    {"default-memory", required_argument, NULL, 'M'},
+	    {"default-cpus", required_argument, NULL, 'U'},
+	    {"default-pids", required_argument, NULL, 'T'},
+	    {"default-timeout", required_argument, NULL, 'L'},
 	    {"debug", no_argument, NULL, 'd'},
 	    {"help", no_argument, NULL, 'h'},
 	    {"version", no_argument, NULL, 'V'},
@@ -170,6 +184,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 	};
 	o->state_dir = DEFAULT_STATE;
 	o->gc_grace_ms = -1;
+	default_resources(&o->default_res);
 	for (;;) {
 		int c = getopt_long(argc, argv, "fo:h", longopts, NULL);
 		if (c == -1)
@@ -227,7 +242,13 @@ static int parse_options(int argc, char **argv, struct options *o)
 		case 'P':
 			o->cgroup_parent = optarg;
 			break;
-		case 'T': {
+		case 'M':
+		case 'U':
+		case 'T':
+			if (parse_default(c, optarg, &o->default_res) < 0)
+				return -EINVAL;
+			break;
+		case 'L': {
 			struct err e = {0};
 			if (ops_timer_parse(optarg, &o->default_timeout_s,
 					    &o->default_timeout_action, &e) < 0)
@@ -350,6 +371,7 @@ static int serve(struct options *o, struct fuse_args *args)
 	    .exec_timeout_ms = o->exec_timeout_ms,
 	    .cuda_checkpoint = o->cuda_checkpoint,
 	    .cgroup_parent = o->cgroup_parent,
+	    .default_res = o->default_res,
 	    .default_timeout_s = o->default_timeout_s,
 	    .default_timeout_action = o->default_timeout_action,
 	};

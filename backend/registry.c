@@ -19,7 +19,7 @@
 #define BUSY_TIMEOUT_MS 5000
 
 /* Bump with a migration in registry_migrate() whenever the tables change. */
-#define SCHEMA_VERSION 3
+#define SCHEMA_VERSION 4
 #define STR_(x) #x
 #define STR(x) STR_(x)
 
@@ -118,8 +118,9 @@ static const char schema_sql[] =
     " gpu INTEGER NOT NULL, state TEXT NOT NULL, message TEXT NOT NULL,"
     " created_at INTEGER NOT NULL, parent_snapshot TEXT NOT NULL,"
     " restore_snapshot TEXT NOT NULL, pid INTEGER NOT NULL,"
-    " owner_uid INTEGER NOT NULL DEFAULT 0, owner_gid INTEGER NOT NULL DEFAULT "
-    "0," LIFETIME_SANDBOX_COLS ");"
+    " owner_uid INTEGER NOT NULL DEFAULT 0, owner_gid INTEGER NOT NULL DEFAULT 0,"
+    " memory_bytes INTEGER NOT NULL DEFAULT 0, cpu_milli INTEGER NOT NULL DEFAULT 0,"
+    " pids INTEGER NOT NULL DEFAULT 0," LIFETIME_SANDBOX_COLS ");"
     "CREATE INDEX IF NOT EXISTS sandboxes_created ON sandboxes (created_at, id);"
     "CREATE INDEX IF NOT EXISTS sandboxes_parent ON sandboxes (parent_snapshot, created_at, id);"
     "CREATE INDEX IF NOT EXISTS sandboxes_restore ON sandboxes (restore_snapshot);"
@@ -130,8 +131,9 @@ static const char schema_sql[] =
     " size_bytes INTEGER NOT NULL, stored_bytes INTEGER NOT NULL, image TEXT NOT NULL,"
     " image_digest TEXT NOT NULL, entrypoint TEXT NOT NULL, host_json TEXT NOT NULL,"
     " gpu INTEGER NOT NULL, env TEXT NOT NULL,"
-    " owner_uid INTEGER NOT NULL DEFAULT 0, owner_gid INTEGER NOT NULL DEFAULT "
-    "0," LIFETIME_SNAPSHOT_COLS ");"
+    " owner_uid INTEGER NOT NULL DEFAULT 0, owner_gid INTEGER NOT NULL DEFAULT 0,"
+    " memory_bytes INTEGER NOT NULL DEFAULT 0, cpu_milli INTEGER NOT NULL DEFAULT 0,"
+    " pids INTEGER NOT NULL DEFAULT 0," LIFETIME_SNAPSHOT_COLS ");"
     "CREATE INDEX IF NOT EXISTS snapshots_created ON snapshots (created_at, id);"
     "CREATE INDEX IF NOT EXISTS snapshots_sandbox ON snapshots (sandbox_id, created_at, id);"
     "PRAGMA user_version = " STR(SCHEMA_VERSION) "; COMMIT;";
@@ -145,8 +147,22 @@ static const char migrate_v1_sql[] =
     "ALTER TABLE snapshots ADD COLUMN owner_gid INTEGER NOT NULL DEFAULT 0;"
     "PRAGMA user_version = 2; COMMIT;";
 
-/* Version 2 had no lifetime: its sandboxes have no timeout and take no periodic snapshots. */
+/*
+ * Version 2 had no limits: its sandboxes were started without any, which
+ * 0 (unlimited) says truthfully.
+ */
 static const char migrate_v2_sql[] =
+    "BEGIN IMMEDIATE;"
+    "ALTER TABLE sandboxes ADD COLUMN memory_bytes INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE sandboxes ADD COLUMN cpu_milli INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE sandboxes ADD COLUMN pids INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE snapshots ADD COLUMN memory_bytes INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE snapshots ADD COLUMN cpu_milli INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE snapshots ADD COLUMN pids INTEGER NOT NULL DEFAULT 0;"
+    "PRAGMA user_version = 3; COMMIT;";
+
+/* Version 3 had no lifetime: its sandboxes have no timeout and take no periodic snapshots. */
+static const char migrate_v3_sql[] =
     "BEGIN IMMEDIATE;"
     "ALTER TABLE sandboxes ADD COLUMN timeout_s INTEGER NOT NULL DEFAULT 0;"
     "ALTER TABLE sandboxes ADD COLUMN timeout_action TEXT NOT NULL DEFAULT 'terminate';"
@@ -156,7 +172,7 @@ static const char migrate_v2_sql[] =
     "ALTER TABLE sandboxes ADD COLUMN autosnap_next_at INTEGER NOT NULL DEFAULT 0;"
     "ALTER TABLE snapshots ADD COLUMN timeout_s INTEGER NOT NULL DEFAULT 0;"
     "ALTER TABLE snapshots ADD COLUMN timeout_action TEXT NOT NULL DEFAULT 'terminate';"
-    "PRAGMA user_version = 3; COMMIT;";
+    "PRAGMA user_version = 4; COMMIT;";
 
 /* --- statements ------------------------------------------------------------- */
 
@@ -291,6 +307,9 @@ static const struct column sandbox_cols[] = {
     {SB(COL_PID, pid)},
     {SB(COL_UID, owner_uid)},
     {SB(COL_GID, owner_gid)},
+    {SB(COL_I64, res.memory_bytes)},
+    {SB(COL_I64, res.cpu_milli)},
+    {SB(COL_I64, res.pids)},
     TIMEOUT_COLS(SB),
     {SB(COL_I64, deadline_at)},
     {SB(COL_I64, autosnap_every_s)},
@@ -318,6 +337,9 @@ static const struct column snapshot_cols[] = {
     {SNAP(COL_TEXT, env)},
     {SNAP(COL_UID, owner_uid)},
     {SNAP(COL_GID, owner_gid)},
+    {SNAP(COL_I64, res.memory_bytes)},
+    {SNAP(COL_I64, res.cpu_milli)},
+    {SNAP(COL_I64, res.pids)},
     TIMEOUT_COLS(SNAP),
 };
 
@@ -623,26 +645,23 @@ static int configure(struct registry *reg, const char *path)
 	return 0;
 }
 
-/* The step from each version to the next: [v] takes a file at version v to v + 1. */
-static const char *const migrations[] = {[1] = migrate_v1_sql, [2] = migrate_v2_sql};
-_Static_assert(ARRAY_SIZE(migrations) == SCHEMA_VERSION, "a migration to every version");
-
 static int migrate(struct registry *reg, const char *path)
 {
 	int version = -1;
 	int r = reg_query(reg, "PRAGMA user_version", NULL, int_row, &version);
 	if (r < 0)
 		return r;
-	if (version < 0 || version > SCHEMA_VERSION)
+	if (version == SCHEMA_VERSION)
+		return 0;
+	/* A new file gets the whole schema; an older one the steps since its version, in turn. */
+	const char *steps[] = {schema_sql, migrate_v1_sql, migrate_v2_sql, migrate_v3_sql};
+	if (version < 0 || version >= (int)ARRAY_SIZE(steps))
 		return error(EIO,
 			     "registry: %s has schema version %d; this snapfs knows version %d",
 			     path, version, SCHEMA_VERSION);
-	/* A new file gets the whole schema; an older one the steps since its version. */
 	r = 0;
-	while (r == 0 && version < SCHEMA_VERSION) {
-		r = exec(reg, version == 0 ? schema_sql : migrations[version]);
-		version = version == 0 ? SCHEMA_VERSION : version + 1;
-	}
+	for (int v = version; r == 0 && v < (int)ARRAY_SIZE(steps); v = v ? v + 1 : SCHEMA_VERSION)
+		r = exec(reg, steps[v]);
 	if (r < 0 && !sqlite3_get_autocommit(reg->db))
 		exec(reg, "ROLLBACK");
 	return r;

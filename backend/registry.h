@@ -24,6 +24,7 @@
 #include <sys/types.h>
 
 #include "lib/limits.h"
+#include "lib/size.h"
 
 enum sandbox_state {
 	SB_CREATED,
@@ -85,6 +86,8 @@ struct sandbox {
 	pid_t pid;		       /* runsc sandbox pid, 0 when not running */
 	uid_t owner_uid;	       /* who created it (runtime/access.h); 0: root */
 	gid_t owner_gid;
+	/* Limits (docs/limits.md): set while created, then fixed; a fork's may be raised. */
+	struct resources res;
 	/*
 	 * Its lifetime (runtime/ops_timer.c): the timeout, whose clock runs
 	 * from each start, fork or resume, and the periodic snapshots. Times are
@@ -118,6 +121,7 @@ struct snapshot {
 	bool gpu;
 	uid_t owner_uid; /* its source sandbox's owner; 0 (root) for another host's */
 	gid_t owner_gid;
+	struct resources res; /* its source's limits, which a fork or resume keeps */
 	/* The source's timeout when it was taken: a fork's starts from it (runtime/ops_timer.c). */
 	int64_t timeout_s;
 	enum timeout_action timeout_action;

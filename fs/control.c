@@ -84,6 +84,27 @@ static int word_label(const char *v, size_t n, const char *what, struct ctl_word
 	return 0;
 }
 
+/* memory=SIZE or cpus=N (@w, @n bytes) into @out->res; -ENOENT for another word. */
+static int word_res(const char *w, size_t n, const char *what, struct ctl_words *out, struct err *e)
+{
+	char key[8], value[RES_WORD_MAX];
+	enum res_kind kind;
+	const char *eq = memchr(w, '=', n);
+	size_t klen = eq ? (size_t)(eq - w) : 0;
+	if (!eq || klen >= sizeof(key))
+		return -ENOENT;
+	memcpy(key, w, klen);
+	key[klen] = '\0';
+	if (res_kind_parse(key, &kind) < 0 || kind == RES_PIDS)
+		return -ENOENT;
+	size_t vlen = n - klen - 1;
+	if (vlen >= sizeof(value))
+		vlen = sizeof(value) - 1; /* res_parse() refuses what is cut */
+	memcpy(value, eq + 1, vlen);
+	value[vlen] = '\0';
+	return res_parse(kind, value, what, &out->res, e);
+}
+
 /* timeout=SECONDS: kept as written; the operation says what it makes of it. */
 static int word_timeout(const char *v, size_t n, const char *what, struct ctl_words *out,
 			struct err *e)
@@ -114,6 +135,9 @@ static int word_apply(const char *w, size_t n, const char *what, unsigned allow,
 	if ((allow & CTL_ALLOW_TIMEOUT) && n >= timeout_len &&
 	    memcmp(w, timeout_eq, timeout_len) == 0)
 		return word_timeout(w + timeout_len, n - timeout_len, what, out, e);
+	int rc = allow & CTL_ALLOW_RAISE ? word_res(w, n, what, out, e) : -ENOENT;
+	if (rc != -ENOENT)
+		return rc;
 	return err_set(e, EINVAL, "unknown word '%.*s' for %s", (int)n, w, what);
 }
 
@@ -121,6 +145,7 @@ int ctl_words_parse(const char *line, const char *what, unsigned allow, struct c
 		    struct err *e)
 {
 	memset(out, 0, sizeof(*out));
+	out->res = (struct resources){RES_UNSET, RES_UNSET, RES_UNSET};
 	const char *p = line + strspn(line, blanks);
 	while (*p) {
 		size_t n = strcspn(p, blanks);

@@ -20,6 +20,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "lib/size.h"
 #include "lib/limits.h"
 #include "lib/strbuf.h"
 #include "lib/util.h"
@@ -49,11 +50,13 @@ int ctl_lines_flush(struct ctl_lines *cl, ctl_line_fn fn, void *arg);
 struct ctl_words {
 	bool async;
 	char label[LABEL_MAX]; /* "" unless name=LABEL was given */
+	struct resources res;  /* memory=, cpus= (lib/size.h); RES_UNSET unless given */
 	char timeout[24];      /* "" unless timeout=SECONDS was given: SECONDS, unchecked */
 };
 
 #define CTL_ALLOW_NAME 0x1    /* name=LABEL is a word of this file (snapshot) */
-#define CTL_ALLOW_TIMEOUT 0x2 /* timeout=SECONDS is a word of this file (fork) */
+#define CTL_ALLOW_RAISE 0x2   /* memory=SIZE and cpus=N are words of this file (fork) */
+#define CTL_ALLOW_TIMEOUT 0x4 /* timeout=SECONDS is a word of this file (fork) */
 
 /*
  * Parse @line written to the control file @what ("snapshot", "start"...).

@@ -51,6 +51,35 @@ static int gpu_read(const struct fs_node *n, const struct caller *who, struct st
 	return rc < 0 ? rc : tree_line(out, sb->gpu ? "1" : "0");
 }
 
+/* --- memory, cpus, pids: the limits (lib/size.h), each file named as its limit --- */
+
+static int limit_read(const struct fs_node *n, const struct caller *who, struct strbuf *out)
+{
+	char text[RES_WORD_MAX];
+	enum res_kind kind;
+	_cleanup_free_ struct sandbox *sb = NULL;
+	int rc = res_kind_parse(n->ent->name, &kind);
+	if (rc == 0)
+		rc = tree_sandbox(who, n->id, &sb);
+	if (rc == 0)
+		res_format(&sb->res, kind, text);
+	return rc < 0 ? rc : tree_line(out, text);
+}
+
+static int limit_write(struct fs_file *f, const char *line, struct pending *p, struct err *e)
+{
+	enum res_kind kind;
+	(void)p;
+	int rc = res_kind_parse(f->node.ent->name, &kind);
+	_Static_assert(SB_FIELD_CPUS == SB_FIELD_MEMORY + RES_CPUS - RES_MEMORY &&
+			   SB_FIELD_PIDS == SB_FIELD_MEMORY + RES_PIDS - RES_MEMORY,
+		       "the limit fields follow enum res_kind");
+	return rc < 0 ? rc
+		      : ops_sandbox_set(&f->who, f->node.id,
+					SB_FIELD_MEMORY + (enum sandbox_field)(kind - RES_MEMORY),
+					line, e);
+}
+
 /* A view of the sandbox that ops makes of its row: info.json, timeout, autosnapshot. */
 static int view_read(const struct fs_node *n, const struct caller *who, struct strbuf *out,
 		     int (*view)(const struct sandbox *sb, struct strbuf *out))
@@ -240,6 +269,9 @@ static const struct fs_entry sandbox_files[] = {
     {"gpu", S_IFREG | 0600, .read = gpu_read, .write = gpu_write},
     {"timeout", S_IFREG | 0600, .read = timeout_read, .write = timeout_write},
     {"autosnapshot", S_IFREG | 0600, .read = autosnap_read, .write = autosnap_write},
+    {"memory", S_IFREG | 0600, .read = limit_read, .write = limit_write},
+    {"cpus", S_IFREG | 0600, .read = limit_read, .write = limit_write},
+    {"pids", S_IFREG | 0600, .read = limit_read, .write = limit_write},
     {"start", S_IFREG | 0200, .write = file_action_write, .action = ops_sandbox_start},
     {"snapshot", S_IFREG | 0600, .flags = FS_STREAM, .read = newest_read, .write = snapshot_write},
     {"suspend", S_IFREG | 0200, .write = file_action_write, .action = ops_sandbox_suspend},

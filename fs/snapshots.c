@@ -108,13 +108,14 @@ static int fork_make(const struct caller *who, const char *id, const void *arg, 
 	return ops_snapshot_fork(who, id, arg, made, done, ctx, e);
 }
 
-/* `timeout=SECONDS` names the fork's timeout (its action is the snapshot's). */
+/* `memory=`, `cpus=` raise the snapshot's limits; `timeout=SECONDS` names the fork's timeout. */
 static int fork_write(struct fs_file *f, const char *line, struct pending *p, struct err *e)
 {
 	struct ctl_words w;
 	struct fork_opts opts = {0};
 	enum timeout_action ignored;
-	int rc = ctl_words_parse(line, "fork", CTL_ALLOW_TIMEOUT, &w, e);
+	int rc = ctl_words_parse(line, "fork", CTL_ALLOW_RAISE | CTL_ALLOW_TIMEOUT, &w, e);
+	opts.raise = w.res;
 	if (rc == 0 && w.timeout[0]) {
 		opts.timeout_set = true;
 		rc = ops_timer_parse(w.timeout, &opts.timeout_s, &ignored, e);

@@ -27,6 +27,18 @@
 #define REGISTRY_PENDING_MAX 256
 #define CGROUP_PARENT_MAX 256 /* --cgroup-parent, NUL included (lib/names.h cgroup_parent_ok()) */
 
+/*
+ * A sandbox's resource limits (lib/size.h, docs/limits.md): 0 is unlimited,
+ * anything else within these bounds. runsc's sentry and gofer alone use
+ * about 15 MiB and 20 host tasks, so a lower limit would kill the sandbox
+ * as it boots.
+ */
+#define RES_MEMORY_MIN (32LL << 20)	  /* bytes */
+#define RES_CPU_MILLI_MIN 10		  /* 0.01 CPUs: the kernel's least CFS quota, 1 ms */
+#define RES_CPU_MILLI_MAX (1024LL * 1000) /* 1024 CPUs */
+#define RES_PIDS_MIN 32			  /* host tasks */
+#define RES_PIDS_MAX 4194304		  /* the kernel's PID_MAX_LIMIT */
+#define RES_WORD_MAX 32			  /* the longest value text: "9223372036854775807B" */
 /* A sandbox's lifetime (runtime/ops_timer.c): the longest timeout or snapshot interval, a year. */
 #define LIFETIME_SECONDS_MAX (366LL * 24 * 3600)
 #define AUTOSNAP_KEEP_MAX 100 /* auto- snapshots one sandbox keeps */

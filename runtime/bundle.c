@@ -159,16 +159,16 @@ static int bundle_device(cJSON *devs, cJSON *rules, const char *path, struct err
 	return ok ? 0 : no_memory(e);
 }
 
-/* linux.devices and the matching linux.resources.devices rules; neither without devices. */
-static int bundle_devices(cJSON *lnx, const char *const *devices, size_t ndevices, struct err *e)
+/* linux.devices and the matching rules in @res (linux.resources); neither without devices. */
+static int bundle_devices(cJSON *lnx, cJSON *res, const char *const *devices, size_t ndevices,
+			  struct err *e)
 {
 	if (ndevices == 0)
 		return 0;
 	if (ndevices > BUNDLE_DEVICES_MAX)
 		return err_set(e, E2BIG, "a bundle takes at most %d devices", BUNDLE_DEVICES_MAX);
 	cJSON *devs = cJSON_AddArrayToObject(lnx, "devices");
-	cJSON *res = cJSON_AddObjectToObject(lnx, "resources");
-	cJSON *rules = res ? cJSON_AddArrayToObject(res, "devices") : NULL;
+	cJSON *rules = cJSON_AddArrayToObject(res, "devices");
 	if (!devs || !rules)
 		return no_memory(e);
 	for (size_t i = 0; i < ndevices; i++) {
@@ -179,15 +179,44 @@ static int bundle_devices(cJSON *lnx, const char *const *devices, size_t ndevice
 	return 0;
 }
 
-/* linux: the cgroup path if any, the namespaces, then the devices. */
+/* The CFS period a cpus limit is a quota of: the kernel's default, 100 ms. */
+#define CPU_PERIOD_US 100000
+
+/* @key: {@field: @v} in @res, unless @v is unlimited (0). */
+static bool add_limit(cJSON *res, const char *key, const char *field, int64_t v)
+{
+	cJSON *o = v > 0 ? cJSON_AddObjectToObject(res, key) : NULL;
+	return v <= 0 || (o && cJSON_AddNumberToObject(o, field, (double)v));
+}
+
+/*
+ * The limits in @res (linux.resources): memory.limit in bytes, cpu.quota
+ * of CPU_PERIOD_US (a thousandth of a CPU is 100 us of it), pids.limit.
+ */
+static bool bundle_resources(cJSON *res, const struct resources *r)
+{
+	cJSON *cpu = r->cpu_milli > 0 ? cJSON_AddObjectToObject(res, "cpu") : NULL;
+	return add_limit(res, "memory", "limit", r->memory_bytes) &&
+	       add_limit(res, "pids", "limit", r->pids) &&
+	       (r->cpu_milli <= 0 ||
+		(cpu && cJSON_AddNumberToObject(cpu, "quota", (double)r->cpu_milli * 100) &&
+		 cJSON_AddNumberToObject(cpu, "period", CPU_PERIOD_US)));
+}
+
+/* linux: the cgroup path if any, the namespaces, the limits, then the devices. */
 static int bundle_linux(cJSON *cfg, const struct bundle_spec *spec, struct err *e)
 {
 	const char *cg = spec->cgroups_path;
+	const struct resources *r = &spec->res;
+	bool limits = r->memory_bytes > 0 || r->cpu_milli > 0 || r->pids > 0;
 	cJSON *lnx = cJSON_AddObjectToObject(cfg, "linux");
+	cJSON *res =
+	    lnx && (limits || spec->ndevices) ? cJSON_AddObjectToObject(lnx, "resources") : NULL;
 	if (!lnx || !bundle_namespaces(lnx) ||
-	    (cg && cg[0] && !cJSON_AddStringToObject(lnx, "cgroupsPath", cg)))
+	    (cg && cg[0] && !cJSON_AddStringToObject(lnx, "cgroupsPath", cg)) ||
+	    ((limits || spec->ndevices) && !res) || (limits && !bundle_resources(res, r)))
 		return no_memory(e);
-	return bundle_devices(lnx, spec->devices, spec->ndevices, e);
+	return bundle_devices(lnx, res, spec->devices, spec->ndevices, e);
 }
 
 /* The whole config.json of @spec into @cfg. */

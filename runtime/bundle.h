@@ -19,6 +19,7 @@
 
 #include <stddef.h>
 
+#include "lib/size.h"
 #include "lib/util.h"
 
 /* The PATH a sandbox gets unless its env sets one; runsc's own too (runtime/runsc.c). */
@@ -51,9 +52,14 @@ struct bundle_spec {
 	 */
 	const char *cgroups_path;
 	/*
-	 * Next, each in its own field here and its own builder in bundle.c:
-	 *  - resources (memory, cpus, pids): linux.resources.memory, .cpu and
-	 *    .pids, beside the device rules (bundle_resources());
+	 * linux.resources.memory.limit, .cpu.quota and .period, .pids.limit,
+	 * beside the device rules (bundle_resources()); a field 0 (or
+	 * negative) is left out: unlimited. runsc writes them into the host
+	 * cgroup (docs/limits.md).
+	 */
+	struct resources res;
+	/*
+	 * Next, in its own field here and its own builder in bundle.c:
 	 *  - namespaces: a network namespace path, the "path" of the network
 	 *    entry in linux.namespaces (bundle_namespaces()).
 	 */

@@ -177,3 +177,123 @@ int cgroup_open(const char *parent, char out[CGROUP_PARENT_MAX], struct err *e)
 		warning("sandboxes may still be in the daemon's cgroup: %s", why.msg);
 	return 0;
 }
+
+/* --- limits and usage (docs/limits.md) --------------------------------------- */
+
+/* /sys/fs/cgroup is one cgroup v2 tree (no v1 hierarchies). */
+static bool unified(void)
+{
+	struct statfs fs;
+	return statfs("/sys/fs/cgroup", &fs) == 0 && fs.f_type == CGROUP2_SUPER_MAGIC;
+}
+
+/* Does the first line of @path hold @word between blanks? */
+static bool file_has_word(const char *path, const char *word)
+{
+	char line[512];
+	_cleanup_fclose_ FILE *f = fopen(path, "re");
+	if (!f || !fgets(line, sizeof(line), f))
+		return false;
+	for (char *save = NULL, *w = strtok_r(line, " \n", &save); w;
+	     w = strtok_r(NULL, " \n", &save))
+		if (strcmp(w, word) == 0)
+			return true;
+	return false;
+}
+
+/* Is controller @name there, as a v1 hierarchy or in the v2 root's cgroup.controllers? */
+static bool controller(const char *name)
+{
+	char path[PATH_MAX];
+	struct stat st;
+	if (unified())
+		return file_has_word("/sys/fs/cgroup/cgroup.controllers", name);
+	snprintf(path, sizeof(path), "/sys/fs/cgroup/%s", name);
+	return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+int cgroup_can_limit(const struct resources *r, const char *what, struct err *e)
+{
+	static const char *const controllers[] = {
+	    [RES_MEMORY] = "memory", [RES_CPUS] = "cpu", [RES_PIDS] = "pids"};
+	for (enum res_kind k = RES_MEMORY; k <= RES_PIDS; k++)
+		if (res_get(r, k) != 0 && !controller(controllers[k]))
+			return err_set(e, EINVAL,
+				       "runsc cannot enforce %s %s on this host: it has no %s "
+				       "cgroup controller (write 0 for unlimited)",
+				       what, res_name(k), controllers[k]);
+	return 0;
+}
+
+/* The number after @key in cgroup file @path ("key N" lines; NULL @key: the first number). */
+static int64_t read_counter(const char *path, const char *key)
+{
+	char line[256], k[64];
+	long long v;
+	_cleanup_fclose_ FILE *f = fopen(path, "re");
+	while (f && fgets(line, sizeof(line), f)) {
+		if (!key && sscanf(line, "%lld", &v) == 1)
+			return v;
+		if (key && sscanf(line, "%63s %lld", k, &v) == 2 && strcmp(k, key) == 0)
+			return v;
+	}
+	return -1;
+}
+
+/* One counter of @cid: v1 file @file in hierarchy @hier under @root, or in the v2 tree; @key as
+ * above. */
+static int64_t counter(const char *root, bool v2, const char *parent, const char *cid,
+		       const char *hier, const char *file, const char *key)
+{
+	char path[PATH_MAX];
+	if (v2)
+		snprintf(path, sizeof(path), "%s%s/%s/%s", root, parent, cid, file);
+	else
+		snprintf(path, sizeof(path), "%s/%s%s/%s/%s", root, hier, parent, cid, file);
+	return read_counter(path, key);
+}
+
+int cgroup_usage_at(const char *root, bool v2, const char *parent, const char *cid,
+		    struct cgroup_usage *u)
+{
+	u->memory_bytes = counter(root, v2, parent, cid, "memory",
+				  v2 ? "memory.current" : "memory.usage_in_bytes", NULL);
+	u->cpu_ns = v2 ? counter(root, v2, parent, cid, "", "cpu.stat", "usage_usec")
+		       : counter(root, v2, parent, cid, "cpuacct", "cpuacct.usage", NULL);
+	if (v2 && u->cpu_ns >= 0)
+		u->cpu_ns *= 1000;
+	u->oom_kills = counter(root, v2, parent, cid, "memory",
+			       v2 ? "memory.events" : "memory.oom_control", "oom_kill");
+	u->pids_max = counter(root, v2, parent, cid, "pids", "pids.events", "max");
+	bool none = u->memory_bytes < 0 && u->cpu_ns < 0 && u->oom_kills < 0 && u->pids_max < 0;
+	return none ? -ENOENT : 0;
+}
+
+int cgroup_usage(const char *parent, const char *cid, struct cgroup_usage *u)
+{
+	return cgroup_usage_at("/sys/fs/cgroup", unified(), parent, cid, u);
+}
+
+int cgroup_limit_hit(const struct cgroup_usage *u, const struct resources *res, char *msg,
+		     size_t size)
+{
+	char limit[RES_WORD_MAX];
+	if (u->oom_kills > 0) {
+		res_format(res, RES_MEMORY, limit);
+		snprintf(
+		    msg, size,
+		    "out of memory: the sandbox went over its memory limit of %s bytes and the "
+		    "host's OOM killer ended it",
+		    limit);
+		return 1;
+	}
+	if (u->pids_max > 0) {
+		res_format(res, RES_PIDS, limit);
+		snprintf(msg, size,
+			 "task limit reached: the sandbox asked for more than its pids limit of %s "
+			 "host tasks and runsc ended it",
+			 limit);
+		return 1;
+	}
+	return 0;
+}

@@ -21,9 +21,11 @@
 #ifndef SNAPFS_CGROUP_H
 #define SNAPFS_CGROUP_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "lib/limits.h"
+#include "lib/size.h"
 #include "lib/util.h"
 
 /* The default --cgroup-parent: a slice of its own beside the daemon's service. */
@@ -64,5 +66,38 @@ int cgroup_adopt(const char *parent, const char *cid, struct err *e);
  */
 int cgroup_adopt_from(const char *v1, const char *v2, const char *parent, const char *cid,
 		      struct err *e);
+
+/*
+ * Can runsc enforce every limit @r sets (non-zero) on this host? It does so
+ * through the host cgroup's memory, cpu and pids controllers
+ * (docs/limits.md): -EINVAL with @e naming @what and the controller this
+ * host lacks.
+ */
+int cgroup_can_limit(const struct resources *r, const char *what, struct err *e);
+
+/* What a container's cgroup has counted (docs/limits.md). */
+struct cgroup_usage {
+	int64_t memory_bytes; /* memory.usage_in_bytes (v1), memory.current (v2) */
+	int64_t cpu_ns;	      /* cpuacct.usage (v1), cpu.stat usage_usec (v2) */
+	int64_t oom_kills;    /* oom_kill of memory.oom_control (v1), memory.events (v2) */
+	int64_t pids_max;     /* times pids.max refused a task (pids.events max) */
+};
+/*
+ * The counters of container @cid's cgroup under @parent; each one it
+ * cannot read is -1. -ENOENT when the cgroup is gone (all -1).
+ */
+int cgroup_usage(const char *parent, const char *cid, struct cgroup_usage *u);
+/* cgroup_usage() with the hierarchies under @root, v1 or (@v2) one v2 tree: a test's own. */
+int cgroup_usage_at(const char *root, bool v2, const char *parent, const char *cid,
+		    struct cgroup_usage *u);
+/*
+ * Did a container with limits @res and counters @u end because it hit one?
+ * runsc 20240729 cannot fail the task inside: the host's OOM killer ends
+ * the whole sandbox at its memory limit, and the sentry panics when
+ * pids.max refuses it a thread (docs/limits.md). 1 with the reason in
+ * @msg, 0 if neither counter says so.
+ */
+int cgroup_limit_hit(const struct cgroup_usage *u, const struct resources *res, char *msg,
+		     size_t size);
 
 #endif

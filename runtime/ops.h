@@ -91,11 +91,21 @@ struct ops_config {
 	 * the daemon's (runtime/cgroup.h); NULL for CGROUP_PARENT_DEFAULT.
 	 */
 	const char *cgroup_parent;
+	/*
+	 * --default-memory, --default-cpus, --default-pids: the limits of a
+	 * sandbox that names none (lib/size.h; 0 in a field: unlimited). main.c
+	 * starts from OPS_DEFAULT_*; a zeroed config (the unit tests) is unlimited.
+	 */
+	struct resources default_res;
 	/* --default-timeout: the timeout of a sandbox whose spec names none; 0 s: none */
 	int64_t default_timeout_s;
 	enum timeout_action default_timeout_action;
 };
 #define OPS_SHARED_GRACE_MS (3600 * 1000)
+/* The embedded defaults of --default-memory, --default-cpus, --default-pids (docs/limits.md). */
+#define OPS_DEFAULT_MEMORY "2G"
+#define OPS_DEFAULT_CPUS "2"
+#define OPS_DEFAULT_PIDS "1024"
 
 /*
  * Take the state directory's lock, open the registry, store, images and
@@ -140,6 +150,8 @@ struct sandbox_spec {
 	char entrypoint[ENTRYPOINT_MAX];
 	char env[ENV_MAX];
 	bool gpu;
+	/* memory, cpus, pids: RES_UNSET in a field not given (the daemon's default applies) */
+	struct resources res;
 	/* `timeout` (ops_timer_parse()); unset: --default-timeout */
 	bool timeout_set;
 	int64_t timeout_s;
@@ -149,7 +161,8 @@ struct sandbox_spec {
 /*
  * Parse a spec: a JSON object {"image":…, "entrypoint":…, "env":{K:V} or
  * ["K=V",…], "gpu":0|1|true|false}, or key=value lines (image=, entrypoint=,
- * env=K=V repeated, gpu=). Unknown keys and malformed values: -EINVAL.
+ * env=K=V repeated, gpu=), each with memory, cpus and pids (lib/size.h; a
+ * JSON number or string). Unknown keys and malformed values: -EINVAL.
  * Missing image: -EINVAL. An empty entrypoint means OPS_DEFAULT_ENTRYPOINT.
  * Lives in runtime/spec.c (pure: unit-tested).
  */
@@ -167,8 +180,11 @@ enum sandbox_field {
 	SB_FIELD_ENTRYPOINT,
 	SB_FIELD_ENV,
 	SB_FIELD_GPU,
+	SB_FIELD_MEMORY, /* the limits (lib/size.h): -EINVAL where runsc cannot enforce one */
+	SB_FIELD_CPUS,
+	SB_FIELD_PIDS,
 };
-/* Write image/entrypoint/env/gpu while `created` (-EBUSY after). @value is the whole file. */
+/* Write a field while `created` (-EBUSY after). @value is the whole file. */
 int ops_sandbox_set(const struct caller *who, const char *id, enum sandbox_field field,
 		    const char *value, struct err *e);
 
@@ -218,6 +234,7 @@ int ops_sandbox_newest_snapshot(const struct sandbox *sb, struct snapshot *out);
 
 /* What a fork write changes of what the snapshot records; all unset: nothing. */
 struct fork_opts {
+	struct resources raise; /* `memory=`, `cpus=`: RES_UNSET in a field not given */
 	/* `timeout=SECONDS`: its timeout instead of the snapshot's (its action stays) */
 	bool timeout_set;
 	int64_t timeout_s;
@@ -226,7 +243,8 @@ struct fork_opts {
 /*
  * Restore snapshot @snap_id into a new sandbox owned by @who (who must see
  * the snapshot and may create), with @opts (NULL: none); @id_out gets its
- * id. done: when running.
+ * id. done: when running. The fork keeps the snapshot's limits; a field of
+ * @opts->raise that is not RES_UNSET replaces one, never lower (-EINVAL).
  */
 int ops_snapshot_fork(const struct caller *who, const char *snap_id, const struct fork_opts *opts,
 		      char id_out[ID_MAX], ops_done_fn done, void *ctx, struct err *e);

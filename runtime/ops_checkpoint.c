@@ -501,6 +501,7 @@ static int insert_snapshot(const struct sandbox *sb, enum snapshot_kind kind, co
 	memcpy(snap.entrypoint, sb->entrypoint, sizeof(snap.entrypoint));
 	memcpy(snap.env, sb->env, sizeof(snap.env));
 	snap.gpu = sb->gpu;
+	snap.res = sb->res;
 	snap.timeout_s = sb->timeout_s;
 	snap.timeout_action = sb->timeout_action;
 	snap.owner_uid = sb->owner_uid;

@@ -55,7 +55,8 @@ struct ops_context {
 	char spool_dir[PATH_MAX];	       /* checkpoint images being stored */
 	char sandbox_dir[PATH_MAX];	       /* per sandbox: bundle/, console.fifo, console.log */
 	char cgroup_parent[CGROUP_PARENT_MAX]; /* --cgroup-parent (runtime/cgroup.h) */
-	struct cuda_tool cuda_tool; /* the host's cuda-checkpoint (runtime/cuda.h); fd -1: none */
+	struct resources default_res; /* --default-memory, --default-cpus, --default-pids */
+	struct cuda_tool cuda_tool;   /* the host's cuda-checkpoint (runtime/cuda.h); fd -1: none */
 	struct registry *reg;
 	struct store *store;
 	struct images *images;
@@ -206,8 +207,8 @@ int new_object_id(const char *prefix, char out[ID_MAX]);
  * @gpu; pins the image's digest. In ops_sandbox.c, beside container_start().
  */
 int prepare_bundle(const char *id, const char *runtime_id, const char *image,
-		   const char *entrypoint, const char *env, bool gpu, char digest_out[DIGEST_MAX],
-		   struct err *e);
+		   const char *entrypoint, const char *env, bool gpu, const struct resources *res,
+		   char digest_out[DIGEST_MAX], struct err *e);
 
 /*
  * `runsc run` (@image_dir NULL) or `runsc restore` of sandbox @id's bundle

@@ -156,6 +156,10 @@ static int open_all(const struct ops_config *cfg, struct err *e)
 	if (rc == 0)
 		rc = cgroup_open(cfg->cgroup_parent, ops.cgroup_parent, e);
 	if (rc == 0)
+		rc = cgroup_can_limit(&cfg->default_res, "the default", e);
+	if (rc == 0)
+		ops.default_res = cfg->default_res;
+	if (rc == 0)
 		sweep_tombs();
 	/* After the lock: it may remove a second spool of this state directory. */
 	if (rc == 0)

@@ -18,6 +18,7 @@
 
 #include "lib/strbuf.h"
 #include "runtime/cache.h"
+#include "runtime/cgroup.h"
 #include "runtime/host.h"
 #include "runtime/images.h"
 
@@ -99,17 +100,22 @@ struct restore_job {
 	struct op_job base; /* in JOB_LIFECYCLE */
 	char sandbox_id[ID_MAX];
 	char snap_id[ID_MAX];
-	bool resume; /* false: a fork into a new sandbox */
+	bool resume;	      /* false: a fork into a new sandbox */
+	struct resources res; /* the sandbox's limits, for its bundle */
 };
 OP_JOB_CHECK(struct restore_job);
 
-/* Bundle for @sandbox_id from @snap's image and spec, then `runsc restore` from @image_dir. */
-static int restore_image(const char *sandbox_id, const struct snapshot *snap, const char *image_dir,
-			 const char *runtime_id, char digest[DIGEST_MAX], struct err *e)
+/*
+ * Bundle for @sandbox_id from @snap's image and spec and the sandbox's
+ * limits @res, then `runsc restore` from @image_dir.
+ */
+static int restore_image(const char *sandbox_id, const struct snapshot *snap,
+			 const struct resources *res, const char *image_dir, const char *runtime_id,
+			 char digest[DIGEST_MAX], struct err *e)
 {
 	const char *entry = snap->entrypoint[0] ? snap->entrypoint : OPS_DEFAULT_ENTRYPOINT;
 	int rc = prepare_bundle(sandbox_id, runtime_id, snap->image, entry, snap->env, snap->gpu,
-				digest, e);
+				res, digest, e);
 	if (rc < 0)
 		return rc;
 	int64_t t0 = mono_ms();
@@ -168,7 +174,7 @@ int restore_from_spool(struct sandbox *sb, const char *snap_id, struct err *e)
 	rc = record_container(sb->id, STATE_BIT(SB_SUSPENDING), id_only, e);
 	if (rc < 0)
 		return rc;
-	rc = restore_image(sb->id, &snap, spool, sb->runtime_id, digest, e);
+	rc = restore_image(sb->id, &snap, &sb->res, spool, sb->runtime_id, digest, e);
 	if (rc == 0)
 		runsc_state(&ops.runsc, sb->runtime_id, &sb->pid, NULL);
 	return rc;
@@ -185,7 +191,8 @@ static int restore_container(const struct restore_job *job, const char *runtime_
 	cache_hold(snap.id);
 	int rc = cache_materialize(ops.store, snap.id, same_source, &snap, image_dir, e);
 	if (rc == 0)
-		rc = restore_image(job->sandbox_id, &snap, image_dir, runtime_id, digest, e);
+		rc = restore_image(job->sandbox_id, &snap, &job->res, image_dir, runtime_id, digest,
+				   e);
 	cache_release(snap.id);
 	cache_trim();
 	return rc;
@@ -255,8 +262,9 @@ static void restore_job_run(void *arg)
 }
 
 static int submit_restore(struct restore_job *job, const char *sandbox_id, const char *snap_id,
-			  bool resume)
+			  bool resume, const struct resources *res)
 {
+	job->res = *res;
 	snprintf(job->sandbox_id, sizeof(job->sandbox_id), "%s", sandbox_id);
 	snprintf(job->snap_id, sizeof(job->snap_id), "%s", snap_id);
 	job->resume = resume;
@@ -278,7 +286,7 @@ int ops_sandbox_resume(const struct caller *who, const char *id, ops_done_fn don
 		sandbox_apply(id, SB_PATCH(SB_SUSPENDED));
 		return op_job_drop(job, rc);
 	}
-	return submit_restore(job, id, sb.restore_snapshot, true);
+	return submit_restore(job, id, sb.restore_snapshot, true, &sb.res);
 }
 
 int restore_blockers(const struct snapshot *snap, struct strbuf *why)
@@ -335,6 +343,17 @@ static int check_forkable(const struct caller *who, const char *snap_id, struct 
 	return 0;
 }
 
+/* @snap's limits, with the fields of @raise that are set (never lower), into @out. */
+static int fork_limits(const struct snapshot *snap, const struct resources *raise,
+		       struct resources *out, struct err *e)
+{
+	*out = snap->res;
+	if (raise)
+		res_apply(out, raise);
+	int rc = res_not_lower(out, &snap->res, e);
+	return rc < 0 ? rc : cgroup_can_limit(out, "fork", e);
+}
+
 int ops_snapshot_fork(const struct caller *who, const char *snap_id, const struct fork_opts *opts,
 		      char id_out[ID_MAX], ops_done_fn done, void *ctx, struct err *e)
 {
@@ -345,6 +364,8 @@ int ops_snapshot_fork(const struct caller *who, const char *snap_id, const struc
 	if (!job)
 		return -e->code;
 	int rc = check_forkable(who, snap_id, &snap, e);
+	if (rc == 0)
+		rc = fork_limits(&snap, opts ? &opts->raise : NULL, &sb.res, e);
 	if (rc < 0)
 		return op_job_drop(job, rc);
 	rc = new_object_id("sbx-", sb.id);
@@ -375,5 +396,5 @@ int ops_snapshot_fork(const struct caller *who, const char *snap_id, const struc
 	announce_sandbox(sb.id, sb.state, NULL);
 	notify(OPS_OBJ_LIST, sb.id);
 	notify(OPS_OBJ_SNAPSHOT, snap_id);
-	return submit_restore(job, sb.id, snap_id, false);
+	return submit_restore(job, sb.id, snap_id, false, &sb.res);
 }

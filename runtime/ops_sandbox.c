@@ -44,11 +44,16 @@ static int insert_sandbox(const struct caller *who, const char *id, const struct
 	int rc = runsc_new_container_id(sb.runtime_id);
 	if (rc < 0)
 		return err_set(e, -rc, "cannot make a container id: %s", strerror(-rc));
+	sb.res = ops.default_res;
 	if (spec) {
 		memcpy(sb.image, spec->image, sizeof(sb.image));
 		memcpy(sb.entrypoint, spec->entrypoint, sizeof(sb.entrypoint));
 		memcpy(sb.env, spec->env, sizeof(sb.env));
 		sb.gpu = spec->gpu;
+		res_apply(&sb.res, &spec->res);
+		rc = cgroup_can_limit(&sb.res, "sandbox", e);
+		if (rc < 0)
+			return rc;
 	}
 	timer_init_sandbox(&sb, spec);
 	sb.state = SB_CREATED;
@@ -149,6 +154,19 @@ static int set_field(struct sandbox *sb, enum sandbox_field field, const char *v
 			return err_set(e, EINVAL, "gpu must be 0 or 1, not '%s'", v);
 		sb->gpu = v[0] == '1';
 		return 0;
+	case SB_FIELD_MEMORY:
+	case SB_FIELD_CPUS:
+	case SB_FIELD_PIDS: {
+		struct resources r = sb->res;
+		char what[ID_MAX + 16];
+		snprintf(what, sizeof(what), "sandbox %s", sb->id);
+		int rc = res_parse(RES_MEMORY + (field - SB_FIELD_MEMORY), v, what, &r, e);
+		if (rc == 0)
+			rc = cgroup_can_limit(&r, "sandbox", e);
+		if (rc == 0)
+			sb->res = r;
+		return rc;
+	}
 	}
 	return -EINVAL;
 }
@@ -156,7 +174,8 @@ static int set_field(struct sandbox *sb, enum sandbox_field field, const char *v
 int ops_sandbox_set(const struct caller *who, const char *id, enum sandbox_field field,
 		    const char *value, struct err *e)
 {
-	static const char *const names[] = {"image", "entrypoint", "env", "gpu"};
+	static const char *const names[] = {"image",  "entrypoint", "env", "gpu",
+					    "memory", "cpus",	    "pids"};
 	struct sandbox sb;
 	pthread_mutex_lock(&ops.lock);
 	int rc = sandbox_get_as(who, id, &sb);
@@ -188,15 +207,15 @@ static pid_t sandbox_pid(const char *runtime_id)
 }
 
 int prepare_bundle(const char *id, const char *runtime_id, const char *image,
-		   const char *entrypoint, const char *env, bool gpu, char digest_out[DIGEST_MAX],
-		   struct err *e)
+		   const char *entrypoint, const char *env, bool gpu, const struct resources *res,
+		   char digest_out[DIGEST_MAX], struct err *e)
 {
 	char rootfs[PATH_MAX], bundle[PATH_MAX], cgroup[PATH_MAX];
 	const char *argv[] = {"/bin/sh", "-c", entrypoint, NULL};
 	const char *nodes[GPU_NODES_MAX];
 	struct gpu_host h;
 	struct bundle_spec spec = {
-	    .rootfs = rootfs, .argv = argv, .env = env, .cgroups_path = cgroup};
+	    .rootfs = rootfs, .argv = argv, .env = env, .cgroups_path = cgroup, .res = *res};
 	int rc = images_exists(ops.images, image);
 	if (rc < 0)
 		return err_set(e, ENOENT, "image %s does not exist in %s", image,
@@ -265,8 +284,8 @@ int container_start(const char *id, const char *runtime_id, bool gpu, const char
 static int start_container(const struct sandbox *sb, char digest[DIGEST_MAX], struct err *e)
 {
 	const char *entry = sb->entrypoint[0] ? sb->entrypoint : OPS_DEFAULT_ENTRYPOINT;
-	int rc =
-	    prepare_bundle(sb->id, sb->runtime_id, sb->image, entry, sb->env, sb->gpu, digest, e);
+	int rc = prepare_bundle(sb->id, sb->runtime_id, sb->image, entry, sb->env, sb->gpu,
+				&sb->res, digest, e);
 	if (rc < 0)
 		return rc;
 	return container_start(sb->id, sb->runtime_id, sb->gpu, NULL, e);
@@ -636,8 +655,14 @@ static void mark_exited(const char *id)
 	if (runsc_state(&ops.runsc, sb.runtime_id, &pid, NULL) == RUNSC_RUNNING && pid != sb.pid)
 		return;
 	struct sb_patch p = SB_PATCH(SB_TERMINATED);
+	struct cgroup_usage u;
+	char why[MESSAGE_MAX];
 	p.pid = 0;
 	p.message = "the sandbox's process exited";
+	/* Before drop_container(): runsc delete removes the cgroup that counted it. */
+	if (cgroup_usage(ops.cgroup_parent, sb.runtime_id, &u) == 0 &&
+	    cgroup_limit_hit(&u, &sb.res, why, sizeof(why)))
+		p.message = why;
 	/* Only if nothing else moved it meanwhile: a job owns transitional states. */
 	if (sandbox_apply_if(id, STATE_BIT(SB_RUNNING), p) == 0)
 		drop_container(id, sb.runtime_id);

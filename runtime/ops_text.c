@@ -5,6 +5,7 @@
 
 #include "backend/store.h"
 #include "runtime/cache.h"
+#include "runtime/cgroup.h"
 #include "runtime/jobs.h"
 
 int ops_version_text(struct strbuf *out)
@@ -113,6 +114,46 @@ static void job_metrics(struct strbuf *out)
 			    jobs_kind_name(k), jobs_refused(k));
 }
 
+/* What each sandbox's cgroup counted: memory, then CPU, each metric's samples together. */
+struct usage_text {
+	struct strbuf *memory, *cpu;
+};
+
+static int sandbox_usage(const struct sandbox *sb, void *arg)
+{
+	struct usage_text *t = arg;
+	struct cgroup_usage u;
+	bool live = sb->state != SB_CREATED && sb->state != SB_SUSPENDED &&
+		    sb->state != SB_TERMINATED && sb->state != SB_FAILED;
+	if (!live || !sb->runtime_id[0] || cgroup_usage(ops.cgroup_parent, sb->runtime_id, &u) < 0)
+		return 0;
+	if (u.memory_bytes >= 0)
+		strbuf_addf(t->memory, "snapfs_sandbox_memory_bytes{sandbox=\"%s\"} %lld\n", sb->id,
+			    (long long)u.memory_bytes);
+	if (u.cpu_ns >= 0)
+		strbuf_addf(t->cpu, "snapfs_sandbox_cpu_seconds_total{sandbox=\"%s\"} %.3f\n",
+			    sb->id, (double)u.cpu_ns / 1e9);
+	return 0;
+}
+
+/* Per running sandbox, from its cgroup (docs/limits.md). */
+static void usage_metrics(struct strbuf *out)
+{
+	_cleanup_strbuf_ struct strbuf memory = STRBUF_INIT;
+	_cleanup_strbuf_ struct strbuf cpu = STRBUF_INIT;
+	struct usage_text t = {&memory, &cpu};
+	row_sandbox_each(sandbox_usage, &t);
+	metric_header(out, "snapfs_sandbox_memory_bytes", "gauge",
+		      "Memory each running sandbox's cgroup holds (its limit is in info.json).");
+	strbuf_add(out, memory.buf, memory.len);
+	metric_header(out, "snapfs_sandbox_cpu_seconds_total", "counter",
+		      "CPU time each running sandbox's cgroup has used.");
+	strbuf_add(out, cpu.buf, cpu.len);
+	/* A failed append sticks to @out, which its caller checks once. */
+	if (!out->err)
+		out->err = strbuf_error(&memory) < 0 ? strbuf_error(&memory) : strbuf_error(&cpu);
+}
+
 int ops_metrics_text(struct strbuf *out)
 {
 	struct metric_counts c = {0};
@@ -138,6 +179,7 @@ int ops_metrics_text(struct strbuf *out)
 	strbuf_addf(out, "snapfs_snapshot_pause_seconds_sum %.3f\n", (double)c.pause_ms_sum / 1000);
 	strbuf_addf(out, "snapfs_snapshot_pause_seconds_count %lld\n", (long long)c.pause_count);
 	job_metrics(out);
+	usage_metrics(out);
 	gauge(out, "snapfs_waiters",
 	      "Reads of wait files held until their object settles (an interrupted one goes at "
 	      "once).",

@@ -122,6 +122,10 @@ static cJSON *sandbox_info(const struct sandbox *sb)
 	    json_add(info, "gpu", cJSON_CreateBool(sb->gpu)) &&
 	    json_add(info, "runtime_id", json_text_or_null(sb->runtime_id)) &&
 	    json_add(info, "pid", sb->pid > 0 ? cJSON_CreateNumber(sb->pid) : cJSON_CreateNull()) &&
+	    /* The limits, as a snapshot's info.json shows them (runtime/snapmeta.c); 0: none. */
+	    json_add(info, "memory", cJSON_CreateNumber((double)sb->res.memory_bytes)) &&
+	    json_add(info, "cpus", cJSON_CreateNumber((double)sb->res.cpu_milli / 1000)) &&
+	    json_add(info, "pids", cJSON_CreateNumber((double)sb->res.pids)) &&
 	    json_add(info, "timeout", timer_info_timeout(sb)) &&
 	    json_add(info, "autosnapshot", timer_info_autosnap(sb));
 	return ok ? steal_ptr(info) : NULL;

@@ -33,6 +33,7 @@ enum field_type {
 	FIELD_GPU,   /* true or false */
 	FIELD_HOST,  /* the host profile, a JSON object (runtime/host.h) */
 	FIELD_RUNSC, /* the runsc that took it: the builder's, never read into a row */
+	FIELD_LIMIT, /* int64_t at off, limit @res (lib/size.h); absent: 0, taken before limits */
 	/* the source's timeout (runtime/ops_timer.c): seconds, 0..LIFETIME_SECONDS_MAX */
 	FIELD_TIMEOUT,
 	FIELD_TIMEOUT_ACTION, /* "terminate" or "suspend" */
@@ -57,6 +58,7 @@ static const struct field {
 	size_t off, size;
 	bool (*ok)(const char *s);
 	const char *rule;
+	enum res_kind res; /* FIELD_LIMIT: which one (info.json shows cpus as a CPU count) */
 } fields[] = {
 #define MEMBER(m) .off = offsetof(struct snapshot, m), .size = sizeof(((struct snapshot *)0)->m)
 #define TEXT(k, i, fl, m, ok_, rule_)                                                              \
@@ -67,6 +69,10 @@ static const struct field {
 #define COUNT(k, i, fl, m)                                                                         \
 	{                                                                                          \
 		.key = k, .info = i, .type = FIELD_COUNT, .flags = fl, MEMBER(m)                   \
+	}
+#define LIMIT(k, i, m, r)                                                                          \
+	{                                                                                          \
+		.key = k, .info = i, .type = FIELD_LIMIT, MEMBER(m), .res = r                      \
 	}
 #define OTHER(k, i, t)                                                                             \
 	{                                                                                          \
@@ -93,6 +99,9 @@ static const struct field {
     OTHER("runsc_version", NULL, FIELD_RUNSC),
     OTHER("host", "host", FIELD_HOST),
     OTHER("gpu", "gpu", FIELD_GPU),
+    LIMIT("memory_bytes", "memory", res.memory_bytes, RES_MEMORY),
+    LIMIT("cpu_milli", "cpus", res.cpu_milli, RES_CPUS),
+    LIMIT("pids", "pids", res.pids, RES_PIDS),
     {.key = "timeout_s",
      .info = "timeout_s",
      .type = FIELD_TIMEOUT,
@@ -103,6 +112,7 @@ static const struct field {
      .type = FIELD_TIMEOUT_ACTION,
      .flags = OPTIONAL},
 #undef OTHER
+#undef LIMIT
 #undef COUNT
 #undef TEXT
 #undef MEMBER
@@ -155,6 +165,10 @@ static cJSON *field_value(const struct field *f, const struct snapshot *snap, bo
 	case FIELD_HOST:
 		host = cJSON_Parse(snap->host_json);
 		return host || !info ? host : cJSON_CreateNull();
+	case FIELD_LIMIT:
+		return cJSON_CreateNumber(info && f->res == RES_CPUS
+					      ? (double)count_at(snap, f) / 1000
+					      : (double)count_at(snap, f));
 	case FIELD_TIMEOUT:
 		return cJSON_CreateNumber((double)snap->timeout_s);
 	case FIELD_TIMEOUT_ACTION:
@@ -278,6 +292,12 @@ static int parse_field(const struct field *f, cJSON *m, const char *this_host,
 	case FIELD_TIMEOUT_ACTION:
 		if (!s || timeout_action_parse(s, &snap->timeout_action) < 0)
 			return err_set(e, EINVAL, "its timeout_action is not terminate or suspend");
+		return 0;
+	case FIELD_LIMIT:
+		if (item && (!snapmeta_count(m, f->key, count_of(snap, f)) ||
+			     !res_value_ok(f->res, *count_of(snap, f))))
+			return err_set(e, EINVAL, "its %s is not 0 or a %s limit runsc takes",
+				       f->key, res_name(f->res));
 		return 0;
 	case FIELD_STATE:
 	case FIELD_RUNSC:

@@ -12,7 +12,8 @@
 #define SPEC_MAX (2 * (IMAGE_NAME_MAX + ENTRYPOINT_MAX + ENV_MAX))
 #define KEY_SHOWN 64 /* how much of a bad key an error message quotes */
 
-enum { SEEN_IMAGE = 1, SEEN_ENTRYPOINT = 2, SEEN_GPU = 4, SEEN_TIMEOUT = 8 };
+enum { SEEN_IMAGE = 1, SEEN_ENTRYPOINT = 2, SEEN_GPU = 4, SEEN_RES = 8 /* << res_kind */ };
+#define SEEN_TIMEOUT (SEEN_RES << 3) /* past the three SEEN_RES bits */
 
 struct parse {
 	struct sandbox_spec *out;
@@ -174,9 +175,22 @@ static int unknown_key(struct parse *p, const char *key)
 	return err_set(p->e, EINVAL, "unknown key '%.*s' in sandbox spec", KEY_SHOWN, key);
 }
 
+/* memory, cpus or pids (lib/size.h); -ENOENT for another key. */
+static int set_res(struct parse *p, const char *key, const char *value)
+{
+	enum res_kind kind;
+	if (res_kind_parse(key, &kind) < 0)
+		return -ENOENT;
+	int r = once(p, SEEN_RES << kind, key);
+	return r < 0 ? r : res_parse(kind, value, "sandbox spec", &p->out->res, p->e);
+}
+
 /* One key with a string value, from either format. */
 static int set_field(struct parse *p, const char *key, const char *value)
 {
+	int r = set_res(p, key, value);
+	if (r != -ENOENT)
+		return r;
 	if (strcmp(key, "image") == 0)
 		return set_image(p, value);
 	if (strcmp(key, "entrypoint") == 0)
@@ -252,13 +266,22 @@ static int parse_json(struct parse *p, const char *text)
 	cJSON_ArrayForEach(item, root)
 	{
 		const char *key = item->string;
-		if (strcmp(key, "env") == 0)
+		char num[RES_WORD_MAX];
+		bool limit = res_kind_parse(key, &(enum res_kind){0}) == 0;
+		if (limit && cJSON_IsNumber(item)) {
+			/* "cpus": 0.5, "memory": 536870912: as the number's shortest text. */
+			snprintf(num, sizeof(num), "%.15g", item->valuedouble);
+			r = set_res(p, key, num);
+		} else if (limit && !cJSON_IsString(item))
+			r = err_set(p->e, EINVAL, "%s in sandbox spec must be a string or a number",
+				    key);
+		else if (strcmp(key, "env") == 0)
 			r = json_env(p, item);
 		else if (strcmp(key, "gpu") == 0)
 			r = json_gpu(p, item);
 		else if (strcmp(key, "timeout") == 0)
 			r = json_timeout(p, item);
-		else if (strcmp(key, "image") != 0 && strcmp(key, "entrypoint") != 0)
+		else if (strcmp(key, "image") != 0 && strcmp(key, "entrypoint") != 0 && !limit)
 			r = unknown_key(p, key);
 		else if (!cJSON_IsString(item))
 			r = err_set(p->e, EINVAL, "%s in sandbox spec is not a string", key);
@@ -319,6 +342,7 @@ static int parse_lines(struct parse *p, char *text)
 int spec_parse(const char *text, size_t len, struct sandbox_spec *out, struct err *e)
 {
 	memset(out, 0, sizeof(*out));
+	out->res = (struct resources){RES_UNSET, RES_UNSET, RES_UNSET};
 	struct parse p = {.out = out, .e = e};
 	if (len > SPEC_MAX)
 		return err_set(e, EINVAL, "sandbox spec is longer than %d bytes", SPEC_MAX);

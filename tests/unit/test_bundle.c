@@ -187,6 +187,51 @@ static void test_cgroup(void)
 	CHECK(strstr(e.msg, "snapfs.slice:snapfs:x") != NULL);
 }
 
+/* linux.resources: memory.limit, cpu.quota over a 100 ms period, pids.limit; 0 leaves one out. */
+static void test_resources(void)
+{
+	struct err e = {0};
+	const char *argv[] = {"/bin/sh", NULL};
+	struct bundle_spec spec = {
+	    .rootfs = "/images/busybox",
+	    .argv = argv,
+	    .res = {.memory_bytes = 128LL << 20, .cpu_milli = 500, .pids = 64}};
+	CHECK(bundle_write(dir, &spec, &e) == 0);
+	cJSON *cfg = load_bundle();
+	const cJSON *res = get(get(cfg, "linux"), "resources");
+	CHECK(cJSON_GetNumberValue(get(get(res, "memory"), "limit")) == 128 << 20);
+	CHECK(cJSON_GetNumberValue(get(get(res, "cpu"), "quota")) == 50000);
+	CHECK(cJSON_GetNumberValue(get(get(res, "cpu"), "period")) == 100000);
+	CHECK(cJSON_GetNumberValue(get(get(res, "pids"), "limit")) == 64);
+	CHECK(get(res, "devices") == NULL);
+	cJSON_Delete(cfg);
+	/* Only pids: no memory or cpu object, which runsc would take as a limit of 0. */
+	spec.res = (struct resources){.pids = 100};
+	CHECK(bundle_write(dir, &spec, &e) == 0);
+	cfg = load_bundle();
+	res = get(get(cfg, "linux"), "resources");
+	CHECK(get(res, "memory") == NULL && get(res, "cpu") == NULL);
+	CHECK(cJSON_GetNumberValue(get(get(res, "pids"), "limit")) == 100);
+	cJSON_Delete(cfg);
+	/* No limit, no device: no resources at all. */
+	spec.res = (struct resources){0};
+	CHECK(bundle_write(dir, &spec, &e) == 0);
+	cfg = load_bundle();
+	CHECK(get(get(cfg, "linux"), "resources") == NULL);
+	cJSON_Delete(cfg);
+	/* Limits beside the device rules, in the one resources object. */
+	const char *devs[] = {"/dev/null"};
+	spec.devices = devs;
+	spec.ndevices = 1;
+	spec.res.memory_bytes = 1LL << 30;
+	CHECK(bundle_write(dir, &spec, &e) == 0);
+	cfg = load_bundle();
+	res = get(get(cfg, "linux"), "resources");
+	CHECK(cJSON_GetArraySize(get(res, "devices")) == 1);
+	CHECK(cJSON_GetNumberValue(get(get(res, "memory"), "limit")) == 1 << 30);
+	cJSON_Delete(cfg);
+}
+
 static void test_refused(void)
 {
 	struct err e = {0};
@@ -301,6 +346,7 @@ int main(void)
 	test_fields();
 	test_argv();
 	test_cgroup();
+	test_resources();
 	test_refused();
 	test_devices();
 	test_gpu_host();

@@ -70,12 +70,66 @@ static void test_adopt_only_ours(void)
 	CHECK_STR(text ? text : "", "111");
 }
 
+/* @text into cgroup file @rel under t_base, its directory made. */
+static void put(const char *rel, const char *text)
+{
+	char path[PATH_MAX];
+	t_path(path, rel);
+	*strrchr(path, '/') = '\0';
+	CHECK(mkdir_p(path, 0755) == 0);
+	t_write(rel, text, strlen(text));
+}
+
+/*
+ * The counters of a container's cgroup, v1 and v2, as the kernel writes
+ * them, and what cgroup_limit_hit() makes of an OOM kill and of pids.max.
+ */
+static void test_usage(void)
+{
+	char root[PATH_MAX], msg[MESSAGE_MAX];
+	struct cgroup_usage u;
+	struct resources res = {.memory_bytes = 128 << 20, .pids = 64};
+	static const char cg[] = "/snapfs.slice/snapfs-0123456789abcdef01234567";
+	put("v1/memory/snapfs.slice/snapfs-0123456789abcdef01234567/memory.usage_in_bytes",
+	    "13164544\n");
+	put("v1/memory/snapfs.slice/snapfs-0123456789abcdef01234567/memory.oom_control",
+	    "oom_kill_disable 0\nunder_oom 0\noom_kill 0\n");
+	put("v1/cpuacct/snapfs.slice/snapfs-0123456789abcdef01234567/cpuacct.usage", "214673877\n");
+	put("v1/pids/snapfs.slice/snapfs-0123456789abcdef01234567/pids.events", "max 0\n");
+	t_path(root, "v1");
+	CHECK(cgroup_usage_at(root, false, "/snapfs.slice", cg + 14, &u) == 0);
+	CHECK(u.memory_bytes == 13164544 && u.cpu_ns == 214673877);
+	CHECK(u.oom_kills == 0 && u.pids_max == 0);
+	CHECK(cgroup_limit_hit(&u, &res, msg, sizeof(msg)) == 0);
+	put("v1/memory/snapfs.slice/snapfs-0123456789abcdef01234567/memory.oom_control",
+	    "oom_kill_disable 0\nunder_oom 0\noom_kill 1\n");
+	CHECK(cgroup_usage_at(root, false, "/snapfs.slice", cg + 14, &u) == 0 && u.oom_kills == 1);
+	CHECK(cgroup_limit_hit(&u, &res, msg, sizeof(msg)) == 1);
+	CHECK(strncmp(msg, "out of memory: ", 15) == 0 && strstr(msg, "134217728"));
+	/* v2: one tree; CPU in microseconds. */
+	put("v2/snapfs.slice/snapfs-0123456789abcdef01234567/memory.current", "4096\n");
+	put("v2/snapfs.slice/snapfs-0123456789abcdef01234567/cpu.stat",
+	    "usage_usec 1500\nuser_usec 1000\n");
+	put("v2/snapfs.slice/snapfs-0123456789abcdef01234567/memory.events",
+	    "low 0\nhigh 0\nmax 3\noom 1\noom_kill 0\n");
+	put("v2/snapfs.slice/snapfs-0123456789abcdef01234567/pids.events", "max 2\n");
+	t_path(root, "v2");
+	CHECK(cgroup_usage_at(root, true, "/snapfs.slice", cg + 14, &u) == 0);
+	CHECK(u.memory_bytes == 4096 && u.cpu_ns == 1500000 && u.oom_kills == 0 && u.pids_max == 2);
+	CHECK(cgroup_limit_hit(&u, &res, msg, sizeof(msg)) == 1);
+	CHECK(strncmp(msg, "task limit reached: ", 20) == 0 && strstr(msg, " 64 "));
+	/* Gone: nothing to read. */
+	CHECK(cgroup_usage_at(root, true, "/snapfs.slice", "snapfs-gone", &u) == -ENOENT);
+	CHECK(u.memory_bytes == -1 && u.oom_kills == -1);
+}
+
 int main(void)
 {
 	test_path();
 	test_open();
 	if (t_dir_make("test_cgroup")) {
 		test_adopt_only_ours();
+		test_usage();
 		rm_rf(t_base);
 	}
 	return t_done();

@@ -1733,6 +1733,61 @@ static void hold_answer_steps(void)
 	CHECK_SB("j", SB_TERMINATED);
 }
 
+/* linux.resources.memory.limit in the bundle of sandbox @id (0 without one). */
+static double bundle_memory(const char *id)
+{
+	char path[PATH_MAX], *text = NULL;
+	size_t len;
+	xsnprintf(path, sizeof(path), "%s/sandboxes/%s/bundle/config.json", state, id);
+	if (!CHECK(read_file(path, &text, &len, 1 << 20) == 0))
+		return -1;
+	cJSON *cfg = cJSON_Parse(text);
+	free(text);
+	cJSON *res = cJSON_GetObjectItem(cJSON_GetObjectItem(cfg, "linux"), "resources");
+	double v =
+	    cJSON_GetNumberValue(cJSON_GetObjectItem(cJSON_GetObjectItem(res, "memory"), "limit"));
+	cJSON_Delete(cfg);
+	return v != v ? 0 : v; /* NaN: no such member */
+}
+
+/*
+ * Limits: set while created (a bad one EINVAL with a sentence), fixed
+ * after start, recorded in its snapshots, kept by a fork and a resume,
+ * raised by a fork's words and never lowered; every bundle has them.
+ */
+static void limits_steps(void)
+{
+	struct err e = {0};
+	char snap[ID_MAX], f1[ID_MAX], f2[ID_MAX];
+	make_sandbox("lm");
+	CHECK(ops_sandbox_set(root, "lm", SB_FIELD_MEMORY, "-1", &e) == -EINVAL);
+	CHECK(strstr(e.msg, "bad memory for sandbox lm") != NULL);
+	CHECK(ops_sandbox_set(root, "lm", SB_FIELD_PIDS, "abc", &e) == -EINVAL);
+	CHECK(ops_sandbox_set(root, "lm", SB_FIELD_MEMORY, "256M\n", &e) == 0);
+	CHECK(ops_sandbox_set(root, "lm", SB_FIELD_CPUS, "0.5", &e) == 0);
+	CHECK(sb_start("lm") == 0);
+	CHECK(ops_sandbox_set(root, "lm", SB_FIELD_MEMORY, "512M", &e) == -EBUSY);
+	CHECK(bundle_memory("lm") == 256 << 20);
+	CHECK(sb_snapshot("lm", snap) == 0);
+	struct snapshot sn = snap_get(snap);
+	CHECK(sn.res.memory_bytes == 256 << 20 && sn.res.cpu_milli == 500 && sn.res.pids == 0);
+	CHECK(snap_fork(snap, f1) == 0);
+	CHECK(sb_get(f1).res.memory_bytes == 256 << 20 && sb_get(f1).res.cpu_milli == 500);
+	CHECK(bundle_memory(f1) == 256 << 20);
+	struct fork_opts lower = {.raise = {128 << 20, RES_UNSET, RES_UNSET}};
+	e = (struct err){0};
+	CHECK(ops_snapshot_fork(root, snap, &lower, f2, op_done, NULL, &e) == -EINVAL);
+	CHECK(strstr(e.msg, "memory may only be raised") != NULL);
+	struct fork_opts raise = {.raise = {512 << 20, 1000, RES_UNSET}};
+	CHECK(OP_RUN(ops_snapshot_fork(root, snap, &raise, f2, OP), NULL, 0) == 0);
+	CHECK_SB(f2, SB_RUNNING);
+	CHECK(sb_get(f2).res.memory_bytes == 512 << 20 && sb_get(f2).res.cpu_milli == 1000);
+	CHECK(bundle_memory(f2) == 512 << 20);
+	CHECK(sb_suspend(f2) == 0 && sb_resume(f2) == 0);
+	CHECK(sb_get(f2).res.memory_bytes == 512 << 20);
+	CHECK(bundle_memory(f2) == 512 << 20);
+}
+
 /*
  * Parallel checkpoints share the spool: on a 100 MiB one, two sandboxes
  * that each fit (64 MiB of margin and a fake's few pages) do not together.
@@ -2176,6 +2231,7 @@ int main(void)
 	one_life("refused-restore", refused_restore_steps, NULL);
 	one_life("hold-window", hold_window_steps, NULL);
 	one_life("hold-answer", hold_answer_steps, NULL);
+	one_life("limits", limits_steps, NULL);
 	one_life("timeout-transitional", timeout_transitional_steps, NULL);
 	one_life("timeout-values", timeout_values_steps, NULL);
 	timeout_restart();

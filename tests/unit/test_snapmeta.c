@@ -305,6 +305,7 @@ static void info_row(struct snapshot *snap)
 	snap->size_bytes = 1 << 20;
 	snap->stored_bytes = 4096;
 	snap->gpu = true;
+	snap->res = (struct resources){.memory_bytes = 256 << 20, .cpu_milli = 500, .pids = 64};
 }
 
 /* info.json of @snap, parsed back; NULL if it is not one JSON object and a newline. */
@@ -361,10 +362,14 @@ static void test_info_fields(void)
 	CHECK_STR(info_str(host, "host_id"), OTHER);
 	CHECK(cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(host, "gpus")));
 	CHECK(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(info, "gpu")));
+	/* The limits: cpus as a CPU count, the others as they are. */
+	CHECK(info_num(info, "memory") == 256 << 20);
+	CHECK(info_num(info, "cpus") == 0.5);
+	CHECK(info_num(info, "pids") == 64);
 	CHECK(info_num(info, "timeout_s") == 0);
 	CHECK_STR(info_str(info, "timeout_action"), "terminate");
-	/* Those sixteen, and nothing else: not the env, not the manifest's fields. */
-	CHECK(cJSON_GetArraySize(info) == 16);
+	/* Those nineteen, and nothing else: not the env, not the manifest's fields. */
+	CHECK(cJSON_GetArraySize(info) == 19);
 	CHECK(!cJSON_GetObjectItem(info, "env") && !cJSON_GetObjectItem(info, "image"));
 	CHECK(!cJSON_GetObjectItem(info, "entrypoint") &&
 	      !cJSON_GetObjectItem(info, "created_at_ms"));
@@ -424,6 +429,9 @@ static void test_info_text(void)
 				    "\t\t\"host_id\":\t\"" OTHER "\"\n"
 				    "\t},\n"
 				    "\t\"gpu\":\ttrue,\n"
+				    "\t\"memory\":\t268435456,\n"
+				    "\t\"cpus\":\t0.5,\n"
+				    "\t\"pids\":\t64,\n"
 				    "\t\"timeout_s\":\t0,\n"
 				    "\t\"timeout_action\":\t\"terminate\"\n"
 				    "}\n");
@@ -476,21 +484,50 @@ static void test_build(void)
 	CHECK_STR(info_str(m, "runsc_version"), "0.0~20240729.0");
 	CHECK(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(m, "gpu")));
 	CHECK(cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(m, "host")));
+	CHECK(info_num(m, "memory_bytes") == 256 << 20);
+	CHECK(info_num(m, "cpu_milli") == 500);
+	CHECK(info_num(m, "pids") == 64);
 	CHECK(info_num(m, "timeout_s") == 0);
-	CHECK(cJSON_GetArraySize(m) == 14);
+	CHECK(cJSON_GetArraySize(m) == 17);
 	cJSON_Delete(m);
 	/* "" stays a string in the manifest; a profile that is not JSON is left out. */
 	snap.name[0] = '\0';
 	snprintf(snap.host_json, sizeof(snap.host_json), "{");
 	m = snapmeta_build(&snap, "v");
 	CHECK(m && info_str(m, "name") && !*info_str(m, "name"));
-	CHECK(m && !cJSON_GetObjectItem(m, "host") && cJSON_GetArraySize(m) == 13);
+	CHECK(m && !cJSON_GetObjectItem(m, "host") && cJSON_GetArraySize(m) == 16);
 	cJSON_Delete(m);
+}
+
+/* The limits: absent in a manifest from before them (0: the source ran unlimited), else bounded. */
+static void test_limits(void)
+{
+	static struct snapshot s;
+	struct err e = {0};
+	const char *keys[] = {"memory_bytes", "cpu_milli", "pids"};
+	cJSON *m = good();
+	for (size_t i = 0; i < ARRAY_SIZE(keys); i++)
+		cJSON_DeleteItemFromObjectCaseSensitive(m, keys[i]);
+	CHECK(parse(m, HERE, &s, &e) == 0);
+	CHECK(s.res.memory_bytes == 0 && s.res.cpu_milli == 0 && s.res.pids == 0);
+	m = good();
+	cJSON_ReplaceItemInObjectCaseSensitive(m, "memory_bytes", cJSON_CreateNumber(128 << 20));
+	cJSON_ReplaceItemInObjectCaseSensitive(m, "cpu_milli", cJSON_CreateNumber(1500));
+	cJSON_ReplaceItemInObjectCaseSensitive(m, "pids", cJSON_CreateNumber(64));
+	CHECK(parse(m, HERE, &s, &e) == 0);
+	CHECK(s.res.memory_bytes == 128 << 20 && s.res.cpu_milli == 1500 && s.res.pids == 64);
+	refused("memory_bytes", cJSON_CreateNumber(1024), "memory_bytes");
+	refused("memory_bytes", cJSON_CreateNumber(-1), "memory_bytes");
+	refused("cpu_milli", cJSON_CreateNumber(1e12), "cpu_milli");
+	refused("cpu_milli", cJSON_CreateString("0.5"), "cpu_milli");
+	refused("pids", cJSON_CreateNumber(1.5), "pids");
+	refused("pids", cJSON_CreateNumber(5), "pids");
 }
 
 int main(void)
 {
 	test_good();
+	test_limits();
 	test_claims_this_host();
 	test_texts();
 	test_numbers();

@@ -201,8 +201,34 @@ static void test_timeout(void)
 	refused("image=a\ntimeout=1\ntimeout=2\n", "'timeout' appears twice");
 }
 
+/* memory, cpus, pids: either format; unset is RES_UNSET (the daemon's default applies). */
+static void test_limits(void)
+{
+	CHECK(parse("image=busybox") == 0);
+	CHECK(spec.res.memory_bytes == RES_UNSET && spec.res.cpu_milli == RES_UNSET &&
+	      spec.res.pids == RES_UNSET);
+	CHECK(parse("image=busybox\nmemory=512M\ncpus=0.5\npids=64") == 0);
+	CHECK(spec.res.memory_bytes == 512LL << 20 && spec.res.cpu_milli == 500 &&
+	      spec.res.pids == 64);
+	CHECK(parse("image=busybox\nmemory=0") == 0 && spec.res.memory_bytes == 0);
+	CHECK(parse("{\"image\":\"busybox\",\"memory\":\"2G\",\"cpus\":1.5,\"pids\":128}") == 0);
+	CHECK(spec.res.memory_bytes == 2LL << 30 && spec.res.cpu_milli == 1500 &&
+	      spec.res.pids == 128);
+	CHECK(parse("{\"image\":\"busybox\",\"memory\":268435456}") == 0);
+	CHECK(spec.res.memory_bytes == 256LL << 20);
+	refused("image=busybox\nmemory=-1", "bad memory for sandbox spec");
+	refused("image=busybox\ncpus=abc", "bad cpus for sandbox spec");
+	refused("image=busybox\nmemory=99999999999999999999G", "bad memory");
+	refused("image=busybox\npids=1e99", "bad pids");
+	refused("{\"image\":\"busybox\",\"cpus\":1e99}", "bad cpus");
+	refused("{\"image\":\"busybox\",\"memory\":true}",
+		"memory in sandbox spec must be a string or a number");
+	refused("image=busybox\nmemory=1G\nmemory=2G", "appears twice");
+}
+
 int main(void)
 {
+	test_limits();
 	test_lines();
 	test_json();
 	test_errors();

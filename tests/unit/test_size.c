@@ -1,0 +1,130 @@
+/* lib/size.c: sizes, CPU counts and the limits of a sandbox as users write them. */
+#include "lib/size.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "tests/unit/t.h"
+
+static int64_t size_of(const char *s)
+{
+	int64_t v = -42;
+	return size_parse(s, &v) == 0 ? v : -1;
+}
+
+static int64_t milli_of(const char *s)
+{
+	int64_t v = -42;
+	return cpus_parse(s, &v) == 0 ? v : -1;
+}
+
+static void test_sizes(void)
+{
+	int64_t v;
+	CHECK(size_of("0") == 0);
+	CHECK(size_of("1073741824") == 1073741824);
+	CHECK(size_of("512M") == 512LL << 20);
+	CHECK(size_of("512m") == 512LL << 20);
+	CHECK(size_of("2G") == 2LL << 30);
+	CHECK(size_of("2g") == 2LL << 30);
+	CHECK(size_of("64MB") == 64LL << 20);
+	CHECK(size_of("100b") == 100);
+	CHECK(size_of("1k") == 1024);
+	CHECK(size_of("1T") == 1LL << 40);
+	CHECK(size_of("1.5G") == 3LL << 29);
+	CHECK(size_of("0.5k") == 512);
+	CHECK(size_of("1.0000001") == 1); /* a fraction of a byte is rounded down */
+	CHECK(size_of("9223372036854775807") == INT64_MAX);
+	CHECK(size_parse("9223372036854775808", &v) == -ERANGE);
+	CHECK(size_parse("8E", &v) == -EINVAL);
+	CHECK(size_parse("8388608T", &v) == -ERANGE);
+	CHECK(size_parse("99999999999999999999G", &v) == -ERANGE);
+	const char *bad[] = {
+	    "",	  "-1",	  "+1",	  " 1",	 "1 ",	 "1X",	"M",   "1.",
+	    ".5", "1..5", "1MBB", "1Mi", "0x10", "1e9", "1,5", "12345678901234567890123456789012"};
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
+		CHECK_MSG(size_parse(bad[i], &v) == -EINVAL, "size '%s' is refused", bad[i]);
+}
+
+static void test_cpus(void)
+{
+	int64_t v;
+	CHECK(milli_of("0") == 0);
+	CHECK(milli_of("0.5") == 500);
+	CHECK(milli_of("1.5") == 1500);
+	CHECK(milli_of("2") == 2000);
+	CHECK(milli_of("0.01") == 10);
+	CHECK(milli_of("0.125") == 125);
+	CHECK(milli_of("0.0001") == -1);
+	CHECK(cpus_parse("9223372036854775807", &v) == -ERANGE);
+	const char *bad[] = {"", "abc", "-1", "1.", ".5", "1/2", "0.5 ", "1e3", "2c"};
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
+		CHECK_MSG(cpus_parse(bad[i], &v) < 0, "cpus '%s' is refused", bad[i]);
+	CHECK(count_parse("64", &v) == 0 && v == 64);
+	CHECK(count_parse("6 4", &v) == -EINVAL);
+	CHECK(count_parse("99999999999999999999", &v) == -ERANGE);
+}
+
+static void test_limits(void)
+{
+	struct resources r = {0};
+	struct err e = {0};
+	char text[RES_WORD_MAX];
+	enum res_kind k;
+	CHECK(res_parse(RES_MEMORY, "128M", "sandbox web", &r, &e) == 0);
+	CHECK(r.memory_bytes == 128LL << 20);
+	CHECK(res_parse(RES_MEMORY, "0", "sandbox web", &r, &e) == 0 && r.memory_bytes == 0);
+	CHECK(res_parse(RES_MEMORY, "1M", "sandbox web", &r, &e) == -EINVAL);
+	CHECK(strstr(e.msg, "bad memory for sandbox web") && strstr(e.msg, "'1M'"));
+	CHECK(res_parse(RES_MEMORY, "-1", "sandbox spec", &r, &e) == -EINVAL);
+	CHECK(res_parse(RES_CPUS, "abc", "sandbox spec", &r, &e) == -EINVAL);
+	CHECK(strstr(e.msg, "bad cpus for sandbox spec") != NULL);
+	CHECK(res_parse(RES_CPUS, "0.005", "x", &r, &e) == -EINVAL);
+	CHECK(res_parse(RES_CPUS, "1025", "x", &r, &e) == -EINVAL);
+	CHECK(res_parse(RES_CPUS, "0.5", "x", &r, &e) == 0 && r.cpu_milli == 500);
+	CHECK(res_parse(RES_PIDS, "31", "x", &r, &e) == -EINVAL);
+	CHECK(res_parse(RES_PIDS, "64", "x", &r, &e) == 0 && r.pids == 64);
+	CHECK(r.memory_bytes == 0); /* a refused value leaves the field */
+	res_format(&r, RES_CPUS, text);
+	CHECK_STR(text, "0.5");
+	r.cpu_milli = 2000;
+	res_format(&r, RES_CPUS, text);
+	CHECK_STR(text, "2");
+	r.cpu_milli = 1250;
+	res_format(&r, RES_CPUS, text);
+	CHECK_STR(text, "1.25");
+	res_format(&r, RES_PIDS, text);
+	CHECK_STR(text, "64");
+	CHECK(res_kind_parse("memory", &k) == 0 && k == RES_MEMORY);
+	CHECK(res_kind_parse("pids", &k) == 0 && k == RES_PIDS);
+	CHECK(res_kind_parse("gpu", &k) == -ENOENT);
+	CHECK_STR(res_name(RES_CPUS), "cpus");
+
+	struct resources over = {1, 2, 3};
+	res_apply(&over, &(struct resources){RES_UNSET, 750, RES_UNSET});
+	CHECK(over.memory_bytes == 1 && over.cpu_milli == 750 && over.pids == 3);
+
+	/* Raising: every field at least the snapshot's; 0 (unlimited) is more than any. */
+	struct resources have = {.memory_bytes = 256LL << 20, .cpu_milli = 1000, .pids = 128};
+	struct resources want = have;
+	CHECK(res_not_lower(&want, &have, &e) == 0);
+	want.memory_bytes = 512LL << 20;
+	CHECK(res_not_lower(&want, &have, &e) == 0);
+	want.memory_bytes = 0;
+	CHECK(res_not_lower(&want, &have, &e) == 0);
+	want.cpu_milli = 500;
+	CHECK(res_not_lower(&want, &have, &e) == -EINVAL);
+	CHECK(strstr(e.msg, "cpus may only be raised from the snapshot's 1") != NULL);
+	have.cpu_milli = 0;
+	CHECK(res_not_lower(&want, &have, &e) == -EINVAL);
+	CHECK(strstr(e.msg, "unlimited") != NULL);
+}
+
+int main(void)
+{
+	test_sizes();
+	test_cpus();
+	test_limits();
+	return t_done();
+}
