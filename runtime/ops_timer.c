@@ -97,21 +97,25 @@ void timer_init_fork(struct sandbox *sb, const struct snapshot *snap, const stru
 		sb->timeout_s = opts->timeout_s;
 }
 
-/* A whole number of seconds, 0..LIFETIME_SECONDS_MAX, in the @n bytes at @s; @what for errors. */
-static int seconds_parse(const char *s, size_t n, const char *what, int64_t *out, struct err *e)
+/*
+ * A whole number from 0 to LIFETIME_SECONDS_MAX in the @n bytes at @s: of
+ * seconds, or (@count) of snapshots; @what names it in errors.
+ */
+static int number_parse(const char *s, size_t n, const char *what, bool count, int64_t *out,
+			struct err *e)
 {
 	char digits[SECONDS_DIGITS_MAX + 1];
 	bool whole = n > 0 && n <= SECONDS_DIGITS_MAX;
 	for (size_t i = 0; whole && i < n; i++)
 		whole = s[i] >= '0' && s[i] <= '9';
 	if (!whole)
-		return err_set(e, EINVAL, "%s must be a whole number of seconds, not '%.*s'", what,
-			       (int)(n < 32 ? n : 32), s);
+		return err_set(e, EINVAL, "%s must be a whole number%s, not '%.*s'", what,
+			       count ? "" : " of seconds", (int)(n < 32 ? n : 32), s);
 	memcpy(digits, s, n);
 	digits[n] = '\0';
 	long long v = strtoll(digits, NULL, 10);
 	if (v > LIFETIME_SECONDS_MAX)
-		return err_set(e, EINVAL, "%s of %lld seconds is over the most, %lld (a year)",
+		return err_set(e, EINVAL, "%s of %lld is over the most, %lld (a year in seconds)",
 			       what, v, LIFETIME_SECONDS_MAX);
 	*out = v;
 	return 0;
@@ -133,7 +137,7 @@ int ops_timer_parse(const char *text, int64_t *seconds, enum timeout_action *act
 	size_t n = next_word(&p, &w);
 	if (n == 0)
 		return err_set(e, EINVAL, "timeout needs SECONDS [terminate|suspend]");
-	int rc = seconds_parse(w, n, "timeout", seconds, e);
+	int rc = number_parse(w, n, "timeout", false, seconds, e);
 	if (rc < 0)
 		return rc;
 	*action = TIMEOUT_TERMINATE;
@@ -168,10 +172,10 @@ int ops_autosnap_parse(const char *text, int64_t *every_s, int64_t *keep, struct
 		if (n == 1 && w[0] == '0') {
 			seen_every = true; /* `0`: stop */
 		} else if (word_key(w, n, "every=")) {
-			rc = seconds_parse(w + 6, n - 6, "every", every_s, e);
+			rc = number_parse(w + 6, n - 6, "every", false, every_s, e);
 			seen_every = true;
 		} else if (word_key(w, n, "keep=")) {
-			rc = seconds_parse(w + 5, n - 5, "keep", keep, e);
+			rc = number_parse(w + 5, n - 5, "keep", true, keep, e);
 			if (rc == 0 && (*keep < 1 || *keep > AUTOSNAP_KEEP_MAX))
 				rc = err_set(e, EINVAL, "keep must be from 1 to %d, not %lld",
 					     AUTOSNAP_KEEP_MAX, (long long)*keep);
