@@ -46,9 +46,7 @@ static const char *const snap_kind_names[] = {
 };
 
 static const char *const timeout_action_names[] = {
-    [TIMEOUT_TERMINATE] = "terminate",
-    [TIMEOUT_SUSPEND] = "suspend",
-};
+    [TIMEOUT_TERMINATE] = "terminate", [TIMEOUT_SUSPEND] = "suspend"};
 
 static const char *name_of(const char *const *names, size_t n, size_t v)
 {
@@ -99,7 +97,7 @@ bool snapshot_state_settled(enum snapshot_state s)
 
 /* --- SQL -------------------------------------------------------------------- */
 
-/* The lifetime's columns (runtime/ops_timer.c), for the schema and its migration from v2. */
+/* The lifetime's columns (runtime/ops_timer.c) in the schema; migrate_v3_sql adds them. */
 #define LIFETIME_TIMEOUT_COLS                                                                      \
 	" timeout_s INTEGER NOT NULL DEFAULT 0,"                                                   \
 	" timeout_action TEXT NOT NULL DEFAULT 'terminate'"
@@ -108,7 +106,6 @@ bool snapshot_state_settled(enum snapshot_state s)
 			      " autosnap_every_s INTEGER NOT NULL DEFAULT 0,"                      \
 			      " autosnap_keep INTEGER NOT NULL DEFAULT 0,"                         \
 			      " autosnap_next_at INTEGER NOT NULL DEFAULT 0"
-#define LIFETIME_SNAPSHOT_COLS LIFETIME_TIMEOUT_COLS
 
 static const char schema_sql[] =
     "BEGIN IMMEDIATE;"
@@ -133,7 +130,7 @@ static const char schema_sql[] =
     " gpu INTEGER NOT NULL, env TEXT NOT NULL,"
     " owner_uid INTEGER NOT NULL DEFAULT 0, owner_gid INTEGER NOT NULL DEFAULT 0,"
     " memory_bytes INTEGER NOT NULL DEFAULT 0, cpu_milli INTEGER NOT NULL DEFAULT 0,"
-    " pids INTEGER NOT NULL DEFAULT 0," LIFETIME_SNAPSHOT_COLS ");"
+    " pids INTEGER NOT NULL DEFAULT 0," LIFETIME_TIMEOUT_COLS ");"
     "CREATE INDEX IF NOT EXISTS snapshots_created ON snapshots (created_at, id);"
     "CREATE INDEX IF NOT EXISTS snapshots_sandbox ON snapshots (sandbox_id, created_at, id);"
     "PRAGMA user_version = " STR(SCHEMA_VERSION) "; COMMIT;";
