@@ -44,4 +44,12 @@
 #define LIFETIME_SECONDS_MAX (366LL * 24 * 3600)
 #define AUTOSNAP_KEEP_MAX 100 /* auto- snapshots one sandbox keeps */
 
+/* Published ports (runtime/forward.h, runtime/ops_ports.c). */
+#define PORTS_SANDBOX_MAX 16	     /* ports one sandbox publishes */
+#define PORTS_TEXT_MAX 256	     /* their record, "PORT HOSTPORT" lines (16 * 12 < 256) */
+#define FORWARD_PORTS_MAX 1024	     /* listeners of the daemon in all */
+#define FORWARD_CONNS_PORT_MAX 64    /* connections forwarded at once by one port */
+#define FORWARD_CONNS_MAX 1024	     /* and by all of them */
+#define FORWARD_BUF_BYTES (16 << 10) /* bytes in flight per direction of a connection */
+
 #endif
