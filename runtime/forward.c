@@ -368,7 +368,7 @@ int forward_close(const char *sandbox_id, uint16_t port)
 	return p ? 0 : -ENOENT;
 }
 
-void forward_close_sandbox(const char *sandbox_id)
+void forward_close_sandbox(const char *sandbox_id, bool forget)
 {
 	pthread_mutex_lock(&lock);
 	for (struct port *p = ports, *next; p; p = next) {
@@ -376,7 +376,7 @@ void forward_close_sandbox(const char *sandbox_id)
 		if (!strcmp(p->sandbox_id, sandbox_id))
 			port_free(p);
 	}
-	for (struct tally **tp = &tallies; *tp; tp = &(*tp)->next) {
+	for (struct tally **tp = &tallies; forget && *tp; tp = &(*tp)->next) {
 		if (!strcmp((*tp)->sandbox_id, sandbox_id)) {
 			struct tally *t = *tp;
 			*tp = t->next;
@@ -395,6 +395,14 @@ int forward_stats(const char *sandbox_id, struct forward_stats *out)
 		*out = t->st;
 	pthread_mutex_unlock(&lock);
 	return t ? 0 : -ENOENT;
+}
+
+int forward_resolve(const char *sandbox_id, struct sockaddr_in *out)
+{
+	pthread_mutex_lock(&lock);
+	forward_resolve_fn resolve = resolver;
+	pthread_mutex_unlock(&lock);
+	return resolve ? resolve(sandbox_id, out) : -ENETUNREACH;
 }
 
 void forward_set_resolver(forward_resolve_fn resolve)

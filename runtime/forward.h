@@ -35,6 +35,7 @@
 #define SNAPFS_FORWARD_H
 
 #include <netinet/in.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "lib/limits.h"
@@ -66,8 +67,10 @@ int forward_open(const char *sandbox_id, uint16_t port, uint16_t host_port, uint
 		 struct err *e);
 /* Stop it: the listener and its connections are closed now. -ENOENT if none. */
 int forward_close(const char *sandbox_id, uint16_t port);
-/* Stop all of @sandbox_id's and forget its counters. */
-void forward_close_sandbox(const char *sandbox_id);
+/* Stop all of @sandbox_id's; with @forget, its counters go too (it is removed). */
+void forward_close_sandbox(const char *sandbox_id, bool forget);
+/* Ask the resolver where @sandbox_id is now (info.json says whether it is reachable). */
+int forward_resolve(const char *sandbox_id, struct sockaddr_in *out);
 
 /* What went through a sandbox's forwarders since the daemon started. */
 struct forward_stats {

@@ -100,6 +100,8 @@ struct ops_config {
 	/* --default-timeout: the timeout of a sandbox whose spec names none; 0 s: none */
 	int64_t default_timeout_s;
 	enum timeout_action default_timeout_action;
+	/* --publish-address: where published ports listen (runtime/forward.h); NULL: 127.0.0.1 */
+	const char *publish_address;
 };
 #define OPS_SHARED_GRACE_MS (3600 * 1000)
 /* The embedded defaults of --default-memory, --default-cpus, --default-pids (docs/limits.md). */
@@ -283,6 +285,20 @@ int ops_sandbox_set_autosnap(const struct caller *who, const char *id, const cha
  * "0\n". */
 int ops_sandbox_timeout_text(const struct sandbox *sb, struct strbuf *out);
 int ops_sandbox_autosnap_text(const struct sandbox *sb, struct strbuf *out);
+
+/*
+ * --- published ports (runtime/ops_ports.c, docs/network.md) ---------------
+ *
+ * A line written to `ports`: `PORT` publishes the sandbox's port on a host
+ * port the kernel picks, `PORT HOSTPORT` on that one, `close PORT` stops
+ * it (EINVAL for another line, EADDRINUSE for a host port taken, EEXIST
+ * for a port published already, ENOENT to close one that is not, EACCES
+ * for a host port below 1024 but for root, ENOSPC past PORTS_SANDBOX_MAX,
+ * EBUSY once the sandbox is terminating, terminated or failed).
+ */
+int ops_sandbox_ports(const struct caller *who, const char *id, const char *line, struct err *e);
+/* What a read shows of row @sb: "PORT ADDRESS:HOSTPORT" lines; none once it ended. */
+int ops_sandbox_ports_text(const struct sandbox *sb, struct strbuf *out);
 
 /* --- what the tree shows ---------------------------------------------- */
 

@@ -16,6 +16,7 @@
 #include "runtime/bundle.h"
 #include "runtime/cgroup.h"
 #include "runtime/console.h"
+#include "runtime/forward.h"
 #include "runtime/images.h"
 #include "runtime/spool.h"
 
@@ -465,6 +466,7 @@ int ops_sandbox_remove(const struct caller *who, const char *id, struct err *e)
 	 */
 	if (rc == 0) {
 		console_detach(id);
+		forward_close_sandbox(id, true); /* a created one's ports, and its counters */
 		sandbox_bury(id, tomb, sizeof(tomb));
 	}
 	pthread_mutex_unlock(&ops.lock);

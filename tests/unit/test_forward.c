@@ -62,7 +62,7 @@ static void test_both_ways(uint16_t echo_port)
 	CHECK(fd >= 0 && t_round_trip(fd, "db\n"));
 	if (fd >= 0)
 		close(fd);
-	forward_close_sandbox("db");
+	forward_close_sandbox("db", true);
 	CHECK(forward_stats("db", &st) == -ENOENT);
 }
 
@@ -95,7 +95,7 @@ static void test_unreachable(uint16_t echo_port)
 	CHECK(t_read_all(fd, buf, sizeof(buf)) <= 0 && errno != EAGAIN);
 	close(fd);
 	close(gone);
-	forward_close_sandbox("web");
+	forward_close_sandbox("web", true);
 
 	/* The resolver says there is no network: accepted, then closed. */
 	forward_set_resolver(resolve_none);
@@ -105,7 +105,7 @@ static void test_unreachable(uint16_t echo_port)
 	close(fd);
 	struct forward_stats st;
 	CHECK(forward_stats("web", &st) == 0 && st.connections == 1 && st.open == 0);
-	forward_close_sandbox("web");
+	forward_close_sandbox("web", true);
 	forward_set_resolver(resolve_loopback);
 }
 
@@ -142,7 +142,7 @@ static void test_limit(uint16_t echo_port)
 	for (int i = 1; i < FORWARD_CONNS_PORT_MAX; i++)
 		if (fds[i] >= 0)
 			close(fds[i]);
-	forward_close_sandbox("web");
+	forward_close_sandbox("web", true);
 }
 
 int main(void)
