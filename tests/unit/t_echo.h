@@ -51,13 +51,20 @@ static void *t_echo_main(void *arg)
 	}
 }
 
-/* A socket on 127.0.0.1 bound to a port the kernel picks, listening if @listening; -1 on failure.
+/*
+ * A socket on 127.0.0.1 bound to *@port (0: one the kernel picks, then
+ * in *@port), listening if @listening; -1 on failure.
  */
 static inline int t_tcp_bound(bool listening, uint16_t *port)
 {
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	struct sockaddr_in a = {.sin_family = AF_INET,
+				.sin_port = htons(*port),
+				.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	socklen_t len = sizeof(a);
+	int one = 1;
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd >= 0)
+		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
 	    (listening && listen(fd, 128) < 0) ||
 	    getsockname(fd, (struct sockaddr *)&a, &len) < 0) {
@@ -69,8 +76,10 @@ static inline int t_tcp_bound(bool listening, uint16_t *port)
 	return fd;
 }
 
-static inline int t_echo_start(struct t_echo *s)
+/* An echo server on 127.0.0.1:@port (0: one the kernel picks; s->port says which). */
+static inline int t_echo_start(struct t_echo *s, uint16_t port)
 {
+	s->port = port;
 	s->fd = t_tcp_bound(true, &s->port);
 	if (s->fd < 0)
 		return -1;

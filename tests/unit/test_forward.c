@@ -85,7 +85,7 @@ static void test_close_stops(uint16_t echo_port)
 static void test_unreachable(uint16_t echo_port)
 {
 	struct err e = {0};
-	uint16_t host = 0, dead = 0;
+	uint16_t host = 0, dead = 0; /* dead: any free port */
 	char buf[64];
 	int gone = t_tcp_bound(false, &dead); /* bound, never listening: refuses */
 	CHECK(gone >= 0);
@@ -152,7 +152,7 @@ int main(void)
 	uint16_t port;
 	CHECK(forward_open("web", 80, 0, &port, &e) == -EAGAIN); /* not started */
 	CHECK(forward_start("not an address", resolve_loopback, &e) == -EINVAL);
-	if (!CHECK(t_echo_start(&echo) == 0) ||
+	if (!CHECK(t_echo_start(&echo, 0) == 0) ||
 	    !CHECK(forward_start(NULL, resolve_loopback, &e) == 0))
 		return t_done();
 	CHECK_STR(forward_address(), "127.0.0.1");
