@@ -2397,9 +2397,6 @@ int main(void)
 {
 	if (!t_share() || !t_dir_make("test_ops") || !setup())
 		return t_done() || 1;
-	one_life("ports", ports_steps, ports_restart_steps);
-	if (getenv("ONLY_PORTS"))
-		return t_done();
 	one_life("lifecycle", lifecycle_steps, restart_steps);
 	one_life("terminate-settled", terminate_settled_steps, NULL);
 	one_life("terminate-transitional", terminate_transitional_steps, NULL);
