@@ -478,12 +478,13 @@ int forward_start(const char *address, forward_resolve_fn resolve, struct err *e
 
 void forward_stop(void)
 {
-	if (!started)
-		return;
-	pthread_mutex_lock(&lock);
-	stopping = true;
-	pthread_mutex_unlock(&lock);
 	uint64_t one = 1;
+	pthread_mutex_lock(&lock);
+	bool was_started = started;
+	stopping = started;
+	pthread_mutex_unlock(&lock);
+	if (!was_started)
+		return;
 	if (write(wakefd, &one, sizeof(one)) < 0)
 		warning("forward: cannot wake the forwarder thread: %s", strerror(errno));
 	pthread_join(thread, NULL);

@@ -8,6 +8,7 @@
 #define SNAPFS_T_ECHO_H
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -146,6 +147,22 @@ static inline bool t_round_trip(int fd, const char *text)
 		got += (size_t)n;
 	}
 	return memcmp(buf, text, len) == 0;
+}
+
+/* A resolver (runtime/forward.h) that puts every sandbox at 127.0.0.1, where the echo server is. */
+static inline int t_resolve_loopback(const char *sandbox_id, struct sockaddr_in *out)
+{
+	(void)sandbox_id;
+	out->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	return 0;
+}
+
+/* One that finds no network for any sandbox. */
+static inline int t_resolve_none(const char *sandbox_id, struct sockaddr_in *out)
+{
+	(void)sandbox_id;
+	(void)out;
+	return -ENETUNREACH;
 }
 
 #endif

@@ -12,20 +12,6 @@
 #include "tests/unit/t.h"
 #include "tests/unit/t_echo.h"
 
-static int resolve_loopback(const char *sandbox_id, struct sockaddr_in *out)
-{
-	(void)sandbox_id;
-	out->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	return 0;
-}
-
-static int resolve_none(const char *sandbox_id, struct sockaddr_in *out)
-{
-	(void)sandbox_id;
-	(void)out;
-	return -ENETUNREACH;
-}
-
 /* Bytes both ways, the client's half-close passed on, the counters. */
 static void test_both_ways(uint16_t echo_port)
 {
@@ -98,7 +84,7 @@ static void test_unreachable(uint16_t echo_port)
 	forward_close_sandbox("web", true);
 
 	/* The resolver says there is no network: accepted, then closed. */
-	forward_set_resolver(resolve_none);
+	forward_set_resolver(t_resolve_none);
 	CHECK(forward_open("web", echo_port, 0, &host, &e) == 0);
 	fd = t_tcp_connect(host);
 	CHECK(fd >= 0 && t_read_all(fd, buf, sizeof(buf)) == 0);
@@ -106,7 +92,7 @@ static void test_unreachable(uint16_t echo_port)
 	struct forward_stats st;
 	CHECK(forward_stats("web", &st) == 0 && st.connections == 1 && st.open == 0);
 	forward_close_sandbox("web", true);
-	forward_set_resolver(resolve_loopback);
+	forward_set_resolver(t_resolve_loopback);
 }
 
 /* One port forwards FORWARD_CONNS_PORT_MAX connections at once; the next is closed at once. */
@@ -151,9 +137,9 @@ int main(void)
 	struct t_echo echo;
 	uint16_t port;
 	CHECK(forward_open("web", 80, 0, &port, &e) == -EAGAIN); /* not started */
-	CHECK(forward_start("not an address", resolve_loopback, &e) == -EINVAL);
+	CHECK(forward_start("not an address", t_resolve_loopback, &e) == -EINVAL);
 	if (!CHECK(t_echo_start(&echo, 0) == 0) ||
-	    !CHECK(forward_start(NULL, resolve_loopback, &e) == 0))
+	    !CHECK(forward_start(NULL, t_resolve_loopback, &e) == 0))
 		return t_done();
 	CHECK_STR(forward_address(), "127.0.0.1");
 	test_both_ways(echo.port);

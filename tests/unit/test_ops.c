@@ -2230,21 +2230,6 @@ static void timeout_restart(void)
 
 /* --- published ports (runtime/ops_ports.c, runtime/forward.h) ------------ */
 
-/* Every sandbox "is" at 127.0.0.1, where the test's echo server stands for its servers. */
-static int resolve_loopback(const char *sandbox_id, struct sockaddr_in *out)
-{
-	(void)sandbox_id;
-	out->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	return 0;
-}
-
-static int resolve_none(const char *sandbox_id, struct sockaddr_in *out)
-{
-	(void)sandbox_id;
-	(void)out;
-	return -ENETUNREACH;
-}
-
 /* The host port sandbox @id's `ports` lists for its port @port; 0: none. */
 static unsigned host_port_of(const char *id, unsigned port)
 {
@@ -2311,7 +2296,7 @@ static void ports_steps(void)
 	struct err e = {0};
 	struct t_echo echo;
 	char snap[ID_MAX], fork_id[ID_MAX], text[128];
-	forward_set_resolver(resolve_loopback);
+	forward_set_resolver(t_resolve_loopback);
 	if (!CHECK(t_echo_start(&echo, 0) == 0) || !run_sandbox("p"))
 		return;
 	CHECK(ops_sandbox_ports(root, "p", "http", &e) == -EINVAL &&
@@ -2348,13 +2333,13 @@ static void ports_steps(void)
 	CHECK(sb_suspend(fork_id) == 0 && host_port_of(fork_id, echo.port) == fork_host);
 	CHECK(sb_resume(fork_id) == 0 && echoes(fork_host));
 	/* No network to reach: accepted and closed at once. */
-	forward_set_resolver(resolve_none);
+	forward_set_resolver(t_resolve_none);
 	fd = t_tcp_connect((uint16_t)fork_host);
 	CHECK(fd >= 0 && t_read_all(fd, text, sizeof(text)) == 0);
 	if (fd >= 0)
 		close(fd);
 	CHECK(info_port_is(fork_id, echo.port, fork_host, false));
-	forward_set_resolver(resolve_loopback);
+	forward_set_resolver(t_resolve_loopback);
 	/* Terminate closes it at once, and no port can be published any more. */
 	CHECK(sb_terminate(fork_id) == 0);
 	CHECK(host_port_of(fork_id, echo.port) == 0);
@@ -2378,7 +2363,7 @@ static void ports_restart_steps(void)
 {
 	struct t_echo echo;
 	char text[32];
-	forward_set_resolver(resolve_loopback);
+	forward_set_resolver(t_resolve_loopback);
 	note_get("ports-echo", text, sizeof(text));
 	uint16_t port = (uint16_t)atoi(text);
 	note_get("ports-host", text, sizeof(text));
