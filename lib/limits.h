@@ -36,8 +36,22 @@
 #define RES_MEMORY_MIN (32LL << 20)	  /* bytes */
 #define RES_CPU_MILLI_MIN 10		  /* 0.01 CPUs: the kernel's least CFS quota, 1 ms */
 #define RES_CPU_MILLI_MAX (1024LL * 1000) /* 1024 CPUs */
-#define RES_PIDS_MIN 32			  /* host tasks */
+#define RES_PIDS_MIN 32			  /* tasks */
 #define RES_PIDS_MAX 4194304		  /* the kernel's PID_MAX_LIMIT */
 #define RES_WORD_MAX 32			  /* the longest value text: "9223372036854775807B" */
+
+/*
+ * pids is enforced twice (docs/limits.md): inside the sandbox as
+ * RLIMIT_NPROC, which the sentry checks at each fork and clone, so a fork
+ * bomb fails there with EAGAIN; and as the host cgroup's pids.max, a
+ * backstop so that a sandbox never takes the host's tasks. The host counts
+ * the runtime's own tasks too: measured with runsc 20240729 (systrap), the
+ * sentry and gofer hold about 22 at rest, and each process inside adds
+ * about 2 (its stub process and thread) and each thread about 0.1. The
+ * backstop leaves 3 per task and 64 for the runtime, so the inside limit is
+ * what a fork bomb hits first: pids 64 is a pids.max of 256.
+ */
+#define RES_PIDS_HOST_PER_TASK 3
+#define RES_PIDS_HOST_BASE 64
 
 #endif
