@@ -162,10 +162,10 @@ check_match "the fork past the limit fails inside" "can't fork" "$out"
 if [ "$started" -ge 48 ] && [ "$started" -lt 64 ]; then pass "about 64 of the 200 start"; else
 	fail "about 64 of the 200 start" "$started started"; fi
 check_match "the exec's shell lives on and kills them" "killed $started" "$out"
-check_eq "p64 stays running" running "$(sb_status p64)"
-check_eq "p64's error is empty" "" "$(rd "$MNT/sandboxes/p64/error")"
 p64_forks() { [ "$(sb_run p64 'echo forked | cat')" = forked ]; }
 ok "p64 answers another exec, which forks" poll_until 30 p64_forks
+check_eq "p64 stays running" running "$(sb_status p64)"
+check_eq "p64's error is empty" "" "$(rd "$MNT/sandboxes/p64/error")"
 ok "the daemon answers" rd "$MNT/version"
 ok "lim runs on beside it" counter lim
 
