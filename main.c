@@ -48,6 +48,8 @@ struct options {
 	const char *cuda_checkpoint;
 	const char *cgroup_parent;
 	struct resources default_res; /* --default-memory, --default-cpus, --default-pids */
+	int64_t default_timeout_s;    /* --default-timeout; 0: none */
+	enum timeout_action default_timeout_action;
 	const char *fuse_opts[16];
 	size_t nfuse_opts;
 	const char *mountpoint;
@@ -63,6 +65,7 @@ static void usage(FILE *out)
 	    "              [--exec-timeout SECONDS] [--runsc-timeout SECONDS]\n"
 	    "              [--cuda-checkpoint PATH] [--cgroup-parent PATH] [--debug]\n"
 	    "              [--default-memory SIZE] [--default-cpus N] [--default-pids N]\n"
+	    "              [--default-timeout SECONDS]\n"
 	    "              MOUNTPOINT\n"
 	    "\n"
 	    "  -f              stay in the foreground, log to stderr\n"
@@ -99,6 +102,8 @@ static void usage(FILE *out)
 	    "  --default-cpus N  CPUs of a sandbox that names none (default %s; 0: unlimited)\n"
 	    "  --default-pids N  host tasks of a sandbox that names none (default %s;\n"
 	    "                  0: unlimited)\n"
+	    "  --default-timeout SECONDS [terminate|suspend]  the timeout of a sandbox whose\n"
+	    "                  spec names none (default 0: none)\n"
 	    "  --debug         log every operation\n"
 	    "\n"
 	    "Unmount with: fusermount3 -u MOUNTPOINT (running sandboxes keep running)\n",
@@ -171,6 +176,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 	    {"default-memory", required_argument, NULL, 'M'},
 	    {"default-cpus", required_argument, NULL, 'U'},
 	    {"default-pids", required_argument, NULL, 'T'},
+	    {"default-timeout", required_argument, NULL, 'L'},
 	    {"debug", no_argument, NULL, 'd'},
 	    {"help", no_argument, NULL, 'h'},
 	    {"version", no_argument, NULL, 'V'},
@@ -242,6 +248,13 @@ static int parse_options(int argc, char **argv, struct options *o)
 			if (parse_default(c, optarg, &o->default_res) < 0)
 				return -EINVAL;
 			break;
+		case 'L': {
+			struct err e = {0};
+			if (ops_timer_parse(optarg, &o->default_timeout_s,
+					    &o->default_timeout_action, &e) < 0)
+				return error(EINVAL, "--default-timeout: %s", e.msg);
+			break;
+		}
 		case 'd':
 			log_debug_enabled = true;
 			break;
@@ -359,6 +372,8 @@ static int serve(struct options *o, struct fuse_args *args)
 	    .cuda_checkpoint = o->cuda_checkpoint,
 	    .cgroup_parent = o->cgroup_parent,
 	    .default_res = o->default_res,
+	    .default_timeout_s = o->default_timeout_s,
+	    .default_timeout_action = o->default_timeout_action,
 	};
 	int rc = ops_open(&cfg, &e);
 	if (rc < 0) {

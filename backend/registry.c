@@ -19,7 +19,7 @@
 #define BUSY_TIMEOUT_MS 5000
 
 /* Bump with a migration in registry_migrate() whenever the tables change. */
-#define SCHEMA_VERSION 3
+#define SCHEMA_VERSION 4
 #define STR_(x) #x
 #define STR(x) STR_(x)
 
@@ -44,6 +44,9 @@ static const char *const snap_kind_names[] = {
     [SNAP_KIND_SNAPSHOT] = "snapshot",
     [SNAP_KIND_SUSPEND] = "suspend",
 };
+
+static const char *const timeout_action_names[] = {
+    [TIMEOUT_TERMINATE] = "terminate", [TIMEOUT_SUSPEND] = "suspend"};
 
 static const char *name_of(const char *const *names, size_t n, size_t v)
 {
@@ -79,6 +82,7 @@ static int index_of(const char *const *names, size_t n, const char *name)
 ENUM_NAMES(sandbox_state, enum sandbox_state, sb_state_names)
 ENUM_NAMES(snapshot_state, enum snapshot_state, snap_state_names)
 ENUM_NAMES(snapshot_kind, enum snapshot_kind, snap_kind_names)
+ENUM_NAMES(timeout_action, enum timeout_action, timeout_action_names)
 
 bool sandbox_state_transitional(enum sandbox_state s)
 {
@@ -93,6 +97,16 @@ bool snapshot_state_settled(enum snapshot_state s)
 
 /* --- SQL -------------------------------------------------------------------- */
 
+/* The lifetime's columns (runtime/ops_timer.c) in the schema; migrate_v3_sql adds them. */
+#define LIFETIME_TIMEOUT_COLS                                                                      \
+	" timeout_s INTEGER NOT NULL DEFAULT 0,"                                                   \
+	" timeout_action TEXT NOT NULL DEFAULT 'terminate'"
+#define LIFETIME_SANDBOX_COLS                                                                      \
+	LIFETIME_TIMEOUT_COLS ", deadline_at INTEGER NOT NULL DEFAULT 0,"                          \
+			      " autosnap_every_s INTEGER NOT NULL DEFAULT 0,"                      \
+			      " autosnap_keep INTEGER NOT NULL DEFAULT 0,"                         \
+			      " autosnap_next_at INTEGER NOT NULL DEFAULT 0"
+
 static const char schema_sql[] =
     "BEGIN IMMEDIATE;"
     "CREATE TABLE IF NOT EXISTS sandboxes ("
@@ -103,7 +117,7 @@ static const char schema_sql[] =
     " restore_snapshot TEXT NOT NULL, pid INTEGER NOT NULL,"
     " owner_uid INTEGER NOT NULL DEFAULT 0, owner_gid INTEGER NOT NULL DEFAULT 0,"
     " memory_bytes INTEGER NOT NULL DEFAULT 0, cpu_milli INTEGER NOT NULL DEFAULT 0,"
-    " pids INTEGER NOT NULL DEFAULT 0);"
+    " pids INTEGER NOT NULL DEFAULT 0," LIFETIME_SANDBOX_COLS ");"
     "CREATE INDEX IF NOT EXISTS sandboxes_created ON sandboxes (created_at, id);"
     "CREATE INDEX IF NOT EXISTS sandboxes_parent ON sandboxes (parent_snapshot, created_at, id);"
     "CREATE INDEX IF NOT EXISTS sandboxes_restore ON sandboxes (restore_snapshot);"
@@ -116,7 +130,7 @@ static const char schema_sql[] =
     " gpu INTEGER NOT NULL, env TEXT NOT NULL,"
     " owner_uid INTEGER NOT NULL DEFAULT 0, owner_gid INTEGER NOT NULL DEFAULT 0,"
     " memory_bytes INTEGER NOT NULL DEFAULT 0, cpu_milli INTEGER NOT NULL DEFAULT 0,"
-    " pids INTEGER NOT NULL DEFAULT 0);"
+    " pids INTEGER NOT NULL DEFAULT 0," LIFETIME_TIMEOUT_COLS ");"
     "CREATE INDEX IF NOT EXISTS snapshots_created ON snapshots (created_at, id);"
     "CREATE INDEX IF NOT EXISTS snapshots_sandbox ON snapshots (sandbox_id, created_at, id);"
     "PRAGMA user_version = " STR(SCHEMA_VERSION) "; COMMIT;";
@@ -143,6 +157,19 @@ static const char migrate_v2_sql[] =
     "ALTER TABLE snapshots ADD COLUMN cpu_milli INTEGER NOT NULL DEFAULT 0;"
     "ALTER TABLE snapshots ADD COLUMN pids INTEGER NOT NULL DEFAULT 0;"
     "PRAGMA user_version = 3; COMMIT;";
+
+/* Version 3 had no lifetime: its sandboxes have no timeout and take no periodic snapshots. */
+static const char migrate_v3_sql[] =
+    "BEGIN IMMEDIATE;"
+    "ALTER TABLE sandboxes ADD COLUMN timeout_s INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE sandboxes ADD COLUMN timeout_action TEXT NOT NULL DEFAULT 'terminate';"
+    "ALTER TABLE sandboxes ADD COLUMN deadline_at INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE sandboxes ADD COLUMN autosnap_every_s INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE sandboxes ADD COLUMN autosnap_keep INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE sandboxes ADD COLUMN autosnap_next_at INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE snapshots ADD COLUMN timeout_s INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE snapshots ADD COLUMN timeout_action TEXT NOT NULL DEFAULT 'terminate';"
+    "PRAGMA user_version = 4; COMMIT;";
 
 /* --- statements ------------------------------------------------------------- */
 
@@ -253,6 +280,13 @@ _Static_assert(sizeof(enum sandbox_state) == sizeof(unsigned) &&
 #define SB(t, f) FIELD(t, struct sandbox, f)
 #define SNAP(t, f) FIELD(t, struct snapshot, f)
 #define NAMES(n) .names = (n), .nnames = ARRAY_SIZE(n)
+/* A sandbox's timeout and the one a snapshot records of it: the same two columns (@rec SB or SNAP).
+ */
+#define TIMEOUT_COLS(rec)                                                                          \
+	{rec(COL_I64, timeout_s)},                                                                 \
+	{                                                                                          \
+		rec(COL_ENUM, timeout_action), NAMES(timeout_action_names)                         \
+	}
 
 static const struct column sandbox_cols[] = {
     {SB(COL_TEXT, id)},
@@ -273,6 +307,11 @@ static const struct column sandbox_cols[] = {
     {SB(COL_I64, res.memory_bytes)},
     {SB(COL_I64, res.cpu_milli)},
     {SB(COL_I64, res.pids)},
+    TIMEOUT_COLS(SB),
+    {SB(COL_I64, deadline_at)},
+    {SB(COL_I64, autosnap_every_s)},
+    {SB(COL_I64, autosnap_keep)},
+    {SB(COL_I64, autosnap_next_at)},
 };
 
 static const struct column snapshot_cols[] = {
@@ -298,6 +337,7 @@ static const struct column snapshot_cols[] = {
     {SNAP(COL_I64, res.memory_bytes)},
     {SNAP(COL_I64, res.cpu_milli)},
     {SNAP(COL_I64, res.pids)},
+    TIMEOUT_COLS(SNAP),
 };
 
 static const struct table tables[] = {
@@ -611,7 +651,7 @@ static int migrate(struct registry *reg, const char *path)
 	if (version == SCHEMA_VERSION)
 		return 0;
 	/* A new file gets the whole schema; an older one the steps since its version, in turn. */
-	const char *steps[] = {schema_sql, migrate_v1_sql, migrate_v2_sql};
+	const char *steps[] = {schema_sql, migrate_v1_sql, migrate_v2_sql, migrate_v3_sql};
 	if (version < 0 || version >= (int)ARRAY_SIZE(steps))
 		return error(EIO,
 			     "registry: %s has schema version %d; this snapfs knows version %d",

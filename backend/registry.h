@@ -62,6 +62,14 @@ int snapshot_state_parse(const char *name, enum snapshot_state *out);
 const char *snapshot_kind_name(enum snapshot_kind k);
 int snapshot_kind_parse(const char *name, enum snapshot_kind *out);
 
+/* What a sandbox's timeout does when it expires (runtime/ops_timer.c). */
+enum timeout_action {
+	TIMEOUT_TERMINATE,
+	TIMEOUT_SUSPEND,
+};
+const char *timeout_action_name(enum timeout_action a);
+int timeout_action_parse(const char *name, enum timeout_action *out); /* -EINVAL */
+
 struct sandbox {
 	char id[ID_MAX];
 	char runtime_id[RUNTIME_ID_MAX]; /* fixed-length runsc container id */
@@ -80,6 +88,17 @@ struct sandbox {
 	gid_t owner_gid;
 	/* Limits (docs/limits.md): set while created, then fixed; a fork's may be raised. */
 	struct resources res;
+	/*
+	 * Its lifetime (runtime/ops_timer.c): the timeout, whose clock runs
+	 * from each start, fork or resume, and the periodic snapshots. Times are
+	 * ms since the epoch, so they mean the same after a daemon restart.
+	 */
+	int64_t timeout_s; /* seconds a run may last; 0: none */
+	enum timeout_action timeout_action;
+	int64_t deadline_at;	  /* when the timeout fires; 0: its clock is not running */
+	int64_t autosnap_every_s; /* seconds between snapshots; 0: none taken */
+	int64_t autosnap_keep;	  /* auto- snapshots kept; 0: none deleted */
+	int64_t autosnap_next_at; /* when the next one is due; 0: none */
 };
 
 struct snapshot {
@@ -103,6 +122,9 @@ struct snapshot {
 	uid_t owner_uid; /* its source sandbox's owner; 0 (root) for another host's */
 	gid_t owner_gid;
 	struct resources res; /* its source's limits, which a fork or resume keeps */
+	/* The source's timeout when it was taken: a fork's starts from it (runtime/ops_timer.c). */
+	int64_t timeout_s;
+	enum timeout_action timeout_action;
 };
 
 struct registry;

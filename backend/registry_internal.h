@@ -21,10 +21,12 @@ struct registry {
 #define SB_COLS                                                                                    \
 	"id, runtime_id, image, image_digest, entrypoint, env, gpu, state, message, created_at, "  \
 	"parent_snapshot, restore_snapshot, pid, owner_uid, owner_gid, "                           \
-	"memory_bytes, cpu_milli, pids"
+	"memory_bytes, cpu_milli, pids, "                                                          \
+	"timeout_s, timeout_action, deadline_at, autosnap_every_s, autosnap_keep, "                \
+	"autosnap_next_at"
 #define SB_PARAMS                                                                                  \
 	"?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, "                       \
-	"?16, ?17, ?18"
+	"?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24"
 #define SB_SELECT "SELECT " SB_COLS " FROM sandboxes "
 
 /* The snapshots' columns, in the order of registry.c's snapshot_cols[]. */
@@ -32,10 +34,11 @@ struct registry {
 	"id, name, kind, sandbox_id, created_at, completed_at, state, message, pause_ms, "         \
 	"size_bytes, stored_bytes, image, image_digest, entrypoint, host_json, gpu, env, "         \
 	"owner_uid, owner_gid, "                                                                   \
-	"memory_bytes, cpu_milli, pids"
+	"memory_bytes, cpu_milli, pids, "                                                          \
+	"timeout_s, timeout_action"
 #define SNAP_PARAMS                                                                                \
 	"?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, "   \
-	"?20, ?21, ?22"
+	"?20, ?21, ?22, ?23, ?24"
 #define SNAP_SELECT "SELECT " SNAP_COLS " FROM snapshots "
 
 /* Which table's records a statement binds or reads (registry.c holds their columns). */

@@ -105,11 +105,24 @@ static int word_res(const char *w, size_t n, const char *what, struct ctl_words 
 	return res_parse(kind, value, what, &out->res, e);
 }
 
+/* timeout=SECONDS: kept as written; the operation says what it makes of it. */
+static int word_timeout(const char *v, size_t n, const char *what, struct ctl_words *out,
+			struct err *e)
+{
+	if (n == 0 || n >= sizeof(out->timeout))
+		return err_set(e, EINVAL, "timeout= needs a number of seconds for %s", what);
+	memcpy(out->timeout, v, n);
+	out->timeout[n] = '\0';
+	return 0;
+}
+
 static int word_apply(const char *w, size_t n, const char *what, unsigned allow,
 		      struct ctl_words *out, struct err *e)
 {
 	static const char name_eq[] = "name=";
 	const size_t name_len = sizeof(name_eq) - 1;
+	static const char timeout_eq[] = "timeout=";
+	const size_t timeout_len = sizeof(timeout_eq) - 1;
 
 	if (word_is(w, n, "1"))
 		return 0;
@@ -119,6 +132,9 @@ static int word_apply(const char *w, size_t n, const char *what, unsigned allow,
 	}
 	if ((allow & CTL_ALLOW_NAME) && n >= name_len && memcmp(w, name_eq, name_len) == 0)
 		return word_label(w + name_len, n - name_len, what, out, e);
+	if ((allow & CTL_ALLOW_TIMEOUT) && n >= timeout_len &&
+	    memcmp(w, timeout_eq, timeout_len) == 0)
+		return word_timeout(w + timeout_len, n - timeout_len, what, out, e);
 	int rc = allow & CTL_ALLOW_RAISE ? word_res(w, n, what, out, e) : -ENOENT;
 	if (rc != -ENOENT)
 		return rc;

@@ -80,12 +80,30 @@ static int limit_write(struct fs_file *f, const char *line, struct pending *p, s
 					line, e);
 }
 
-/* What ops shows of it: env's names, never its values. */
-static int info_read(const struct fs_node *n, const struct caller *who, struct strbuf *out)
+/* A view of the sandbox that ops makes of its row: info.json, timeout, autosnapshot. */
+static int view_read(const struct fs_node *n, const struct caller *who, struct strbuf *out,
+		     int (*view)(const struct sandbox *sb, struct strbuf *out))
 {
 	_cleanup_free_ struct sandbox *sb = NULL;
 	int rc = tree_sandbox(who, n->id, &sb);
-	return rc < 0 ? rc : ops_sandbox_info(sb, out);
+	return rc < 0 ? rc : view(sb, out);
+}
+
+/* What ops shows of it: env's names, never its values. */
+static int info_read(const struct fs_node *n, const struct caller *who, struct strbuf *out)
+{
+	return view_read(n, who, out, ops_sandbox_info);
+}
+
+/* The lifetime's files (runtime/ops_timer.c). */
+static int timeout_read(const struct fs_node *n, const struct caller *who, struct strbuf *out)
+{
+	return view_read(n, who, out, ops_sandbox_timeout_text);
+}
+
+static int autosnap_read(const struct fs_node *n, const struct caller *who, struct strbuf *out)
+{
+	return view_read(n, who, out, ops_sandbox_autosnap_text);
 }
 
 /* A fresh read of `snapshot`: the newest snapshot's id, or nothing. */
@@ -128,6 +146,18 @@ static int gpu_write(struct fs_file *f, const char *line, struct pending *p, str
 {
 	(void)p;
 	return ops_sandbox_set(&f->who, f->node.id, SB_FIELD_GPU, line, e);
+}
+
+static int timeout_write(struct fs_file *f, const char *line, struct pending *p, struct err *e)
+{
+	(void)p;
+	return ops_sandbox_set_timeout(&f->who, f->node.id, line, e);
+}
+
+static int autosnap_write(struct fs_file *f, const char *line, struct pending *p, struct err *e)
+{
+	(void)p;
+	return ops_sandbox_set_autosnap(&f->who, f->node.id, line, e);
 }
 
 static int env_apply(const struct caller *who, const char *id, const char *env, struct err *e)
@@ -237,6 +267,8 @@ static const struct fs_entry sandbox_files[] = {
     {"entrypoint", S_IFREG | 0600, .read = entrypoint_read, .write = entrypoint_write},
     {"env", S_IFREG | 0600, .read = env_read, .write = env_write},
     {"gpu", S_IFREG | 0600, .read = gpu_read, .write = gpu_write},
+    {"timeout", S_IFREG | 0600, .read = timeout_read, .write = timeout_write},
+    {"autosnapshot", S_IFREG | 0600, .read = autosnap_read, .write = autosnap_write},
     {"memory", S_IFREG | 0600, .read = limit_read, .write = limit_write},
     {"cpus", S_IFREG | 0600, .read = limit_read, .write = limit_write},
     {"pids", S_IFREG | 0600, .read = limit_read, .write = limit_write},

@@ -108,11 +108,19 @@ static int fork_make(const struct caller *who, const char *id, const void *arg, 
 	return ops_snapshot_fork(who, id, arg, made, done, ctx, e);
 }
 
+/* `memory=`, `cpus=` raise the snapshot's limits; `timeout=SECONDS` names the fork's timeout. */
 static int fork_write(struct fs_file *f, const char *line, struct pending *p, struct err *e)
 {
 	struct ctl_words w;
-	int rc = ctl_words_parse(line, "fork", CTL_ALLOW_RAISE, &w, e);
-	return rc < 0 ? rc : file_id_action(f, p, w.async, fork_make, &w.res, e);
+	struct fork_opts opts = {0};
+	enum timeout_action ignored;
+	int rc = ctl_words_parse(line, "fork", CTL_ALLOW_RAISE | CTL_ALLOW_TIMEOUT, &w, e);
+	opts.raise = w.res;
+	if (rc == 0 && w.timeout[0]) {
+		opts.timeout_set = true;
+		rc = ops_timer_parse(w.timeout, &opts.timeout_s, &ignored, e);
+	}
+	return rc < 0 ? rc : file_id_action(f, p, w.async, fork_make, &opts, e);
 }
 
 /* Its owner's alone (runtime/access.h), as the sandbox it was taken of. */

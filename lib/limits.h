@@ -39,6 +39,9 @@
 #define RES_PIDS_MIN 32			  /* tasks */
 #define RES_PIDS_MAX 4194304		  /* the kernel's PID_MAX_LIMIT */
 #define RES_WORD_MAX 32			  /* the longest value text: "9223372036854775807B" */
+/* A sandbox's lifetime (runtime/ops_timer.c): the longest timeout or snapshot interval, a year. */
+#define LIFETIME_SECONDS_MAX (366LL * 24 * 3600)
+#define AUTOSNAP_KEEP_MAX 100 /* auto- snapshots one sandbox keeps */
 
 /*
  * pids is enforced twice (docs/limits.md): inside the sandbox as

@@ -97,6 +97,9 @@ struct ops_config {
 	 * starts from OPS_DEFAULT_*; a zeroed config (the unit tests) is unlimited.
 	 */
 	struct resources default_res;
+	/* --default-timeout: the timeout of a sandbox whose spec names none; 0 s: none */
+	int64_t default_timeout_s;
+	enum timeout_action default_timeout_action;
 };
 #define OPS_SHARED_GRACE_MS (3600 * 1000)
 /* The embedded defaults of --default-memory, --default-cpus, --default-pids (docs/limits.md). */
@@ -149,6 +152,10 @@ struct sandbox_spec {
 	bool gpu;
 	/* memory, cpus, pids: RES_UNSET in a field not given (the daemon's default applies) */
 	struct resources res;
+	/* `timeout` (ops_timer_parse()); unset: --default-timeout */
+	bool timeout_set;
+	int64_t timeout_s;
+	enum timeout_action timeout_action;
 };
 
 /*
@@ -225,13 +232,21 @@ int ops_sandbox_snapshots_each(const struct sandbox *sb,
 /* The newest of them of kind SNAP_KIND_SNAPSHOT into @out; -ENOENT if none. */
 int ops_sandbox_newest_snapshot(const struct sandbox *sb, struct snapshot *out);
 
+/* What a fork write changes of what the snapshot records; all unset: nothing. */
+struct fork_opts {
+	struct resources raise; /* `memory=`, `cpus=`: RES_UNSET in a field not given */
+	/* `timeout=SECONDS`: its timeout instead of the snapshot's (its action stays) */
+	bool timeout_set;
+	int64_t timeout_s;
+};
+
 /*
  * Restore snapshot @snap_id into a new sandbox owned by @who (who must see
- * the snapshot and may create); @id_out gets its id. done: when running.
- * The fork keeps the snapshot's limits; a field of @raise (NULL: none) that
- * is not RES_UNSET replaces one, never lower (-EINVAL).
+ * the snapshot and may create), with @opts (NULL: none); @id_out gets its
+ * id. done: when running. The fork keeps the snapshot's limits; a field of
+ * @opts->raise that is not RES_UNSET replaces one, never lower (-EINVAL).
  */
-int ops_snapshot_fork(const struct caller *who, const char *snap_id, const struct resources *raise,
+int ops_snapshot_fork(const struct caller *who, const char *snap_id, const struct fork_opts *opts,
 		      char id_out[ID_MAX], ops_done_fn done, void *ctx, struct err *e);
 /* Delete a snapshot (-EBUSY while a suspended sandbox depends on it). */
 int ops_snapshot_delete(const struct caller *who, const char *snap_id, ops_done_fn done, void *ctx,
@@ -245,6 +260,29 @@ int ops_snapshot_wait(const struct caller *who, const char *snap_id, ops_done_fn
  * caller must know @ctx is alive (a wait not yet completed).
  */
 bool ops_wait_cancel(void *ctx);
+
+/*
+ * --- a sandbox's lifetime (runtime/ops_timer.c) --------------------------
+ *
+ * `timeout`: "SECONDS [terminate|suspend]" (1..LIFETIME_SECONDS_MAX, the
+ * action terminate unless named; "0" clears). Its clock runs from each
+ * start, fork and resume to the deadline, where the timer thread
+ * terminates or suspends the sandbox as a write to that file would.
+ * `autosnapshot`: "every=SECONDS keep=N" (keep 1..AUTOSNAP_KEEP_MAX,
+ * default 1), "0" stops taking them. Both parsers are pure: -EINVAL with
+ * the sentence in @e.
+ */
+int ops_timer_parse(const char *text, int64_t *seconds, enum timeout_action *action, struct err *e);
+int ops_autosnap_parse(const char *text, int64_t *every_s, int64_t *keep, struct err *e);
+/* Write `timeout` or `autosnapshot` of sandbox @id (any state but terminated or failed). */
+int ops_sandbox_set_timeout(const struct caller *who, const char *id, const char *text,
+			    struct err *e);
+int ops_sandbox_set_autosnap(const struct caller *who, const char *id, const char *text,
+			     struct err *e);
+/* What a read of them shows of row @sb: "SECONDS-LEFT ACTION\n" or "0\n"; "every=S keep=N\n" or
+ * "0\n". */
+int ops_sandbox_timeout_text(const struct sandbox *sb, struct strbuf *out);
+int ops_sandbox_autosnap_text(const struct sandbox *sb, struct strbuf *out);
 
 /* --- what the tree shows ---------------------------------------------- */
 

@@ -202,6 +202,14 @@ static const char *object_name(enum ops_object kind)
 	return kind == OPS_OBJ_SNAPSHOT ? "snapshot" : "sandbox";
 }
 
+/* This thread's reason for the events it announces (announce_reason()); NULL: none. */
+static _Thread_local const char *event_reason;
+
+void announce_reason(const char *reason)
+{
+	event_reason = reason;
+}
+
 /* Append the event "@kind @id is @status" to the journal and tell the events file. */
 static void announce_event(enum ops_object kind, const char *id, const char *status,
 			   const char *message)
@@ -213,6 +221,8 @@ static void announce_event(enum ops_object kind, const char *id, const char *sta
 		cJSON_AddStringToObject(ev, "status", status);
 		if (message && *message)
 			cJSON_AddStringToObject(ev, "message", message);
+		if (event_reason)
+			cJSON_AddStringToObject(ev, "reason", event_reason);
 	}
 	journal_append(JOURNAL_EVENTS, ev);
 	notify(OPS_OBJ_EVENTS, "");
@@ -357,6 +367,8 @@ static void patch_sandbox(struct sandbox *sb, const struct sb_patch *p)
 			 p->restore_snapshot);
 	if (p->pid >= 0)
 		sb->pid = p->pid;
+	if (p->arm_timeout)
+		sb->deadline_at = timeout_deadline(sb->timeout_s, now_ms());
 }
 
 int sandbox_apply_if(const char *id, unsigned allowed, struct sb_patch patch)

@@ -113,7 +113,8 @@ struct sb_patch {
 	const char *image_digest;
 	const char *restore_snapshot;
 	pid_t pid;
-	bool durable; /* written to the registry or failed, never kept in memory (ops_rows.c) */
+	bool durable;	  /* written to the registry or failed, never kept in memory (ops_rows.c) */
+	bool arm_timeout; /* it runs anew: its timeout's clock starts (timeout_deadline()) */
 };
 #define SB_PATCH(st) ((struct sb_patch){.state = (st), .pid = -1})
 
@@ -356,6 +357,38 @@ void monitor_sandboxes(void);
 void ops_view_stop(void);
 
 #define STATE_BIT(s) (1u << (s))
+
+/*
+ * --- the lifetime: timeouts and periodic snapshots (ops_timer.c) ----------
+ *
+ * The deadline a timeout of @timeout_s seconds set at @now (ms since the
+ * epoch) has: 0 (none) for 0. Inline: ops_core.c applies it with a patch's
+ * arm_timeout, and calls no other ops file.
+ */
+static inline int64_t timeout_deadline(int64_t timeout_s, int64_t now)
+{
+	return timeout_s > 0 ? now + timeout_s * 1000 : 0;
+}
+/* Read --default-timeout (ops_open). */
+void timer_configure(const struct ops_config *cfg);
+/* A new sandbox's lifetime from @spec (NULL: mkdir), or the default. */
+void timer_init_sandbox(struct sandbox *sb, const struct sandbox_spec *spec);
+/* A fork's: the snapshot's timeout, unless @opts names another. */
+void timer_init_fork(struct sandbox *sb, const struct snapshot *snap, const struct fork_opts *opts);
+/* Start the timer thread (ops_start), stop it (ops_shutdown). */
+int timer_start(void);
+void timer_stop(void);
+/* A deadline or a setting changed, or a sandbox began to run: the timer looks again. */
+void timer_kick(void);
+/* info.json's "timeout" and "autosnapshot" of @sb (ops_view.c); NULL without memory. */
+cJSON *timer_info_timeout(const struct sandbox *sb);
+cJSON *timer_info_autosnap(const struct sandbox *sb);
+/*
+ * The reason the next events this thread announces give ("timeout",
+ * "autosnapshot"; NULL: none): the timer thread names it around the
+ * operations it starts, which announce on the calling thread (ops_core.c).
+ */
+void announce_reason(const char *reason);
 
 /*
  * --- GPU sandboxes and cuda-checkpoint (ops_gpu.c; docs/gpu.md) ----------

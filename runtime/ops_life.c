@@ -170,6 +170,8 @@ static int open_all(const struct ops_config *cfg, struct err *e)
 		rc = cache_open(cfg->state_dir, cfg->cache_max_bytes, e);
 	if (rc == 0)
 		rc = open_parts(cfg, e);
+	if (rc == 0)
+		timer_configure(cfg);
 	return rc;
 }
 
@@ -210,7 +212,8 @@ int ops_open(const struct ops_config *cfg, struct err *e)
 		 */
 		int64_t left = atomic_load(&start.deadline_ms) - mono_ms();
 		runsc_wait_leftovers(&ops.runsc, cfg->leftover_wait_ms);
-		/* That wait is runsc's: the store keeps what it had left (none: gives up at once). */
+		/* That wait is runsc's: the store keeps what it had left (none: gives up at once).
+		 */
 		cancel_set_deadline(&start, mono_ms() + (left > 0 ? left : 0));
 		reconcile_all();
 	}
@@ -236,6 +239,9 @@ int ops_start(struct err *e)
 	rc = ops_sync_start();
 	if (rc < 0)
 		return err_set(e, -rc, "cannot start the sync thread: %s", strerror(-rc));
+	rc = timer_start();
+	if (rc < 0)
+		return err_set(e, -rc, "cannot start the timer thread: %s", strerror(-rc));
 	ops.running = true;
 	info("snapfs started: state %s, store %s, runsc %s", ops.state_dir, store_url(ops.store),
 	     ops.runsc.version);
@@ -250,6 +256,7 @@ void ops_shutdown(void)
 	pthread_rwlock_unlock(&ops.gate);
 	if (monitor_started)
 		monitor_end();
+	timer_stop();
 	ops_sync_stop();
 	ops_view_stop(); /* reads only: nothing is lost if they give up */
 	jobs_stop();

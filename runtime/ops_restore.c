@@ -241,6 +241,7 @@ static void restore_job_run(void *arg)
 	} else {
 		p.image_digest = digest;
 		p.pid = pid;
+		p.arm_timeout = true; /* from the whole setting: a resume's clock starts again */
 		if (job->resume)
 			p.restore_snapshot = "";
 	}
@@ -255,6 +256,7 @@ static void restore_job_run(void *arg)
 				   job->resume ? "resume" : "start", &e);
 	} else {
 		unhold = job->resume; /* it runs: the snapshot is free */
+		timer_kick();
 	}
 	op_job_end_unhold(job, rc < 0 ? -e.code : 0, unhold ? job->sandbox_id : NULL, job->snap_id);
 }
@@ -352,7 +354,7 @@ static int fork_limits(const struct snapshot *snap, const struct resources *rais
 	return rc < 0 ? rc : cgroup_can_limit(out, "fork", e);
 }
 
-int ops_snapshot_fork(const struct caller *who, const char *snap_id, const struct resources *raise,
+int ops_snapshot_fork(const struct caller *who, const char *snap_id, const struct fork_opts *opts,
 		      char id_out[ID_MAX], ops_done_fn done, void *ctx, struct err *e)
 {
 	struct snapshot snap;
@@ -363,7 +365,7 @@ int ops_snapshot_fork(const struct caller *who, const char *snap_id, const struc
 		return -e->code;
 	int rc = check_forkable(who, snap_id, &snap, e);
 	if (rc == 0)
-		rc = fork_limits(&snap, raise, &sb.res, e);
+		rc = fork_limits(&snap, opts ? &opts->raise : NULL, &sb.res, e);
 	if (rc < 0)
 		return op_job_drop(job, rc);
 	rc = new_object_id("sbx-", sb.id);
@@ -379,6 +381,7 @@ int ops_snapshot_fork(const struct caller *who, const char *snap_id, const struc
 	memcpy(sb.env, snap.env, sizeof(sb.env));
 	memcpy(sb.parent_snapshot, snap.id, sizeof(sb.parent_snapshot));
 	sb.gpu = snap.gpu;
+	timer_init_fork(&sb, &snap, opts);
 	sb.state = SB_STARTING;
 	sb.created_at = now_ms();
 	pthread_mutex_lock(&ops.lock);

@@ -55,6 +55,7 @@ static int insert_sandbox(const struct caller *who, const char *id, const struct
 		if (rc < 0)
 			return rc;
 	}
+	timer_init_sandbox(&sb, spec);
 	sb.state = SB_CREATED;
 	sb.created_at = now_ms();
 	pthread_mutex_lock(&ops.lock);
@@ -318,11 +319,13 @@ static void start_job(void *arg)
 		struct sb_patch p = SB_PATCH(SB_RUNNING);
 		p.image_digest = digest;
 		p.pid = sandbox_pid(sb.runtime_id);
+		p.arm_timeout = true;
 		if (sandbox_apply_if(job->id, STATE_BIT(SB_STARTING), p) < 0) {
 			drop_container(job->id, sb.runtime_id);
 			rc =
 			    err_set(&e, EIO, "sandbox %s was terminated while it started", job->id);
 		}
+		timer_kick();
 	}
 	op_job_end(job, rc < 0 ? -e.code : 0, NULL, 0);
 }

@@ -125,7 +125,9 @@ static cJSON *sandbox_info(const struct sandbox *sb)
 	    /* The limits, as a snapshot's info.json shows them (runtime/snapmeta.c); 0: none. */
 	    json_add(info, "memory", cJSON_CreateNumber((double)sb->res.memory_bytes)) &&
 	    json_add(info, "cpus", cJSON_CreateNumber((double)sb->res.cpu_milli / 1000)) &&
-	    json_add(info, "pids", cJSON_CreateNumber((double)sb->res.pids));
+	    json_add(info, "pids", cJSON_CreateNumber((double)sb->res.pids)) &&
+	    json_add(info, "timeout", timer_info_timeout(sb)) &&
+	    json_add(info, "autosnapshot", timer_info_autosnap(sb));
 	return ok ? steal_ptr(info) : NULL;
 }
 

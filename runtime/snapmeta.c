@@ -34,12 +34,16 @@ enum field_type {
 	FIELD_HOST,  /* the host profile, a JSON object (runtime/host.h) */
 	FIELD_RUNSC, /* the runsc that took it: the builder's, never read into a row */
 	FIELD_LIMIT, /* int64_t at off, limit @res (lib/size.h); absent: 0, taken before limits */
+	/* the source's timeout (runtime/ops_timer.c): seconds, 0..LIFETIME_SECONDS_MAX */
+	FIELD_TIMEOUT,
+	FIELD_TIMEOUT_ACTION, /* "terminate" or "suspend" */
 };
 
 enum field_flags {
 	BY_STORE = 1 << 0,  /* manifest_build() writes it: read here, never built */
 	INFO_NULL = 1 << 1, /* the info view shows "" as null */
 	INFO_TIME = 1 << 2, /* the info view shows the ms as an RFC 3339 time, 0 as null */
+	OPTIONAL = 1 << 3,  /* older manifests lack it: absent, it reads as 0 */
 };
 
 /*
@@ -98,6 +102,15 @@ static const struct field {
     LIMIT("memory_bytes", "memory", res.memory_bytes, RES_MEMORY),
     LIMIT("cpu_milli", "cpus", res.cpu_milli, RES_CPUS),
     LIMIT("pids", "pids", res.pids, RES_PIDS),
+    {.key = "timeout_s",
+     .info = "timeout_s",
+     .type = FIELD_TIMEOUT,
+     .flags = OPTIONAL,
+     MEMBER(timeout_s)},
+    {.key = "timeout_action",
+     .info = "timeout_action",
+     .type = FIELD_TIMEOUT_ACTION,
+     .flags = OPTIONAL},
 #undef OTHER
 #undef LIMIT
 #undef COUNT
@@ -156,6 +169,10 @@ static cJSON *field_value(const struct field *f, const struct snapshot *snap, bo
 		return cJSON_CreateNumber(info && f->res == RES_CPUS
 					      ? (double)count_at(snap, f) / 1000
 					      : (double)count_at(snap, f));
+	case FIELD_TIMEOUT:
+		return cJSON_CreateNumber((double)snap->timeout_s);
+	case FIELD_TIMEOUT_ACTION:
+		return cJSON_CreateString(timeout_action_name(snap->timeout_action));
 	case FIELD_RUNSC:
 		break;
 	}
@@ -239,6 +256,8 @@ static int parse_field(const struct field *f, cJSON *m, const char *this_host,
 {
 	cJSON *item = cJSON_GetObjectItemCaseSensitive(m, f->key);
 	const char *s = cJSON_IsString(item) ? item->valuestring : NULL;
+	if (!item && (f->flags & OPTIONAL))
+		return 0; /* the row was zeroed: 0, and the enum's first value */
 
 	switch (f->type) {
 	case FIELD_ID:
@@ -263,6 +282,17 @@ static int parse_field(const struct field *f, cJSON *m, const char *this_host,
 		return 0;
 	case FIELD_HOST:
 		return parse_host(item, this_host, snap, e);
+	case FIELD_TIMEOUT:
+		if (!snapmeta_count(m, f->key, &snap->timeout_s) ||
+		    snap->timeout_s > LIFETIME_SECONDS_MAX)
+			return err_set(e, EINVAL,
+				       "its timeout_s is not a whole number from 0 to %lld",
+				       LIFETIME_SECONDS_MAX);
+		return 0;
+	case FIELD_TIMEOUT_ACTION:
+		if (!s || timeout_action_parse(s, &snap->timeout_action) < 0)
+			return err_set(e, EINVAL, "its timeout_action is not terminate or suspend");
+		return 0;
 	case FIELD_LIMIT:
 		if (item && (!snapmeta_count(m, f->key, count_of(snap, f)) ||
 			     !res_value_ok(f->res, *count_of(snap, f))))

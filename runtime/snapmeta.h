@@ -9,9 +9,12 @@
  *   {"id": "snap-…", "name": LABEL, "kind": "snapshot"|"suspend",
  *    "sandbox_id": ID, "created_at_ms": MS, "pause_ms": MS, "image": NAME,
  *    "image_digest": "sha256:…", "entrypoint": LINE, "runsc_version": V,
- *    "host": PROFILE (runtime/host.h), "gpu": BOOL}
+ *    "host": PROFILE (runtime/host.h), "gpu": BOOL,
+ *    "timeout_s": SECONDS, "timeout_action": "terminate"|"suspend"}
  *
- * and, from manifest_build(), "size_bytes" and "stored_bytes".
+ * and, from manifest_build(), "size_bytes" and "stored_bytes". The timeout
+ * fields are newer than the rest: a manifest without them reads as no
+ * timeout.
  *
  * Any host that can write the bucket can write a manifest, so
  * snapmeta_parse() holds each field to the rule the same text typed here

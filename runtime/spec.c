@@ -13,6 +13,7 @@
 #define KEY_SHOWN 64 /* how much of a bad key an error message quotes */
 
 enum { SEEN_IMAGE = 1, SEEN_ENTRYPOINT = 2, SEEN_GPU = 4, SEEN_RES = 8 /* << res_kind */ };
+#define SEEN_TIMEOUT (SEEN_RES << 3) /* past the three SEEN_RES bits */
 
 struct parse {
 	struct sandbox_spec *out;
@@ -98,6 +99,31 @@ static int set_gpu_word(struct parse *p, const char *value)
 	return set_gpu(p, value[0] == '1');
 }
 
+/* `timeout`: "SECONDS [terminate|suspend]" as its control file takes it (runtime/ops_timer.c). */
+static int set_timeout(struct parse *p, const char *value)
+{
+	int r = once(p, SEEN_TIMEOUT, "timeout");
+	if (r == 0)
+		r = ops_timer_parse(value, &p->out->timeout_s, &p->out->timeout_action, p->e);
+	p->out->timeout_set = r == 0;
+	return r;
+}
+
+static int json_timeout(struct parse *p, const cJSON *t)
+{
+	char text[32];
+	if (cJSON_IsString(t))
+		return set_timeout(p, t->valuestring);
+	/* A number as its digits: 1e99, -1 and 2.5 are then refused as the file refuses them. */
+	if (!cJSON_IsNumber(t) || !(t->valuedouble >= 0 && t->valuedouble < 1e15) ||
+	    t->valuedouble != (double)(int64_t)t->valuedouble)
+		return err_set(p->e, EINVAL,
+			       "timeout in sandbox spec must be a whole number of seconds or "
+			       "\"SECONDS [terminate|suspend]\"");
+	snprintf(text, sizeof(text), "%lld", (long long)t->valuedouble);
+	return set_timeout(p, text);
+}
+
 /* Is @key (of @n bytes) already set in the "K=V\n" lines of @env? */
 static bool env_has(const char *env, const char *key, size_t n)
 {
@@ -173,6 +199,8 @@ static int set_field(struct parse *p, const char *key, const char *value)
 		return add_env_line(p, value);
 	if (strcmp(key, "gpu") == 0)
 		return set_gpu_word(p, value);
+	if (strcmp(key, "timeout") == 0)
+		return set_timeout(p, value);
 	return unknown_key(p, key);
 }
 
@@ -251,6 +279,8 @@ static int parse_json(struct parse *p, const char *text)
 			r = json_env(p, item);
 		else if (strcmp(key, "gpu") == 0)
 			r = json_gpu(p, item);
+		else if (strcmp(key, "timeout") == 0)
+			r = json_timeout(p, item);
 		else if (strcmp(key, "image") != 0 && strcmp(key, "entrypoint") != 0 && !limit)
 			r = unknown_key(p, key);
 		else if (!cJSON_IsString(item))

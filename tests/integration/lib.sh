@@ -297,6 +297,14 @@ snapshot_of() { wr_read "$MNT/sandboxes/$1/snapshot" "${2-1}" | head -n 1; }
 # fork_of SNAP: fork it; print the new sandbox's id.
 fork_of() { wr_read "$MNT/snapshots/$1/fork" | head -n 1; }
 
+# snapshots_jq SB FILTER: FILTER (jq) of the info.json of each snapshot of SB, in no set order.
+snapshots_jq() {
+	local l
+	for l in "$MNT/sandboxes/$1/snapshots/"*; do
+		[ -e "$l" ] && jget "$MNT/snapshots/$(basename "$l")/info.json" "$2" 2>/dev/null
+	done
+}
+
 # The snapshot a suspended sandbox depends on: its snapshot of kind "suspend", newest last.
 suspend_snapshot_of() {
 	local l id

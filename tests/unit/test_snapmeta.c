@@ -74,6 +74,19 @@ static void test_good(void)
 	CHECK(strstr(s.host_json, "\"host_id\":\"" OTHER "\"") != NULL);
 	CHECK(strstr(s.host_json, "\"runsc_version\":\"0.0~20240729.0\"") != NULL);
 
+	CHECK(s.timeout_s == 0 && s.timeout_action == TIMEOUT_TERMINATE);
+	/* The source's timeout comes back; a manifest from before timeouts has none. */
+	cJSON *t = good();
+	cJSON_ReplaceItemInObject(t, "timeout_s", cJSON_CreateNumber(600));
+	cJSON_ReplaceItemInObject(t, "timeout_action", cJSON_CreateString("suspend"));
+	CHECK(parse(t, HERE, &s, &e) == 0 && s.timeout_s == 600 &&
+	      s.timeout_action == TIMEOUT_SUSPEND);
+	t = good();
+	cJSON_DeleteItemFromObject(t, "timeout_s");
+	cJSON_DeleteItemFromObject(t, "timeout_action");
+	CHECK(parse(t, HERE, &s, &e) == 0 && s.timeout_s == 0 &&
+	      s.timeout_action == TIMEOUT_TERMINATE);
+
 	/* Another host's clock a little ahead of this one's is no reason to refuse. */
 	cJSON *m = good();
 	cJSON_ReplaceItemInObject(m, "created_at_ms", cJSON_CreateNumber(NOW + SNAPMETA_SKEW_MS));
@@ -160,6 +173,10 @@ static void test_numbers(void)
 	refused("size_bytes", cJSON_CreateNumber(9007199254740994.0), "size_bytes");
 	refused("size_bytes", NULL, "size_bytes");
 	refused("stored_bytes", cJSON_CreateNumber(-1), "stored_bytes");
+	refused("timeout_s", cJSON_CreateNumber(1e99), "timeout_s");
+	refused("timeout_s", cJSON_CreateNumber(LIFETIME_SECONDS_MAX + 1.0), "timeout_s");
+	refused("timeout_s", cJSON_CreateNumber(-1), "timeout_s");
+	refused("timeout_action", cJSON_CreateString("explode"), "timeout_action");
 
 	int64_t v = -1;
 	cJSON *m = cJSON_Parse("{\"a\": 9007199254740992, \"b\": 1e19, \"c\": -0.5, \"d\": true}");
@@ -349,8 +366,10 @@ static void test_info_fields(void)
 	CHECK(info_num(info, "memory") == 256 << 20);
 	CHECK(info_num(info, "cpus") == 0.5);
 	CHECK(info_num(info, "pids") == 64);
-	/* Those seventeen, and nothing else: not the env, not the manifest's fields. */
-	CHECK(cJSON_GetArraySize(info) == 17);
+	CHECK(info_num(info, "timeout_s") == 0);
+	CHECK_STR(info_str(info, "timeout_action"), "terminate");
+	/* Those nineteen, and nothing else: not the env, not the manifest's fields. */
+	CHECK(cJSON_GetArraySize(info) == 19);
 	CHECK(!cJSON_GetObjectItem(info, "env") && !cJSON_GetObjectItem(info, "image"));
 	CHECK(!cJSON_GetObjectItem(info, "entrypoint") &&
 	      !cJSON_GetObjectItem(info, "created_at_ms"));
@@ -412,7 +431,9 @@ static void test_info_text(void)
 				    "\t\"gpu\":\ttrue,\n"
 				    "\t\"memory\":\t268435456,\n"
 				    "\t\"cpus\":\t0.5,\n"
-				    "\t\"pids\":\t64\n"
+				    "\t\"pids\":\t64,\n"
+				    "\t\"timeout_s\":\t0,\n"
+				    "\t\"timeout_action\":\t\"terminate\"\n"
 				    "}\n");
 	/* Appended: what @out held stays. */
 	strbuf_reset(&out);
@@ -466,14 +487,15 @@ static void test_build(void)
 	CHECK(info_num(m, "memory_bytes") == 256 << 20);
 	CHECK(info_num(m, "cpu_milli") == 500);
 	CHECK(info_num(m, "pids") == 64);
-	CHECK(cJSON_GetArraySize(m) == 15);
+	CHECK(info_num(m, "timeout_s") == 0);
+	CHECK(cJSON_GetArraySize(m) == 17);
 	cJSON_Delete(m);
 	/* "" stays a string in the manifest; a profile that is not JSON is left out. */
 	snap.name[0] = '\0';
 	snprintf(snap.host_json, sizeof(snap.host_json), "{");
 	m = snapmeta_build(&snap, "v");
 	CHECK(m && info_str(m, "name") && !*info_str(m, "name"));
-	CHECK(m && !cJSON_GetObjectItem(m, "host") && cJSON_GetArraySize(m) == 14);
+	CHECK(m && !cJSON_GetObjectItem(m, "host") && cJSON_GetArraySize(m) == 16);
 	cJSON_Delete(m);
 }
 

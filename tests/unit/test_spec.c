@@ -178,6 +178,29 @@ static void test_errors(void)
 	CHECK(spec_parse("foo=1", 5, &spec, NULL) == -EINVAL);
 }
 
+/* `timeout`: as the file takes it, in both formats; unset, the daemon's default applies. */
+static void test_timeout(void)
+{
+	CHECK(spec_parse("image=a\n", 8, &spec, &e) == 0 && !spec.timeout_set);
+	const char *lines = "image=a\ntimeout=30 suspend\n";
+	CHECK(spec_parse(lines, strlen(lines), &spec, &e) == 0 && spec.timeout_set &&
+	      spec.timeout_s == 30 && spec.timeout_action == TIMEOUT_SUSPEND);
+	const char *json = "{\"image\": \"a\", \"timeout\": 5}";
+	CHECK(spec_parse(json, strlen(json), &spec, &e) == 0 && spec.timeout_set &&
+	      spec.timeout_s == 5 && spec.timeout_action == TIMEOUT_TERMINATE);
+	json = "{\"image\": \"a\", \"timeout\": \"0\"}";
+	CHECK(spec_parse(json, strlen(json), &spec, &e) == 0 && spec.timeout_set &&
+	      spec.timeout_s == 0);
+	refused("image=a\ntimeout=1e99\n", "timeout must be a whole number of seconds");
+	refused("image=a\ntimeout=-1\n", "timeout must be a whole number of seconds");
+	refused("image=a\ntimeout=3 explode\n", "unknown word 'explode' for timeout");
+	refused("image=a\ntimeout=99999999\n", "over the most");
+	refused("{\"image\":\"a\",\"timeout\":1e99}", "timeout in sandbox spec must be");
+	refused("{\"image\":\"a\",\"timeout\":-1}", "timeout in sandbox spec must be");
+	refused("{\"image\":\"a\",\"timeout\":2.5}", "timeout in sandbox spec must be");
+	refused("image=a\ntimeout=1\ntimeout=2\n", "'timeout' appears twice");
+}
+
 /* memory, cpus, pids: either format; unset is RES_UNSET (the daemon's default applies). */
 static void test_limits(void)
 {
@@ -209,5 +232,6 @@ int main(void)
 	test_lines();
 	test_json();
 	test_errors();
+	test_timeout();
 	return t_done();
 }
