@@ -30,8 +30,8 @@
 /*
  * A sandbox's resource limits (lib/size.h, docs/limits.md): 0 is unlimited,
  * anything else within these bounds. runsc's sentry and gofer alone use
- * about 15 MiB and 20 host tasks, so a lower limit would kill the sandbox
- * as it boots.
+ * about 15 MiB, so a lower memory limit would kill the sandbox as it
+ * boots; a shell and an exec need a few tasks.
  */
 #define RES_MEMORY_MIN (32LL << 20)	  /* bytes */
 #define RES_CPU_MILLI_MIN 10		  /* 0.01 CPUs: the kernel's least CFS quota, 1 ms */
