@@ -99,7 +99,8 @@ static int word_res(const char *w, size_t n, const char *what, struct ctl_words 
 		return -ENOENT;
 	size_t vlen = n - klen - 1;
 	if (vlen >= sizeof(value))
-		vlen = sizeof(value) - 1; /* res_parse() refuses what is cut */
+		return err_set(e, EINVAL, "%s: %s= takes at most %d characters", what, key,
+			       RES_WORD_MAX - 1);
 	memcpy(value, eq + 1, vlen);
 	value[vlen] = '\0';
 	return res_parse(kind, value, what, &out->res, e);

@@ -34,6 +34,7 @@
  * boots; a shell and an exec need a few tasks.
  */
 #define RES_MEMORY_MIN (32LL << 20)	  /* bytes */
+#define RES_MEMORY_MAX (1LL << 50)	  /* 1 PiB: exact as a JSON number (config.json) */
 #define RES_CPU_MILLI_MIN 10		  /* 0.01 CPUs: the kernel's least CFS quota, 1 ms */
 #define RES_CPU_MILLI_MAX (1024LL * 1000) /* 1024 CPUs */
 #define RES_PIDS_MIN 32			  /* tasks */

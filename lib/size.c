@@ -153,7 +153,7 @@ static int bad_value(enum res_kind kind, const char *value, const char *what, st
 
 bool res_value_ok(enum res_kind kind, int64_t v)
 {
-	bool in_range = kind == RES_MEMORY ? v >= RES_MEMORY_MIN
+	bool in_range = kind == RES_MEMORY ? v >= RES_MEMORY_MIN && v <= RES_MEMORY_MAX
 			: kind == RES_CPUS ? v >= RES_CPU_MILLI_MIN && v <= RES_CPU_MILLI_MAX
 					   : v >= RES_PIDS_MIN && v <= RES_PIDS_MAX;
 	return v == 0 || in_range;

@@ -202,10 +202,17 @@ static int64_t sandbox_memory_bytes(pid_t pid)
 static void sandbox_after_failed_checkpoint(const struct snap_job *job, const char *runtime_id,
 					    const struct err *e)
 {
+	char msg[MESSAGE_MAX];
 	struct sb_patch p = SB_PATCH(SB_FAILED);
-	if (runsc_state(&ops.runsc, runtime_id, NULL, NULL) == RUNSC_RUNNING)
+	enum runsc_status st = runsc_state(&ops.runsc, runtime_id, NULL, NULL);
+	snprintf(msg, sizeof(msg), "%s", e->msg);
+	if (st == RUNSC_RUNNING)
 		p.state = SB_RUNNING;
-	p.message = e->msg;
+	/* A suspend's pause that would not end: stopped rather than left holding its memory. */
+	if (st == RUNSC_PAUSED && delete_container(runtime_id, NULL) == 0)
+		snprintf(msg, sizeof(msg), "%.900s; the sandbox would not resume and was stopped",
+			 e->msg);
+	p.message = msg;
 	p.restore_snapshot = "";
 	sandbox_apply_if(job->sandbox_id, CHECKPOINTING, p);
 	if (job->kind == SNAP_KIND_SUSPEND)
@@ -250,8 +257,8 @@ static int take_checkpoint(const struct snap_job *job, const struct sandbox *sb,
 	if (rc == 0)
 		rc = runsc_checkpoint(&ops.runsc, sb->runtime_id, &o, e);
 	/* A suspend that failed runs on; a failed checkpoint may have ended it (runsc.h). */
-	if (rc < 0 && paused && runsc_state(&ops.runsc, sb->runtime_id, NULL, NULL) == RUNSC_PAUSED)
-		runsc_resume(&ops.runsc, sb->runtime_id, NULL);
+	if (rc < 0 && paused)
+		container_unpause(sb->runtime_id, NULL);
 	snap->pause_ms = mono_ms() - t0;
 	return gpu_after_checkpoint(&gpu, leave_running, rc, e);
 }
@@ -296,9 +303,12 @@ static void checkpoint_job(void *arg)
 	if (leave_running) {
 		sandbox_apply_if(sb.id, STATE_BIT(SB_SNAPSHOTTING), SB_PATCH(SB_RUNNING));
 	} else {
-		/* Marked whole: the container, paused (or stopped by runsc's CUDA checkpoint),
-		 * goes. */
-		runsc_delete(&ops.runsc, sb.runtime_id, NULL);
+		/* Marked whole: the container goes, paused (or stopped by runsc's CUDA checkpoint).
+		 */
+		if (delete_container(sb.runtime_id, &e) < 0)
+			warning("suspend of sandbox %s: %s; the next start-up deletes it", sb.id,
+				e.msg);
+		err_clear(&e);
 		struct sb_patch p = SB_PATCH(SB_SUSPENDING);
 		p.pid = 0;
 		sandbox_apply_if(sb.id, STATE_BIT(SB_SUSPENDING), p);

@@ -229,6 +229,12 @@ int container_start(const char *id, const char *runtime_id, bool gpu, const char
  * Updates @sb (runtime_id, pid); the registry only for the id.
  */
 int restore_from_spool(struct sandbox *sb, const char *snap_id, struct err *e);
+/* Kill and delete container @runtime_id; -EIO if runsc still knows it afterwards. */
+int stop_container(const char *runtime_id, struct err *e);
+/* The same without the kill: a paused or stopped container. */
+int delete_container(const char *runtime_id, struct err *e);
+/* Resume @runtime_id if runsc has it paused, a few tries: its status after (ops_sandbox.c). */
+enum runsc_status container_unpause(const char *runtime_id, struct err *e);
 /* Queue the store of @snap, in_progress with its checkpoint whole in the spool (ops_checkpoint.c).
  */
 void snapshot_store_again(const struct snapshot *snap);
@@ -353,7 +359,9 @@ void reconcile_stores(void);
 /* Mark running sandboxes whose process ended as terminated (the monitor thread). */
 void monitor_sandboxes(void);
 
-/* Shutdown: manifest fetches in flight (ops_view.c) give up a store that hangs. */
+/* Manifest fetches (ops_view.c) may run; at shutdown, those in flight give up a store that hangs.
+ */
+void ops_view_start(void);
 void ops_view_stop(void);
 
 #define STATE_BIT(s) (1u << (s))

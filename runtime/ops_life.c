@@ -223,6 +223,7 @@ int ops_open(const struct ops_config *cfg, struct err *e)
 
 int ops_start(struct err *e)
 {
+	ops_view_start();
 	/* Here, not in ops_open(): once daemonized its answers reach the log. */
 	runsc_probe_checkpoint(&ops.runsc, spool_fd(), ops.spool_dir);
 	int rc = jobs_start();

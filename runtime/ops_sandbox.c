@@ -1,9 +1,9 @@
 /*
  * ops_sandbox.c - operations on one sandbox: create, configure, start,
- * terminate, remove and wait, the reconciliation of sandboxes with runsc
- * at start-up, and the monitor's check for exited ones. Exec is in
- * ops_exec.c; snapshot and suspend in ops_checkpoint.c; resume and fork in
- * ops_restore.c.
+ * terminate, remove and wait, and the monitor's check for exited ones.
+ * Exec is in ops_exec.c; snapshot and suspend in ops_checkpoint.c; resume
+ * and fork in ops_restore.c; what start-up makes of each sandbox in
+ * ops_reconcile.c.
  */
 #include "runtime/ops_internal.h"
 
@@ -363,10 +363,14 @@ int ops_sandbox_start(const struct caller *who, const char *id, ops_done_fn done
 
 /* --- terminate and remove ------------------------------------------------ */
 
-/* Kill and delete the container; -EIO if runsc still knows it afterwards. */
-static int stop_container(const char *runtime_id, struct err *e)
+int stop_container(const char *runtime_id, struct err *e)
 {
 	runsc_kill(&ops.runsc, runtime_id, SIGKILL, NULL);
+	return delete_container(runtime_id, e);
+}
+
+int delete_container(const char *runtime_id, struct err *e)
+{
 	int rc = runsc_delete(&ops.runsc, runtime_id, e);
 	if (rc < 0)
 		return rc;
@@ -375,6 +379,19 @@ static int stop_container(const char *runtime_id, struct err *e)
 		return err_set(e, EIO, "container %s is still %s after runsc delete", runtime_id,
 			       runsc_status_name(st));
 	return 0;
+}
+
+/* Resumes that may fail once (a busy host) before a paused sandbox counts as lost. */
+#define UNPAUSE_TRIES 3
+
+enum runsc_status container_unpause(const char *runtime_id, struct err *e)
+{
+	enum runsc_status st = runsc_state(&ops.runsc, runtime_id, NULL, NULL);
+	for (int i = 0; i < UNPAUSE_TRIES && st == RUNSC_PAUSED; i++) {
+		runsc_resume(&ops.runsc, runtime_id, e);
+		st = runsc_state(&ops.runsc, runtime_id, NULL, NULL);
+	}
+	return st;
 }
 
 static void terminate_job(void *arg)
@@ -484,152 +501,6 @@ int ops_sandbox_wait(const struct caller *who, const char *id, ops_done_fn done,
 	waiters_wake(OPS_OBJ_SANDBOX, id, sandbox_state_name(sb.state),
 		     !sandbox_state_transitional(sb.state));
 	return 0;
-}
-
-/* --- start-up reconciliation --------------------------------------------- */
-
-/*
- * The snapshot an interrupted suspend was taking: the one the sandbox names
- * (begin_checkpoint() names it once its row exists), and only a suspend
- * snapshot this host took of it. Never just its newest: that may be an
- * older suspend's, resumed since, and taking it would delete a running
- * container and lose all it did after that resume. {0} if it names none.
- */
-static void suspend_snapshot(const struct sandbox *sb, struct snapshot *snap)
-{
-	if (sb->restore_snapshot[0] && row_snapshot_get(sb->restore_snapshot, snap) == 0 &&
-	    snap->kind == SNAP_KIND_SUSPEND && ops_snapshot_of(snap, sb))
-		return;
-	memset(snap, 0, sizeof(*snap));
-}
-
-/*
- * A suspend interrupted by a crash, once the runsc calls it made ended. Its
- * checkpoint pauses the sandbox and leaves it paused (ops_checkpoint.c):
- * running, the checkpoint never began; paused, it runs on unless its
- * checkpoint is whole; gone, the checkpoint was whole before the delete.
- * Then stored means suspended, a whole checkpoint suspending until
- * reconcile_stores() stored it, and a checkpoint in the spool is restored
- * from (a mark that failed, or runsc's own CUDA checkpoint, which stops
- * the sandbox itself). True if it runs on in the container it had.
- */
-static bool reconcile_suspend(struct sandbox *sb, enum runsc_status st)
-{
-	struct snapshot snap;
-	struct err e = {0};
-	suspend_snapshot(sb, &snap);
-	/* Named from the request on; kept only while it may still be resumed from. */
-	sb->restore_snapshot[0] = '\0';
-	bool stored = snap.id[0] && snap.state == SNAP_COMPLETED;
-	bool whole = stored || (snap.id[0] && snapshot_store_unfinished(&snap));
-	if (st == RUNSC_PAUSED && !whole && runsc_resume(&ops.runsc, sb->runtime_id, &e) == 0) {
-		st = RUNSC_RUNNING;
-		snprintf(sb->message, sizeof(sb->message),
-			 "the suspend was interrupted before its checkpoint was whole; the sandbox "
-			 "runs on");
-	}
-	if (st == RUNSC_RUNNING && !stored) {
-		sb->state = SB_RUNNING; /* the checkpoint never stopped it */
-		gpu_reconcile(sb);	/* CUDA processes it may have left locked */
-		return true;
-	}
-	/*
-	 * Paused with a whole checkpoint, or stopped: released first, before a
-	 * restore names another container in its place and this one is no one's.
-	 */
-	runsc_delete(&ops.runsc, sb->runtime_id, NULL);
-	sb->pid = 0;
-	if (stored) {
-		sb->state = SB_SUSPENDED;
-		snprintf(sb->restore_snapshot, sizeof(sb->restore_snapshot), "%s", snap.id);
-	} else if (snap.id[0] && snapshot_store_unfinished(&snap)) {
-		sb->state = SB_SUSPENDING; /* reconcile_stores() ends it */
-		snprintf(sb->restore_snapshot, sizeof(sb->restore_snapshot), "%s", snap.id);
-	} else if (snap.id[0] && restore_from_spool(sb, snap.id, &e) == 0) {
-		sb->state = SB_RUNNING;
-		snprintf(
-		    sb->message, sizeof(sb->message),
-		    "the suspend was interrupted; the sandbox was restored from its checkpoint");
-	} else {
-		sb->state = SB_FAILED;
-		snprintf(
-		    sb->message, sizeof(sb->message),
-		    "sandbox %s was suspending when snapfs stopped and cannot be restored%s%.600s",
-		    sb->id, e.code ? ": " : "", e.msg);
-	}
-	return false;
-}
-
-static void reopen_console(const char *id)
-{
-	char dir[PATH_MAX];
-	int rc = sandbox_path(id, NULL, dir, sizeof(dir));
-	if (rc == 0)
-		rc = console_reopen(id, dir);
-	/* A sandbox started before consoles were FIFOs writes its log file itself. */
-	if (rc < 0 && rc != -ENOENT)
-		warning("cannot read the console of sandbox %s: %s", id, strerror(-rc));
-}
-
-/* What a sandbox the registry left in @sb->state became while snapfs was down. */
-static void reconcile_one(struct sandbox *sb)
-{
-	pid_t pid = 0;
-	enum sandbox_state was = sb->state;
-	if (was == SB_SUSPENDED || was == SB_CREATED || was == SB_TERMINATED || was == SB_FAILED)
-		return;
-	enum runsc_status st = runsc_state(&ops.runsc, sb->runtime_id, &pid, NULL);
-	bool alive = st == RUNSC_RUNNING;
-	sb->pid = alive ? pid : 0;
-	if (was == SB_TERMINATING) {
-		stop_container(sb->runtime_id, NULL);
-		sb->state = SB_TERMINATED;
-	} else if (was == SB_SUSPENDING) {
-		alive = reconcile_suspend(sb, st);
-	} else if (was == SB_RESUMING && !alive) {
-		runsc_delete(&ops.runsc, sb->runtime_id, NULL);
-		sb->state = SB_SUSPENDED; /* a failed resume can be tried again */
-	} else if (alive) {
-		sb->state = SB_RUNNING;
-		if (was == SB_RESUMING) /* resumed: it no longer needs the snapshot */
-			sb->restore_snapshot[0] = '\0';
-		if (was == SB_SNAPSHOTTING)
-			gpu_reconcile(sb); /* CUDA processes it may have left locked */
-	} else {
-		runsc_delete(&ops.runsc, sb->runtime_id, NULL);
-		sb->state = SB_FAILED;
-		snprintf(sb->message, sizeof(sb->message),
-			 "sandbox %s was %s and its container is %s after a daemon restart", sb->id,
-			 sandbox_state_name(was), runsc_status_name(st));
-	}
-	/* Its output waited in the console FIFO for us (a restored one has its console). */
-	if (sb->state == SB_RUNNING && alive)
-		reopen_console(sb->id);
-	row_sandbox_update(sb);
-	/* `tail -f events` tells what a restart made of it, as of any other change. */
-	if (sb->state != was)
-		announce_sandbox(sb->id, sb->state, sb->message);
-}
-
-static int collect_ids(const struct sandbox *sb, void *arg)
-{
-	strbuf_addf(arg, "%s\n", sb->id);
-	return strbuf_error(arg);
-}
-
-static void reconcile_id(const char *id)
-{
-	struct sandbox sb;
-	if (row_sandbox_get(id, &sb) == 0)
-		reconcile_one(&sb);
-}
-
-/* Walk ids collected first: runsc runs outside the registry walk. */
-void reconcile_sandboxes(void)
-{
-	_cleanup_strbuf_ struct strbuf ids = STRBUF_INIT;
-	row_sandbox_each(collect_ids, &ids);
-	strbuf_each_line(&ids, reconcile_id);
 }
 
 /* --- the monitor: sandboxes whose process ended on its own ---------------- */

@@ -79,7 +79,8 @@ static struct {
 	int64_t last_collect_ms;
 	bool collect_queued;
 	struct strbuf unsettled; /* ids start-up left for the store to decide, one a line */
-	struct cancel cancel;	 /* the thread's: ops_sync_stop() ends a pass in flight */
+	struct cancel
+	    cancel; /* its thread's and collect_job()'s: ops_sync_stop() ends their work */
 } sync = {.lock = PTHREAD_MUTEX_INITIALIZER, .unsettled = STRBUF_INIT};
 
 static pthread_mutex_t pass_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -377,7 +378,10 @@ static void collect_job(void *arg)
 {
 	struct err e = {0};
 	(void)arg;
+	cancel_bind(
+	    &sync.cancel); /* the sync's work: a stop gives it up, and it deletes nothing then */
 	int n = store_collect(ops.store, 0, &e);
+	cancel_bind(NULL);
 	if (n > 0)
 		info("store: removed %d unused objects", n);
 	else if (n < 0)

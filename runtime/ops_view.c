@@ -228,6 +228,11 @@ static void fetch_put(struct fetch *f)
 /* The fetches' token: shutdown gives up a fetch from a store that hangs (ops_view_stop()). */
 static struct cancel fetches;
 
+void ops_view_start(void)
+{
+	cancel_init(&fetches);
+}
+
 void ops_view_stop(void)
 {
 	cancel_now(&fetches);

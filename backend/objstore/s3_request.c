@@ -273,6 +273,8 @@ static bool transient(CURLcode cc, long status)
 	}
 }
 
+#define BACKOFF_SLICE_MS 100
+
 /* Wait before try @tries + 1: a random time in [d/2, d], d doubling from S3_BACKOFF_MS. */
 static void backoff(int tries)
 {
@@ -283,10 +285,13 @@ static void backoff(int tries)
 	uint32_t rnd = 0;
 	if (getrandom(&rnd, sizeof(rnd), GRND_NONBLOCK) != sizeof(rnd))
 		rnd = (uint32_t)mono_ms();
-	int64_t ms = d / 2 + (int64_t)(rnd % (uint32_t)(d / 2 + 1));
-	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000};
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
+	int64_t until = mono_ms() + d / 2 + (int64_t)(rnd % (uint32_t)(d / 2 + 1));
+	/* In slices, so a thread told to give up (lib/cancel.h) does not sleep on. */
+	for (int64_t now = mono_ms(); now < until && !cancel_requested(); now = mono_ms()) {
+		int64_t ms = until - now < BACKOFF_SLICE_MS ? until - now : BACKOFF_SLICE_MS;
+		struct timespec ts = {.tv_sec = 0, .tv_nsec = ms * 1000000};
+		nanosleep(&ts, NULL);
+	}
 }
 
 /* "s3://bucket/key" for messages: what was asked for, in the user's terms. */

@@ -142,6 +142,19 @@ static void test_words(void)
 	CHECK_STR(w.label, "x");
 }
 
+/* A fork's memory= longer than a value can be is refused, never cut to a smaller size. */
+static void test_raise_too_long(void)
+{
+	struct ctl_words w;
+	struct err e = {0};
+	CHECK(ctl_words_parse("memory=2G", "fork", CTL_ALLOW_RAISE, &w, &e) == 0);
+	CHECK(w.res.memory_bytes == 2LL << 30);
+	/* 32 characters: 1 TiB written with leading zeros; cut at 31 it read 1 GiB once. */
+	CHECK(ctl_words_parse("memory=0000000000000000000001073741824K", "fork", CTL_ALLOW_RAISE,
+			      &w, &e) == -EINVAL);
+	CHECK(strstr(e.msg, "at most") != NULL);
+}
+
 static void test_unknown_words(void)
 {
 	struct ctl_words w;
@@ -296,6 +309,7 @@ int main(void)
 	test_line_too_long_keeps_the_rest();
 	test_callback_error_stops();
 	test_words();
+	test_raise_too_long();
 	test_unknown_words();
 	test_spec_key_value();
 	test_spec_json();

@@ -78,6 +78,11 @@ static void test_limits(void)
 	CHECK(res_parse(RES_MEMORY, "1M", "sandbox web", &r, &e) == -EINVAL);
 	CHECK(strstr(e.msg, "bad memory for sandbox web") && strstr(e.msg, "'1M'"));
 	CHECK(res_parse(RES_MEMORY, "-1", "sandbox spec", &r, &e) == -EINVAL);
+	/* Past 1 PiB a limit no longer reads back exactly from config.json's JSON number. */
+	CHECK(res_parse(RES_MEMORY, "9223372036854775807", "x", &r, &e) == -EINVAL);
+	CHECK(res_parse(RES_MEMORY, "1025T", "x", &r, &e) == -EINVAL);
+	CHECK(res_parse(RES_MEMORY, "1024T", "x", &r, &e) == 0 && r.memory_bytes == 1LL << 50);
+	r.memory_bytes = 0;
 	CHECK(res_parse(RES_CPUS, "abc", "sandbox spec", &r, &e) == -EINVAL);
 	CHECK(strstr(e.msg, "bad cpus for sandbox spec") != NULL);
 	CHECK(res_parse(RES_CPUS, "0.005", "x", &r, &e) == -EINVAL);
