@@ -290,8 +290,8 @@ int cgroup_limit_hit(const struct cgroup_usage *u, const struct resources *res, 
 	if (u->pids_max > 0) {
 		res_format(res, RES_PIDS, limit);
 		snprintf(msg, size,
-			 "task limit reached: the sandbox asked for more than its pids limit of %s "
-			 "host tasks and runsc ended it",
+			 "task limit reached: the sandbox's runtime asked for more host tasks than "
+			 "the host's backstop for its pids limit of %s allows and runsc ended it",
 			 limit);
 		return 1;
 	}
