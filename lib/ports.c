@@ -56,6 +56,24 @@ int ports_line_parse(const char *line, struct ports_line *out, struct err *e)
 	return err_set(e, EINVAL, "bad ports line '%.64s': %s", line, USAGE);
 }
 
+int ports_list_parse(const char *words, struct ports *out, struct err *e)
+{
+	const char *s = words;
+	out->n = 0;
+	for (skip_spaces(&s); *s; skip_spaces(&s)) {
+		struct port_map m = {0};
+		if (out->n == PORTS_SANDBOX_MAX || !number(&s, 1, &m.port) ||
+		    ports_find(out, m.port) >= 0)
+			return err_set(
+			    e, EINVAL,
+			    "bad ports '%.64s' in sandbox spec: at most %d ports, each once, "
+			    "1 to 65535, separated by spaces",
+			    words, PORTS_SANDBOX_MAX);
+		out->v[out->n++] = m;
+	}
+	return 0;
+}
+
 int ports_decode(const char *text, struct ports *out)
 {
 	const char *s = text;

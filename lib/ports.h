@@ -41,6 +41,8 @@ struct ports_line {
 
 /* One line written to `ports`: 0, or -EINVAL with the sentence in @e. */
 int ports_line_parse(const char *line, struct ports_line *out, struct err *e);
+/* A spec's `ports`: sandbox ports separated by spaces (host ports 0); -EINVAL with a sentence. */
+int ports_list_parse(const char *words, struct ports *out, struct err *e);
 /* A record into @out: 0, or -EINVAL for one that is not (bad numbers, a port twice, too many). */
 int ports_decode(const char *text, struct ports *out);
 /* Is @text a record? (the snapshot metadata's check: runtime/snapmeta.c) */

@@ -158,13 +158,17 @@ struct sandbox_spec {
 	bool timeout_set;
 	int64_t timeout_s;
 	enum timeout_action timeout_action;
+	/* `ports`: published when it is made, on host ports the kernel picks (lib/ports.h record)
+	 */
+	char ports[PORTS_TEXT_MAX];
 };
 
 /*
  * Parse a spec: a JSON object {"image":…, "entrypoint":…, "env":{K:V} or
  * ["K=V",…], "gpu":0|1|true|false}, or key=value lines (image=, entrypoint=,
  * env=K=V repeated, gpu=), each with memory, cpus and pids (lib/size.h; a
- * JSON number or string). Unknown keys and malformed values: -EINVAL.
+ * JSON number or string), timeout, and ports ("8080 9090", or a JSON array
+ * of numbers). Unknown keys and malformed values: -EINVAL.
  * Missing image: -EINVAL. An empty entrypoint means OPS_DEFAULT_ENTRYPOINT.
  * Lives in runtime/spec.c (pure: unit-tested).
  */

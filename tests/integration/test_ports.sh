@@ -65,6 +65,12 @@ check_eq "a terminated sandbox lists none" "" "$(rd "$MNT/sandboxes/$f/ports")"
 ok "the fork's host port refuses" refuses "$fhost"
 expect_errno EBUSY "a terminated sandbox publishes nothing" wr "$MNT/sandboxes/$f/ports" 8080
 
+# --- a spec's ports ---------------------------------------------------------------------
+n=$(wr_read "$MNT/sandboxes/new" $'image=busybox\nports=8080 9090\n')
+check_match "a sandbox from a spec with ports" '^sbx-' "$n"
+check_eq "it publishes both" "8080 9090" "$(rd "$MNT/sandboxes/$n/ports" | awk '{print $1}' | xargs)"
+ok "terminate $n" wr "$MNT/sandboxes/$n/terminate"
+
 # --- a restart opens them again on the same host ports ---------------------------------
 ok "publish 8081 of w" wr "$MNT/sandboxes/w/ports" 8081
 host=$(host_port w 8081)

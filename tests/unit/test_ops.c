@@ -2345,6 +2345,14 @@ static void ports_steps(void)
 	CHECK(host_port_of(fork_id, echo.port) == 0);
 	CHECK(t_tcp_connect((uint16_t)fork_host) < 0 && errno == ECONNREFUSED);
 	CHECK(ports_line(fork_id, "%u", echo.port, 0) == -EBUSY);
+	/* A spec's ports are published as it is made. */
+	struct sandbox_spec spec = {.image = IMAGE};
+	char spec_id[ID_MAX];
+	xsnprintf(spec.ports, sizeof(spec.ports), "%u 0\n", echo.port);
+	CHECK(OP_RUN(ops_sandbox_new(root, &spec, spec_id, OP), NULL, 0) == 0);
+	unsigned spec_host = host_port_of(spec_id, echo.port);
+	CHECK(spec_host != 0 && echoes(spec_host));
+	CHECK(sb_terminate(spec_id) == 0);
 	/* A created sandbox publishes too; rmdir closes it. */
 	make_sandbox("c");
 	CHECK(ports_line("c", "%u", 7, 0) == 0);
