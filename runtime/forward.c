@@ -3,12 +3,14 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -57,6 +59,7 @@ static struct tally *tallies;
 static unsigned nports, nconns;
 static uint64_t next_serial = 1; /* 0 tags the wake-up eventfd */
 static int epfd = -1, wakefd = -1;
+static int spare_fd = -1; /* given up to accept one connection to close when out of fds */
 static pthread_t thread;
 static bool started, stopping;
 static forward_resolve_fn resolver;
@@ -223,6 +226,15 @@ static bool over_limit(const struct port *p)
 static void port_event(struct port *p)
 {
 	int fd = accept4(p->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+	if (fd < 0 && (errno == EMFILE || errno == ENFILE) && spare_fd >= 0) {
+		/* Out of fds: the client is closed at once rather than woken for again and again.
+		 */
+		closep(&spare_fd);
+		fd = accept4(p->fd, NULL, NULL, SOCK_CLOEXEC);
+		closep(&fd);
+		spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		return;
+	}
 	if (fd < 0)
 		return;
 	p->tally->st.connections++;
@@ -454,6 +466,20 @@ static void *forward_main(void *arg)
 	return NULL;
 }
 
+/* Each forwarded connection holds two fds: room for FORWARD_CONNS_MAX, as far as the hard limit
+ * allows. */
+static void raise_fd_limit(void)
+{
+	struct rlimit rl;
+	rlim_t want = 2 * FORWARD_CONNS_MAX + FORWARD_PORTS_MAX + 1024;
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= want)
+		return;
+	rl.rlim_cur = rl.rlim_max < want ? rl.rlim_max : want;
+	if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+		warning("forward: cannot raise the open files limit to %llu: %s",
+			(unsigned long long)rl.rlim_cur, strerror(errno));
+}
+
 int forward_start(const char *address, forward_resolve_fn resolve, struct err *e)
 {
 	const char *a = address && address[0] ? address : "127.0.0.1";
@@ -461,6 +487,8 @@ int forward_start(const char *address, forward_resolve_fn resolve, struct err *e
 		return err_set(e, EINVAL, "--publish-address %s is no IPv4 address", a);
 	inet_ntop(AF_INET, &listen_addr, listen_text, sizeof(listen_text));
 	resolver = resolve;
+	raise_fd_limit();
+	spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	epfd = epoll_create1(EPOLL_CLOEXEC);
 	wakefd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	struct epoll_event ev = {.events = EPOLLIN, .data.u64 = 0};
@@ -470,6 +498,8 @@ int forward_start(const char *address, forward_resolve_fn resolve, struct err *e
 	if (rc) {
 		closep(&epfd);
 		closep(&wakefd);
+		closep(&spare_fd);
+		spare_fd = epfd = wakefd = -1;
 		return err_set(e, rc, "cannot start the port forwarder: %s", strerror(rc));
 	}
 	started = true;
@@ -498,6 +528,8 @@ void forward_stop(void)
 	}
 	closep(&epfd);
 	closep(&wakefd);
+	closep(&spare_fd);
+	spare_fd = epfd = wakefd = -1;
 	started = stopping = false;
 	pthread_mutex_unlock(&lock);
 }

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "tests/unit/t.h"
 #include "tests/unit/t_echo.h"
@@ -131,6 +132,36 @@ static void test_limit(uint16_t echo_port)
 	forward_close_sandbox("web", true);
 }
 
+/* Out of fds: a connection is accepted and closed at once, and the port serves again after. */
+static void test_out_of_fds(uint16_t echo_port)
+{
+	struct err e = {0};
+	struct rlimit was;
+	uint16_t host = 0;
+	char buf[64];
+	CHECK(forward_open("web", echo_port, 0, &host, &e) == 0);
+	struct sockaddr_in a = {.sin_family = AF_INET,
+				.sin_port = htons(host),
+				.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	struct timeval tv = {.tv_sec = 20};
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	int lowest = dup(0); /* the lowest free fd: from it on, none is left */
+	CHECK(fd >= 0 && lowest > fd && getrlimit(RLIMIT_NOFILE, &was) == 0);
+	close(lowest);
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	struct rlimit low = {.rlim_cur = (rlim_t)lowest, .rlim_max = was.rlim_max};
+	CHECK(setrlimit(RLIMIT_NOFILE, &low) == 0);
+	CHECK(connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0);
+	CHECK(t_read_all(fd, buf, sizeof(buf)) <= 0 && errno != EAGAIN); /* closed, no hang */
+	CHECK(setrlimit(RLIMIT_NOFILE, &was) == 0);
+	close(fd);
+	fd = t_tcp_connect(host);
+	CHECK(fd >= 0 && t_round_trip(fd, "after\n"));
+	if (fd >= 0)
+		close(fd);
+	forward_close_sandbox("web", true);
+}
+
 int main(void)
 {
 	struct err e = {0};
@@ -146,6 +177,7 @@ int main(void)
 	test_close_stops(echo.port);
 	test_unreachable(echo.port);
 	test_limit(echo.port);
+	test_out_of_fds(echo.port);
 	forward_stop();
 	t_echo_stop(&echo);
 	return t_done();
