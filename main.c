@@ -50,6 +50,7 @@ struct options {
 	struct resources default_res; /* --default-memory, --default-cpus, --default-pids */
 	int64_t default_timeout_s;    /* --default-timeout; 0: none */
 	enum timeout_action default_timeout_action;
+	const char *publish_address; /* --publish-address; NULL: 127.0.0.1 */
 	const char *fuse_opts[16];
 	size_t nfuse_opts;
 	const char *mountpoint;
@@ -65,7 +66,7 @@ static void usage(FILE *out)
 	    "              [--exec-timeout SECONDS] [--runsc-timeout SECONDS]\n"
 	    "              [--cuda-checkpoint PATH] [--cgroup-parent PATH] [--debug]\n"
 	    "              [--default-memory SIZE] [--default-cpus N] [--default-pids N]\n"
-	    "              [--default-timeout SECONDS]\n"
+	    "              [--default-timeout SECONDS] [--publish-address ADDRESS]\n"
 	    "              MOUNTPOINT\n"
 	    "\n"
 	    "  -f              stay in the foreground, log to stderr\n"
@@ -104,6 +105,8 @@ static void usage(FILE *out)
 	    "                  0: unlimited)\n"
 	    "  --default-timeout SECONDS [terminate|suspend]  the timeout of a sandbox whose\n"
 	    "                  spec names none (default 0: none)\n"
+	    "  --publish-address ADDRESS  the IPv4 address published ports listen on\n"
+	    "                  (default 127.0.0.1; docs/network.md)\n"
 	    "  --debug         log every operation\n"
 	    "\n"
 	    "Unmount with: fusermount3 -u MOUNTPOINT (running sandboxes keep running)\n",
@@ -177,6 +180,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 	    {"default-cpus", required_argument, NULL, 'U'},
 	    {"default-pids", required_argument, NULL, 'T'},
 	    {"default-timeout", required_argument, NULL, 'L'},
+	    {"publish-address", required_argument, NULL, 'A'},
 	    {"debug", no_argument, NULL, 'd'},
 	    {"help", no_argument, NULL, 'h'},
 	    {"version", no_argument, NULL, 'V'},
@@ -255,6 +259,9 @@ static int parse_options(int argc, char **argv, struct options *o)
 				return error(EINVAL, "--default-timeout: %s", e.msg);
 			break;
 		}
+		case 'A':
+			o->publish_address = optarg;
+			break;
 		case 'd':
 			log_debug_enabled = true;
 			break;
@@ -374,6 +381,7 @@ static int serve(struct options *o, struct fuse_args *args)
 	    .default_res = o->default_res,
 	    .default_timeout_s = o->default_timeout_s,
 	    .default_timeout_action = o->default_timeout_action,
+	    .publish_address = o->publish_address,
 	};
 	int rc = ops_open(&cfg, &e);
 	if (rc < 0) {

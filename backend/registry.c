@@ -19,7 +19,7 @@
 #define BUSY_TIMEOUT_MS 5000
 
 /* Bump with a migration in registry_migrate() whenever the tables change. */
-#define SCHEMA_VERSION 4
+#define SCHEMA_VERSION 5
 #define STR_(x) #x
 #define STR(x) STR_(x)
 
@@ -107,6 +107,10 @@ bool snapshot_state_settled(enum snapshot_state s)
 			      " autosnap_keep INTEGER NOT NULL DEFAULT 0,"                         \
 			      " autosnap_next_at INTEGER NOT NULL DEFAULT 0"
 
+/* Published ports (runtime/ops_ports.c): a sandbox's, and the source's in a snapshot; v4 adds it.
+ */
+#define PORTS_COL " ports TEXT NOT NULL DEFAULT ''"
+
 static const char schema_sql[] =
     "BEGIN IMMEDIATE;"
     "CREATE TABLE IF NOT EXISTS sandboxes ("
@@ -117,7 +121,7 @@ static const char schema_sql[] =
     " restore_snapshot TEXT NOT NULL, pid INTEGER NOT NULL,"
     " owner_uid INTEGER NOT NULL DEFAULT 0, owner_gid INTEGER NOT NULL DEFAULT 0,"
     " memory_bytes INTEGER NOT NULL DEFAULT 0, cpu_milli INTEGER NOT NULL DEFAULT 0,"
-    " pids INTEGER NOT NULL DEFAULT 0," LIFETIME_SANDBOX_COLS ");"
+    " pids INTEGER NOT NULL DEFAULT 0," LIFETIME_SANDBOX_COLS "," PORTS_COL ");"
     "CREATE INDEX IF NOT EXISTS sandboxes_created ON sandboxes (created_at, id);"
     "CREATE INDEX IF NOT EXISTS sandboxes_parent ON sandboxes (parent_snapshot, created_at, id);"
     "CREATE INDEX IF NOT EXISTS sandboxes_restore ON sandboxes (restore_snapshot);"
@@ -130,7 +134,7 @@ static const char schema_sql[] =
     " gpu INTEGER NOT NULL, env TEXT NOT NULL,"
     " owner_uid INTEGER NOT NULL DEFAULT 0, owner_gid INTEGER NOT NULL DEFAULT 0,"
     " memory_bytes INTEGER NOT NULL DEFAULT 0, cpu_milli INTEGER NOT NULL DEFAULT 0,"
-    " pids INTEGER NOT NULL DEFAULT 0," LIFETIME_TIMEOUT_COLS ");"
+    " pids INTEGER NOT NULL DEFAULT 0," LIFETIME_TIMEOUT_COLS "," PORTS_COL ");"
     "CREATE INDEX IF NOT EXISTS snapshots_created ON snapshots (created_at, id);"
     "CREATE INDEX IF NOT EXISTS snapshots_sandbox ON snapshots (sandbox_id, created_at, id);"
     "PRAGMA user_version = " STR(SCHEMA_VERSION) "; COMMIT;";
@@ -170,6 +174,9 @@ static const char migrate_v3_sql[] =
     "ALTER TABLE snapshots ADD COLUMN timeout_s INTEGER NOT NULL DEFAULT 0;"
     "ALTER TABLE snapshots ADD COLUMN timeout_action TEXT NOT NULL DEFAULT 'terminate';"
     "PRAGMA user_version = 4; COMMIT;";
+static const char migrate_v4_sql[] =
+    "BEGIN IMMEDIATE; ALTER TABLE sandboxes ADD COLUMN" PORTS_COL
+    "; ALTER TABLE snapshots ADD COLUMN" PORTS_COL "; PRAGMA user_version = 5; COMMIT;";
 
 /* --- statements ------------------------------------------------------------- */
 
@@ -312,6 +319,7 @@ static const struct column sandbox_cols[] = {
     {SB(COL_I64, autosnap_every_s)},
     {SB(COL_I64, autosnap_keep)},
     {SB(COL_I64, autosnap_next_at)},
+    {SB(COL_TEXT, ports)},
 };
 
 static const struct column snapshot_cols[] = {
@@ -338,6 +346,7 @@ static const struct column snapshot_cols[] = {
     {SNAP(COL_I64, res.cpu_milli)},
     {SNAP(COL_I64, res.pids)},
     TIMEOUT_COLS(SNAP),
+    {SNAP(COL_TEXT, ports)},
 };
 
 static const struct table tables[] = {
@@ -651,7 +660,8 @@ static int migrate(struct registry *reg, const char *path)
 	if (version == SCHEMA_VERSION)
 		return 0;
 	/* A new file gets the whole schema; an older one the steps since its version, in turn. */
-	const char *steps[] = {schema_sql, migrate_v1_sql, migrate_v2_sql, migrate_v3_sql};
+	const char *steps[] = {schema_sql, migrate_v1_sql, migrate_v2_sql, migrate_v3_sql,
+			       migrate_v4_sql};
 	if (version < 0 || version >= (int)ARRAY_SIZE(steps))
 		return error(EIO,
 			     "registry: %s has schema version %d; this snapfs knows version %d",

@@ -99,6 +99,8 @@ struct sandbox {
 	int64_t autosnap_every_s; /* seconds between snapshots; 0: none taken */
 	int64_t autosnap_keep;	  /* auto- snapshots kept; 0: none deleted */
 	int64_t autosnap_next_at; /* when the next one is due; 0: none */
+	/* Published ports (runtime/ops_ports.c): "PORT HOSTPORT" lines, republished at start-up. */
+	char ports[PORTS_TEXT_MAX];
 };
 
 struct snapshot {
@@ -125,6 +127,8 @@ struct snapshot {
 	/* The source's timeout when it was taken: a fork's starts from it (runtime/ops_timer.c). */
 	int64_t timeout_s;
 	enum timeout_action timeout_action;
+	/* The source's published ports, "PORT 0" lines: a fork publishes them on new host ports. */
+	char ports[PORTS_TEXT_MAX];
 };
 
 struct registry;

@@ -106,6 +106,12 @@ static int autosnap_read(const struct fs_node *n, const struct caller *who, stru
 	return view_read(n, who, out, ops_sandbox_autosnap_text);
 }
 
+/* Published ports (runtime/ops_ports.c). */
+static int ports_read(const struct fs_node *n, const struct caller *who, struct strbuf *out)
+{
+	return view_read(n, who, out, ops_sandbox_ports_text);
+}
+
 /* A fresh read of `snapshot`: the newest snapshot's id, or nothing. */
 static int newest_read(const struct fs_node *n, const struct caller *who, struct strbuf *out)
 {
@@ -158,6 +164,12 @@ static int autosnap_write(struct fs_file *f, const char *line, struct pending *p
 {
 	(void)p;
 	return ops_sandbox_set_autosnap(&f->who, f->node.id, line, e);
+}
+
+static int ports_write(struct fs_file *f, const char *line, struct pending *p, struct err *e)
+{
+	(void)p;
+	return ops_sandbox_ports(&f->who, f->node.id, line, e);
 }
 
 static int env_apply(const struct caller *who, const char *id, const char *env, struct err *e)
@@ -272,6 +284,7 @@ static const struct fs_entry sandbox_files[] = {
     {"memory", S_IFREG | 0600, .read = limit_read, .write = limit_write},
     {"cpus", S_IFREG | 0600, .read = limit_read, .write = limit_write},
     {"pids", S_IFREG | 0600, .read = limit_read, .write = limit_write},
+    {"ports", S_IFREG | 0600, .read = ports_read, .write = ports_write},
     {"start", S_IFREG | 0200, .write = file_action_write, .action = ops_sandbox_start},
     {"snapshot", S_IFREG | 0600, .flags = FS_STREAM, .read = newest_read, .write = snapshot_write},
     {"suspend", S_IFREG | 0200, .write = file_action_write, .action = ops_sandbox_suspend},

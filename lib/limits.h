@@ -58,4 +58,12 @@
 #define RES_PIDS_HOST_PER_TASK 3
 #define RES_PIDS_HOST_BASE 64
 
+/* Published ports (runtime/forward.h, runtime/ops_ports.c). */
+#define PORTS_SANDBOX_MAX 16	     /* ports one sandbox publishes */
+#define PORTS_TEXT_MAX 256	     /* their record, "PORT HOSTPORT" lines (16 * 12 < 256) */
+#define FORWARD_PORTS_MAX 1024	     /* listeners of the daemon in all */
+#define FORWARD_CONNS_PORT_MAX 64    /* connections forwarded at once by one port */
+#define FORWARD_CONNS_MAX 1024	     /* and by all of them */
+#define FORWARD_BUF_BYTES (16 << 10) /* bytes in flight per direction of a connection */
+
 #endif

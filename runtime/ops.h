@@ -100,6 +100,8 @@ struct ops_config {
 	/* --default-timeout: the timeout of a sandbox whose spec names none; 0 s: none */
 	int64_t default_timeout_s;
 	enum timeout_action default_timeout_action;
+	/* --publish-address: where published ports listen (runtime/forward.h); NULL: 127.0.0.1 */
+	const char *publish_address;
 };
 #define OPS_SHARED_GRACE_MS (3600 * 1000)
 /* The embedded defaults of --default-memory, --default-cpus, --default-pids (docs/limits.md). */
@@ -156,13 +158,17 @@ struct sandbox_spec {
 	bool timeout_set;
 	int64_t timeout_s;
 	enum timeout_action timeout_action;
+	/* `ports`: published when it is made, on host ports the kernel picks (lib/ports.h record)
+	 */
+	char ports[PORTS_TEXT_MAX];
 };
 
 /*
  * Parse a spec: a JSON object {"image":…, "entrypoint":…, "env":{K:V} or
  * ["K=V",…], "gpu":0|1|true|false}, or key=value lines (image=, entrypoint=,
  * env=K=V repeated, gpu=), each with memory, cpus and pids (lib/size.h; a
- * JSON number or string). Unknown keys and malformed values: -EINVAL.
+ * JSON number or string), timeout, and ports ("8080 9090", or a JSON array
+ * of numbers). Unknown keys and malformed values: -EINVAL.
  * Missing image: -EINVAL. An empty entrypoint means OPS_DEFAULT_ENTRYPOINT.
  * Lives in runtime/spec.c (pure: unit-tested).
  */
@@ -283,6 +289,20 @@ int ops_sandbox_set_autosnap(const struct caller *who, const char *id, const cha
  * "0\n". */
 int ops_sandbox_timeout_text(const struct sandbox *sb, struct strbuf *out);
 int ops_sandbox_autosnap_text(const struct sandbox *sb, struct strbuf *out);
+
+/*
+ * --- published ports (runtime/ops_ports.c, docs/network.md) ---------------
+ *
+ * A line written to `ports`: `PORT` publishes the sandbox's port on a host
+ * port the kernel picks, `PORT HOSTPORT` on that one, `close PORT` stops
+ * it (EINVAL for another line, EADDRINUSE for a host port taken, EEXIST
+ * for a port published already, ENOENT to close one that is not, EACCES
+ * for a host port below 1024 but for root, ENOSPC past PORTS_SANDBOX_MAX,
+ * EBUSY once the sandbox is terminating, terminated or failed).
+ */
+int ops_sandbox_ports(const struct caller *who, const char *id, const char *line, struct err *e);
+/* What a read shows of row @sb: "PORT ADDRESS:HOSTPORT" lines; none once it ended. */
+int ops_sandbox_ports_text(const struct sandbox *sb, struct strbuf *out);
 
 /* --- what the tree shows ---------------------------------------------- */
 

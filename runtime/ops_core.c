@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/forward.h"
 #include "runtime/images.h"
 #include "runtime/journal.h"
 
@@ -239,6 +240,9 @@ static void announce_state(enum ops_object kind, const char *id, const char *sta
 
 void announce_sandbox(const char *id, enum sandbox_state state, const char *message)
 {
+	/* Its published ports stop as soon as it ends (docs/network.md, "Published ports"). */
+	if (state == SB_TERMINATING || state == SB_TERMINATED || state == SB_FAILED)
+		forward_close_sandbox(id, false);
 	announce_state(OPS_OBJ_SANDBOX, id, sandbox_state_name(state),
 		       !sandbox_state_transitional(state), message);
 }

@@ -399,6 +399,24 @@ cJSON *timer_info_autosnap(const struct sandbox *sb);
 void announce_reason(const char *reason);
 
 /*
+ * --- published ports (ops_ports.c; docs/network.md, "Published ports") ----
+ *
+ * Read --publish-address (ops_open); start the forwarder and open the
+ * forwarders of every live sandbox's row (ops_start); stop it (shutdown).
+ */
+void ports_configure(const struct ops_config *cfg);
+int ports_start(struct err *e);
+void ports_stop(void);
+/* Open sandbox @id's forwarders from its row, recording the host ports bound (a fork's). */
+void ports_reopen(const char *id);
+/* A fork's row gets its snapshot's ports (host ports 0: new ones when it opens them). */
+void ports_fork(struct sandbox *sb, const struct snapshot *snap);
+/* A snapshot records its source's ports, without their host ports. */
+void ports_snapshot(struct snapshot *snap, const struct sandbox *sb);
+/* info.json's "ports" of @sb; NULL without memory. */
+cJSON *ports_info(const struct sandbox *sb);
+
+/*
  * --- GPU sandboxes and cuda-checkpoint (ops_gpu.c; docs/gpu.md) ----------
  *
  * The hooks the operations call around a start, a checkpoint and a

@@ -172,6 +172,8 @@ static int open_all(const struct ops_config *cfg, struct err *e)
 		rc = open_parts(cfg, e);
 	if (rc == 0)
 		timer_configure(cfg);
+	if (rc == 0)
+		ports_configure(cfg);
 	return rc;
 }
 
@@ -243,6 +245,9 @@ int ops_start(struct err *e)
 	rc = timer_start();
 	if (rc < 0)
 		return err_set(e, -rc, "cannot start the timer thread: %s", strerror(-rc));
+	rc = ports_start(e);
+	if (rc < 0)
+		return rc;
 	ops.running = true;
 	info("snapfs started: state %s, store %s, runsc %s", ops.state_dir, store_url(ops.store),
 	     ops.runsc.version);
@@ -258,6 +263,7 @@ void ops_shutdown(void)
 	if (monitor_started)
 		monitor_end();
 	timer_stop();
+	ports_stop();
 	ops_sync_stop();
 	ops_view_stop(); /* reads only: nothing is lost if they give up */
 	jobs_stop();

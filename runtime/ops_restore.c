@@ -382,6 +382,7 @@ int ops_snapshot_fork(const struct caller *who, const char *snap_id, const struc
 	memcpy(sb.parent_snapshot, snap.id, sizeof(sb.parent_snapshot));
 	sb.gpu = snap.gpu;
 	timer_init_fork(&sb, &snap, opts);
+	ports_fork(&sb, &snap);
 	sb.state = SB_STARTING;
 	sb.created_at = now_ms();
 	pthread_mutex_lock(&ops.lock);
@@ -393,6 +394,7 @@ int ops_snapshot_fork(const struct caller *who, const char *snap_id, const struc
 						strerror(-rc)));
 	}
 	memcpy(id_out, sb.id, ID_MAX);
+	ports_reopen(sb.id); /* the source's ports, on new host ports */
 	announce_sandbox(sb.id, sb.state, NULL);
 	notify(OPS_OBJ_LIST, sb.id);
 	notify(OPS_OBJ_SNAPSHOT, snap_id);

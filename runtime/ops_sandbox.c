@@ -16,6 +16,7 @@
 #include "runtime/bundle.h"
 #include "runtime/cgroup.h"
 #include "runtime/console.h"
+#include "runtime/forward.h"
 #include "runtime/images.h"
 #include "runtime/spool.h"
 
@@ -50,6 +51,7 @@ static int insert_sandbox(const struct caller *who, const char *id, const struct
 		memcpy(sb.entrypoint, spec->entrypoint, sizeof(sb.entrypoint));
 		memcpy(sb.env, spec->env, sizeof(sb.env));
 		sb.gpu = spec->gpu;
+		memcpy(sb.ports, spec->ports, sizeof(sb.ports));
 		res_apply(&sb.res, &spec->res);
 		rc = cgroup_can_limit(&sb.res, "sandbox", e);
 		if (rc < 0)
@@ -65,6 +67,8 @@ static int insert_sandbox(const struct caller *who, const char *id, const struct
 		return err_set(e, EEXIST, "sandbox %s already exists", id);
 	if (rc < 0)
 		return err_set(e, EIO, "cannot record sandbox %s: %s", id, strerror(-rc));
+	if (sb.ports[0])
+		ports_reopen(id); /* the spec's ports, on host ports the kernel picks */
 	announce_sandbox(id, sb.state, NULL);
 	notify(OPS_OBJ_LIST, id);
 	return 0;
@@ -465,6 +469,7 @@ int ops_sandbox_remove(const struct caller *who, const char *id, struct err *e)
 	 */
 	if (rc == 0) {
 		console_detach(id);
+		forward_close_sandbox(id, true); /* a created one's ports, and its counters */
 		sandbox_bury(id, tomb, sizeof(tomb));
 	}
 	pthread_mutex_unlock(&ops.lock);

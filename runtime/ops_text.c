@@ -6,6 +6,7 @@
 #include "backend/store.h"
 #include "runtime/cache.h"
 #include "runtime/cgroup.h"
+#include "runtime/forward.h"
 #include "runtime/jobs.h"
 
 int ops_version_text(struct strbuf *out)
@@ -154,6 +155,41 @@ static void usage_metrics(struct strbuf *out)
 		out->err = strbuf_error(&memory) < 0 ? strbuf_error(&memory) : strbuf_error(&cpu);
 }
 
+/* What each sandbox's published ports forwarded (runtime/forward.h), since the daemon started. */
+static int forward_sample(const struct sandbox *sb, void *arg)
+{
+	struct strbuf *t = arg;
+	struct forward_stats st;
+	if (forward_stats(sb->id, &st) < 0)
+		return 0;
+	strbuf_addf(&t[0], "snapfs_sandbox_forward_connections_total{sandbox=\"%s\"} %llu\n",
+		    sb->id, (unsigned long long)st.connections);
+	strbuf_addf(&t[1],
+		    "snapfs_sandbox_forward_bytes_total{sandbox=\"%s\",direction=\"in\"} %llu\n",
+		    sb->id, (unsigned long long)st.bytes_in);
+	strbuf_addf(&t[1],
+		    "snapfs_sandbox_forward_bytes_total{sandbox=\"%s\",direction=\"out\"} %llu\n",
+		    sb->id, (unsigned long long)st.bytes_out);
+	return 0;
+}
+
+static void forward_metrics(struct strbuf *out)
+{
+	struct strbuf t[2] = {STRBUF_INIT, STRBUF_INIT}; /* connections, bytes */
+	row_sandbox_each(forward_sample, t);
+	metric_header(out, "snapfs_sandbox_forward_connections_total", "counter",
+		      "Connections each sandbox's published ports accepted.");
+	strbuf_add(out, t[0].buf, t[0].len);
+	metric_header(
+	    out, "snapfs_sandbox_forward_bytes_total", "counter",
+	    "Bytes forwarded through each sandbox's published ports; in: to the sandbox.");
+	strbuf_add(out, t[1].buf, t[1].len);
+	if (!out->err)
+		out->err = strbuf_error(&t[0]) < 0 ? strbuf_error(&t[0]) : strbuf_error(&t[1]);
+	strbuf_release(&t[0]);
+	strbuf_release(&t[1]);
+}
+
 int ops_metrics_text(struct strbuf *out)
 {
 	struct metric_counts c = {0};
@@ -180,6 +216,7 @@ int ops_metrics_text(struct strbuf *out)
 	strbuf_addf(out, "snapfs_snapshot_pause_seconds_count %lld\n", (long long)c.pause_count);
 	job_metrics(out);
 	usage_metrics(out);
+	forward_metrics(out);
 	gauge(out, "snapfs_waiters",
 	      "Reads of wait files held until their object settles (an interrupted one goes at "
 	      "once).",

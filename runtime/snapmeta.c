@@ -8,6 +8,7 @@
 #include "backend/manifest.h"
 #include "lib/json.h"
 #include "lib/names.h"
+#include "lib/ports.h"
 #include "runtime/host.h"
 
 /* JSON numbers are doubles: integers up to 2^53 are exact. */
@@ -111,6 +112,7 @@ static const struct field {
      .info = "timeout_action",
      .type = FIELD_TIMEOUT_ACTION,
      .flags = OPTIONAL},
+    TEXT("ports", NULL, OPTIONAL, ports, ports_record_ok, "\"PORT 0\" lines (lib/ports.h)"),
 #undef OTHER
 #undef LIMIT
 #undef COUNT

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "lib/names.h"
+#include "lib/ports.h"
 
 /* Room for every field at its longest, twice over for JSON escapes. */
 #define SPEC_MAX (2 * (IMAGE_NAME_MAX + ENTRYPOINT_MAX + ENV_MAX))
@@ -14,6 +15,7 @@
 
 enum { SEEN_IMAGE = 1, SEEN_ENTRYPOINT = 2, SEEN_GPU = 4, SEEN_RES = 8 /* << res_kind */ };
 #define SEEN_TIMEOUT (SEEN_RES << 3) /* past the three SEEN_RES bits */
+#define SEEN_PORTS (SEEN_TIMEOUT << 1)
 
 struct parse {
 	struct sandbox_spec *out;
@@ -124,6 +126,44 @@ static int json_timeout(struct parse *p, const cJSON *t)
 	return set_timeout(p, text);
 }
 
+/* `ports`: the sandbox ports it publishes as it is made (docs/network.md, "Published ports"). */
+static int set_ports(struct parse *p, const char *value)
+{
+	struct ports list;
+	int r = once(p, SEEN_PORTS, "ports");
+	if (r == 0)
+		r = ports_list_parse(value, &list, p->e);
+	if (r == 0)
+		ports_encode(&list, false, p->out->ports);
+	return r;
+}
+
+/* A JSON array of port numbers, or the words a key=value line takes. */
+static int json_ports(struct parse *p, const cJSON *ports)
+{
+	char words[PORTS_TEXT_MAX];
+	size_t len = 0;
+	const cJSON *item = NULL;
+	if (cJSON_IsString(ports))
+		return set_ports(p, ports->valuestring);
+	if (cJSON_IsArray(ports)) {
+		cJSON_ArrayForEach(item, ports)
+		{
+			double v = item->valuedouble;
+			if (!cJSON_IsNumber(item) || !(v >= 1 && v <= 65535) ||
+			    v != (double)(int)v || len >= sizeof(words) - 8)
+				break;
+			len += (size_t)snprintf(words + len, sizeof(words) - len, "%d ", (int)v);
+		}
+	}
+	if (!cJSON_IsArray(ports) || item)
+		return err_set(
+		    p->e, EINVAL,
+		    "ports in sandbox spec must be an array of port numbers (1 to 65535)");
+	words[len] = '\0';
+	return set_ports(p, words);
+}
+
 /* Is @key (of @n bytes) already set in the "K=V\n" lines of @env? */
 static bool env_has(const char *env, const char *key, size_t n)
 {
@@ -201,6 +241,8 @@ static int set_field(struct parse *p, const char *key, const char *value)
 		return set_gpu_word(p, value);
 	if (strcmp(key, "timeout") == 0)
 		return set_timeout(p, value);
+	if (strcmp(key, "ports") == 0)
+		return set_ports(p, value);
 	return unknown_key(p, key);
 }
 
@@ -281,6 +323,8 @@ static int parse_json(struct parse *p, const char *text)
 			r = json_gpu(p, item);
 		else if (strcmp(key, "timeout") == 0)
 			r = json_timeout(p, item);
+		else if (strcmp(key, "ports") == 0)
+			r = json_ports(p, item);
 		else if (strcmp(key, "image") != 0 && strcmp(key, "entrypoint") != 0 && !limit)
 			r = unknown_key(p, key);
 		else if (!cJSON_IsString(item))

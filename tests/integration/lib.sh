@@ -117,6 +117,7 @@ errno_text() {
 	EACCES) echo "Permission denied" ;;
 	EBUSY) echo "Device or resource busy" ;;
 	EEXIST) echo "File exists" ;;
+	EADDRINUSE) echo "Address already in use" ;;
 	EINVAL) echo "Invalid argument" ;;
 	EFBIG) echo "File too large" ;;
 	EAGAIN) echo "Resource temporarily unavailable" ;;

@@ -39,6 +39,7 @@ static cJSON *good(void)
 	snap.created_at = NOW - 1000;
 	snap.pause_ms = 42;
 	snap.gpu = true;
+	snprintf(snap.ports, sizeof(snap.ports), "8080 0\n22 0\n");
 	cJSON *m = snapmeta_build(&snap, "0.0~20240729.0");
 	/* What manifest_build() adds. */
 	cJSON_AddNumberToObject(m, "format", 2);
@@ -68,6 +69,7 @@ static void test_good(void)
 	CHECK_STR(s.image_digest, DIGEST);
 	CHECK_STR(s.entrypoint, "while :; do\tsleep 1; done");
 	CHECK_STR(s.env, "");
+	CHECK_STR(s.ports, "8080 0\n22 0\n");
 	CHECK(s.kind == SNAP_KIND_SUSPEND && s.state == SNAP_COMPLETED && s.gpu);
 	CHECK(s.created_at == NOW - 1000 && s.completed_at == NOW - 1000);
 	CHECK(s.pause_ms == 42 && s.size_bytes == 1 << 20 && s.stored_bytes == 4096);
@@ -155,6 +157,16 @@ static void test_texts(void)
 	refused("entrypoint", cJSON_CreateString("sleep 1\nyes"), "entrypoint");
 	refused("entrypoint", cJSON_CreateString("sleep 1\r"), "entrypoint");
 	refused("entrypoint", cJSON_CreateString(big), "entrypoint");
+	/* Published ports: the one strict record (lib/ports.h); absent (older manifests) is none.
+	 */
+	refused("ports", cJSON_CreateString("8080 0\n8080 0\n"), "ports");
+	refused("ports", cJSON_CreateString("8080"), "ports");
+	refused("ports", cJSON_CreateNumber(8080), "ports");
+	static struct snapshot s;
+	struct err e = {0};
+	cJSON *m = good();
+	cJSON_DeleteItemFromObjectCaseSensitive(m, "ports");
+	CHECK(parse(m, HERE, &s, &e) == 0 && s.ports[0] == '\0');
 }
 
 static void test_numbers(void)
@@ -488,14 +500,15 @@ static void test_build(void)
 	CHECK(info_num(m, "cpu_milli") == 500);
 	CHECK(info_num(m, "pids") == 64);
 	CHECK(info_num(m, "timeout_s") == 0);
-	CHECK(cJSON_GetArraySize(m) == 17);
+	CHECK_STR(info_str(m, "ports"), ""); /* published ports: none (lib/ports.h) */
+	CHECK(cJSON_GetArraySize(m) == 18);
 	cJSON_Delete(m);
 	/* "" stays a string in the manifest; a profile that is not JSON is left out. */
 	snap.name[0] = '\0';
 	snprintf(snap.host_json, sizeof(snap.host_json), "{");
 	m = snapmeta_build(&snap, "v");
 	CHECK(m && info_str(m, "name") && !*info_str(m, "name"));
-	CHECK(m && !cJSON_GetObjectItem(m, "host") && cJSON_GetArraySize(m) == 16);
+	CHECK(m && !cJSON_GetObjectItem(m, "host") && cJSON_GetArraySize(m) == 17);
 	cJSON_Delete(m);
 }
 

@@ -203,6 +203,30 @@ static void test_timeout(void)
 	refused("image=a\ntimeout=1\ntimeout=2\n", "'timeout' appears twice");
 }
 
+/* `ports`: published as the sandbox is made, on host ports the kernel picks (host ports 0). */
+static void test_ports(void)
+{
+	CHECK(spec_parse("image=a\n", 8, &spec, &e) == 0 && !spec.ports[0]);
+	const char *lines = "image=a\nports=8080  22\n";
+	CHECK(spec_parse(lines, strlen(lines), &spec, &e) == 0);
+	CHECK_STR(spec.ports, "8080 0\n22 0\n");
+	const char *json = "{\"image\": \"a\", \"ports\": [8080, 9090]}";
+	CHECK(spec_parse(json, strlen(json), &spec, &e) == 0);
+	CHECK_STR(spec.ports, "8080 0\n9090 0\n");
+	json = "{\"image\": \"a\", \"ports\": \"80\"}";
+	CHECK(spec_parse(json, strlen(json), &spec, &e) == 0);
+	CHECK_STR(spec.ports, "80 0\n");
+	refused("image=a\nports=0\n", "bad ports '0'");
+	refused("image=a\nports=80 80\n", "each once");
+	refused("image=a\nports=80x\n", "bad ports");
+	refused("image=a\nports=1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17\n", "at most 16");
+	refused("image=a\nports=80\nports=81\n", "'ports' appears twice");
+	refused("{\"image\":\"a\",\"ports\":[80.5]}", "array of port numbers");
+	refused("{\"image\":\"a\",\"ports\":[65536]}", "array of port numbers");
+	refused("{\"image\":\"a\",\"ports\":[\"80\"]}", "array of port numbers");
+	refused("{\"image\":\"a\",\"ports\":80}", "array of port numbers");
+}
+
 /* memory, cpus, pids: either format; unset is RES_UNSET (the daemon's default applies). */
 static void test_limits(void)
 {
@@ -235,5 +259,6 @@ int main(void)
 	test_json();
 	test_errors();
 	test_timeout();
+	test_ports();
 	return t_done();
 }

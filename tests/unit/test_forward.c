@@ -1,0 +1,184 @@
+/*
+ * The port forwarder (runtime/forward.h) on plain loopback sockets: a
+ * backend echo server on 127.0.0.1 stands for the sandbox, the resolver
+ * names 127.0.0.1 for it. No namespace, no interface is touched.
+ */
+#include "runtime/forward.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "tests/unit/t.h"
+#include "tests/unit/t_echo.h"
+
+/* Bytes both ways, the client's half-close passed on, the counters. */
+static void test_both_ways(uint16_t echo_port)
+{
+	struct err e = {0};
+	uint16_t host = 0;
+	CHECK(forward_open("web", echo_port, 0, &host, &e) == 0 && host != 0);
+	int fd = t_tcp_connect(host);
+	CHECK(fd >= 0);
+	CHECK(t_round_trip(fd, "hello\n"));
+	CHECK(t_round_trip(fd, "again\n"));
+	/* Half-close: the server sees the end of input and still answers after it. */
+	CHECK(write(fd, "last\n", 5) == 5);
+	CHECK(shutdown(fd, SHUT_WR) == 0);
+	char buf[64];
+	CHECK(t_read_all(fd, buf, sizeof(buf)) == 9);
+	CHECK_STR(buf, "last\nbye\n");
+	close(fd);
+	struct forward_stats st;
+	CHECK(forward_stats("web", &st) == 0);
+	CHECK(st.connections == 1);
+	CHECK(st.bytes_in == 6 + 6 + 5);
+	CHECK(st.bytes_out == 6 + 6 + 5 + 4);
+	CHECK(forward_stats("nobody", &st) == -ENOENT);
+
+	/* Published twice, a host port in use. */
+	uint16_t other;
+	CHECK(forward_open("web", echo_port, 0, &other, &e) == -EEXIST);
+	CHECK(forward_open("db", echo_port, host, &other, &e) == -EADDRINUSE);
+	CHECK(forward_close("web", echo_port) == 0);
+	CHECK(forward_close("web", echo_port) == -ENOENT);
+	/* A chosen host port, once free again. */
+	CHECK(forward_open("db", echo_port, host, &other, &e) == 0 && other == host);
+	fd = t_tcp_connect(host);
+	CHECK(fd >= 0 && t_round_trip(fd, "db\n"));
+	if (fd >= 0)
+		close(fd);
+	forward_close_sandbox("db", true);
+	CHECK(forward_stats("db", &st) == -ENOENT);
+}
+
+/* Closing a port stops its listener and the connections it forwards, now. */
+static void test_close_stops(uint16_t echo_port)
+{
+	struct err e = {0};
+	uint16_t host = 0;
+	char buf[64];
+	CHECK(forward_open("web", echo_port, 0, &host, &e) == 0);
+	int fd = t_tcp_connect(host);
+	CHECK(fd >= 0 && t_round_trip(fd, "x\n"));
+	CHECK(forward_close("web", echo_port) == 0);
+	CHECK(t_read_all(fd, buf, sizeof(buf)) == 0); /* its end, not the server's "bye" */
+	close(fd);
+	CHECK(t_tcp_connect(host) < 0 && errno == ECONNREFUSED);
+}
+
+/* A sandbox that cannot be reached: its connection is closed at once, nothing hangs. */
+static void test_unreachable(uint16_t echo_port)
+{
+	struct err e = {0};
+	uint16_t host = 0, dead = 0; /* dead: any free port */
+	char buf[64];
+	int gone = t_tcp_bound(false, &dead); /* bound, never listening: refuses */
+	CHECK(gone >= 0);
+	CHECK(forward_open("web", dead, 0, &host, &e) == 0);
+	int fd = t_tcp_connect(host);
+	CHECK(fd >= 0);
+	CHECK(t_read_all(fd, buf, sizeof(buf)) <= 0 && errno != EAGAIN);
+	close(fd);
+	close(gone);
+	forward_close_sandbox("web", true);
+
+	/* The resolver says there is no network: accepted, then closed. */
+	forward_set_resolver(t_resolve_none);
+	CHECK(forward_open("web", echo_port, 0, &host, &e) == 0);
+	fd = t_tcp_connect(host);
+	CHECK(fd >= 0 && t_read_all(fd, buf, sizeof(buf)) == 0);
+	close(fd);
+	struct forward_stats st;
+	CHECK(forward_stats("web", &st) == 0 && st.connections == 1 && st.open == 0);
+	forward_close_sandbox("web", true);
+	forward_set_resolver(t_resolve_loopback);
+}
+
+/* One port forwards FORWARD_CONNS_PORT_MAX connections at once; the next is closed at once. */
+static void test_limit(uint16_t echo_port)
+{
+	struct err e = {0};
+	uint16_t host = 0;
+	int fds[FORWARD_CONNS_PORT_MAX];
+	char buf[64];
+	CHECK(forward_open("web", echo_port, 0, &host, &e) == 0);
+	int ok = 0;
+	for (int i = 0; i < FORWARD_CONNS_PORT_MAX; i++) {
+		fds[i] = t_tcp_connect(host);
+		ok += fds[i] >= 0 && t_round_trip(fds[i], "n\n"); /* forwarded, so counted */
+	}
+	CHECK(ok == FORWARD_CONNS_PORT_MAX);
+	int over = t_tcp_connect(host);
+	CHECK(over >= 0 && t_read_all(over, buf, sizeof(buf)) == 0);
+	close(over);
+	struct forward_stats st;
+	CHECK(forward_stats("web", &st) == 0 && st.open == FORWARD_CONNS_PORT_MAX);
+	/* One ends: once the forwarder has seen it (bounded wait, no timing), room for one more. */
+	close(fds[0]);
+	fds[0] = -1;
+	for (int i = 0;
+	     i < 20000 && forward_stats("web", &st) == 0 && st.open >= FORWARD_CONNS_PORT_MAX; i++)
+		usleep(1000);
+	int again = t_tcp_connect(host);
+	CHECK(again >= 0 && t_round_trip(again, "m\n"));
+	CHECK(again >= 0);
+	if (again >= 0)
+		close(again);
+	for (int i = 1; i < FORWARD_CONNS_PORT_MAX; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	forward_close_sandbox("web", true);
+}
+
+/* Out of fds: a connection is accepted and closed at once, and the port serves again after. */
+static void test_out_of_fds(uint16_t echo_port)
+{
+	struct err e = {0};
+	struct rlimit was;
+	uint16_t host = 0;
+	char buf[64];
+	CHECK(forward_open("web", echo_port, 0, &host, &e) == 0);
+	struct sockaddr_in a = {.sin_family = AF_INET,
+				.sin_port = htons(host),
+				.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	struct timeval tv = {.tv_sec = 20};
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	int lowest = dup(0); /* the lowest free fd: from it on, none is left */
+	CHECK(fd >= 0 && lowest > fd && getrlimit(RLIMIT_NOFILE, &was) == 0);
+	close(lowest);
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	struct rlimit low = {.rlim_cur = (rlim_t)lowest, .rlim_max = was.rlim_max};
+	CHECK(setrlimit(RLIMIT_NOFILE, &low) == 0);
+	CHECK(connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0);
+	CHECK(t_read_all(fd, buf, sizeof(buf)) <= 0 && errno != EAGAIN); /* closed, no hang */
+	CHECK(setrlimit(RLIMIT_NOFILE, &was) == 0);
+	close(fd);
+	fd = t_tcp_connect(host);
+	CHECK(fd >= 0 && t_round_trip(fd, "after\n"));
+	if (fd >= 0)
+		close(fd);
+	forward_close_sandbox("web", true);
+}
+
+int main(void)
+{
+	struct err e = {0};
+	struct t_echo echo;
+	uint16_t port;
+	CHECK(forward_open("web", 80, 0, &port, &e) == -EAGAIN); /* not started */
+	CHECK(forward_start("not an address", t_resolve_loopback, &e) == -EINVAL);
+	if (!CHECK(t_echo_start(&echo, 0) == 0) ||
+	    !CHECK(forward_start(NULL, t_resolve_loopback, &e) == 0))
+		return t_done();
+	CHECK_STR(forward_address(), "127.0.0.1");
+	test_both_ways(echo.port);
+	test_close_stops(echo.port);
+	test_unreachable(echo.port);
+	test_limit(echo.port);
+	test_out_of_fds(echo.port);
+	forward_stop();
+	t_echo_stop(&echo);
+	return t_done();
+}
