@@ -25,6 +25,7 @@
 #include "lib/util.h"
 #include "runtime/cgroup.h"
 #include "runtime/journal.h"
+#include "runtime/net.h"
 #include "runtime/ops.h"
 #include "runtime/runsc.h"
 
@@ -47,6 +48,7 @@ struct options {
 	int64_t exec_timeout_ms;  /* 0: the default */
 	const char *cuda_checkpoint;
 	const char *cgroup_parent;
+	const char *net_pool;	      /* --net-pool; NULL: NET_POOL_DEFAULT */
 	struct resources default_res; /* --default-memory, --default-cpus, --default-pids */
 	int64_t default_timeout_s;    /* --default-timeout; 0: none */
 	enum timeout_action default_timeout_action;
@@ -63,7 +65,8 @@ static void usage(FILE *out)
 	    "              [--cache-max SIZE] [--gc-grace SECONDS] [--spool DIR] [-o FUSE_OPTS]\n"
 	    "              [--allow-group GROUP] [--journal-max SIZE]\n"
 	    "              [--exec-timeout SECONDS] [--runsc-timeout SECONDS]\n"
-	    "              [--cuda-checkpoint PATH] [--cgroup-parent PATH] [--debug]\n"
+	    "              [--cuda-checkpoint PATH] [--cgroup-parent PATH] [--net-pool CIDR] "
+	    "[--debug]\n"
 	    "              [--default-memory SIZE] [--default-cpus N] [--default-pids N]\n"
 	    "              [--default-timeout SECONDS]\n"
 	    "              MOUNTPOINT\n"
@@ -97,6 +100,8 @@ static void usage(FILE *out)
 	    "                  (default: cuda-checkpoint on PATH, if any)\n"
 	    "  --cgroup-parent PATH  the cgroup under which each sandbox gets its own,\n"
 	    "                  outside the daemon's (default %s; docs/cgroups.md)\n"
+	    "  --net-pool CIDR  the addresses of sandboxes with network=egress, a /30\n"
+	    "                  each (default " NET_POOL_DEFAULT "; docs/network.md)\n"
 	    "  --default-memory SIZE  memory of a sandbox that names none (default %s;\n"
 	    "                  0: unlimited; docs/limits.md)\n"
 	    "  --default-cpus N  CPUs of a sandbox that names none (default %s; 0: unlimited)\n"
@@ -173,6 +178,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 	    {"runsc-timeout", required_argument, NULL, 'R'},
 	    {"cuda-checkpoint", required_argument, NULL, 'C'},
 	    {"cgroup-parent", required_argument, NULL, 'P'},
+	    {"net-pool", required_argument, NULL, 'N'},
 	    {"default-memory", required_argument, NULL, 'M'},
 	    {"default-cpus", required_argument, NULL, 'U'},
 	    {"default-pids", required_argument, NULL, 'T'},
@@ -241,6 +247,9 @@ static int parse_options(int argc, char **argv, struct options *o)
 			break;
 		case 'P':
 			o->cgroup_parent = optarg;
+			break;
+		case 'N':
+			o->net_pool = optarg;
 			break;
 		case 'M':
 		case 'U':
@@ -371,6 +380,7 @@ static int serve(struct options *o, struct fuse_args *args)
 	    .exec_timeout_ms = o->exec_timeout_ms,
 	    .cuda_checkpoint = o->cuda_checkpoint,
 	    .cgroup_parent = o->cgroup_parent,
+	    .net_pool = o->net_pool,
 	    .default_res = o->default_res,
 	    .default_timeout_s = o->default_timeout_s,
 	    .default_timeout_action = o->default_timeout_action,
@@ -407,6 +417,9 @@ int main(int argc, char **argv)
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
 	char state[PATH_MAX], images_default[PATH_MAX], images_abs[PATH_MAX], mount_abs[PATH_MAX];
 	char cuda_abs[PATH_MAX];
+	/* runsc with a network runs through this binary: runtime/net.h net_exec_main(). */
+	if (argc > 1 && strcmp(argv[1], NET_EXEC_FLAG) == 0)
+		return net_exec_main(argc, argv);
 	if (parse_options(argc, argv, &o) < 0)
 		return 2;
 	/* Whatever this process and its runsc children create is theirs alone. */

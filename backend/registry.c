@@ -19,7 +19,7 @@
 #define BUSY_TIMEOUT_MS 5000
 
 /* Bump with a migration in registry_migrate() whenever the tables change. */
-#define SCHEMA_VERSION 4
+#define SCHEMA_VERSION 5
 #define STR_(x) #x
 #define STR(x) STR_(x)
 
@@ -47,6 +47,9 @@ static const char *const snap_kind_names[] = {
 
 static const char *const timeout_action_names[] = {
     [TIMEOUT_TERMINATE] = "terminate", [TIMEOUT_SUSPEND] = "suspend"};
+
+/* A sandbox's network (runtime/net.h). */
+static const char *const network_names[] = {[SB_NET_NONE] = "none", [SB_NET_EGRESS] = "egress"};
 
 static const char *name_of(const char *const *names, size_t n, size_t v)
 {
@@ -83,6 +86,7 @@ ENUM_NAMES(sandbox_state, enum sandbox_state, sb_state_names)
 ENUM_NAMES(snapshot_state, enum snapshot_state, snap_state_names)
 ENUM_NAMES(snapshot_kind, enum snapshot_kind, snap_kind_names)
 ENUM_NAMES(timeout_action, enum timeout_action, timeout_action_names)
+ENUM_NAMES(sandbox_network, enum sandbox_network, network_names)
 
 bool sandbox_state_transitional(enum sandbox_state s)
 {
@@ -107,6 +111,11 @@ bool snapshot_state_settled(enum snapshot_state s)
 			      " autosnap_keep INTEGER NOT NULL DEFAULT 0,"                         \
 			      " autosnap_next_at INTEGER NOT NULL DEFAULT 0"
 
+/* The network's columns (runtime/net.h); migrate_v4_sql adds them. */
+#define NETWORK_SANDBOX_COLS                                                                       \
+	", network TEXT NOT NULL DEFAULT 'none', egress TEXT NOT NULL DEFAULT ''"
+#define NETWORK_SNAPSHOT_COLS ", network TEXT NOT NULL DEFAULT 'none'"
+
 static const char schema_sql[] =
     "BEGIN IMMEDIATE;"
     "CREATE TABLE IF NOT EXISTS sandboxes ("
@@ -117,7 +126,7 @@ static const char schema_sql[] =
     " restore_snapshot TEXT NOT NULL, pid INTEGER NOT NULL,"
     " owner_uid INTEGER NOT NULL DEFAULT 0, owner_gid INTEGER NOT NULL DEFAULT 0,"
     " memory_bytes INTEGER NOT NULL DEFAULT 0, cpu_milli INTEGER NOT NULL DEFAULT 0,"
-    " pids INTEGER NOT NULL DEFAULT 0," LIFETIME_SANDBOX_COLS ");"
+    " pids INTEGER NOT NULL DEFAULT 0," LIFETIME_SANDBOX_COLS NETWORK_SANDBOX_COLS ");"
     "CREATE INDEX IF NOT EXISTS sandboxes_created ON sandboxes (created_at, id);"
     "CREATE INDEX IF NOT EXISTS sandboxes_parent ON sandboxes (parent_snapshot, created_at, id);"
     "CREATE INDEX IF NOT EXISTS sandboxes_restore ON sandboxes (restore_snapshot);"
@@ -130,7 +139,7 @@ static const char schema_sql[] =
     " gpu INTEGER NOT NULL, env TEXT NOT NULL,"
     " owner_uid INTEGER NOT NULL DEFAULT 0, owner_gid INTEGER NOT NULL DEFAULT 0,"
     " memory_bytes INTEGER NOT NULL DEFAULT 0, cpu_milli INTEGER NOT NULL DEFAULT 0,"
-    " pids INTEGER NOT NULL DEFAULT 0," LIFETIME_TIMEOUT_COLS ");"
+    " pids INTEGER NOT NULL DEFAULT 0," LIFETIME_TIMEOUT_COLS NETWORK_SNAPSHOT_COLS ");"
     "CREATE INDEX IF NOT EXISTS snapshots_created ON snapshots (created_at, id);"
     "CREATE INDEX IF NOT EXISTS snapshots_sandbox ON snapshots (sandbox_id, created_at, id);"
     "PRAGMA user_version = " STR(SCHEMA_VERSION) "; COMMIT;";
@@ -170,6 +179,14 @@ static const char migrate_v3_sql[] =
     "ALTER TABLE snapshots ADD COLUMN timeout_s INTEGER NOT NULL DEFAULT 0;"
     "ALTER TABLE snapshots ADD COLUMN timeout_action TEXT NOT NULL DEFAULT 'terminate';"
     "PRAGMA user_version = 4; COMMIT;";
+
+/* Version 4 had no network: its sandboxes ran with none. */
+static const char migrate_v4_sql[] =
+    "BEGIN IMMEDIATE;"
+    "ALTER TABLE sandboxes ADD COLUMN network TEXT NOT NULL DEFAULT 'none';"
+    "ALTER TABLE sandboxes ADD COLUMN egress TEXT NOT NULL DEFAULT '';"
+    "ALTER TABLE snapshots ADD COLUMN network TEXT NOT NULL DEFAULT 'none';"
+    "PRAGMA user_version = 5; COMMIT;";
 
 /* --- statements ------------------------------------------------------------- */
 
@@ -312,6 +329,8 @@ static const struct column sandbox_cols[] = {
     {SB(COL_I64, autosnap_every_s)},
     {SB(COL_I64, autosnap_keep)},
     {SB(COL_I64, autosnap_next_at)},
+    {SB(COL_ENUM, network), NAMES(network_names)},
+    {SB(COL_TEXT, egress)},
 };
 
 static const struct column snapshot_cols[] = {
@@ -338,6 +357,7 @@ static const struct column snapshot_cols[] = {
     {SNAP(COL_I64, res.cpu_milli)},
     {SNAP(COL_I64, res.pids)},
     TIMEOUT_COLS(SNAP),
+    {SNAP(COL_ENUM, network), NAMES(network_names)},
 };
 
 static const struct table tables[] = {
@@ -651,7 +671,8 @@ static int migrate(struct registry *reg, const char *path)
 	if (version == SCHEMA_VERSION)
 		return 0;
 	/* A new file gets the whole schema; an older one the steps since its version, in turn. */
-	const char *steps[] = {schema_sql, migrate_v1_sql, migrate_v2_sql, migrate_v3_sql};
+	const char *steps[] = {schema_sql, migrate_v1_sql, migrate_v2_sql, migrate_v3_sql,
+			       migrate_v4_sql};
 	if (version < 0 || version >= (int)ARRAY_SIZE(steps))
 		return error(EIO,
 			     "registry: %s has schema version %d; this snapfs knows version %d",

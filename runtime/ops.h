@@ -91,6 +91,9 @@ struct ops_config {
 	 * the daemon's (runtime/cgroup.h); NULL for CGROUP_PARENT_DEFAULT.
 	 */
 	const char *cgroup_parent;
+	/* --net-pool: the addresses of egress sandboxes, a /30 each (runtime/net.h); NULL: default.
+	 */
+	const char *net_pool;
 	/*
 	 * --default-memory, --default-cpus, --default-pids: the limits of a
 	 * sandbox that names none (lib/size.h; 0 in a field: unlimited). main.c
@@ -156,6 +159,8 @@ struct sandbox_spec {
 	bool timeout_set;
 	int64_t timeout_s;
 	enum timeout_action timeout_action;
+	/* `network`: none (the default) or egress (runtime/net.h) */
+	enum sandbox_network network;
 };
 
 /*
@@ -183,6 +188,7 @@ enum sandbox_field {
 	SB_FIELD_MEMORY, /* the limits (lib/size.h): -EINVAL where runsc cannot enforce one */
 	SB_FIELD_CPUS,
 	SB_FIELD_PIDS,
+	SB_FIELD_NETWORK, /* none or egress (runtime/net.h) */
 };
 /* Write a field while `created` (-EBUSY after). @value is the whole file. */
 int ops_sandbox_set(const struct caller *who, const char *id, enum sandbox_field field,
@@ -282,6 +288,13 @@ int ops_sandbox_set_autosnap(const struct caller *who, const char *id, const cha
 /* What a read of them shows of row @sb: "SECONDS-LEFT ACTION\n" or "0\n"; "every=S keep=N\n" or
  * "0\n". */
 int ops_sandbox_timeout_text(const struct sandbox *sb, struct strbuf *out);
+/*
+ * The `egress` file (runtime/net.h): allow/deny CIDR lines, first match
+ * wins; in any state, and a running sandbox's chain is replaced at once.
+ * -EINVAL with a sentence for a bad line.
+ */
+int ops_sandbox_set_egress(const struct caller *who, const char *id, const char *text,
+			   struct err *e);
 int ops_sandbox_autosnap_text(const struct sandbox *sb, struct strbuf *out);
 
 /* --- what the tree shows ---------------------------------------------- */

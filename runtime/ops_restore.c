@@ -382,6 +382,7 @@ int ops_snapshot_fork(const struct caller *who, const char *snap_id, const struc
 	memcpy(sb.parent_snapshot, snap.id, sizeof(sb.parent_snapshot));
 	sb.gpu = snap.gpu;
 	timer_init_fork(&sb, &snap, opts);
+	sb.network = snap.network;
 	sb.state = SB_STARTING;
 	sb.created_at = now_ms();
 	pthread_mutex_lock(&ops.lock);

@@ -1,3 +1,4 @@
+#include "runtime/net.h"
 #include "runtime/runsc.h"
 
 #include <cjson/cJSON.h>
@@ -86,12 +87,22 @@ static void cmd_init_sandbox(struct cmd *c, const struct runsc *rs, const char *
 			     unsigned flags)
 {
 	cmd_start(c, rs, what, true);
+	if (flags & RUNSC_NETWORK) {
+		/* /proc/self/exe is this binary still when the child execs it. */
+		c->argv[0] = "/proc/self/exe";
+		c->argv[1] = NET_EXEC_FLAG;
+		c->argv[2] = rs->bin;
+		c->argv[3] = "--root";
+		c->argv[4] = rs->root;
+		c->argv[5] = NULL;
+		c->argc = 5;
+	}
 	/*
 	 * The overlay keeps root filesystem writes in sandbox memory, where the
 	 * checkpoint captures them. A restore must use the same flags as the run.
 	 */
 	cmd_add(c, "--overlay2=root:memory");
-	cmd_add(c, "--network=none");
+	cmd_add(c, flags & RUNSC_NETWORK ? "--network=sandbox" : "--network=none");
 	if (flags & RUNSC_NVPROXY)
 		cmd_add(c, "--nvproxy");
 	cmd_add(c, what);

@@ -14,6 +14,7 @@
 
 enum { SEEN_IMAGE = 1, SEEN_ENTRYPOINT = 2, SEEN_GPU = 4, SEEN_RES = 8 /* << res_kind */ };
 #define SEEN_TIMEOUT (SEEN_RES << 3) /* past the three SEEN_RES bits */
+#define SEEN_NETWORK (SEEN_TIMEOUT << 1)
 
 struct parse {
 	struct sandbox_spec *out;
@@ -97,6 +98,17 @@ static int set_gpu_word(struct parse *p, const char *value)
 		return err_set(p->e, EINVAL, "gpu in sandbox spec must be 0 or 1, not '%.*s'",
 			       KEY_SHOWN, value);
 	return set_gpu(p, value[0] == '1');
+}
+
+/* `network`: none or egress (runtime/net.h). */
+static int set_network(struct parse *p, const char *value)
+{
+	int r = once(p, SEEN_NETWORK, "network");
+	if (r == 0 && sandbox_network_parse(value, &p->out->network) < 0)
+		r = err_set(p->e, EINVAL,
+			    "network in sandbox spec must be none or egress, not '%.*s'", KEY_SHOWN,
+			    value);
+	return r;
 }
 
 /* `timeout`: "SECONDS [terminate|suspend]" as its control file takes it (runtime/ops_timer.c). */
@@ -201,6 +213,8 @@ static int set_field(struct parse *p, const char *key, const char *value)
 		return set_gpu_word(p, value);
 	if (strcmp(key, "timeout") == 0)
 		return set_timeout(p, value);
+	if (strcmp(key, "network") == 0)
+		return set_network(p, value);
 	return unknown_key(p, key);
 }
 
@@ -281,7 +295,8 @@ static int parse_json(struct parse *p, const char *text)
 			r = json_gpu(p, item);
 		else if (strcmp(key, "timeout") == 0)
 			r = json_timeout(p, item);
-		else if (strcmp(key, "image") != 0 && strcmp(key, "entrypoint") != 0 && !limit)
+		else if (strcmp(key, "image") != 0 && strcmp(key, "entrypoint") != 0 &&
+			 strcmp(key, "network") != 0 && !limit)
 			r = unknown_key(p, key);
 		else if (!cJSON_IsString(item))
 			r = err_set(p->e, EINVAL, "%s in sandbox spec is not a string", key);
