@@ -96,7 +96,7 @@ static long block_free(void)
 	_cleanup_free_ unsigned char *used = calloc((size_t)n, 1);
 	char dir[PATH_MAX];
 	DIR *d =
-	    used && xsnprintf(dir, sizeof(dir), "%s/net", net.state) == 0 ? opendir(dir) : NULL;
+	    used && xsnprintf(dir, sizeof(dir), "%s/net", net.state) >= 0 ? opendir(dir) : NULL;
 	if (!d)
 		return -ENOMEM;
 	for (struct dirent *de; (de = readdir(d));) {
@@ -498,7 +498,7 @@ void net_sweep(bool (*keep)(const char *runtime_id, void *arg), void *arg)
 	static const char *const dirs[] = {"net", "netns"};
 	for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
 		char dir[PATH_MAX];
-		DIR *d = xsnprintf(dir, sizeof(dir), "%s/%s", net.state, dirs[i]) == 0
+		DIR *d = xsnprintf(dir, sizeof(dir), "%s/%s", net.state, dirs[i]) >= 0
 			     ? opendir(dir)
 			     : NULL;
 		for (struct dirent *de; d && (de = readdir(d));)
@@ -593,7 +593,8 @@ int net_exec_main(int argc, char **argv)
 			strerror(errno));
 		return 127;
 	}
-	execv(argv[2], argv + 2);
+	/* runsc_env gives PATH: --runsc may be a bare name. */
+	execvp(argv[2], argv + 2);
 	fprintf(stderr, "snapfs: cannot run %s: %s\n", argv[2], strerror(errno));
 	return 127;
 }

@@ -51,6 +51,12 @@ int net_prepare(const char *id, const char *runtime_id, char netns[PATH_MAX], ch
 	if (rc < 0)
 		return err_set(e, ENAMETOOLONG, "cannot set up the network of %s: path too long",
 			       id);
+	char dir[PATH_MAX];
+	rc = sandbox_path(id, NULL, dir, sizeof(dir));
+	if (rc == 0)
+		rc = mkdir_p(dir, 0700);
+	if (rc < 0)
+		return err_set(e, -rc, "cannot create the directory of sandbox %s", id);
 	rc = net_write_resolv(resolv, e);
 	if (rc == 0)
 		rc = net_up(runtime_id, sb.egress, e);

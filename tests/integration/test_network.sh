@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# shellcheck source-path=SCRIPTDIR disable=SC2016,SC2317 # SC2317: functions called from the trap and by ok
+# network=none and network=egress (docs/network.md), safely: the daemon runs
+# in a network namespace this test makes (snapfs-t-*), beside a second one
+# standing for the internet (a busybox httpd on 10.250.X.2). Nothing here
+# touches the host's own namespace: every ip/nft command names a namespace
+# of the test's, and both are deleted on every path out.
+. "$(dirname "$0")/lib.sh"
+
+command -v nft >/dev/null || bail "nft is missing (scripts/setup.sh --test)"
+SUF=$$
+NS_D=snapfs-t-d$SUF # the daemon's
+NS_I=snapfs-t-i$SUF # the internet
+NET_X=10.250.$((SUF % 200 + 20)) # the internet's /24, the test's own
+WEB=$NET_X.2
+HTTPD_PID=""
+
+in_d() { ip netns exec "$NS_D" "$@"; }
+
+net_cleanup() {
+	local rc=$? f
+	trap - EXIT INT TERM
+	set +e
+	teardown_host
+	[ -n "$HTTPD_PID" ] && kill -KILL "$HTTPD_PID" 2>/dev/null
+	for f in "$STATE"/netns/*; do
+		[ -e "$f" ] && umount -l "$f" 2>/dev/null
+	done
+	ip netns del "$NS_D" 2>/dev/null
+	ip netns del "$NS_I" 2>/dev/null
+	(exit "$rc")
+	cleanup
+}
+trap net_cleanup EXIT
+
+ip netns add "$NS_D" && ip netns add "$NS_I" || bail "cannot create the test's namespaces"
+ip -n "$NS_D" link add sft0 type veth peer name sft1 netns "$NS_I" || bail "cannot create the test veth"
+ip -n "$NS_D" addr add "$NET_X.1/24" dev sft0
+ip -n "$NS_D" link set sft0 up
+ip -n "$NS_D" link set lo up
+ip -n "$NS_I" addr add "$WEB/24" dev sft1
+ip -n "$NS_I" link set sft1 up
+ip -n "$NS_I" link set lo up
+mkdir -p "$T/www"
+echo "hello from the internet" >"$T/www/index.html"
+ip netns exec "$NS_I" busybox httpd -f -p "$WEB:80" -h "$T/www" &
+HTTPD_PID=$!
+
+# The daemon in the test's namespace; nsenter keeps the mount namespace, so the mount is seen here.
+cat >"$T/snapfs-in-ns" <<W
+#!/bin/sh
+exec nsenter --net=/run/netns/$NS_D "$SNAPFS_BIN" "\$@"
+W
+chmod +x "$T/snapfs-in-ns"
+SNAPFS_BIN=$T/snapfs-in-ns
+setup_images
+start_daemon || bail "daemon did not start"
+
+# fetch SB ADDR: the sandbox GETs http://ADDR/index.html (busybox nc: its wget crashes, static).
+FETCH='printf "GET /index.html HTTP/1.0\r\n\r\n" | nc -w 3'
+fetch() { sb_run "$1" "$FETCH $2 80" 2>/dev/null | grep -q "hello from the internet"; }
+not_fetch() { ! fetch "$@"; }
+# not_reach SB ADDR: no HTTP answer at all from ADDR:80 (a 404 would be one).
+not_reach() { ! sb_run "$1" "$FETCH $2 80" 2>/dev/null | grep -q '^HTTP'; }
+
+SLEEPER='while :; do sleep 1; done'
+
+# --- none ----------------------------------------------------------------------
+make_sandbox quiet "$SLEEPER" || bail "cannot start sandbox quiet"
+check_eq "network is none by default" none "$(rd "$MNT/sandboxes/quiet/network")"
+ok "network=none reaches nothing" not_fetch quiet "$WEB"
+
+# --- egress --------------------------------------------------------------------
+mkdir "$MNT/sandboxes/out"
+wr "$MNT/sandboxes/out/image" busybox
+wr "$MNT/sandboxes/out/entrypoint" "$SLEEPER"
+ok "network takes egress while created" wr "$MNT/sandboxes/out/network" egress
+expect_errno EINVAL "network refuses another word" wr "$MNT/sandboxes/out/network" everything
+expect_errno EINVAL "egress refuses a bad line" wr "$MNT/sandboxes/out/egress" "allow 10.0.0.0/33"
+ok "start with egress" wr "$MNT/sandboxes/out/start"
+note "error: $(rd "$MNT/sandboxes/out/error")"
+RID=$(runtime_id out)
+IFN=snf${RID#snapfs-}
+IFN=${IFN:0:15}
+ok "the host end $IFN is in the daemon's namespace" ip -n "$NS_D" link show "$IFN"
+ok "the namespace file is under the state dir" test -e "$STATE/netns/$RID"
+ok "egress fetches a page by address" fetch out "$WEB"
+ok "the sandbox's /etc/resolv.conf is the daemon's" sb_run out 'cat /etc/resolv.conf'
+
+# Default denies: the daemon namespace's own address, another sandbox.
+ok "the daemon namespace's address is denied" not_reach out "$NET_X.1"
+mkdir "$MNT/sandboxes/other"
+wr "$MNT/sandboxes/other/image" busybox
+wr "$MNT/sandboxes/other/entrypoint" 'httpd -p 80 -h /etc; while :; do sleep 1; done'
+wr "$MNT/sandboxes/other/network" egress
+ok "a second egress sandbox starts" wr "$MNT/sandboxes/other/start"
+OTHER_RID=$(runtime_id other)
+# Its address: the second /30's sandbox end; read what the ruleset says instead of guessing.
+OTHER_ADDR=$(ip -n "$NS_D" -4 -o addr show dev "snf${OTHER_RID#snapfs-}" 2>/dev/null |
+	awk '{ split($4, a, "/"); split(a[1], o, "."); print o[1] "." o[2] "." o[3] "." o[4] + 1 }')
+check_match "the other sandbox has an address" '^10\.' "$OTHER_ADDR"
+ok "another sandbox is denied" not_reach out "$OTHER_ADDR"
+
+# A rule written while it runs takes effect, and its removal too.
+ok "deny 0.0.0.0/0 is taken while running" wr "$MNT/sandboxes/out/egress" "deny 0.0.0.0/0"
+ok "after deny 0.0.0.0/0 it fetches nothing" not_fetch out "$WEB"
+ok "an empty egress allows again" wr "$MNT/sandboxes/out/egress" ""
+ok "after the rule is gone it fetches again" fetch out "$WEB"
+
+# --- fork ----------------------------------------------------------------------
+SNAP=$(snapshot_of out)
+check_match "a snapshot of the egress sandbox" '^snap-' "$SNAP"
+FORK=$(fork_of "$SNAP")
+ok "the fork runs" poll_until 60 status_is "$FORK" running
+check_eq "the fork keeps network=egress" egress "$(rd "$MNT/sandboxes/$FORK/network")"
+ok "the fork fetches a page" fetch "$FORK" "$WEB"
+ok "the source still fetches" fetch out "$WEB"
+
+# --- release -------------------------------------------------------------------
+for s in quiet out other "$FORK"; do
+	wr "$MNT/sandboxes/$s/terminate"
+	rmdir "$MNT/sandboxes/$s"
+done
+check_eq "no interface of snapfs remains after rmdir" "" \
+	"$(ip -n "$NS_D" -o link show | grep -o ' snf[0-9a-f]\{12\}' || true)"
+check_eq "no namespace file remains" "" "$(ls "$STATE/netns")"
+check_eq "no sandbox chain remains" "" "$(in_d nft list table inet snapfs 2>/dev/null | grep 'chain sb_' || true)"
+
+# --- SIGKILL and restart -------------------------------------------------------
+mkdir "$MNT/sandboxes/left"
+wr "$MNT/sandboxes/left/image" busybox
+wr "$MNT/sandboxes/left/entrypoint" "$SLEEPER"
+wr "$MNT/sandboxes/left/network" egress
+ok "an egress sandbox to leave behind" wr "$MNT/sandboxes/left/start"
+LEFT=$(runtime_id left)
+kill -KILL "$DAEMON_PID"
+wait "$DAEMON_PID" 2>/dev/null
+DAEMON_PID=""
+unmount_mnt
+# What a killed daemon left: its container is gone too (a host reboot, an operator's runsc delete).
+runsc --root "$RUNSC_ROOT" kill "$LEFT" 9 >/dev/null 2>&1
+runsc --root "$RUNSC_ROOT" delete -force "$LEFT" >/dev/null 2>&1
+start_daemon || bail "daemon did not restart"
+check_eq "start-up removed the interface a killed daemon left" "" \
+	"$(ip -n "$NS_D" -o link show | grep -o ' snf[0-9a-f]\{12\}' || true)"
+check_eq "start-up removed its namespace file" "" "$(ls "$STATE/netns")"
+check_eq "start-up removed its chain" "" "$(in_d nft list table inet snapfs 2>/dev/null | grep 'chain sb_' || true)"
+finish
