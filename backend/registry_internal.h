@@ -23,10 +23,12 @@ struct registry {
 	"parent_snapshot, restore_snapshot, pid, owner_uid, owner_gid, "                           \
 	"memory_bytes, cpu_milli, pids, "                                                          \
 	"timeout_s, timeout_action, deadline_at, autosnap_every_s, autosnap_keep, "                \
-	"autosnap_next_at"
+	"autosnap_next_at, "                                                                       \
+	"network, egress"
 #define SB_PARAMS                                                                                  \
 	"?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, "                       \
-	"?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24"
+	"?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, "                                            \
+	"?25, ?26"
 #define SB_SELECT "SELECT " SB_COLS " FROM sandboxes "
 
 /* The snapshots' columns, in the order of registry.c's snapshot_cols[]. */
@@ -35,10 +37,12 @@ struct registry {
 	"size_bytes, stored_bytes, image, image_digest, entrypoint, host_json, gpu, env, "         \
 	"owner_uid, owner_gid, "                                                                   \
 	"memory_bytes, cpu_milli, pids, "                                                          \
-	"timeout_s, timeout_action"
+	"timeout_s, timeout_action, "                                                              \
+	"network"
 #define SNAP_PARAMS                                                                                \
 	"?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, "   \
-	"?20, ?21, ?22, ?23, ?24"
+	"?20, ?21, ?22, ?23, ?24, "                                                                \
+	"?25"
 #define SNAP_SELECT "SELECT " SNAP_COLS " FROM snapshots "
 
 /* Which table's records a statement binds or reads (registry.c holds their columns). */

@@ -223,6 +223,8 @@ int prepare_bundle(const char *id, const char *runtime_id, const char *image,
  * egress (runtime/ops_net.c): set up, with @netns and @resolv for the
  * bundle; both "" for none. Leaves nothing on failure.
  */
+/* info.json's "network": {"mode", "address"}, the address null while it has none. */
+struct cJSON *net_info(const struct sandbox *sb);
 int net_prepare(const char *id, const char *runtime_id, char netns[PATH_MAX], char resolv[PATH_MAX],
 		struct err *e);
 int container_start(const char *id, const char *runtime_id, bool gpu, const char *image_dir,

@@ -3,6 +3,8 @@
  * `egress` file, and the steps start, fork and resume take before runsc
  * (a container's network goes with its runtime id: delete_container()).
  */
+#include <arpa/inet.h>
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -85,4 +87,20 @@ bool reconcile_net_wanted(const char *runtime_id, void *arg)
 	(void)arg;
 	row_sandbox_each(net_claims, &w);
 	return w.found;
+}
+
+cJSON *net_info(const struct sandbox *sb)
+{
+	struct in_addr a;
+	char text[INET_ADDRSTRLEN];
+	bool up = sb->network == SB_NET_EGRESS && net_sandbox_addr(sb->runtime_id, &a) == 0 &&
+		  inet_ntop(AF_INET, &a, text, sizeof(text));
+	cJSON *o = cJSON_CreateObject();
+	if (o && (!cJSON_AddStringToObject(o, "mode", sandbox_network_name(sb->network)) ||
+		  !(up ? cJSON_AddStringToObject(o, "address", text)
+		       : cJSON_AddNullToObject(o, "address")))) {
+		cJSON_Delete(o);
+		return NULL;
+	}
+	return o;
 }

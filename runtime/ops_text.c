@@ -1,6 +1,7 @@
 /*
  * ops_text.c - the generated text of the `version` and `metrics` files.
  */
+#include "runtime/net.h"
 #include "runtime/ops_internal.h"
 
 #include "backend/store.h"
@@ -154,6 +155,40 @@ static void usage_metrics(struct strbuf *out)
 		out->err = strbuf_error(&memory) < 0 ? strbuf_error(&memory) : strbuf_error(&cpu);
 }
 
+/* Bytes each egress sandbox received and sent: its host veth's counters (runtime/net.h). */
+struct net_text {
+	struct strbuf *in, *out;
+};
+
+static int sandbox_net(const struct sandbox *sb, void *arg)
+{
+	struct net_text *t = arg;
+	uint64_t in, out;
+	if (sb->network != SB_NET_EGRESS || net_counters(sb->runtime_id, &in, &out) < 0)
+		return 0;
+	strbuf_addf(t->in, "snapfs_sandbox_network_in_bytes_total{sandbox=\"%s\"} %llu\n", sb->id,
+		    (unsigned long long)in);
+	strbuf_addf(t->out, "snapfs_sandbox_network_out_bytes_total{sandbox=\"%s\"} %llu\n", sb->id,
+		    (unsigned long long)out);
+	return 0;
+}
+
+static void net_metrics(struct strbuf *out)
+{
+	_cleanup_strbuf_ struct strbuf in = STRBUF_INIT;
+	_cleanup_strbuf_ struct strbuf sent = STRBUF_INIT;
+	struct net_text t = {&in, &sent};
+	row_sandbox_each(sandbox_net, &t);
+	metric_header(out, "snapfs_sandbox_network_in_bytes_total", "counter",
+		      "Bytes each egress sandbox received since its network came up.");
+	strbuf_add(out, in.buf, in.len);
+	metric_header(out, "snapfs_sandbox_network_out_bytes_total", "counter",
+		      "Bytes each egress sandbox sent since its network came up.");
+	strbuf_add(out, sent.buf, sent.len);
+	if (!out->err)
+		out->err = strbuf_error(&in) < 0 ? strbuf_error(&in) : strbuf_error(&sent);
+}
+
 int ops_metrics_text(struct strbuf *out)
 {
 	struct metric_counts c = {0};
@@ -180,6 +215,7 @@ int ops_metrics_text(struct strbuf *out)
 	strbuf_addf(out, "snapfs_snapshot_pause_seconds_count %lld\n", (long long)c.pause_count);
 	job_metrics(out);
 	usage_metrics(out);
+	net_metrics(out);
 	gauge(out, "snapfs_waiters",
 	      "Reads of wait files held until their object settles (an interrupted one goes at "
 	      "once).",

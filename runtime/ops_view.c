@@ -127,7 +127,8 @@ static cJSON *sandbox_info(const struct sandbox *sb)
 	    json_add(info, "cpus", cJSON_CreateNumber((double)sb->res.cpu_milli / 1000)) &&
 	    json_add(info, "pids", cJSON_CreateNumber((double)sb->res.pids)) &&
 	    json_add(info, "timeout", timer_info_timeout(sb)) &&
-	    json_add(info, "autosnapshot", timer_info_autosnap(sb));
+	    json_add(info, "autosnapshot", timer_info_autosnap(sb)) &&
+	    json_add(info, "network", net_info(sb));
 	return ok ? steal_ptr(info) : NULL;
 }
 

@@ -85,6 +85,15 @@ IFN=${IFN:0:15}
 ok "the host end $IFN is in the daemon's namespace" ip -n "$NS_D" link show "$IFN"
 ok "the namespace file is under the state dir" test -e "$STATE/netns/$RID"
 ok "egress fetches a page by address" fetch out "$WEB"
+check_eq "info.json says egress" egress "$(jget "$MNT/sandboxes/out/info.json" .network.mode)"
+check_match "info.json gives its address from the pool" '^10\.213\.' \
+	"$(jget "$MNT/sandboxes/out/info.json" .network.address)"
+check_eq "info.json of a sandbox without network" none/null \
+	"$(jget "$MNT/sandboxes/quiet/info.json" '.network.mode + "/" + (.network.address | tostring)')"
+# fetch moved a page in: both counters of its veth are past the page's size.
+IN=$(rd "$MNT/metrics" | awk -v s="snapfs_sandbox_network_in_bytes_total{sandbox=\"out\"}" '$1 == s { print $2 }')
+OUT=$(rd "$MNT/metrics" | awk -v s="snapfs_sandbox_network_out_bytes_total{sandbox=\"out\"}" '$1 == s { print $2 }')
+ok "metrics count the bytes in ($IN) and out ($OUT)" test "${IN:-0}" -gt 100 -a "${OUT:-0}" -gt 50
 check_eq "the sandbox's /etc/resolv.conf is the daemon's" "$(in_d cat /etc/resolv.conf)" \
 	"$(sb_run out 'cat /etc/resolv.conf')"
 
@@ -137,6 +146,15 @@ check_eq "a fork's resolv.conf survives the restore" "$(in_d cat /etc/resolv.con
 	"$(sb_run "$FORK" 'cat /etc/resolv.conf')"
 check_eq "one host veth per running egress sandbox (out, other, src, two forks)" 5 \
 	"$(ip -n "$NS_D" -o link show | grep -c ' snf[0-9a-f]\{12\}')"
+
+# --- suspend and resume ------------------------------------------------------
+# `other` never opened a connection, so runsc can save it (see the fork above).
+ok "suspend of an egress sandbox" wr "$MNT/sandboxes/other/suspend"
+ok "it is suspended" poll_until 60 status_is other suspended
+check_eq "suspend released its veth" "" "$(ip -n "$NS_D" -o link show | grep -o " ${OTHER_IF:0:15}" || true)"
+ok "resume of it" wr "$MNT/sandboxes/other/resume"
+ok "it runs again" poll_until 60 status_is other running
+ok "after resume it fetches a page" fetch other "$WEB"
 
 # --- release -------------------------------------------------------------------
 for s in quiet out other src ${FORK:+"$FORK"} ${FORK2:+"$FORK2"}; do
