@@ -420,13 +420,17 @@ static int forward_on(struct err *e)
 	return 0;
 }
 
-/* The links and addresses of block @idx: host end @ifn, the peer in @nsfd. */
-static int links_up(const char *ifn, int nsfd, long idx, struct err *e)
+/*
+ * The links and addresses of block @idx: host end @ifn, the peer in @nsfd.
+ * *@made says whether the veth is ours: a name already taken is not.
+ */
+static int links_up(const char *ifn, int nsfd, long idx, bool *made, struct err *e)
 {
 	struct nl_sock *sk = route_socket(-1), *in = route_socket(nsfd);
 	int rc = sk && in ? 0 : -ENOMEM;
 	if (rc == 0 && veth_add(sk, ifn, nsfd) < 0)
-		rc = err_set(e, EIO, "cannot create veth %s", ifn);
+		rc = err_set(e, EIO, "cannot create veth %s (is the name taken?)", ifn);
+	*made = rc == 0;
 	int hi = rc == 0 ? link_index(sk, ifn) : -1, pi = rc == 0 ? link_index(in, PEER_NAME) : -1;
 	if (rc == 0 && (hi < 0 || pi < 0 || addr_add(sk, hi, block_addr(idx, 1)) < 0 ||
 			addr_add(in, pi, block_addr(idx, 2)) < 0 || link_up(sk, ifn) < 0 ||
@@ -440,7 +444,22 @@ static int links_up(const char *ifn, int nsfd, long idx, struct err *e)
 	return rc;
 }
 
-static int up_locked(const char *runtime_id, const char *ifn, const char *egress, struct err *e)
+/* All of @runtime_id's network; the veth only when @veth (a name taken by another is left). */
+static void down_locked(const char *runtime_id, const char *ifn, bool veth)
+{
+	char path[PATH_MAX];
+	nft_sandbox_drop(ifn);
+	if (veth)
+		veth_del(ifn);
+	if (net_netns_path(runtime_id, path, sizeof(path)) == 0)
+		netns_drop(path);
+	/* The record goes last: while it is there, start-up will finish this. */
+	if (state_path("net", runtime_id, path, sizeof(path)) == 0)
+		unlink(path);
+}
+
+static int up_locked(const char *runtime_id, const char *ifn, const char *egress, bool *made,
+		     struct err *e)
 {
 	char ns[PATH_MAX];
 	long idx = block_free();
@@ -460,7 +479,7 @@ static int up_locked(const char *runtime_id, const char *ifn, const char *egress
 		return err_set(e, errno, "cannot open network namespace %s", ns);
 	rc = forward_on(e);
 	if (rc == 0)
-		rc = links_up(ifn, nsfd, idx, e);
+		rc = links_up(ifn, nsfd, idx, made, e);
 	return rc == 0 ? nft_sandbox(ifn, egress, true, e) : rc;
 }
 
@@ -469,27 +488,23 @@ int net_up(const char *runtime_id, const char *egress, struct err *e)
 	char ifn[NET_IF_MAX];
 	if (host_if(runtime_id, ifn) < 0)
 		return err_set(e, EINVAL, "%s is not a runtime id", runtime_id);
+	bool made = false;
 	pthread_mutex_lock(&net_lock);
-	int rc = up_locked(runtime_id, ifn, egress, e);
-	pthread_mutex_unlock(&net_lock);
+	int rc = up_locked(runtime_id, ifn, egress, &made, e);
 	if (rc < 0)
-		net_down(runtime_id);
+		down_locked(runtime_id, ifn, made);
+	pthread_mutex_unlock(&net_lock);
 	return rc;
 }
 
 void net_down(const char *runtime_id)
 {
-	char ifn[NET_IF_MAX], path[PATH_MAX];
+	char ifn[NET_IF_MAX];
 	if (host_if(runtime_id, ifn) < 0)
 		return;
 	pthread_mutex_lock(&net_lock);
-	nft_sandbox_drop(ifn);
-	veth_del(ifn);
-	if (net_netns_path(runtime_id, path, sizeof(path)) == 0)
-		netns_drop(path);
-	/* The record goes last: while it is there, start-up will finish this. */
-	if (state_path("net", runtime_id, path, sizeof(path)) == 0)
-		unlink(path);
+	/* Without a record the veth was never made by us (the record comes first, goes last). */
+	down_locked(runtime_id, ifn, record_read(runtime_id) >= 0);
 	pthread_mutex_unlock(&net_lock);
 }
 
@@ -602,12 +617,13 @@ int net_exec_main(int argc, char **argv)
 /* --- until the ports module joins ------------------------------------------ */
 
 /* Weak: runtime/ports.c replaces them; without it a network has no published ports. */
-__attribute__((weak)) void ports_sandbox_up(const char *sandbox_id)
+__attribute__((weak)) void ports_sandbox_up(const char *sandbox_id, const char *runtime_id)
 {
 	(void)sandbox_id;
+	(void)runtime_id;
 }
 
-__attribute__((weak)) void ports_sandbox_down(const char *sandbox_id)
+__attribute__((weak)) void ports_sandbox_down(const char *runtime_id)
 {
-	(void)sandbox_id;
+	(void)runtime_id;
 }

@@ -86,12 +86,18 @@ int net_counters(const char *runtime_id, uint64_t *in, uint64_t *out);
 int net_exec_main(int argc, char **argv);
 
 /*
- * For the published ports (runtime/ports.c, another module): ops calls
- * these after a sandbox's network came up (start, fork, resume) and before
- * it goes down (suspend, terminate, rmdir, a failed start). Implemented by
- * the ports module.
+ * For the published ports (runtime/ports.c, another module, which defines
+ * them; net.c has weak empty ones until it joins). ops calls
+ * ports_sandbox_up() once container @runtime_id of sandbox @sandbox_id
+ * runs with its network (start, fork, resume: container_start()), and
+ * ports_sandbox_down() before that container and its network go
+ * (suspend, terminate, rmdir, a failed start: delete_container() and
+ * container_start()'s failure). The forward target is
+ * net_sandbox_addr(@runtime_id), valid between the two calls. Each resume
+ * and fork has a new runtime id, so a sandbox's ports are published again
+ * on every up. Called from job threads, never under ops.lock.
  */
-void ports_sandbox_up(const char *sandbox_id);
-void ports_sandbox_down(const char *sandbox_id);
+void ports_sandbox_up(const char *sandbox_id, const char *runtime_id);
+void ports_sandbox_down(const char *runtime_id);
 
 #endif

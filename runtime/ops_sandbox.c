@@ -293,13 +293,14 @@ int container_start(const char *id, const char *runtime_id, bool gpu, const char
 		adopt_or_warn(id, runtime_id);
 	if (rc < 0) {
 		console_free(con);
+		ports_sandbox_down(runtime_id);
 		runsc_delete(&ops.runsc, runtime_id, NULL);
 		net_down(runtime_id);
 		return rc;
 	}
 	console_attach(con, id);
 	if (flags & RUNSC_NETWORK)
-		ports_sandbox_up(id);
+		ports_sandbox_up(id, runtime_id);
 	return 0;
 }
 
@@ -393,6 +394,7 @@ int stop_container(const char *runtime_id, struct err *e)
 
 int delete_container(const char *runtime_id, struct err *e)
 {
+	ports_sandbox_down(runtime_id);
 	int rc = runsc_delete(&ops.runsc, runtime_id, e);
 	if (rc < 0)
 		return rc;

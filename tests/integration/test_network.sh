@@ -78,6 +78,22 @@ wr "$MNT/sandboxes/out/entrypoint" "$SLEEPER"
 ok "network takes egress while created" wr "$MNT/sandboxes/out/network" egress
 expect_errno EINVAL "network refuses another word" wr "$MNT/sandboxes/out/network" everything
 expect_errno EINVAL "egress refuses a bad line" wr "$MNT/sandboxes/out/egress" "allow 10.0.0.0/33"
+# A network that cannot be set up fails the start with a sentence and leaves nothing,
+# and an interface snapfs did not make is never removed: the test takes the
+# veth's name first (a veth pair of its own in its namespace).
+mkdir "$MNT/sandboxes/clash"
+wr "$MNT/sandboxes/clash/image" busybox
+wr "$MNT/sandboxes/clash/entrypoint" "$SLEEPER"
+wr "$MNT/sandboxes/clash/network" egress
+CLASH_IF=snf$(runtime_id clash | sed 's/^snapfs-//')
+CLASH_IF=${CLASH_IF:0:15}
+ip -n "$NS_D" link add "$CLASH_IF" type veth peer name sftc1 || bail "cannot add the test's clashing link"
+expect_errno EIO "a start whose veth name is taken fails" wr "$MNT/sandboxes/clash/start"
+check_match "its error says what failed" 'network.*veth|veth.*taken' "$(rd "$MNT/sandboxes/clash/error")"
+ok "the link snapfs did not make is still there" ip -n "$NS_D" link show "$CLASH_IF"
+check_eq "no record, no namespace file is left" "" "$(find "$STATE/net" "$STATE/netns" -mindepth 1)"
+check_eq "no chain is left" "" "$(in_d nft list table inet snapfs 2>/dev/null | grep 'chain sb_' || true)"
+ip -n "$NS_D" link del "$CLASH_IF"
 ok "start with egress" wr "$MNT/sandboxes/out/start"
 RID=$(runtime_id out)
 IFN=snf${RID#snapfs-}
@@ -157,7 +173,7 @@ ok "it runs again" poll_until 60 status_is other running
 ok "after resume it fetches a page" fetch other "$WEB"
 
 # --- release -------------------------------------------------------------------
-for s in quiet out other src ${FORK:+"$FORK"} ${FORK2:+"$FORK2"}; do
+for s in clash quiet out other src ${FORK:+"$FORK"} ${FORK2:+"$FORK2"}; do
 	wr "$MNT/sandboxes/$s/terminate"
 	rmdir "$MNT/sandboxes/$s"
 done
