@@ -105,7 +105,7 @@ static void usage(FILE *out)
 	    "  --default-memory SIZE  memory of a sandbox that names none (default %s;\n"
 	    "                  0: unlimited; docs/limits.md)\n"
 	    "  --default-cpus N  CPUs of a sandbox that names none (default %s; 0: unlimited)\n"
-	    "  --default-pids N  host tasks of a sandbox that names none (default %s;\n"
+	    "  --default-pids N  tasks inside a sandbox that names none (default %s;\n"
 	    "                  0: unlimited)\n"
 	    "  --default-timeout SECONDS [terminate|suspend]  the timeout of a sandbox whose\n"
 	    "                  spec names none (default 0: none)\n"

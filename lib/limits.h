@@ -30,18 +30,32 @@
 /*
  * A sandbox's resource limits (lib/size.h, docs/limits.md): 0 is unlimited,
  * anything else within these bounds. runsc's sentry and gofer alone use
- * about 15 MiB and 20 host tasks, so a lower limit would kill the sandbox
- * as it boots.
+ * about 15 MiB, so a lower memory limit would kill the sandbox as it
+ * boots; a shell and an exec need a few tasks.
  */
 #define RES_MEMORY_MIN (32LL << 20)	  /* bytes */
 #define RES_MEMORY_MAX (1LL << 50)	  /* 1 PiB: exact as a JSON number (config.json) */
 #define RES_CPU_MILLI_MIN 10		  /* 0.01 CPUs: the kernel's least CFS quota, 1 ms */
 #define RES_CPU_MILLI_MAX (1024LL * 1000) /* 1024 CPUs */
-#define RES_PIDS_MIN 32			  /* host tasks */
+#define RES_PIDS_MIN 32			  /* tasks */
 #define RES_PIDS_MAX 4194304		  /* the kernel's PID_MAX_LIMIT */
 #define RES_WORD_MAX 32			  /* the longest value text: "9223372036854775807B" */
 /* A sandbox's lifetime (runtime/ops_timer.c): the longest timeout or snapshot interval, a year. */
 #define LIFETIME_SECONDS_MAX (366LL * 24 * 3600)
 #define AUTOSNAP_KEEP_MAX 100 /* auto- snapshots one sandbox keeps */
+
+/*
+ * pids is enforced twice (docs/limits.md): inside the sandbox as
+ * RLIMIT_NPROC, which the sentry checks at each fork and clone, so a fork
+ * bomb fails there with EAGAIN; and as the host cgroup's pids.max, a
+ * backstop so that a sandbox never takes the host's tasks. The host counts
+ * the runtime's own tasks too: measured with runsc 20240729 (systrap), the
+ * sentry and gofer hold about 22 at rest, and each process inside adds
+ * about 2 (its stub process and thread) and each thread about 0.1. The
+ * backstop leaves 3 per task and 64 for the runtime, so the inside limit is
+ * what a fork bomb hits first: pids 64 is a pids.max of 256.
+ */
+#define RES_PIDS_HOST_PER_TASK 3
+#define RES_PIDS_HOST_BASE 64
 
 #endif

@@ -26,7 +26,7 @@
 struct resources {
 	int64_t memory_bytes; /* linux.resources.memory.limit */
 	int64_t cpu_milli;    /* thousandths of a CPU: the CFS quota over a 100 ms period */
-	int64_t pids;	      /* linux.resources.pids.limit: host tasks of the sandbox */
+	int64_t pids;	      /* tasks inside: RLIMIT_NPROC, and pids.limit with headroom */
 };
 
 /* Which limit a word names. */

@@ -203,15 +203,42 @@ static bool add_limit(cJSON *res, const char *key, const char *field, int64_t v)
 	return v <= 0 || (o && cJSON_AddNumberToObject(o, field, (double)v));
 }
 
+/* The host cgroup's pids.max for @pids tasks inside: room for the runtime's own (lib/limits.h). */
+static int64_t host_pids(int64_t pids)
+{
+	if (pids <= 0)
+		return 0;
+	int64_t n = pids * RES_PIDS_HOST_PER_TASK + RES_PIDS_HOST_BASE;
+	return n < RES_PIDS_MAX ? n : RES_PIDS_MAX; /* the kernel takes no more */
+}
+
+/*
+ * process.rlimits: RLIMIT_NPROC of @pids (soft = hard), which the sentry
+ * checks at each fork and clone; none when unlimited. runsc exec gives
+ * every exec the rlimits of this spec too, and a restore keeps the init
+ * process's from the image (docs/limits.md).
+ */
+static bool bundle_rlimits(cJSON *p, int64_t pids)
+{
+	if (pids <= 0)
+		return true;
+	cJSON *arr = cJSON_AddArrayToObject(p, "rlimits");
+	cJSON *o = arr ? cJSON_CreateObject() : NULL;
+	return add(arr, NULL, o) && cJSON_AddStringToObject(o, "type", "RLIMIT_NPROC") &&
+	       cJSON_AddNumberToObject(o, "hard", (double)pids) &&
+	       cJSON_AddNumberToObject(o, "soft", (double)pids);
+}
+
 /*
  * The limits in @res (linux.resources): memory.limit in bytes, cpu.quota
- * of CPU_PERIOD_US (a thousandth of a CPU is 100 us of it), pids.limit.
+ * of CPU_PERIOD_US (a thousandth of a CPU is 100 us of it), pids.limit
+ * with the runtime's headroom over the RLIMIT_NPROC inside.
  */
 static bool bundle_resources(cJSON *res, const struct resources *r)
 {
 	cJSON *cpu = r->cpu_milli > 0 ? cJSON_AddObjectToObject(res, "cpu") : NULL;
 	return add_limit(res, "memory", "limit", r->memory_bytes) &&
-	       add_limit(res, "pids", "limit", r->pids) &&
+	       add_limit(res, "pids", "limit", host_pids(r->pids)) &&
 	       (r->cpu_milli <= 0 ||
 		(cpu && cJSON_AddNumberToObject(cpu, "quota", (double)r->cpu_milli * 100) &&
 		 cJSON_AddNumberToObject(cpu, "period", CPU_PERIOD_US)));
@@ -250,6 +277,7 @@ static int bundle_config(cJSON *cfg, const struct bundle_spec *spec, struct err 
 		return rc;
 	bool ok = cJSON_AddStringToObject(cfg, "ociVersion", "1.0.2") &&
 		  bundle_process(process, spec->argv, argc) &&
+		  bundle_rlimits(process, spec->res.pids) &&
 		  cJSON_AddStringToObject(root, "path", spec->rootfs) &&
 		  cJSON_AddFalseToObject(root, "readonly") &&
 		  cJSON_AddStringToObject(cfg, "hostname", "snapfs") &&

@@ -278,7 +278,8 @@ int cgroup_limit_hit(const struct cgroup_usage *u, const struct resources *res, 
 		     size_t size)
 {
 	char limit[RES_WORD_MAX];
-	if (u->oom_kills > 0) {
+	/* A kill under no limit of its own was the host's (or a parent's): not this limit. */
+	if (u->oom_kills > 0 && res->memory_bytes > 0) {
 		res_format(res, RES_MEMORY, limit);
 		snprintf(
 		    msg, size,
@@ -287,11 +288,11 @@ int cgroup_limit_hit(const struct cgroup_usage *u, const struct resources *res, 
 		    limit);
 		return 1;
 	}
-	if (u->pids_max > 0) {
+	if (u->pids_max > 0 && res->pids > 0) {
 		res_format(res, RES_PIDS, limit);
 		snprintf(msg, size,
-			 "task limit reached: the sandbox asked for more than its pids limit of %s "
-			 "host tasks and runsc ended it",
+			 "task limit reached: the sandbox's runtime asked for more host tasks than "
+			 "the host's backstop for its pids limit of %s allows and runsc ended it",
 			 limit);
 		return 1;
 	}

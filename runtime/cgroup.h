@@ -94,7 +94,8 @@ int cgroup_usage_at(const char *root, bool v2, const char *parent, const char *c
  * Did a container with limits @res and counters @u end because it hit one?
  * runsc 20240729 cannot fail the task inside: the host's OOM killer ends
  * the whole sandbox at its memory limit, and the sentry panics when
- * pids.max refuses it a thread (docs/limits.md). 1 with the reason in
+ * pids.max (the host's backstop over the RLIMIT_NPROC inside) refuses it a
+ * thread (docs/limits.md). 1 with the reason in
  * @msg, 0 if neither counter says so.
  */
 int cgroup_limit_hit(const struct cgroup_usage *u, const struct resources *res, char *msg,

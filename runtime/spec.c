@@ -356,8 +356,7 @@ static int parse_lines(struct parse *p, char *text)
 
 int spec_parse(const char *text, size_t len, struct sandbox_spec *out, struct err *e)
 {
-	memset(out, 0, sizeof(*out));
-	out->res = (struct resources){RES_UNSET, RES_UNSET, RES_UNSET};
+	memset(out, 0, sizeof(*out)); /* all of it again on every failure */
 	struct parse p = {.out = out, .e = e};
 	if (len > SPEC_MAX)
 		return err_set(e, EINVAL, "sandbox spec is longer than %d bytes", SPEC_MAX);
@@ -366,6 +365,7 @@ int spec_parse(const char *text, size_t len, struct sandbox_spec *out, struct er
 	_cleanup_free_ char *copy = strndup(text, len);
 	if (!copy)
 		return err_set(e, ENOMEM, "out of memory parsing sandbox spec");
+	out->res = (struct resources){RES_UNSET, RES_UNSET, RES_UNSET};
 
 	size_t skip = strspn(copy, " \t\r\n");
 	int r = copy[skip] == '{' ? parse_json(&p, copy) : parse_lines(&p, copy);

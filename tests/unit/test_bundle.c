@@ -187,7 +187,10 @@ static void test_cgroup(void)
 	CHECK(strstr(e.msg, "snapfs.slice:snapfs:x") != NULL);
 }
 
-/* linux.resources: memory.limit, cpu.quota over a 100 ms period, pids.limit; 0 leaves one out. */
+/*
+ * linux.resources: memory.limit, cpu.quota over a 100 ms period, pids.limit
+ * (the host backstop over the pids inside: test_pids()); 0 leaves one out.
+ */
 static void test_resources(void)
 {
 	struct err e = {0};
@@ -202,7 +205,7 @@ static void test_resources(void)
 	CHECK(cJSON_GetNumberValue(get(get(res, "memory"), "limit")) == 128 << 20);
 	CHECK(cJSON_GetNumberValue(get(get(res, "cpu"), "quota")) == 50000);
 	CHECK(cJSON_GetNumberValue(get(get(res, "cpu"), "period")) == 100000);
-	CHECK(cJSON_GetNumberValue(get(get(res, "pids"), "limit")) == 64);
+	CHECK(cJSON_GetNumberValue(get(get(res, "pids"), "limit")) == 256);
 	CHECK(get(res, "devices") == NULL);
 	cJSON_Delete(cfg);
 	/* Only pids: no memory or cpu object, which runsc would take as a limit of 0. */
@@ -211,7 +214,8 @@ static void test_resources(void)
 	cfg = load_bundle();
 	res = get(get(cfg, "linux"), "resources");
 	CHECK(get(res, "memory") == NULL && get(res, "cpu") == NULL);
-	CHECK(cJSON_GetNumberValue(get(get(res, "pids"), "limit")) == 100);
+	CHECK(cJSON_GetNumberValue(get(get(res, "pids"), "limit")) ==
+	      100 * RES_PIDS_HOST_PER_TASK + RES_PIDS_HOST_BASE);
 	cJSON_Delete(cfg);
 	/* No limit, no device: no resources at all. */
 	spec.res = (struct resources){0};
@@ -229,6 +233,56 @@ static void test_resources(void)
 	res = get(get(cfg, "linux"), "resources");
 	CHECK(cJSON_GetArraySize(get(res, "devices")) == 1);
 	CHECK(cJSON_GetNumberValue(get(get(res, "memory"), "limit")) == 1 << 30);
+	cJSON_Delete(cfg);
+}
+
+/* The RLIMIT_NPROC of @cfg's process as "soft/hard", or "none" when it has no rlimits. */
+static void nproc_of(const cJSON *cfg, char *out, size_t size)
+{
+	const cJSON *rl = get(get(cfg, "process"), "rlimits");
+	const cJSON *o = cJSON_GetArrayItem(rl, 0);
+	if (!rl) {
+		snprintf(out, size, "none");
+		return;
+	}
+	snprintf(out, size, "%d %s %.0f/%.0f", cJSON_GetArraySize(rl),
+		 cJSON_GetStringValue(get(o, "type")), cJSON_GetNumberValue(get(o, "soft")),
+		 cJSON_GetNumberValue(get(o, "hard")));
+}
+
+/*
+ * pids is RLIMIT_NPROC inside (soft = hard), and the host cgroup's pids.max
+ * is RES_PIDS_HOST_PER_TASK per task and RES_PIDS_HOST_BASE over it, at
+ * most RES_PIDS_MAX; unlimited has neither.
+ */
+static void test_pids(void)
+{
+	struct err e = {0};
+	char nproc[64];
+	const char *argv[] = {"/bin/sh", NULL};
+	struct bundle_spec spec = {.rootfs = "/images/busybox", .argv = argv, .res = {.pids = 64}};
+	CHECK(bundle_write(dir, &spec, &e) == 0);
+	cJSON *cfg = load_bundle();
+	nproc_of(cfg, nproc, sizeof(nproc));
+	CHECK_STR(nproc, "1 RLIMIT_NPROC 64/64");
+	const cJSON *pids = get(get(get(cfg, "linux"), "resources"), "pids");
+	CHECK(cJSON_GetNumberValue(get(pids, "limit")) ==
+	      64 * RES_PIDS_HOST_PER_TASK + RES_PIDS_HOST_BASE);
+	cJSON_Delete(cfg);
+	spec.res.pids = RES_PIDS_MAX;
+	CHECK(bundle_write(dir, &spec, &e) == 0);
+	cfg = load_bundle();
+	nproc_of(cfg, nproc, sizeof(nproc));
+	CHECK_STR(nproc, "1 RLIMIT_NPROC 4194304/4194304");
+	pids = get(get(get(cfg, "linux"), "resources"), "pids");
+	CHECK(cJSON_GetNumberValue(get(pids, "limit")) == RES_PIDS_MAX);
+	cJSON_Delete(cfg);
+	spec.res = (struct resources){.memory_bytes = 1LL << 30};
+	CHECK(bundle_write(dir, &spec, &e) == 0);
+	cfg = load_bundle();
+	nproc_of(cfg, nproc, sizeof(nproc));
+	CHECK_STR(nproc, "none");
+	CHECK(get(get(get(cfg, "linux"), "resources"), "pids") == NULL);
 	cJSON_Delete(cfg);
 }
 
@@ -347,6 +401,7 @@ int main(void)
 	test_argv();
 	test_cgroup();
 	test_resources();
+	test_pids();
 	test_refused();
 	test_devices();
 	test_gpu_host();

@@ -106,6 +106,10 @@ static void test_usage(void)
 	CHECK(cgroup_usage_at(root, false, "/snapfs.slice", cg + 14, &u) == 0 && u.oom_kills == 1);
 	CHECK(cgroup_limit_hit(&u, &res, msg, sizeof(msg)) == 1);
 	CHECK(strncmp(msg, "out of memory: ", 15) == 0 && strstr(msg, "134217728"));
+	/* With no limit of its own, an OOM kill was not over "its limit of 0 bytes". */
+	struct resources unlimited = res;
+	unlimited.memory_bytes = 0;
+	CHECK(cgroup_limit_hit(&u, &unlimited, msg, sizeof(msg)) == 0);
 	/* v2: one tree; CPU in microseconds. */
 	put("v2/snapfs.slice/snapfs-0123456789abcdef01234567/memory.current", "4096\n");
 	put("v2/snapfs.slice/snapfs-0123456789abcdef01234567/cpu.stat",
@@ -118,6 +122,9 @@ static void test_usage(void)
 	CHECK(u.memory_bytes == 4096 && u.cpu_ns == 1500000 && u.oom_kills == 0 && u.pids_max == 2);
 	CHECK(cgroup_limit_hit(&u, &res, msg, sizeof(msg)) == 1);
 	CHECK(strncmp(msg, "task limit reached: ", 20) == 0 && strstr(msg, " 64 "));
+	unlimited = res;
+	unlimited.pids = 0;
+	CHECK(cgroup_limit_hit(&u, &unlimited, msg, sizeof(msg)) == 0);
 	/* Gone: nothing to read. */
 	CHECK(cgroup_usage_at(root, true, "/snapfs.slice", "snapfs-gone", &u) == -ENOENT);
 	CHECK(u.memory_bytes == -1 && u.oom_kills == -1);

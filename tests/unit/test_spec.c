@@ -168,6 +168,8 @@ static void test_errors(void)
 	err_clear(&e);
 	CHECK(spec_parse("image=a\0b", 9, &spec, &e) == -EINVAL);
 	CHECK(strstr(e.msg, "NUL byte") != NULL);
+	/* Refused before parsing, the spec is left all zero as after any refusal (limits too). */
+	CHECK(spec.res.memory_bytes == 0 && spec.res.cpu_milli == 0 && spec.res.pids == 0);
 	char *huge = calloc(1, 200000);
 	if (huge) {
 		memset(huge, '#', 199999);
