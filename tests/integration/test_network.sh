@@ -190,10 +190,19 @@ wr "$MNT/sandboxes/left/network" egress
 ok "an egress sandbox to leave behind" wr "$MNT/sandboxes/left/start"
 LEFT=$(runtime_id left)
 check_eq "its veth is there before the kill" 1 "$(ip -n "$NS_D" -o link show | grep -c ' snf[0-9a-f]\{12\}')"
-kill -KILL "$DAEMON_PID"
-wait "$DAEMON_PID" 2>/dev/null
-DAEMON_PID=""
-unmount_mnt
+kill_daemon() {
+	kill -KILL "$DAEMON_PID"
+	wait "$DAEMON_PID" 2>/dev/null
+	DAEMON_PID=""
+	unmount_mnt
+}
+# A sandbox that outlives its daemon keeps its network.
+kill_daemon
+start_daemon || bail "daemon did not restart"
+check_eq "a running egress sandbox stays running across a restart" running "$(sb_status left)"
+ok "and it still fetches a page" fetch left "$WEB"
+check_eq "and its veth stays" 1 "$(ip -n "$NS_D" -o link show | grep -c ' snf[0-9a-f]\{12\}')"
+kill_daemon
 # What a killed daemon left: its container is gone too (a host reboot, an operator's runsc delete).
 runsc --root "$RUNSC_ROOT" kill "$LEFT" 9 >/dev/null 2>&1
 runsc --root "$RUNSC_ROOT" delete -force "$LEFT" >/dev/null 2>&1
