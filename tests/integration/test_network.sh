@@ -211,4 +211,6 @@ check_eq "start-up removed the interface a killed daemon left" "" \
 	"$(ip -n "$NS_D" -o link show | grep -o ' snf[0-9a-f]\{12\}' || true)"
 check_eq "start-up removed its namespace file" "" "$(ls "$STATE/netns")"
 check_eq "start-up removed its chain" "" "$(in_d nft list table inet snapfs 2>/dev/null | grep 'chain sb_' || true)"
+# ASan's leak check at exit: a leak is a non-zero status.
+stop_daemon
 finish
