@@ -95,6 +95,7 @@ check_eq "no record, no namespace file is left" "" "$(find "$STATE/net" "$STATE/
 check_eq "no chain is left" "" "$(in_d nft list table inet snapfs 2>/dev/null | grep 'chain sb_' || true)"
 ip -n "$NS_D" link del "$CLASH_IF"
 ok "start with egress" wr "$MNT/sandboxes/out/start"
+expect_errno EBUSY "network is fixed once started" wr "$MNT/sandboxes/out/network" none
 RID=$(runtime_id out)
 IFN=snf${RID#snapfs-}
 IFN=${IFN:0:15}

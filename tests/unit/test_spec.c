@@ -203,6 +203,19 @@ static void test_timeout(void)
 	refused("image=a\ntimeout=1\ntimeout=2\n", "'timeout' appears twice");
 }
 
+/* `network`: none (the default) or egress, in both formats. */
+static void test_network(void)
+{
+	CHECK(spec_parse("image=a\n", 8, &spec, &e) == 0 && spec.network == SB_NET_NONE);
+	const char *lines = "image=a\nnetwork=egress\n";
+	CHECK(spec_parse(lines, strlen(lines), &spec, &e) == 0 && spec.network == SB_NET_EGRESS);
+	const char *json = "{\"image\": \"a\", \"network\": \"egress\"}";
+	CHECK(spec_parse(json, strlen(json), &spec, &e) == 0 && spec.network == SB_NET_EGRESS);
+	refused("image=a\nnetwork=host\n", "network in sandbox spec must be none or egress");
+	refused("{\"image\":\"a\",\"network\":1}", "network in sandbox spec is not a string");
+	refused("image=a\nnetwork=none\nnetwork=egress\n", "'network' appears twice");
+}
+
 /* memory, cpus, pids: either format; unset is RES_UNSET (the daemon's default applies). */
 static void test_limits(void)
 {
@@ -235,5 +248,6 @@ int main(void)
 	test_json();
 	test_errors();
 	test_timeout();
+	test_network();
 	return t_done();
 }
