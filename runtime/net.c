@@ -40,6 +40,7 @@ static struct {
 	struct in_addr pool; /* masked */
 	int prefix;
 	bool forward_on; /* ip_forward set by us already */
+	char resolv[PATH_MAX];
 } net;
 
 /* --- names and records --------------------------------------------------- */
@@ -557,18 +558,20 @@ int net_write_resolv(const char *path, struct err *e)
 {
 	_cleanup_free_ char *text = NULL;
 	size_t len = 0;
-	int rc = read_file("/etc/resolv.conf", &text, &len, 64 << 10);
+	int rc = read_file(net.resolv, &text, &len, 64 << 10);
 	if (rc < 0)
-		return err_set(e, -rc, "cannot read /etc/resolv.conf: %s", strerror(-rc));
+		return err_set(e, -rc, "cannot read %s: %s", net.resolv, strerror(-rc));
 	rc = write_file_durable(path, text, len);
 	return rc < 0 ? err_set(e, -rc, "cannot write %s: %s", path, strerror(-rc)) : 0;
 }
 
-int net_open(const char *state_dir, const char *pool, struct err *e)
+int net_open(const char *state_dir, const char *pool, const char *resolv, struct err *e)
 {
 	char dir[PATH_MAX];
-	if (xsnprintf(net.state, sizeof(net.state), "%s", state_dir) < 0)
-		return err_set(e, ENAMETOOLONG, "state path too long");
+	if (xsnprintf(net.state, sizeof(net.state), "%s", state_dir) < 0 ||
+	    xsnprintf(net.resolv, sizeof(net.resolv), "%s", resolv ? resolv : "/etc/resolv.conf") <
+		0)
+		return err_set(e, ENAMETOOLONG, "state or --net-resolv path too long");
 	int rc = net_cidr_parse(pool ? pool : NET_POOL_DEFAULT, &net.pool, &net.prefix, e);
 	if (rc < 0)
 		return rc;

@@ -52,8 +52,11 @@ int net_cidr_parse(const char *s, struct in_addr *net, int *prefix, struct err *
  */
 int net_rules_parse(const char *text, struct net_rule *out, int *n, struct err *e);
 
-/* Open the module: @state_dir's net/ and netns/, the pool (NULL: the default). */
-int net_open(const char *state_dir, const char *pool, struct err *e);
+/*
+ * Open the module: @state_dir's net/ and netns/, the pool (NULL: the
+ * default), the resolv.conf sandboxes get (NULL: /etc/resolv.conf).
+ */
+int net_open(const char *state_dir, const char *pool, const char *resolv, struct err *e);
 
 /*
  * Set @runtime_id's network up: record, namespace, veth, addresses, route,
@@ -67,7 +70,7 @@ void net_down(const char *runtime_id);
 int net_set_egress(const char *runtime_id, const char *egress, struct err *e);
 /* The namespace's nsfs file, and the resolv.conf the sandbox gets, as paths. */
 int net_netns_path(const char *runtime_id, char *out, size_t len);
-/* Write the daemon's resolvers into @path (a copy of its /etc/resolv.conf). */
+/* Write the sandboxes' resolvers into @path (a copy of --net-resolv's file). */
 int net_write_resolv(const char *path, struct err *e);
 /* Start-up: take down every recorded network @keep does not claim. */
 void net_sweep(bool (*keep)(const char *runtime_id, void *arg), void *arg);

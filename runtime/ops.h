@@ -94,6 +94,8 @@ struct ops_config {
 	/* --net-pool: the addresses of egress sandboxes, a /30 each (runtime/net.h); NULL: default.
 	 */
 	const char *net_pool;
+	/* --net-resolv: the resolv.conf egress sandboxes get; NULL: /etc/resolv.conf. */
+	const char *net_resolv;
 	/*
 	 * --default-memory, --default-cpus, --default-pids: the limits of a
 	 * sandbox that names none (lib/size.h; 0 in a field: unlimited). main.c

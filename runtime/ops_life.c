@@ -166,7 +166,7 @@ static int open_all(const struct ops_config *cfg, struct err *e)
 	if (rc == 0)
 		rc = spool_open(cfg->spool_parent, cfg->state_dir, ops.spool_dir, e);
 	if (rc == 0)
-		rc = net_open(cfg->state_dir, cfg->net_pool, e);
+		rc = net_open(cfg->state_dir, cfg->net_pool, cfg->net_resolv, e);
 	if (rc == 0)
 		rc = host_id_init(cfg->state_dir, e);
 	if (rc == 0)

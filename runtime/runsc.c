@@ -88,14 +88,12 @@ static void cmd_init_sandbox(struct cmd *c, const struct runsc *rs, const char *
 {
 	cmd_start(c, rs, what, true);
 	if (flags & RUNSC_NETWORK) {
-		/* /proc/self/exe is this binary still when the child execs it. */
-		c->argv[0] = "/proc/self/exe";
-		c->argv[1] = NET_EXEC_FLAG;
-		c->argv[2] = rs->bin;
-		c->argv[3] = "--root";
-		c->argv[4] = rs->root;
-		c->argv[5] = NULL;
-		c->argc = 5;
+		/* Through this binary (still /proc/self/exe at exec): it hides /proc/sys/net
+		 * (net.h). */
+		const char *pre[] = {"/proc/self/exe", NET_EXEC_FLAG, rs->bin, "--root", rs->root};
+		c->argc = 0;
+		for (size_t i = 0; i < ARRAY_SIZE(pre); i++)
+			cmd_add(c, pre[i]);
 	}
 	/*
 	 * The overlay keeps root filesystem writes in sandbox memory, where the
