@@ -103,7 +103,8 @@ wr "$MNT/sandboxes/out/image" busybox
 wr "$MNT/sandboxes/out/entrypoint" "$SLEEPER"
 ok "network takes egress while created" wr "$MNT/sandboxes/out/network" egress
 expect_errno EINVAL "network refuses another word" wr "$MNT/sandboxes/out/network" everything
-expect_errno EINVAL "egress refuses a bad line" wr "$MNT/sandboxes/out/egress" "allow 10.0.0.0/33"
+expect_refusal EINVAL "egress refuses a bad line" out wr "$MNT/sandboxes/out/egress" "allow 10.0.0.0/33"
+check_match "the sentence names the line" "egress line 1" "$(rd "$MNT/sandboxes/out/error")"
 # A network that cannot be set up fails the start with a sentence and leaves nothing,
 # and an interface snapfs did not make is never removed: the test takes the
 # veth's name first (a veth pair of its own in its namespace).
