@@ -113,6 +113,19 @@ static long block_free(void)
 	return -ENOSPC;
 }
 
+/* Whether any sandbox's network is recorded; under net_lock. */
+static bool records_any(void)
+{
+	char dir[PATH_MAX];
+	bool any = false;
+	DIR *d = xsnprintf(dir, sizeof(dir), "%s/net", net.state) >= 0 ? opendir(dir) : NULL;
+	for (struct dirent *de; d && !any && (de = readdir(d));)
+		any = runtime_id_ok(de->d_name);
+	if (d)
+		closedir(d);
+	return any;
+}
+
 static int record_write(const char *runtime_id, long idx)
 {
 	char path[PATH_MAX], text[32];
@@ -287,6 +300,17 @@ static int nft_run(const char *cmd, struct err *e)
 	return rc != 0 ? -EIO : 0;
 }
 
+/*
+ * The last one out takes the table, so nothing of snapfs stays in the
+ * ruleset; quiet when there is none (nft 1.0.6 has no `destroy`).
+ */
+static void table_drop_if_idle(void)
+{
+	struct err e = {0};
+	if (!records_any())
+		nft_run("delete table inet snapfs\n", &e);
+}
+
 /* The table, its hooks and its map, made when missing ("add" is idempotent). */
 static void nft_base(struct strbuf *sb)
 {
@@ -457,6 +481,7 @@ static void down_locked(const char *runtime_id, const char *ifn, bool veth)
 	/* The record goes last: while it is there, start-up will finish this. */
 	if (state_path("net", runtime_id, path, sizeof(path)) == 0)
 		unlink(path);
+	table_drop_if_idle();
 }
 
 static int up_locked(const char *runtime_id, const char *ifn, const char *egress, bool *made,
@@ -523,6 +548,9 @@ void net_sweep(bool (*keep)(const char *runtime_id, void *arg), void *arg)
 		if (d)
 			closedir(d);
 	}
+	pthread_mutex_lock(&net_lock);
+	table_drop_if_idle();
+	pthread_mutex_unlock(&net_lock);
 }
 
 /* --- views ------------------------------------------------------------------ */
