@@ -111,10 +111,8 @@ bool snapshot_state_settled(enum snapshot_state s)
 			      " autosnap_keep INTEGER NOT NULL DEFAULT 0,"                         \
 			      " autosnap_next_at INTEGER NOT NULL DEFAULT 0"
 
-/* The network's columns (runtime/net.h); migrate_v4_sql adds them. */
-#define NETWORK_SANDBOX_COLS                                                                       \
-	", network TEXT NOT NULL DEFAULT 'none', egress TEXT NOT NULL DEFAULT ''"
-#define NETWORK_SNAPSHOT_COLS ", network TEXT NOT NULL DEFAULT 'none'"
+/* The network's columns of both tables (runtime/net.h); migrate_v4_sql adds them. */
+#define NETWORK_COLS ", network TEXT NOT NULL DEFAULT 'none', egress TEXT NOT NULL DEFAULT ''"
 
 static const char schema_sql[] =
     "BEGIN IMMEDIATE;"
@@ -126,7 +124,7 @@ static const char schema_sql[] =
     " restore_snapshot TEXT NOT NULL, pid INTEGER NOT NULL,"
     " owner_uid INTEGER NOT NULL DEFAULT 0, owner_gid INTEGER NOT NULL DEFAULT 0,"
     " memory_bytes INTEGER NOT NULL DEFAULT 0, cpu_milli INTEGER NOT NULL DEFAULT 0,"
-    " pids INTEGER NOT NULL DEFAULT 0," LIFETIME_SANDBOX_COLS NETWORK_SANDBOX_COLS ");"
+    " pids INTEGER NOT NULL DEFAULT 0," LIFETIME_SANDBOX_COLS NETWORK_COLS ");"
     "CREATE INDEX IF NOT EXISTS sandboxes_created ON sandboxes (created_at, id);"
     "CREATE INDEX IF NOT EXISTS sandboxes_parent ON sandboxes (parent_snapshot, created_at, id);"
     "CREATE INDEX IF NOT EXISTS sandboxes_restore ON sandboxes (restore_snapshot);"
@@ -139,7 +137,7 @@ static const char schema_sql[] =
     " gpu INTEGER NOT NULL, env TEXT NOT NULL,"
     " owner_uid INTEGER NOT NULL DEFAULT 0, owner_gid INTEGER NOT NULL DEFAULT 0,"
     " memory_bytes INTEGER NOT NULL DEFAULT 0, cpu_milli INTEGER NOT NULL DEFAULT 0,"
-    " pids INTEGER NOT NULL DEFAULT 0," LIFETIME_TIMEOUT_COLS NETWORK_SNAPSHOT_COLS ");"
+    " pids INTEGER NOT NULL DEFAULT 0," LIFETIME_TIMEOUT_COLS NETWORK_COLS ");"
     "CREATE INDEX IF NOT EXISTS snapshots_created ON snapshots (created_at, id);"
     "CREATE INDEX IF NOT EXISTS snapshots_sandbox ON snapshots (sandbox_id, created_at, id);"
     "PRAGMA user_version = " STR(SCHEMA_VERSION) "; COMMIT;";
@@ -186,6 +184,7 @@ static const char migrate_v4_sql[] =
     "ALTER TABLE sandboxes ADD COLUMN network TEXT NOT NULL DEFAULT 'none';"
     "ALTER TABLE sandboxes ADD COLUMN egress TEXT NOT NULL DEFAULT '';"
     "ALTER TABLE snapshots ADD COLUMN network TEXT NOT NULL DEFAULT 'none';"
+    "ALTER TABLE snapshots ADD COLUMN egress TEXT NOT NULL DEFAULT '';"
     "PRAGMA user_version = 5; COMMIT;";
 
 /* --- statements ------------------------------------------------------------- */
@@ -358,6 +357,7 @@ static const struct column snapshot_cols[] = {
     {SNAP(COL_I64, res.pids)},
     TIMEOUT_COLS(SNAP),
     {SNAP(COL_ENUM, network), NAMES(network_names)},
+    {SNAP(COL_TEXT, egress)},
 };
 
 static const struct table tables[] = {

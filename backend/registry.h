@@ -133,8 +133,9 @@ struct snapshot {
 	/* The source's timeout when it was taken: a fork's starts from it (runtime/ops_timer.c). */
 	int64_t timeout_s;
 	enum timeout_action timeout_action;
-	/* The source's network: a fork gets the same mode (runtime/net.h). */
+	/* The source's network: a fork gets the same mode and rules (runtime/net.h). */
 	enum sandbox_network network;
+	char egress[SB_EGRESS_MAX];
 };
 
 struct registry;

@@ -38,11 +38,11 @@ struct registry {
 	"owner_uid, owner_gid, "                                                                   \
 	"memory_bytes, cpu_milli, pids, "                                                          \
 	"timeout_s, timeout_action, "                                                              \
-	"network"
+	"network, egress"
 #define SNAP_PARAMS                                                                                \
 	"?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, "   \
 	"?20, ?21, ?22, ?23, ?24, "                                                                \
-	"?25"
+	"?25, ?26"
 #define SNAP_SELECT "SELECT " SNAP_COLS " FROM snapshots "
 
 /* Which table's records a statement binds or reads (registry.c holds their columns). */

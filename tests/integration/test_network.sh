@@ -179,11 +179,15 @@ wr "$MNT/sandboxes/src/image" busybox
 wr "$MNT/sandboxes/src/entrypoint" "$SLEEPER"
 wr "$MNT/sandboxes/src/network" egress
 ok "an egress sandbox to fork starts" wr "$MNT/sandboxes/src/start"
+ok "a rule for the source" wr "$MNT/sandboxes/src/egress" "deny 192.0.2.0/24"
 SNAP=$(snapshot_of src)
 check_match "a snapshot of the egress sandbox" '^snap-' "$SNAP"
 FORK=$(fork_of "$SNAP")
 ok "the fork runs" poll_until 60 status_is "$FORK" running
 check_eq "the fork keeps network=egress" egress "$(rd "$MNT/sandboxes/$FORK/network")"
+check_eq "the fork keeps the source's egress rules" "deny 192.0.2.0/24" "$(rd "$MNT/sandboxes/$FORK/egress")"
+check_match "and its chain has them" "192.0.2.0/24 drop" \
+	"$(in_d nft list chain inet snapfs "sb_snf$(runtime_id "$FORK" | cut -c8-19)")"
 ok "the fork fetches a page" fetch "$FORK" "$WEB"
 ok "the source still fetches" fetch src "$WEB"
 FORK2=$(fork_of "$SNAP")
