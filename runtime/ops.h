@@ -161,15 +161,17 @@ struct sandbox_spec {
 	bool timeout_set;
 	int64_t timeout_s;
 	enum timeout_action timeout_action;
-	/* `network`: none (the default) or egress (runtime/net.h) */
+	/* `network`: none (the default) or egress; `egress`: its rules' lines (runtime/net.h) */
 	enum sandbox_network network;
+	char egress[SB_EGRESS_MAX];
 };
 
 /*
  * Parse a spec: a JSON object {"image":…, "entrypoint":…, "env":{K:V} or
  * ["K=V",…], "gpu":0|1|true|false}, or key=value lines (image=, entrypoint=,
  * env=K=V repeated, gpu=), each with memory, cpus and pids (lib/size.h; a
- * JSON number or string). Unknown keys and malformed values: -EINVAL.
+ * JSON number or string), network (none|egress) and egress (a rule a line,
+ * repeated; in JSON an array of them). Unknown keys and malformed values: -EINVAL.
  * Missing image: -EINVAL. An empty entrypoint means OPS_DEFAULT_ENTRYPOINT.
  * Lives in runtime/spec.c (pure: unit-tested).
  */

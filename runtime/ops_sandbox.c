@@ -52,6 +52,7 @@ static int insert_sandbox(const struct caller *who, const char *id, const struct
 		memcpy(sb.env, spec->env, sizeof(sb.env));
 		sb.gpu = spec->gpu;
 		sb.network = spec->network;
+		memcpy(sb.egress, spec->egress, sizeof(sb.egress));
 		res_apply(&sb.res, &spec->res);
 		rc = cgroup_can_limit(&sb.res, "sandbox", e);
 		if (rc < 0)

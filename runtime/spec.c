@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "lib/names.h"
+#include "runtime/net.h"
 
 /* Room for every field at its longest, twice over for JSON escapes. */
 #define SPEC_MAX (2 * (IMAGE_NAME_MAX + ENTRYPOINT_MAX + ENV_MAX))
@@ -182,6 +183,39 @@ static int add_env_line(struct parse *p, const char *line)
 	return add_env(p, line, (size_t)(eq - line), eq + 1);
 }
 
+/* One `egress` rule (repeatable): appended, and the rules so far checked as the file takes them. */
+static int add_egress_line(struct parse *p, const char *line)
+{
+	struct net_rule rules[NET_RULES_MAX];
+	char *text = p->out->egress;
+	size_t have = strlen(text), n = strlen(line);
+	int count;
+	if (strchr(line, '\n') || have + n + 2 > sizeof(p->out->egress))
+		return err_set(p->e, EINVAL, "egress in sandbox spec is longer than %zu bytes",
+			       sizeof(p->out->egress) - 2);
+	memcpy(text + have, line, n);
+	memcpy(text + have + n, "\n", 2);
+	return net_rules_parse(text, rules, &count, p->e);
+}
+
+static int json_egress(struct parse *p, const cJSON *egress)
+{
+	const cJSON *item;
+	if (!cJSON_IsArray(egress))
+		return err_set(
+		    p->e, EINVAL,
+		    "egress in sandbox spec must be an array of \"allow|deny CIDR\" strings");
+	cJSON_ArrayForEach(item, egress)
+	{
+		int r = cJSON_IsString(item)
+			    ? add_egress_line(p, item->valuestring)
+			    : err_set(p->e, EINVAL, "egress in sandbox spec holds a non-string");
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
 static int unknown_key(struct parse *p, const char *key)
 {
 	return err_set(p->e, EINVAL, "unknown key '%.*s' in sandbox spec", KEY_SHOWN, key);
@@ -215,6 +249,8 @@ static int set_field(struct parse *p, const char *key, const char *value)
 		return set_timeout(p, value);
 	if (strcmp(key, "network") == 0)
 		return set_network(p, value);
+	if (strcmp(key, "egress") == 0)
+		return add_egress_line(p, value);
 	return unknown_key(p, key);
 }
 
@@ -295,6 +331,8 @@ static int parse_json(struct parse *p, const char *text)
 			r = json_gpu(p, item);
 		else if (strcmp(key, "timeout") == 0)
 			r = json_timeout(p, item);
+		else if (strcmp(key, "egress") == 0)
+			r = json_egress(p, item);
 		else if (strcmp(key, "image") != 0 && strcmp(key, "entrypoint") != 0 &&
 			 strcmp(key, "network") != 0 && !limit)
 			r = unknown_key(p, key);
