@@ -214,8 +214,21 @@ ok "resume of it" wr "$MNT/sandboxes/other/resume"
 ok "it runs again" poll_until 60 status_is other running
 ok "after resume it fetches a page" fetch other "$WEB"
 
+# --- a spec -------------------------------------------------------------------
+new_sandbox() {
+	local id
+	exec 3<>"$MNT/sandboxes/new" || return 1
+	printf '%s\n\n' "$1" >&3 && read -r id <&3
+	exec 3>&-
+	printf '%s\n' "$id"
+}
+SPEC=$(new_sandbox "$(printf 'image=busybox\nentrypoint=%s\nnetwork=egress\negress=deny 0.0.0.0/0' "$SLEEPER")")
+check_match "sandboxes/new takes network= and egress=" '^sbx-' "$SPEC"
+check_eq "its network is egress" egress "$(rd "$MNT/sandboxes/$SPEC/network")"
+ok "its spec's rule holds: it fetches nothing" not_fetch "$SPEC" "$WEB"
+
 # --- release -------------------------------------------------------------------
-for s in clash quiet out other src ${FORK:+"$FORK"} ${FORK2:+"$FORK2"}; do
+for s in clash quiet out other src ${SPEC:+"$SPEC"} ${FORK:+"$FORK"} ${FORK2:+"$FORK2"}; do
 	wr "$MNT/sandboxes/$s/terminate"
 	rmdir "$MNT/sandboxes/$s"
 done
