@@ -252,11 +252,9 @@ static int parse_options(int argc, char **argv, struct options *o)
 		case 'P':
 			o->cgroup_parent = optarg;
 			break;
-		case 'N':
-			o->net_pool = optarg;
-			break;
+		case 'N': /* the network's two paths */
 		case 'D':
-			o->net_resolv = optarg;
+			*(c == 'N' ? &o->net_pool : &o->net_resolv) = optarg;
 			break;
 		case 'M':
 		case 'U':
