@@ -10,7 +10,7 @@
 
 PREFIX  ?= /usr/local
 VERSION := 0.1.0
-PKGS    := fuse3 sqlite3 libcurl libzstd libcjson libcrypto
+PKGS    := fuse3 sqlite3 libcurl libzstd libcjson libcrypto libnl-route-3.0 libnftables
 
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS))
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS))

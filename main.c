@@ -25,6 +25,7 @@
 #include "lib/util.h"
 #include "runtime/cgroup.h"
 #include "runtime/journal.h"
+#include "runtime/net.h"
 #include "runtime/ops.h"
 #include "runtime/runsc.h"
 
@@ -47,6 +48,8 @@ struct options {
 	int64_t exec_timeout_ms;  /* 0: the default */
 	const char *cuda_checkpoint;
 	const char *cgroup_parent;
+	const char *net_pool;	      /* --net-pool; NULL: NET_POOL_DEFAULT */
+	const char *net_resolv;	      /* --net-resolv; NULL: /etc/resolv.conf */
 	struct resources default_res; /* --default-memory, --default-cpus, --default-pids */
 	int64_t default_timeout_s;    /* --default-timeout; 0: none */
 	enum timeout_action default_timeout_action;
@@ -65,6 +68,7 @@ static void usage(FILE *out)
 	    "              [--allow-group GROUP] [--journal-max SIZE]\n"
 	    "              [--exec-timeout SECONDS] [--runsc-timeout SECONDS]\n"
 	    "              [--cuda-checkpoint PATH] [--cgroup-parent PATH] [--debug]\n"
+	    "              [--net-pool CIDR] [--net-resolv FILE]\n"
 	    "              [--default-memory SIZE] [--default-cpus N] [--default-pids N]\n"
 	    "              [--default-timeout SECONDS] [--publish-address ADDRESS]\n"
 	    "              MOUNTPOINT\n"
@@ -98,6 +102,10 @@ static void usage(FILE *out)
 	    "                  (default: cuda-checkpoint on PATH, if any)\n"
 	    "  --cgroup-parent PATH  the cgroup under which each sandbox gets its own,\n"
 	    "                  outside the daemon's (default %s; docs/cgroups.md)\n"
+	    "  --net-pool CIDR  the addresses of sandboxes with network=egress, a /30\n"
+	    "                  each (default " NET_POOL_DEFAULT "; docs/network.md)\n"
+	    "  --net-resolv FILE  the resolv.conf those sandboxes get (default\n"
+	    "                  /etc/resolv.conf)\n"
 	    "  --default-memory SIZE  memory of a sandbox that names none (default %s;\n"
 	    "                  0: unlimited; docs/limits.md)\n"
 	    "  --default-cpus N  CPUs of a sandbox that names none (default %s; 0: unlimited)\n"
@@ -176,6 +184,8 @@ static int parse_options(int argc, char **argv, struct options *o)
 	    {"runsc-timeout", required_argument, NULL, 'R'},
 	    {"cuda-checkpoint", required_argument, NULL, 'C'},
 	    {"cgroup-parent", required_argument, NULL, 'P'},
+	    {"net-pool", required_argument, NULL, 'N'},
+	    {"net-resolv", required_argument, NULL, 'D'},
 	    {"default-memory", required_argument, NULL, 'M'},
 	    {"default-cpus", required_argument, NULL, 'U'},
 	    {"default-pids", required_argument, NULL, 'T'},
@@ -245,6 +255,10 @@ static int parse_options(int argc, char **argv, struct options *o)
 			break;
 		case 'P':
 			o->cgroup_parent = optarg;
+			break;
+		case 'N': /* the network's two paths */
+		case 'D':
+			*(c == 'N' ? &o->net_pool : &o->net_resolv) = optarg;
 			break;
 		case 'M':
 		case 'U':
@@ -378,6 +392,8 @@ static int serve(struct options *o, struct fuse_args *args)
 	    .exec_timeout_ms = o->exec_timeout_ms,
 	    .cuda_checkpoint = o->cuda_checkpoint,
 	    .cgroup_parent = o->cgroup_parent,
+	    .net_pool = o->net_pool,
+	    .net_resolv = o->net_resolv,
 	    .default_res = o->default_res,
 	    .default_timeout_s = o->default_timeout_s,
 	    .default_timeout_action = o->default_timeout_action,
@@ -414,7 +430,10 @@ int main(int argc, char **argv)
 	struct options o = {0};
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
 	char state[PATH_MAX], images_default[PATH_MAX], images_abs[PATH_MAX], mount_abs[PATH_MAX];
-	char cuda_abs[PATH_MAX];
+	char cuda_abs[PATH_MAX], resolv_abs[PATH_MAX];
+	/* runsc with a network runs through this binary: runtime/net.h net_exec_main(). */
+	if (argc > 1 && strcmp(argv[1], NET_EXEC_FLAG) == 0)
+		return net_exec_main(argc, argv);
 	if (parse_options(argc, argv, &o) < 0)
 		return 2;
 	/* Whatever this process and its runsc children create is theirs alone. */
@@ -423,6 +442,7 @@ int main(int argc, char **argv)
 	    make_absolute(&o.images_dir, images_abs) < 0 ||
 	    make_absolute(&o.mountpoint, mount_abs) < 0 ||
 	    (o.cuda_checkpoint && make_absolute(&o.cuda_checkpoint, cuda_abs) < 0) ||
+	    (o.net_resolv && make_absolute(&o.net_resolv, resolv_abs) < 0) ||
 	    build_fuse_args(&o, &args) < 0)
 		return 1;
 	int rc = serve(&o, &args);

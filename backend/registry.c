@@ -19,7 +19,7 @@
 #define BUSY_TIMEOUT_MS 5000
 
 /* Bump with a migration in registry_migrate() whenever the tables change. */
-#define SCHEMA_VERSION 5
+#define SCHEMA_VERSION 6
 #define STR_(x) #x
 #define STR(x) STR_(x)
 
@@ -47,6 +47,9 @@ static const char *const snap_kind_names[] = {
 
 static const char *const timeout_action_names[] = {
     [TIMEOUT_TERMINATE] = "terminate", [TIMEOUT_SUSPEND] = "suspend"};
+
+/* A sandbox's network (runtime/net.h). */
+static const char *const network_names[] = {[SB_NET_NONE] = "none", [SB_NET_EGRESS] = "egress"};
 
 static const char *name_of(const char *const *names, size_t n, size_t v)
 {
@@ -83,6 +86,7 @@ ENUM_NAMES(sandbox_state, enum sandbox_state, sb_state_names)
 ENUM_NAMES(snapshot_state, enum snapshot_state, snap_state_names)
 ENUM_NAMES(snapshot_kind, enum snapshot_kind, snap_kind_names)
 ENUM_NAMES(timeout_action, enum timeout_action, timeout_action_names)
+ENUM_NAMES(sandbox_network, enum sandbox_network, network_names)
 
 bool sandbox_state_transitional(enum sandbox_state s)
 {
@@ -110,6 +114,8 @@ bool snapshot_state_settled(enum snapshot_state s)
 /* Published ports (runtime/ops_ports.c): a sandbox's, and the source's in a snapshot; v4 adds it.
  */
 #define PORTS_COL " ports TEXT NOT NULL DEFAULT ''"
+/* The network's columns of both tables (runtime/net.h); migrate_v5_sql adds them. */
+#define NETWORK_COLS ", network TEXT NOT NULL DEFAULT 'none', egress TEXT NOT NULL DEFAULT ''"
 
 static const char schema_sql[] =
     "BEGIN IMMEDIATE;"
@@ -121,7 +127,7 @@ static const char schema_sql[] =
     " restore_snapshot TEXT NOT NULL, pid INTEGER NOT NULL,"
     " owner_uid INTEGER NOT NULL DEFAULT 0, owner_gid INTEGER NOT NULL DEFAULT 0,"
     " memory_bytes INTEGER NOT NULL DEFAULT 0, cpu_milli INTEGER NOT NULL DEFAULT 0,"
-    " pids INTEGER NOT NULL DEFAULT 0," LIFETIME_SANDBOX_COLS "," PORTS_COL ");"
+    " pids INTEGER NOT NULL DEFAULT 0," LIFETIME_SANDBOX_COLS "," PORTS_COL NETWORK_COLS ");"
     "CREATE INDEX IF NOT EXISTS sandboxes_created ON sandboxes (created_at, id);"
     "CREATE INDEX IF NOT EXISTS sandboxes_parent ON sandboxes (parent_snapshot, created_at, id);"
     "CREATE INDEX IF NOT EXISTS sandboxes_restore ON sandboxes (restore_snapshot);"
@@ -134,7 +140,7 @@ static const char schema_sql[] =
     " gpu INTEGER NOT NULL, env TEXT NOT NULL,"
     " owner_uid INTEGER NOT NULL DEFAULT 0, owner_gid INTEGER NOT NULL DEFAULT 0,"
     " memory_bytes INTEGER NOT NULL DEFAULT 0, cpu_milli INTEGER NOT NULL DEFAULT 0,"
-    " pids INTEGER NOT NULL DEFAULT 0," LIFETIME_TIMEOUT_COLS "," PORTS_COL ");"
+    " pids INTEGER NOT NULL DEFAULT 0," LIFETIME_TIMEOUT_COLS "," PORTS_COL NETWORK_COLS ");"
     "CREATE INDEX IF NOT EXISTS snapshots_created ON snapshots (created_at, id);"
     "CREATE INDEX IF NOT EXISTS snapshots_sandbox ON snapshots (sandbox_id, created_at, id);"
     "PRAGMA user_version = " STR(SCHEMA_VERSION) "; COMMIT;";
@@ -174,9 +180,19 @@ static const char migrate_v3_sql[] =
     "ALTER TABLE snapshots ADD COLUMN timeout_s INTEGER NOT NULL DEFAULT 0;"
     "ALTER TABLE snapshots ADD COLUMN timeout_action TEXT NOT NULL DEFAULT 'terminate';"
     "PRAGMA user_version = 4; COMMIT;";
+/* Version 4 had no published ports. */
 static const char migrate_v4_sql[] =
     "BEGIN IMMEDIATE; ALTER TABLE sandboxes ADD COLUMN" PORTS_COL
     "; ALTER TABLE snapshots ADD COLUMN" PORTS_COL "; PRAGMA user_version = 5; COMMIT;";
+
+/* Version 5 had no network: its sandboxes ran with none. */
+static const char migrate_v5_sql[] =
+    "BEGIN IMMEDIATE;"
+    "ALTER TABLE sandboxes ADD COLUMN network TEXT NOT NULL DEFAULT 'none';"
+    "ALTER TABLE sandboxes ADD COLUMN egress TEXT NOT NULL DEFAULT '';"
+    "ALTER TABLE snapshots ADD COLUMN network TEXT NOT NULL DEFAULT 'none';"
+    "ALTER TABLE snapshots ADD COLUMN egress TEXT NOT NULL DEFAULT '';"
+    "PRAGMA user_version = 6; COMMIT;";
 
 /* --- statements ------------------------------------------------------------- */
 
@@ -320,6 +336,8 @@ static const struct column sandbox_cols[] = {
     {SB(COL_I64, autosnap_keep)},
     {SB(COL_I64, autosnap_next_at)},
     {SB(COL_TEXT, ports)},
+    {SB(COL_ENUM, network), NAMES(network_names)},
+    {SB(COL_TEXT, egress)},
 };
 
 static const struct column snapshot_cols[] = {
@@ -347,6 +365,8 @@ static const struct column snapshot_cols[] = {
     {SNAP(COL_I64, res.pids)},
     TIMEOUT_COLS(SNAP),
     {SNAP(COL_TEXT, ports)},
+    {SNAP(COL_ENUM, network), NAMES(network_names)},
+    {SNAP(COL_TEXT, egress)},
 };
 
 static const struct table tables[] = {
@@ -660,8 +680,8 @@ static int migrate(struct registry *reg, const char *path)
 	if (version == SCHEMA_VERSION)
 		return 0;
 	/* A new file gets the whole schema; an older one the steps since its version, in turn. */
-	const char *steps[] = {schema_sql, migrate_v1_sql, migrate_v2_sql, migrate_v3_sql,
-			       migrate_v4_sql};
+	const char *steps[] = {schema_sql,     migrate_v1_sql, migrate_v2_sql,
+			       migrate_v3_sql, migrate_v4_sql, migrate_v5_sql};
 	if (version < 0 || version >= (int)ARRAY_SIZE(steps))
 		return error(EIO,
 			     "registry: %s has schema version %d; this snapfs knows version %d",

@@ -68,7 +68,12 @@ enum timeout_action {
 	TIMEOUT_SUSPEND,
 };
 const char *timeout_action_name(enum timeout_action a);
-int timeout_action_parse(const char *name, enum timeout_action *out); /* -EINVAL */
+/* A sandbox's network (runtime/net.h): none, or its own namespace with egress. */
+enum sandbox_network { SB_NET_NONE, SB_NET_EGRESS };
+#define SB_EGRESS_MAX 2048 /* the egress rules' text, NUL included */
+const char *sandbox_network_name(enum sandbox_network n);
+int sandbox_network_parse(const char *name, enum sandbox_network *out); /* -EINVAL */
+int timeout_action_parse(const char *name, enum timeout_action *out);	/* -EINVAL */
 
 struct sandbox {
 	char id[ID_MAX];
@@ -101,6 +106,9 @@ struct sandbox {
 	int64_t autosnap_next_at; /* when the next one is due; 0: none */
 	/* Published ports (runtime/ops_ports.c): "PORT HOSTPORT" lines, republished at start-up. */
 	char ports[PORTS_TEXT_MAX];
+	/* Its network (runtime/net.h): set while created; forks and resumes keep it. */
+	enum sandbox_network network;
+	char egress[SB_EGRESS_MAX]; /* `allow/deny CIDR` lines; changeable while it runs */
 };
 
 struct snapshot {
@@ -129,6 +137,9 @@ struct snapshot {
 	enum timeout_action timeout_action;
 	/* The source's published ports, "PORT 0" lines: a fork publishes them on new host ports. */
 	char ports[PORTS_TEXT_MAX];
+	/* The source's network: a fork gets the same mode and rules (runtime/net.h). */
+	enum sandbox_network network;
+	char egress[SB_EGRESS_MAX];
 };
 
 struct registry;

@@ -154,6 +154,31 @@ static int gpu_write(struct fs_file *f, const char *line, struct pending *p, str
 	return ops_sandbox_set(&f->who, f->node.id, SB_FIELD_GPU, line, e);
 }
 
+/* The network's files (runtime/net.h). */
+static int network_read(const struct fs_node *n, const struct caller *who, struct strbuf *out)
+{
+	_cleanup_free_ struct sandbox *sb = NULL;
+	int rc = tree_sandbox(who, n->id, &sb);
+	return rc < 0 ? rc : tree_line(out, sandbox_network_name(sb->network));
+}
+
+static int network_write(struct fs_file *f, const char *line, struct pending *p, struct err *e)
+{
+	(void)p;
+	return ops_sandbox_set(&f->who, f->node.id, SB_FIELD_NETWORK, line, e);
+}
+
+static int egress_read(const struct fs_node *n, const struct caller *who, struct strbuf *out)
+{
+	return text_read(n, who, out, offsetof(struct sandbox, egress));
+}
+
+static int egress_write(struct fs_file *f, const char *line, struct pending *p, struct err *e)
+{
+	(void)p;
+	return ops_sandbox_set_egress(&f->who, f->node.id, line, e);
+}
+
 static int timeout_write(struct fs_file *f, const char *line, struct pending *p, struct err *e)
 {
 	(void)p;
@@ -285,6 +310,8 @@ static const struct fs_entry sandbox_files[] = {
     {"cpus", S_IFREG | 0600, .read = limit_read, .write = limit_write},
     {"pids", S_IFREG | 0600, .read = limit_read, .write = limit_write},
     {"ports", S_IFREG | 0600, .read = ports_read, .write = ports_write},
+    {"network", S_IFREG | 0600, .read = network_read, .write = network_write},
+    {"egress", S_IFREG | 0600, .read = egress_read, .write = egress_write},
     {"start", S_IFREG | 0200, .write = file_action_write, .action = ops_sandbox_start},
     {"snapshot", S_IFREG | 0600, .flags = FS_STREAM, .read = newest_read, .write = snapshot_write},
     {"suspend", S_IFREG | 0200, .write = file_action_write, .action = ops_sandbox_suspend},

@@ -20,6 +20,13 @@
 /* A runsc container id snapfs makes: the prefix and this many hex digits. */
 #define RUNTIME_ID_PREFIX "snapfs-"
 #define RUNTIME_ID_HEX 24
+/*
+ * Every interface snapfs makes starts with this (runtime/net.h): the host
+ * end of a sandbox's veth is the prefix and 12 hex digits of its runtime
+ * id, 15 characters, IFNAMSIZ's most. Cleanup touches no other name.
+ */
+#define NET_IF_PREFIX "snf"
+#define NET_IF_MAX 16 /* IFNAMSIZ: an interface name, NUL included */
 
 /*
  * [a-z0-9][a-z0-9._-]{0,62}: a sandbox name, and a store id. No '/', no

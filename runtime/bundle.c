@@ -111,17 +111,29 @@ static bool bundle_mount(cJSON *arr, const char *dest, const char *type, const c
 	       (nopts == 0 || add_strings(m, "options", opts, nopts));
 }
 
-/* mounts: /proc and a tmpfs /tmp; runsc itself provides /dev and /sys. */
-static bool bundle_mounts(cJSON *cfg)
+/* A read-only bind of host file @src on @dest. */
+static bool bundle_bind(cJSON *arr, const char *dest, const char *src)
+{
+	static const char *const opts[] = {"rbind", "ro"};
+	cJSON *m = cJSON_CreateObject();
+	return add(arr, NULL, m) && cJSON_AddStringToObject(m, "destination", dest) &&
+	       cJSON_AddStringToObject(m, "type", "bind") &&
+	       cJSON_AddStringToObject(m, "source", src) &&
+	       add_strings(m, "options", opts, ARRAY_SIZE(opts));
+}
+
+/* mounts: /proc, a tmpfs /tmp, the network's resolv.conf; runsc itself provides /dev and /sys. */
+static bool bundle_mounts(cJSON *cfg, const char *resolv)
 {
 	static const char *const tmp_opts[] = {"nosuid", "nodev", "mode=1777"};
 	cJSON *arr = cJSON_AddArrayToObject(cfg, "mounts");
 	return arr && bundle_mount(arr, "/proc", "proc", NULL, 0) &&
-	       bundle_mount(arr, "/tmp", "tmpfs", tmp_opts, ARRAY_SIZE(tmp_opts));
+	       bundle_mount(arr, "/tmp", "tmpfs", tmp_opts, ARRAY_SIZE(tmp_opts)) &&
+	       (!resolv || !resolv[0] || bundle_bind(arr, "/etc/resolv.conf", resolv));
 }
 
-/* linux.namespaces: a new one of each kind. */
-static bool bundle_namespaces(cJSON *lnx)
+/* linux.namespaces: a new one of each kind, but the network's at @netns when given. */
+static bool bundle_namespaces(cJSON *lnx, const char *netns)
 {
 	static const char *const ns[] = {"pid", "ipc", "uts", "mount", "network"};
 	cJSON *arr = cJSON_AddArrayToObject(lnx, "namespaces");
@@ -129,6 +141,8 @@ static bool bundle_namespaces(cJSON *lnx)
 	for (size_t i = 0; ok && i < ARRAY_SIZE(ns); i++) {
 		cJSON *o = cJSON_CreateObject();
 		ok = add(arr, NULL, o) && cJSON_AddStringToObject(o, "type", ns[i]);
+		if (ok && netns && netns[0] && strcmp(ns[i], "network") == 0)
+			ok = cJSON_AddStringToObject(o, "path", netns);
 	}
 	return ok;
 }
@@ -239,7 +253,7 @@ static int bundle_linux(cJSON *cfg, const struct bundle_spec *spec, struct err *
 	cJSON *lnx = cJSON_AddObjectToObject(cfg, "linux");
 	cJSON *res =
 	    lnx && (limits || spec->ndevices) ? cJSON_AddObjectToObject(lnx, "resources") : NULL;
-	if (!lnx || !bundle_namespaces(lnx) ||
+	if (!lnx || !bundle_namespaces(lnx, spec->netns) ||
 	    (cg && cg[0] && !cJSON_AddStringToObject(lnx, "cgroupsPath", cg)) ||
 	    ((limits || spec->ndevices) && !res) || (limits && !bundle_resources(res, r)))
 		return no_memory(e);
@@ -266,7 +280,8 @@ static int bundle_config(cJSON *cfg, const struct bundle_spec *spec, struct err 
 		  bundle_rlimits(process, spec->res.pids) &&
 		  cJSON_AddStringToObject(root, "path", spec->rootfs) &&
 		  cJSON_AddFalseToObject(root, "readonly") &&
-		  cJSON_AddStringToObject(cfg, "hostname", "snapfs") && bundle_mounts(cfg);
+		  cJSON_AddStringToObject(cfg, "hostname", "snapfs") &&
+		  bundle_mounts(cfg, spec->resolv);
 	return ok ? bundle_linux(cfg, spec, e) : no_memory(e);
 }
 

@@ -59,10 +59,13 @@ struct bundle_spec {
 	 */
 	struct resources res;
 	/*
-	 * Next, in its own field here and its own builder in bundle.c:
-	 *  - namespaces: a network namespace path, the "path" of the network
-	 *    entry in linux.namespaces (bundle_namespaces()).
+	 * The network (runtime/net.h): @netns, the "path" of the network entry
+	 * in linux.namespaces (bundle_namespaces()); @resolv, a host file
+	 * bind-mounted read-only on /etc/resolv.conf (bundle_mounts()). NULL or
+	 * "": a new empty namespace, the image's own resolv.conf.
 	 */
+	const char *netns;
+	const char *resolv;
 };
 
 /*

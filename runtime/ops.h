@@ -91,6 +91,11 @@ struct ops_config {
 	 * the daemon's (runtime/cgroup.h); NULL for CGROUP_PARENT_DEFAULT.
 	 */
 	const char *cgroup_parent;
+	/* --net-pool: the addresses of egress sandboxes, a /30 each (runtime/net.h); NULL: default.
+	 */
+	const char *net_pool;
+	/* --net-resolv: the resolv.conf egress sandboxes get; NULL: /etc/resolv.conf. */
+	const char *net_resolv;
 	/*
 	 * --default-memory, --default-cpus, --default-pids: the limits of a
 	 * sandbox that names none (lib/size.h; 0 in a field: unlimited). main.c
@@ -161,14 +166,18 @@ struct sandbox_spec {
 	/* `ports`: published when it is made, on host ports the kernel picks (lib/ports.h record)
 	 */
 	char ports[PORTS_TEXT_MAX];
+	/* `network`: none (the default) or egress; `egress`: its rules' lines (runtime/net.h) */
+	enum sandbox_network network;
+	char egress[SB_EGRESS_MAX];
 };
 
 /*
  * Parse a spec: a JSON object {"image":…, "entrypoint":…, "env":{K:V} or
  * ["K=V",…], "gpu":0|1|true|false}, or key=value lines (image=, entrypoint=,
  * env=K=V repeated, gpu=), each with memory, cpus and pids (lib/size.h; a
- * JSON number or string), timeout, and ports ("8080 9090", or a JSON array
- * of numbers). Unknown keys and malformed values: -EINVAL.
+ * JSON number or string), timeout, ports ("8080 9090", or a JSON array
+ * of numbers), network (none|egress) and egress (a rule a line, repeated;
+ * in JSON an array of them). Unknown keys and malformed values: -EINVAL.
  * Missing image: -EINVAL. An empty entrypoint means OPS_DEFAULT_ENTRYPOINT.
  * Lives in runtime/spec.c (pure: unit-tested).
  */
@@ -189,6 +198,7 @@ enum sandbox_field {
 	SB_FIELD_MEMORY, /* the limits (lib/size.h): -EINVAL where runsc cannot enforce one */
 	SB_FIELD_CPUS,
 	SB_FIELD_PIDS,
+	SB_FIELD_NETWORK, /* none or egress (runtime/net.h) */
 };
 /* Write a field while `created` (-EBUSY after). @value is the whole file. */
 int ops_sandbox_set(const struct caller *who, const char *id, enum sandbox_field field,
@@ -288,6 +298,13 @@ int ops_sandbox_set_autosnap(const struct caller *who, const char *id, const cha
 /* What a read of them shows of row @sb: "SECONDS-LEFT ACTION\n" or "0\n"; "every=S keep=N\n" or
  * "0\n". */
 int ops_sandbox_timeout_text(const struct sandbox *sb, struct strbuf *out);
+/*
+ * The `egress` file (runtime/net.h): allow/deny CIDR lines, first match
+ * wins; in any state, and a running sandbox's chain is replaced at once.
+ * -EINVAL with a sentence for a bad line.
+ */
+int ops_sandbox_set_egress(const struct caller *who, const char *id, const char *text,
+			   struct err *e);
 int ops_sandbox_autosnap_text(const struct sandbox *sb, struct strbuf *out);
 
 /*

@@ -515,6 +515,8 @@ static int insert_snapshot(const struct sandbox *sb, enum snapshot_kind kind, co
 	snap.timeout_s = sb->timeout_s;
 	snap.timeout_action = sb->timeout_action;
 	ports_snapshot(&snap, sb);
+	snap.network = sb->network;
+	memcpy(snap.egress, sb->egress, sizeof(snap.egress));
 	snap.owner_uid = sb->owner_uid;
 	snap.owner_gid = sb->owner_gid;
 	pthread_mutex_lock(&ops.lock);

@@ -218,6 +218,15 @@ int prepare_bundle(const char *id, const char *runtime_id, const char *image,
  * warned and journalled, the container kept); a failure to start deletes
  * the container.
  */
+/*
+ * The network of sandbox @id for container @runtime_id when its row says
+ * egress (runtime/ops_net.c): set up, with @netns and @resolv for the
+ * bundle; both "" for none. Leaves nothing on failure.
+ */
+/* info.json's "network": {"mode", "address"}, the address null while it has none. */
+struct cJSON *net_info(const struct sandbox *sb);
+int net_prepare(const char *id, const char *runtime_id, char netns[PATH_MAX], char resolv[PATH_MAX],
+		struct err *e);
 int container_start(const char *id, const char *runtime_id, bool gpu, const char *image_dir,
 		    struct err *e);
 
@@ -354,6 +363,8 @@ void sync_reconcile_later(const char *id);
  */
 bool snapshot_store_unfinished(const struct snapshot *snap);
 bool reconcile_spool_wanted(const char *snap_id, void *arg);
+/* A network start-up keeps (runtime/net.h net_sweep()): its sandbox's container runs on. */
+bool reconcile_net_wanted(const char *runtime_id, void *arg);
 /* After the job threads started: queue the stores of those (ops_start). */
 void reconcile_stores(void);
 /* Mark running sandboxes whose process ended as terminated (the monitor thread). */

@@ -3,6 +3,7 @@
  * the state lock, the parts, reconciliation), the monitor thread, and
  * shutdown.
  */
+#include "runtime/net.h"
 #include "runtime/ops_internal.h"
 
 #include <dirent.h>
@@ -165,6 +166,8 @@ static int open_all(const struct ops_config *cfg, struct err *e)
 	if (rc == 0)
 		rc = spool_open(cfg->spool_parent, cfg->state_dir, ops.spool_dir, e);
 	if (rc == 0)
+		rc = net_open(cfg->state_dir, cfg->net_pool, cfg->net_resolv, e);
+	if (rc == 0)
 		rc = host_id_init(cfg->state_dir, e);
 	if (rc == 0)
 		rc = cache_open(cfg->state_dir, cfg->cache_max_bytes, e);
@@ -193,6 +196,7 @@ static void reconcile_all(void)
 	holds_reconcile();
 	/* What the reconciliation did not claim is garbage now. */
 	spool_empty(reconcile_spool_wanted, NULL);
+	net_sweep(reconcile_net_wanted, NULL);
 	/* Exec output went through host files before it was capped in memory: an older version's.
 	 */
 	char old_exec[PATH_MAX];

@@ -21,6 +21,7 @@
 
 #include "lib/ports.h"
 #include "runtime/forward.h"
+#include "runtime/net.h"
 
 /* The states a sandbox has published ports in: every one before its end. */
 #define PORTS_LIVE                                                                                 \
@@ -34,15 +35,19 @@
 static const char *publish_address; /* --publish-address; NULL: 127.0.0.1 */
 
 /*
- * Where a sandbox's network is. No sandbox has one yet (network=none is
- * the only mode on this branch): every connection is closed at once. The
- * network (runtime/net.h, net_sandbox_addr()) answers here once merged.
+ * Where a sandbox's network is, asked for each connection: the address of
+ * its current container's namespace (runtime/net.h) while it runs with
+ * network=egress. Any other sandbox (network none, suspended, not yet
+ * started) is -ENETUNREACH: the connection is accepted and closed.
  */
 static int ports_resolve(const char *sandbox_id, struct sockaddr_in *out)
 {
-	(void)sandbox_id;
-	(void)out;
-	return -ENETUNREACH;
+	struct sandbox sb;
+	if (row_sandbox_get(sandbox_id, &sb) < 0 || sb.network != SB_NET_EGRESS ||
+	    sb.state == SB_SUSPENDED || sb.state == SB_CREATED)
+		return -ENETUNREACH;
+	memset(out, 0, sizeof(*out));
+	return net_sandbox_addr(sb.runtime_id, &out->sin_addr) < 0 ? -ENETUNREACH : 0;
 }
 
 void ports_configure(const struct ops_config *cfg)

@@ -383,6 +383,8 @@ int ops_snapshot_fork(const struct caller *who, const char *snap_id, const struc
 	sb.gpu = snap.gpu;
 	timer_init_fork(&sb, &snap, opts);
 	ports_fork(&sb, &snap);
+	sb.network = snap.network;
+	memcpy(sb.egress, snap.egress, sizeof(sb.egress));
 	sb.state = SB_STARTING;
 	sb.created_at = now_ms();
 	pthread_mutex_lock(&ops.lock);

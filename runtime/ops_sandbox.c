@@ -5,6 +5,7 @@
  * and fork in ops_restore.c; what start-up makes of each sandbox in
  * ops_reconcile.c.
  */
+#include "runtime/net.h"
 #include "runtime/ops_internal.h"
 
 #include <errno.h>
@@ -52,6 +53,8 @@ static int insert_sandbox(const struct caller *who, const char *id, const struct
 		memcpy(sb.env, spec->env, sizeof(sb.env));
 		sb.gpu = spec->gpu;
 		memcpy(sb.ports, spec->ports, sizeof(sb.ports));
+		sb.network = spec->network;
+		memcpy(sb.egress, spec->egress, sizeof(sb.egress));
 		res_apply(&sb.res, &spec->res);
 		rc = cgroup_can_limit(&sb.res, "sandbox", e);
 		if (rc < 0)
@@ -153,6 +156,10 @@ static int set_field(struct sandbox *sb, enum sandbox_field field, const char *v
 		memcpy(sb->env, spec.env, sizeof(sb->env));
 		return 0;
 	}
+	case SB_FIELD_NETWORK:
+		return sandbox_network_parse(v, &sb->network) < 0
+			   ? err_set(e, EINVAL, "network must be none or egress, not '%.20s'", v)
+			   : 0;
 	case SB_FIELD_GPU:
 		if (strcmp(v, "0") && strcmp(v, "1"))
 			return err_set(e, EINVAL, "gpu must be 0 or 1, not '%s'", v);
@@ -178,8 +185,8 @@ static int set_field(struct sandbox *sb, enum sandbox_field field, const char *v
 int ops_sandbox_set(const struct caller *who, const char *id, enum sandbox_field field,
 		    const char *value, struct err *e)
 {
-	static const char *const names[] = {"image",  "entrypoint", "env", "gpu",
-					    "memory", "cpus",	    "pids"};
+	static const char *const names[] = {"image",  "entrypoint", "env",  "gpu",
+					    "memory", "cpus",	    "pids", "network"};
 	struct sandbox sb;
 	pthread_mutex_lock(&ops.lock);
 	int rc = sandbox_get_as(who, id, &sb);
@@ -218,8 +225,14 @@ int prepare_bundle(const char *id, const char *runtime_id, const char *image,
 	const char *argv[] = {"/bin/sh", "-c", entrypoint, NULL};
 	const char *nodes[GPU_NODES_MAX];
 	struct gpu_host h;
-	struct bundle_spec spec = {
-	    .rootfs = rootfs, .argv = argv, .env = env, .cgroups_path = cgroup, .res = *res};
+	char netns[PATH_MAX], resolv[PATH_MAX];
+	struct bundle_spec spec = {.rootfs = rootfs,
+				   .argv = argv,
+				   .env = env,
+				   .cgroups_path = cgroup,
+				   .res = *res,
+				   .netns = netns,
+				   .resolv = resolv};
 	int rc = images_exists(ops.images, image);
 	if (rc < 0)
 		return err_set(e, ENOENT, "image %s does not exist in %s", image,
@@ -241,7 +254,12 @@ int prepare_bundle(const char *id, const char *runtime_id, const char *image,
 		spec.devices = nodes;
 		spec.ndevices = gpu_host_nodes(&h, nodes);
 	}
-	return bundle_write(bundle, &spec, e);
+	rc = net_prepare(id, runtime_id, netns, resolv, e);
+	if (rc == 0)
+		rc = bundle_write(bundle, &spec, e);
+	if (rc < 0)
+		net_down(runtime_id);
+	return rc;
 }
 
 /*
@@ -265,7 +283,9 @@ int container_start(const char *id, const char *runtime_id, bool gpu, const char
 	char bundle[PATH_MAX], dir[PATH_MAX];
 	struct console *con = NULL;
 	struct runsc_stdio io;
-	unsigned flags = gpu ? RUNSC_NVPROXY : 0;
+	struct in_addr addr;
+	unsigned flags = (gpu ? RUNSC_NVPROXY : 0) |
+			 (net_sandbox_addr(runtime_id, &addr) == 0 ? RUNSC_NETWORK : 0);
 	sandbox_path(id, "bundle", bundle, sizeof(bundle));
 	sandbox_path(id, NULL, dir, sizeof(dir));
 	int rc = console_open(dir, &con, e);
@@ -279,6 +299,7 @@ int container_start(const char *id, const char *runtime_id, bool gpu, const char
 	if (rc < 0) {
 		console_free(con);
 		runsc_delete(&ops.runsc, runtime_id, NULL);
+		net_down(runtime_id);
 		return rc;
 	}
 	console_attach(con, id);
@@ -382,6 +403,8 @@ int delete_container(const char *runtime_id, struct err *e)
 	if (st != RUNSC_GONE)
 		return err_set(e, EIO, "container %s is still %s after runsc delete", runtime_id,
 			       runsc_status_name(st));
+	/* The network goes with its container (runtime/net.h). */
+	net_down(runtime_id);
 	return 0;
 }
 

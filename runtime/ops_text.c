@@ -1,6 +1,7 @@
 /*
  * ops_text.c - the generated text of the `version` and `metrics` files.
  */
+#include "runtime/net.h"
 #include "runtime/ops_internal.h"
 
 #include "backend/store.h"
@@ -115,10 +116,31 @@ static void job_metrics(struct strbuf *out)
 			    jobs_kind_name(k), jobs_refused(k));
 }
 
-/* What each sandbox's cgroup counted: memory, then CPU, each metric's samples together. */
+/* Two metrics' samples, one line per sandbox each, kept apart until both are complete. */
 struct usage_text {
-	struct strbuf *memory, *cpu;
+	struct strbuf *memory, *cpu; /* or a network's bytes in and out */
 };
+
+struct metric_head {
+	const char *name, *type, *help;
+};
+
+/* @fn's samples of each sandbox into two buffers, then each under its header @m. */
+static void two_metrics(struct strbuf *out, int (*fn)(const struct sandbox *sb, void *arg),
+			const struct metric_head m[2])
+{
+	_cleanup_strbuf_ struct strbuf first = STRBUF_INIT;
+	_cleanup_strbuf_ struct strbuf second = STRBUF_INIT;
+	struct usage_text t = {&first, &second};
+	row_sandbox_each(fn, &t);
+	metric_header(out, m[0].name, m[0].type, m[0].help);
+	strbuf_add(out, first.buf, first.len);
+	metric_header(out, m[1].name, m[1].type, m[1].help);
+	strbuf_add(out, second.buf, second.len);
+	/* A failed append sticks to @out, which its caller checks once. */
+	if (!out->err)
+		out->err = strbuf_error(&first) < 0 ? strbuf_error(&first) : strbuf_error(&second);
+}
 
 static int sandbox_usage(const struct sandbox *sb, void *arg)
 {
@@ -137,22 +159,18 @@ static int sandbox_usage(const struct sandbox *sb, void *arg)
 	return 0;
 }
 
-/* Per running sandbox, from its cgroup (docs/limits.md). */
-static void usage_metrics(struct strbuf *out)
+/* Bytes each egress sandbox received and sent: its host veth's counters (runtime/net.h). */
+static int sandbox_net(const struct sandbox *sb, void *arg)
 {
-	_cleanup_strbuf_ struct strbuf memory = STRBUF_INIT;
-	_cleanup_strbuf_ struct strbuf cpu = STRBUF_INIT;
-	struct usage_text t = {&memory, &cpu};
-	row_sandbox_each(sandbox_usage, &t);
-	metric_header(out, "snapfs_sandbox_memory_bytes", "gauge",
-		      "Memory each running sandbox's cgroup holds (its limit is in info.json).");
-	strbuf_add(out, memory.buf, memory.len);
-	metric_header(out, "snapfs_sandbox_cpu_seconds_total", "counter",
-		      "CPU time each running sandbox's cgroup has used.");
-	strbuf_add(out, cpu.buf, cpu.len);
-	/* A failed append sticks to @out, which its caller checks once. */
-	if (!out->err)
-		out->err = strbuf_error(&memory) < 0 ? strbuf_error(&memory) : strbuf_error(&cpu);
+	struct usage_text *t = arg;
+	uint64_t in, out;
+	if (sb->network != SB_NET_EGRESS || net_counters(sb->runtime_id, &in, &out) < 0)
+		return 0;
+	strbuf_addf(t->memory, "snapfs_sandbox_network_in_bytes_total{sandbox=\"%s\"} %llu\n",
+		    sb->id, (unsigned long long)in);
+	strbuf_addf(t->cpu, "snapfs_sandbox_network_out_bytes_total{sandbox=\"%s\"} %llu\n", sb->id,
+		    (unsigned long long)out);
+	return 0;
 }
 
 /* What each sandbox's published ports forwarded (runtime/forward.h), since the daemon started. */
@@ -189,6 +207,20 @@ static void forward_metrics(struct strbuf *out)
 	strbuf_release(&t[0]);
 	strbuf_release(&t[1]);
 }
+/*
+ * Per running sandbox: from its cgroup (docs/limits.md), sandbox_usage();
+ * from its host veth (docs/network.md), sandbox_net().
+ */
+static const struct metric_head sandbox_heads[4] = {
+    {"snapfs_sandbox_memory_bytes", "gauge",
+     "Memory each running sandbox's cgroup holds (its limit is in info.json)."},
+    {"snapfs_sandbox_cpu_seconds_total", "counter",
+     "CPU time each running sandbox's cgroup has used."},
+    {"snapfs_sandbox_network_in_bytes_total", "counter",
+     "Bytes each egress sandbox received since its network came up."},
+    {"snapfs_sandbox_network_out_bytes_total", "counter",
+     "Bytes each egress sandbox sent since its network came up."},
+};
 
 int ops_metrics_text(struct strbuf *out)
 {
@@ -215,7 +247,8 @@ int ops_metrics_text(struct strbuf *out)
 	strbuf_addf(out, "snapfs_snapshot_pause_seconds_sum %.3f\n", (double)c.pause_ms_sum / 1000);
 	strbuf_addf(out, "snapfs_snapshot_pause_seconds_count %lld\n", (long long)c.pause_count);
 	job_metrics(out);
-	usage_metrics(out);
+	two_metrics(out, sandbox_usage, sandbox_heads);
+	two_metrics(out, sandbox_net, sandbox_heads + 2);
 	forward_metrics(out);
 	gauge(out, "snapfs_waiters",
 	      "Reads of wait files held until their object settles (an interrupted one goes at "

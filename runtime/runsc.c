@@ -1,3 +1,4 @@
+#include "runtime/net.h"
 #include "runtime/runsc.h"
 
 #include <cjson/cJSON.h>
@@ -86,12 +87,20 @@ static void cmd_init_sandbox(struct cmd *c, const struct runsc *rs, const char *
 			     unsigned flags)
 {
 	cmd_start(c, rs, what, true);
+	if (flags & RUNSC_NETWORK) {
+		/* Through this binary (still /proc/self/exe at exec): it hides /proc/sys/net
+		 * (net.h). */
+		const char *pre[] = {"/proc/self/exe", NET_EXEC_FLAG, rs->bin, "--root", rs->root};
+		c->argc = 0;
+		for (size_t i = 0; i < ARRAY_SIZE(pre); i++)
+			cmd_add(c, pre[i]);
+	}
 	/*
 	 * The overlay keeps root filesystem writes in sandbox memory, where the
 	 * checkpoint captures them. A restore must use the same flags as the run.
 	 */
 	cmd_add(c, "--overlay2=root:memory");
-	cmd_add(c, "--network=none");
+	cmd_add(c, flags & RUNSC_NETWORK ? "--network=sandbox" : "--network=none");
 	if (flags & RUNSC_NVPROXY)
 		cmd_add(c, "--nvproxy");
 	cmd_add(c, what);

@@ -87,6 +87,11 @@ int runsc_new_container_id(char out[RUNTIME_ID_MAX]);
  * the flags of the run whose checkpoint it restores.
  */
 #define RUNSC_NVPROXY 0x1u /* --nvproxy: the sandbox gets NVIDIA GPUs (docs/gpu.md) */
+/*
+ * --network=sandbox in the bundle's network namespace, runsc started
+ * through `snapfs --net-exec` (runtime/net.h net_exec_main()).
+ */
+#define RUNSC_NETWORK 0x2u
 
 /*
  * A detached sandbox's stdio: @child_fd is its stdout and stderr (the write

@@ -8,6 +8,7 @@
 
 #include "lib/names.h"
 #include "lib/ports.h"
+#include "runtime/net.h"
 
 /* Room for every field at its longest, twice over for JSON escapes. */
 #define SPEC_MAX (2 * (IMAGE_NAME_MAX + ENTRYPOINT_MAX + ENV_MAX))
@@ -16,6 +17,7 @@
 enum { SEEN_IMAGE = 1, SEEN_ENTRYPOINT = 2, SEEN_GPU = 4, SEEN_RES = 8 /* << res_kind */ };
 #define SEEN_TIMEOUT (SEEN_RES << 3) /* past the three SEEN_RES bits */
 #define SEEN_PORTS (SEEN_TIMEOUT << 1)
+#define SEEN_NETWORK (SEEN_PORTS << 1)
 
 struct parse {
 	struct sandbox_spec *out;
@@ -99,6 +101,17 @@ static int set_gpu_word(struct parse *p, const char *value)
 		return err_set(p->e, EINVAL, "gpu in sandbox spec must be 0 or 1, not '%.*s'",
 			       KEY_SHOWN, value);
 	return set_gpu(p, value[0] == '1');
+}
+
+/* `network`: none or egress (runtime/net.h). */
+static int set_network(struct parse *p, const char *value)
+{
+	int r = once(p, SEEN_NETWORK, "network");
+	if (r == 0 && sandbox_network_parse(value, &p->out->network) < 0)
+		r = err_set(p->e, EINVAL,
+			    "network in sandbox spec must be none or egress, not '%.*s'", KEY_SHOWN,
+			    value);
+	return r;
 }
 
 /* `timeout`: "SECONDS [terminate|suspend]" as its control file takes it (runtime/ops_timer.c). */
@@ -210,6 +223,39 @@ static int add_env_line(struct parse *p, const char *line)
 	return add_env(p, line, (size_t)(eq - line), eq + 1);
 }
 
+/* One `egress` rule (repeatable): appended, and the rules so far checked as the file takes them. */
+static int add_egress_line(struct parse *p, const char *line)
+{
+	struct net_rule rules[NET_RULES_MAX];
+	char *text = p->out->egress;
+	size_t have = strlen(text), n = strlen(line);
+	int count;
+	if (strchr(line, '\n') || have + n + 2 > sizeof(p->out->egress))
+		return err_set(p->e, EINVAL, "egress in sandbox spec is longer than %zu bytes",
+			       sizeof(p->out->egress) - 2);
+	memcpy(text + have, line, n);
+	memcpy(text + have + n, "\n", 2);
+	return net_rules_parse(text, rules, &count, p->e);
+}
+
+static int json_egress(struct parse *p, const cJSON *egress)
+{
+	const cJSON *item;
+	if (!cJSON_IsArray(egress))
+		return err_set(
+		    p->e, EINVAL,
+		    "egress in sandbox spec must be an array of \"allow|deny CIDR\" strings");
+	cJSON_ArrayForEach(item, egress)
+	{
+		int r = cJSON_IsString(item)
+			    ? add_egress_line(p, item->valuestring)
+			    : err_set(p->e, EINVAL, "egress in sandbox spec holds a non-string");
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
 static int unknown_key(struct parse *p, const char *key)
 {
 	return err_set(p->e, EINVAL, "unknown key '%.*s' in sandbox spec", KEY_SHOWN, key);
@@ -243,6 +289,10 @@ static int set_field(struct parse *p, const char *key, const char *value)
 		return set_timeout(p, value);
 	if (strcmp(key, "ports") == 0)
 		return set_ports(p, value);
+	if (strcmp(key, "network") == 0)
+		return set_network(p, value);
+	if (strcmp(key, "egress") == 0)
+		return add_egress_line(p, value);
 	return unknown_key(p, key);
 }
 
@@ -325,7 +375,10 @@ static int parse_json(struct parse *p, const char *text)
 			r = json_timeout(p, item);
 		else if (strcmp(key, "ports") == 0)
 			r = json_ports(p, item);
-		else if (strcmp(key, "image") != 0 && strcmp(key, "entrypoint") != 0 && !limit)
+		else if (strcmp(key, "egress") == 0)
+			r = json_egress(p, item);
+		else if (strcmp(key, "image") != 0 && strcmp(key, "entrypoint") != 0 &&
+			 strcmp(key, "network") != 0 && !limit)
 			r = unknown_key(p, key);
 		else if (!cJSON_IsString(item))
 			r = err_set(p->e, EINVAL, "%s in sandbox spec is not a string", key);

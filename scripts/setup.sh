@@ -14,7 +14,7 @@ RUNSC_RELEASE=20240729
 BACKPORTS_FILE=/etc/apt/sources.list.d/bookworm-backports.sources
 S3RVER_VERSION=4.0.4
 BUILD_DEPS=(build-essential pkg-config libfuse3-dev fuse3 libsqlite3-dev libcurl4-openssl-dev
-	libzstd-dev libcjson-dev libssl-dev busybox-static)
+	libzstd-dev libcjson-dev libssl-dev busybox-static libnl-route-3-dev libnftables-dev)
 
 with_test=0
 case "${1:-}" in
@@ -109,6 +109,7 @@ test_pkgs=()
 [ -x /usr/bin/aws ] || test_pkgs+=(awscli) # Debian's, not another on PATH
 command -v jq >/dev/null 2>&1 || test_pkgs+=(jq)
 command -v zstd >/dev/null 2>&1 || test_pkgs+=(zstd)
+command -v nft >/dev/null 2>&1 || test_pkgs+=(nftables) # the network test lists the ruleset
 # NodeSource's nodejs ships npm itself; ask for Debian's npm only when there is none.
 command -v node >/dev/null 2>&1 || test_pkgs+=(nodejs)
 command -v npm >/dev/null 2>&1 || test_pkgs+=(npm)

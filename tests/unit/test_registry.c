@@ -381,9 +381,9 @@ static void raw_exec(const char *path, const char *sql)
 static void test_foreign_rows(const char *path)
 {
 	struct registry *reg = NULL;
-	raw_exec(path, "PRAGMA user_version = 6");
+	raw_exec(path, "PRAGMA user_version = 7");
 	CHECK(registry_open(path, &reg) == -EIO);
-	raw_exec(path, "PRAGMA user_version = 5");
+	raw_exec(path, "PRAGMA user_version = 6");
 
 	/* 100 bytes into a 40-byte field, and a state this build does not know. */
 	raw_exec(path, "UPDATE sandboxes SET runtime_id = replace(hex(zeroblob(50)), '0', 'r')"
@@ -451,6 +451,10 @@ static void test_migrate_v1(const char *dir)
 	/* And through version 4 (before published ports): none. */
 	CHECK_STR(sb.ports, "");
 	CHECK_STR(snap.ports, "");
+	/* And through version 5 (before networks): none, no rules. */
+	CHECK(sb.network == SB_NET_NONE && sb.egress[0] == '\0' && snap.network == SB_NET_NONE);
+	sb.network = SB_NET_EGRESS;
+	snprintf(sb.egress, sizeof(sb.egress), "deny 0.0.0.0/0\n");
 	sb.owner_uid = 1234;
 	sb.res = (struct resources){.memory_bytes = 1LL << 30, .cpu_milli = 500, .pids = 64};
 	sb.timeout_s = 30;
@@ -463,11 +467,13 @@ static void test_migrate_v1(const char *dir)
 	registry_close(reg);
 
 	reg = NULL;
-	CHECK(registry_open(path, &reg) == 0); /* version 5 now: opened as it is */
+	CHECK(registry_open(path, &reg) == 0); /* version 6 now: opened as it is */
 	if (!reg)
 		return;
 	CHECK(registry_sandbox_get(reg, "old", &sb) == 0);
 	CHECK(sb.owner_uid == 1234);
+	CHECK(sb.network == SB_NET_EGRESS);
+	CHECK_STR(sb.egress, "deny 0.0.0.0/0\n");
 	CHECK(sb.res.memory_bytes == 1LL << 30 && sb.res.cpu_milli == 500 && sb.res.pids == 64);
 	CHECK_STR(sb.ports, "8080 40001\n");
 	CHECK(registry_snapshot_get(reg, "snap-old", &snap) == 0);

@@ -227,6 +227,28 @@ static void test_ports(void)
 	refused("{\"image\":\"a\",\"ports\":80}", "array of port numbers");
 }
 
+/* `network`: none (the default) or egress, in both formats. */
+static void test_network(void)
+{
+	CHECK(spec_parse("image=a\n", 8, &spec, &e) == 0 && spec.network == SB_NET_NONE);
+	const char *lines = "image=a\nnetwork=egress\n";
+	CHECK(spec_parse(lines, strlen(lines), &spec, &e) == 0 && spec.network == SB_NET_EGRESS);
+	const char *json = "{\"image\": \"a\", \"network\": \"egress\"}";
+	CHECK(spec_parse(json, strlen(json), &spec, &e) == 0 && spec.network == SB_NET_EGRESS);
+	refused("image=a\nnetwork=host\n", "network in sandbox spec must be none or egress");
+	refused("{\"image\":\"a\",\"network\":1}", "network in sandbox spec is not a string");
+	refused("image=a\nnetwork=none\nnetwork=egress\n", "'network' appears twice");
+	lines = "image=a\nnetwork=egress\negress=deny 10.0.0.0/8\negress=allow 0.0.0.0/0\n";
+	CHECK(spec_parse(lines, strlen(lines), &spec, &e) == 0);
+	CHECK_STR(spec.egress, "deny 10.0.0.0/8\nallow 0.0.0.0/0\n");
+	json = "{\"image\": \"a\", \"egress\": [\"deny 1.2.3.4\"]}";
+	CHECK(spec_parse(json, strlen(json), &spec, &e) == 0);
+	CHECK_STR(spec.egress, "deny 1.2.3.4\n");
+	refused("image=a\negress=deny 1.2.3.4\negress=permit 5.6.7.8\n", "egress line 2");
+	refused("{\"image\":\"a\",\"egress\":\"deny 1.2.3.4\"}", "must be an array");
+	refused("{\"image\":\"a\",\"egress\":[1]}", "holds a non-string");
+}
+
 /* memory, cpus, pids: either format; unset is RES_UNSET (the daemon's default applies). */
 static void test_limits(void)
 {
@@ -260,5 +282,6 @@ int main(void)
 	test_errors();
 	test_timeout();
 	test_ports();
+	test_network();
 	return t_done();
 }

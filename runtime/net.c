@@ -1,0 +1,646 @@
+/*
+ * net.c - a sandbox's network namespace, veth, addresses, routes and nft
+ * rules (net.h says who owns what; docs/network.md how it works). Netlink
+ * through libnl-route-3, the firewall through libnftables: no hand-written
+ * messages.
+ */
+#include "runtime/net.h"
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <net/if.h>
+#include <netlink/route/addr.h>
+#include <netlink/route/link.h>
+#include <netlink/route/link/veth.h>
+#include <netlink/route/route.h>
+#include <nftables/libnftables.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "lib/names.h"
+#include "lib/strbuf.h"
+
+#define IF_HEX 12	       /* hex digits of the runtime id in an interface name */
+#define PEER_NAME "snfs0"      /* the sandbox's end, alone in its namespace */
+#define NFT_CMD_MAX (16 << 10) /* one nft transaction's text */
+
+static pthread_mutex_t net_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+	char state[PATH_MAX];
+	struct in_addr pool; /* masked */
+	int prefix;
+	bool forward_on; /* ip_forward set by us already */
+	char resolv[PATH_MAX];
+} net;
+
+/* --- names and records --------------------------------------------------- */
+
+static int host_if(const char *runtime_id, char out[NET_IF_MAX])
+{
+	if (!runtime_id_ok(runtime_id))
+		return -EINVAL;
+	snprintf(out, NET_IF_MAX, NET_IF_PREFIX "%.*s", IF_HEX,
+		 runtime_id + strlen(RUNTIME_ID_PREFIX));
+	return 0;
+}
+
+static int state_path(const char *leaf, const char *runtime_id, char *out, size_t len)
+{
+	return xsnprintf(out, len, "%s/%s/%s", net.state, leaf, runtime_id) < 0 ? -ENAMETOOLONG : 0;
+}
+
+int net_netns_path(const char *runtime_id, char *out, size_t len)
+{
+	return state_path("netns", runtime_id, out, len);
+}
+
+/* The /30 of block @idx: network +1 is the host end, +2 the sandbox's. */
+static struct in_addr block_addr(long idx, int off)
+{
+	struct in_addr a = {htonl(ntohl(net.pool.s_addr) + (uint32_t)(idx * 4 + off))};
+	return a;
+}
+
+static long pool_blocks(void)
+{
+	return 1l << (32 - net.prefix - 2);
+}
+
+/* The recorded block of @runtime_id, or -ENOENT. */
+static long record_read(const char *runtime_id)
+{
+	char path[PATH_MAX];
+	_cleanup_free_ char *text = NULL;
+	size_t len;
+	if (state_path("net", runtime_id, path, sizeof(path)) < 0 ||
+	    read_file(path, &text, &len, 32) < 0)
+		return -ENOENT;
+	char *end;
+	long idx = strtol(text, &end, 10);
+	return end != text && idx >= 0 && idx < pool_blocks() ? idx : -ENOENT;
+}
+
+/* The lowest block no record holds; under net_lock. */
+static long block_free(void)
+{
+	long n = pool_blocks();
+	_cleanup_free_ unsigned char *used = calloc((size_t)n, 1);
+	char dir[PATH_MAX];
+	DIR *d =
+	    used && xsnprintf(dir, sizeof(dir), "%s/net", net.state) >= 0 ? opendir(dir) : NULL;
+	if (!d)
+		return -ENOMEM;
+	for (struct dirent *de; (de = readdir(d));) {
+		long idx = runtime_id_ok(de->d_name) ? record_read(de->d_name) : -1;
+		if (idx >= 0)
+			used[idx] = 1;
+	}
+	closedir(d);
+	/* Block 0 holds the pool's network address: left out. */
+	for (long i = 1; i < n; i++)
+		if (!used[i])
+			return i;
+	return -ENOSPC;
+}
+
+/* Whether any sandbox's network is recorded; under net_lock. */
+static bool records_any(void)
+{
+	char dir[PATH_MAX];
+	bool any = false;
+	DIR *d = xsnprintf(dir, sizeof(dir), "%s/net", net.state) >= 0 ? opendir(dir) : NULL;
+	for (struct dirent *de; d && !any && (de = readdir(d));)
+		any = runtime_id_ok(de->d_name);
+	if (d)
+		closedir(d);
+	return any;
+}
+
+static int record_write(const char *runtime_id, long idx)
+{
+	char path[PATH_MAX], text[32];
+	int n = snprintf(text, sizeof(text), "%ld\n", idx);
+	if (state_path("net", runtime_id, path, sizeof(path)) < 0)
+		return -ENAMETOOLONG;
+	return write_file_durable(path, text, (size_t)n);
+}
+
+/* --- netlink -------------------------------------------------------------- */
+
+/* A route socket in the namespace of @nsfd (-1: the daemon's): setns on this thread only. */
+static struct nl_sock *route_socket(int nsfd)
+{
+	struct nl_sock *sk = nl_socket_alloc();
+	_cleanup_close_ int self = nsfd >= 0 ? open("/proc/thread-self/ns/net", O_RDONLY) : -1;
+	if (!sk || (nsfd >= 0 && (self < 0 || setns(nsfd, CLONE_NEWNET) < 0))) {
+		nl_socket_free(sk);
+		return NULL;
+	}
+	int rc = nl_connect(sk, NETLINK_ROUTE);
+	/* Back home before anything else: a thread left elsewhere would be a bug for all. */
+	if (nsfd >= 0 && setns(self, CLONE_NEWNET) < 0)
+		abort();
+	if (rc < 0) {
+		nl_socket_free(sk);
+		return NULL;
+	}
+	return sk;
+}
+
+static int link_index(struct nl_sock *sk, const char *name)
+{
+	struct rtnl_link *l = NULL;
+	if (rtnl_link_get_kernel(sk, 0, name, &l) < 0)
+		return -ENODEV;
+	int idx = rtnl_link_get_ifindex(l);
+	rtnl_link_put(l);
+	return idx;
+}
+
+static int link_up(struct nl_sock *sk, const char *name)
+{
+	struct rtnl_link *l = NULL, *ch = rtnl_link_alloc();
+	int rc = ch && rtnl_link_get_kernel(sk, 0, name, &l) == 0 ? 0 : -ENODEV;
+	if (rc == 0) {
+		rtnl_link_set_flags(ch, IFF_UP);
+		rc = rtnl_link_change(sk, l, ch, 0) < 0 ? -EIO : 0;
+	}
+	rtnl_link_put(l);
+	rtnl_link_put(ch);
+	return rc;
+}
+
+static int addr_add(struct nl_sock *sk, int ifindex, struct in_addr a)
+{
+	struct rtnl_addr *ra = rtnl_addr_alloc();
+	struct nl_addr *local = nl_addr_build(AF_INET, &a, sizeof(a));
+	int rc = -ENOMEM;
+	if (ra && local) {
+		nl_addr_set_prefixlen(local, 30);
+		rtnl_addr_set_ifindex(ra, ifindex);
+		rtnl_addr_set_local(ra, local);
+		rc = rtnl_addr_add(sk, ra, 0) < 0 ? -EIO : 0;
+	}
+	nl_addr_put(local);
+	rtnl_addr_put(ra);
+	return rc;
+}
+
+static int route_default(struct nl_sock *sk, int ifindex, struct in_addr via)
+{
+	struct rtnl_route *r = rtnl_route_alloc();
+	struct rtnl_nexthop *nh = rtnl_route_nh_alloc();
+	struct nl_addr *dst = nl_addr_build(AF_INET, &(struct in_addr){0}, 4);
+	struct nl_addr *gw = nl_addr_build(AF_INET, &via, sizeof(via));
+	int rc = -ENOMEM;
+	if (r && nh && dst && gw) {
+		nl_addr_set_prefixlen(dst, 0);
+		rtnl_route_set_family(r, AF_INET);
+		rtnl_route_set_dst(r, dst);
+		rtnl_route_nh_set_ifindex(nh, ifindex);
+		rtnl_route_nh_set_gateway(nh, gw);
+		rtnl_route_add_nexthop(r, nh);
+		nh = NULL; /* the route owns it now */
+		rc = rtnl_route_add(sk, r, 0) < 0 ? -EIO : 0;
+	}
+	if (nh)
+		rtnl_route_nh_free(nh);
+	nl_addr_put(dst);
+	nl_addr_put(gw);
+	rtnl_route_put(r);
+	return rc;
+}
+
+/* The veth pair: host end @name in the daemon's namespace, PEER_NAME in @nsfd's. */
+static int veth_add(struct nl_sock *sk, const char *name, int nsfd)
+{
+	struct rtnl_link *l = rtnl_link_veth_alloc();
+	if (!l)
+		return -ENOMEM;
+	struct rtnl_link *peer = rtnl_link_veth_get_peer(l);
+	rtnl_link_set_name(l, name);
+	rtnl_link_set_name(peer, PEER_NAME);
+	rtnl_link_set_ns_fd(peer, nsfd);
+	int rc = rtnl_link_add(sk, l, NLM_F_CREATE | NLM_F_EXCL) < 0 ? -EIO : 0;
+	rtnl_link_put(peer);
+	rtnl_link_veth_release(l);
+	return rc;
+}
+
+/* Delete host veth @name (its peer goes with it); only names of ours come here. */
+static void veth_del(const char *name)
+{
+	struct nl_sock *sk = route_socket(-1);
+	struct rtnl_link *l = rtnl_link_alloc();
+	if (sk && l && strncmp(name, NET_IF_PREFIX, strlen(NET_IF_PREFIX)) == 0) {
+		rtnl_link_set_name(l, name);
+		rtnl_link_delete(sk, l);
+	}
+	rtnl_link_put(l);
+	nl_socket_free(sk);
+}
+
+/* --- namespace ------------------------------------------------------------ */
+
+/* A new network namespace bind-mounted on @path, made by a child that unshares. */
+static int netns_make(const char *path)
+{
+	_cleanup_close_ int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	pid_t pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (pid == 0) {
+		/* Only system calls here: the parent has threads. */
+		if (unshare(CLONE_NEWNET) < 0 ||
+		    mount("/proc/self/ns/net", path, NULL, MS_BIND, NULL) < 0)
+			_exit(1);
+		_exit(0);
+	}
+	int st;
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -EIO;
+}
+
+static void netns_drop(const char *path)
+{
+	umount2(path, MNT_DETACH);
+	unlink(path);
+}
+
+/* --- nftables ------------------------------------------------------------- */
+
+static int nft_run(const char *cmd, struct err *e)
+{
+	struct nft_ctx *ctx = nft_ctx_new(NFT_CTX_DEFAULT);
+	if (!ctx)
+		return err_set(e, ENOMEM, "cannot open libnftables");
+	nft_ctx_buffer_error(ctx);
+	int rc = nft_run_cmd_from_buffer(ctx, cmd);
+	if (rc != 0) {
+		const char *msg = nft_ctx_get_error_buffer(ctx);
+		char line[200];
+		snprintf(line, sizeof(line), "%s", msg ? msg : "");
+		line[strcspn(line, "\n")] = '\0';
+		err_set(e, EIO, "nftables refused the rules: %s", line);
+	}
+	nft_ctx_free(ctx);
+	return rc != 0 ? -EIO : 0;
+}
+
+/*
+ * The last one out takes the table, so nothing of snapfs stays in the
+ * ruleset; quiet when there is none (nft 1.0.6 has no `destroy`).
+ */
+static void table_drop_if_idle(void)
+{
+	struct err e = {0};
+	if (!records_any())
+		nft_run("delete table inet snapfs\n", &e);
+}
+
+/* The table, its hooks and its map, made when missing ("add" is idempotent). */
+static void nft_base(struct strbuf *sb)
+{
+	char pool[INET_ADDRSTRLEN];
+	inet_ntop(AF_INET, &net.pool, pool, sizeof(pool));
+	strbuf_addf(sb,
+		    "add table inet snapfs\n"
+		    "add map inet snapfs sandboxes { type ifname : verdict; }\n"
+		    "add chain inet snapfs forward { type filter hook forward priority filter; }\n"
+		    "add chain inet snapfs input { type filter hook input priority filter; }\n"
+		    "add chain inet snapfs postrouting { type nat hook postrouting priority "
+		    "srcnat; }\n"
+		    "flush chain inet snapfs forward\n"
+		    "flush chain inet snapfs input\n"
+		    "flush chain inet snapfs postrouting\n"
+		    "add rule inet snapfs forward iifname vmap @sandboxes\n"
+		    "add rule inet snapfs input iifname vmap @sandboxes\n"
+		    "add rule inet snapfs postrouting ip saddr %s/%d oifname != \"" NET_IF_PREFIX
+		    "*\" masquerade\n",
+		    pool, net.prefix);
+}
+
+/* The daemon namespace's own IPv4 addresses, as an nft set's elements. */
+static void host_addrs(struct strbuf *sb)
+{
+	struct nl_sock *sk = route_socket(-1);
+	struct nl_cache *c = NULL;
+	int n = 0;
+	if (sk && rtnl_addr_alloc_cache(sk, &c) == 0) {
+		for (struct nl_object *o = nl_cache_get_first(c); o; o = nl_cache_get_next(o)) {
+			struct rtnl_addr *a = (struct rtnl_addr *)o;
+			struct nl_addr *l = rtnl_addr_get_local(a);
+			char buf[INET_ADDRSTRLEN];
+			if (rtnl_addr_get_family(a) != AF_INET || !l)
+				continue;
+			inet_ntop(AF_INET, nl_addr_get_binary_addr(l), buf, sizeof(buf));
+			strbuf_addf(sb, "%s%s", n++ ? ", " : "", buf);
+		}
+		nl_cache_free(c);
+	}
+	nl_socket_free(sk);
+	if (n == 0)
+		strbuf_addf(sb, "127.0.0.1");
+}
+
+/*
+ * The sandbox's chain: replies to what was let in, the user's rules in
+ * order (first match wins), then the defaults: the daemon's addresses,
+ * the pool, link-local and multicast denied, the rest allowed; IPv6 denied.
+ */
+static void nft_chain(struct strbuf *sb, const char *ifn, const struct net_rule *r, int n)
+{
+	char pool[INET_ADDRSTRLEN];
+	inet_ntop(AF_INET, &net.pool, pool, sizeof(pool));
+	strbuf_addf(sb, "add chain inet snapfs sb_%s\nflush chain inet snapfs sb_%s\n", ifn, ifn);
+	strbuf_addf(sb, "add rule inet snapfs sb_%s ct state established,related accept\n", ifn);
+	strbuf_addf(sb, "add rule inet snapfs sb_%s meta nfproto ipv6 drop\n", ifn);
+	for (int i = 0; i < n; i++) {
+		char a[INET_ADDRSTRLEN];
+		inet_ntop(AF_INET, &r[i].net, a, sizeof(a));
+		strbuf_addf(sb, "add rule inet snapfs sb_%s ip daddr %s/%d %s\n", ifn, a,
+			    r[i].prefix, r[i].allow ? "accept" : "drop");
+	}
+	strbuf_addf(sb, "add rule inet snapfs sb_%s ip daddr { ", ifn);
+	host_addrs(sb);
+	strbuf_addf(sb, " } drop\n");
+	strbuf_addf(sb,
+		    "add rule inet snapfs sb_%s ip daddr { %s/%d, 169.254.0.0/16, 224.0.0.0/4 } "
+		    "drop\n",
+		    ifn, pool, net.prefix);
+	strbuf_addf(sb, "add rule inet snapfs sb_%s accept\n", ifn);
+}
+
+static int nft_sandbox(const char *ifn, const char *egress, bool base, struct err *e)
+{
+	struct net_rule rules[NET_RULES_MAX];
+	int n;
+	int rc = net_rules_parse(egress ? egress : "", rules, &n, e);
+	if (rc < 0)
+		return rc;
+	_cleanup_strbuf_ struct strbuf sb = STRBUF_INIT;
+	if (base)
+		nft_base(&sb);
+	nft_chain(&sb, ifn, rules, n);
+	if (base)
+		strbuf_addf(&sb, "add element inet snapfs sandboxes { \"%s\" : jump sb_%s }\n", ifn,
+			    ifn);
+	rc = strbuf_error(&sb);
+	if (rc < 0 || sb.len >= NFT_CMD_MAX)
+		return err_set(e, ENOMEM, "cannot build the egress rules");
+	return nft_run(strbuf_str(&sb), e);
+}
+
+static void nft_sandbox_drop(const char *ifn)
+{
+	char cmd[256];
+	struct err e = {0};
+	snprintf(cmd, sizeof(cmd), "delete element inet snapfs sandboxes { \"%s\" }\n", ifn);
+	nft_run(cmd, &e);
+	snprintf(cmd, sizeof(cmd), "delete chain inet snapfs sb_%s\n", ifn);
+	nft_run(cmd, &e);
+}
+
+int net_set_egress(const char *runtime_id, const char *egress, struct err *e)
+{
+	char ifn[NET_IF_MAX];
+	if (host_if(runtime_id, ifn) < 0 || record_read(runtime_id) < 0)
+		return 0; /* no network now: the rules apply at the next start */
+	pthread_mutex_lock(&net_lock);
+	int rc = nft_sandbox(ifn, egress, false, e);
+	pthread_mutex_unlock(&net_lock);
+	return rc;
+}
+
+/* --- up and down ---------------------------------------------------------- */
+
+static int forward_on(struct err *e)
+{
+	if (net.forward_on)
+		return 0;
+	int rc = write_file_durable("/proc/sys/net/ipv4/ip_forward", "1\n", 2);
+	if (rc == -EINVAL || rc == -EROFS || rc < 0) {
+		/* write_file_durable renames: procfs takes a plain write. */
+		int fd = open("/proc/sys/net/ipv4/ip_forward", O_WRONLY | O_CLOEXEC);
+		rc = fd >= 0 && write(fd, "1\n", 2) == 2 ? 0 : -errno;
+		if (fd >= 0)
+			close(fd);
+	}
+	if (rc < 0)
+		return err_set(e, -rc, "cannot turn on IPv4 forwarding: %s", strerror(-rc));
+	net.forward_on = true;
+	return 0;
+}
+
+/*
+ * The links and addresses of block @idx: host end @ifn, the peer in @nsfd.
+ * *@made says whether the veth is ours: a name already taken is not.
+ */
+static int links_up(const char *ifn, int nsfd, long idx, bool *made, struct err *e)
+{
+	struct nl_sock *sk = route_socket(-1), *in = route_socket(nsfd);
+	int rc = sk && in ? 0 : -ENOMEM;
+	if (rc == 0 && veth_add(sk, ifn, nsfd) < 0)
+		rc = err_set(e, EIO, "cannot create veth %s (is the name taken?)", ifn);
+	*made = rc == 0;
+	int hi = rc == 0 ? link_index(sk, ifn) : -1, pi = rc == 0 ? link_index(in, PEER_NAME) : -1;
+	if (rc == 0 && (hi < 0 || pi < 0 || addr_add(sk, hi, block_addr(idx, 1)) < 0 ||
+			addr_add(in, pi, block_addr(idx, 2)) < 0 || link_up(sk, ifn) < 0 ||
+			link_up(in, PEER_NAME) < 0 || link_up(in, "lo") < 0 ||
+			route_default(in, pi, block_addr(idx, 1)) < 0))
+		rc = err_set(e, EIO, "cannot configure veth %s", ifn);
+	if (rc == -ENOMEM && !e->code)
+		err_set(e, ENOMEM, "cannot open a netlink socket");
+	nl_socket_free(sk);
+	nl_socket_free(in);
+	return rc;
+}
+
+/* All of @runtime_id's network; the veth only when @veth (a name taken by another is left). */
+static void down_locked(const char *runtime_id, const char *ifn, bool veth)
+{
+	char path[PATH_MAX];
+	nft_sandbox_drop(ifn);
+	if (veth)
+		veth_del(ifn);
+	if (net_netns_path(runtime_id, path, sizeof(path)) == 0)
+		netns_drop(path);
+	/* The record goes last: while it is there, start-up will finish this. */
+	if (state_path("net", runtime_id, path, sizeof(path)) == 0)
+		unlink(path);
+	table_drop_if_idle();
+}
+
+static int up_locked(const char *runtime_id, const char *ifn, const char *egress, bool *made,
+		     struct err *e)
+{
+	char ns[PATH_MAX];
+	long idx = block_free();
+	if (idx < 0)
+		return err_set(e, idx == -ENOSPC ? ENOSPC : ENOMEM,
+			       "no free address in the network pool");
+	int rc = record_write(runtime_id, idx);
+	if (rc < 0)
+		return err_set(e, -rc, "cannot record the network of %s", runtime_id);
+	rc = net_netns_path(runtime_id, ns, sizeof(ns));
+	if (rc == 0)
+		rc = netns_make(ns);
+	if (rc < 0)
+		return err_set(e, -rc, "cannot create a network namespace: %s", strerror(-rc));
+	_cleanup_close_ int nsfd = open(ns, O_RDONLY | O_CLOEXEC);
+	if (nsfd < 0)
+		return err_set(e, errno, "cannot open network namespace %s", ns);
+	rc = forward_on(e);
+	if (rc == 0)
+		rc = links_up(ifn, nsfd, idx, made, e);
+	return rc == 0 ? nft_sandbox(ifn, egress, true, e) : rc;
+}
+
+int net_up(const char *runtime_id, const char *egress, struct err *e)
+{
+	char ifn[NET_IF_MAX];
+	if (host_if(runtime_id, ifn) < 0)
+		return err_set(e, EINVAL, "%s is not a runtime id", runtime_id);
+	bool made = false;
+	pthread_mutex_lock(&net_lock);
+	int rc = up_locked(runtime_id, ifn, egress, &made, e);
+	if (rc < 0)
+		down_locked(runtime_id, ifn, made);
+	pthread_mutex_unlock(&net_lock);
+	return rc;
+}
+
+void net_down(const char *runtime_id)
+{
+	char ifn[NET_IF_MAX];
+	if (host_if(runtime_id, ifn) < 0)
+		return;
+	pthread_mutex_lock(&net_lock);
+	/* Without a record the veth was never made by us (the record comes first, goes last). */
+	down_locked(runtime_id, ifn, record_read(runtime_id) >= 0);
+	pthread_mutex_unlock(&net_lock);
+}
+
+void net_sweep(bool (*keep)(const char *runtime_id, void *arg), void *arg)
+{
+	static const char *const dirs[] = {"net", "netns"};
+	for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
+		char dir[PATH_MAX];
+		DIR *d = xsnprintf(dir, sizeof(dir), "%s/%s", net.state, dirs[i]) >= 0
+			     ? opendir(dir)
+			     : NULL;
+		for (struct dirent *de; d && (de = readdir(d));)
+			if (runtime_id_ok(de->d_name) && !keep(de->d_name, arg))
+				net_down(de->d_name);
+		if (d)
+			closedir(d);
+	}
+	pthread_mutex_lock(&net_lock);
+	table_drop_if_idle();
+	pthread_mutex_unlock(&net_lock);
+}
+
+/* --- views ------------------------------------------------------------------ */
+
+int net_sandbox_addr(const char *runtime_id, struct in_addr *out)
+{
+	long idx = record_read(runtime_id);
+	if (idx < 0)
+		return -ENOENT;
+	*out = block_addr(idx, 2);
+	return 0;
+}
+
+int net_counters(const char *runtime_id, uint64_t *in, uint64_t *out)
+{
+	char ifn[NET_IF_MAX];
+	struct rtnl_link *l = NULL;
+	if (host_if(runtime_id, ifn) < 0)
+		return -EINVAL;
+	struct nl_sock *sk = route_socket(-1);
+	int rc = sk && rtnl_link_get_kernel(sk, 0, ifn, &l) == 0 ? 0 : -ENOENT;
+	if (rc == 0) {
+		/* What the host end sends is what the sandbox receives. */
+		*in = rtnl_link_get_stat(l, RTNL_LINK_TX_BYTES);
+		*out = rtnl_link_get_stat(l, RTNL_LINK_RX_BYTES);
+	}
+	rtnl_link_put(l);
+	nl_socket_free(sk);
+	return rc;
+}
+
+int net_write_resolv(const char *path, struct err *e)
+{
+	_cleanup_free_ char *text = NULL;
+	size_t len = 0;
+	int rc = read_file(net.resolv, &text, &len, 64 << 10);
+	if (rc < 0)
+		return err_set(e, -rc, "cannot read %s: %s", net.resolv, strerror(-rc));
+	rc = write_file_durable(path, text, len);
+	return rc < 0 ? err_set(e, -rc, "cannot write %s: %s", path, strerror(-rc)) : 0;
+}
+
+int net_open(const char *state_dir, const char *pool, const char *resolv, struct err *e)
+{
+	char dir[PATH_MAX];
+	if (xsnprintf(net.state, sizeof(net.state), "%s", state_dir) < 0 ||
+	    xsnprintf(net.resolv, sizeof(net.resolv), "%s", resolv ? resolv : "/etc/resolv.conf") <
+		0)
+		return err_set(e, ENAMETOOLONG, "state or --net-resolv path too long");
+	int rc = net_cidr_parse(pool ? pool : NET_POOL_DEFAULT, &net.pool, &net.prefix, e);
+	if (rc < 0)
+		return rc;
+	if (net.prefix > 29)
+		return err_set(e, EINVAL, "--net-pool needs a prefix of /29 or shorter");
+	static const char *const dirs[] = {"net", "netns"};
+	for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
+		rc = xsnprintf(dir, sizeof(dir), "%s/%s", state_dir, dirs[i]) < 0 ? -ENAMETOOLONG
+										  : 0;
+		if (rc == 0)
+			rc = mkdir_p(dir, 0700);
+		if (rc < 0)
+			return err_set(e, -rc, "cannot create %s: %s", dir, strerror(-rc));
+	}
+	return 0;
+}
+
+/* --- the runsc helper ------------------------------------------------------- */
+
+int net_exec_main(int argc, char **argv)
+{
+	/*
+	 * runsc 20240729 refuses a network when /proc/sys/net/core/rmem_default
+	 * exists, which it does in every namespace now. Hide /proc/sys/net from
+	 * runsc alone: a mount namespace of its own, private so nothing
+	 * propagates back, and a tmpfs over it there. The daemon's view and
+	 * the host's sysctls are untouched (docs/network.md).
+	 */
+	if (argc < 3) {
+		fprintf(stderr, "usage: snapfs " NET_EXEC_FLAG " RUNSC ARGS...\n");
+		return 127;
+	}
+	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+	    mount("snapfs-sysnet", "/proc/sys/net", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+		  "size=4k,mode=0555") < 0) {
+		fprintf(stderr, "snapfs: cannot hide /proc/sys/net from runsc: %s\n",
+			strerror(errno));
+		return 127;
+	}
+	/* runsc_env gives PATH: --runsc may be a bare name. */
+	execvp(argv[2], argv + 2);
+	fprintf(stderr, "snapfs: cannot run %s: %s\n", argv[2], strerror(errno));
+	return 127;
+}

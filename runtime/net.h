@@ -1,0 +1,97 @@
+/*
+ * net.h - a sandbox's network (docs/network.md): `network` = `none` (the
+ * default: runsc --network=none) or `egress`: a network namespace of its
+ * own, a veth pair, a /30 of --net-pool, a default route through the
+ * daemon's namespace, NAT out of it, and the `egress` rules.
+ *
+ * What snapfs owns, and nothing else is ever touched:
+ *  - <state>/net/<runtime id>: the record of one sandbox's network (its
+ *    /30's index in the pool); written before anything is made, removed
+ *    after all of it is gone, so start-up finds what a killed daemon left.
+ *  - <state>/netns/<runtime id>: the namespace, an nsfs bind mount.
+ *  - the host end of the veth, NET_IF_PREFIX + 12 hex digits of the runtime
+ *    id (names.h net_if_name()); its peer lives in the namespace.
+ *  - `table inet snapfs` in the daemon's namespace: NAT, and one chain per
+ *    sandbox (sb_<veth>) jumped to from the table's forward and input
+ *    hooks through the verdict map `sandboxes`.
+ *  - net.ipv4.ip_forward of the daemon's namespace, set to 1 at the first
+ *    egress sandbox and never set back (another user may rely on it).
+ * All state is on disk and in the kernel; the module's one lock (net_lock
+ * in net.c) serializes the pool's allocation and the nft context.
+ */
+#ifndef SNAPFS_NET_H
+#define SNAPFS_NET_H
+
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "lib/util.h"
+
+enum net_mode { NET_NONE, NET_EGRESS };
+
+#define NET_POOL_DEFAULT "10.213.0.0/16" /* --net-pool's default */
+#define NET_EGRESS_MAX 4096		 /* the egress file's text, NUL included */
+#define NET_RULES_MAX 64		 /* most lines of an egress file */
+
+const char *net_mode_name(enum net_mode m);
+int net_mode_parse(const char *s, enum net_mode *out); /* -EINVAL */
+
+/* One egress rule: allow or deny an IPv4 CIDR. */
+struct net_rule {
+	bool allow;
+	struct in_addr net; /* masked */
+	int prefix;	    /* 0..32 */
+};
+
+/* "A.B.C.D/N" (or a bare address: /32) into @net, @prefix; -EINVAL with a sentence. */
+int net_cidr_parse(const char *s, struct in_addr *net, int *prefix, struct err *e);
+/*
+ * The egress file's text: `allow CIDR` / `deny CIDR` lines, blank lines and
+ * `#` comments skipped; at most NET_RULES_MAX. -EINVAL naming the line.
+ */
+int net_rules_parse(const char *text, struct net_rule *out, int *n, struct err *e);
+
+/*
+ * Open the module: @state_dir's net/ and netns/, the pool (NULL: the
+ * default), the resolv.conf sandboxes get (NULL: /etc/resolv.conf).
+ */
+int net_open(const char *state_dir, const char *pool, const char *resolv, struct err *e);
+
+/*
+ * Set @runtime_id's network up: record, namespace, veth, addresses, route,
+ * nft chain with @egress's rules. On failure nothing is left. Fills
+ * @netns_path (the nsfs file for the bundle) when not NULL.
+ */
+int net_up(const char *runtime_id, const char *egress, struct err *e);
+/* Take it all down; quiet when there is nothing. */
+void net_down(const char *runtime_id);
+/* Replace the sandbox's chain with @egress's rules (one nft transaction). */
+int net_set_egress(const char *runtime_id, const char *egress, struct err *e);
+/* The namespace's nsfs file, and the resolv.conf the sandbox gets, as paths. */
+int net_netns_path(const char *runtime_id, char *out, size_t len);
+/* Write the sandboxes' resolvers into @path (a copy of --net-resolv's file). */
+int net_write_resolv(const char *path, struct err *e);
+/* Start-up: take down every recorded network @keep does not claim. */
+void net_sweep(bool (*keep)(const char *runtime_id, void *arg), void *arg);
+
+/* The sandbox-side address of @runtime_id's network: a published port forwards to it. */
+int net_sandbox_addr(const char *runtime_id, struct in_addr *out);
+/* Bytes the sandbox received (in) and sent (out): the host veth's counters. */
+int net_counters(const char *runtime_id, uint64_t *in, uint64_t *out);
+
+/*
+ * The runsc helper: `snapfs --net-exec NETNS RUNSC ARGS...` (main.c calls
+ * it as argv[1] says): a private mount namespace with a tmpfs over
+ * /proc/sys/net, then exec of runsc. Returns only on failure (127).
+ */
+#define NET_EXEC_FLAG "--net-exec"
+int net_exec_main(int argc, char **argv);
+
+/*
+ * Published ports (runtime/ops_ports.c) forward to net_sandbox_addr() of
+ * the sandbox's current container, asked for each connection: nothing
+ * here needs telling when a network comes or goes.
+ */
+
+#endif

@@ -1,0 +1,81 @@
+/* runtime/net_rules.c: the `network` and `egress` files' text, and CIDRs. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <string.h>
+
+#include "runtime/net.h"
+#include "tests/unit/t.h"
+
+/* "A.B.C.D/N" of a parsed CIDR, or "" when refused. */
+static const char *cidr(const char *s)
+{
+	static char out[32];
+	struct in_addr a;
+	struct err e = {0};
+	char text[INET_ADDRSTRLEN];
+	int p;
+	if (net_cidr_parse(s, &a, &p, &e) < 0)
+		return "";
+	inet_ntop(AF_INET, &a, text, sizeof(text));
+	snprintf(out, sizeof(out), "%s/%d", text, p);
+	return out;
+}
+
+static void test_cidr(void)
+{
+	CHECK_STR(cidr("10.0.0.0/8"), "10.0.0.0/8");
+	CHECK_STR(cidr("10.1.2.3/8"), "10.0.0.0/8"); /* masked */
+	CHECK_STR(cidr("192.168.1.7"), "192.168.1.7/32");
+	CHECK_STR(cidr("0.0.0.0/0"), "0.0.0.0/0");
+	CHECK_STR(cidr("1.2.3.4/32"), "1.2.3.4/32");
+	CHECK_STR(cidr("1.2.3.4/33"), "");
+	CHECK_STR(cidr("1.2.3.4/"), "");
+	CHECK_STR(cidr("1.2.3.4/-1"), "");
+	CHECK_STR(cidr("1.2.3.4/+8"), "");
+	CHECK_STR(cidr("1.2.3.4/008"), "");
+	CHECK_STR(cidr("1.2.3.4/8 "), "");
+	CHECK_STR(cidr("1.2.3/8"), "");
+	CHECK_STR(cidr("::1/128"), "");
+	CHECK_STR(cidr("/8"), "");
+	CHECK_STR(cidr(""), "");
+	CHECK_STR(cidr("300.1.1.1"), "");
+	struct in_addr a;
+	int p;
+	struct err e = {0};
+	CHECK(net_cidr_parse("x/8", &a, &p, &e) == -EINVAL && strstr(e.msg, "IPv4") != NULL);
+}
+
+static void test_rules(void)
+{
+	struct net_rule r[NET_RULES_MAX];
+	struct err e = {0};
+	int n = -1;
+	CHECK(net_rules_parse("", r, &n, &e) == 0 && n == 0);
+	CHECK(net_rules_parse("\n# a comment\n  \n", r, &n, &e) == 0 && n == 0);
+	CHECK(net_rules_parse("allow 10.0.0.0/8\ndeny 0.0.0.0/0\n", r, &n, &e) == 0 && n == 2);
+	CHECK(r[0].allow && r[0].prefix == 8 && r[0].net.s_addr == htonl(0x0a000000));
+	CHECK(!r[1].allow && r[1].prefix == 0);
+	CHECK(net_rules_parse("  deny\t1.2.3.4", r, &n, &e) == 0 && n == 1 && r[0].prefix == 32);
+	CHECK(net_rules_parse("allow 10.0.0.0/8\npermit 1.2.3.4\n", r, &n, &e) == -EINVAL);
+	CHECK(strstr(e.msg, "line 2") != NULL);
+	CHECK(net_rules_parse("allow", r, &n, &e) == -EINVAL);
+	CHECK(net_rules_parse("allow 1.2.3.4 extra", r, &n, &e) == -EINVAL);
+	CHECK(net_rules_parse("deny 1.2.3.4/40", r, &n, &e) == -EINVAL);
+	CHECK(strstr(e.msg, "egress line 1") != NULL && strstr(e.msg, "prefix") != NULL);
+	char long_line[200];
+	memset(long_line, 'a', sizeof(long_line) - 1);
+	long_line[sizeof(long_line) - 1] = '\0';
+	CHECK(net_rules_parse(long_line, r, &n, &e) == -EINVAL);
+	/* One more rule than NET_RULES_MAX is refused whole. */
+	char many[NET_RULES_MAX * 16 + 32] = "";
+	for (int i = 0; i <= NET_RULES_MAX; i++)
+		strcat(many, "deny 1.2.3.4\n");
+	CHECK(net_rules_parse(many, r, &n, &e) == -EINVAL && strstr(e.msg, "at most") != NULL);
+}
+
+int main(void)
+{
+	test_cidr();
+	test_rules();
+	return t_done();
+}
