@@ -56,6 +56,10 @@ enum reg_table {
  */
 int reg_query(struct registry *reg, const char *sql, const char *key,
 	      int (*row)(sqlite3_stmt *st, void *ctx), void *ctx);
+/* Run @sql (one or more statements, no rows): 0, or -EIO logged. */
+int reg_exec(struct registry *reg, const char *sql);
+/* Bring the file @path opened as @reg to this snapfs's schema (registry_schema.c). */
+int reg_migrate(struct registry *reg, const char *path);
 /* A @row for reg_query() that stops at the first row: the query returns 1 if there is one. */
 int reg_found_row(sqlite3_stmt *st, void *ctx);
 /* Copy the first row of @sql (@key as ?1) into @out, a record of table @t; -ENOENT: none. */

@@ -1,7 +1,6 @@
 #include "runtime/net.h"
 #include "runtime/runsc.h"
 
-#include <cjson/cJSON.h>
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
@@ -623,30 +622,6 @@ int runsc_delete(const struct runsc *rs, const char *cid, struct err *e)
 	return rc;
 }
 
-/* A JSON array of pids ("[1,9]") into @pids; -EINVAL, or -E2BIG past @max. */
-static int parse_pids(const char *text, int *pids, size_t max, size_t *n)
-{
-	cJSON *root = cJSON_Parse(text);
-	const cJSON *p;
-	int rc = cJSON_IsArray(root) ? 0 : -EINVAL;
-	*n = 0;
-	cJSON *arr = rc == 0 ? root : NULL;
-	cJSON_ArrayForEach(p, arr)
-	{
-		if (!cJSON_IsNumber(p) || p->valuedouble < 1 || p->valuedouble > INT_MAX) {
-			rc = -EINVAL;
-			break;
-		}
-		if (*n == max) {
-			rc = -E2BIG;
-			break;
-		}
-		pids[(*n)++] = (int)p->valuedouble;
-	}
-	cJSON_Delete(root);
-	return rc;
-}
-
 int runsc_ps(const struct runsc *rs, const char *cid, int *pids, size_t max, size_t *n,
 	     struct err *e)
 {
@@ -658,49 +633,12 @@ int runsc_ps(const struct runsc *rs, const char *cid, int *pids, size_t max, siz
 	int rc = run_short(&c, &out, e);
 	if (rc < 0)
 		return rc;
-	rc = parse_pids(strbuf_str(&out), pids, max, n);
+	rc = runsc_parse_pids(strbuf_str(&out), pids, max, n);
 	if (rc == -E2BIG)
 		return err_set(e, E2BIG, "container %s has more than %zu processes", cid, max);
 	if (rc < 0)
 		return err_set(e, EIO, "runsc ps failed: unexpected output for %s", cid);
 	return 0;
-}
-
-/* runsc's words for its states (gVisor's container.Status), in enum runsc_status order. */
-static const char *const status_names[] = {
-    [RUNSC_CREATING] = "creating", [RUNSC_CREATED] = "created", [RUNSC_RUNNING] = "running",
-    [RUNSC_PAUSED] = "paused",	   [RUNSC_STOPPED] = "stopped", [RUNSC_GONE] = "gone",
-    [RUNSC_UNKNOWN] = "unknown",
-};
-
-const char *runsc_status_name(enum runsc_status s)
-{
-	return (size_t)s < ARRAY_SIZE(status_names) ? status_names[s] : "unknown";
-}
-
-/* One of runsc's own words (not "gone"): its status; RUNSC_UNKNOWN for any other. */
-static enum runsc_status status_parse(const char *word)
-{
-	for (size_t s = 0; s < RUNSC_GONE; s++)
-		if (!strcmp(word, status_names[s]))
-			return (enum runsc_status)s;
-	return RUNSC_UNKNOWN;
-}
-
-/* `runsc state` JSON: its status and pid; -EINVAL without both. */
-static int parse_state(const char *text, enum runsc_status *status, pid_t *pid)
-{
-	cJSON *root = cJSON_Parse(text);
-	const cJSON *st = cJSON_GetObjectItemCaseSensitive(root, "status");
-	const cJSON *p = cJSON_GetObjectItemCaseSensitive(root, "pid");
-	int rc = cJSON_IsString(st) && cJSON_IsNumber(p) ? 0 : -EINVAL;
-	if (rc == 0) {
-		*status = status_parse(st->valuestring);
-		if (pid)
-			*pid = (pid_t)p->valuedouble;
-	}
-	cJSON_Delete(root);
-	return rc;
 }
 
 enum runsc_status runsc_state(const struct runsc *rs, const char *cid, pid_t *pid, struct err *e)
@@ -713,7 +651,7 @@ enum runsc_status runsc_state(const struct runsc *rs, const char *cid, pid_t *pi
 	int rc = run_short(&c, &out, e);
 	if (rc == -ENOENT)
 		return RUNSC_GONE;
-	if (rc == 0 && parse_state(strbuf_str(&out), &status, pid) < 0)
+	if (rc == 0 && runsc_parse_state(strbuf_str(&out), &status, pid) < 0)
 		err_set(e, EIO, "runsc state failed: unexpected output for %s", cid);
 	return status;
 }

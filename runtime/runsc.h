@@ -226,6 +226,13 @@ enum runsc_status {
 	RUNSC_UNKNOWN, /* runsc state failed (@e says why) or said another word */
 };
 
+/* `runsc ps --format=json` output, a JSON array of pids, into @pids; -EINVAL, or -E2BIG past @max.
+ */
+int runsc_parse_pids(const char *text, int *pids, size_t max, size_t *n);
+/* `runsc state` JSON: its status (RUNSC_UNKNOWN for a word runsc has no state for) and pid; -EINVAL
+ * without both. */
+int runsc_parse_state(const char *text, enum runsc_status *status, pid_t *pid);
+
 /* runsc's word for @s ("running", ...); "gone" and "unknown" for the last two. */
 const char *runsc_status_name(enum runsc_status s);
 
