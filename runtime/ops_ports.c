@@ -122,8 +122,15 @@ void ports_stop(void)
 
 void ports_fork(struct sandbox *sb, const struct snapshot *snap)
 {
-	/* A snapshot's record is decoded once more when the fork opens it: never trusted here. */
-	memcpy(sb->ports, snap->ports, sizeof(sb->ports));
+	/*
+	 * The sandbox ports only: a manifest from the bucket names host ports
+	 * too if it likes, and a fork must not bind one it chose (below 1024,
+	 * or one to squat on). The fork's are the kernel's pick.
+	 */
+	struct ports p;
+	sb->ports[0] = '\0';
+	if (ports_decode(snap->ports, &p) == 0)
+		ports_encode(&p, false, sb->ports);
 }
 
 void ports_snapshot(struct snapshot *snap, const struct sandbox *sb)

@@ -2328,6 +2328,15 @@ static void ports_steps(void)
 	unsigned fork_host = host_port_of(fork_id, echo.port);
 	CHECK(fork_host != 0 && fork_host != host && echoes(fork_host));
 	CHECK(echoes(host));
+	/* A snapshot naming a host port (a manifest from the bucket may): the fork binds its own. */
+	struct snapshot named = snap_get(snap);
+	char fork2[ID_MAX];
+	xsnprintf(named.ports, sizeof(named.ports), "%u 1023\n", echo.port);
+	CHECK(registry_snapshot_update(ops_registry(), &named) == 0);
+	CHECK(snap_fork(snap, fork2) == 0);
+	unsigned fork2_host = host_port_of(fork2, echo.port);
+	CHECK_MSG(fork2_host != 0 && fork2_host != 1023, "the fork took host port %u", fork2_host);
+	CHECK(sb_terminate(fork2) == 0);
 	/* Suspended, the port stays (its connections go where the resolver says); resumed, it
 	 * serves. */
 	CHECK(sb_suspend(fork_id) == 0 && host_port_of(fork_id, echo.port) == fork_host);
