@@ -327,56 +327,48 @@ static void nft_base(struct strbuf *sb)
 		    "flush chain inet snapfs input\n"
 		    "flush chain inet snapfs postrouting\n"
 		    "add rule inet snapfs forward iifname vmap @sandboxes\n"
+
 		    "add rule inet snapfs input iifname vmap @sandboxes\n"
 		    "add rule inet snapfs postrouting ip saddr %s/%d oifname != \"" NET_IF_PREFIX
 		    "*\" masquerade\n",
 		    pool, net.prefix);
 }
 
-/* The daemon namespace's own IPv4 addresses, as an nft set's elements. */
-static void host_addrs(struct strbuf *sb)
-{
-	struct nl_sock *sk = route_socket(-1);
-	struct nl_cache *c = NULL;
-	int n = 0;
-	if (sk && rtnl_addr_alloc_cache(sk, &c) == 0) {
-		for (struct nl_object *o = nl_cache_get_first(c); o; o = nl_cache_get_next(o)) {
-			struct rtnl_addr *a = (struct rtnl_addr *)o;
-			struct nl_addr *l = rtnl_addr_get_local(a);
-			char buf[INET_ADDRSTRLEN];
-			if (rtnl_addr_get_family(a) != AF_INET || !l)
-				continue;
-			inet_ntop(AF_INET, nl_addr_get_binary_addr(l), buf, sizeof(buf));
-			strbuf_addf(sb, "%s%s", n++ ? ", " : "", buf);
-		}
-		nl_cache_free(c);
-	}
-	nl_socket_free(sk);
-	if (n == 0)
-		strbuf_addf(sb, "127.0.0.1");
-}
-
 /*
- * The sandbox's chain: replies to what was let in, the user's rules in
- * order (first match wins), then the defaults: the daemon's addresses,
- * the pool, link-local and multicast denied, the rest allowed; IPv6 denied.
+ * The sandbox's chain, on packets from its veth (forward: out through the
+ * host; input: to the host itself):
+ *   - only its own address as the source: nothing spoofed leaves un-NATed;
+ *   - replies in connections others opened to it (a published port's
+ *     forwarder) pass; what it opened is checked on every packet, so a
+ *     deny written while it runs cuts connections already open;
+ *   - IPv6 dropped; the user's rules in order (first match wins);
+ *   - then the defaults: every address the host has now or gets later,
+ *     and its broadcasts (fib says which: no list to go stale), the pool,
+ *     link-local and multicast denied; the rest allowed.
  */
-static void nft_chain(struct strbuf *sb, const char *ifn, const struct net_rule *r, int n)
+static void nft_chain(struct strbuf *sb, const char *ifn, struct in_addr self,
+		      const struct net_rule *r, int n)
 {
-	char pool[INET_ADDRSTRLEN];
+	char pool[INET_ADDRSTRLEN], me[INET_ADDRSTRLEN];
 	inet_ntop(AF_INET, &net.pool, pool, sizeof(pool));
+	inet_ntop(AF_INET, &self, me, sizeof(me));
 	strbuf_addf(sb, "add chain inet snapfs sb_%s\nflush chain inet snapfs sb_%s\n", ifn, ifn);
-	strbuf_addf(sb, "add rule inet snapfs sb_%s ct state established,related accept\n", ifn);
 	strbuf_addf(sb, "add rule inet snapfs sb_%s meta nfproto ipv6 drop\n", ifn);
+	strbuf_addf(sb, "add rule inet snapfs sb_%s ip saddr != %s drop\n", ifn, me);
+	strbuf_addf(sb,
+		    "add rule inet snapfs sb_%s ct state established,related ct direction reply "
+		    "accept\n",
+		    ifn);
 	for (int i = 0; i < n; i++) {
 		char a[INET_ADDRSTRLEN];
 		inet_ntop(AF_INET, &r[i].net, a, sizeof(a));
 		strbuf_addf(sb, "add rule inet snapfs sb_%s ip daddr %s/%d %s\n", ifn, a,
 			    r[i].prefix, r[i].allow ? "accept" : "drop");
 	}
-	strbuf_addf(sb, "add rule inet snapfs sb_%s ip daddr { ", ifn);
-	host_addrs(sb);
-	strbuf_addf(sb, " } drop\n");
+	strbuf_addf(sb,
+		    "add rule inet snapfs sb_%s fib daddr type { local, broadcast, multicast, "
+		    "anycast } drop\n",
+		    ifn);
 	strbuf_addf(sb,
 		    "add rule inet snapfs sb_%s ip daddr { %s/%d, 169.254.0.0/16, 224.0.0.0/4 } "
 		    "drop\n",
@@ -384,7 +376,8 @@ static void nft_chain(struct strbuf *sb, const char *ifn, const struct net_rule 
 	strbuf_addf(sb, "add rule inet snapfs sb_%s accept\n", ifn);
 }
 
-static int nft_sandbox(const char *ifn, const char *egress, bool base, struct err *e)
+static int nft_sandbox(const char *ifn, struct in_addr self, const char *egress, bool base,
+		       struct err *e)
 {
 	struct net_rule rules[NET_RULES_MAX];
 	int n;
@@ -394,7 +387,7 @@ static int nft_sandbox(const char *ifn, const char *egress, bool base, struct er
 	_cleanup_strbuf_ struct strbuf sb = STRBUF_INIT;
 	if (base)
 		nft_base(&sb);
-	nft_chain(&sb, ifn, rules, n);
+	nft_chain(&sb, ifn, self, rules, n);
 	if (base)
 		strbuf_addf(&sb, "add element inet snapfs sandboxes { \"%s\" : jump sb_%s }\n", ifn,
 			    ifn);
@@ -417,10 +410,11 @@ static void nft_sandbox_drop(const char *ifn)
 int net_set_egress(const char *runtime_id, const char *egress, struct err *e)
 {
 	char ifn[NET_IF_MAX];
-	if (host_if(runtime_id, ifn) < 0 || record_read(runtime_id) < 0)
+	long idx = record_read(runtime_id);
+	if (host_if(runtime_id, ifn) < 0 || idx < 0)
 		return 0; /* no network now: the rules apply at the next start */
 	pthread_mutex_lock(&net_lock);
-	int rc = nft_sandbox(ifn, egress, false, e);
+	int rc = nft_sandbox(ifn, block_addr(idx, 2), egress, false, e);
 	pthread_mutex_unlock(&net_lock);
 	return rc;
 }
@@ -506,7 +500,7 @@ static int up_locked(const char *runtime_id, const char *ifn, const char *egress
 	rc = forward_on(e);
 	if (rc == 0)
 		rc = links_up(ifn, nsfd, idx, made, e);
-	return rc == 0 ? nft_sandbox(ifn, egress, true, e) : rc;
+	return rc == 0 ? nft_sandbox(ifn, block_addr(idx, 2), egress, true, e) : rc;
 }
 
 int net_up(const char *runtime_id, const char *egress, struct err *e)
