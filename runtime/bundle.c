@@ -275,13 +275,12 @@ static int bundle_config(cJSON *cfg, const struct bundle_spec *spec, struct err 
 	rc = bundle_env(envs, spec->env ? spec->env : "", e);
 	if (rc < 0)
 		return rc;
-	bool ok = cJSON_AddStringToObject(cfg, "ociVersion", "1.0.2") &&
-		  bundle_process(process, spec->argv, argc) &&
-		  bundle_rlimits(process, spec->res.pids) &&
-		  cJSON_AddStringToObject(root, "path", spec->rootfs) &&
-		  cJSON_AddFalseToObject(root, "readonly") &&
-		  cJSON_AddStringToObject(cfg, "hostname", "snapfs") &&
-		  bundle_mounts(cfg, spec->resolv);
+	bool ok =
+	    cJSON_AddStringToObject(cfg, "ociVersion", "1.0.2") &&
+	    bundle_process(process, spec->argv, argc) && bundle_rlimits(process, spec->res.pids) &&
+	    cJSON_AddStringToObject(root, "path", spec->rootfs) &&
+	    cJSON_AddFalseToObject(root, "readonly") &&
+	    cJSON_AddStringToObject(cfg, "hostname", "snapfs") && bundle_mounts(cfg, spec->resolv);
 	return ok ? bundle_linux(cfg, spec, e) : no_memory(e);
 }
 

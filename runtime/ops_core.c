@@ -306,6 +306,13 @@ void report_job_failure(enum ops_object kind, const char *id, const char *what, 
 
 /* --- state helpers -------------------------------------------------------- */
 
+int sandbox_find(const struct caller *who, const char *id, struct sandbox *out, struct err *e)
+{
+	if (sandbox_get_as(who, id, out) < 0)
+		return err_set(e, ENOENT, "sandbox %s does not exist", id);
+	return 0;
+}
+
 int sandbox_get_as(const struct caller *who, const char *id, struct sandbox *out)
 {
 	int rc = row_sandbox_get(id, out);

@@ -199,9 +199,9 @@ int ops_sandbox_exec(const struct caller *who, const char *id, const char *cmdli
 		     ops_done_fn done, void *ctx, struct err *e)
 {
 	struct sandbox sb;
-	int rc = sandbox_get_as(who, id, &sb);
+	int rc = sandbox_find(who, id, &sb, e);
 	if (rc < 0)
-		return err_set(e, ENOENT, "sandbox %s does not exist", id);
+		return rc;
 	if (sb.state != SB_RUNNING)
 		return err_set(e, EBUSY, "cannot exec in sandbox %s: it is %s, not running", id,
 			       sandbox_state_name(sb.state));

@@ -124,6 +124,8 @@ struct sb_patch {
  * (runtime/access.h). No lock taken; no sentence.
  */
 int sandbox_get_as(const struct caller *who, const char *id, struct sandbox *out);
+/* The same, with the sentence a user reads when there is none (or it is not theirs): -ENOENT. */
+int sandbox_find(const struct caller *who, const char *id, struct sandbox *out, struct err *e);
 int snapshot_get_as(const struct caller *who, const char *id, struct snapshot *out);
 
 /*

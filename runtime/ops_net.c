@@ -26,9 +26,7 @@ int ops_sandbox_set_egress(const struct caller *who, const char *id, const char 
 	if (rc < 0)
 		return rc;
 	pthread_mutex_lock(&ops.lock);
-	rc = sandbox_get_as(who, id, &sb);
-	if (rc < 0)
-		rc = err_set(e, ENOENT, "sandbox %s does not exist", id);
+	rc = sandbox_find(who, id, &sb, e);
 	if (rc == 0) {
 		snprintf(sb.egress, sizeof(sb.egress), "%s", text);
 		rc = row_sandbox_update(&sb);

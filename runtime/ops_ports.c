@@ -184,10 +184,8 @@ int ops_sandbox_ports(const struct caller *who, const char *id, const char *line
 	if (rc < 0)
 		return rc;
 	pthread_mutex_lock(&ops.lock);
-	rc = sandbox_get_as(who, id, &sb);
-	if (rc < 0)
-		rc = err_set(e, ENOENT, "sandbox %s does not exist", id);
-	else if (!(PORTS_LIVE & STATE_BIT(sb.state)))
+	rc = sandbox_find(who, id, &sb, e);
+	if (rc == 0 && !(PORTS_LIVE & STATE_BIT(sb.state)))
 		rc = err_set(e, EBUSY, "cannot change the ports of sandbox %s: it is %s", id,
 			     sandbox_state_name(sb.state));
 	if (rc == 0)

@@ -207,4 +207,3 @@ void reconcile_sandboxes(void)
 	row_sandbox_each(collect_ids, &ids);
 	strbuf_each_line(&ids, reconcile_id);
 }
-

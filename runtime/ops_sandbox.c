@@ -189,13 +189,11 @@ int ops_sandbox_set(const struct caller *who, const char *id, enum sandbox_field
 					    "memory", "cpus",	    "pids", "network"};
 	struct sandbox sb;
 	pthread_mutex_lock(&ops.lock);
-	int rc = sandbox_get_as(who, id, &sb);
-	if (rc < 0)
-		rc = err_set(e, ENOENT, "sandbox %s does not exist", id);
-	else if (sb.state != SB_CREATED)
+	int rc = sandbox_find(who, id, &sb, e);
+	if (rc == 0 && sb.state != SB_CREATED)
 		rc = err_set(e, EBUSY, "cannot change %s of sandbox %s: it is %s, not created",
 			     names[field], id, sandbox_state_name(sb.state));
-	else
+	else if (rc == 0)
 		rc = set_field(&sb, field, value, e);
 	if (rc == -EFBIG || rc == -ENAMETOOLONG)
 		rc = err_set(e, EFBIG, "%s of sandbox %s is too long", names[field], id);
@@ -477,13 +475,11 @@ int ops_sandbox_remove(const struct caller *who, const char *id, struct err *e)
 	unsigned removable =
 	    STATE_BIT(SB_CREATED) | STATE_BIT(SB_TERMINATED) | STATE_BIT(SB_FAILED);
 	pthread_mutex_lock(&ops.lock);
-	int rc = sandbox_get_as(who, id, &sb);
-	if (rc < 0)
-		rc = err_set(e, ENOENT, "sandbox %s does not exist", id);
-	else if (!(removable & STATE_BIT(sb.state)))
+	int rc = sandbox_find(who, id, &sb, e);
+	if (rc == 0 && !(removable & STATE_BIT(sb.state)))
 		rc = err_set(e, EBUSY, "cannot remove sandbox %s: it is %s (terminate it first)",
 			     id, sandbox_state_name(sb.state));
-	else
+	else if (rc == 0)
 		rc = row_sandbox_delete(id);
 	/*
 	 * Its console and directory go under the lock: once it is unlocked a new

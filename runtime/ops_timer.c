@@ -222,10 +222,8 @@ static int lifetime_write(const struct caller *who, const char *id, const struct
 {
 	struct sandbox sb;
 	pthread_mutex_lock(&ops.lock);
-	int rc = sandbox_get_as(who, id, &sb);
-	if (rc < 0)
-		rc = err_set(e, ENOENT, "sandbox %s does not exist", id);
-	else if (!(LIFETIME_SETTABLE & STATE_BIT(sb.state)))
+	int rc = sandbox_find(who, id, &sb, e);
+	if (rc == 0 && !(LIFETIME_SETTABLE & STATE_BIT(sb.state)))
 		rc = err_set(e, EBUSY, "cannot set the %s of sandbox %s: it is %s", s->what, id,
 			     sandbox_state_name(sb.state));
 	if (rc == 0) {

@@ -129,7 +129,7 @@ static cJSON *sandbox_info(const struct sandbox *sb)
 	    json_add(info, "timeout", timer_info_timeout(sb)) &&
 	    json_add(info, "autosnapshot", timer_info_autosnap(sb)) &&
 	    json_add(info, "ports", ports_info(sb));
-	    json_add(info, "network", net_info(sb));
+	json_add(info, "network", net_info(sb));
 	return ok ? steal_ptr(info) : NULL;
 }
 
