@@ -420,7 +420,8 @@ static void *hup_thread(void *arg)
 		if (rc < 0)
 			warning("SIGHUP: cannot reopen the log: %s", strerror(-rc));
 		else
-			info("SIGHUP: log reopened");
+			info("SIGHUP: %s",
+			     rc ? "log reopened" : "logging to stderr, nothing to reopen");
 	}
 }
 
@@ -501,6 +502,12 @@ static int serve(struct options *o, struct fuse_args *args, bool notify)
 	if (notify)
 		spawn_detached(ready_thread, (void *)o->mountpoint, "readiness");
 	rc = fs_loop(fs);
+	/*
+	 * Stopping. systemd sends SIGTERM after ExecStop's unmount returns, while
+	 * this shutdown runs: it must not cut it short (SIGKILL still does).
+	 */
+	signal(SIGTERM, SIG_IGN);
+	signal(SIGINT, SIG_IGN);
 	sdnotify("STOPPING=1");
 out:
 	ops_shutdown();

@@ -18,6 +18,7 @@ int sdnotify_init(void)
 	const char *name = getenv("NOTIFY_SOCKET");
 	size_t len = name ? strlen(name) : 0;
 	int rc = 0;
+	notify_len = 0;
 	if (!name)
 		return 0;
 	if ((name[0] != '/' && name[0] != '@') || len < 2 || len >= sizeof(notify_addr.sun_path)) {

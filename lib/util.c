@@ -52,7 +52,10 @@ int log_to_file(const char *path, int64_t max_bytes)
 
 int log_reopen(void)
 {
-	return atomic_load(&log_file_open) ? logfile_reopen(&log_file) : 0;
+	if (!atomic_load(&log_file_open))
+		return 0;
+	int rc = logfile_reopen(&log_file);
+	return rc < 0 ? rc : 1;
 }
 
 void freep(void *p)

@@ -76,7 +76,7 @@ int log_to_file(const char *path, int64_t max_bytes);
  * `<N>` syslog priority and no timestamp of their own.
  */
 void log_init(void);
-/* snapfs.log again, after it was renamed (SIGHUP); 0 when logging to stderr. */
+/* snapfs.log again, after it was renamed (SIGHUP): 1, or 0 when logging to stderr, or -errno. */
 int log_reopen(void);
 
 /* Milliseconds since the epoch (CLOCK_REALTIME) and since boot (CLOCK_MONOTONIC). */
