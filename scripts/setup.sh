@@ -4,7 +4,9 @@
 #   scripts/setup.sh           build dependencies, fuse3, busybox-static, runsc 20240729
 #   scripts/setup.sh --test    the same, plus what the test suite uses: awscli, jq,
 #                              node/npm and @20minutes/s3rver (into tests/node_modules),
-#                              clang and its libFuzzer runtime (the fuzz targets)
+#                              clang and its libFuzzer runtime (the fuzz targets),
+#                              debhelper, lintian, scdoc, man-db, systemd-analyze and
+#                              python3 (make deb, the package and unit tests)
 #
 # Idempotent: every step is skipped when what it installs is already there, and
 # `apt-get update` runs only when something has to be installed.
@@ -116,6 +118,14 @@ command -v curl >/dev/null 2>&1 || test_pkgs+=(curl)     # and fetches a publish
 command -v node >/dev/null 2>&1 || test_pkgs+=(nodejs)
 command -v npm >/dev/null 2>&1 || test_pkgs+=(npm)
 command -v clang >/dev/null 2>&1 || test_pkgs+=(clang)
+# test_package.sh: make deb (dpkg-buildpackage, dh), lintian, snapfs(8) from
+# scdoc read by man; test_systemd.sh: the unit verified, a NOTIFY_SOCKET listener.
+command -v dh >/dev/null 2>&1 || test_pkgs+=(debhelper)
+command -v lintian >/dev/null 2>&1 || test_pkgs+=(lintian)
+command -v scdoc >/dev/null 2>&1 || test_pkgs+=(scdoc)
+command -v man >/dev/null 2>&1 || test_pkgs+=(man-db)
+command -v systemd-analyze >/dev/null 2>&1 || test_pkgs+=(systemd)
+command -v python3 >/dev/null 2>&1 || test_pkgs+=(python3)
 if [ "${#test_pkgs[@]}" -gt 0 ]; then
 	say "installing ${test_pkgs[*]}"
 	apt_install "${test_pkgs[@]}"
