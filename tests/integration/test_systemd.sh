@@ -59,21 +59,11 @@ check_contains "ExecStart keeps the daemon in the foreground (-f)" " -f " " $(un
 
 # The unit as installed here: the binary is a wrapper that joins the unit's
 # cgroup first, as systemd puts a service's main process in its own.
-daemon_dirs=()
-for root in "${CG_ROOTS[@]}"; do
-	d=$root$CG_UNIT
-	mkdir "$d" || bail "mkdir $d"
-	CG_MADE+=("$d" "$root$CG_PARENT")
-	if [ -f "$root/cpuset.cpus" ]; then
-		{ cat "$root/cpuset.cpus" >"$d/cpuset.cpus" && cat "$root/cpuset.mems" >"$d/cpuset.mems"; } ||
-			bail "set up cpuset $d"
-	fi
-	daemon_dirs+=("$d")
-done
+make_daemon_cgroups "$CG_UNIT" "$CG_PARENT" || bail "make the unit's cgroup $CG_UNIT"
 mkdir -p "$T/bin"
 cat >"$T/bin/snapfs" <<EOF
 #!/bin/sh
-for d in ${daemon_dirs[*]}; do echo \$\$ >"\$d/cgroup.procs" || exit 1; done
+for d in ${DAEMON_CG_DIRS[*]}; do echo \$\$ >"\$d/cgroup.procs" || exit 1; done
 exec "$SNAPFS_BIN" "\$@"
 EOF
 chmod +x "$T/bin/snapfs"
