@@ -107,6 +107,7 @@ chaos: build/asan/snapfs
 
 install: build/snapfs
 	install -D -m 0755 build/snapfs $(DESTDIR)$(PREFIX)/bin/snapfs
+	install -D -m 0755 scripts/snapfs-image $(DESTDIR)$(PREFIX)/bin/snapfs-image
 	install -D -m 0755 scripts/make-image.sh $(DESTDIR)$(PREFIX)/share/snapfs/make-image.sh
 
 format:

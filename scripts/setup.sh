@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # setup.sh [--test] - install what snapfs needs on a Debian bookworm machine (run as root).
 #
-#   scripts/setup.sh           build dependencies, fuse3, busybox-static, runsc 20240729
+#   scripts/setup.sh           build dependencies, fuse3, busybox-static, runsc 20240729,
+#                              skopeo and umoci (snapfs-image import)
 #   scripts/setup.sh --test    the same, plus what the test suite uses: awscli, jq,
 #                              node/npm and @20minutes/s3rver (into tests/node_modules),
-#                              clang and its libFuzzer runtime (the fuzz targets)
+#                              clang and its libFuzzer runtime (the fuzz targets),
+#                              promtool (Debian's prometheus: the metrics test)
 #
 # Idempotent: every step is skipped when what it installs is already there, and
 # `apt-get update` runs only when something has to be installed.
@@ -97,6 +99,17 @@ else
 	runsc_ok || die "runsc --version does not say $RUNSC_RELEASE: $(runsc --version 2>&1 | head -n 1)"
 fi
 
+# snapfs-image import: skopeo copies an archive into an OCI layout, umoci unpacks it.
+oci_pkgs=()
+command -v skopeo >/dev/null 2>&1 || oci_pkgs+=(skopeo)
+command -v umoci >/dev/null 2>&1 || oci_pkgs+=(umoci)
+if [ "${#oci_pkgs[@]}" -gt 0 ]; then
+	say "installing ${oci_pkgs[*]}"
+	apt_install "${oci_pkgs[@]}"
+else
+	say "skopeo, umoci: already installed"
+fi
+
 if [ ! -e /dev/fuse ]; then
 	say "loading the fuse module"
 	modprobe fuse
@@ -116,6 +129,8 @@ command -v curl >/dev/null 2>&1 || test_pkgs+=(curl)     # and fetches a publish
 command -v node >/dev/null 2>&1 || test_pkgs+=(nodejs)
 command -v npm >/dev/null 2>&1 || test_pkgs+=(npm)
 command -v clang >/dev/null 2>&1 || test_pkgs+=(clang)
+# promtool checks the metrics file (test_metrics.sh); Debian ships it in prometheus.
+command -v promtool >/dev/null 2>&1 || test_pkgs+=(prometheus)
 if [ "${#test_pkgs[@]}" -gt 0 ]; then
 	say "installing ${test_pkgs[*]}"
 	apt_install "${test_pkgs[@]}"
