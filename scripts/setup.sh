@@ -49,6 +49,18 @@ apt_install() {
 	DEBIAN_FRONTEND=noninteractive apt-get install -y "$@"
 }
 
+# install_missing WHAT PKG...: install the PKGs (the ones found missing), or say WHAT is there.
+install_missing() {
+	local what=$1
+	shift
+	if [ $# -gt 0 ]; then
+		say "installing $*"
+		apt_install "$@"
+	else
+		say "$what: already installed"
+	fi
+}
+
 # Any enabled apt source (one-line or deb822 format) naming bookworm-backports.
 has_backports() {
 	local f
@@ -82,12 +94,7 @@ missing=()
 for pkg in "${BUILD_DEPS[@]}"; do
 	installed "$pkg" || missing+=("$pkg")
 done
-if [ "${#missing[@]}" -gt 0 ]; then
-	say "installing ${missing[*]}"
-	apt_install "${missing[@]}"
-else
-	say "build dependencies: already installed"
-fi
+install_missing "build dependencies" "${missing[@]}"
 
 # The plain bookworm runsc (20221219) lacks --compression=none and hangs on
 # --leave-running: only the backports release will do.
@@ -103,12 +110,7 @@ fi
 oci_pkgs=()
 command -v skopeo >/dev/null 2>&1 || oci_pkgs+=(skopeo)
 command -v umoci >/dev/null 2>&1 || oci_pkgs+=(umoci)
-if [ "${#oci_pkgs[@]}" -gt 0 ]; then
-	say "installing ${oci_pkgs[*]}"
-	apt_install "${oci_pkgs[@]}"
-else
-	say "skopeo, umoci: already installed"
-fi
+install_missing "skopeo, umoci" "${oci_pkgs[@]}"
 
 if [ ! -e /dev/fuse ]; then
 	say "loading the fuse module"
@@ -131,12 +133,7 @@ command -v npm >/dev/null 2>&1 || test_pkgs+=(npm)
 command -v clang >/dev/null 2>&1 || test_pkgs+=(clang)
 # promtool checks the metrics file (test_metrics.sh); Debian ships it in prometheus.
 command -v promtool >/dev/null 2>&1 || test_pkgs+=(prometheus)
-if [ "${#test_pkgs[@]}" -gt 0 ]; then
-	say "installing ${test_pkgs[*]}"
-	apt_install "${test_pkgs[@]}"
-else
-	say "test tools: already installed"
-fi
+install_missing "test tools" "${test_pkgs[@]}"
 
 # -fsanitize=fuzzer links libclang_rt.fuzzer, which Debian ships apart from
 # clang: in libclang-rt-N-dev, N the major version of the clang installed.
