@@ -123,6 +123,19 @@ check_match "the fork goes" '^sbx-[0-9a-f]{16}$' "$fork"
 check_eq "the fork runs" running "$(sb_status "$fork")"
 check_eq "the fork pins the digest" "$d1" "$(jget "$MNT/sandboxes/$fork/info.json" .image_digest)"
 ok "terminate the fork" wr "$MNT/sandboxes/$fork/terminate"
+
+# --- a resume is held to the digest too (the restore job checks it) ---
+ok "suspend web" wr "$sb/suspend"
+check_eq "web is suspended" suspended "$(sb_status web)"
+check_eq "re-import v2 while web is suspended" "$d2" "$(import app "$T/v2" 2>&1)"
+expect_errno EINVAL "a resume of a sandbox whose image changed" wr "$sb/resume"
+check_eq "web stays suspended" suspended "$(sb_status web)"
+why=$(rd "$sb/error")
+check_contains "its error names the snapshot's digest" "$d1" "$why"
+check_contains "its error names the host's digest" "$d2" "$why"
+check_eq "import v1 back" "$d1" "$(import app "$T/v1" 2>&1)"
+ok "web resumes on its own image" wr "$sb/resume"
+check_eq "web runs again on it" two "$(sb_run web 'cat /etc/added')"
 ok "terminate web" wr "$sb/terminate"
 
 # --- prune keeps only the current version ---
