@@ -119,6 +119,7 @@ build/snapfs.8: docs/snapfs.8.scd
 # The unit names the binary where this install puts it.
 install: build/snapfs build/snapfs.8
 	install -D -m 0755 build/snapfs $(DESTDIR)$(BINDIR)/snapfs
+	install -D -m 0755 scripts/snapfs-image $(DESTDIR)$(BINDIR)/snapfs-image
 	install -D -m 0755 scripts/make-image.sh $(DESTDIR)$(PREFIX)/share/snapfs/make-image.sh
 	install -D -m 0644 build/snapfs.8 $(DESTDIR)$(MANDIR)/man8/snapfs.8
 	install -D -m 0755 examples/walkthrough.sh $(DESTDIR)$(PREFIX)/share/doc/snapfs/examples/walkthrough.sh
