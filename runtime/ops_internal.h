@@ -215,11 +215,14 @@ int new_object_id(const char *prefix, char out[ID_MAX]);
  * Write sandbox @id's bundle (runtime/bundle.h) for container @runtime_id
  * (its cgroup: runtime/cgroup.h) of @image, its process
  * `/bin/sh -c @entrypoint` with @env, and the host's NVIDIA devices when
- * @gpu; pins the image's digest. In ops_sandbox.c, beside container_start().
+ * @gpu; pins the image's digest into @digest. A @digest that is not empty
+ * on entry is the one the image must have (a restore's: the snapshot's):
+ * another is refused with EINVAL and both digests, before the bundle or the
+ * network exists. In ops_sandbox.c, beside container_start().
  */
 int prepare_bundle(const char *id, const char *runtime_id, const char *image,
 		   const char *entrypoint, const char *env, bool gpu, const struct resources *res,
-		   char digest_out[DIGEST_MAX], struct err *e);
+		   char digest[DIGEST_MAX], struct err *e);
 
 /*
  * `runsc run` (@image_dir NULL) or `runsc restore` of sandbox @id's bundle
