@@ -117,6 +117,17 @@ static int word_timeout(const char *v, size_t n, const char *what, struct ctl_wo
 	return 0;
 }
 
+/* count=N: kept as written; the operation says what range it takes. */
+static int word_count(const char *v, size_t n, const char *what, struct ctl_words *out,
+		      struct err *e)
+{
+	if (n == 0 || n >= sizeof(out->count))
+		return err_set(e, EINVAL, "count= needs a number of sandboxes for %s", what);
+	memcpy(out->count, v, n);
+	out->count[n] = '\0';
+	return 0;
+}
+
 static int word_apply(const char *w, size_t n, const char *what, unsigned allow,
 		      struct ctl_words *out, struct err *e)
 {
@@ -124,6 +135,8 @@ static int word_apply(const char *w, size_t n, const char *what, unsigned allow,
 	const size_t name_len = sizeof(name_eq) - 1;
 	static const char timeout_eq[] = "timeout=";
 	const size_t timeout_len = sizeof(timeout_eq) - 1;
+	static const char count_eq[] = "count=";
+	const size_t count_len = sizeof(count_eq) - 1;
 
 	if (word_is(w, n, "1"))
 		return 0;
@@ -136,6 +149,8 @@ static int word_apply(const char *w, size_t n, const char *what, unsigned allow,
 	if ((allow & CTL_ALLOW_TIMEOUT) && n >= timeout_len &&
 	    memcmp(w, timeout_eq, timeout_len) == 0)
 		return word_timeout(w + timeout_len, n - timeout_len, what, out, e);
+	if ((allow & CTL_ALLOW_COUNT) && n >= count_len && memcmp(w, count_eq, count_len) == 0)
+		return word_count(w + count_len, n - count_len, what, out, e);
 	int rc = allow & CTL_ALLOW_RAISE ? word_res(w, n, what, out, e) : -ENOENT;
 	if (rc != -ENOENT)
 		return rc;
