@@ -17,19 +17,12 @@
 # answers each line written to its FIFO /tmp/in in /tmp/out; from the fork
 # write until each fork's answer, asked and read through `exec`.
 set -euo pipefail
-COUNTS=${1:-1 4 16 64}
-SIZE=${2:-128}
 REPO=$(cd "$(dirname "$0")/.." && pwd)
-OUT=${3:-$REPO/docs/benchmarks-fanout.md}
-BIN=$REPO/build/snapfs
 # shellcheck source-path=SCRIPTDIR
 . "$REPO/bench/lib.sh"
+COUNTS=${1:-1 4 16 64} SIZE=${2:-128} OUT=${3:-$REPO/docs/benchmarks-fanout.md}
 bench_one_daemon fanout
-
-"$REPO/scripts/make-image.sh" "$IMAGES/busybox" >/dev/null
-"$BIN" -f --state "$STATE" --images "$IMAGES" "$MNT" 2>"$T/daemon.log" &
-PID=$!
-for _ in $(seq 100); do [ -r "$MNT/version" ] && break; sleep 0.1; done
+bench_start_daemon "$REPO/build/snapfs"
 
 B=$MNT/sandboxes/base
 mkdir "$B"

@@ -14,12 +14,8 @@
 real_runsc=$(command -v runsc) || bail "runsc is not installed"
 cat >"$T/runsc" <<EOF
 #!/bin/sh
-sub="" skip=0
-for a in "\$@"; do
-	if [ "\$skip" = 1 ]; then skip=0; continue; fi
-	case \$a in --root) skip=1 ;; -*) ;; *) sub=\$a; break ;; esac
-done
-if [ "\$sub" = restore ]; then
+case " \$* " in
+*" restore "*)
 	n=\$(flock "$T/restores.lock" sh -c 'n=\$((\$(cat "$T/restores" 2>/dev/null || echo 0) + 1)); echo \$n >"$T/restores"; echo \$n')
 	if [ -e "$T/gate" ]; then
 		echo "\$\$" >>"$T/restores-gated"
@@ -29,7 +25,8 @@ if [ "\$sub" = restore ]; then
 		echo "fanout test: restore number \$n fails on purpose" >&2
 		exit 1
 	fi
-fi
+	;;
+esac
 exec "$real_runsc" "\$@"
 EOF
 chmod 0755 "$T/runsc"
