@@ -43,6 +43,7 @@
 /* A sandbox's lifetime (runtime/ops_timer.c): the longest timeout or snapshot interval, a year. */
 #define LIFETIME_SECONDS_MAX (366LL * 24 * 3600)
 #define AUTOSNAP_KEEP_MAX 100 /* auto- snapshots one sandbox keeps */
+#define FORK_COUNT_MAX 100    /* sandboxes one fork write makes (count=N) */
 
 /*
  * pids is enforced twice (docs/limits.md): inside the sandbox as

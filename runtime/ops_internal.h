@@ -252,6 +252,19 @@ int container_start(const char *id, const char *runtime_id, bool gpu, const char
  * Updates @sb (runtime_id, pid); the registry only for the id.
  */
 int restore_from_spool(struct sandbox *sb, const char *snap_id, struct err *e);
+/*
+ * A fork, in three steps, so that a fan-out (ops_fanout.c) takes every
+ * place and checks the snapshot once: fork_job_new() takes a place in the
+ * lifecycle queue; fork_prepare() checks that @who may fork @snap_id here
+ * and makes in @sb the sandbox every fork of it with @opts gets;
+ * fork_submit() gives @sb (changed: its id, ports) a new id in @id_out,
+ * records it and queues its restore in @job, which it drops on a refusal.
+ */
+void *fork_job_new(ops_done_fn done, void *ctx, struct err *e);
+int fork_prepare(const struct caller *who, const char *snap_id, const struct fork_opts *opts,
+		 struct snapshot *snap, struct sandbox *sb, struct err *e);
+int fork_submit(void *job, const struct snapshot *snap, struct sandbox *sb, char id_out[ID_MAX],
+		struct err *e);
 /* Kill and delete container @runtime_id; -EIO if runsc still knows it afterwards. */
 int stop_container(const char *runtime_id, struct err *e);
 /* The same without the kill: a paused or stopped container. */

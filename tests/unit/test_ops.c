@@ -1992,12 +1992,23 @@ static bool life_over(pid_t pid)
 	return waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == pid;
 }
 
-static bool log_has(const char *part)
+/* How many times @part is in the scenario's daemon.log (-1: unreadable). */
+static int log_count(const char *part)
 {
 	char path[PATH_MAX];
 	_cleanup_free_ char *log = NULL;
+	int n = 0;
 	xsnprintf(path, sizeof(path), "%s/daemon.log", sc_dir);
-	return read_file(path, &log, NULL, EVENTS_MAX) == 0 && strstr(log, part);
+	if (read_file(path, &log, NULL, EVENTS_MAX) < 0)
+		return -1;
+	for (const char *at = log; (at = strstr(at, part)) != NULL; at++)
+		n++;
+	return n;
+}
+
+static bool log_has(const char *part)
+{
+	return log_count(part) > 0;
 }
 
 /* While the next life starts: let the blocked call go on once it waits for it. */
@@ -2328,7 +2339,8 @@ static void ports_steps(void)
 	unsigned fork_host = host_port_of(fork_id, echo.port);
 	CHECK(fork_host != 0 && fork_host != host && echoes(fork_host));
 	CHECK(echoes(host));
-	/* A snapshot naming a host port (a manifest from the bucket may): the fork binds its own. */
+	/* A snapshot naming a host port (a manifest from the bucket may): the fork binds its own.
+	 */
 	struct snapshot named = snap_get(snap);
 	char fork2[ID_MAX];
 	xsnprintf(named.ports, sizeof(named.ports), "%u 1023\n", echo.port);
@@ -2395,6 +2407,75 @@ static void ports_restart_steps(void)
 	t_echo_stop(&echo);
 }
 
+/*
+ * count=N (runtime/ops_fanout.c): N forks from one call, their ids a line
+ * each; the third of three restores failing leaves two running, fails the
+ * call with its errno and sums it up in `errors`; a count out of 1..100 is
+ * EINVAL before anything is made.
+ */
+static void fanout_steps(void)
+{
+	char snap[ID_MAX], ids[RESULT_MAX];
+	struct err e = {0};
+	struct fork_opts opts = {0};
+	_cleanup_strbuf_ struct strbuf made = STRBUF_INIT;
+	CHECK(run_sandbox("fan"));
+	CHECK(sb_snapshot("fan", snap) == 0);
+	CHECK(ops_fork_count_parse("0", &opts.count, &e) == -EINVAL);
+	CHECK(ops_fork_count_parse("101", &opts.count, &e) == -EINVAL);
+	CHECK(ops_fork_count_parse("4x", &opts.count, &e) == -EINVAL);
+	CHECK(ops_fork_count_parse("-1", &opts.count, &e) == -EINVAL);
+	CHECK(ops_fork_count_parse("100", &opts.count, &e) == 0 && opts.count == 100);
+	opts.count = 101;
+	CHECK(ops_snapshot_forks(root, snap, &opts, &made, op_done, NULL, &e) == -EINVAL);
+	CHECK(made.len == 0);
+
+	opts.count = 4;
+	CHECK(OP_RUN(ops_snapshot_forks(root, snap, &opts, &made, OP), NULL, 0) == 0);
+	xsnprintf(ids, sizeof(ids), "%s", strbuf_str(&made));
+	int n = 0;
+	for (char *save = NULL, *id = strtok_r(ids, "\n", &save); id;
+	     id = strtok_r(NULL, "\n", &save)) {
+		CHECK_SB(id, SB_RUNNING);
+		CHECK_STR(sb_get(id).parent_snapshot, snap);
+		n++;
+	}
+	CHECK(n == 4);
+
+	strbuf_reset(&made);
+	opts.count = 3;
+	fake_set("FAKE_RUNSC_FAIL=restore FAKE_RUNSC_FAIL_AFTER=2");
+	int restores = fake_calls("restore");
+	CHECK(OP_RUN(ops_snapshot_forks(root, snap, &opts, &made, OP), NULL, 0) == -EIO);
+	fake_set("");
+	CHECK(fake_calls("restore") == restores + 3);
+	xsnprintf(ids, sizeof(ids), "%s", strbuf_str(&made));
+	int running = 0, failed = 0;
+	n = 0;
+	for (char *save = NULL, *id = strtok_r(ids, "\n", &save); id;
+	     id = strtok_r(NULL, "\n", &save)) {
+		enum sandbox_state st = sb_get(id).state;
+		running += st == SB_RUNNING;
+		failed += st == SB_FAILED;
+		n++;
+	}
+	CHECK(n == 3 && running == 2 && failed == 1);
+	char line[128];
+	xsnprintf(line, sizeof(line), "1 of 3 forks of snapshot %s failed: sbx-", snap);
+	CHECK(journal_has("errors.jsonl", line));
+	CHECK(journal_has("errors.jsonl", "runsc restore failed"));
+
+	/* Not in the cache any more: the four forks materialize it once and share it. */
+	char dir[PATH_MAX], line2[128];
+	xsnprintf(dir, sizeof(dir), "%s/cache/%s", state, snap);
+	CHECK(rm_rf(dir) == 0);
+	strbuf_reset(&made);
+	opts.count = 4;
+	CHECK(OP_RUN(ops_snapshot_forks(root, snap, &opts, &made, OP), NULL, 0) == 0);
+	xsnprintf(line2, sizeof(line2), "materialized snapshot %s:", snap);
+	CHECK_MSG(log_count(line2) == 1, "%d materializes of %s", log_count(line2), snap);
+}
+
 int main(void)
 {
 	if (!t_share() || !t_dir_make("test_ops") || !setup())
@@ -2413,6 +2494,7 @@ int main(void)
 	one_life("timeout-transitional", timeout_transitional_steps, NULL);
 	one_life("timeout-values", timeout_values_steps, NULL);
 	one_life("ports", ports_steps, ports_restart_steps);
+	one_life("fanout", fanout_steps, NULL);
 	timeout_restart();
 	spool_reserve();
 	for (size_t i = 0; i < ARRAY_SIZE(interruptions); i++)
