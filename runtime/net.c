@@ -16,7 +16,6 @@
 #include <netlink/route/link.h>
 #include <netlink/route/link/veth.h>
 #include <netlink/route/route.h>
-#include <nftables/libnftables.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
@@ -29,6 +28,7 @@
 
 #include "lib/names.h"
 #include "lib/strbuf.h"
+#include "runtime/net_nft.h"
 
 #define IF_HEX 12	       /* hex digits of the runtime id in an interface name */
 #define PEER_NAME "snfs0"      /* the sandbox's end, alone in its namespace */
@@ -282,24 +282,6 @@ static void netns_drop(const char *path)
 
 /* --- nftables ------------------------------------------------------------- */
 
-static int nft_run(const char *cmd, struct err *e)
-{
-	struct nft_ctx *ctx = nft_ctx_new(NFT_CTX_DEFAULT);
-	if (!ctx)
-		return err_set(e, ENOMEM, "cannot open libnftables");
-	nft_ctx_buffer_error(ctx);
-	int rc = nft_run_cmd_from_buffer(ctx, cmd);
-	if (rc != 0) {
-		const char *msg = nft_ctx_get_error_buffer(ctx);
-		char line[200];
-		snprintf(line, sizeof(line), "%s", msg ? msg : "");
-		line[strcspn(line, "\n")] = '\0';
-		err_set(e, EIO, "nftables refused the rules: %s", line);
-	}
-	nft_ctx_free(ctx);
-	return rc != 0 ? -EIO : 0;
-}
-
 /*
  * The last one out takes the table, so nothing of snapfs stays in the
  * ruleset; quiet when there is none (nft 1.0.6 has no `destroy`).
@@ -308,72 +290,7 @@ static void table_drop_if_idle(void)
 {
 	struct err e = {0};
 	if (!records_any())
-		nft_run("delete table inet snapfs\n", &e);
-}
-
-/* The table, its hooks and its map, made when missing ("add" is idempotent). */
-static void nft_base(struct strbuf *sb)
-{
-	char pool[INET_ADDRSTRLEN];
-	inet_ntop(AF_INET, &net.pool, pool, sizeof(pool));
-	strbuf_addf(sb,
-		    "add table inet snapfs\n"
-		    "add map inet snapfs sandboxes { type ifname : verdict; }\n"
-		    "add chain inet snapfs forward { type filter hook forward priority filter; }\n"
-		    "add chain inet snapfs input { type filter hook input priority filter; }\n"
-		    "add chain inet snapfs postrouting { type nat hook postrouting priority "
-		    "srcnat; }\n"
-		    "flush chain inet snapfs forward\n"
-		    "flush chain inet snapfs input\n"
-		    "flush chain inet snapfs postrouting\n"
-		    "add rule inet snapfs forward iifname vmap @sandboxes\n"
-
-		    "add rule inet snapfs input iifname vmap @sandboxes\n"
-		    "add rule inet snapfs postrouting ip saddr %s/%d oifname != \"" NET_IF_PREFIX
-		    "*\" masquerade\n",
-		    pool, net.prefix);
-}
-
-/*
- * The sandbox's chain, on packets from its veth (forward: out through the
- * host; input: to the host itself):
- *   - only its own address as the source: nothing spoofed leaves un-NATed;
- *   - replies in connections others opened to it (a published port's
- *     forwarder) pass; what it opened is checked on every packet, so a
- *     deny written while it runs cuts connections already open;
- *   - IPv6 dropped; the user's rules in order (first match wins);
- *   - then the defaults: every address the host has now or gets later,
- *     and its broadcasts (fib says which: no list to go stale), the pool,
- *     link-local and multicast denied; the rest allowed.
- */
-static void nft_chain(struct strbuf *sb, const char *ifn, struct in_addr self,
-		      const struct net_rule *r, int n)
-{
-	char pool[INET_ADDRSTRLEN], me[INET_ADDRSTRLEN];
-	inet_ntop(AF_INET, &net.pool, pool, sizeof(pool));
-	inet_ntop(AF_INET, &self, me, sizeof(me));
-	strbuf_addf(sb, "add chain inet snapfs sb_%s\nflush chain inet snapfs sb_%s\n", ifn, ifn);
-	strbuf_addf(sb, "add rule inet snapfs sb_%s meta nfproto ipv6 drop\n", ifn);
-	strbuf_addf(sb, "add rule inet snapfs sb_%s ip saddr != %s drop\n", ifn, me);
-	strbuf_addf(sb,
-		    "add rule inet snapfs sb_%s ct state established,related ct direction reply "
-		    "accept\n",
-		    ifn);
-	for (int i = 0; i < n; i++) {
-		char a[INET_ADDRSTRLEN];
-		inet_ntop(AF_INET, &r[i].net, a, sizeof(a));
-		strbuf_addf(sb, "add rule inet snapfs sb_%s ip daddr %s/%d %s\n", ifn, a,
-			    r[i].prefix, r[i].allow ? "accept" : "drop");
-	}
-	strbuf_addf(sb,
-		    "add rule inet snapfs sb_%s fib daddr type { local, broadcast, multicast, "
-		    "anycast } drop\n",
-		    ifn);
-	strbuf_addf(sb,
-		    "add rule inet snapfs sb_%s ip daddr { %s/%d, 169.254.0.0/16, 224.0.0.0/4 } "
-		    "drop\n",
-		    ifn, pool, net.prefix);
-	strbuf_addf(sb, "add rule inet snapfs sb_%s accept\n", ifn);
+		net_nft_run("delete table inet snapfs\n", &e);
 }
 
 static int nft_sandbox(const char *ifn, struct in_addr self, const char *egress, bool base,
@@ -385,16 +302,17 @@ static int nft_sandbox(const char *ifn, struct in_addr self, const char *egress,
 	if (rc < 0)
 		return rc;
 	_cleanup_strbuf_ struct strbuf sb = STRBUF_INIT;
+	struct net_chain c = {ifn, self, net.pool, net.prefix, rules, n, false};
 	if (base)
-		nft_base(&sb);
-	nft_chain(&sb, ifn, self, rules, n);
+		net_nft_base(&sb, net.pool, net.prefix);
+	net_nft_chain(&sb, &c);
 	if (base)
 		strbuf_addf(&sb, "add element inet snapfs sandboxes { \"%s\" : jump sb_%s }\n", ifn,
 			    ifn);
 	rc = strbuf_error(&sb);
 	if (rc < 0 || sb.len >= NFT_CMD_MAX)
 		return err_set(e, ENOMEM, "cannot build the egress rules");
-	return nft_run(strbuf_str(&sb), e);
+	return net_nft_run(strbuf_str(&sb), e);
 }
 
 static void nft_sandbox_drop(const char *ifn)
@@ -402,9 +320,9 @@ static void nft_sandbox_drop(const char *ifn)
 	char cmd[256];
 	struct err e = {0};
 	snprintf(cmd, sizeof(cmd), "delete element inet snapfs sandboxes { \"%s\" }\n", ifn);
-	nft_run(cmd, &e);
+	net_nft_run(cmd, &e);
 	snprintf(cmd, sizeof(cmd), "delete chain inet snapfs sb_%s\n", ifn);
-	nft_run(cmd, &e);
+	net_nft_run(cmd, &e);
 }
 
 int net_set_egress(const char *runtime_id, const char *egress, struct err *e)

@@ -1,0 +1,109 @@
+/*
+ * net_nft.c - the text of `table inet snapfs` and its sandboxes' chains,
+ * and running it through libnftables (net_nft.h).
+ */
+#include "runtime/net_nft.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <nftables/libnftables.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "lib/names.h"
+
+int net_nft_run(const char *cmd, struct err *e)
+{
+	struct nft_ctx *ctx = nft_ctx_new(NFT_CTX_DEFAULT);
+	if (!ctx)
+		return err_set(e, ENOMEM, "cannot open libnftables");
+	nft_ctx_buffer_error(ctx);
+	int rc = nft_run_cmd_from_buffer(ctx, cmd);
+	if (rc != 0) {
+		const char *msg = nft_ctx_get_error_buffer(ctx);
+		char line[200];
+		snprintf(line, sizeof(line), "%s", msg ? msg : "");
+		line[strcspn(line, "\n")] = '\0';
+		err_set(e, EIO, "nftables refused the rules: %s", line);
+	}
+	nft_ctx_free(ctx);
+	return rc != 0 ? -EIO : 0;
+}
+
+void net_nft_base(struct strbuf *sb, struct in_addr pool, int prefix)
+{
+	char p[INET_ADDRSTRLEN];
+	inet_ntop(AF_INET, &pool, p, sizeof(p));
+	strbuf_addf(sb,
+		    "add table inet snapfs\n"
+		    "add map inet snapfs sandboxes { type ifname : verdict; }\n"
+		    "add chain inet snapfs forward { type filter hook forward priority filter; }\n"
+		    "add chain inet snapfs input { type filter hook input priority filter; }\n"
+		    "add chain inet snapfs postrouting { type nat hook postrouting priority "
+		    "srcnat; }\n"
+		    "flush chain inet snapfs forward\n"
+		    "flush chain inet snapfs input\n"
+		    "flush chain inet snapfs postrouting\n"
+		    "add rule inet snapfs forward iifname vmap @sandboxes\n"
+		    "add rule inet snapfs input iifname vmap @sandboxes\n"
+		    "add rule inet snapfs postrouting ip saddr %s/%d oifname != \"" NET_IF_PREFIX
+		    "*\" masquerade\n",
+		    p, prefix);
+}
+
+/* The user's rules, in order: first match wins. */
+static void chain_rules(struct strbuf *sb, const struct net_chain *c)
+{
+	for (int i = 0; i < c->n; i++) {
+		char a[INET_ADDRSTRLEN];
+		inet_ntop(AF_INET, &c->rules[i].net, a, sizeof(a));
+		strbuf_addf(sb, "add rule inet snapfs sb_%s ip daddr %s/%d %s\n", c->ifn, a,
+			    c->rules[i].prefix, c->rules[i].allow ? "accept" : "drop");
+	}
+}
+
+/*
+ * The mandatory denies: every address the host has now or gets later, and
+ * its broadcasts (fib says which: no list to go stale), the pool (other
+ * sandboxes), link-local (cloud metadata) and multicast.
+ */
+static void chain_denies(struct strbuf *sb, const struct net_chain *c)
+{
+	char pool[INET_ADDRSTRLEN];
+	inet_ntop(AF_INET, &c->pool, pool, sizeof(pool));
+	strbuf_addf(sb,
+		    "add rule inet snapfs sb_%s fib daddr type { local, broadcast, multicast, "
+		    "anycast } drop\n",
+		    c->ifn);
+	strbuf_addf(sb,
+		    "add rule inet snapfs sb_%s ip daddr { %s/%d, 169.254.0.0/16, 224.0.0.0/4 } "
+		    "drop\n",
+		    c->ifn, pool, c->pool_prefix);
+}
+
+/*
+ * The sandbox's chain, on packets from its veth (forward: out through the
+ * host; input: to the host itself):
+ *   - IPv6 dropped; only its own address as the source: nothing spoofed
+ *     leaves un-NATed;
+ *   - replies in connections others opened to it (a published port's
+ *     forwarder) pass; what it opened is checked on every packet, so a
+ *     deny written while it runs cuts connections already open;
+ *   - the user's rules and the mandatory denies; the rest allowed.
+ */
+void net_nft_chain(struct strbuf *sb, const struct net_chain *c)
+{
+	char me[INET_ADDRSTRLEN];
+	const char *ifn = c->ifn;
+	inet_ntop(AF_INET, &c->self, me, sizeof(me));
+	strbuf_addf(sb, "add chain inet snapfs sb_%s\nflush chain inet snapfs sb_%s\n", ifn, ifn);
+	strbuf_addf(sb, "add rule inet snapfs sb_%s meta nfproto ipv6 drop\n", ifn);
+	strbuf_addf(sb, "add rule inet snapfs sb_%s ip saddr != %s drop\n", ifn, me);
+	strbuf_addf(sb,
+		    "add rule inet snapfs sb_%s ct state established,related ct direction reply "
+		    "accept\n",
+		    ifn);
+	chain_rules(sb, c);
+	chain_denies(sb, c);
+	strbuf_addf(sb, "add rule inet snapfs sb_%s accept\n", ifn);
+}
