@@ -293,16 +293,16 @@ static void table_drop_if_idle(void)
 		net_nft_run("delete table inet snapfs\n", &e);
 }
 
-static int nft_sandbox(const char *ifn, struct in_addr self, const char *egress, bool base,
+static int nft_sandbox(const char *ifn, struct in_addr self, const struct net_egress *eg, bool base,
 		       struct err *e)
 {
 	struct net_rule rules[NET_RULES_MAX];
 	int n;
-	int rc = net_rules_parse(egress ? egress : "", rules, &n, e);
+	int rc = net_rules_parse(eg->rules ? eg->rules : "", rules, &n, e);
 	if (rc < 0)
 		return rc;
 	_cleanup_strbuf_ struct strbuf sb = STRBUF_INIT;
-	struct net_chain c = {ifn, self, net.pool, net.prefix, rules, n, false};
+	struct net_chain c = {ifn, self, net.pool, net.prefix, rules, n, eg->owner_root};
 	if (base)
 		net_nft_base(&sb, net.pool, net.prefix);
 	net_nft_chain(&sb, &c);
@@ -325,14 +325,14 @@ static void nft_sandbox_drop(const char *ifn)
 	net_nft_run(cmd, &e);
 }
 
-int net_set_egress(const char *runtime_id, const char *egress, struct err *e)
+int net_set_egress(const char *runtime_id, const struct net_egress *eg, struct err *e)
 {
 	char ifn[NET_IF_MAX];
 	long idx = record_read(runtime_id);
 	if (host_if(runtime_id, ifn) < 0 || idx < 0)
 		return 0; /* no network now: the rules apply at the next start */
 	pthread_mutex_lock(&net_lock);
-	int rc = nft_sandbox(ifn, block_addr(idx, 2), egress, false, e);
+	int rc = nft_sandbox(ifn, block_addr(idx, 2), eg, false, e);
 	pthread_mutex_unlock(&net_lock);
 	return rc;
 }
@@ -396,8 +396,8 @@ static void down_locked(const char *runtime_id, const char *ifn, bool veth)
 	table_drop_if_idle();
 }
 
-static int up_locked(const char *runtime_id, const char *ifn, const char *egress, bool *made,
-		     struct err *e)
+static int up_locked(const char *runtime_id, const char *ifn, const struct net_egress *eg,
+		     bool *made, struct err *e)
 {
 	char ns[PATH_MAX];
 	long idx = block_free();
@@ -418,17 +418,17 @@ static int up_locked(const char *runtime_id, const char *ifn, const char *egress
 	rc = forward_on(e);
 	if (rc == 0)
 		rc = links_up(ifn, nsfd, idx, made, e);
-	return rc == 0 ? nft_sandbox(ifn, block_addr(idx, 2), egress, true, e) : rc;
+	return rc == 0 ? nft_sandbox(ifn, block_addr(idx, 2), eg, true, e) : rc;
 }
 
-int net_up(const char *runtime_id, const char *egress, struct err *e)
+int net_up(const char *runtime_id, const struct net_egress *eg, struct err *e)
 {
 	char ifn[NET_IF_MAX];
 	if (host_if(runtime_id, ifn) < 0)
 		return err_set(e, EINVAL, "%s is not a runtime id", runtime_id);
 	bool made = false;
 	pthread_mutex_lock(&net_lock);
-	int rc = up_locked(runtime_id, ifn, egress, &made, e);
+	int rc = up_locked(runtime_id, ifn, eg, &made, e);
 	if (rc < 0)
 		down_locked(runtime_id, ifn, made);
 	pthread_mutex_unlock(&net_lock);

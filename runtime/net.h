@@ -53,6 +53,16 @@ int net_cidr_parse(const char *s, struct in_addr *net, int *prefix, struct err *
 int net_rules_parse(const char *text, struct net_rule *out, int *n, struct err *e);
 
 /*
+ * A sandbox's egress rules and whose they are: a non-root owner's come
+ * after the mandatory denies (the host, the pool, link-local, multicast),
+ * so they never open those; root's come before them (docs/network.md).
+ */
+struct net_egress {
+	const char *rules; /* the egress file's text; NULL: none */
+	bool owner_root;   /* the sandbox's owner is root (runtime/access.h) */
+};
+
+/*
  * Open the module: @state_dir's net/ and netns/, the pool (NULL: the
  * default), the resolv.conf sandboxes get (NULL: /etc/resolv.conf).
  */
@@ -60,14 +70,14 @@ int net_open(const char *state_dir, const char *pool, const char *resolv, struct
 
 /*
  * Set @runtime_id's network up: record, namespace, veth, addresses, route,
- * nft chain with @egress's rules. On failure nothing is left. Fills
+ * nft chain with @eg's rules. On failure nothing is left. Fills
  * @netns_path (the nsfs file for the bundle) when not NULL.
  */
-int net_up(const char *runtime_id, const char *egress, struct err *e);
+int net_up(const char *runtime_id, const struct net_egress *eg, struct err *e);
 /* Take it all down; quiet when there is nothing. */
 void net_down(const char *runtime_id);
-/* Replace the sandbox's chain with @egress's rules (one nft transaction). */
-int net_set_egress(const char *runtime_id, const char *egress, struct err *e);
+/* Replace the sandbox's chain with @eg's rules (one nft transaction). */
+int net_set_egress(const char *runtime_id, const struct net_egress *eg, struct err *e);
 /* The namespace's nsfs file, and the resolv.conf the sandbox gets, as paths. */
 int net_netns_path(const char *runtime_id, char *out, size_t len);
 /* Write the sandboxes' resolvers into @path (a copy of --net-resolv's file). */

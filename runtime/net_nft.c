@@ -89,7 +89,9 @@ static void chain_denies(struct strbuf *sb, const struct net_chain *c)
  *   - replies in connections others opened to it (a published port's
  *     forwarder) pass; what it opened is checked on every packet, so a
  *     deny written while it runs cuts connections already open;
- *   - the user's rules and the mandatory denies; the rest allowed.
+ *   - the mandatory denies and the user's rules: a non-root owner's after
+ *     the denies, root's before them;
+ *   - the rest allowed.
  */
 void net_nft_chain(struct strbuf *sb, const struct net_chain *c)
 {
@@ -103,7 +105,15 @@ void net_nft_chain(struct strbuf *sb, const struct net_chain *c)
 		    "add rule inet snapfs sb_%s ct state established,related ct direction reply "
 		    "accept\n",
 		    ifn);
-	chain_rules(sb, c);
+	/*
+	 * First match wins: a non-root owner's allow must not open what is
+	 * denied for everyone (docs/network.md), so its rules come after the
+	 * denies; root's come first, so root may open them on purpose.
+	 */
+	if (c->owner_root)
+		chain_rules(sb, c);
 	chain_denies(sb, c);
+	if (!c->owner_root)
+		chain_rules(sb, c);
 	strbuf_addf(sb, "add rule inet snapfs sb_%s accept\n", ifn);
 }

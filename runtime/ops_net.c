@@ -13,6 +13,22 @@
 #include "runtime/net.h"
 #include "runtime/ops_internal.h"
 
+/*
+ * Whether @sb's owner is root: its rules may open what the defaults deny.
+ * By the owner, not by who wrote the file: a fork, a restart and a resume
+ * build the chain again with no writer to ask, and the owner stays.
+ */
+static bool owner_root(const struct sandbox *sb)
+{
+	struct caller c = {.uid = sb->owner_uid, .gid = sb->owner_gid};
+	return access_is_root(&c);
+}
+
+static struct net_egress net_egress_of(const struct sandbox *sb)
+{
+	return (struct net_egress){sb->egress, owner_root(sb)};
+}
+
 int ops_sandbox_set_egress(const struct caller *who, const char *id, const char *text,
 			   struct err *e)
 {
@@ -35,7 +51,8 @@ int ops_sandbox_set_egress(const struct caller *who, const char *id, const char 
 	}
 	pthread_mutex_unlock(&ops.lock);
 	/* The chain of a running sandbox now; one stopped gets it at its next start. */
-	return rc < 0 ? rc : net_set_egress(sb.runtime_id, sb.egress, e);
+	struct net_egress eg = net_egress_of(&sb);
+	return rc < 0 ? rc : net_set_egress(sb.runtime_id, &eg, e);
 }
 
 int net_prepare(const char *id, const char *runtime_id, char netns[PATH_MAX], char resolv[PATH_MAX],
@@ -58,8 +75,10 @@ int net_prepare(const char *id, const char *runtime_id, char netns[PATH_MAX], ch
 	if (rc < 0)
 		return err_set(e, -rc, "cannot create the directory of sandbox %s", id);
 	rc = net_write_resolv(resolv, e);
-	if (rc == 0)
-		rc = net_up(runtime_id, sb.egress, e);
+	if (rc == 0) {
+		struct net_egress eg = net_egress_of(&sb);
+		rc = net_up(runtime_id, &eg, e);
+	}
 	return rc;
 }
 
