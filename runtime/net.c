@@ -289,7 +289,8 @@ static void netns_drop(const char *path)
 static void table_drop_if_idle(void)
 {
 	struct err e = {0};
-	if (!records_any())
+	/* Only the namespace's owner: another daemon's table is not ours to take. */
+	if (net_nft_owned() && !records_any())
 		net_nft_run("delete table inet snapfs\n", &e);
 }
 
@@ -303,12 +304,14 @@ static int nft_sandbox(const char *ifn, struct in_addr self, const struct net_eg
 		return rc;
 	_cleanup_strbuf_ struct strbuf sb = STRBUF_INIT;
 	struct net_chain c = {ifn, self, net.pool, net.prefix, rules, n, eg->owner_root};
+	/* A table flushed away meanwhile (nft flush ruleset) is made again. */
+	if (!base && !net_nft_table_exists())
+		base = true;
 	if (base)
 		net_nft_base(&sb, net.pool, net.prefix);
 	net_nft_chain(&sb, &c);
-	if (base)
-		strbuf_addf(&sb, "add element inet snapfs sandboxes { \"%s\" : jump sb_%s }\n", ifn,
-			    ifn);
+	/* Every time: the element is gone with the table after an `nft flush ruleset`. */
+	strbuf_addf(&sb, "add element inet snapfs sandboxes { \"%s\" : jump sb_%s }\n", ifn, ifn);
 	rc = strbuf_error(&sb);
 	if (rc < 0 || sb.len >= NFT_CMD_MAX)
 		return err_set(e, ENOMEM, "cannot build the egress rules");
@@ -319,6 +322,8 @@ static void nft_sandbox_drop(const char *ifn)
 {
 	char cmd[256];
 	struct err e = {0};
+	if (!net_nft_owned())
+		return; /* nothing of ours in the table: the claim is taken before any set-up */
 	snprintf(cmd, sizeof(cmd), "delete element inet snapfs sandboxes { \"%s\" }\n", ifn);
 	net_nft_run(cmd, &e);
 	snprintf(cmd, sizeof(cmd), "delete chain inet snapfs sb_%s\n", ifn);
@@ -400,11 +405,14 @@ static int up_locked(const char *runtime_id, const char *ifn, const struct net_e
 		     bool *made, struct err *e)
 {
 	char ns[PATH_MAX];
+	int rc = net_nft_claim(e);
+	if (rc < 0)
+		return rc;
 	long idx = block_free();
 	if (idx < 0)
 		return err_set(e, idx == -ENOSPC ? ENOSPC : ENOMEM,
 			       "no free address in the network pool");
-	int rc = record_write(runtime_id, idx);
+	rc = record_write(runtime_id, idx);
 	if (rc < 0)
 		return err_set(e, -rc, "cannot record the network of %s", runtime_id);
 	rc = net_netns_path(runtime_id, ns, sizeof(ns));
@@ -467,6 +475,14 @@ void net_sweep(bool (*keep)(const char *runtime_id, void *arg), void *arg)
 
 /* --- views ------------------------------------------------------------------ */
 
+bool net_table_lost(void)
+{
+	pthread_mutex_lock(&net_lock);
+	bool lost = net_nft_owned() && records_any() && !net_nft_table_exists();
+	pthread_mutex_unlock(&net_lock);
+	return lost;
+}
+
 int net_sandbox_addr(const char *runtime_id, struct in_addr *out)
 {
 	long idx = record_read(runtime_id);
@@ -526,7 +542,8 @@ int net_open(const char *state_dir, const char *pool, const char *resolv, struct
 		if (rc < 0)
 			return err_set(e, -rc, "cannot create %s: %s", dir, strerror(-rc));
 	}
-	return 0;
+	/* Live networks of ours: the namespace's table must be this daemon's (net_nft.h). */
+	return records_any() ? net_nft_claim(e) : 0;
 }
 
 /* --- the runsc helper ------------------------------------------------------- */

@@ -14,6 +14,10 @@
  *  - `table inet snapfs` in the daemon's namespace: NAT, and one chain per
  *    sandbox (sb_<veth>) jumped to from the table's forward and input
  *    hooks through the verdict map `sandboxes`.
+ *    Its owner is one daemon per namespace, by a flock on
+ *    /run/snapfs/netns-<inode>.lock (runtime/net_nft.h), taken at start-up
+ *    when networks are recorded, else at the first egress set-up: a second
+ *    daemon never makes or removes any of it.
  *  - net.ipv4.ip_forward of the daemon's namespace, set to 1 at the first
  *    egress sandbox and never set back (another user may rely on it).
  * All state is on disk and in the kernel; the module's one lock (net_lock
@@ -78,6 +82,12 @@ int net_up(const char *runtime_id, const struct net_egress *eg, struct err *e);
 void net_down(const char *runtime_id);
 /* Replace the sandbox's chain with @eg's rules (one nft transaction). */
 int net_set_egress(const char *runtime_id, const struct net_egress *eg, struct err *e);
+/*
+ * Whether this daemon's networks are recorded but `table inet snapfs` is
+ * gone (an `nft flush ruleset`): the caller then sets every live sandbox's
+ * chain again (net_set_egress() makes the table and its element anew).
+ */
+bool net_table_lost(void);
 /* The namespace's nsfs file, and the resolv.conf the sandbox gets, as paths. */
 int net_netns_path(const char *runtime_id, char *out, size_t len);
 /* Write the sandboxes' resolvers into @path (a copy of --net-resolv's file). */

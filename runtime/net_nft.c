@@ -6,9 +6,13 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <nftables/libnftables.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "lib/names.h"
 
@@ -28,6 +32,69 @@ int net_nft_run(const char *cmd, struct err *e)
 	}
 	nft_ctx_free(ctx);
 	return rc != 0 ? -EIO : 0;
+}
+
+bool net_nft_table_exists(void)
+{
+	struct nft_ctx *ctx = nft_ctx_new(NFT_CTX_DEFAULT);
+	if (!ctx)
+		return true; /* cannot tell: the transaction that follows will say */
+	nft_ctx_buffer_output(ctx);
+	nft_ctx_buffer_error(ctx);
+	bool there = nft_run_cmd_from_buffer(ctx, "list table inet snapfs\n") == 0;
+	nft_ctx_free(ctx);
+	return there;
+}
+
+/* --- the owner of the table: one daemon per network namespace ------------- */
+
+static int owner_fd = -1; /* the lock file, held (flock) until the exit */
+
+bool net_nft_owned(void)
+{
+	return owner_fd >= 0;
+}
+
+/* The lock of this thread's network namespace: NET_LOCK_DIR/netns-<inode>.lock. */
+static int lock_path(char *out, size_t len, struct err *e)
+{
+	struct stat st;
+	if (stat("/proc/thread-self/ns/net", &st) < 0)
+		return err_set(e, errno, "cannot tell the network namespace: %s", strerror(errno));
+	if (xsnprintf(out, len, NET_LOCK_DIR "/netns-%llu.lock", (unsigned long long)st.st_ino) < 0)
+		return err_set(e, ENAMETOOLONG, "lock path too long");
+	return 0;
+}
+
+int net_nft_claim(struct err *e)
+{
+	char path[128], pid[32] = "";
+	if (owner_fd >= 0)
+		return 0;
+	int rc = lock_path(path, sizeof(path), e);
+	if (rc == 0 && (rc = mkdir_p(NET_LOCK_DIR, 0755)) < 0)
+		return err_set(e, -rc, "cannot create %s: %s", NET_LOCK_DIR, strerror(-rc));
+	if (rc < 0)
+		return rc;
+	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+	if (fd < 0)
+		return err_set(e, errno, "cannot open %s: %s", path, strerror(errno));
+	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		rc = errno == EWOULDBLOCK ? EBUSY : errno;
+		ssize_t n = pread(fd, pid, sizeof(pid) - 1, 0);
+		pid[n > 0 ? strcspn(pid, "\n") : 0] = '\0';
+		close(fd);
+		return err_set(e, rc,
+			       "another snapfs daemon (pid %s) runs egress sandboxes in this "
+			       "network namespace (%s): one daemon per namespace may",
+			       pid[0] ? pid : "unknown", path);
+	}
+	/* The pid, for the sentence above: the lock itself is the flock. */
+	int len = snprintf(pid, sizeof(pid), "%d\n", (int)getpid());
+	if (ftruncate(fd, 0) < 0 || pwrite(fd, pid, (size_t)len, 0) != len)
+		warning("cannot write the pid into %s: %s", path, strerror(errno));
+	owner_fd = fd;
+	return 0;
 }
 
 void net_nft_base(struct strbuf *sb, struct in_addr pool, int prefix)

@@ -4,8 +4,9 @@
  * makes one daemon per network namespace its owner. The text builders are
  * pure, so tests/unit/test_net.c reads what a chain says.
  *
- * Who owns what: net.c calls all of this under its net_lock; the lock
- * file's descriptor (net_nft.c) is held from the first claim to the exit.
+ * Who owns what: net.c calls all of this under its net_lock (or before
+ * any thread, in net_open()); the lock file's descriptor (net_nft.c
+ * owner_fd) is held from the first claim to the exit.
  */
 #ifndef SNAPFS_NET_NFT_H
 #define SNAPFS_NET_NFT_H
@@ -32,5 +33,18 @@ void net_nft_base(struct strbuf *sb, struct in_addr pool, int prefix);
 void net_nft_chain(struct strbuf *sb, const struct net_chain *c);
 /* Run @cmd in one transaction; -EIO with nft's first line in @e. */
 int net_nft_run(const char *cmd, struct err *e);
+/* Whether the table is there (an `nft flush ruleset` takes it). */
+bool net_nft_table_exists(void);
+
+/*
+ * One daemon per network namespace owns the table: a flock on
+ * NET_LOCK_DIR/netns-<inode of the namespace>.lock, taken before the daemon
+ * makes or removes anything of the table, held until it exits. -EBUSY with
+ * a sentence naming the other daemon's pid when another holds it.
+ */
+#define NET_LOCK_DIR "/run/snapfs"
+int net_nft_claim(struct err *e);
+/* Whether this daemon holds it. */
+bool net_nft_owned(void);
 
 #endif
