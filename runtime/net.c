@@ -386,13 +386,19 @@ static int links_up(const char *ifn, int nsfd, long idx, bool *made, struct err 
 	return rc;
 }
 
-/* All of @runtime_id's network; the veth only when @veth (a name taken by another is left). */
-static void down_locked(const char *runtime_id, const char *ifn, bool veth)
+/*
+ * All of @runtime_id's network. The veth and the chain only when @ours:
+ * both are named by the veth, so where the name was taken (by another
+ * sandbox whose runtime id starts alike, or by anything else), they are
+ * the other's and stay.
+ */
+static void down_locked(const char *runtime_id, const char *ifn, bool ours)
 {
 	char path[PATH_MAX];
-	nft_sandbox_drop(ifn);
-	if (veth)
+	if (ours) {
+		nft_sandbox_drop(ifn);
 		veth_del(ifn);
+	}
 	if (net_netns_path(runtime_id, path, sizeof(path)) == 0)
 		netns_drop(path);
 	/* The record goes last: while it is there, start-up will finish this. */

@@ -246,6 +246,22 @@ ok "one from another source address is not" not_heard spoofed
 in_out ip route del "$WEB/32" 2>/dev/null
 in_out ip addr del "$SPOOF/32" dev snfs0
 
+# A start whose veth name is taken by what stands for another sandbox (its
+# veth and its chain, both named by it) fails and leaves that chain alone.
+mkdir "$MNT/sandboxes/clash2"
+wr "$MNT/sandboxes/clash2/image" busybox
+wr "$MNT/sandboxes/clash2/entrypoint" "$SLEEPER"
+wr "$MNT/sandboxes/clash2/network" egress
+CLASH2_IF=snf$(runtime_id clash2 | sed 's/^snapfs-//')
+CLASH2_IF=${CLASH2_IF:0:15}
+ip -n "$NS_D" link add "$CLASH2_IF" type veth peer name sftc2 || bail "cannot add the test's second clashing link"
+in_d nft add chain inet snapfs "sb_$CLASH2_IF" && in_d nft add rule inet snapfs "sb_$CLASH2_IF" counter accept
+expect_errno EIO "a start whose veth name is another's fails" wr "$MNT/sandboxes/clash2/start"
+check_match "the other's chain of that name is still there" "counter" \
+	"$(in_d nft list chain inet snapfs "sb_$CLASH2_IF" 2>&1)"
+in_d nft delete chain inet snapfs "sb_$CLASH2_IF"
+ip -n "$NS_D" link del "$CLASH2_IF"
+
 # A published port of an egress sandbox: the httpd its entrypoint started answers
 # on 127.0.0.1 of the daemon's namespace, through the daemon's forwarder. A
 # sandbox of its own: runsc 20240729 cannot checkpoint one that held a TCP
@@ -381,7 +397,7 @@ check_eq "its network is egress" egress "$(rd "$MNT/sandboxes/$SPEC/network")"
 ok "its spec's rule holds: it fetches nothing" not_fetch "$SPEC" "$WEB"
 
 # --- release -------------------------------------------------------------------
-for s in clash quiet out other web src ${SPEC:+"$SPEC"} ${FORK:+"$FORK"} ${FORK2:+"$FORK2"}; do
+for s in clash clash2 quiet out other web src ${SPEC:+"$SPEC"} ${FORK:+"$FORK"} ${FORK2:+"$FORK2"}; do
 	wr "$MNT/sandboxes/$s/terminate"
 	rmdir "$MNT/sandboxes/$s"
 done
