@@ -97,13 +97,12 @@ int net_nft_claim(struct err *e)
 	return 0;
 }
 
-void net_nft_base(struct strbuf *sb, struct in_addr pool, int prefix)
+void net_nft_base(struct strbuf *sb)
 {
-	char p[INET_ADDRSTRLEN];
-	inet_ntop(AF_INET, &pool, p, sizeof(p));
 	strbuf_addf(sb,
 		    "add table inet snapfs\n"
 		    "add map inet snapfs sandboxes { type ifname : verdict; }\n"
+		    "add set inet snapfs blocks { type ipv4_addr; flags interval; }\n"
 		    "add chain inet snapfs forward { type filter hook forward priority filter; }\n"
 		    "add chain inet snapfs input { type filter hook input priority filter; }\n"
 		    "add chain inet snapfs postrouting { type nat hook postrouting priority "
@@ -113,9 +112,8 @@ void net_nft_base(struct strbuf *sb, struct in_addr pool, int prefix)
 		    "flush chain inet snapfs postrouting\n"
 		    "add rule inet snapfs forward iifname vmap @sandboxes\n"
 		    "add rule inet snapfs input iifname vmap @sandboxes\n"
-		    "add rule inet snapfs postrouting ip saddr %s/%d oifname != \"" NET_IF_PREFIX
-		    "*\" masquerade\n",
-		    p, prefix);
+		    "add rule inet snapfs postrouting ip saddr @blocks oifname != \"" NET_IF_PREFIX
+		    "*\" masquerade\n");
 }
 
 /* The user's rules, in order: first match wins. */
@@ -131,8 +129,9 @@ static void chain_rules(struct strbuf *sb, const struct net_chain *c)
 
 /*
  * The mandatory denies: every address the host has now or gets later, and
- * its broadcasts (fib says which: no list to go stale), the pool (other
- * sandboxes), link-local (cloud metadata) and multicast.
+ * its broadcasts (fib says which: no list to go stale), every sandbox's
+ * block (`blocks`: of this pool or one of before a restart) and the pool,
+ * link-local (cloud metadata) and multicast.
  */
 static void chain_denies(struct strbuf *sb, const struct net_chain *c)
 {
@@ -142,6 +141,7 @@ static void chain_denies(struct strbuf *sb, const struct net_chain *c)
 		    "add rule inet snapfs sb_%s fib daddr type { local, broadcast, multicast, "
 		    "anycast } drop\n",
 		    c->ifn);
+	strbuf_addf(sb, "add rule inet snapfs sb_%s ip daddr @blocks drop\n", c->ifn);
 	strbuf_addf(sb,
 		    "add rule inet snapfs sb_%s ip daddr { %s/%d, 169.254.0.0/16, 224.0.0.0/4 } "
 		    "drop\n",

@@ -27,8 +27,12 @@ struct net_chain {
 	bool owner_root; /* its owner is root: the rules come before the defaults */
 };
 
-/* The table, its hooks, its map and the NAT rule; idempotent ("add"). */
-void net_nft_base(struct strbuf *sb, struct in_addr pool, int prefix);
+/*
+ * The table, its hooks, its map `sandboxes` (veth: its chain), its set
+ * `blocks` (every sandbox's /30: NATed out, denied to the others) and the
+ * NAT rule; idempotent ("add").
+ */
+void net_nft_base(struct strbuf *sb);
 /* Flush and fill @c's chain (docs/network.md, "The sandbox's chain"). */
 void net_nft_chain(struct strbuf *sb, const struct net_chain *c);
 /* Run @cmd in one transaction; -EIO with nft's first line in @e. */

@@ -427,6 +427,38 @@ start_daemon || bail "daemon did not restart"
 check_eq "a running egress sandbox stays running across a restart" running "$(sb_status left)"
 ok "and it still fetches a page" fetch left "$WEB"
 check_eq "and its veth stays" 1 "$(ip -n "$NS_D" -o link show | grep -c ' snf[0-9a-f]\{12\}')"
+# A record of before (an index in the pool, not an address) is read with the
+# pool of this start and written again as the block's address.
+LEFT_ADDR=$(jget "$MNT/sandboxes/left/info.json" .network.address)
+IFS=. read -r _ _ O3 O4 <<<"$LEFT_ADDR"
+LEFT_BLOCK=${LEFT_ADDR%.*}.$((O4 - 2))
+kill_daemon
+printf '%d\n' $(((O3 * 256 + O4) / 4)) >"$STATE/net/$LEFT"
+start_daemon || bail "daemon did not restart"
+check_eq "a record of an index is written again as the block's address" "$LEFT_BLOCK" \
+	"$(cat "$STATE/net/$LEFT")"
+check_eq "and the sandbox keeps its address" "$LEFT_ADDR" "$(jget "$MNT/sandboxes/left/info.json" .network.address)"
+# Another --net-pool across a restart: the live sandbox keeps its block (its
+# chain, its NAT); a new sandbox gets one of the new pool.
+kill_daemon
+DAEMON_ARGS+=(--net-pool 10.214.0.0/16)
+start_daemon || bail "daemon did not restart with another --net-pool"
+check_eq "with another --net-pool the live sandbox keeps its address" "$LEFT_ADDR" \
+	"$(jget "$MNT/sandboxes/left/info.json" .network.address)"
+ok "a rule change sets its chain again" wr "$MNT/sandboxes/left/egress" "deny 192.0.2.0/24"
+ok "and it fetches with it (its own source address, NATed)" fetch left "$WEB"
+mkdir "$MNT/sandboxes/newpool"
+wr "$MNT/sandboxes/newpool/image" busybox
+wr "$MNT/sandboxes/newpool/entrypoint" "$SLEEPER"
+wr "$MNT/sandboxes/newpool/network" egress
+ok "a sandbox started after the change" wr "$MNT/sandboxes/newpool/start"
+check_match "gets an address of the new pool" '^10\.214\.' \
+	"$(jget "$MNT/sandboxes/newpool/info.json" .network.address)"
+ok "and fetches" fetch newpool "$WEB"
+check_match "the blocks every chain denies hold the old pool's block too" "$LEFT_BLOCK/30" \
+	"$(in_d nft list set inet snapfs blocks 2>&1)"
+wr "$MNT/sandboxes/newpool/terminate"
+rmdir "$MNT/sandboxes/newpool"
 kill_daemon
 # What a killed daemon left: its container is gone too (a host reboot, an operator's runsc delete).
 runsc --root "$RUNSC_ROOT" kill "$LEFT" 9 >/dev/null 2>&1

@@ -108,6 +108,9 @@ static void test_chain_order(void)
 	long allow = chain_at(meta, false, "169.254.169.254/32 accept");
 	CHECK(host >= 0 && pool >= 0 && allow >= 0);
 	CHECK(host < allow && pool < allow);
+	/* Every sandbox's block, of this pool or an earlier one. */
+	long blocks = chain_at(meta, false, "ip daddr @blocks drop");
+	CHECK(blocks >= 0 && blocks < allow);
 	CHECK(chain_at(meta, false, "saddr != 10.213.0.6 drop") < host);
 	long last = chain_at(meta, false, "sb_snf0123456789ab accept\n");
 	CHECK(allow < last);
