@@ -137,6 +137,19 @@ not_fetch() { ! fetch "$@"; }
 not_reach() { ! sb_run "$1" "$FETCH $2 80" 2>/dev/null | grep -q '^HTTP'; }
 
 SLEEPER='while :; do sleep 1; done'
+# egress_sandbox NAME ENTRYPOINT: a created sandbox with network=egress.
+egress_sandbox() {
+	mkdir "$MNT/sandboxes/$1"
+	wr "$MNT/sandboxes/$1/image" busybox
+	wr "$MNT/sandboxes/$1/entrypoint" "$2"
+	wr "$MNT/sandboxes/$1/network" egress
+}
+# veth_of NAME: the host end's name of the sandbox's current container.
+veth_of() {
+	local v
+	v=snf$(runtime_id "$1" | sed 's/^snapfs-//')
+	printf '%s\n' "${v:0:15}"
+}
 
 # --- none ----------------------------------------------------------------------
 make_sandbox quiet "$SLEEPER" || bail "cannot start sandbox quiet"
@@ -154,12 +167,8 @@ check_match "the sentence names the line" "egress line 1" "$(rd "$MNT/sandboxes/
 # A network that cannot be set up fails the start with a sentence and leaves nothing,
 # and an interface snapfs did not make is never removed: the test takes the
 # veth's name first (a veth pair of its own in its namespace).
-mkdir "$MNT/sandboxes/clash"
-wr "$MNT/sandboxes/clash/image" busybox
-wr "$MNT/sandboxes/clash/entrypoint" "$SLEEPER"
-wr "$MNT/sandboxes/clash/network" egress
-CLASH_IF=snf$(runtime_id clash | sed 's/^snapfs-//')
-CLASH_IF=${CLASH_IF:0:15}
+egress_sandbox clash "$SLEEPER"
+CLASH_IF=$(veth_of clash)
 ip -n "$NS_D" link add "$CLASH_IF" type veth peer name sftc1 || bail "cannot add the test's clashing link"
 expect_errno EIO "a start whose veth name is taken fails" wr "$MNT/sandboxes/clash/start"
 check_match "its error says what failed" 'network.*veth|veth.*taken' "$(rd "$MNT/sandboxes/clash/error")"
@@ -248,12 +257,8 @@ in_out ip addr del "$SPOOF/32" dev snfs0
 
 # A start whose veth name is taken by what stands for another sandbox (its
 # veth and its chain, both named by it) fails and leaves that chain alone.
-mkdir "$MNT/sandboxes/clash2"
-wr "$MNT/sandboxes/clash2/image" busybox
-wr "$MNT/sandboxes/clash2/entrypoint" "$SLEEPER"
-wr "$MNT/sandboxes/clash2/network" egress
-CLASH2_IF=snf$(runtime_id clash2 | sed 's/^snapfs-//')
-CLASH2_IF=${CLASH2_IF:0:15}
+egress_sandbox clash2 "$SLEEPER"
+CLASH2_IF=$(veth_of clash2)
 ip -n "$NS_D" link add "$CLASH2_IF" type veth peer name sftc2 || bail "cannot add the test's second clashing link"
 in_d nft add chain inet snapfs "sb_$CLASH2_IF" && in_d nft add rule inet snapfs "sb_$CLASH2_IF" counter accept
 expect_errno EIO "a start whose veth name is another's fails" wr "$MNT/sandboxes/clash2/start"
@@ -447,10 +452,7 @@ check_eq "with another --net-pool the live sandbox keeps its address" "$LEFT_ADD
 	"$(jget "$MNT/sandboxes/left/info.json" .network.address)"
 ok "a rule change sets its chain again" wr "$MNT/sandboxes/left/egress" "deny 192.0.2.0/24"
 ok "and it fetches with it (its own source address, NATed)" fetch left "$WEB"
-mkdir "$MNT/sandboxes/newpool"
-wr "$MNT/sandboxes/newpool/image" busybox
-wr "$MNT/sandboxes/newpool/entrypoint" "$SLEEPER"
-wr "$MNT/sandboxes/newpool/network" egress
+egress_sandbox newpool "$SLEEPER"
 ok "a sandbox started after the change" wr "$MNT/sandboxes/newpool/start"
 check_match "gets an address of the new pool" '^10\.214\.' \
 	"$(jget "$MNT/sandboxes/newpool/info.json" .network.address)"
