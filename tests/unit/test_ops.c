@@ -22,11 +22,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <net/if.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -2474,6 +2477,85 @@ static void fanout_steps(void)
 	CHECK(OP_RUN(ops_snapshot_forks(root, snap, &opts, &made, OP), NULL, 0) == 0);
 	xsnprintf(line2, sizeof(line2), "materialized snapshot %s:", snap);
 	CHECK_MSG(log_count(line2) == 1, "%d materializes of %s", log_count(line2), snap);
+/* --- callers: a non-root owner (runtime/access.h) ------------------------- */
+
+/* A local user in the group this life's --allow-group names (access_init()). */
+static const struct caller user = {.uid = 4242, .gid = 4242};
+
+/*
+ * `set` of a field and `remove`, on a sandbox that is not there and on one
+ * another owns: ENOENT and the same sentence for both (a name tells the
+ * user nothing more than that it is taken), and the foreign one untouched.
+ */
+static void foreign_steps(void)
+{
+	struct err e = {0};
+	struct sandbox sb;
+	CHECK(access_init("4242", &e) == 0);
+	CHECK(ops_sandbox_create(root, "roots", &e) == 0);
+	CHECK(ops_sandbox_set(root, "ghost", SB_FIELD_ENTRYPOINT, "sleep 1", &e) == -ENOENT);
+	CHECK_STR(e.msg, "sandbox ghost does not exist");
+	CHECK(ops_sandbox_set(&user, "roots", SB_FIELD_ENTRYPOINT, "sleep 1", &e) == -ENOENT);
+	CHECK_STR(e.msg, "sandbox roots does not exist");
+	CHECK(ops_sandbox_set(&user, "roots", SB_FIELD_NETWORK, "egress", &e) == -ENOENT);
+	CHECK(ops_sandbox_set_egress(&user, "roots", "deny 0.0.0.0/0", &e) == -ENOENT);
+	CHECK_STR(e.msg, "sandbox roots does not exist");
+	CHECK(ops_sandbox_remove(root, "ghost", &e) == -ENOENT);
+	CHECK_STR(e.msg, "sandbox ghost does not exist");
+	CHECK(ops_sandbox_remove(&user, "roots", &e) == -ENOENT);
+	CHECK_STR(e.msg, "sandbox roots does not exist");
+	/* Untouched: still there, still without an entrypoint or network, still removable. */
+	CHECK(ops_sandbox_get(root, "roots", &sb) == 0 && sb.entrypoint[0] == '\0' &&
+	      sb.network == SB_NET_NONE && sb.egress[0] == '\0');
+	CHECK(ops_sandbox_remove(root, "roots", &e) == 0);
+	/* The user's own: set and remove work for it. */
+	CHECK(ops_sandbox_create(&user, "theirs", &e) == 0);
+	CHECK(ops_sandbox_set(&user, "theirs", SB_FIELD_ENTRYPOINT, "sleep 1", &e) == 0);
+	CHECK(ops_sandbox_remove(&user, "theirs", &e) == 0);
+}
+
+/* Write @value to /proc/sys/net/ipv4/ip_unprivileged_port_start of this thread's namespace. */
+static bool unpriv_start(const char *value)
+{
+	int fd = open("/proc/sys/net/ipv4/ip_unprivileged_port_start", O_WRONLY | O_CLOEXEC);
+	bool ok = fd >= 0 && write(fd, value, strlen(value)) == (ssize_t)strlen(value);
+	if (fd >= 0)
+		close(fd);
+	return ok;
+}
+
+/*
+ * The host-port rule follows the kernel's ip_unprivileged_port_start in the
+ * daemon's namespace, not a fixed 1024. This thread moves to a network
+ * namespace of its own (the daemon's other threads stay), with its lo up,
+ * where the test may set the line: nothing of the host's is touched.
+ */
+static void ports_unprivileged_steps(void)
+{
+	struct err e = {0};
+	struct ifreq lo = {.ifr_name = "lo"};
+	int s = -1;
+	if (unshare(CLONE_NEWNET) < 0) {
+		SKIP("no network namespace of its own (%s): needs root", strerror(errno));
+		return;
+	}
+	s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	CHECK(s >= 0 && ioctl(s, SIOCGIFFLAGS, &lo) == 0);
+	lo.ifr_flags |= IFF_UP;
+	CHECK(ioctl(s, SIOCSIFFLAGS, &lo) == 0); /* the new namespace's own lo */
+	close(s);
+	CHECK(access_init("4242", &e) == 0);
+	CHECK(ops_sandbox_create(&user, "u", &e) == 0);
+	if (!CHECK(unpriv_start("2000")))
+		return;
+	CHECK(ops_sandbox_ports(&user, "u", "80 1500", &e) == -EACCES);
+	CHECK(strstr(e.msg, "below 2000") != NULL);
+	CHECK(ops_sandbox_ports(root, "u", "81 1500", &e) == 0); /* root may */
+	CHECK(ops_sandbox_ports(&user, "u", "82 2000", &e) == 0);
+	CHECK(unpriv_start("500"));
+	CHECK(ops_sandbox_ports(&user, "u", "83 600", &e) == 0);
+	CHECK(ops_sandbox_ports(&user, "u", "84 499", &e) == -EACCES);
+	CHECK(strstr(e.msg, "below 500") != NULL);
 }
 
 int main(void)
@@ -2495,6 +2577,8 @@ int main(void)
 	one_life("timeout-values", timeout_values_steps, NULL);
 	one_life("ports", ports_steps, ports_restart_steps);
 	one_life("fanout", fanout_steps, NULL);
+	one_life("foreign", foreign_steps, NULL);
+	one_life("ports-unprivileged", ports_unprivileged_steps, NULL);
 	timeout_restart();
 	spool_reserve();
 	for (size_t i = 0; i < ARRAY_SIZE(interruptions); i++)
