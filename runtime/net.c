@@ -605,6 +605,15 @@ int net_write_resolv(const char *path, struct err *e)
 	return rc < 0 ? err_set(e, -rc, "cannot write %s: %s", path, strerror(-rc)) : 0;
 }
 
+bool net_rule_in_denied_here(const struct net_rule *r)
+{
+	struct in_addr pool = net.pool;
+	int prefix = net.prefix;
+	if (prefix == 0 && net_cidr_parse(NET_POOL_DEFAULT, &pool, &prefix, NULL) < 0)
+		return true;
+	return net_rule_in_denied(r, pool, prefix);
+}
+
 int net_open(const char *state_dir, const char *pool, const char *resolv, struct err *e)
 {
 	char dir[PATH_MAX];

@@ -49,11 +49,22 @@ int net_cidr_parse(const char *s, struct in_addr *net, int *prefix, struct err *
  * `#` comments skipped; at most NET_RULES_MAX. -EINVAL naming the line.
  */
 int net_rules_parse(const char *text, struct net_rule *out, int *n, struct err *e);
+/*
+ * Whether @r lies wholly inside a range every sandbox is denied by
+ * default: link-local (cloud metadata), multicast, or the pool @pool/@prefix
+ * (the other sandboxes). Only such a rule of root's is read before the
+ * denies; `allow 0.0.0.0/0` is not one, so it never opens them.
+ */
+bool net_rule_in_denied(const struct net_rule *r, struct in_addr pool, int pool_prefix);
+/* net_rule_in_denied() against the pool net_open() was given (the default before). */
+bool net_rule_in_denied_here(const struct net_rule *r);
 
 /*
- * A sandbox's egress rules and whose they are: a non-root owner's come
- * after the mandatory denies (the host, the pool, link-local, multicast),
- * so they never open those; root's come before them (docs/network.md).
+ * A sandbox's egress rules and whose they are. The mandatory denies (the
+ * host, the pool, link-local, multicast) come first, then the rules; of a
+ * root owner's rules, those inside a denied range (net_rule_in_denied())
+ * come before the denies, in their order, so root opens one only by naming
+ * it (docs/network.md).
  */
 struct net_egress {
 	const char *rules; /* the egress file's text; NULL: none */

@@ -117,10 +117,16 @@ void net_nft_base(struct strbuf *sb)
 }
 
 /* The user's rules, in order: first match wins. */
-static void chain_rules(struct strbuf *sb, const struct net_chain *c)
+/* Which of the rules chain_rules() writes. */
+enum rule_pick { RULES_ALL, RULES_IN_DENIED, RULES_OUTSIDE_DENIED };
+
+static void chain_rules(struct strbuf *sb, const struct net_chain *c, enum rule_pick pick)
 {
 	for (int i = 0; i < c->n; i++) {
 		char a[INET_ADDRSTRLEN];
+		bool in = net_rule_in_denied(&c->rules[i], c->pool, c->pool_prefix);
+		if ((pick == RULES_IN_DENIED && !in) || (pick == RULES_OUTSIDE_DENIED && in))
+			continue;
 		inet_ntop(AF_INET, &c->rules[i].net, a, sizeof(a));
 		strbuf_addf(sb, "add rule inet snapfs sb_%s ip daddr %s/%d %s\n", c->ifn, a,
 			    c->rules[i].prefix, c->rules[i].allow ? "accept" : "drop");
@@ -156,8 +162,8 @@ static void chain_denies(struct strbuf *sb, const struct net_chain *c)
  *   - replies in connections others opened to it (a published port's
  *     forwarder) pass; what it opened is checked on every packet, so a
  *     deny written while it runs cuts connections already open;
- *   - the mandatory denies and the user's rules: a non-root owner's after
- *     the denies, root's before them;
+ *   - the mandatory denies, then the rules; root's rules inside a denied
+ *     range (net_rule_in_denied()) before the denies;
  *   - the rest allowed.
  */
 void net_nft_chain(struct strbuf *sb, const struct net_chain *c)
@@ -173,14 +179,14 @@ void net_nft_chain(struct strbuf *sb, const struct net_chain *c)
 		    "accept\n",
 		    ifn);
 	/*
-	 * First match wins: a non-root owner's allow must not open what is
-	 * denied for everyone (docs/network.md), so its rules come after the
-	 * denies; root's come first, so root may open them on purpose.
+	 * First match wins: no allow may open what is denied for everyone
+	 * (docs/network.md), so the rules come after the denies. Root opens a
+	 * denied range only by naming one inside it (`allow 169.254.169.254`):
+	 * those rules of root's come first; `allow 0.0.0.0/0` is not one.
 	 */
 	if (c->owner_root)
-		chain_rules(sb, c);
+		chain_rules(sb, c, RULES_IN_DENIED);
 	chain_denies(sb, c);
-	if (!c->owner_root)
-		chain_rules(sb, c);
+	chain_rules(sb, c, c->owner_root ? RULES_OUTSIDE_DENIED : RULES_ALL);
 	strbuf_addf(sb, "add rule inet snapfs sb_%s accept\n", ifn);
 }

@@ -24,7 +24,7 @@ struct net_chain {
 	int pool_prefix;
 	const struct net_rule *rules;
 	int n;
-	bool owner_root; /* its owner is root: the rules come before the defaults */
+	bool owner_root; /* its owner is root: its rules inside a denied range come first */
 };
 
 /*

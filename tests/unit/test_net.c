@@ -114,16 +114,43 @@ static void test_chain_order(void)
 	CHECK(chain_at(meta, false, "saddr != 10.213.0.6 drop") < host);
 	long last = chain_at(meta, false, "sb_snf0123456789ab accept\n");
 	CHECK(allow < last);
-	/* Root may open them: its rules first. */
+	/* Root may open one by naming it: its rules inside a denied range first. */
 	CHECK(chain_at(meta, true, "169.254.169.254/32 accept") <
 	      chain_at(meta, true, "fib daddr type"));
+	/* But root's allow of everything opens none of them: the denies come first. */
+	const char *all = "allow 169.254.169.254/32\nallow 0.0.0.0/0\n";
+	CHECK(chain_at(all, true, "fib daddr type") < chain_at(all, true, "0.0.0.0/0 accept"));
+	CHECK(chain_at(all, true, "169.254.169.254/32 accept") <
+	      chain_at(all, true, "fib daddr type"));
+	CHECK(chain_at("allow 10.0.0.0/8", true, "{ 10.213.0.0/16") <
+	      chain_at("allow 10.0.0.0/8", true, "10.0.0.0/8 accept"));
 	/* A deny of either owner still applies before the final accept. */
 	CHECK(chain_at("deny 0.0.0.0/0", false, "0.0.0.0/0 drop") <
 	      chain_at("deny 0.0.0.0/0", false, "sb_snf0123456789ab accept\n"));
 }
 
+/* What lies wholly inside a denied range, and what does not. */
+static void test_in_denied(void)
+{
+	struct net_rule r[8];
+	struct in_addr pool;
+	struct err e = {0};
+	int n;
+	inet_pton(AF_INET, "10.213.0.0", &pool);
+	CHECK(
+	    net_rules_parse("allow 169.254.169.254\nallow 224.0.0.1/32\nallow 10.213.4.0/24\n"
+			    "allow 0.0.0.0/0\nallow 10.0.0.0/8\nallow 169.0.0.0/8\nallow 8.8.8.8\n",
+			    r, &n, &e) == 0 &&
+	    n == 7);
+	for (int i = 0; i < 3; i++)
+		CHECK(net_rule_in_denied(&r[i], pool, 16));
+	for (int i = 3; i < 7; i++)
+		CHECK(!net_rule_in_denied(&r[i], pool, 16));
+}
+
 int main(void)
 {
+	test_in_denied();
 	test_cidr();
 	test_rules();
 	test_chain_order();
