@@ -9,12 +9,23 @@
 #ifndef SNAPFS_REGISTRY_INTERNAL_H
 #define SNAPFS_REGISTRY_INTERNAL_H
 
+#include <pthread.h>
 #include <sqlite3.h>
+#include <stdbool.h>
 
 #include "backend/registry.h"
 
+/* Statement texts kept prepared (registry.c): more than registry_*.c use. */
+#define STMT_KEPT 32
+
 struct registry {
 	sqlite3 *db; /* one connection, serialized mode: SQLite's mutex guards it */
+	pthread_mutex_t
+	    stmt_lock; /* guards stmt[]; taken under SQLite's mutex, never the reverse */
+	struct {
+		sqlite3_stmt *st; /* NULL: a free slot */
+		bool busy;	  /* a call is using it */
+	} stmt[STMT_KEPT];
 };
 
 /* The sandboxes' columns, in the order of registry.c's sandbox_cols[]. */
