@@ -331,9 +331,19 @@ static const struct column snapshot_cols[] = {
     {SNAP(COL_TEXT, egress)},
 };
 
+/* What a listing shows of a snapshot, in SNAP_LISTED_COLS order: the index covers them. */
+static const struct column snapshot_listed_cols[] = {
+    {SNAP(COL_TEXT, id)},
+    {SNAP(COL_ENUM, state), NAMES(snap_state_names)},
+    {SNAP(COL_TEXT, sandbox_id)},
+    {SNAP(COL_UID, owner_uid)},
+};
+
+/* A listed record is not cleared row by row (size 0): its walk's record starts zeroed. */
 static const struct table tables[] = {
     [REG_SANDBOXES] = {sandbox_cols, ARRAY_SIZE(sandbox_cols), sizeof(struct sandbox)},
     [REG_SNAPSHOTS] = {snapshot_cols, ARRAY_SIZE(snapshot_cols), sizeof(struct snapshot)},
+    [REG_SNAPSHOTS_LISTED] = {snapshot_listed_cols, ARRAY_SIZE(snapshot_listed_cols), 0},
 };
 
 /* Bind field @f (of column @c) as ?@i. A string that fills its whole field has no NUL. */
@@ -570,7 +580,10 @@ struct walk {
 static int walk_row(sqlite3_stmt *st, void *ctx)
 {
 	struct walk *w = ctx;
-	int r = read_record(st, w->fn.sandbox ? REG_SANDBOXES : REG_SNAPSHOTS, &w->rec);
+	enum reg_table t = w->fn.sandbox ? REG_SANDBOXES
+			   : w->fn.listed ? REG_SNAPSHOTS_LISTED
+					  : REG_SNAPSHOTS;
+	int r = read_record(st, t, &w->rec);
 	if (r < 0)
 		return r;
 	return w->fn.sandbox ? w->fn.sandbox(&w->rec.sb, w->fn.arg)
@@ -579,7 +592,7 @@ static int walk_row(sqlite3_stmt *st, void *ctx)
 
 int reg_walk(struct registry *reg, const char *sql, const char *key, struct reg_walk fn)
 {
-	_cleanup_free_ struct walk *w = malloc(sizeof(*w));
+	_cleanup_free_ struct walk *w = fn.listed ? calloc(1, sizeof(*w)) : malloc(sizeof(*w));
 	if (!w)
 		return -ENOMEM;
 	w->fn = fn;

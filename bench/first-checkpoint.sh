@@ -2,12 +2,12 @@
 # bench/first-checkpoint.sh - issue 14 item 5: the pause of the 1st, 2nd
 # and 10th checkpoint of one sandbox, snapfs beside runsc by hand.
 #
-#   bench/first-checkpoint.sh [N] [MIB]        (defaults: 10 256)
+#   bench/first-checkpoint.sh [N] [MIB] [zero] (defaults: 10 256, random bytes)
 #   FC_DEBUG=1 bench/first-checkpoint.sh ...   runsc --debug logs, kept in
 #                                              /tmp/snapfs-fc-debug/
 #
 # Two sandboxes run bench/pause_ticker.c (built static, copied into the
-# busybox image): MIB MiB of random bytes in its heap, and a clock read
+# busybox image): MIB MiB of random bytes (or zeros) in its heap, and a clock read
 # every 5 ms that records each gap over 30 ms, the pause as the app saw it.
 #   snapfs   N synchronous `echo 1 > snapshot` of sandbox `fcs`, each
 #            stored before the next: its pause_ms (the runsc checkpoint
@@ -18,7 +18,7 @@
 # Prints "who i pause_ms app_gap_ms" lines.
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
-N=${1:-10} MIB=${2:-256}
+N=${1:-10} MIB=${2:-256} FILL=${3:-}
 BIN=$REPO/build/snapfs
 # shellcheck source=bench/lib.sh
 . "$REPO/bench/lib.sh"
@@ -46,7 +46,7 @@ gap() { write_read "$MNT/sandboxes/$1/exec" 'sort -n /tmp/gaps 2>/dev/null | tai
 for sb in fcs fch; do
 	mkdir "$MNT/sandboxes/$sb"
 	echo busybox >"$MNT/sandboxes/$sb/image"
-	echo "pause_ticker $MIB" >"$MNT/sandboxes/$sb/entrypoint"
+	echo "pause_ticker $MIB $FILL" >"$MNT/sandboxes/$sb/entrypoint"
 	echo 1 >"$MNT/sandboxes/$sb/start"
 done
 for sb in fcs fch; do

@@ -6,11 +6,15 @@
  * 30 ms passed since the last wake: the pause a checkpoint made, as the app
  * saw it (CLOCK_REALTIME goes on while the sandbox is paused).
  *
- *   pause_ticker MIB
+ *   pause_ticker MIB [zero]
+ *
+ * With `zero` the memory is written with zeros instead (pages committed
+ * but zero-filled, as a zeroed buffer or a freed heap is).
  *
  * /tmp/ready is written once the memory is filled.
  */
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,9 +45,10 @@ int main(int argc, char **argv)
 	uint64_t *mem = malloc(bytes), x = 88172645463325252ull;
 	if (!mem)
 		return 1;
+	bool zero = argc > 2 && strcmp(argv[2], "zero") == 0;
 	for (size_t i = 0; i < bytes / 8; i++) {
 		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-		mem[i] = x;
+		mem[i] = zero ? 0 : x;
 	}
 	append("/tmp/ready", "ready\n");
 	int64_t last = now_ms();
