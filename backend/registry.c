@@ -580,7 +580,7 @@ struct walk {
 static int walk_row(sqlite3_stmt *st, void *ctx)
 {
 	struct walk *w = ctx;
-	enum reg_table t = w->fn.sandbox ? REG_SANDBOXES
+	enum reg_table t = w->fn.sandbox  ? REG_SANDBOXES
 			   : w->fn.listed ? REG_SNAPSHOTS_LISTED
 					  : REG_SNAPSHOTS;
 	int r = read_record(st, t, &w->rec);

@@ -58,9 +58,9 @@ struct registry {
 
 /* Which table's records a statement binds or reads (registry.c holds their columns). */
 enum reg_table {
-	REG_SANDBOXES, /* struct sandbox, SB_COLS */
-	REG_SNAPSHOTS, /* struct snapshot, SNAP_COLS */
-	REG_KEY,       /* no record: the string given is ?1 */
+	REG_SANDBOXES,	      /* struct sandbox, SB_COLS */
+	REG_SNAPSHOTS,	      /* struct snapshot, SNAP_COLS */
+	REG_KEY,	      /* no record: the string given is ?1 */
 	REG_SNAPSHOTS_LISTED, /* struct snapshot, SNAP_LISTED_COLS only */
 };
 

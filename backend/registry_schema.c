@@ -67,8 +67,8 @@ static const char schema_sql[] =
     " gpu INTEGER NOT NULL, env TEXT NOT NULL,"
     " owner_uid INTEGER NOT NULL DEFAULT 0, owner_gid INTEGER NOT NULL DEFAULT 0,"
     " memory_bytes INTEGER NOT NULL DEFAULT 0, cpu_milli INTEGER NOT NULL DEFAULT 0,"
-    " pids INTEGER NOT NULL DEFAULT 0," LIFETIME_TIMEOUT_COLS "," PORTS_COL NETWORK_COLS ");"
-    SNAPSHOTS_LISTED_INDEX
+    " pids INTEGER NOT NULL DEFAULT 0," LIFETIME_TIMEOUT_COLS "," PORTS_COL NETWORK_COLS
+    ");" SNAPSHOTS_LISTED_INDEX
     "CREATE INDEX IF NOT EXISTS snapshots_sandbox ON snapshots (sandbox_id, created_at, id);"
     "PRAGMA user_version = " STR(SCHEMA_VERSION) "; COMMIT;";
 
@@ -122,8 +122,9 @@ static const char migrate_v5_sql[] =
     "PRAGMA user_version = 6; COMMIT;";
 
 /* Version 6 listed snapshots from their rows (docs/benchmarks-scale.md). */
-static const char migrate_v6_sql[] = "BEGIN IMMEDIATE; DROP INDEX IF EXISTS snapshots_created;"
-				     SNAPSHOTS_LISTED_INDEX "PRAGMA user_version = 7; COMMIT;";
+static const char migrate_v6_sql[] =
+    "BEGIN IMMEDIATE; DROP INDEX IF EXISTS snapshots_created;" SNAPSHOTS_LISTED_INDEX
+    "PRAGMA user_version = 7; COMMIT;";
 
 static int int_row(sqlite3_stmt *st, void *ctx)
 {
@@ -140,8 +141,8 @@ int reg_migrate(struct registry *reg, const char *path)
 	if (version == SCHEMA_VERSION)
 		return 0;
 	/* A new file gets the whole schema; an older one the steps since its version, in turn. */
-	const char *steps[] = {schema_sql,     migrate_v1_sql, migrate_v2_sql,
-			       migrate_v3_sql, migrate_v4_sql, migrate_v5_sql, migrate_v6_sql};
+	const char *steps[] = {schema_sql,     migrate_v1_sql, migrate_v2_sql, migrate_v3_sql,
+			       migrate_v4_sql, migrate_v5_sql, migrate_v6_sql};
 	if (version < 0 || version >= (int)ARRAY_SIZE(steps))
 		return error(EIO,
 			     "registry: %s has schema version %d; this snapfs knows version %d",

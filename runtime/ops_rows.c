@@ -261,9 +261,10 @@ static int row_walk(enum walk_of of, const char *key, union walk_fn fn, void *ar
 	w->arg = arg;
 	int rc = of == ALL_SANDBOXES ? registry_sandbox_each(ops.reg, sandbox_kept, w)
 		 : of == FORKS_OF ? registry_sandbox_each_forked_from(ops.reg, key, sandbox_kept, w)
-		 : of == ALL_SNAPSHOTS	  ? registry_snapshot_each(ops.reg, snapshot_kept, w)
-		 : of == SNAPSHOTS_LISTED ? registry_snapshot_each_listed(ops.reg, snapshot_kept, w)
-				       : registry_snapshot_each_of_sandbox(ops.reg, key, snapshot_kept, w);
+		 : of == ALL_SNAPSHOTS ? registry_snapshot_each(ops.reg, snapshot_kept, w)
+		 : of == SNAPSHOTS_LISTED
+		     ? registry_snapshot_each_listed(ops.reg, snapshot_kept, w)
+		     : registry_snapshot_each_of_sandbox(ops.reg, key, snapshot_kept, w);
 	free(w);
 	return rc;
 }
