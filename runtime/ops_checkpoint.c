@@ -260,6 +260,8 @@ static int take_checkpoint(const struct snap_job *job, const struct sandbox *sb,
 	if (rc < 0 && paused)
 		container_unpause(sb->runtime_id, NULL);
 	snap->pause_ms = mono_ms() - t0;
+	if (rc == 0 && leave_running)
+		metrics_pause_observe(snap->pause_ms);
 	return gpu_after_checkpoint(&gpu, leave_running, rc, e);
 }
 

@@ -481,4 +481,10 @@ int gpu_after_restore(const char *sandbox_id, const char *snap_id, const char *r
  */
 void gpu_reconcile(struct sandbox *sb);
 
+/* --- metrics (ops_text.c; docs/metrics.md) --------------------------------- */
+
+/* A snapshot's checkpoint paused its sandbox @ms: one observation of snapfs_snapshot_pause_seconds.
+ */
+void metrics_pause_observe(int64_t ms);
+
 #endif
