@@ -36,12 +36,13 @@ sum_kib() {
 	done
 	echo "$total"
 }
+count() { find "$1" -mindepth 1 -maxdepth 1 | wc -l; }
 report() {
 	local k=$1 rss pss
 	rss=$(sum_kib Rss) pss=$(sum_kib Pss)
 	echo "running=$k runsc_procs $(runsc_pids | wc -l) runsc_rss_kib $rss runsc_pss_kib $pss" \
 		"per_sandbox_pss_kib $([ "$k" -gt 0 ] && echo $((pss / k)) || echo -)" \
-		"daemon_fds $(ls "/proc/$PID/fd" | wc -l) daemon_threads $(ls "/proc/$PID/task" | wc -l)" \
+		"daemon_fds $(count "/proc/$PID/fd") daemon_threads $(count "/proc/$PID/task")" \
 		"daemon_rss_kib $(awk '/^VmRSS/ { print $2 }' "/proc/$PID/status")"
 }
 

@@ -41,7 +41,6 @@ if [ -n "${SCALE_S3:-}" ]; then
 	trap 'bench_one_daemon_cleanup; bench_stop_s3rver' EXIT INT TERM
 else
 	STORE=file://$T/store
-	S3_PID=""
 fi
 t0=$(ms)
 "$SB" "$STATE" "$STORE" "$NSNAP" "$NSB" 2>/dev/null
@@ -69,6 +68,7 @@ timed() {
 	echo $(($(ms) - t0_))
 }
 rounds() { for _ in $(seq "$ROUNDS"); do timed "$@"; done | median; }
+count() { find "$1" -mindepth 1 -maxdepth 1 | wc -l; }
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 
 starts=$T/starts
@@ -96,8 +96,8 @@ echo "idle_cpu_pct $(awk -v t=$(($(cpu_ticks "$PID") - c0)) -v s="$SYNC_S" -v hz
 	'BEGIN { printf "%.1f", 100 * t / hz / s }')"
 echo "vmrss_kib $(awk '/^VmRSS/ { print $2 }' "/proc/$PID/status")"
 echo "vmhwm_kib $(awk '/^VmHWM/ { print $2 }' "/proc/$PID/status")"
-echo "threads $(ls "/proc/$PID/task" | wc -l)"
-echo "fds $(ls "/proc/$PID/fd" | wc -l)"
+echo "threads $(count "/proc/$PID/task")"
+echo "fds $(count "/proc/$PID/fd")"
 stop "$MNT"
 
 # A second host: a fresh state dir on the same store adopts every manifest.
