@@ -14,6 +14,10 @@
  *  - `table inet snapfs` in the daemon's namespace: NAT, and one chain per
  *    sandbox (sb_<veth>) jumped to from the table's forward and input
  *    hooks through the verdict map `sandboxes`.
+ *    Its owner is one daemon per namespace, by a flock on
+ *    /run/snapfs/netns-<inode>.lock (runtime/net_nft.h), taken at start-up
+ *    when networks are recorded, else at the first egress set-up: a second
+ *    daemon never makes or removes any of it.
  *  - net.ipv4.ip_forward of the daemon's namespace, set to 1 at the first
  *    egress sandbox and never set back (another user may rely on it).
  * All state is on disk and in the kernel; the module's one lock (net_lock
@@ -47,6 +51,16 @@ int net_cidr_parse(const char *s, struct in_addr *net, int *prefix, struct err *
 int net_rules_parse(const char *text, struct net_rule *out, int *n, struct err *e);
 
 /*
+ * A sandbox's egress rules and whose they are: a non-root owner's come
+ * after the mandatory denies (the host, the pool, link-local, multicast),
+ * so they never open those; root's come before them (docs/network.md).
+ */
+struct net_egress {
+	const char *rules; /* the egress file's text; NULL: none */
+	bool owner_root;   /* the sandbox's owner is root (runtime/access.h) */
+};
+
+/*
  * Open the module: @state_dir's net/ and netns/, the pool (NULL: the
  * default), the resolv.conf sandboxes get (NULL: /etc/resolv.conf).
  */
@@ -54,14 +68,20 @@ int net_open(const char *state_dir, const char *pool, const char *resolv, struct
 
 /*
  * Set @runtime_id's network up: record, namespace, veth, addresses, route,
- * nft chain with @egress's rules. On failure nothing is left. Fills
+ * nft chain with @eg's rules. On failure nothing is left. Fills
  * @netns_path (the nsfs file for the bundle) when not NULL.
  */
-int net_up(const char *runtime_id, const char *egress, struct err *e);
+int net_up(const char *runtime_id, const struct net_egress *eg, struct err *e);
 /* Take it all down; quiet when there is nothing. */
 void net_down(const char *runtime_id);
-/* Replace the sandbox's chain with @egress's rules (one nft transaction). */
-int net_set_egress(const char *runtime_id, const char *egress, struct err *e);
+/* Replace the sandbox's chain with @eg's rules (one nft transaction). */
+int net_set_egress(const char *runtime_id, const struct net_egress *eg, struct err *e);
+/*
+ * Whether this daemon's networks are recorded but `table inet snapfs` is
+ * gone (an `nft flush ruleset`): the caller then sets every live sandbox's
+ * chain again (net_set_egress() makes the table and its element anew).
+ */
+bool net_table_lost(void);
 /* The namespace's nsfs file, and the resolv.conf the sandbox gets, as paths. */
 int net_netns_path(const char *runtime_id, char *out, size_t len);
 /* Write the sandboxes' resolvers into @path (a copy of --net-resolv's file). */
