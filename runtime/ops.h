@@ -349,7 +349,10 @@ int ops_sandbox_ports_text(const struct sandbox *sb, struct strbuf *out);
 int ops_sandbox_get(const struct caller *who, const char *id, struct sandbox *out);
 /* The same for a snapshot: one missing here may be another host's, just stored (ops_sync_ask()). */
 int ops_snapshot_get(const struct caller *who, const char *id, struct snapshot *out);
-/* The sandboxes, and the snapshots, that @who may see. */
+/*
+ * The sandboxes, and the snapshots, that @who may see; a snapshot as a
+ * listing shows it: its id, state, sandbox_id and owner_uid (the rest 0).
+ */
 int ops_sandboxes_each(const struct caller *who, int (*fn)(const struct sandbox *sb, void *arg),
 		       void *arg);
 int ops_snapshots_each(const struct caller *who, int (*fn)(const struct snapshot *snap, void *arg),

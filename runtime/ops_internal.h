@@ -104,6 +104,8 @@ int row_sandbox_each(int (*fn)(const struct sandbox *sb, void *arg), void *arg);
 int row_sandbox_each_forked_from(const char *snap_id,
 				 int (*fn)(const struct sandbox *sb, void *arg), void *arg);
 int row_snapshot_each(int (*fn)(const struct snapshot *snap, void *arg), void *arg);
+/* registry_snapshot_each_listed()'s walk: a kept row comes whole. */
+int row_snapshot_each_listed(int (*fn)(const struct snapshot *snap, void *arg), void *arg);
 int row_snapshot_each_of_sandbox(const char *sandbox_id,
 				 int (*fn)(const struct snapshot *snap, void *arg), void *arg);
 int row_snapshot_pinned(const char *snap_id, bool *pinned);

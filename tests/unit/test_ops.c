@@ -2477,6 +2477,8 @@ static void fanout_steps(void)
 	CHECK(OP_RUN(ops_snapshot_forks(root, snap, &opts, &made, OP), NULL, 0) == 0);
 	xsnprintf(line2, sizeof(line2), "materialized snapshot %s:", snap);
 	CHECK_MSG(log_count(line2) == 1, "%d materializes of %s", log_count(line2), snap);
+}
+
 /* --- callers: a non-root owner (runtime/access.h) ------------------------- */
 
 /* A local user in the group this life's --allow-group names (access_init()). */
