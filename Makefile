@@ -65,6 +65,8 @@ UNIT_BINS := $(patsubst %.c,build/asan/%,$(UNIT_SRCS))
 # test_store_oom makes one allocation of the store fail: every calloc of its
 # program goes through the test's __wrap_calloc().
 build/asan/tests/unit/test_store_oom: LDLIBS += -Wl,--wrap=calloc
+# test_store_records counts the manifests a store reads: its objstore's gets go through the test.
+build/asan/tests/unit/test_store_records: LDLIBS += -Wl,--wrap=objstore_local_open
 
 unit: $(UNIT_BINS)
 	@tests/run-unit.sh $(UNIT_BINS)

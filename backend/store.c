@@ -449,6 +449,8 @@ int store_open(const char *url, const char *state_dir, struct store **out, struc
 			    : objstore_s3_open(url, &st->os, e);
 	bool complete = false;
 	if (rc == 0)
+		store_records_open(st, state_dir);
+	if (rc == 0)
 		rc = store_refresh_locked(st, NULL, &complete, e);
 	if (rc < 0 && rc != -ENOMEM && st->os) {
 		/* Serve anyway: puts and gets fail with the store's own reason until it answers. */
@@ -469,6 +471,7 @@ void store_close(struct store *st)
 	if (!st)
 		return;
 	/* Puts and gets have returned: nothing is in flight. */
+	store_records_close(st); /* first: it saves the records */
 	for (size_t i = 0; i < st->nsnaps; i++)
 		free(st->snaps[i].packs);
 	for (size_t i = 0; i < st->npacks; i++)
@@ -509,16 +512,15 @@ int store_get_manifest(struct store *st, const char *id, char **json, struct err
 }
 
 struct list_ctx {
-	int (*fn)(const char *id, void *arg);
+	int (*fn)(const char *id, int64_t size, void *arg);
 	void *arg;
 	int rc; /* what fn returned when it stopped the walk */
 };
 
-/* "manifests/<id>.json" → fn(id); other names in manifests/ are not snapshots. */
+/* "manifests/<id>.json" → fn(id, size); other names in manifests/ are not snapshots. */
 static int list_one(const char *key, int64_t size, void *arg)
 {
 	struct list_ctx *ctx = arg;
-	(void)size;
 	const char *name = key + strlen("manifests/");
 	size_t len = strlen(name);
 	char id[NAME_LEN_MAX + 1];
@@ -531,16 +533,35 @@ static int list_one(const char *key, int64_t size, void *arg)
 	id[len] = '\0';
 	if (!store_id_ok(id))
 		return 0;
-	ctx->rc = ctx->fn(id, ctx->arg);
+	ctx->rc = ctx->fn(id, size, ctx->arg);
 	return ctx->rc;
+}
+
+int store_list_manifests(struct store *st, int (*fn)(const char *id, int64_t size, void *arg),
+			 void *arg, struct err *e)
+{
+	struct list_ctx ctx = {.fn = fn, .arg = arg};
+	int rc = objstore_list(st->os, "manifests/", list_one, &ctx, e);
+	return ctx.rc ? ctx.rc : rc;
+}
+
+struct id_only {
+	int (*fn)(const char *id, void *arg);
+	void *arg;
+};
+
+static int id_only(const char *id, int64_t size, void *arg)
+{
+	const struct id_only *o = arg;
+	(void)size;
+	return o->fn(id, o->arg);
 }
 
 int store_list_snapshots(struct store *st, int (*fn)(const char *id, void *arg), void *arg,
 			 struct err *e)
 {
-	struct list_ctx ctx = {.fn = fn, .arg = arg};
-	int rc = objstore_list(st->os, "manifests/", list_one, &ctx, e);
-	return ctx.rc ? ctx.rc : rc;
+	struct id_only o = {.fn = fn, .arg = arg};
+	return store_list_manifests(st, id_only, &o, e);
 }
 
 /* Totals of numbers manifests gave: they saturate rather than wrap. */

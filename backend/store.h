@@ -143,6 +143,13 @@ int store_verify_snapshot(struct store *st, const char *id, struct err *e);
 /* The manifest text of @id (caller frees), -ENOENT if none. */
 int store_get_manifest(struct store *st, const char *id, char **json, struct err *e);
 
+/*
+ * Whether the store's records hold @id: its manifest was listed and read at
+ * the last refresh (or open), or a put here stored it. No request: start-up
+ * asks this of every completed row instead of a GET of each manifest.
+ */
+bool store_has_record(struct store *st, const char *id);
+
 /* Call @fn with the id of every snapshot that has a manifest. */
 int store_list_snapshots(struct store *st, int (*fn)(const char *id, void *arg), void *arg,
 			 struct err *e);

@@ -132,6 +132,7 @@ struct snap_rec {
 	int64_t stored_bytes;
 	int64_t manifest_bytes;
 	uint64_t seq; /* st->seq when it was recorded: see store_refresh() */
+	bool cached;  /* under lock: a row of <state>/store-records.db holds it (store_records.c) */
 };
 
 struct inflight {
@@ -179,6 +180,13 @@ struct store {
 	bool index_full;	  /* under lock: STORE_INDEX_CHUNKS_MAX was reached and said */
 	int64_t get_store_bytes;  /* under lock: see struct store_stats */
 	int64_t get_local_bytes;
+	/* The local copy of the records (store_records.c): rdb under sync_lock, the rest under
+	 * lock. */
+	struct sqlite3 *rdb;	       /* NULL: none (no state directory, or it failed) */
+	struct sqlite3_stmt *rdb_find; /* a row by id */
+	struct strbuf forgotten;       /* ids of saved records forgotten since the last save */
+	bool records_rescan;	       /* the next save drops every row without a record */
+	bool records_warned;	       /* under sync_lock: a failed save was said */
 };
 
 /* Pack index objects: a header, one entry per chunk, a SHA-256 of all before it. */
@@ -248,6 +256,26 @@ struct snap_rec *store_find_snap(struct store *st, const char *id);
  * not NULL, empty) receives the ids listed, sealed.
  */
 int store_refresh_locked(struct store *st, struct strset *listed, bool *complete, struct err *e);
+
+/*
+ * The local copy of the records (store_records.c). open: from
+ * <state_dir>/store-records.db, nothing if @state_dir is NULL or it fails
+ * (warned). find (under sync_lock): the saved record of @id whose manifest
+ * is @manifest_bytes long, as a manifest with packs and sizes only (the
+ * caller frees it): 1, 0 for none, -ENOMEM. note_forgotten (under lock):
+ * @rec leaves the records. save (under sync_lock, after a refresh, or at
+ * close): the rows follow the records; @listed: a listing that succeeded
+ * just made them, so rows without a record may go.
+ */
+void store_records_open(struct store *st, const char *state_dir);
+void store_records_close(struct store *st);
+int store_records_find(struct store *st, const char *id, int64_t manifest_bytes,
+		       struct manifest *m);
+void store_records_note_forgotten(struct store *st, const struct snap_rec *rec);
+void store_records_save(struct store *st, bool listed);
+/* The manifests listed, each with the length of its object (store.c). */
+int store_list_manifests(struct store *st, int (*fn)(const char *id, int64_t size, void *arg),
+			 void *arg, struct err *e);
 
 /* Collect if some pack lost its last user (store_gc.c): after a delete or a put. */
 void store_gc(struct store *st);

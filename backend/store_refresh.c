@@ -16,6 +16,7 @@
 #include "backend/store_internal.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,7 +29,7 @@
  * lists as new: the bound is checked before anything is looked up).
  */
 static int record_manifest(struct store *st, const char *id, const struct manifest *m, size_t len,
-			   struct err *e)
+			   bool cached, struct err *e)
 {
 	if (store_find_snap(st, id))
 		return 0;
@@ -41,7 +42,8 @@ static int record_manifest(struct store *st, const char *id, const struct manife
 	struct snap_rec rec = {.size_bytes = m->size_bytes,
 			       .stored_bytes = m->stored_bytes,
 			       .manifest_bytes = (int64_t)len,
-			       .npacks = m->npacks};
+			       .npacks = m->npacks,
+			       .cached = cached};
 	snprintf(rec.id, sizeof(rec.id), "%s", id);
 	rec.packs = calloc(m->npacks + 1, sizeof(*rec.packs));
 	int rc = rec.packs ? 0 : -ENOMEM;
@@ -92,7 +94,7 @@ static int load_manifest(struct store *st, const char *id, bool *complete)
 		rc = manifest_parse(json, id, &m, &e);
 	if (rc == 0) {
 		pthread_mutex_lock(&st->lock);
-		rc = record_manifest(st, id, &m, len, &e);
+		rc = record_manifest(st, id, &m, len, false, &e);
 		pthread_mutex_unlock(&st->lock);
 		manifest_free(&m);
 	}
@@ -178,11 +180,6 @@ static int packs_to_index(struct store *st, struct strbuf *names)
 	return strbuf_error(names);
 }
 
-static int note_listed(const char *id, void *arg)
-{
-	return strset_add(arg, id);
-}
-
 /* Under st->lock: forget the records, older than the listing, of manifests it did not show. */
 static void forget_unlisted(struct store *st, const struct strset *listed, uint64_t listed_at_seq)
 {
@@ -196,20 +193,58 @@ static void forget_unlisted(struct store *st, const struct strset *listed, uint6
 	}
 }
 
-static bool known(struct store *st, const char *id)
+/* What a listing gathers: every id, and "id size" lines of those not recorded then. */
+struct listing {
+	struct store *st;
+	struct strset *listed;
+	struct strbuf wanted;
+};
+
+static int note_listed(const char *id, int64_t size, void *arg)
 {
-	pthread_mutex_lock(&st->lock);
-	bool found = store_find_snap(st, id) != NULL;
-	pthread_mutex_unlock(&st->lock);
-	return found;
+	struct listing *l = arg;
+	int rc = strset_add(l->listed, id);
+	if (rc == 0 && !store_has_record(l->st, id)) {
+		strbuf_addf(&l->wanted, "%s %" PRId64 "\n", id, size);
+		rc = strbuf_error(&l->wanted);
+	}
+	return rc;
 }
 
-static int load_new(struct store *st, const struct strset *listed, bool *complete)
+/*
+ * Record @id from its row in the local copy (store_records.c), if it has
+ * one of the length listed: 1, 0 for none (the manifest is read), -ENOMEM.
+ */
+static int load_saved(struct store *st, const char *id, int64_t size)
+{
+	struct manifest m;
+	struct err e = {0};
+	int rc = store_records_find(st, id, size, &m);
+	if (rc <= 0)
+		return rc;
+	pthread_mutex_lock(&st->lock);
+	rc = record_manifest(st, id, &m, (size_t)size, true, &e);
+	pthread_mutex_unlock(&st->lock);
+	manifest_free(&m);
+	return rc == 0 ? 1 : rc == -ENOMEM ? rc : 0; /* past a bound: read, and warned, as before */
+}
+
+static int load_new(struct store *st, char *wanted, bool *complete)
 {
 	int rc = 0;
-	for (size_t i = 0; rc == 0 && i < listed->n; i++) {
-		if (!known(st, listed->v[i]))
-			rc = load_manifest(st, listed->v[i], complete);
+	char *save = NULL;
+	for (char *line = strtok_r(wanted, "\n", &save); rc == 0 && line;
+	     line = strtok_r(NULL, "\n", &save)) {
+		char *sp = strchr(line, ' ');
+		if (!sp)
+			continue; /* cannot be: note_listed() wrote it */
+		*sp = '\0';
+		if (store_has_record(st, line))
+			continue;
+		rc = load_saved(st, line, strtoll(sp + 1, NULL, 10));
+		if (rc == 0)
+			rc = load_manifest(st, line, complete);
+		rc = rc == 1 ? 0 : rc;
 	}
 	return rc;
 }
@@ -228,25 +263,27 @@ static int load_new_indexes(struct store *st)
 int store_refresh_locked(struct store *st, struct strset *listed, bool *complete, struct err *e)
 {
 	_cleanup_strset_ struct strset own = STRSET_INIT;
-	if (!listed)
-		listed = &own;
+	struct listing l = {.st = st, .listed = listed ? listed : &own, .wanted = STRBUF_INIT};
 	*complete = false;
 	pthread_mutex_lock(&st->lock);
 	uint64_t listed_at_seq = st->seq;
 	pthread_mutex_unlock(&st->lock);
-	int rc = store_list_snapshots(st, note_listed, listed, e);
-	if (rc == 0 && strset_seal(listed) < 0)
+	int rc = store_list_manifests(st, note_listed, &l, e);
+	if (rc == 0 && strset_seal(l.listed) < 0)
 		rc = -ENOMEM;
 	if (rc < 0)
 		goto out;
 	*complete = true;
 	pthread_mutex_lock(&st->lock);
-	forget_unlisted(st, listed, listed_at_seq);
+	forget_unlisted(st, l.listed, listed_at_seq);
 	pthread_mutex_unlock(&st->lock);
-	rc = load_new(st, listed, complete);
+	rc = l.wanted.len ? load_new(st, l.wanted.buf, complete) : 0;
 	if (rc == 0)
 		rc = load_new_indexes(st);
+	if (rc == 0)
+		store_records_save(st, true);
 out:
+	strbuf_release(&l.wanted);
 	if (rc == -ENOMEM || rc == -EFBIG)
 		rc = err_set(e, -rc, "too many snapshots in %s", st->os->url);
 	return rc;

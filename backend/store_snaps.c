@@ -111,6 +111,7 @@ bool store_forget_snap(struct store *st, const char *id)
 	for (size_t j = 0; j < r->npacks; j++)
 		r->packs[j]->refs--;
 	st->nrefs -= r->npacks;
+	store_records_note_forgotten(st, r);
 	free(r->packs);
 	slot_clear(st, h);
 	/* The last record fills the hole, and its slot follows it. */
@@ -120,4 +121,12 @@ bool store_forget_snap(struct store *st, const char *id)
 	}
 	st->nsnaps--;
 	return true;
+}
+
+bool store_has_record(struct store *st, const char *id)
+{
+	pthread_mutex_lock(&st->lock);
+	bool found = store_find_snap(st, id) != NULL;
+	pthread_mutex_unlock(&st->lock);
+	return found;
 }

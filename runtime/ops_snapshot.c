@@ -253,6 +253,8 @@ static void reconcile_snapshot(struct snapshot *snap, bool store_ours)
 	}
 	free(manifest);
 	manifest = NULL;
+	if (settled && store_ours && store_has_record(ops.store, snap->id))
+		return; /* listed and read at open: a GET would say the same */
 	int mrc = store_ours ? store_get_manifest(ops.store, snap->id, &manifest, NULL) : -EIO;
 	if (mrc < 0 && mrc != -ENOENT) {
 		/* A store that cannot answer (down, bad credentials, another store) proves nothing.
