@@ -184,6 +184,9 @@ struct store {
 	 * lock. */
 	struct sqlite3 *rdb;	       /* NULL: none (no state directory, or it failed) */
 	struct sqlite3_stmt *rdb_find; /* a row by id */
+	struct sqlite3_stmt *rdb_idx;  /* a pack index by name */
+	struct strbuf idx_written;     /* under lock: name NUL, length (size_t), bytes; for each */
+	size_t idx_rows;	       /* pack indexes kept (about: pruned in bulk) */
 	struct strbuf forgotten;       /* ids of saved records forgotten since the last save */
 	bool records_rescan;	       /* the next save drops every row without a record */
 	bool records_warned;	       /* under sync_lock: a failed save was said */
@@ -273,6 +276,17 @@ int store_records_find(struct store *st, const char *id, int64_t manifest_bytes,
 		       struct manifest *m);
 void store_records_note_forgotten(struct store *st, const struct snap_rec *rec);
 void store_records_save(struct store *st, bool listed);
+/*
+ * Under sync_lock: the kept index object of pack @name (*@data malloc'd,
+ * the caller verifies it): 1, 0 for none, -ENOMEM; add keeps one read from
+ * the objstore (verified); batch: the adds between a begin and an end are
+ * one transaction.
+ */
+int store_records_idx_find(struct store *st, const char *name, char **data, size_t *len);
+void store_records_idx_add(struct store *st, const char *name, const char *data, size_t len);
+void store_records_batch(struct store *st, bool begin);
+/* A put wrote the index object of pack @name: kept at the next save (takes st->lock). */
+void store_records_idx_written(struct store *st, const char *name, const char *data, size_t len);
 /* The manifests listed, each with the length of its object (store.c). */
 int store_list_manifests(struct store *st, int (*fn)(const char *id, int64_t size, void *arg),
 			 void *arg, struct err *e);

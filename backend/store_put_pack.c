@@ -47,6 +47,8 @@ static int write_pack(struct put *put, struct pack_out *o, struct err *e)
 	store_pack_key(o->pack->name, "idx", key);
 	if (rc == 0)
 		rc = objstore_put_buf(put->st->os, key, idx, idx_len, &inner);
+	if (rc == 0)
+		store_records_idx_written(put->st, o->pack->name, idx, idx_len);
 	o->pack->bytes = (int64_t)o->len;
 	o->pack->idx_bytes = (int64_t)idx_len;
 	return rc < 0 ? store_wrap(e, put->id, rc, &inner) : 0;

@@ -44,7 +44,13 @@ static const char schema_sql[] =
     "CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL) WITHOUT ROWID;"
     "CREATE TABLE IF NOT EXISTS records (id TEXT PRIMARY KEY, manifest_bytes INTEGER NOT NULL,"
     " size_bytes INTEGER NOT NULL, stored_bytes INTEGER NOT NULL, packs TEXT NOT NULL)"
+    " WITHOUT ROWID;"
+    "CREATE TABLE IF NOT EXISTS pack_indexes (name TEXT PRIMARY KEY, idx BLOB NOT NULL)"
     " WITHOUT ROWID;";
+
+static const char find_sql[] =
+    "SELECT manifest_bytes, size_bytes, stored_bytes, packs FROM records WHERE id = ?";
+static const char find_idx_sql[] = "SELECT idx FROM pack_indexes WHERE name = ?";
 
 static void records_warn(struct store *st, const char *what)
 {
@@ -89,7 +95,7 @@ static int records_adopt(struct store *st)
 {
 	if (meta_is(st, "format", RECORDS_FORMAT) && meta_is(st, "url", st->os->url))
 		return 0;
-	int rc = exec(st, "BEGIN; DELETE FROM records;");
+	int rc = exec(st, "BEGIN; DELETE FROM records; DELETE FROM pack_indexes;");
 	if (rc == 0)
 		rc = meta_set(st, "format", RECORDS_FORMAT);
 	if (rc == 0)
@@ -109,26 +115,32 @@ void store_records_open(struct store *st, const char *state_dir)
 	if (rc == SQLITE_OK)
 		sqlite3_busy_timeout(st->rdb, 1000);
 	if (rc != SQLITE_OK || exec(st, schema_sql) < 0 || records_adopt(st) < 0 ||
-	    sqlite3_prepare_v2(
-		st->rdb,
-		"SELECT manifest_bytes, size_bytes, stored_bytes, packs FROM records "
-		"WHERE id = ?",
-		-1, &st->rdb_find, NULL) != SQLITE_OK) {
+	    sqlite3_prepare_v2(st->rdb, find_sql, -1, &st->rdb_find, NULL) != SQLITE_OK ||
+	    sqlite3_prepare_v2(st->rdb, find_idx_sql, -1, &st->rdb_idx, NULL) != SQLITE_OK) {
 		records_warn(st, path);
 		store_records_close(st);
 		return;
 	}
 	st->records_rescan = true; /* rows of ids gone while no daemon ran */
+	sqlite3_stmt *s = NULL;
+	if (sqlite3_prepare_v2(st->rdb, "SELECT count(*) FROM pack_indexes", -1, &s, NULL) ==
+		SQLITE_OK &&
+	    sqlite3_step(s) == SQLITE_ROW)
+		st->idx_rows = (size_t)sqlite3_column_int64(s, 0);
+	sqlite3_finalize(s);
 }
 
 void store_records_close(struct store *st)
 {
 	store_records_save(st, false); /* what puts added since the last refresh */
 	sqlite3_finalize(st->rdb_find);
+	sqlite3_finalize(st->rdb_idx);
 	sqlite3_close(st->rdb);
 	st->rdb_find = NULL;
+	st->rdb_idx = NULL;
 	st->rdb = NULL;
 	strbuf_release(&st->forgotten);
+	strbuf_release(&st->idx_written);
 }
 
 /* @text, pack names separated by spaces, into @m's packs: -EIO unless each is a pack name. */
@@ -176,6 +188,120 @@ int store_records_find(struct store *st, const char *id, int64_t manifest_bytes,
 	return rc == -EIO ? 0 : rc; /* a row that does not parse is as none: the manifest is read */
 }
 
+static int delete_where(struct store *st, const char *sql, const struct strbuf *ids);
+
+int store_records_idx_find(struct store *st, const char *name, char **data, size_t *len)
+{
+	sqlite3_stmt *s = st->rdb_idx;
+	int rc = 0;
+	if (!s || sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC) != SQLITE_OK)
+		return 0;
+	if (sqlite3_step(s) == SQLITE_ROW) {
+		int n = sqlite3_column_bytes(s, 0);
+		const void *blob = sqlite3_column_blob(s, 0);
+		if (blob && n > 0 && (size_t)n <= PACK_IDX_MAX) {
+			*data = malloc((size_t)n + 1);
+			rc = *data ? 1 : -ENOMEM;
+			if (rc == 1) {
+				memcpy(*data, blob, (size_t)n);
+				(*data)[n] = '\0';
+				*len = (size_t)n;
+			}
+		}
+	}
+	sqlite3_reset(s);
+	sqlite3_clear_bindings(s);
+	return rc;
+}
+
+void store_records_idx_add(struct store *st, const char *name, const char *data, size_t len)
+{
+	sqlite3_stmt *s = NULL;
+	if (!st->rdb)
+		return;
+	int rc = sqlite3_prepare_v2(
+	    st->rdb, "INSERT OR REPLACE INTO pack_indexes (name, idx) VALUES (?, ?)", -1, &s, NULL);
+	if (rc == SQLITE_OK && sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC) == SQLITE_OK &&
+	    sqlite3_bind_blob(s, 2, data, (int)len, SQLITE_STATIC) == SQLITE_OK)
+		rc = sqlite3_step(s);
+	sqlite3_finalize(s);
+	if (rc == SQLITE_DONE)
+		st->idx_rows++;
+	else if (!st->records_warned)
+		records_warn(st, "cannot save a pack index"), st->records_warned = true;
+}
+
+/* Past this many bytes of index objects waiting for a save, the puts' are read back once later. */
+#define IDX_WRITTEN_MAX (64u << 20)
+
+void store_records_idx_written(struct store *st, const char *name, const char *data, size_t len)
+{
+	pthread_mutex_lock(&st->lock);
+	if (st->rdb) {
+		st->idx_written.max = IDX_WRITTEN_MAX;
+		strbuf_add(&st->idx_written, name, strlen(name) + 1);
+		strbuf_add(&st->idx_written, &len, sizeof(len));
+		strbuf_add(&st->idx_written, data, len);
+		if (strbuf_error(&st->idx_written) < 0)
+			strbuf_reset(&st->idx_written);
+	}
+	pthread_mutex_unlock(&st->lock);
+}
+
+/* The index objects puts wrote, taken from store_records_idx_written(). */
+static void add_written(struct store *st, const struct strbuf *w)
+{
+	for (size_t off = 0; off < w->len;) {
+		const char *name = w->buf + off;
+		size_t len;
+		off += strlen(name) + 1;
+		memcpy(&len, w->buf + off, sizeof(len));
+		off += sizeof(len);
+		store_records_idx_add(st, name, w->buf + off, len);
+		off += len;
+	}
+}
+
+void store_records_batch(struct store *st, bool begin)
+{
+	if (st->rdb)
+		exec(st, begin ? "BEGIN" : "COMMIT");
+}
+
+/* Under sync_lock: drop the pack indexes of packs the store no longer has. */
+static int prune_indexes(struct store *st)
+{
+	_cleanup_strset_ struct strset names = STRSET_INIT;
+	_cleanup_strbuf_ struct strbuf gone = STRBUF_INIT;
+	sqlite3_stmt *s = NULL;
+	int rc = 0;
+	pthread_mutex_lock(&st->lock);
+	for (size_t i = 0; rc == 0 && i < st->npacks; i++)
+		rc = strset_add(&names, st->packs[i]->name);
+	pthread_mutex_unlock(&st->lock);
+	if (rc == 0)
+		rc = strset_seal(&names);
+	if (rc == 0 &&
+	    sqlite3_prepare_v2(st->rdb, "SELECT name FROM pack_indexes", -1, &s, NULL) != SQLITE_OK)
+		rc = -EIO;
+	size_t kept = 0;
+	while (rc == 0 && sqlite3_step(s) == SQLITE_ROW) {
+		const char *name = (const char *)sqlite3_column_text(s, 0);
+		if (name && strset_has(&names, name))
+			kept++;
+		else
+			strbuf_add(&gone, name ? name : "", name ? strlen(name) + 1 : 1);
+	}
+	sqlite3_finalize(s);
+	if (rc == 0)
+		rc = strbuf_error(&gone);
+	if (rc == 0)
+		rc = delete_where(st, "DELETE FROM pack_indexes WHERE name = ?", &gone);
+	if (rc == 0)
+		st->idx_rows = kept;
+	return rc;
+}
+
 void store_records_note_forgotten(struct store *st, const struct snap_rec *rec)
 {
 	if (!rec->cached)
@@ -217,13 +343,11 @@ static int step_text(sqlite3_stmt *s, const char *const *v, size_t n)
 	return rc == SQLITE_DONE ? 0 : -EIO;
 }
 
-static int delete_ids(struct store *st, const struct strbuf *ids)
+/* Run @sql (one parameter) once for each of the NUL-separated @ids. */
+static int delete_where(struct store *st, const char *sql, const struct strbuf *ids)
 {
 	sqlite3_stmt *s = NULL;
-	int rc = sqlite3_prepare_v2(st->rdb, "DELETE FROM records WHERE id = ?", -1, &s, NULL) ==
-			 SQLITE_OK
-		     ? 0
-		     : -EIO;
+	int rc = sqlite3_prepare_v2(st->rdb, sql, -1, &s, NULL) == SQLITE_OK ? 0 : -EIO;
 	for (size_t off = 0; rc == 0 && off < ids->len; off += strlen(ids->buf + off) + 1) {
 		const char *id = ids->buf + off;
 		rc = step_text(s, &id, 1);
@@ -279,29 +403,38 @@ static int insert_lines(struct store *st, char *lines)
 void store_records_save(struct store *st, bool listed)
 {
 	_cleanup_strbuf_ struct strbuf gone = STRBUF_INIT, unsaved = STRBUF_INIT;
+	_cleanup_strbuf_ struct strbuf written = STRBUF_INIT;
 	if (!st->rdb)
 		return;
 	pthread_mutex_lock(&st->lock);
+	written = st->idx_written;
+	st->idx_written = (struct strbuf)STRBUF_INIT;
 	bool rescan = listed && st->records_rescan; /* else the records may not follow a listing */
 	st->records_rescan = st->records_rescan && !listed;
 	gone = st->forgotten;
 	st->forgotten = (struct strbuf)STRBUF_INIT;
 	int rc = take_unsaved(st, &unsaved);
+	/* Pack indexes leave in bulk: those of collected packs pass an eighth more than packs. */
+	bool prune = listed && (rescan || st->idx_rows > st->npacks + st->npacks / 8 + 16);
 	pthread_mutex_unlock(&st->lock);
-	if (rc == 0 && gone.len == 0 && unsaved.len == 0 && !rescan)
+	if (rc == 0 && gone.len == 0 && unsaved.len == 0 && written.len == 0 && !rescan && !prune)
 		return;
 	if (rc == 0)
 		rc = exec(st, "BEGIN");
+	if (rc == 0 && prune)
+		rc = prune_indexes(st);
 	if (rc == 0)
-		rc = delete_ids(st, &gone);
+		rc = delete_where(st, "DELETE FROM records WHERE id = ?", &gone);
 	if (rc == 0 && rescan) {
 		strbuf_reset(&gone);
 		rc = rows_unrecorded(st, &gone);
 		if (rc == 0)
-			rc = delete_ids(st, &gone);
+			rc = delete_where(st, "DELETE FROM records WHERE id = ?", &gone);
 	}
 	if (rc == 0 && unsaved.len)
 		rc = insert_lines(st, unsaved.buf);
+	if (rc == 0)
+		add_written(st, &written);
 	if (rc == 0)
 		rc = exec(st, "COMMIT");
 	if (rc == 0)

@@ -139,21 +139,41 @@ static int index_pack(struct store *st, struct pack *p, const struct pack_idx_en
 }
 
 /*
+ * The index object of pack @name, decoded: the local copy's if it has one
+ * that verifies (store_records.c), else the objstore's, kept locally then.
+ */
+static int read_pack_index(struct store *st, const char *name, char **data, size_t *len,
+			   struct pack_idx_entry **ents, size_t *n, struct err *e)
+{
+	char key[OBJ_KEY_MAX];
+	int rc = store_records_idx_find(st, name, data, len);
+	if (rc < 0)
+		return rc;
+	if (rc == 1 && pack_idx_decode(st, *data, *len, ents, n) == 0)
+		return 0;
+	free(*data);
+	*data = NULL;
+	store_pack_key(name, "idx", key);
+	rc = objstore_get_buf(st->os, key, data, len, PACK_IDX_MAX, e);
+	if (rc == 0)
+		rc = pack_idx_decode(st, *data, *len, ents, n);
+	if (rc == 0)
+		store_records_idx_add(st, name, *data, *len);
+	return rc;
+}
+
+/*
  * Read the index object of pack @name and add its chunks to the chunk
  * index. A pack without a usable index still restores (its manifests say
  * where each chunk is); new puts do not use it, and it is not read again.
  */
 static int load_pack_index(struct store *st, const char *name)
 {
-	char key[OBJ_KEY_MAX];
 	_cleanup_free_ char *data = NULL;
 	_cleanup_free_ struct pack_idx_entry *ents = NULL;
 	size_t len = 0, n = 0;
 	struct err e = {0};
-	store_pack_key(name, "idx", key);
-	int rc = objstore_get_buf(st->os, key, &data, &len, PACK_IDX_MAX, &e);
-	if (rc == 0)
-		rc = pack_idx_decode(st, data, len, &ents, &n);
+	int rc = read_pack_index(st, name, &data, &len, &ents, &n, &e);
 	if (rc < 0 && rc != -ENOMEM)
 		warning("store: pack %s has no usable index: %s", name,
 			e.code ? e.msg : "malformed");
@@ -255,8 +275,10 @@ static int load_new_indexes(struct store *st)
 	pthread_mutex_lock(&st->lock);
 	int rc = packs_to_index(st, &names);
 	pthread_mutex_unlock(&st->lock);
+	store_records_batch(st, true);
 	for (size_t off = 0; rc == 0 && off < names.len; off += strlen(names.buf + off) + 1)
 		rc = load_pack_index(st, names.buf + off);
+	store_records_batch(st, false);
 	return rc;
 }
 

@@ -5,7 +5,9 @@
  * records; a manifest gone from the store takes its row with it; a row is
  * never a record without a manifest listed, of the length listed (a row of
  * an id not listed is dropped, one of another length or that does not
- * parse is read again from the store).
+ * parse is read again from the store). The same for the pack indexes: a
+ * restart reads none, one kept that does not verify is read again, one of
+ * a pack no record lists goes.
  *
  * GETs are counted by wrapping objstore_local_open() (the Makefile links
  * this program with --wrap): the objstore store_open() makes gets ops that
@@ -25,13 +27,15 @@ int __wrap_objstore_local_open(const char *dir, struct objstore **out, struct er
 
 static struct objstore_ops counting_ops;
 static const struct objstore_ops *real_ops;
-static int manifest_gets;
+static int manifest_gets, idx_gets;
 
 static int counting_get_buf(struct objstore *os, const char *key, char **out, size_t *len,
 			    size_t max, struct err *e)
 {
 	if (!strncmp(key, "manifests/", strlen("manifests/")))
 		__atomic_add_fetch(&manifest_gets, 1, __ATOMIC_RELAXED);
+	if (strstr(key, ".idx"))
+		__atomic_add_fetch(&idx_gets, 1, __ATOMIC_RELAXED);
 	return real_ops->get_buf(os, key, out, len, max, e);
 }
 
@@ -54,7 +58,7 @@ static struct store *open_store(void)
 	struct err e = {0};
 	if (xsnprintf(url, sizeof(url), "file://%s/store", t_base) < 0)
 		abort(); /* a test's own paths are short */
-	manifest_gets = 0;
+	manifest_gets = idx_gets = 0;
 	CHECK_MSG(store_open(url, t_base, &st, &e) == 0, "open %s: %s", url, e.msg);
 	return st;
 }
@@ -71,14 +75,21 @@ static void db_exec(const char *sql)
 	sqlite3_close(db);
 }
 
+static int rows_in(const char *table, const char *where);
+
 static int row_count(const char *where)
+{
+	return rows_in("records", where);
+}
+
+static int rows_in(const char *table, const char *where)
 {
 	char path[PATH_MAX], sql[256];
 	sqlite3 *db = NULL;
 	sqlite3_stmt *s = NULL;
 	int n = -1;
 	t_path(path, "store-records.db");
-	snprintf(sql, sizeof(sql), "SELECT count(*) FROM records WHERE %s", where);
+	snprintf(sql, sizeof(sql), "SELECT count(*) FROM %s WHERE %s", table, where);
 	if (sqlite3_open(path, &db) == SQLITE_OK &&
 	    sqlite3_prepare_v2(db, sql, -1, &s, NULL) == SQLITE_OK && sqlite3_step(s) == SQLITE_ROW)
 		n = sqlite3_column_int(s, 0);
@@ -117,7 +128,7 @@ static void fill(struct store_stats *before)
 
 int main(void)
 {
-	struct store_stats before, after;
+	struct store_stats before, after; /* before: as the last open left the store */
 	struct err e = {0};
 	char path[PATH_MAX];
 	if (!t_store_begin("test_store_records"))
@@ -127,6 +138,7 @@ int main(void)
 	/* A restart: no manifest read, the same records and chunk index. */
 	struct store *st = open_store();
 	CHECK_MSG(manifest_gets == 0, "a restart read %d manifests", manifest_gets);
+	CHECK_MSG(idx_gets == 0, "a restart read %d pack indexes", idx_gets);
 	store_stats(st, &after);
 	CHECK(same_stats(&before, &after));
 	CHECK(store_has_record(st, "snap-0000000000000001"));
@@ -162,7 +174,24 @@ int main(void)
 
 	/* Rows written again from the manifests: the next restart reads none. */
 	st = open_store();
-	CHECK_MSG(manifest_gets == 0, "a restart read %d manifests", manifest_gets);
+	CHECK_MSG(manifest_gets == 0 && idx_gets == 0, "a restart read %d manifests, %d indexes",
+		  manifest_gets, idx_gets);
+	store_stats(st, &before);
+	store_close(st);
+
+	/*
+	 * A kept pack index that does not verify is read again, and the same
+	 * chunks are indexed; one of a pack no record lists goes.
+	 */
+	db_exec("UPDATE pack_indexes SET idx = x'00' WHERE name = (SELECT min(name) FROM "
+		"pack_indexes);"
+		"INSERT INTO pack_indexes VALUES ('snap-00000000000000ff/0000', x'00');");
+	st = open_store();
+	CHECK_MSG(idx_gets == 1, "read %d pack indexes, not the 1 kept corrupt", idx_gets);
+	store_stats(st, &after);
+	CHECK(same_stats(&before, &after) && after.snapshots == 2);
+	CHECK(rows_in("pack_indexes", "name LIKE 'snap-00000000000000ff/%'") == 0);
+	CHECK(rows_in("pack_indexes", "length(idx) < 16") == 0);
 	store_close(st);
 
 	/* Rows of another store (the state follows a new --store) are dropped. */
