@@ -285,15 +285,6 @@ int pack_idx_decode(const struct store *st, const char *data, size_t len,
 
 /* --- packs, snapshots, puts in flight (all under st->lock) ---------------- */
 
-struct pack *store_find_pack(struct store *st, const char *name)
-{
-	for (size_t i = 0; i < st->npacks; i++) {
-		if (!strcmp(st->packs[i]->name, name))
-			return st->packs[i];
-	}
-	return NULL;
-}
-
 struct pack *store_pack_get_or_add(struct store *st, const char *name)
 {
 	struct pack *p = store_find_pack(st, name);
@@ -327,17 +318,11 @@ int store_reserve(struct store *st, size_t packs, size_t chunks)
 	while (rc == 0 && st->npacks + packs > st->packs_cap)
 		rc = STORE_GROW(st->packs, st->packs_cap, st->packs_cap);
 	if (rc == 0)
+		rc = store_packs_reserve(st, packs);
+	if (rc == 0)
 		rc = store_snaps_reserve(st);
 	while (rc == 0 && (st->index.count + chunks + 1) * 2 > st->index.cap)
 		rc = index_grow(&st->index);
-	return rc;
-}
-
-int store_add_pack(struct store *st, struct pack *p)
-{
-	int rc = STORE_GROW(st->packs, st->packs_cap, st->npacks);
-	if (rc == 0)
-		st->packs[st->npacks++] = p;
 	return rc;
 }
 
@@ -478,6 +463,7 @@ void store_close(struct store *st)
 		free(st->packs[i]);
 	free(st->snaps);
 	free(st->snap_slots);
+	free(st->pack_slots);
 	free(st->packs);
 	chunk_index_free(&st->index);
 	EVP_MD_free(st->sha256);

@@ -281,13 +281,7 @@ static bool held_pack(const struct pass *ps, const char *pack)
 /* Under st->lock: take @p out of the records; its chunks leave the index in decide(). */
 static void detach(struct pass *ps, struct pack *p)
 {
-	struct store *st = ps->st;
-	for (size_t i = 0; i < st->npacks; i++) {
-		if (st->packs[i] == p) {
-			st->packs[i] = st->packs[--st->npacks];
-			break;
-		}
-	}
+	store_remove_pack(ps->st, p);
 	p->indexed = false;
 	ps->detached[ps->ndetached++] = p;
 }

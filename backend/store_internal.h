@@ -157,6 +157,8 @@ struct store {
 	pthread_cond_t checked; /* some pack's check ended (with lock) */
 	struct pack **packs;
 	size_t npacks, packs_cap;
+	size_t *pack_slots; /* packs by name (store_snaps.c): a position + 1, 0 when empty */
+	size_t pack_slots_cap;
 	struct chunk_index index;
 	struct snap_rec *snaps;
 	size_t nsnaps, snaps_cap;
@@ -352,6 +354,10 @@ void store_inflight_end(struct store *st, struct inflight *fl);
 int store_reserve(struct store *st, size_t packs, size_t chunks);
 /* Under st->lock: add @p (refs 0, pins 0) to the store's packs. -ENOMEM. */
 int store_add_pack(struct store *st, struct pack *p);
+/* Under st->lock: room in the packs' index for @more packs; -ENOMEM. */
+int store_packs_reserve(struct store *st, size_t more);
+/* Under st->lock: take @p out of the store's packs (the caller frees it). */
+void store_remove_pack(struct store *st, struct pack *p);
 /* Under st->lock: room for one more record of a manifest; -ENOMEM. */
 int store_snaps_reserve(struct store *st);
 /* Under st->lock: drop the record of @id, its packs lose a ref; false if there was none. */

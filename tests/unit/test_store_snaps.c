@@ -2,7 +2,7 @@
  * test_store_snaps.c - the store's records of manifests and their index by
  * id (backend/store_snaps.c): every record added is found, every one
  * forgotten is not, through growth and removals that move records and
- * shift probe chains.
+ * shift probe chains; the same of the packs' index by name.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +31,37 @@ static bool found_as(struct store *st, int i, bool present)
 	id_of(i, id);
 	struct snap_rec *r = store_find_snap(st, id);
 	return present ? r && r->size_bytes == i && !strcmp(r->id, id) : r == NULL;
+}
+
+/* The packs' index: the same through growth and removals, by pointer. */
+static void packs(void)
+{
+	struct store *st = calloc(1, sizeof(*st));
+	static struct pack p[N];
+	int failed = 0;
+	CHECK(st != NULL);
+	for (int i = 0; i < N; i++) {
+		snprintf(p[i].name, sizeof(p[i].name), "snap-%016x/%04d", (unsigned)i * 2654435761u,
+			 i % 7);
+		failed += store_add_pack(st, &p[i]) != 0;
+	}
+	CHECK(failed == 0 && st->npacks == N);
+	for (int i = 0; i < N; i += 3)
+		store_remove_pack(st, &p[i]);
+	for (int i = 0; i < N; i++)
+		failed += store_find_pack(st, p[i].name) != (i % 3 ? &p[i] : NULL);
+	CHECK(failed == 0 && st->npacks == N - (N + 2) / 3);
+	/* Reserved room: adding them back cannot fail, and finds each. */
+	CHECK(store_packs_reserve(st, (N + 2) / 3) == 0);
+	size_t cap = st->pack_slots_cap;
+	for (int i = 0; i < N; i += 3)
+		failed += store_add_pack(st, &p[i]) != 0;
+	for (int i = 0; i < N; i++)
+		failed += store_find_pack(st, p[i].name) != &p[i];
+	CHECK(failed == 0 && st->pack_slots_cap == cap);
+	free(st->packs);
+	free(st->pack_slots);
+	free(st);
 }
 
 int main(void)
@@ -74,5 +105,6 @@ int main(void)
 	free(st->snaps);
 	free(st->snap_slots);
 	free(st);
+	packs();
 	return t_done();
 }
