@@ -75,7 +75,8 @@ struct store_stats {
 /*
  * Open the store named by @url: "file:///abs/dir", or NULL/"" for the
  * default "<state_dir>/store". Other schemes: -EINVAL with a message.
- * Reads every manifest and the index of every pack they list.
+ * Lists the manifests; reads each, and the index of every pack they list,
+ * unless <state_dir>/store-records.db kept it (backend/store_records.c).
  */
 int store_open(const char *url, const char *state_dir, struct store **out, struct err *e);
 void store_close(struct store *st);

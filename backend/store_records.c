@@ -1,27 +1,36 @@
 /*
  * store_records.c - a local copy of the store's records, so that a restart
  * against a bucket this state knows costs one listing, not a GET of every
- * manifest (docs/benchmarks-scale.md: 1,000 manifests on s3rver took 8.4 s).
+ * manifest and pack index (docs/benchmarks-scale.md: 1,000 manifests on
+ * s3rver took 8.4 s).
  *
  * A manifest is written once under its id and only ever deleted (a put of
- * an id the store holds fails, docs/store.md "Crash consistency"), so what
- * the store keeps of it (struct snap_rec: its packs and sizes) holds for as
- * long as that id is listed. <state>/store-records.db (SQLite, 0600) keeps
- * one row per record this process held at its last refresh, with the URL
- * of the store it was read from. A refresh takes a row only for an id the
- * listing shows, of the length the listing shows: a row is never a snapshot
- * by itself, and a manifest replaced behind snapfs' back by one of another
- * length is read again. Rows come only from records, and records only from
- * a manifest that passed manifest_parse() or from this process's own put.
+ * an id the store holds fails, put_check_absent()), so what the store keeps
+ * of it (struct snap_rec: its packs and sizes) holds for as long as that id
+ * is listed. <state>/store-records.db (SQLite, 0600) keeps one row per
+ * record this process held at its last refresh, with the URL of the store
+ * it was read from. A refresh takes a row only for an id the listing shows,
+ * of the length the listing shows: a row is never a snapshot by itself, and
+ * a manifest replaced behind snapfs' back by one of another length is read
+ * again. Rows come only from records, and records only from a manifest that
+ * passed manifest_parse() or from this process's own put. Table
+ * pack_indexes keeps the index objects of packs (as read, or as a put here
+ * wrote them); each is verified by its own SHA-256 when used, and only a
+ * pack some record lists is looked up.
  *
  * After each refresh whose listing succeeded, and at close,
- * store_records_save() makes the rows follow the records: rows of records forgotten since
- * (st->forgotten) are deleted, records not yet saved (snap_rec.cached false) inserted, and where
- * st->records_rescan is set (at open, after a failed save, when st->forgotten overflowed) every row
- * without a record goes, but only after a listing: the records of a store that never answered are
- * none. The file is a cache: one that cannot be opened or written is warned of and the store reads
- * every manifest as before. rdb and its statement are used under st->sync_lock; forgotten,
- * records_rescan and the cached flags under st->lock.
+ * store_records_save() makes the rows follow the records: rows of records
+ * forgotten since (st->forgotten) are deleted, records not yet saved
+ * (snap_rec.cached false) inserted, and where st->records_rescan is set (at
+ * open, after a failed save, when st->forgotten overflowed) every row
+ * without a record goes, but only after a listing: the records of a store
+ * that never answered are none. Pack indexes of packs the store no longer
+ * has go in bulk. The file is a cache: one that cannot be opened or written
+ * is warned of and the store reads every manifest as before.
+ *
+ * Locks: rdb and its statements are used under st->sync_lock (store_open()
+ * and store_close() run alone); forgotten, idx_written, records_rescan and
+ * the cached flags are under st->lock.
  */
 #include "backend/store_internal.h"
 
@@ -314,8 +323,7 @@ void store_records_note_forgotten(struct store *st, const struct snap_rec *rec)
 	}
 }
 
-/* Under st->lock: one line per record not saved yet, "id\tmb\tsize\tstored\tpacks", marked saved.
- */
+/* Under st->lock: a line per record not saved yet, "id\tmb\tsize\tstored\tpacks"; now saved. */
 static int take_unsaved(struct store *st, struct strbuf *out)
 {
 	for (size_t i = 0; i < st->nsnaps; i++) {

@@ -12,6 +12,10 @@
  * A record added after the listing began (a put of this process that
  * finished meanwhile) is never forgotten by that listing: records carry the
  * sequence number they were added under. Store open runs the same walk.
+ * A manifest or pack index the local copy of the records holds
+ * (store_records.c: by id and listed length, by pack name) is taken from
+ * it instead of the objstore, and each walk whose listing succeeded saves
+ * the records back to it.
  */
 #include "backend/store_internal.h"
 
