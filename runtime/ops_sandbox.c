@@ -242,7 +242,9 @@ int prepare_bundle(const char *id, const char *runtime_id, const char *image,
 		rc = cgroup_path(ops.cgroup_parent, runtime_id, cgroup, sizeof(cgroup));
 	if (rc < 0)
 		return err_set(e, -rc, "cannot build the bundle of sandbox %s: path too long", id);
-	rc = images_digest(ops.images, image, digest_out, e);
+	rc = net_image_prepare(id, rootfs, e);
+	if (rc == 0)
+		rc = images_digest(ops.images, image, digest_out, e);
 	if (rc < 0)
 		return rc;
 	if (gpu) {
