@@ -5,10 +5,15 @@
 #   make unit            build and run the C unit tests only
 #   make fuzz            build the libFuzzer targets with clang and run each FUZZ_SECONDS (300)
 #   make chaos           the chaos test's long profile (CHAOS_ROUNDS 300, CHAOS_SECONDS 3600)
-#   make install PREFIX=/usr/local
+#   make install PREFIX=/usr/local   the daemon, make-image.sh, the man page, the systemd unit
+#   make deb             the Debian package (dpkg-buildpackage -b) into build/deb/ (docs/packaging.md)
 #   make format          clang-format every source file
 
 PREFIX  ?= /usr/local
+BINDIR  ?= $(PREFIX)/bin
+MANDIR  ?= $(PREFIX)/share/man
+# Debian bookworm's place for units (pkg-config systemd: systemdsystemunitdir).
+UNITDIR ?= /lib/systemd/system
 VERSION := 0.1.0
 PKGS    := fuse3 sqlite3 libcurl libzstd libcjson libcrypto libnl-route-3.0 libnftables
 
@@ -18,8 +23,9 @@ PKG_LIBS   := $(shell pkg-config --libs $(PKGS))
 CC      ?= cc
 WARN    := -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wno-format-nonliteral -Wvla
 CFLAGS  ?= -O2 -g
-ALL_CFLAGS = -std=c17 -D_GNU_SOURCE -DSNAPFS_VERSION='"$(VERSION)"' -I. $(WARN) $(PKG_CFLAGS) -pthread -MMD -MP $(CFLAGS)
-LDLIBS  := $(PKG_LIBS) -pthread
+# CPPFLAGS and LDFLAGS: dpkg-buildflags' hardening (debian/rules) reaches every object and link.
+ALL_CFLAGS = $(CPPFLAGS) -std=c17 -D_GNU_SOURCE -DSNAPFS_VERSION='"$(VERSION)"' -I. $(WARN) $(PKG_CFLAGS) -pthread -MMD -MP $(CFLAGS)
+LDLIBS  := $(LDFLAGS) $(PKG_LIBS) -pthread
 
 SAN     := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
@@ -29,7 +35,7 @@ UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 
 OBJ = $(patsubst %.c,$(1)/%.o,$(2))
 
-.PHONY: all test unit install format clean integration fuzz fuzz-build chaos
+.PHONY: all test unit install format clean integration fuzz fuzz-build chaos deb
 # Keep the unit tests' objects: make would otherwise delete them after `make test`
 # and print that last, after the suite's closing "N passed, N failed" line.
 .SECONDARY:
@@ -105,9 +111,30 @@ chaos: build/asan/snapfs
 	CHAOS_ROUNDS=$(CHAOS_ROUNDS) CHAOS_SECONDS=$(CHAOS_SECONDS) \
 		timeout -k 60 $$(($(CHAOS_SECONDS) + 900)) bash tests/integration/test_chaos.sh
 
-install: build/snapfs
-	install -D -m 0755 build/snapfs $(DESTDIR)$(PREFIX)/bin/snapfs
+# snapfs(8) from its scdoc source (Debian's scdoc package).
+build/snapfs.8: docs/snapfs.8.scd
+	@mkdir -p $(dir $@)
+	scdoc <$< >$@
+
+# The unit names the binary where this install puts it.
+install: build/snapfs build/snapfs.8
+	install -D -m 0755 build/snapfs $(DESTDIR)$(BINDIR)/snapfs
+	install -D -m 0755 scripts/snapfs-image $(DESTDIR)$(BINDIR)/snapfs-image
 	install -D -m 0755 scripts/make-image.sh $(DESTDIR)$(PREFIX)/share/snapfs/make-image.sh
+	install -D -m 0644 build/snapfs.8 $(DESTDIR)$(MANDIR)/man8/snapfs.8
+	install -D -m 0755 examples/walkthrough.sh $(DESTDIR)$(PREFIX)/share/doc/snapfs/examples/walkthrough.sh
+	install -d -m 0755 $(DESTDIR)$(UNITDIR)
+	sed 's|@BINDIR@|$(BINDIR)|g' systemd/snapfs.service >$(DESTDIR)$(UNITDIR)/snapfs.service
+	chmod 0644 $(DESTDIR)$(UNITDIR)/snapfs.service
+
+# The package, built in a copy of the tree (dpkg-buildpackage cleans the tree it
+# builds in: `make clean` there, never here); the .deb lands in build/deb/.
+DEB_SRC := build/deb/snapfs-$(VERSION)
+deb:
+	rm -rf build/deb
+	mkdir -p $(DEB_SRC)
+	tar --exclude=./build --exclude=./.git --exclude=./tests/node_modules -cf - . | tar -xf - -C $(DEB_SRC)
+	cd $(DEB_SRC) && dpkg-buildpackage -b -us -uc
 
 format:
 	clang-format -i $(LIB_SRCS) $(MAIN_SRC) $(wildcard */*.h backend/objstore/*.h tests/unit/*.c tests/unit/*.h tests/fuzz/*.c tests/fuzz/*.h)

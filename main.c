@@ -8,12 +8,16 @@
  * 0700, no symlink, below directories only root can change: snapshots are
  * sandbox memory, and runsc is handed paths inside it);
  * fuse_daemonize() forks, so no thread may exist before it, which is why
- * ops_start() (job threads) comes after it.
+ * ops_start() (job threads) comes after it, and so do the two threads of
+ * this file: the one that reopens the log on SIGHUP and, under systemd
+ * (NOTIFY_SOCKET), the one that says READY=1 once the mount answers.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +25,7 @@
 #include <unistd.h>
 
 #include "fs/fs.h"
+#include "lib/sdnotify.h"
 #include "lib/size.h"
 #include "lib/util.h"
 #include "runtime/cgroup.h"
@@ -374,7 +379,82 @@ static void redirect_log(const char *state_dir, int64_t max_bytes)
 	log_to_file(path, max_bytes > 0 ? max_bytes : JOURNAL_MAX_DEFAULT);
 }
 
-static int serve(struct options *o, struct fuse_args *args)
+/*
+ * SIGHUP reopens snapfs.log (after logrotate or a mv). The handler only
+ * writes a byte to a pipe: reopening takes a lock, which a signal handler
+ * may not. Installed before fs_loop(), so libfuse, which sets its own only
+ * where a signal has the default action, leaves SIGHUP to us.
+ */
+static int hup_pipe[2] = {-1, -1};
+
+static void on_hup(int sig)
+{
+	int saved = errno;
+	char c = (char)sig;
+	/* Non-blocking: a full pipe already holds a reopen to do. */
+	ssize_t n = write(hup_pipe[1], &c, 1);
+	(void)n;
+	errno = saved;
+}
+
+static int catch_hup(void)
+{
+	struct sigaction sa = {.sa_handler = on_hup, .sa_flags = SA_RESTART};
+	if (pipe2(hup_pipe, O_CLOEXEC) < 0 || fcntl(hup_pipe[1], F_SETFL, O_NONBLOCK) < 0 ||
+	    sigaction(SIGHUP, &sa, NULL) < 0)
+		return error(errno, "cannot catch SIGHUP: %s", strerror(errno));
+	return 0;
+}
+
+static void *hup_thread(void *arg)
+{
+	char c;
+	(void)arg;
+	for (;;) {
+		ssize_t n = read(hup_pipe[0], &c, 1);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return NULL;
+		int rc = log_reopen();
+		if (rc < 0)
+			warning("SIGHUP: cannot reopen the log: %s", strerror(-rc));
+		else
+			info("SIGHUP: %s",
+			     rc ? "log reopened" : "logging to stderr, nothing to reopen");
+	}
+}
+
+/* READY=1 once a lookup in the mount is answered: systemd then starts what needs it. */
+static void *ready_thread(void *arg)
+{
+	const char *mountpoint = arg;
+	char path[PATH_MAX];
+	struct stat st;
+	if (xsnprintf(path, sizeof(path), "%s/version", mountpoint) < 0 || stat(path, &st) < 0) {
+		warning("the mount %s does not answer, not ready: %s", mountpoint, strerror(errno));
+		return NULL;
+	}
+	int rc = sdnotify("READY=1");
+	if (rc < 0)
+		warning("cannot tell systemd it is ready: %s", strerror(-rc));
+	else
+		info("mounted at %s, ready", mountpoint);
+	return NULL;
+}
+
+/* A detached thread of this file's; failing to start one is logged, not fatal. */
+static void spawn_detached(void *(*fn)(void *), void *arg, const char *what)
+{
+	pthread_t t;
+	int rc = pthread_create(&t, NULL, fn, arg);
+	if (rc != 0)
+		warning("cannot start the %s thread: %s", what, strerror(rc));
+	else
+		pthread_detach(t);
+}
+
+static int serve(struct options *o, struct fuse_args *args, bool notify)
 {
 	struct err e = {0};
 	struct fs *fs = NULL;
@@ -413,11 +493,22 @@ static int serve(struct options *o, struct fuse_args *args)
 		fuse_daemonize(0);
 		redirect_log(o->state_dir, o->journal_max_bytes);
 	}
+	spawn_detached(hup_thread, NULL, "SIGHUP");
 	rc = ops_start(&e);
-	if (rc < 0)
+	if (rc < 0) {
 		error(-rc, "cannot start: %s", e.msg);
-	else
-		rc = fs_loop(fs);
+		goto out;
+	}
+	if (notify)
+		spawn_detached(ready_thread, (void *)o->mountpoint, "readiness");
+	rc = fs_loop(fs);
+	/*
+	 * Stopping. systemd sends SIGTERM after ExecStop's unmount returns, while
+	 * this shutdown runs: it must not cut it short (SIGKILL still does).
+	 */
+	signal(SIGTERM, SIG_IGN);
+	signal(SIGINT, SIG_IGN);
+	sdnotify("STOPPING=1");
 out:
 	ops_shutdown();
 	if (fs)
@@ -434,6 +525,10 @@ int main(int argc, char **argv)
 	/* runsc with a network runs through this binary: runtime/net.h net_exec_main(). */
 	if (argc > 1 && strcmp(argv[1], NET_EXEC_FLAG) == 0)
 		return net_exec_main(argc, argv);
+	log_init();
+	int notify = sdnotify_init();
+	if (notify < 0)
+		warning("NOTIFY_SOCKET names no unix socket: systemd will not hear of readiness");
 	if (parse_options(argc, argv, &o) < 0)
 		return 2;
 	/* Whatever this process and its runsc children create is theirs alone. */
@@ -443,9 +538,9 @@ int main(int argc, char **argv)
 	    make_absolute(&o.mountpoint, mount_abs) < 0 ||
 	    (o.cuda_checkpoint && make_absolute(&o.cuda_checkpoint, cuda_abs) < 0) ||
 	    (o.net_resolv && make_absolute(&o.net_resolv, resolv_abs) < 0) ||
-	    build_fuse_args(&o, &args) < 0)
+	    build_fuse_args(&o, &args) < 0 || catch_hup() < 0)
 		return 1;
-	int rc = serve(&o, &args);
+	int rc = serve(&o, &args, notify > 0);
 	fuse_opt_free_args(&args);
 	return rc < 0 ? 1 : 0;
 }

@@ -66,11 +66,13 @@ struct par_thread {
 	void *arg;
 	unsigned worker;
 	bool started;
+	struct cancel *cancel; /* the caller's token (lib/cancel.h) */
 };
 
 static void *par_main(void *arg)
 {
 	struct par_thread *t = arg;
+	cancel_bind(t->cancel);
 	t->fn(t->arg, t->worker);
 	return NULL;
 }
@@ -82,7 +84,8 @@ void store_parallel(unsigned n, void (*fn)(void *arg, unsigned worker), void *ar
 		n = STORE_WORKERS_MAX;
 	/* A thread that cannot start leaves its share to the others: fn pulls its work. */
 	for (unsigned i = 1; i < n; i++) {
-		threads[i] = (struct par_thread){.fn = fn, .arg = arg, .worker = i};
+		threads[i] = (struct par_thread){
+		    .fn = fn, .arg = arg, .worker = i, .cancel = cancel_current()};
 		threads[i].started =
 		    pthread_create(&threads[i].tid, NULL, par_main, &threads[i]) == 0;
 	}

@@ -32,6 +32,7 @@
 #include "backend/manifest.h"
 #include "backend/objstore/objstore.h"
 #include "backend/store.h"
+#include "lib/cancel.h"
 #include "lib/limits.h"
 #include "lib/strbuf.h"
 #include "lib/strset.h"
@@ -379,6 +380,7 @@ struct flusher {
 	bool stop;
 	int rc; /* the first failure, with err */
 	struct err err;
+	struct cancel *cancel; /* the put's thread's token (lib/cancel.h), bound by the flusher */
 };
 
 struct progress {

@@ -14,6 +14,7 @@
 #include <zstd.h>
 
 #include "backend/chunker.h"
+#include "lib/cancel.h"
 
 /* A pack is written once it holds this much: a GiB of new data is 32 packs and 32 indexes. */
 #define PACK_TARGET (32u << 20)
@@ -55,6 +56,7 @@ static void *flusher_main(void *arg)
 {
 	struct put *put = arg;
 	struct flusher *f = &put->flusher;
+	cancel_bind(f->cancel);
 	pthread_mutex_lock(&f->lock);
 	for (;;) {
 		while (!f->pending && !f->stop)
@@ -86,6 +88,7 @@ int put_flush_out(struct put *put, struct err *e)
 	struct flusher *f = &put->flusher;
 	struct pack_out *o = steal_ptr(put->out);
 	if (!f->started) {
+		f->cancel = cancel_current();
 		int rc = pthread_create(&f->tid, NULL, flusher_main, put);
 		if (rc != 0) {
 			put_pack_out_free(o);

@@ -27,6 +27,11 @@ void cancel_now(struct cancel *c)
 	atomic_store(&c->cancelled, true);
 }
 
+struct cancel *cancel_current(void)
+{
+	return bound;
+}
+
 bool cancel_requested(void)
 {
 	if (!bound)

@@ -33,5 +33,11 @@ void cancel_set_deadline(struct cancel *c, int64_t deadline_ms);
 void cancel_now(struct cancel *c);
 /* Whether the calling thread's token says to give up (false with none bound). */
 bool cancel_requested(void);
+/*
+ * The calling thread's token (NULL: none): a thread started to do part of
+ * the same work binds it, so that giving up the work gives up its part too
+ * (the store's flusher, store_parallel(), S3 multipart uploads).
+ */
+struct cancel *cancel_current(void);
 
 #endif

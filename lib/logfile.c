@@ -53,6 +53,39 @@ void logfile_close(struct logfile *lf)
 }
 
 /*
+ * After an operator moved PATH away (logrotate, `mv`): a fresh PATH, @also
+ * pointed at it. A PATH that is still the file we write is left as it is.
+ * Open readers keep their offsets: what was before becomes the gap.
+ */
+int logfile_reopen(struct logfile *lf)
+{
+	struct stat old, cur, prev;
+	pthread_mutex_lock(&lf->lock);
+	int fd = lf->fd < 0 ? -1 : open_current(lf, 0);
+	int rc = lf->fd < 0 ? -EBADF : fd < 0 ? -errno : 0;
+	if (rc == 0 && (fstat(lf->fd, &old) < 0 || fstat(fd, &cur) < 0))
+		rc = -errno;
+	if (rc == 0 && old.st_dev == cur.st_dev && old.st_ino == cur.st_ino)
+		goto out; /* nothing moved */
+	if (rc == 0 && fchmod(fd, lf->mode) < 0)
+		rc = -errno;
+	if (rc == 0 && lf->also >= 0 && dup2(fd, lf->also) < 0)
+		rc = -errno;
+	if (rc < 0)
+		goto out;
+	lf->gap = lf->readers ? lf->gap + lf->prev + old.st_size : 0;
+	lf->prev = !lf->readers && stat(lf->prev_path, &prev) == 0 ? prev.st_size : 0;
+	close(lf->fd);
+	lf->fd = fd;
+	fd = -1;
+out:
+	if (fd >= 0)
+		close(fd);
+	pthread_mutex_unlock(&lf->lock);
+	return rc;
+}
+
+/*
  * PATH becomes PATH.1 and a fresh PATH is opened. If that open fails, PATH
  * is put back and appends go on there: an oversize file beats lost lines.
  */

@@ -56,6 +56,8 @@ struct logfile {
 /* Open (create with @mode) @path for appending, rotated past @max bytes (0: never). */
 int logfile_open(struct logfile *lf, const char *path, int64_t max, mode_t mode, int also);
 void logfile_close(struct logfile *lf);
+/* PATH again, after someone renamed it (SIGHUP, logrotate): 0 or -errno. */
+int logfile_reopen(struct logfile *lf);
 /* Append @len bytes of whole lines in one write, rotating first if they would pass the cap. */
 int logfile_append(struct logfile *lf, const char *data, size_t len);
 

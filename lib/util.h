@@ -70,6 +70,14 @@ extern bool log_debug_enabled;
  * rotated past @max_bytes as the journals are (lib/logfile.h).
  */
 int log_to_file(const char *path, int64_t max_bytes);
+/*
+ * At start-up, before any thread: when stderr is the journal's stream
+ * (JOURNAL_STREAM names its device and inode, sd-daemon(3)), lines carry a
+ * `<N>` syslog priority and no timestamp of their own.
+ */
+void log_init(void);
+/* snapfs.log again, after it was renamed (SIGHUP): 1, or 0 when logging to stderr, or -errno. */
+int log_reopen(void);
 
 /* Milliseconds since the epoch (CLOCK_REALTIME) and since boot (CLOCK_MONOTONIC). */
 int64_t now_ms(void);

@@ -355,13 +355,11 @@ static void cache_put(struct images *im, const char *name, const struct fingerpr
  * wasted work. The fingerprint is taken before hashing, so a change made
  * during the hash shows up as a mismatch next time.
  */
-int images_digest(struct images *im, const char *name, char out[DIGEST_MAX], struct err *e)
+static int tree_digest(struct images *im, const char *name, const char *root, char out[DIGEST_MAX],
+		       struct err *e)
 {
-	char root[PATH_MAX];
 	struct walk w = {.visit = visit_fingerprint, .e = e};
 	struct timespec now;
-	if (images_path(im, name, root, sizeof(root)) < 0)
-		return err_set(e, ENOENT, "image %s does not exist", name);
 	clock_gettime(CLOCK_REALTIME, &now);
 	int rc = walk_tree(&w, root);
 	if (rc < 0)
@@ -374,6 +372,82 @@ int images_digest(struct images *im, const char *name, char out[DIGEST_MAX], str
 	if (w.fp.newest_ns < ts_ns(&now) - RACY_NS)
 		cache_put(im, name, &w.fp, out);
 	return 0;
+}
+
+/* --- images snapfs-image imported (docs/images.md) --------------------- */
+
+#define OCI_DIR ".oci"
+#define OCI_HEX 64
+
+/*
+ * The version HEX of @target, the link <dir>/@name holds, into @hex when
+ * it is exactly ".oci/@name/HEX/rootfs" as snapfs-image writes it; false
+ * for any other link (a tree kept elsewhere is an image of the plain kind).
+ */
+bool images_oci_link(const char *name, const char *target, char hex[OCI_HEX + 1])
+{
+	size_t n = strlen(name), prefix = sizeof(OCI_DIR "/") - 1;
+	static const char tail[] = "/rootfs";
+	if (strncmp(target, OCI_DIR "/", prefix) != 0 || strncmp(target + prefix, name, n) != 0 ||
+	    target[prefix + n] != '/')
+		return false;
+	const char *h = target + prefix + n + 1;
+	if (strspn(h, "0123456789abcdef") != OCI_HEX || strcmp(h + OCI_HEX, tail) != 0)
+		return false;
+	memcpy(hex, h, OCI_HEX);
+	hex[OCI_HEX] = '\0';
+	return true;
+}
+
+/*
+ * The digest file of version @hex of @name: "sha256:HEX", one line. It is
+ * read as untrusted text (bounded, checked by image_digest_ok(), and it
+ * must name its own version), since anyone with the images directory
+ * could have written it.
+ */
+static int oci_read_digest(struct images *im, const char *name, const char *hex,
+			   char out[DIGEST_MAX], struct err *e)
+{
+	char path[PATH_MAX];
+	_cleanup_free_ char *buf = NULL;
+	size_t n = 0;
+	if (xsnprintf(path, sizeof(path), "%s/" OCI_DIR "/%s/%s/digest", im->dir, name, hex) < 0)
+		return err_set(e, ENAMETOOLONG, "image %s: path too long", name);
+	int rc = read_file(path, &buf, &n, DIGEST_MAX);
+	if (rc < 0)
+		return err_set(e, EIO, "image %s: cannot read %s: %s", name, path, strerror(-rc));
+	if (n > 0 && buf[n - 1] == '\n')
+		buf[n - 1] = '\0';
+	if (!image_digest_ok(buf) || strcmp(buf + sizeof("sha256:") - 1, hex) != 0)
+		return err_set(e, EIO, "image %s: %s is not the digest sha256:%s of its version",
+			       name, path, hex);
+	snprintf(out, DIGEST_MAX, "%s", buf);
+	return 0;
+}
+
+int images_pin(struct images *im, const char *name, char *root, size_t len, char digest[DIGEST_MAX],
+	       struct err *e)
+{
+	char link[PATH_MAX], target[PATH_MAX], hex[OCI_HEX + 1];
+	if (images_path(im, name, link, sizeof(link)) < 0)
+		return err_set(e, ENOENT, "image %s does not exist", name);
+	ssize_t n = readlink(link, target, sizeof(target) - 1);
+	target[n > 0 ? n : 0] = '\0';
+	if (n < 0 || !images_oci_link(name, target, hex)) {
+		if (xsnprintf(root, len, "%s", link) < 0)
+			return err_set(e, ENAMETOOLONG, "image %s: path too long", name);
+		return tree_digest(im, name, link, digest, e);
+	}
+	/* The version itself, not the link: a re-import swaps the link, never this tree. */
+	if (xsnprintf(root, len, "%s/%s", im->dir, target) < 0)
+		return err_set(e, ENAMETOOLONG, "image %s: path too long", name);
+	return oci_read_digest(im, name, hex, digest, e);
+}
+
+int images_digest(struct images *im, const char *name, char out[DIGEST_MAX], struct err *e)
+{
+	char root[PATH_MAX];
+	return images_pin(im, name, root, sizeof(root), out, e);
 }
 
 int images_each(struct images *im, int (*fn)(const char *name, void *arg), void *arg)

@@ -8,11 +8,17 @@
  * in memory per image and recomputed only when the tree's newest mtime or
  * entry count changed (a cheap stat walk).
  *
+ * An image snapfs-image imported (docs/images.md) is pinned by its OCI
+ * manifest digest instead: <dir>/NAME is a symlink ".oci/NAME/HEX/rootfs"
+ * and <dir>/.oci/NAME/HEX/digest holds "sha256:HEX". Its tree is not
+ * walked; its digest is that file's, checked (images_pin()).
+ *
  * Thread-safety: all functions may be called from any thread.
  */
 #ifndef SNAPFS_IMAGES_H
 #define SNAPFS_IMAGES_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "backend/registry.h"
@@ -29,6 +35,16 @@ int images_exists(struct images *im, const char *name);
 /* Absolute path of the image's root filesystem into @out. */
 int images_path(struct images *im, const char *name, char *out, size_t len);
 int images_digest(struct images *im, const char *name, char out[DIGEST_MAX], struct err *e);
+/*
+ * The tree a sandbox of @name gets into @root and its digest, from one
+ * look at the image: for an imported one, its version's own directory (a
+ * re-import meanwhile swaps the link, not this tree, so @root and @digest
+ * always agree); for a plain one, its path and tree digest.
+ */
+int images_pin(struct images *im, const char *name, char *root, size_t len, char digest[DIGEST_MAX],
+	       struct err *e);
+/* The version (64 hex digits) of an imported image's link @target, or false. */
+bool images_oci_link(const char *name, const char *target, char hex[65]);
 /* Image names, sorted. @fn returning non-zero stops the walk. */
 int images_each(struct images *im, int (*fn)(const char *name, void *arg), void *arg);
 

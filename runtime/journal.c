@@ -17,6 +17,10 @@ static struct logfile journals[] = {
     [JOURNAL_ERRORS] = LOGFILE_INIT,
 };
 
+/* Lines appended since the daemon started: the metrics' counters, which a rotation does not reset.
+ */
+static _Atomic uint64_t appended[] = {[JOURNAL_EVENTS] = 0, [JOURNAL_ERRORS] = 0};
+
 int journal_open(const char *state_dir, int64_t max_bytes)
 {
 	char path[PATH_MAX];
@@ -67,5 +71,12 @@ int journal_append(enum journal_kind kind, cJSON *obj)
 	text[len] = '\n'; /* replace the NUL: write() takes a length */
 	int rc = logfile_append(&journals[kind], text, len + 1);
 	free(text);
+	if (rc == 0)
+		appended[kind]++;
 	return rc;
+}
+
+uint64_t journal_lines(enum journal_kind kind)
+{
+	return appended[kind];
 }

@@ -39,5 +39,7 @@ struct logfile *journal_file(enum journal_kind kind);
 cJSON *journal_entry(void);
 /* Print @obj as one line and append it. Takes ownership of @obj (NULL: -ENOMEM). */
 int journal_append(enum journal_kind kind, cJSON *obj);
+/* Lines @kind's journal took since the daemon started (the metrics' counters). */
+uint64_t journal_lines(enum journal_kind kind);
 
 #endif

@@ -28,14 +28,8 @@
 
 #include "lib/util.h"
 
-enum net_mode { NET_NONE, NET_EGRESS };
-
 #define NET_POOL_DEFAULT "10.213.0.0/16" /* --net-pool's default */
-#define NET_EGRESS_MAX 4096		 /* the egress file's text, NUL included */
 #define NET_RULES_MAX 64		 /* most lines of an egress file */
-
-const char *net_mode_name(enum net_mode m);
-int net_mode_parse(const char *s, enum net_mode *out); /* -EINVAL */
 
 /* One egress rule: allow or deny an IPv4 CIDR. */
 struct net_rule {

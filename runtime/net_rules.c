@@ -13,22 +13,6 @@
 
 #define LINE_MAX_LEN 64 /* "allow 255.255.255.255/32" with room for spaces */
 
-const char *net_mode_name(enum net_mode m)
-{
-	return m == NET_EGRESS ? "egress" : "none";
-}
-
-int net_mode_parse(const char *s, enum net_mode *out)
-{
-	if (strcmp(s, "none") == 0)
-		*out = NET_NONE;
-	else if (strcmp(s, "egress") == 0)
-		*out = NET_EGRESS;
-	else
-		return -EINVAL;
-	return 0;
-}
-
 int net_cidr_parse(const char *s, struct in_addr *net, int *prefix, struct err *e)
 {
 	char addr[INET_ADDRSTRLEN];

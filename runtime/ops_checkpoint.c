@@ -260,6 +260,8 @@ static int take_checkpoint(const struct snap_job *job, const struct sandbox *sb,
 	if (rc < 0 && paused)
 		container_unpause(sb->runtime_id, NULL);
 	snap->pause_ms = mono_ms() - t0;
+	if (rc == 0 && leave_running)
+		metrics_pause_observe(snap->pause_ms);
 	return gpu_after_checkpoint(&gpu, leave_running, rc, e);
 }
 
@@ -369,6 +371,20 @@ static void store_failed(struct snap_job *job, struct snapshot *snap, struct err
 	snap_job_free(job);
 }
 
+/*
+ * Shutdown gave up on a store that does not answer (ops.store_stop): the
+ * checkpoint stays whole in the spool and the row in_progress, so the next
+ * start stores it (snapshot_store_again()); a suspend's sandbox stays
+ * suspending until then.
+ */
+static void store_left_to_restart(struct snap_job *job, const struct err *e)
+{
+	warning("left snapshot %s to the next start: the store did not answer at shutdown (%s)",
+		job->snap_id, e->msg);
+	complete(job->base.done, job->base.ctx, -ESHUTDOWN, NULL, 0);
+	snap_job_free(job);
+}
+
 static void store_job(void *arg)
 {
 	struct snap_job *job = arg;
@@ -392,10 +408,17 @@ static void store_job(void *arg)
 	int64_t t0 = mono_ms();
 	if (meta)
 		gpu_manifest_meta(meta, spool);
+	cancel_bind(&ops.store_stop);
 	if (rc == 0)
 		rc = store_put_snapshot(ops.store, snap.id, spool, meta, store_progress, snap.id,
 					&res, &e);
+	bool given_up = rc < 0 && cancel_requested();
+	cancel_bind(NULL);
 	cJSON_Delete(meta);
+	if (given_up) {
+		store_left_to_restart(job, &e);
+		return;
+	}
 	if (rc < 0) {
 		store_failed(job, &snap, &e);
 		return;

@@ -28,6 +28,7 @@
 #include <pthread.h>
 #include <stddef.h>
 
+#include "lib/cancel.h"
 #include "lib/limits.h"
 #include "runtime/cuda.h"
 #include "runtime/gpu.h"
@@ -43,7 +44,9 @@
  *     of a row holds `lock`; rows are read and updated through row_*()
  *     (ops_rows.c, its own leaf lock below `lock`);
  *   - running: written under `gate` held for writing, read under it held
- *     for reading (exec jobs).
+ *     for reading (exec jobs);
+ *   - store_stop: a token (lib/cancel.h, thread-safe itself) every store
+ *     job binds; shutdown sets its deadline.
  * Elsewhere: the waiters list under waiters_lock and the progress list
  * under progress_lock (ops_core.c, leaf locks: nothing is called with them
  * held); the snapshot uses (struct snapshot_use) under `lock`; the cache's
@@ -70,6 +73,12 @@ struct ops_context {
 	pthread_rwlock_t gate;
 	bool running; /* between ops_start and ops_shutdown */
 	int lock_fd;  /* flock on <state>/lock */
+	/*
+	 * Shutdown gives the store jobs STORE_STOP_GRACE_MS, then their puts to
+	 * a store that does not answer give up; each such snapshot is left whole
+	 * in the spool for the next start to store (ops_checkpoint.c).
+	 */
+	struct cancel store_stop;
 };
 
 extern struct ops_context ops;
@@ -480,5 +489,11 @@ int gpu_after_restore(const char *sandbox_id, const char *snap_id, const char *r
  * records, and say so in @sb->message (the caller saves @sb).
  */
 void gpu_reconcile(struct sandbox *sb);
+
+/* --- metrics (ops_text.c; docs/metrics.md) --------------------------------- */
+
+/* A snapshot's checkpoint paused its sandbox @ms: one observation of snapfs_snapshot_pause_seconds.
+ */
+void metrics_pause_observe(int64_t ms);
 
 #endif

@@ -187,6 +187,8 @@ static int open_all(const struct ops_config *cfg, struct err *e)
  * the store once it answers (ops_sync.c).
  */
 #define STORE_START_WAIT_MS 10000
+/* How long shutdown lets the puts in flight run before a store that does not answer is given up. */
+#define STORE_STOP_GRACE_MS 10000
 
 static void reconcile_all(void)
 {
@@ -208,6 +210,7 @@ int ops_open(const struct ops_config *cfg, struct err *e)
 {
 	struct cancel start;
 	cancel_init(&start);
+	cancel_init(&ops.store_stop);
 	cancel_set_deadline(&start, mono_ms() + STORE_START_WAIT_MS);
 	cancel_bind(&start);
 	int rc = open_all(cfg, e);
@@ -270,6 +273,7 @@ void ops_shutdown(void)
 	ports_stop();
 	ops_sync_stop();
 	ops_view_stop(); /* reads only: nothing is lost if they give up */
+	cancel_set_deadline(&ops.store_stop, mono_ms() + STORE_STOP_GRACE_MS);
 	jobs_stop();
 	spool_close();
 	console_stop();

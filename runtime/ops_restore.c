@@ -116,6 +116,12 @@ static int restore_image(const char *sandbox_id, const struct snapshot *snap,
 	const char *entry = snap->entrypoint[0] ? snap->entrypoint : OPS_DEFAULT_ENTRYPOINT;
 	int rc = prepare_bundle(sandbox_id, runtime_id, snap->image, entry, snap->env, snap->gpu,
 				res, digest, e);
+	/* Checked again here: the image may have been re-imported since the fork was accepted. */
+	if (rc == 0 && strcmp(digest, snap->image_digest) != 0)
+		rc = err_set(e, EINVAL,
+			     "cannot restore snapshot %s: image %s changed: snapshot has %s, "
+			     "host has %s",
+			     snap->id, snap->image, snap->image_digest, digest);
 	if (rc < 0)
 		return rc;
 	int64_t t0 = mono_ms();

@@ -244,7 +244,7 @@ int prepare_bundle(const char *id, const char *runtime_id, const char *image,
 		return err_set(e, -rc, "cannot build the bundle of sandbox %s: path too long", id);
 	rc = net_image_prepare(id, rootfs, e);
 	if (rc == 0)
-		rc = images_digest(ops.images, image, digest_out, e);
+		rc = images_pin(ops.images, image, rootfs, sizeof(rootfs), digest_out, e);
 	if (rc < 0)
 		return rc;
 	if (gpu) {

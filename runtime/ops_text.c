@@ -9,6 +9,7 @@
 #include "runtime/cgroup.h"
 #include "runtime/forward.h"
 #include "runtime/jobs.h"
+#include "runtime/journal.h"
 
 int ops_version_text(struct strbuf *out)
 {
@@ -21,7 +22,7 @@ int ops_version_text(struct strbuf *out)
 struct metric_counts {
 	int64_t sandboxes[SB_FAILED + 1];
 	int64_t snapshots[SNAP_FAILED + 1];
-	int64_t size_bytes, stored_bytes, pause_ms_sum, pause_count;
+	int64_t size_bytes, stored_bytes;
 };
 
 static int count_sandbox(const struct sandbox *sb, void *arg)
@@ -41,9 +42,24 @@ static int count_snapshot(const struct snapshot *snap, void *arg)
 		return 0;
 	c->size_bytes += snap->size_bytes;
 	c->stored_bytes += snap->stored_bytes;
-	c->pause_ms_sum += snap->pause_ms;
-	c->pause_count++;
 	return 0;
+}
+
+/*
+ * @s as a label value, its backslashes, quotes and newlines escaped as the
+ * exposition format wants. Ids pass names.h's rules, which allow none of
+ * them; this keeps a scrape whole should a rule ever change.
+ */
+static const char *label_value(const char *s, char out[2 * ID_MAX])
+{
+	size_t n = 0;
+	for (; *s && n + 2 < 2 * ID_MAX; s++) {
+		if (*s == '\\' || *s == '"' || *s == '\n')
+			out[n++] = '\\';
+		out[n++] = *s == '\n' ? 'n' : *s;
+	}
+	out[n] = '\0';
+	return out;
 }
 
 static void metric_header(struct strbuf *out, const char *name, const char *type, const char *help)
@@ -55,6 +71,63 @@ static void gauge(struct strbuf *out, const char *name, const char *help, int64_
 {
 	metric_header(out, name, "gauge", help);
 	strbuf_addf(out, "%s %lld\n", name, (long long)value);
+}
+
+static void counter(struct strbuf *out, const char *name, const char *help, uint64_t value)
+{
+	metric_header(out, name, "counter", help);
+	strbuf_addf(out, "%s %llu\n", name, (unsigned long long)value);
+}
+
+/* The journals' lines since the start: what a scraper alerts on (docs/metrics.md). */
+static void journal_metrics(struct strbuf *out)
+{
+	counter(out, "snapfs_events_total",
+		"State changes since the daemon started: lines the events file took.",
+		journal_lines(JOURNAL_EVENTS));
+	counter(out, "snapfs_errors_total",
+		"Requests refused or failed since the daemon started: lines the errors file took.",
+		journal_lines(JOURNAL_ERRORS));
+}
+
+/*
+ * snapfs_snapshot_pause_seconds, a histogram of the pauses this daemon's
+ * snapshots made since it started (a suspend stops its sandbox anyway):
+ * observed when they happen, so its counts only grow, as a histogram's
+ * must; the registry's pause_ms of each snapshot would shrink with a delete
+ * and count other hosts' snapshots. Bounds in milliseconds, le in seconds.
+ */
+static const int64_t pause_le_ms[] = {10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000};
+static _Atomic uint64_t pause_buckets[ARRAY_SIZE(pause_le_ms)]; /* not cumulative */
+static _Atomic uint64_t pause_count, pause_sum_ms;
+
+void metrics_pause_observe(int64_t ms)
+{
+	size_t i = 0;
+	while (i < ARRAY_SIZE(pause_le_ms) && ms > pause_le_ms[i])
+		i++;
+	if (i < ARRAY_SIZE(pause_le_ms))
+		pause_buckets[i]++;
+	pause_sum_ms += (uint64_t)(ms > 0 ? ms : 0);
+	pause_count++;
+}
+
+static void pause_metrics(struct strbuf *out)
+{
+	/* The count first: a scrape meanwhile then sees no bucket above it. */
+	uint64_t count = pause_count, sum_ms = pause_sum_ms, upto = 0;
+	metric_header(out, "snapfs_snapshot_pause_seconds", "histogram",
+		      "How long each snapshot's checkpoint paused its sandbox.");
+	for (size_t i = 0; i < ARRAY_SIZE(pause_le_ms); i++) {
+		upto += pause_buckets[i];
+		strbuf_addf(out, "snapfs_snapshot_pause_seconds_bucket{le=\"%g\"} %llu\n",
+			    (double)pause_le_ms[i] / 1000,
+			    (unsigned long long)(upto < count ? upto : count));
+	}
+	strbuf_addf(out, "snapfs_snapshot_pause_seconds_bucket{le=\"+Inf\"} %llu\n",
+		    (unsigned long long)count);
+	strbuf_addf(out, "snapfs_snapshot_pause_seconds_sum %.3f\n", (double)sum_ms / 1000);
+	strbuf_addf(out, "snapfs_snapshot_pause_seconds_count %llu\n", (unsigned long long)count);
 }
 
 /* The store's own totals, and the local cache. */
@@ -81,14 +154,14 @@ static void store_metrics(struct strbuf *out)
 	gauge(out, "snapfs_store_gc_grace_seconds",
 	      "How long an unused pack is kept before it is deleted (--gc-grace).",
 	      s.grace_ms / 1000);
-	metric_header(out, "snapfs_store_read_bytes_total", "counter",
-		      "Bytes restores and verifications read from the store, as stored: packs' "
-		      "ranges and manifests.");
-	strbuf_addf(out, "snapfs_store_read_bytes_total %lld\n", (long long)s.get_store_bytes);
-	metric_header(out, "snapfs_cache_copied_bytes_total", "counter",
-		      "Plain bytes restores copied from local snapshot images instead of reading "
-		      "them from the store.");
-	strbuf_addf(out, "snapfs_cache_copied_bytes_total %lld\n", (long long)s.get_local_bytes);
+	counter(out, "snapfs_store_read_bytes_total",
+		"Bytes restores and verifications read from the store, as stored: packs' "
+		"ranges and manifests.",
+		(uint64_t)s.get_store_bytes);
+	counter(out, "snapfs_cache_copied_bytes_total",
+		"Plain bytes restores copied from local snapshot images instead of reading "
+		"them from the store.",
+		(uint64_t)s.get_local_bytes);
 	gauge(out, "snapfs_cache_bytes", "Disk bytes of local snapshot images.", c.bytes);
 	gauge(out, "snapfs_cache_limit_bytes", "The bound on local snapshot images.",
 	      c.limit_bytes);
@@ -150,12 +223,14 @@ static int sandbox_usage(const struct sandbox *sb, void *arg)
 		    sb->state != SB_TERMINATED && sb->state != SB_FAILED;
 	if (!live || !sb->runtime_id[0] || cgroup_usage(ops.cgroup_parent, sb->runtime_id, &u) < 0)
 		return 0;
+	char id[2 * ID_MAX];
+	label_value(sb->id, id);
 	if (u.memory_bytes >= 0)
-		strbuf_addf(t->memory, "snapfs_sandbox_memory_bytes{sandbox=\"%s\"} %lld\n", sb->id,
+		strbuf_addf(t->memory, "snapfs_sandbox_memory_bytes{sandbox=\"%s\"} %lld\n", id,
 			    (long long)u.memory_bytes);
 	if (u.cpu_ns >= 0)
-		strbuf_addf(t->cpu, "snapfs_sandbox_cpu_seconds_total{sandbox=\"%s\"} %.3f\n",
-			    sb->id, (double)u.cpu_ns / 1e9);
+		strbuf_addf(t->cpu, "snapfs_sandbox_cpu_seconds_total{sandbox=\"%s\"} %.3f\n", id,
+			    (double)u.cpu_ns / 1e9);
 	return 0;
 }
 
@@ -164,11 +239,13 @@ static int sandbox_net(const struct sandbox *sb, void *arg)
 {
 	struct usage_text *t = arg;
 	uint64_t in, out;
+	char id[2 * ID_MAX];
 	if (sb->network != SB_NET_EGRESS || net_counters(sb->runtime_id, &in, &out) < 0)
 		return 0;
-	strbuf_addf(t->memory, "snapfs_sandbox_network_in_bytes_total{sandbox=\"%s\"} %llu\n",
-		    sb->id, (unsigned long long)in);
-	strbuf_addf(t->cpu, "snapfs_sandbox_network_out_bytes_total{sandbox=\"%s\"} %llu\n", sb->id,
+	label_value(sb->id, id);
+	strbuf_addf(t->memory, "snapfs_sandbox_network_in_bytes_total{sandbox=\"%s\"} %llu\n", id,
+		    (unsigned long long)in);
+	strbuf_addf(t->cpu, "snapfs_sandbox_network_out_bytes_total{sandbox=\"%s\"} %llu\n", id,
 		    (unsigned long long)out);
 	return 0;
 }
@@ -178,16 +255,18 @@ static int forward_sample(const struct sandbox *sb, void *arg)
 {
 	struct strbuf *t = arg;
 	struct forward_stats st;
+	char id[2 * ID_MAX];
 	if (forward_stats(sb->id, &st) < 0)
 		return 0;
-	strbuf_addf(&t[0], "snapfs_sandbox_forward_connections_total{sandbox=\"%s\"} %llu\n",
-		    sb->id, (unsigned long long)st.connections);
+	label_value(sb->id, id);
+	strbuf_addf(&t[0], "snapfs_sandbox_forward_connections_total{sandbox=\"%s\"} %llu\n", id,
+		    (unsigned long long)st.connections);
 	strbuf_addf(&t[1],
 		    "snapfs_sandbox_forward_bytes_total{sandbox=\"%s\",direction=\"in\"} %llu\n",
-		    sb->id, (unsigned long long)st.bytes_in);
+		    id, (unsigned long long)st.bytes_in);
 	strbuf_addf(&t[1],
 		    "snapfs_sandbox_forward_bytes_total{sandbox=\"%s\",direction=\"out\"} %llu\n",
-		    sb->id, (unsigned long long)st.bytes_out);
+		    id, (unsigned long long)st.bytes_out);
 	return 0;
 }
 
@@ -242,11 +321,9 @@ int ops_metrics_text(struct strbuf *out)
 		      "Bytes the completed snapshots added to the store when they were taken.");
 	strbuf_addf(out, "snapfs_snapshot_stored_bytes %lld\n", (long long)c.stored_bytes);
 	store_metrics(out);
-	metric_header(out, "snapfs_snapshot_pause_seconds", "summary",
-		      "Time sandboxes were paused by completed snapshots.");
-	strbuf_addf(out, "snapfs_snapshot_pause_seconds_sum %.3f\n", (double)c.pause_ms_sum / 1000);
-	strbuf_addf(out, "snapfs_snapshot_pause_seconds_count %lld\n", (long long)c.pause_count);
+	pause_metrics(out);
 	job_metrics(out);
+	journal_metrics(out);
 	two_metrics(out, sandbox_usage, sandbox_heads);
 	two_metrics(out, sandbox_net, sandbox_heads + 2);
 	forward_metrics(out);

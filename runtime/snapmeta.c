@@ -10,6 +10,7 @@
 #include "lib/names.h"
 #include "lib/ports.h"
 #include "runtime/host.h"
+#include "runtime/net.h"
 
 /* JSON numbers are doubles: integers up to 2^53 are exact. */
 #define COUNT_MAX 9007199254740992.0
@@ -22,6 +23,14 @@ static bool label_field_ok(const char *s)
 static bool entrypoint_ok(const char *s)
 {
 	return text_ok(s, ENTRYPOINT_MAX);
+}
+
+/* The source's egress rules, as the egress file takes them (runtime/net.h). */
+static bool egress_ok(const char *s)
+{
+	struct net_rule rules[NET_RULES_MAX];
+	int n;
+	return net_rules_parse(s, rules, &n, NULL) == 0;
 }
 
 /* How a field is written, and read back from a manifest. */
@@ -38,6 +47,7 @@ enum field_type {
 	/* the source's timeout (runtime/ops_timer.c): seconds, 0..LIFETIME_SECONDS_MAX */
 	FIELD_TIMEOUT,
 	FIELD_TIMEOUT_ACTION, /* "terminate" or "suspend" */
+	FIELD_NETWORK,	      /* the source's network: "none" or "egress" */
 };
 
 enum field_flags {
@@ -113,6 +123,9 @@ static const struct field {
      .type = FIELD_TIMEOUT_ACTION,
      .flags = OPTIONAL},
     TEXT("ports", NULL, OPTIONAL, ports, ports_record_ok, "\"PORT 0\" lines (lib/ports.h)"),
+    {.key = "network", .info = "network", .type = FIELD_NETWORK, .flags = OPTIONAL},
+    TEXT("egress", NULL, OPTIONAL, egress, egress_ok,
+	 "allow CIDR and deny CIDR lines (docs/network.md)"),
 #undef OTHER
 #undef LIMIT
 #undef COUNT
@@ -175,6 +188,8 @@ static cJSON *field_value(const struct field *f, const struct snapshot *snap, bo
 		return cJSON_CreateNumber((double)snap->timeout_s);
 	case FIELD_TIMEOUT_ACTION:
 		return cJSON_CreateString(timeout_action_name(snap->timeout_action));
+	case FIELD_NETWORK:
+		return cJSON_CreateString(sandbox_network_name(snap->network));
 	case FIELD_RUNSC:
 		break;
 	}
@@ -294,6 +309,10 @@ static int parse_field(const struct field *f, cJSON *m, const char *this_host,
 	case FIELD_TIMEOUT_ACTION:
 		if (!s || timeout_action_parse(s, &snap->timeout_action) < 0)
 			return err_set(e, EINVAL, "its timeout_action is not terminate or suspend");
+		return 0;
+	case FIELD_NETWORK:
+		if (!s || sandbox_network_parse(s, &snap->network) < 0)
+			return err_set(e, EINVAL, "its network is not none or egress");
 		return 0;
 	case FIELD_LIMIT:
 		if (item && (!snapmeta_count(m, f->key, count_of(snap, f)) ||

@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # setup.sh [--test] - install what snapfs needs on a Debian bookworm machine (run as root).
 #
-#   scripts/setup.sh           build dependencies, fuse3, busybox-static, runsc 20240729
+#   scripts/setup.sh           build dependencies, fuse3, busybox-static, runsc 20240729,
+#                              skopeo and umoci (snapfs-image import)
 #   scripts/setup.sh --test    the same, plus what the test suite uses: awscli, jq,
 #                              node/npm and @20minutes/s3rver (into tests/node_modules),
-#                              clang and its libFuzzer runtime (the fuzz targets)
+#                              clang and its libFuzzer runtime (the fuzz targets),
+#                              debhelper, lintian, scdoc, man-db, systemd-analyze and
+#                              python3 (make deb, the package and unit tests),
+#                              promtool (Debian's prometheus: the metrics test)
 #
 # Idempotent: every step is skipped when what it installs is already there, and
 # `apt-get update` runs only when something has to be installed.
@@ -47,6 +51,18 @@ apt_install() {
 	DEBIAN_FRONTEND=noninteractive apt-get install -y "$@"
 }
 
+# install_missing WHAT PKG...: install the PKGs (the ones found missing), or say WHAT is there.
+install_missing() {
+	local what=$1
+	shift
+	if [ $# -gt 0 ]; then
+		say "installing $*"
+		apt_install "$@"
+	else
+		say "$what: already installed"
+	fi
+}
+
 # Any enabled apt source (one-line or deb822 format) naming bookworm-backports.
 has_backports() {
 	local f
@@ -80,12 +96,7 @@ missing=()
 for pkg in "${BUILD_DEPS[@]}"; do
 	installed "$pkg" || missing+=("$pkg")
 done
-if [ "${#missing[@]}" -gt 0 ]; then
-	say "installing ${missing[*]}"
-	apt_install "${missing[@]}"
-else
-	say "build dependencies: already installed"
-fi
+install_missing "build dependencies" "${missing[@]}"
 
 # The plain bookworm runsc (20221219) lacks --compression=none and hangs on
 # --leave-running: only the backports release will do.
@@ -96,6 +107,12 @@ else
 	apt_install -t bookworm-backports runsc
 	runsc_ok || die "runsc --version does not say $RUNSC_RELEASE: $(runsc --version 2>&1 | head -n 1)"
 fi
+
+# snapfs-image import: skopeo copies an archive into an OCI layout, umoci unpacks it.
+oci_pkgs=()
+command -v skopeo >/dev/null 2>&1 || oci_pkgs+=(skopeo)
+command -v umoci >/dev/null 2>&1 || oci_pkgs+=(umoci)
+install_missing "skopeo, umoci" "${oci_pkgs[@]}"
 
 if [ ! -e /dev/fuse ]; then
 	say "loading the fuse module"
@@ -116,11 +133,33 @@ command -v curl >/dev/null 2>&1 || test_pkgs+=(curl)     # and fetches a publish
 command -v node >/dev/null 2>&1 || test_pkgs+=(nodejs)
 command -v npm >/dev/null 2>&1 || test_pkgs+=(npm)
 command -v clang >/dev/null 2>&1 || test_pkgs+=(clang)
-if [ "${#test_pkgs[@]}" -gt 0 ]; then
-	say "installing ${test_pkgs[*]}"
-	apt_install "${test_pkgs[@]}"
+# test_package.sh: make deb (dpkg-buildpackage, dh), lintian, snapfs(8) from
+# scdoc read by man; test_systemd.sh: the unit verified, a NOTIFY_SOCKET listener.
+command -v dh >/dev/null 2>&1 || test_pkgs+=(debhelper)
+command -v lintian >/dev/null 2>&1 || test_pkgs+=(lintian)
+command -v scdoc >/dev/null 2>&1 || test_pkgs+=(scdoc)
+command -v man >/dev/null 2>&1 || test_pkgs+=(man-db)
+command -v systemd-analyze >/dev/null 2>&1 || test_pkgs+=(systemd)
+command -v python3 >/dev/null 2>&1 || test_pkgs+=(python3)
+install_missing "test tools" "${test_pkgs[@]}"
+
+# promtool checks the metrics file (test_metrics.sh). Debian ships it only in
+# prometheus, whose install would start a Prometheus server on this host: take
+# promtool (one static binary) out of the package instead.
+if command -v promtool >/dev/null 2>&1; then
+	say "promtool: already installed"
 else
-	say "test tools: already installed"
+	say "installing promtool (from Debian's prometheus package, the binary alone)"
+	prom_tmp=$(mktemp -d)
+	chmod 0777 "$prom_tmp" # apt-get download writes as _apt
+	if [ "$apt_updated" -eq 0 ]; then
+		apt-get update
+		apt_updated=1
+	fi
+	(cd "$prom_tmp" && apt-get download prometheus) || die "cannot download Debian's prometheus package"
+	dpkg-deb -x "$prom_tmp"/prometheus_*.deb "$prom_tmp/root"
+	install -D -m 0755 "$prom_tmp/root/usr/bin/promtool" /usr/local/bin/promtool
+	rm -rf "$prom_tmp"
 fi
 
 # -fsanitize=fuzzer links libclang_rt.fuzzer, which Debian ships apart from

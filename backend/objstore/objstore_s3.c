@@ -12,6 +12,7 @@
 
 #include "backend/objstore/s3_client.h"
 #include "backend/objstore/s3_xml.h"
+#include "lib/cancel.h"
 #include "lib/strbuf.h"
 
 /* Objects up to this size go in one PUT; larger ones in parts of at least this size. */
@@ -83,6 +84,7 @@ struct upload {
 	int next; /* the next part to send, from 0 */
 	int rc;	  /* the first failure, which stops the others */
 	struct err err;
+	struct cancel *cancel; /* the caller's token (lib/cancel.h): its helpers bind it */
 };
 
 static int create_upload(struct upload *u, struct err *e)
@@ -152,13 +154,21 @@ static void *upload_worker(void *arg)
 	return NULL;
 }
 
+static void *upload_thread(void *arg)
+{
+	struct upload *u = arg;
+	cancel_bind(u->cancel);
+	return upload_worker(u);
+}
+
 /* Send every part: this thread and up to UPLOAD_THREADS - 1 more. */
 static int upload_parts(struct upload *u, struct err *e)
 {
 	pthread_t threads[UPLOAD_THREADS - 1];
 	int started = 0;
+	u->cancel = cancel_current();
 	while (started < UPLOAD_THREADS - 1 && started < u->nparts - 1 &&
-	       pthread_create(&threads[started], NULL, upload_worker, u) == 0)
+	       pthread_create(&threads[started], NULL, upload_thread, u) == 0)
 		started++;
 	upload_worker(u);
 	for (int i = 0; i < started; i++)

@@ -413,6 +413,28 @@ stop_daemon() {
 	fi
 }
 
+# --- cgroups ---------------------------------------------------------------------
+# A test that stands for systemd sets CG_ROOTS (every mounted hierarchy) and
+# CG_MADE (what it removes on the way out).
+
+# make_daemon_cgroups CG PARENT: the cgroup CG in every hierarchy, as systemd
+# makes a service's (a v1 cpuset one gets its parent's CPUs and nodes first);
+# CG and PARENT join CG_MADE; the dirs are in DAEMON_CG_DIRS.
+make_daemon_cgroups() {
+	local root d
+	DAEMON_CG_DIRS=()
+	for root in "${CG_ROOTS[@]}"; do
+		d=$root$1
+		mkdir "$d" || return 1
+		CG_MADE+=("$d" "$root$2")
+		if [ -f "$root/cpuset.cpus" ]; then
+			{ cat "$root/cpuset.cpus" >"$d/cpuset.cpus" && cat "$root/cpuset.mems" >"$d/cpuset.mems"; } ||
+				return 1
+		fi
+		DAEMON_CG_DIRS+=("$d")
+	done
+}
+
 # --- a runsc that hangs --------------------------------------------------------
 # use_hanging_runsc [DAEMON_OPTION...]: the daemon runs $T/runsc (with the
 # options given), which is runsc, but a subcommand named with hang sleeps for

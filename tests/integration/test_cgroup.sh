@@ -56,17 +56,8 @@ trap 'rc=$?; cg_cleanup; (exit $rc); cleanup' EXIT
 note "cgroup hierarchies: ${CG_ROOTS[*]}"
 
 # The daemon's cgroup in every hierarchy; a v1 cpuset one needs its CPUs and nodes first.
-daemon_dirs=()
-for root in "${CG_ROOTS[@]}"; do
-	d=$root$CG_DAEMON
-	mkdir "$d" || bail "mkdir $d"
-	CG_MADE+=("$d" "$root$CG_PARENT")
-	if [ -f "$root/cpuset.cpus" ]; then
-		{ cat "$root/cpuset.cpus" >"$d/cpuset.cpus" && cat "$root/cpuset.mems" >"$d/cpuset.mems"; } ||
-			bail "set up cpuset $d"
-	fi
-	daemon_dirs+=("$d")
-done
+make_daemon_cgroups "$CG_DAEMON" "$CG_PARENT" || bail "make the daemon's cgroup $CG_DAEMON"
+daemon_dirs=("${DAEMON_CG_DIRS[@]}")
 cat >"$T/snapfs-in-cgroup" <<EOF
 #!/bin/sh
 # The daemon, moved into the test's daemon cgroup before it starts, as systemd starts a service.

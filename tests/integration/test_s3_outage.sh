@@ -80,12 +80,21 @@ ok "sandbox brief ends its entrypoint" sb_run brief 'touch /tmp/stop'
 is_terminated() { [ "$(timeout 5 cat "$MNT/sandboxes/brief/status")" = terminated ]; }
 ok "the exited sandbox shows terminated within 10 s, the store still stopped" \
 	poll_until 10 is_terminated
-# A clean stop while the store hangs: the sync thread gives up its pass.
+# A snapshot taken while the store hangs: its checkpoint is whole, its put hangs.
+hung=$(snapshot_of keep async)
+check_eq "a snapshot is accepted with the store stopped" in_progress "$(snap_status "$hung")"
+check_eq "its checkpoint is taken: the sandbox runs on" running "$(sb_wait keep)"
+check_eq "and the snapshot waits for the store" in_progress "$(snap_status "$hung")"
+# A clean stop while the store hangs: the sync thread gives up its pass, and
+# the put of that snapshot gives up after a grace (its S3 requests would each
+# take minutes), leaving it whole in the spool for the next start.
 stopped_at=$(now_ms)
 unmount_mnt
 wait_daemon_exit 60
-check_eq "the daemon exits with status 0 once unmounted, the store stopped" 0 "$?"
+check_eq "the daemon exits with status 0 once unmounted, the store stopped, a put hanging" 0 "$?"
 note "it exited $(($(now_ms) - stopped_at)) ms after the unmount"
+check_contains "the daemon says it left the snapshot to the next start" \
+	"left snapshot $hung to the next start" "$(cat "$DAEMON_LOG")"
 # A start while the store hangs: start-up gives the store 10 s in all (its
 # requests would each take minutes), then mounts and leaves it to the sync thread.
 started_at=$(now_ms)
@@ -109,6 +118,9 @@ listed() { grep -q "^$other completed " "$MNT/snapshots/index"; }
 ok "the store coming back is noticed: a manifest written meanwhile is listed within 90 s" \
 	poll_until 90 listed
 ok "the manifest.json that failed now reads" jq -e .files "$MNT/snapshots/$uncached/manifest.json"
+hung_completed() { [ "$(snap_status "$hung")" = completed ]; }
+ok "the snapshot left at the stop is stored by the next start, once the store answers" \
+	poll_until 120 hung_completed
 
 kill_sandboxes
 stop_daemon

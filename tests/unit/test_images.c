@@ -111,6 +111,76 @@ static void test_cache(struct images *im)
 	CHECK(strcmp(d1, d2) != 0);
 }
 
+#define HEX_A "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+#define HEX_B "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+
+/* A link of the kind snapfs-image writes, and the ones it never does. */
+static void test_oci_link(void)
+{
+	char hex[65];
+	CHECK(images_oci_link("web", ".oci/web/" HEX_A "/rootfs", hex));
+	CHECK_STR(hex, HEX_A);
+	CHECK(!images_oci_link("web", ".oci/we/" HEX_A "/rootfs", hex));
+	CHECK(!images_oci_link("we", ".oci/web/" HEX_A "/rootfs", hex));
+	CHECK(!images_oci_link("web", ".oci/web/" HEX_A "/rootfs/", hex));
+	CHECK(!images_oci_link("web", ".oci/web/" HEX_A "a/rootfs", hex));
+	CHECK(!images_oci_link(
+	    "web",
+	    ".oci/web/AAAAaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa/rootfs",
+	    hex));
+	CHECK(!images_oci_link("web", ".oci/web/../../" HEX_A "/rootfs", hex));
+	CHECK(!images_oci_link("web", "/srv/.oci/web/" HEX_A "/rootfs", hex));
+	CHECK(!images_oci_link("web", ".oci/web/" HEX_A, hex));
+	CHECK(!images_oci_link("web", "", hex));
+}
+
+static void oci_link(const char *target)
+{
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s/images/three", base);
+	unlink(path);
+	CHECK(symlink(target, path) == 0);
+}
+
+/* An imported image: its digest is its version's file, checked, and its root that version's. */
+static void test_oci(struct images *im)
+{
+	char d[DIGEST_MAX], tree[DIGEST_MAX], root[PATH_MAX], want[PATH_MAX];
+	struct err e = {0};
+	_cleanup_strbuf_ struct strbuf sb = STRBUF_INIT;
+	make_tree("images/.oci/three/" HEX_A "/rootfs");
+	make_tree("images/.oci/three/" HEX_B "/rootfs");
+	put("images/.oci/three/" HEX_A "/digest", "sha256:" HEX_A "\n");
+	put("images/.oci/three/" HEX_B "/digest", "sha256:" HEX_B);
+	oci_link(".oci/three/" HEX_A "/rootfs");
+	CHECK(images_each(im, collect, &sb) == 0);
+	CHECK_STR(strbuf_str(&sb), "one,three,two,"); /* .oci is no image */
+	CHECK(images_pin(im, "three", root, sizeof(root), d, &e) == 0);
+	CHECK_STR(d, "sha256:" HEX_A);
+	snprintf(want, sizeof(want), "%s/.oci/three/" HEX_A "/rootfs", images_dir(im));
+	CHECK_STR(root, want);
+	oci_link(".oci/three/" HEX_B "/rootfs"); /* a re-import */
+	digest_of(im, "three", d);
+	CHECK_STR(d, "sha256:" HEX_B);
+	/* A digest file that is not its version's, or not a digest at all. */
+	put("images/.oci/three/" HEX_B "/digest", "sha256:" HEX_A "\n");
+	CHECK(images_digest(im, "three", d, &e) == -EIO);
+	put("images/.oci/three/" HEX_B "/digest", "sha256:" HEX_B "\n\n");
+	CHECK(images_digest(im, "three", d, &e) == -EIO);
+	put("images/.oci/three/" HEX_B "/digest", "sha512:" HEX_B);
+	CHECK(images_digest(im, "three", d, &e) == -EIO);
+	put("images/.oci/three/" HEX_B "/digest", HEX_B HEX_B HEX_B);
+	CHECK(images_digest(im, "three", d, &e) == -EIO);
+	snprintf(want, sizeof(want), "%s/images/.oci/three/" HEX_B "/digest", base);
+	CHECK(unlink(want) == 0);
+	CHECK(images_digest(im, "three", d, &e) == -EIO);
+	/* Any other link is a plain tree, hashed. */
+	oci_link("one");
+	digest_of(im, "three", d);
+	digest_of(im, "one", tree);
+	CHECK_STR(d, tree);
+}
+
 static void test_container_id(void)
 {
 	char a[RUNTIME_ID_MAX], b[RUNTIME_ID_MAX];
@@ -135,6 +205,8 @@ int main(void)
 	CHECK(images_open(dir, &im, &e) == 0);
 	if (im) {
 		test_names(im);
+		test_oci_link();
+		test_oci(im);
 		test_digest(im);
 		test_cache(im);
 		images_close(im);

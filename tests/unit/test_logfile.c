@@ -150,9 +150,33 @@ static void test_also(void)
 	close(spare);
 }
 
+/* After PATH was renamed (logrotate, then SIGHUP): a fresh PATH, @also with it; else nothing. */
+static void test_reopen(void)
+{
+	char path[PATH_MAX], moved[PATH_MAX];
+	struct logfile lf = LOGFILE_INIT;
+	struct stat st;
+	t_path(path, "d.log");
+	t_path(moved, "d.log.moved");
+	int spare = open("/dev/null", O_WRONLY | O_CLOEXEC);
+	CHECK(spare >= 0);
+	CHECK(logfile_open(&lf, path, 0, 0600, spare) == 0);
+	append_line(&lf, 1);
+	CHECK(logfile_reopen(&lf) == 0); /* PATH is still ours: nothing happens */
+	CHECK(file_size(path) == 9);
+	CHECK(rename(path, moved) == 0);
+	CHECK(logfile_reopen(&lf) == 0);
+	CHECK(stat(path, &st) == 0 && (st.st_mode & 0777) == 0600 && st.st_size == 0);
+	append_line(&lf, 2);
+	CHECK(write(spare, "after\n", 6) == 6);
+	CHECK(file_size(moved) == 9 && file_size(path) == 15);
+	logfile_close(&lf);
+	close(spare);
+}
+
 int main(void)
 {
 	static void (*const tests[])(void) = {test_rotation_on_disk, test_reader_keeps_offsets,
-					      test_also};
+					      test_also, test_reopen};
 	return t_dir_main("test_logfile", tests, ARRAY_SIZE(tests));
 }

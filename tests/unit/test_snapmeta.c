@@ -40,6 +40,8 @@ static cJSON *good(void)
 	snap.pause_ms = 42;
 	snap.gpu = true;
 	snprintf(snap.ports, sizeof(snap.ports), "8080 0\n22 0\n");
+	snap.network = SB_NET_EGRESS;
+	snprintf(snap.egress, sizeof(snap.egress), "deny 10.0.0.0/8\nallow 0.0.0.0/0\n");
 	cJSON *m = snapmeta_build(&snap, "0.0~20240729.0");
 	/* What manifest_build() adds. */
 	cJSON_AddNumberToObject(m, "format", 2);
@@ -167,6 +169,27 @@ static void test_texts(void)
 	cJSON *m = good();
 	cJSON_DeleteItemFromObjectCaseSensitive(m, "ports");
 	CHECK(parse(m, HERE, &s, &e) == 0 && s.ports[0] == '\0');
+}
+
+/* The source's network and egress rules travel in the manifest, so a fork on another host keeps
+ * them. */
+static void test_network(void)
+{
+	static struct snapshot s;
+	struct err e = {0};
+	CHECK(parse(good(), HERE, &s, &e) == 0);
+	CHECK(s.network == SB_NET_EGRESS);
+	CHECK_STR(s.egress, "deny 10.0.0.0/8\nallow 0.0.0.0/0\n");
+	refused("network", cJSON_CreateString("host"), "network");
+	refused("network", cJSON_CreateBool(1), "network");
+	refused("egress", cJSON_CreateString("allow 10.0.0.0/33"), "egress");
+	refused("egress", cJSON_CreateString("permit 0.0.0.0/0"), "egress");
+	refused("egress", cJSON_CreateNumber(1), "egress");
+	/* A manifest from before networks: none, and no rules. */
+	cJSON *m = good();
+	cJSON_DeleteItemFromObjectCaseSensitive(m, "network");
+	cJSON_DeleteItemFromObjectCaseSensitive(m, "egress");
+	CHECK(parse(m, HERE, &s, &e) == 0 && s.network == SB_NET_NONE && s.egress[0] == '\0');
 }
 
 static void test_numbers(void)
@@ -380,8 +403,9 @@ static void test_info_fields(void)
 	CHECK(info_num(info, "pids") == 64);
 	CHECK(info_num(info, "timeout_s") == 0);
 	CHECK_STR(info_str(info, "timeout_action"), "terminate");
-	/* Those nineteen, and nothing else: not the env, not the manifest's fields. */
-	CHECK(cJSON_GetArraySize(info) == 19);
+	CHECK_STR(info_str(info, "network"), "none");
+	/* Those twenty, and nothing else: not the env, not the manifest's fields. */
+	CHECK(cJSON_GetArraySize(info) == 20);
 	CHECK(!cJSON_GetObjectItem(info, "env") && !cJSON_GetObjectItem(info, "image"));
 	CHECK(!cJSON_GetObjectItem(info, "entrypoint") &&
 	      !cJSON_GetObjectItem(info, "created_at_ms"));
@@ -445,7 +469,8 @@ static void test_info_text(void)
 				    "\t\"cpus\":\t0.5,\n"
 				    "\t\"pids\":\t64,\n"
 				    "\t\"timeout_s\":\t0,\n"
-				    "\t\"timeout_action\":\t\"terminate\"\n"
+				    "\t\"timeout_action\":\t\"terminate\",\n"
+				    "\t\"network\":\t\"none\"\n"
 				    "}\n");
 	/* Appended: what @out held stays. */
 	strbuf_reset(&out);
@@ -501,14 +526,16 @@ static void test_build(void)
 	CHECK(info_num(m, "pids") == 64);
 	CHECK(info_num(m, "timeout_s") == 0);
 	CHECK_STR(info_str(m, "ports"), ""); /* published ports: none (lib/ports.h) */
-	CHECK(cJSON_GetArraySize(m) == 18);
+	CHECK_STR(info_str(m, "network"), "none");
+	CHECK_STR(info_str(m, "egress"), "");
+	CHECK(cJSON_GetArraySize(m) == 20);
 	cJSON_Delete(m);
 	/* "" stays a string in the manifest; a profile that is not JSON is left out. */
 	snap.name[0] = '\0';
 	snprintf(snap.host_json, sizeof(snap.host_json), "{");
 	m = snapmeta_build(&snap, "v");
 	CHECK(m && info_str(m, "name") && !*info_str(m, "name"));
-	CHECK(m && !cJSON_GetObjectItem(m, "host") && cJSON_GetArraySize(m) == 17);
+	CHECK(m && !cJSON_GetObjectItem(m, "host") && cJSON_GetArraySize(m) == 19);
 	cJSON_Delete(m);
 }
 
@@ -543,6 +570,7 @@ int main(void)
 	test_limits();
 	test_claims_this_host();
 	test_texts();
+	test_network();
 	test_numbers();
 	test_identity();
 	test_host();
