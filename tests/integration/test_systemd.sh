@@ -102,7 +102,7 @@ unit_cmds() {
 	local line
 	sed -n "s/^$1=//p" "$UNIT" | while IFS= read -r line; do
 		line=${line#-}
-		# shellcheck disable=SC1090,SC2086
+		# shellcheck disable=SC1090,SC1091,SC2034,SC2086
 		(set -a && . "$T/default" && MAINPID=$DAEMON_PID && for k in SNAPFS_MOUNTPOINT SNAPFS_OPTIONS MAINPID; do
 			line=${line//"\${$k}"/"${!k}"} # systemd replaces ${VAR} in quoted words too
 		done && eval "printf '%s\\0' $line") | tr '\0' '\037'
