@@ -98,22 +98,82 @@ bool snapshot_state_settled(enum snapshot_state s)
 
 /* --- statements ------------------------------------------------------------- */
 
-static void finalizep(sqlite3_stmt **st)
+/*
+ * Prepared statements are kept and reused (reset, bindings cleared): a
+ * lookup is mostly parsing otherwise, and start-up and each sync pass look
+ * up every snapshot (at 10,000 snapshots, 2/3 of start-up's CPU was
+ * sqlite3_prepare: docs/benchmarks-scale.md). A statement is found by its
+ * text; one in use (a walk whose callback looks up a row of the same kind,
+ * or another thread's) is not shared: that call prepares its own, as does
+ * every call once STMT_KEPT texts are kept.
+ */
+static int stmt_get(struct registry *reg, const char *sql, sqlite3_stmt **st)
 {
-	sqlite3_finalize(*st);
+	sqlite3_stmt *found = NULL;
+	size_t room = STMT_KEPT;
+	pthread_mutex_lock(&reg->stmt_lock);
+	for (size_t i = 0; i < STMT_KEPT && !found; i++) {
+		if (!reg->stmt[i].st)
+			room = room < STMT_KEPT ? room : i;
+		else if (!reg->stmt[i].busy && !strcmp(sqlite3_sql(reg->stmt[i].st), sql))
+			reg->stmt[i].busy = true, found = reg->stmt[i].st;
+	}
+	int rc = found ? SQLITE_OK
+		       : sqlite3_prepare_v3(reg->db, sql, -1,
+					    room < STMT_KEPT ? SQLITE_PREPARE_PERSISTENT : 0,
+					    &found, NULL);
+	if (rc == SQLITE_OK && room < STMT_KEPT && !reg->stmt[room].st)
+		reg->stmt[room].st = found, reg->stmt[room].busy = true;
+	pthread_mutex_unlock(&reg->stmt_lock);
+	*st = found;
+	return rc;
 }
-#define _cleanup_stmt_ _cleanup_(finalizep)
+
+/* Done with @st: kept ones are reset for the next call, others finalized. */
+static void stmt_put(struct registry *reg, sqlite3_stmt *st)
+{
+	bool kept = false;
+	if (!st)
+		return;
+	sqlite3_mutex *m = sqlite3_db_mutex(reg->db); /* first, as prepare() takes them */
+	sqlite3_mutex_enter(m);
+	pthread_mutex_lock(&reg->stmt_lock);
+	for (size_t i = 0; i < STMT_KEPT && !kept; i++) {
+		if (reg->stmt[i].st == st) {
+			sqlite3_reset(st);
+			sqlite3_clear_bindings(st);
+			reg->stmt[i].busy = false;
+			kept = true;
+		}
+	}
+	pthread_mutex_unlock(&reg->stmt_lock);
+	if (!kept)
+		sqlite3_finalize(st);
+	sqlite3_mutex_leave(m);
+}
+
+/* A statement of @reg, handed back to it at the end of the scope. */
+struct stmt {
+	struct registry *reg;
+	sqlite3_stmt *st;
+};
+static void stmt_putp(struct stmt *s)
+{
+	stmt_put(s->reg, s->st);
+}
+#define _cleanup_stmt_ _cleanup_(stmt_putp)
 
 /*
  * prepare() and step() hold the connection's (recursive) mutex across the
  * call and sqlite3_errmsg(), so another thread cannot replace the message
  * before it is logged.
  */
-static int prepare(struct registry *reg, const char *sql, sqlite3_stmt **st)
+static int prepare(struct registry *reg, const char *sql, struct stmt *s)
 {
 	sqlite3_mutex *m = sqlite3_db_mutex(reg->db);
 	sqlite3_mutex_enter(m);
-	int rc = sqlite3_prepare_v3(reg->db, sql, -1, 0, st, NULL);
+	s->reg = reg;
+	int rc = stmt_get(reg, sql, &s->st);
 	if (rc != SQLITE_OK)
 		error(EIO, "registry: preparing \"%s\" failed: %s", sql, sqlite3_errmsg(reg->db));
 	sqlite3_mutex_leave(m);
@@ -271,9 +331,19 @@ static const struct column snapshot_cols[] = {
     {SNAP(COL_TEXT, egress)},
 };
 
+/* What a listing shows of a snapshot, in SNAP_LISTED_COLS order: the index covers them. */
+static const struct column snapshot_listed_cols[] = {
+    {SNAP(COL_TEXT, id)},
+    {SNAP(COL_ENUM, state), NAMES(snap_state_names)},
+    {SNAP(COL_TEXT, sandbox_id)},
+    {SNAP(COL_UID, owner_uid)},
+};
+
+/* A listed record is not cleared row by row (size 0): its walk's record starts zeroed. */
 static const struct table tables[] = {
     [REG_SANDBOXES] = {sandbox_cols, ARRAY_SIZE(sandbox_cols), sizeof(struct sandbox)},
     [REG_SNAPSHOTS] = {snapshot_cols, ARRAY_SIZE(snapshot_cols), sizeof(struct snapshot)},
+    [REG_SNAPSHOTS_LISTED] = {snapshot_listed_cols, ARRAY_SIZE(snapshot_listed_cols), 0},
 };
 
 /* Bind field @f (of column @c) as ?@i. A string that fills its whole field has no NUL. */
@@ -411,8 +481,9 @@ static int read_record(sqlite3_stmt *st, enum reg_table t, void *rec)
  */
 static int write_one(struct registry *reg, const char *sql, enum reg_table t, const void *rec)
 {
-	_cleanup_stmt_ sqlite3_stmt *st = NULL;
-	int r = prepare(reg, sql, &st);
+	_cleanup_stmt_ struct stmt s = {reg, NULL};
+	int r = prepare(reg, sql, &s);
+	sqlite3_stmt *st = s.st;
 	if (r < 0)
 		return r;
 	r = t == REG_KEY ? bind_key(st, rec) : bind_record(st, t, rec);
@@ -435,8 +506,9 @@ static int write_one(struct registry *reg, const char *sql, enum reg_table t, co
 int reg_query(struct registry *reg, const char *sql, const char *key,
 	      int (*row)(sqlite3_stmt *st, void *ctx), void *ctx)
 {
-	_cleanup_stmt_ sqlite3_stmt *st = NULL;
-	int r = prepare(reg, sql, &st);
+	_cleanup_stmt_ struct stmt s = {reg, NULL};
+	int r = prepare(reg, sql, &s);
+	sqlite3_stmt *st = s.st;
 	if (r < 0)
 		return r;
 	if (key) {
@@ -508,7 +580,10 @@ struct walk {
 static int walk_row(sqlite3_stmt *st, void *ctx)
 {
 	struct walk *w = ctx;
-	int r = read_record(st, w->fn.sandbox ? REG_SANDBOXES : REG_SNAPSHOTS, &w->rec);
+	enum reg_table t = w->fn.sandbox  ? REG_SANDBOXES
+			   : w->fn.listed ? REG_SNAPSHOTS_LISTED
+					  : REG_SNAPSHOTS;
+	int r = read_record(st, t, &w->rec);
 	if (r < 0)
 		return r;
 	return w->fn.sandbox ? w->fn.sandbox(&w->rec.sb, w->fn.arg)
@@ -517,7 +592,7 @@ static int walk_row(sqlite3_stmt *st, void *ctx)
 
 int reg_walk(struct registry *reg, const char *sql, const char *key, struct reg_walk fn)
 {
-	_cleanup_free_ struct walk *w = malloc(sizeof(*w));
+	_cleanup_free_ struct walk *w = fn.listed ? calloc(1, sizeof(*w)) : malloc(sizeof(*w));
 	if (!w)
 		return -ENOMEM;
 	w->fn = fn;
@@ -572,6 +647,7 @@ int registry_open(const char *path, struct registry **out)
 	_cleanup_(registry_closep) struct registry *reg = calloc(1, sizeof(*reg));
 	if (!reg)
 		return -ENOMEM;
+	pthread_mutex_init(&reg->stmt_lock, NULL);
 	int r = create_private(path);
 	if (r < 0)
 		return r;
@@ -594,6 +670,9 @@ void registry_close(struct registry *reg)
 {
 	if (!reg)
 		return;
+	for (size_t i = 0; i < STMT_KEPT; i++)
+		sqlite3_finalize(reg->stmt[i].st);
+	pthread_mutex_destroy(&reg->stmt_lock);
 	int rc = sqlite3_close(reg->db);
 	if (rc != SQLITE_OK)
 		error(EIO, "registry: closing failed: %s", sqlite3_errstr(rc));

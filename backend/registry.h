@@ -173,6 +173,13 @@ int registry_snapshot_delete(struct registry *reg, const char *id);
 int registry_snapshot_each(struct registry *reg, int (*fn)(const struct snapshot *snap, void *arg),
 			   void *arg);
 /*
+ * The same walk for a listing (snapshots/index, ls): each row has its id,
+ * state, sandbox_id and owner_uid only, the rest 0. At 10,000 snapshots
+ * it is a walk of one index, not of every row's 30 KiB record.
+ */
+int registry_snapshot_each_listed(struct registry *reg,
+				  int (*fn)(const struct snapshot *snap, void *arg), void *arg);
+/*
  * Snapshots whose sandbox_id is @sandbox_id (any kind), oldest first (by
  * created_at, then id). Of every host sharing the store: a sandbox's own
  * are ops_sandbox_snapshots_each()'s (runtime/ops.h).

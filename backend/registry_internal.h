@@ -9,12 +9,23 @@
 #ifndef SNAPFS_REGISTRY_INTERNAL_H
 #define SNAPFS_REGISTRY_INTERNAL_H
 
+#include <pthread.h>
 #include <sqlite3.h>
+#include <stdbool.h>
 
 #include "backend/registry.h"
 
+/* Statement texts kept prepared (registry.c): more than registry_*.c use. */
+#define STMT_KEPT 32
+
 struct registry {
 	sqlite3 *db; /* one connection, serialized mode: SQLite's mutex guards it */
+	pthread_mutex_t
+	    stmt_lock; /* guards stmt[]; taken under SQLite's mutex, never the reverse */
+	struct {
+		sqlite3_stmt *st; /* NULL: a free slot */
+		bool busy;	  /* a call is using it */
+	} stmt[STMT_KEPT];
 };
 
 /* The sandboxes' columns, in the order of registry.c's sandbox_cols[]. */
@@ -42,12 +53,15 @@ struct registry {
 	"?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, "   \
 	"?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27"
 #define SNAP_SELECT "SELECT " SNAP_COLS " FROM snapshots "
+/* What a listing shows (registry_snapshot_each_listed()), all in the index snapshots_listed. */
+#define SNAP_LISTED_COLS "id, state, sandbox_id, owner_uid"
 
 /* Which table's records a statement binds or reads (registry.c holds their columns). */
 enum reg_table {
-	REG_SANDBOXES, /* struct sandbox, SB_COLS */
-	REG_SNAPSHOTS, /* struct snapshot, SNAP_COLS */
-	REG_KEY,       /* no record: the string given is ?1 */
+	REG_SANDBOXES,	      /* struct sandbox, SB_COLS */
+	REG_SNAPSHOTS,	      /* struct snapshot, SNAP_COLS */
+	REG_KEY,	      /* no record: the string given is ?1 */
+	REG_SNAPSHOTS_LISTED, /* struct snapshot, SNAP_LISTED_COLS only */
 };
 
 /*
@@ -70,6 +84,7 @@ struct reg_walk {
 	int (*sandbox)(const struct sandbox *sb, void *arg);
 	int (*snapshot)(const struct snapshot *snap, void *arg);
 	void *arg;
+	bool listed; /* a snapshot walk of SNAP_LISTED_COLS: the other fields are 0 */
 };
 /* reg_query() with each row read into a record and given to @fn; the record lives on the heap. */
 int reg_walk(struct registry *reg, const char *sql, const char *key, struct reg_walk fn);

@@ -13,7 +13,7 @@
 
 #include "lib/util.h"
 
-#define SCHEMA_VERSION 6
+#define SCHEMA_VERSION 7
 #define STR_(x) #x
 #define STR(x) STR_(x)
 
@@ -34,6 +34,15 @@
 #define PORTS_COL " ports TEXT NOT NULL DEFAULT ''"
 /* The network's columns of both tables (runtime/net.h); migrate_v5_sql adds them. */
 #define NETWORK_COLS ", network TEXT NOT NULL DEFAULT 'none', egress TEXT NOT NULL DEFAULT ''"
+
+/*
+ * The snapshots in creation order, with what a listing shows: the index
+ * covers registry_snapshot_each_listed(); migrate_v6_sql adds it in place
+ * of snapshots_created (created_at, id), which it also serves.
+ */
+#define SNAPSHOTS_LISTED_INDEX                                                                     \
+	"CREATE INDEX IF NOT EXISTS snapshots_listed ON snapshots"                                 \
+	" (created_at, id, state, sandbox_id, owner_uid);"
 
 static const char schema_sql[] =
     "BEGIN IMMEDIATE;"
@@ -58,8 +67,8 @@ static const char schema_sql[] =
     " gpu INTEGER NOT NULL, env TEXT NOT NULL,"
     " owner_uid INTEGER NOT NULL DEFAULT 0, owner_gid INTEGER NOT NULL DEFAULT 0,"
     " memory_bytes INTEGER NOT NULL DEFAULT 0, cpu_milli INTEGER NOT NULL DEFAULT 0,"
-    " pids INTEGER NOT NULL DEFAULT 0," LIFETIME_TIMEOUT_COLS "," PORTS_COL NETWORK_COLS ");"
-    "CREATE INDEX IF NOT EXISTS snapshots_created ON snapshots (created_at, id);"
+    " pids INTEGER NOT NULL DEFAULT 0," LIFETIME_TIMEOUT_COLS "," PORTS_COL NETWORK_COLS
+    ");" SNAPSHOTS_LISTED_INDEX
     "CREATE INDEX IF NOT EXISTS snapshots_sandbox ON snapshots (sandbox_id, created_at, id);"
     "PRAGMA user_version = " STR(SCHEMA_VERSION) "; COMMIT;";
 
@@ -112,6 +121,11 @@ static const char migrate_v5_sql[] =
     "ALTER TABLE snapshots ADD COLUMN egress TEXT NOT NULL DEFAULT '';"
     "PRAGMA user_version = 6; COMMIT;";
 
+/* Version 6 listed snapshots from their rows (docs/benchmarks-scale.md). */
+static const char migrate_v6_sql[] =
+    "BEGIN IMMEDIATE; DROP INDEX IF EXISTS snapshots_created;" SNAPSHOTS_LISTED_INDEX
+    "PRAGMA user_version = 7; COMMIT;";
+
 static int int_row(sqlite3_stmt *st, void *ctx)
 {
 	*(int *)ctx = sqlite3_column_int(st, 0);
@@ -127,8 +141,8 @@ int reg_migrate(struct registry *reg, const char *path)
 	if (version == SCHEMA_VERSION)
 		return 0;
 	/* A new file gets the whole schema; an older one the steps since its version, in turn. */
-	const char *steps[] = {schema_sql,     migrate_v1_sql, migrate_v2_sql,
-			       migrate_v3_sql, migrate_v4_sql, migrate_v5_sql};
+	const char *steps[] = {schema_sql,     migrate_v1_sql, migrate_v2_sql, migrate_v3_sql,
+			       migrate_v4_sql, migrate_v5_sql, migrate_v6_sql};
 	if (version < 0 || version >= (int)ARRAY_SIZE(steps))
 		return error(EIO,
 			     "registry: %s has schema version %d; this snapfs knows version %d",

@@ -37,6 +37,13 @@ int registry_snapshot_each(struct registry *reg, int (*fn)(const struct snapshot
 			(struct reg_walk){.snapshot = fn, .arg = arg});
 }
 
+int registry_snapshot_each_listed(struct registry *reg,
+				  int (*fn)(const struct snapshot *snap, void *arg), void *arg)
+{
+	return reg_walk(reg, "SELECT " SNAP_LISTED_COLS " FROM snapshots ORDER BY created_at, id",
+			NULL, (struct reg_walk){.snapshot = fn, .arg = arg, .listed = true});
+}
+
 int registry_snapshot_each_of_sandbox(struct registry *reg, const char *sandbox_id,
 				      int (*fn)(const struct snapshot *snap, void *arg), void *arg)
 {

@@ -327,7 +327,7 @@ int store_reserve(struct store *st, size_t packs, size_t chunks)
 	while (rc == 0 && st->npacks + packs > st->packs_cap)
 		rc = STORE_GROW(st->packs, st->packs_cap, st->packs_cap);
 	if (rc == 0)
-		rc = STORE_GROW(st->snaps, st->snaps_cap, st->nsnaps);
+		rc = store_snaps_reserve(st);
 	while (rc == 0 && (st->index.count + chunks + 1) * 2 > st->index.cap)
 		rc = index_grow(&st->index);
 	return rc;
@@ -339,36 +339,6 @@ int store_add_pack(struct store *st, struct pack *p)
 	if (rc == 0)
 		st->packs[st->npacks++] = p;
 	return rc;
-}
-
-int store_add_snap(struct store *st, struct snap_rec *rec)
-{
-	int rc = STORE_GROW(st->snaps, st->snaps_cap, st->nsnaps);
-	if (rc < 0)
-		return rc;
-	for (size_t i = 0; i < rec->npacks; i++)
-		rec->packs[i]->refs++;
-	st->nrefs += rec->npacks;
-	rec->seq = ++st->seq;
-	st->snaps[st->nsnaps++] = *rec;
-	rec->packs = NULL;
-	return 0;
-}
-
-bool store_forget_snap(struct store *st, const char *id)
-{
-	for (size_t i = 0; i < st->nsnaps; i++) {
-		struct snap_rec *r = &st->snaps[i];
-		if (strcmp(r->id, id))
-			continue;
-		for (size_t j = 0; j < r->npacks; j++)
-			r->packs[j]->refs--;
-		st->nrefs -= r->npacks;
-		free(r->packs);
-		st->snaps[i] = st->snaps[--st->nsnaps];
-		return true;
-	}
-	return false;
 }
 
 struct inflight *store_find_inflight(struct store *st, const char *id)
@@ -504,6 +474,7 @@ void store_close(struct store *st)
 	for (size_t i = 0; i < st->npacks; i++)
 		free(st->packs[i]);
 	free(st->snaps);
+	free(st->snap_slots);
 	free(st->packs);
 	chunk_index_free(&st->index);
 	EVP_MD_free(st->sha256);

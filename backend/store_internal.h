@@ -159,6 +159,8 @@ struct store {
 	struct chunk_index index;
 	struct snap_rec *snaps;
 	size_t nsnaps, snaps_cap;
+	size_t *snap_slots; /* snaps by id (store_snaps.c): a position + 1, 0 when empty */
+	size_t snap_slots_cap;
 	struct inflight *inflight;
 	size_t nrefs;	   /* the records' npacks, summed */
 	uint64_t seq;	   /* counts records added */
@@ -308,6 +310,8 @@ void store_inflight_end(struct store *st, struct inflight *fl);
 int store_reserve(struct store *st, size_t packs, size_t chunks);
 /* Under st->lock: add @p (refs 0, pins 0) to the store's packs. -ENOMEM. */
 int store_add_pack(struct store *st, struct pack *p);
+/* Under st->lock: room for one more record of a manifest; -ENOMEM. */
+int store_snaps_reserve(struct store *st);
 /* Under st->lock: drop the record of @id, its packs lose a ref; false if there was none. */
 bool store_forget_snap(struct store *st, const char *id);
 /* Under st->lock: record manifest @rec (takes its packs array, sets its seq), refs++ on each pack.

@@ -22,15 +22,6 @@
 #include "lib/strbuf.h"
 #include "lib/strset.h"
 
-struct snap_rec *store_find_snap(struct store *st, const char *id)
-{
-	for (size_t i = 0; i < st->nsnaps; i++) {
-		if (!strcmp(st->snaps[i].id, id))
-			return &st->snaps[i];
-	}
-	return NULL;
-}
-
 /*
  * Under st->lock: record manifest @m of @id unless a record of it exists;
  * -EFBIG past STORE_PACKS_MAX or STORE_PACK_REFS_MAX (counting every pack it

@@ -13,6 +13,8 @@
 #   bench_restore_ms IMAGE BUNDLE CID
 #                                  runsc restore --detach of IMAGE by hand as
 #                                  container CID, removed after: its milliseconds
+#   bench_start_daemon BIN         the busybox image in IMAGES, then BIN mounted
+#                                  on MNT (after bench_one_daemon); sets PID
 #   ms, median, col_median FILE N, ratio A B, write_read FILE [TEXT]
 
 # Terminate the daemon's sandboxes, remove what runsc still has under its
@@ -44,6 +46,13 @@ bench_one_daemon() {
 	PID="" # the caller sets it once the daemon runs
 	mkdir -p "$STATE" "$MNT" "$IMAGES"
 	trap bench_one_daemon_cleanup EXIT INT TERM
+}
+
+bench_start_daemon() {
+	"$(dirname "${BASH_SOURCE[0]}")/../scripts/make-image.sh" "$IMAGES/busybox" >/dev/null
+	"$1" -f --state "$STATE" --images "$IMAGES" "$MNT" 2>"$T/daemon.log" &
+	PID=$!
+	for _ in $(seq 100); do [ -r "$MNT/version" ] && break; sleep 0.1; done
 }
 
 bench_one_daemon_cleanup() {

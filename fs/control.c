@@ -106,14 +106,17 @@ static int word_res(const char *w, size_t n, const char *what, struct ctl_words 
 	return res_parse(kind, value, what, &out->res, e);
 }
 
-/* timeout=SECONDS: kept as written; the operation says what it makes of it. */
-static int word_timeout(const char *v, size_t n, const char *what, struct ctl_words *out,
-			struct err *e)
+/*
+ * timeout=SECONDS, count=N: the value @v (@n bytes) kept as written in
+ * @out (@size bytes); the operation says what it makes of it.
+ */
+static int word_keep(const char *v, size_t n, char *out, size_t size, const char *key,
+		     const char *need, const char *what, struct err *e)
 {
-	if (n == 0 || n >= sizeof(out->timeout))
-		return err_set(e, EINVAL, "timeout= needs a number of seconds for %s", what);
-	memcpy(out->timeout, v, n);
-	out->timeout[n] = '\0';
+	if (n == 0 || n >= size)
+		return err_set(e, EINVAL, "%s needs %s for %s", key, need, what);
+	memcpy(out, v, n);
+	out[n] = '\0';
 	return 0;
 }
 
@@ -124,6 +127,8 @@ static int word_apply(const char *w, size_t n, const char *what, unsigned allow,
 	const size_t name_len = sizeof(name_eq) - 1;
 	static const char timeout_eq[] = "timeout=";
 	const size_t timeout_len = sizeof(timeout_eq) - 1;
+	static const char count_eq[] = "count=";
+	const size_t count_len = sizeof(count_eq) - 1;
 
 	if (word_is(w, n, "1"))
 		return 0;
@@ -135,7 +140,11 @@ static int word_apply(const char *w, size_t n, const char *what, unsigned allow,
 		return word_label(w + name_len, n - name_len, what, out, e);
 	if ((allow & CTL_ALLOW_TIMEOUT) && n >= timeout_len &&
 	    memcmp(w, timeout_eq, timeout_len) == 0)
-		return word_timeout(w + timeout_len, n - timeout_len, what, out, e);
+		return word_keep(w + timeout_len, n - timeout_len, out->timeout,
+				 sizeof(out->timeout), timeout_eq, "a number of seconds", what, e);
+	if ((allow & CTL_ALLOW_COUNT) && n >= count_len && memcmp(w, count_eq, count_len) == 0)
+		return word_keep(w + count_len, n - count_len, out->count, sizeof(out->count),
+				 count_eq, "a number of sandboxes", what, e);
 	int rc = allow & CTL_ALLOW_RAISE ? word_res(w, n, what, out, e) : -ENOENT;
 	if (rc != -ENOENT)
 		return rc;

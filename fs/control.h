@@ -52,11 +52,13 @@ struct ctl_words {
 	char label[LABEL_MAX]; /* "" unless name=LABEL was given */
 	struct resources res;  /* memory=, cpus= (lib/size.h); RES_UNSET unless given */
 	char timeout[24];      /* "" unless timeout=SECONDS was given: SECONDS, unchecked */
+	char count[8];	       /* "" unless count=N was given (fork): N, unchecked */
 };
 
 #define CTL_ALLOW_NAME 0x1    /* name=LABEL is a word of this file (snapshot) */
 #define CTL_ALLOW_RAISE 0x2   /* memory=SIZE and cpus=N are words of this file (fork) */
 #define CTL_ALLOW_TIMEOUT 0x4 /* timeout=SECONDS is a word of this file (fork) */
+#define CTL_ALLOW_COUNT 0x8   /* count=N is a word of this file (fork) */
 
 /*
  * Parse @line written to the control file @what ("snapshot", "start"...).

@@ -564,26 +564,43 @@ int file_action_write(struct fs_file *f, const char *line, struct pending *p, st
 	return file_op_end(op, f->node.ent->action(&f->who, f->node.id, file_op_fn(op), op, e));
 }
 
-/* The id a write made: what reads on the same open file return next. */
-static void file_set_id(struct fs_file *f, const char *id)
+int file_ids_action(struct fs_file *f, struct pending *p, bool async, file_ids_fn make,
+		    const void *arg, struct err *e)
 {
-	char line[ID_MAX + 1];
-	int n = snprintf(line, sizeof(line), "%s\n", id);
-	set_result(f, line, (size_t)n);
+	struct file_op *op;
+	_cleanup_strbuf_ struct strbuf ids = STRBUF_INIT;
+	int rc = file_op_begin(f, p, async, &op);
+	if (rc < 0)
+		return rc;
+	rc = make(&f->who, f->node.id, arg, &ids, file_op_fn(op), op, e);
+	/* The ids a write made: what reads on the same open file return next. */
+	if (ids.len > 0)
+		set_result(f, ids.buf, ids.len);
+	return file_op_end(op, rc);
+}
+
+/* A file_make_fn, and its argument, as a file_ids_fn takes them. */
+struct one_id {
+	file_make_fn make;
+	const void *arg;
+};
+
+static int one_id_make(const struct caller *who, const char *id, const void *arg,
+		       struct strbuf *made, ops_done_fn done, void *ctx, struct err *e)
+{
+	const struct one_id *one = arg;
+	char new_id[ID_MAX];
+	int rc = one->make(who, id, one->arg, new_id, done, ctx, e);
+	if (rc == 0)
+		strbuf_addf(made, "%s\n", new_id);
+	return rc;
 }
 
 int file_id_action(struct fs_file *f, struct pending *p, bool async, file_make_fn make,
 		   const void *arg, struct err *e)
 {
-	struct file_op *op;
-	char id[ID_MAX];
-	int rc = file_op_begin(f, p, async, &op);
-	if (rc < 0)
-		return rc;
-	rc = make(&f->who, f->node.id, arg, id, file_op_fn(op), op, e);
-	if (rc == 0)
-		file_set_id(f, id);
-	return file_op_end(op, rc);
+	const struct one_id one = {make, arg};
+	return file_ids_action(f, p, async, one_id_make, &one, e);
 }
 
 /* Take back what file_collect added between @from and @to, unless a line came after it. */

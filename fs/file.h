@@ -120,6 +120,13 @@ typedef int (*file_make_fn)(const struct caller *who, const char *id, const void
  */
 int file_id_action(struct fs_file *f, struct pending *p, bool async, file_make_fn make,
 		   const void *arg, struct err *e);
+/* The same for an ops_* call that makes several (fork count=N): their ids appended to @made, a line
+ * each. */
+typedef int (*file_ids_fn)(const struct caller *who, const char *id, const void *arg,
+			   struct strbuf *made, ops_done_fn done, void *ctx, struct err *e);
+/* As file_id_action(); reads on @f return the ids, one a line. */
+int file_ids_action(struct fs_file *f, struct pending *p, bool async, file_ids_fn make,
+		    const void *arg, struct err *e);
 /* Apply @text, every line written on a file, to object @id (env: ops_sandbox_set). */
 typedef int (*file_apply_fn)(const struct caller *who, const char *id, const char *text,
 			     struct err *e);

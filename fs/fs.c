@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/fuse.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -153,6 +154,19 @@ static int setattr_check(const struct fs_node *n, const struct caller *who, cons
 	return rc;
 }
 
+/*
+ * The size a truncate to 0 (a shell's `>`) leaves in the kernel until its
+ * next GETATTR: a control file's lines fit in it. The kernel sends writes
+ * of several writers to one file at once (reply_open()) only while they end
+ * within the size it knows, and a write past it waits for every other;
+ * the truncate's reply is what it knows when the line is written next.
+ */
+static void truncate_size(const struct fs_node *n, int to_set, struct stat *st)
+{
+	if ((to_set & FUSE_SET_ATTR_SIZE) && n->ent->write && st->st_size < CTL_LINE_MAX)
+		st->st_size = CTL_LINE_MAX;
+}
+
 static void ll_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 		       struct fuse_file_info *fi)
 {
@@ -163,6 +177,8 @@ static void ll_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 	int rc = node_stat(req, ino, &n, &who, &st);
 	if (rc == 0)
 		rc = setattr_check(&n, &who, attr, to_set);
+	if (rc == 0)
+		truncate_size(&n, to_set, &st);
 	reply_attr(req, rc, &n, &st);
 }
 
@@ -291,6 +307,24 @@ static void ll_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
 
 /* --- open files -------------------------------------------------------- */
 
+/*
+ * Content is made per read: direct_io, so no page cache, and reads past
+ * st_size still reach us. A control file also lets the kernel send writes
+ * of several writers at once (FOPEN_PARALLEL_DIRECT_WRITES, Linux 6.2):
+ * without it the kernel holds the inode lock for the whole write, so four
+ * `echo 1 > fork` on one snapshot would run one after another. libfuse 3.14
+ * has no field for that flag (3.15 adds fi->parallel_direct_writes), and
+ * fuse_reply_open() is fuse_reply_buf() of a struct fuse_open_out, the
+ * kernel's ABI, so we send that ourselves (docs/control-files.md).
+ */
+static int reply_open(fuse_req_t req, const struct fuse_file_info *fi, bool writable)
+{
+	struct fuse_open_out out = {.fh = fi->fh, .open_flags = FOPEN_DIRECT_IO};
+	if (writable)
+		out.open_flags |= FOPEN_PARALLEL_DIRECT_WRITES;
+	return fuse_reply_buf(req, (const char *)&out, sizeof(out));
+}
+
 static void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct fs_node n;
@@ -313,11 +347,8 @@ static void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, -rc);
 		return;
 	}
-	/* Content is made per read: no page cache, and reads past st_size still reach us. */
 	fi->fh = (uintptr_t)f;
-	fi->direct_io = 1;
-	fi->keep_cache = 0;
-	if (fuse_reply_open(req, fi) != 0)
+	if (reply_open(req, fi, n.ent->write != NULL) != 0)
 		file_release(f);
 }
 
@@ -454,9 +485,12 @@ static void ll_statfs(fuse_req_t req, fuse_ino_t ino)
 static void ll_init(void *userdata, struct fuse_conn_info *conn)
 {
 	(void)userdata;
-	/* O_TRUNC comes with open, where it is ignored, rather than as a SETATTR. */
-	if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC)
-		conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
+	/*
+	 * O_TRUNC as a SETATTR (truncate_size()), not with the open (libfuse's
+	 * default): the kernel then sets the file's size to 0 itself, and takes
+	 * every write past that size one at a time.
+	 */
+	conn->want &= ~FUSE_CAP_ATOMIC_O_TRUNC;
 }
 
 static const struct fuse_lowlevel_ops ll_ops = {

@@ -102,25 +102,31 @@ static int source_link(const struct fs_node *n, const struct caller *who, char *
 
 /* --- snapshots/<id>/: writes --------------------------------------------- */
 
-static int fork_make(const struct caller *who, const char *id, const void *arg, char made[ID_MAX],
+static int fork_make(const struct caller *who, const char *id, const void *arg, struct strbuf *made,
 		     ops_done_fn done, void *ctx, struct err *e)
 {
-	return ops_snapshot_fork(who, id, arg, made, done, ctx, e);
+	return ops_snapshot_forks(who, id, arg, made, done, ctx, e);
 }
 
-/* `memory=`, `cpus=` raise the snapshot's limits; `timeout=SECONDS` names the fork's timeout. */
+/*
+ * `memory=`, `cpus=` raise the snapshot's limits; `timeout=SECONDS` names the
+ * fork's timeout; `count=N` makes N forks, whose ids a read gives a line each.
+ */
 static int fork_write(struct fs_file *f, const char *line, struct pending *p, struct err *e)
 {
 	struct ctl_words w;
 	struct fork_opts opts = {0};
 	enum timeout_action ignored;
-	int rc = ctl_words_parse(line, "fork", CTL_ALLOW_RAISE | CTL_ALLOW_TIMEOUT, &w, e);
+	int rc = ctl_words_parse(line, "fork",
+				 CTL_ALLOW_RAISE | CTL_ALLOW_TIMEOUT | CTL_ALLOW_COUNT, &w, e);
 	opts.raise = w.res;
 	if (rc == 0 && w.timeout[0]) {
 		opts.timeout_set = true;
 		rc = ops_timer_parse(w.timeout, &opts.timeout_s, &ignored, e);
 	}
-	return rc < 0 ? rc : file_id_action(f, p, w.async, fork_make, &opts, e);
+	if (rc == 0 && w.count[0])
+		rc = ops_fork_count_parse(w.count, &opts.count, e);
+	return rc < 0 ? rc : file_ids_action(f, p, w.async, fork_make, &opts, e);
 }
 
 /* Its owner's alone (runtime/access.h), as the sandbox it was taken of. */

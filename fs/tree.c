@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fs/control.h"
 #include "lib/logfile.h"
 #include "runtime/images.h"
 
@@ -201,6 +202,14 @@ int tree_stat(const struct fs_node *n, const struct caller *who, struct stat *st
 	st->st_atim = st->st_mtim;
 	st->st_ctim = st->st_mtim;
 	rc = content_size(n, who, st);
+	/*
+	 * A file that answers its writes (fork, snapshot, new, exec) is read as
+	 * a stream, whatever the offset, so its size bounds no read; the kernel
+	 * lets several writers in at once only for writes that end within the
+	 * size it knows (fs.c, reply_open()), so it is at least a line's most.
+	 */
+	if ((n->ent->flags & FS_STREAM) && n->ent->write && st->st_size < CTL_LINE_MAX)
+		st->st_size = CTL_LINE_MAX;
 	st->st_blocks = (st->st_size + 511) / 512;
 	/* A failing generator (the store unreachable, say) is for read to report, not stat. */
 	return rc == -ENOENT ? rc : 0;

@@ -43,6 +43,7 @@
 /* A sandbox's lifetime (runtime/ops_timer.c): the longest timeout or snapshot interval, a year. */
 #define LIFETIME_SECONDS_MAX (366LL * 24 * 3600)
 #define AUTOSNAP_KEEP_MAX 100 /* auto- snapshots one sandbox keeps */
+#define FORK_COUNT_MAX 100    /* sandboxes one fork write makes (count=N) */
 
 /*
  * pids is enforced twice (docs/limits.md): inside the sandbox as
@@ -65,5 +66,17 @@
 #define FORWARD_CONNS_PORT_MAX 64    /* connections forwarded at once by one port */
 #define FORWARD_CONNS_MAX 1024	     /* and by all of them */
 #define FORWARD_BUF_BYTES (16 << 10) /* bytes in flight per direction of a connection */
+/*
+ * A forwarded connection's clocks (runtime/forward.c): the connect to the
+ * sandbox gives up after FORWARD_CONNECT_TIMEOUT_MS (an address that drops
+ * SYNs would otherwise hold two fds for the kernel's two minutes of
+ * retries); one that moves no byte either way for FORWARD_IDLE_TIMEOUT_MS
+ * is closed, generous for a shell or a long poll, so abandoned ones do not
+ * hold the FORWARD_CONNS_MAX slots for ever. Out of fds, a listener stops
+ * accepting for FORWARD_ACCEPT_BACKOFF_MS instead of being woken at once.
+ */
+#define FORWARD_CONNECT_TIMEOUT_MS 10000
+#define FORWARD_IDLE_TIMEOUT_MS (60 * 60 * 1000)
+#define FORWARD_ACCEPT_BACKOFF_MS 100
 
 #endif

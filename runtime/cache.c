@@ -35,16 +35,18 @@
 struct held {
 	char id[ID_MAX];
 	int count;
-	bool doomed; /* cache_remove() while held: removed at the last release */
+	bool doomed;	    /* cache_remove() while held: removed at the last release */
+	bool materializing; /* a cache_materialize() of it runs: the others wait for it */
 };
 
 static struct {
 	pthread_mutex_t lock;
+	pthread_cond_t materialized; /* a held entry's materializing went false */
 	char dir[PATH_MAX];
 	int64_t max_bytes;
 	struct held *held;
 	size_t nheld, cap;
-} cache = {.lock = PTHREAD_MUTEX_INITIALIZER};
+} cache = {.lock = PTHREAD_MUTEX_INITIALIZER, .materialized = PTHREAD_COND_INITIALIZER};
 
 void cache_init(const char *dir, int64_t max_bytes)
 {
@@ -506,14 +508,43 @@ static int materialize_into(struct store *store, const char *snap_id, cache_pref
 	return 0;
 }
 
-int cache_materialize(struct store *store, const char *snap_id, cache_prefer_fn *prefer, void *arg,
-		      char dir[PATH_MAX], struct err *e)
+/*
+ * Wait while another holder of @snap_id materializes it, then take the
+ * turn: true when this caller materializes and must end_turn(). The forks
+ * of one fan-out (runtime/ops_fanout.c) so read one image, made once.
+ * Unheld (out of memory), it does not wait: the rename below still keeps
+ * a second copy out.
+ */
+static bool take_turn(const char *snap_id)
+{
+	pthread_mutex_lock(&cache.lock);
+	struct held *h = find_held(snap_id);
+	while (h && h->materializing) {
+		pthread_cond_wait(&cache.materialized, &cache.lock);
+		h = find_held(snap_id);
+	}
+	if (h)
+		h->materializing = true;
+	pthread_mutex_unlock(&cache.lock);
+	return h != NULL;
+}
+
+static void end_turn(const char *snap_id)
+{
+	pthread_mutex_lock(&cache.lock);
+	struct held *h = find_held(snap_id);
+	if (h)
+		h->materializing = false;
+	pthread_cond_broadcast(&cache.materialized);
+	pthread_mutex_unlock(&cache.lock);
+}
+
+static int materialize_once(struct store *store, const char *snap_id, cache_prefer_fn *prefer,
+			    void *arg, const char *dir, struct err *e)
 {
 	char tmp[PATH_MAX + 32], hex[9];
-	if (entry_path(snap_id, dir) < 0)
-		return err_set(e, ENAMETOOLONG, "cache path of %s is too long", snap_id);
 	if (access(dir, F_OK) == 0)
-		return 0;
+		return 0; /* made meanwhile, by the turn before this one */
 	random_hex(hex, 8);
 	snprintf(tmp, sizeof(tmp), "%s.tmp-%s", dir, hex);
 	int rc = materialize_into(store, snap_id, prefer, arg, tmp, e);
@@ -525,4 +556,18 @@ int cache_materialize(struct store *store, const char *snap_id, cache_prefer_fn 
 	if (rename(tmp, dir) < 0)
 		rm_rf(tmp);
 	return 0;
+}
+
+int cache_materialize(struct store *store, const char *snap_id, cache_prefer_fn *prefer, void *arg,
+		      char dir[PATH_MAX], struct err *e)
+{
+	if (entry_path(snap_id, dir) < 0)
+		return err_set(e, ENAMETOOLONG, "cache path of %s is too long", snap_id);
+	if (access(dir, F_OK) == 0)
+		return 0;
+	bool turn = take_turn(snap_id);
+	int rc = materialize_once(store, snap_id, prefer, arg, dir, e);
+	if (turn)
+		end_turn(snap_id);
+	return rc;
 }

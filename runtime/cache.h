@@ -77,6 +77,8 @@ typedef bool cache_prefer_fn(const char *donor_id, void *arg);
  * put its path in @dir: there already, or got from @store (every chunk
  * verified), copying chunks from other cached images, those @prefer (may
  * be NULL) says yes to first. The caller holds @snap_id (cache_hold()).
+ * Holders that ask for one image at once (the forks of one fan-out) get
+ * it made once: while one materializes it the others wait, then use it.
  */
 int cache_materialize(struct store *store, const char *snap_id, cache_prefer_fn *prefer, void *arg,
 		      char dir[PATH_MAX], struct err *e);

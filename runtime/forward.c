@@ -38,6 +38,7 @@ struct port {
 	uint64_t serial;
 	unsigned conns;
 	struct tally *tally;
+	bool paused; /* out of the epoll set until accepts_resume_ms (out of fds) */
 	struct port *next;
 };
 
@@ -47,6 +48,7 @@ struct conn {
 	uint32_t events[2];  /* what each fd is in the epoll set for; 0: it is not */
 	struct flow flow[2]; /* flow[s] is read from fd[s] and written to fd[!s] */
 	bool connecting;     /* until the sandbox's side is connected */
+	int64_t deadline_ms; /* mono_ms() it is closed at: connect or idle timeout */
 	struct port *port;
 	struct conn *next;
 };
@@ -65,6 +67,38 @@ static bool started, stopping;
 static forward_resolve_fn resolver;
 static struct in_addr listen_addr;
 static char listen_text[INET_ADDRSTRLEN] = "127.0.0.1";
+static unsigned connect_timeout_ms = FORWARD_CONNECT_TIMEOUT_MS;
+static unsigned idle_timeout_ms = FORWARD_IDLE_TIMEOUT_MS;
+static int64_t accepts_resume_ms; /* when paused listeners accept again; 0: none is */
+
+/* --- clocks: connect and idle timeouts, the back-off out of fds ----------- */
+
+/* @c did something (or began): its clock starts again. */
+static void conn_touch(struct conn *c)
+{
+	c->deadline_ms = mono_ms() + (c->connecting ? connect_timeout_ms : idle_timeout_ms);
+}
+
+/*
+ * Out of fds (or kernel memory) with a client waiting: the listener leaves
+ * the epoll set for FORWARD_ACCEPT_BACKOFF_MS. Left in, its level-triggered
+ * readiness would wake the thread at once, again and again, for an accept
+ * that fails the same way.
+ */
+static void port_pause(struct port *p)
+{
+	if (p->paused)
+		return;
+	epoll_ctl(epfd, EPOLL_CTL_DEL, p->fd, NULL);
+	p->paused = true;
+	if (!accepts_resume_ms)
+		accepts_resume_ms = mono_ms() + FORWARD_ACCEPT_BACKOFF_MS;
+}
+
+static bool out_of_fds(int err)
+{
+	return err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM;
+}
 
 /* --- connections ------------------------------------------------------------ */
 
@@ -173,6 +207,7 @@ static void conn_event(struct conn *c, uint32_t ev)
 		conn_free(c);
 		return;
 	}
+	conn_touch(c);
 	if (pump(c, 0) < 0 || pump(c, 1) < 0 || (c->flow[0].shut && c->flow[1].shut) ||
 	    conn_update(c) < 0)
 		conn_free(c);
@@ -195,6 +230,7 @@ static void conn_open(struct port *p, int client, struct sockaddr_in *to)
 	c->fd[0] = client;
 	c->fd[1] = fd;
 	c->connecting = rc < 0;
+	conn_touch(c);
 	c->serial = next_serial;
 	next_serial += 2;
 	c->port = p;
@@ -222,17 +258,30 @@ static bool over_limit(const struct port *p)
 	return p->conns >= FORWARD_CONNS_PORT_MAX || nconns >= FORWARD_CONNS_MAX;
 }
 
+/*
+ * Out of fds: the waiting client is accepted on the spare descriptor and
+ * closed at once; where even that fails (no spare, or its slot is past the
+ * limit) the listener backs off (port_pause()).
+ */
+static void accept_starved(struct port *p)
+{
+	int fd = -1;
+	if (spare_fd >= 0) {
+		closep(&spare_fd);
+		fd = accept4(p->fd, NULL, NULL, SOCK_CLOEXEC);
+		spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	}
+	if (fd < 0)
+		port_pause(p);
+	closep(&fd);
+}
+
 /* Accept one connection on @p, ask where its sandbox is (the lock dropped meanwhile), connect. */
 static void port_event(struct port *p)
 {
 	int fd = accept4(p->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-	if (fd < 0 && (errno == EMFILE || errno == ENFILE) && spare_fd >= 0) {
-		/* Out of fds: the client is closed at once rather than woken for again and again.
-		 */
-		closep(&spare_fd);
-		fd = accept4(p->fd, NULL, NULL, SOCK_CLOEXEC);
-		closep(&fd);
-		spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (fd < 0 && out_of_fds(errno)) {
+		accept_starved(p);
 		return;
 	}
 	if (fd < 0)
@@ -424,12 +473,56 @@ void forward_set_resolver(forward_resolve_fn resolve)
 	pthread_mutex_unlock(&lock);
 }
 
+void forward_set_timeouts(unsigned connect_ms, unsigned idle_ms)
+{
+	pthread_mutex_lock(&lock);
+	connect_timeout_ms = connect_ms ? connect_ms : FORWARD_CONNECT_TIMEOUT_MS;
+	idle_timeout_ms = idle_ms ? idle_ms : FORWARD_IDLE_TIMEOUT_MS;
+	pthread_mutex_unlock(&lock);
+}
+
 const char *forward_address(void)
 {
 	return listen_text;
 }
 
 /* --- the thread ---------------------------------------------------------- */
+
+/* How long the thread may wait for an event: to the nearest deadline; -1: none. */
+static int clocks_wait_ms(void)
+{
+	int64_t next = accepts_resume_ms;
+	for (struct conn *c = conns; c; c = c->next)
+		if (!next || c->deadline_ms < next)
+			next = c->deadline_ms;
+	if (!next)
+		return -1;
+	int64_t left = next - mono_ms();
+	return left <= 0 ? 0 : left > INT32_MAX ? INT32_MAX : (int)left;
+}
+
+/* Close the connections past their deadline; put paused listeners back once their time is up. */
+static void clocks_run(void)
+{
+	int64_t now = mono_ms();
+	for (struct conn *c = conns, *next; c; c = next) {
+		next = c->next;
+		if (c->deadline_ms <= now)
+			conn_free(c);
+	}
+	if (!accepts_resume_ms || now < accepts_resume_ms)
+		return;
+	accepts_resume_ms = 0;
+	if (spare_fd < 0)
+		spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	for (struct port *p = ports; p; p = p->next) {
+		struct epoll_event ev = {.events = EPOLLIN, .data.u64 = p->serial};
+		if (p->paused && epoll_ctl(epfd, EPOLL_CTL_ADD, p->fd, &ev) == 0)
+			p->paused = false;
+		else if (p->paused) /* out of memory for the epoll entry too: later */
+			accepts_resume_ms = now + FORWARD_ACCEPT_BACKOFF_MS;
+	}
+}
 
 static void dispatch(uint64_t tag, uint32_t ev)
 {
@@ -451,11 +544,16 @@ static void *forward_main(void *arg)
 	(void)arg;
 	struct epoll_event evs[EVENTS_MAX];
 	for (;;) {
-		int n = epoll_wait(epfd, evs, EVENTS_MAX, -1);
+		pthread_mutex_lock(&lock);
+		int wait_ms = clocks_wait_ms();
+		pthread_mutex_unlock(&lock);
+		int n = epoll_wait(epfd, evs, EVENTS_MAX, wait_ms);
 		if (n < 0 && errno != EINTR)
 			break;
 		pthread_mutex_lock(&lock);
 		bool stop = stopping;
+		if (!stop)
+			clocks_run();
 		for (int i = 0; i < n && !stopping; i++)
 			if (evs[i].data.u64)
 				dispatch(evs[i].data.u64, evs[i].events);
@@ -531,5 +629,6 @@ void forward_stop(void)
 	closep(&spare_fd);
 	spare_fd = epfd = wakefd = -1;
 	started = stopping = false;
+	accepts_resume_ms = 0;
 	pthread_mutex_unlock(&lock);
 }

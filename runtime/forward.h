@@ -54,6 +54,12 @@ int forward_start(const char *address, forward_resolve_fn resolve, struct err *e
 void forward_stop(void);
 /* Replace the resolver (tests; the lead's wiring to runtime/net.h). */
 void forward_set_resolver(forward_resolve_fn resolve);
+/*
+ * Tests: give up on a connect to the sandbox after @connect_ms and close a
+ * connection idle for @idle_ms; 0 puts back FORWARD_CONNECT_TIMEOUT_MS or
+ * FORWARD_IDLE_TIMEOUT_MS (lib/limits.h). Applies to what happens next.
+ */
+void forward_set_timeouts(unsigned connect_ms, unsigned idle_ms);
 /* The publish address as text ("127.0.0.1"). */
 const char *forward_address(void);
 

@@ -251,7 +251,8 @@ static int compute_digest(const char *root, char out[DIGEST_MAX], struct err *e)
 
 int images_open(const char *dir, struct images **out, struct err *e)
 {
-	int rc = mkdir_p(dir, 0755);
+	/* 0700: image trees keep their modes, setuid programs and device nodes included. */
+	int rc = mkdir_p(dir, 0700);
 	if (rc < 0)
 		return err_set(e, -rc, "cannot create images directory %s: %s", dir, strerror(-rc));
 	struct images *im = calloc(1, sizeof(*im));
@@ -377,14 +378,13 @@ static int tree_digest(struct images *im, const char *name, const char *root, ch
 /* --- images snapfs-image imported (docs/images.md) --------------------- */
 
 #define OCI_DIR ".oci"
-#define OCI_HEX 64
 
 /*
  * The version HEX of @target, the link <dir>/@name holds, into @hex when
  * it is exactly ".oci/@name/HEX/rootfs" as snapfs-image writes it; false
  * for any other link (a tree kept elsewhere is an image of the plain kind).
  */
-bool images_oci_link(const char *name, const char *target, char hex[OCI_HEX + 1])
+bool images_oci_link(const char *name, const char *target, char hex[IMAGES_OCI_HEX + 1])
 {
 	size_t n = strlen(name), prefix = sizeof(OCI_DIR "/") - 1;
 	static const char tail[] = "/rootfs";
@@ -392,10 +392,11 @@ bool images_oci_link(const char *name, const char *target, char hex[OCI_HEX + 1]
 	    target[prefix + n] != '/')
 		return false;
 	const char *h = target + prefix + n + 1;
-	if (strspn(h, "0123456789abcdef") != OCI_HEX || strcmp(h + OCI_HEX, tail) != 0)
+	if (strspn(h, "0123456789abcdef") != IMAGES_OCI_HEX ||
+	    strcmp(h + IMAGES_OCI_HEX, tail) != 0)
 		return false;
-	memcpy(hex, h, OCI_HEX);
-	hex[OCI_HEX] = '\0';
+	memcpy(hex, h, IMAGES_OCI_HEX);
+	hex[IMAGES_OCI_HEX] = '\0';
 	return true;
 }
 
@@ -428,7 +429,7 @@ static int oci_read_digest(struct images *im, const char *name, const char *hex,
 int images_pin(struct images *im, const char *name, char *root, size_t len, char digest[DIGEST_MAX],
 	       struct err *e)
 {
-	char link[PATH_MAX], target[PATH_MAX], hex[OCI_HEX + 1];
+	char link[PATH_MAX], target[PATH_MAX], hex[IMAGES_OCI_HEX + 1];
 	if (images_path(im, name, link, sizeof(link)) < 0)
 		return err_set(e, ENOENT, "image %s does not exist", name);
 	ssize_t n = readlink(link, target, sizeof(target) - 1);

@@ -43,8 +43,9 @@ int images_digest(struct images *im, const char *name, char out[DIGEST_MAX], str
  */
 int images_pin(struct images *im, const char *name, char *root, size_t len, char digest[DIGEST_MAX],
 	       struct err *e);
-/* The version (64 hex digits) of an imported image's link @target, or false. */
-bool images_oci_link(const char *name, const char *target, char hex[65]);
+#define IMAGES_OCI_HEX 64 /* an imported image's version: its manifest's sha256, in hex */
+/* The version of an imported image's link @target, or false. */
+bool images_oci_link(const char *name, const char *target, char hex[IMAGES_OCI_HEX + 1]);
 /* Image names, sorted. @fn returning non-zero stops the walk. */
 int images_each(struct images *im, int (*fn)(const char *name, void *arg), void *arg);
 

@@ -16,7 +16,6 @@
 #include <netlink/route/link.h>
 #include <netlink/route/link/veth.h>
 #include <netlink/route/route.h>
-#include <nftables/libnftables.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
@@ -29,6 +28,7 @@
 
 #include "lib/names.h"
 #include "lib/strbuf.h"
+#include "runtime/net_nft.h"
 
 #define IF_HEX 12	       /* hex digits of the runtime id in an interface name */
 #define PEER_NAME "snfs0"      /* the sandbox's end, alone in its namespace */
@@ -64,10 +64,15 @@ int net_netns_path(const char *runtime_id, char *out, size_t len)
 	return state_path("netns", runtime_id, out, len);
 }
 
-/* The /30 of block @idx: network +1 is the host end, +2 the sandbox's. */
-static struct in_addr block_addr(long idx, int off)
+/*
+ * A block is a /30, named by its network address (host order): +1 is the
+ * host end, +2 the sandbox's. A record keeps the address, not an index in
+ * the pool, so a sandbox keeps its block across a restart with another
+ * --net-pool.
+ */
+static struct in_addr block_addr(uint32_t blk, int off)
 {
-	struct in_addr a = {htonl(ntohl(net.pool.s_addr) + (uint32_t)(idx * 4 + off))};
+	struct in_addr a = {htonl(blk + (uint32_t)off)};
 	return a;
 }
 
@@ -76,22 +81,50 @@ static long pool_blocks(void)
 	return 1l << (32 - net.prefix - 2);
 }
 
-/* The recorded block of @runtime_id, or -ENOENT. */
-static long record_read(const char *runtime_id)
+static uint32_t pool_block(long idx)
+{
+	return ntohl(net.pool.s_addr) + (uint32_t)idx * 4;
+}
+
+/*
+ * The recorded block of @runtime_id, or -ENOENT. A record of before
+ * (a bare index in the pool) reads as a block of the current pool, and
+ * *@legacy says so (net_open() writes it again as an address).
+ */
+static int record_read(const char *runtime_id, uint32_t *blk, bool *legacy)
 {
 	char path[PATH_MAX];
 	_cleanup_free_ char *text = NULL;
 	size_t len;
+	struct in_addr a;
 	if (state_path("net", runtime_id, path, sizeof(path)) < 0 ||
 	    read_file(path, &text, &len, 32) < 0)
 		return -ENOENT;
+	text[strcspn(text, "\n")] = '\0';
+	*legacy = !strchr(text, '.');
+	if (!*legacy) {
+		if (inet_pton(AF_INET, text, &a) != 1 || (ntohl(a.s_addr) & 3) || !a.s_addr)
+			return -ENOENT;
+		*blk = ntohl(a.s_addr);
+		return 0;
+	}
 	char *end;
 	long idx = strtol(text, &end, 10);
-	return end != text && idx >= 0 && idx < pool_blocks() ? idx : -ENOENT;
+	if (end == text || *end || idx <= 0 || idx >= pool_blocks())
+		return -ENOENT;
+	*blk = pool_block(idx);
+	return 0;
 }
 
-/* The lowest block no record holds; under net_lock. */
-static long block_free(void)
+/* @runtime_id's block; -ENOENT without a record. */
+static int record_block(const char *runtime_id, uint32_t *blk)
+{
+	bool legacy;
+	return record_read(runtime_id, blk, &legacy);
+}
+
+/* The lowest block of the pool no record holds; under net_lock. */
+static int block_free(uint32_t *blk)
 {
 	long n = pool_blocks();
 	_cleanup_free_ unsigned char *used = calloc((size_t)n, 1);
@@ -101,15 +134,21 @@ static long block_free(void)
 	if (!d)
 		return -ENOMEM;
 	for (struct dirent *de; (de = readdir(d));) {
-		long idx = runtime_id_ok(de->d_name) ? record_read(de->d_name) : -1;
-		if (idx >= 0)
-			used[idx] = 1;
+		uint32_t b;
+		/* A block of another pool (a restart with another --net-pool) is not in this one.
+		 */
+		if (runtime_id_ok(de->d_name) && record_block(de->d_name, &b) == 0 &&
+		    b >= pool_block(0) && b - pool_block(0) < (uint32_t)n * 4)
+			used[(b - pool_block(0)) / 4] = 1;
 	}
 	closedir(d);
 	/* Block 0 holds the pool's network address: left out. */
-	for (long i = 1; i < n; i++)
-		if (!used[i])
-			return i;
+	for (long i = 1; i < n; i++) {
+		if (!used[i]) {
+			*blk = pool_block(i);
+			return 0;
+		}
+	}
 	return -ENOSPC;
 }
 
@@ -126,10 +165,35 @@ static bool records_any(void)
 	return any;
 }
 
-static int record_write(const char *runtime_id, long idx)
+static int record_write(const char *runtime_id, uint32_t blk);
+
+/*
+ * Records of before keep an index in the pool: read with the pool of this
+ * start (the one they were made with, unless it changed at this very
+ * upgrade), they are written again as the block's address.
+ */
+static void records_migrate(void)
 {
-	char path[PATH_MAX], text[32];
-	int n = snprintf(text, sizeof(text), "%ld\n", idx);
+	char dir[PATH_MAX];
+	DIR *d = xsnprintf(dir, sizeof(dir), "%s/net", net.state) >= 0 ? opendir(dir) : NULL;
+	for (struct dirent *de; d && (de = readdir(d));) {
+		uint32_t blk;
+		bool legacy;
+		if (runtime_id_ok(de->d_name) && record_read(de->d_name, &blk, &legacy) == 0 &&
+		    legacy && record_write(de->d_name, blk) < 0)
+			warning("cannot write the network record of %s again", de->d_name);
+	}
+	if (d)
+		closedir(d);
+}
+
+static int record_write(const char *runtime_id, uint32_t blk)
+{
+	char path[PATH_MAX], text[INET_ADDRSTRLEN + 1];
+	struct in_addr a = block_addr(blk, 0);
+	inet_ntop(AF_INET, &a, text, INET_ADDRSTRLEN);
+	int n = (int)strlen(text);
+	text[n++] = '\n';
 	if (state_path("net", runtime_id, path, sizeof(path)) < 0)
 		return -ENAMETOOLONG;
 	return write_file_durable(path, text, (size_t)n);
@@ -282,24 +346,6 @@ static void netns_drop(const char *path)
 
 /* --- nftables ------------------------------------------------------------- */
 
-static int nft_run(const char *cmd, struct err *e)
-{
-	struct nft_ctx *ctx = nft_ctx_new(NFT_CTX_DEFAULT);
-	if (!ctx)
-		return err_set(e, ENOMEM, "cannot open libnftables");
-	nft_ctx_buffer_error(ctx);
-	int rc = nft_run_cmd_from_buffer(ctx, cmd);
-	if (rc != 0) {
-		const char *msg = nft_ctx_get_error_buffer(ctx);
-		char line[200];
-		snprintf(line, sizeof(line), "%s", msg ? msg : "");
-		line[strcspn(line, "\n")] = '\0';
-		err_set(e, EIO, "nftables refused the rules: %s", line);
-	}
-	nft_ctx_free(ctx);
-	return rc != 0 ? -EIO : 0;
-}
-
 /*
  * The last one out takes the table, so nothing of snapfs stays in the
  * ruleset; quiet when there is none (nft 1.0.6 has no `destroy`).
@@ -307,114 +353,67 @@ static int nft_run(const char *cmd, struct err *e)
 static void table_drop_if_idle(void)
 {
 	struct err e = {0};
-	if (!records_any())
-		nft_run("delete table inet snapfs\n", &e);
+	/* Only the namespace's owner: another daemon's table is not ours to take. */
+	if (net_nft_owned() && !records_any())
+		net_nft_run("delete table inet snapfs\n", &e);
 }
 
-/* The table, its hooks and its map, made when missing ("add" is idempotent). */
-static void nft_base(struct strbuf *sb)
-{
-	char pool[INET_ADDRSTRLEN];
-	inet_ntop(AF_INET, &net.pool, pool, sizeof(pool));
-	strbuf_addf(sb,
-		    "add table inet snapfs\n"
-		    "add map inet snapfs sandboxes { type ifname : verdict; }\n"
-		    "add chain inet snapfs forward { type filter hook forward priority filter; }\n"
-		    "add chain inet snapfs input { type filter hook input priority filter; }\n"
-		    "add chain inet snapfs postrouting { type nat hook postrouting priority "
-		    "srcnat; }\n"
-		    "flush chain inet snapfs forward\n"
-		    "flush chain inet snapfs input\n"
-		    "flush chain inet snapfs postrouting\n"
-		    "add rule inet snapfs forward iifname vmap @sandboxes\n"
-
-		    "add rule inet snapfs input iifname vmap @sandboxes\n"
-		    "add rule inet snapfs postrouting ip saddr %s/%d oifname != \"" NET_IF_PREFIX
-		    "*\" masquerade\n",
-		    pool, net.prefix);
-}
-
-/*
- * The sandbox's chain, on packets from its veth (forward: out through the
- * host; input: to the host itself):
- *   - only its own address as the source: nothing spoofed leaves un-NATed;
- *   - replies in connections others opened to it (a published port's
- *     forwarder) pass; what it opened is checked on every packet, so a
- *     deny written while it runs cuts connections already open;
- *   - IPv6 dropped; the user's rules in order (first match wins);
- *   - then the defaults: every address the host has now or gets later,
- *     and its broadcasts (fib says which: no list to go stale), the pool,
- *     link-local and multicast denied; the rest allowed.
- */
-static void nft_chain(struct strbuf *sb, const char *ifn, struct in_addr self,
-		      const struct net_rule *r, int n)
-{
-	char pool[INET_ADDRSTRLEN], me[INET_ADDRSTRLEN];
-	inet_ntop(AF_INET, &net.pool, pool, sizeof(pool));
-	inet_ntop(AF_INET, &self, me, sizeof(me));
-	strbuf_addf(sb, "add chain inet snapfs sb_%s\nflush chain inet snapfs sb_%s\n", ifn, ifn);
-	strbuf_addf(sb, "add rule inet snapfs sb_%s meta nfproto ipv6 drop\n", ifn);
-	strbuf_addf(sb, "add rule inet snapfs sb_%s ip saddr != %s drop\n", ifn, me);
-	strbuf_addf(sb,
-		    "add rule inet snapfs sb_%s ct state established,related ct direction reply "
-		    "accept\n",
-		    ifn);
-	for (int i = 0; i < n; i++) {
-		char a[INET_ADDRSTRLEN];
-		inet_ntop(AF_INET, &r[i].net, a, sizeof(a));
-		strbuf_addf(sb, "add rule inet snapfs sb_%s ip daddr %s/%d %s\n", ifn, a,
-			    r[i].prefix, r[i].allow ? "accept" : "drop");
-	}
-	strbuf_addf(sb,
-		    "add rule inet snapfs sb_%s fib daddr type { local, broadcast, multicast, "
-		    "anycast } drop\n",
-		    ifn);
-	strbuf_addf(sb,
-		    "add rule inet snapfs sb_%s ip daddr { %s/%d, 169.254.0.0/16, 224.0.0.0/4 } "
-		    "drop\n",
-		    ifn, pool, net.prefix);
-	strbuf_addf(sb, "add rule inet snapfs sb_%s accept\n", ifn);
-}
-
-static int nft_sandbox(const char *ifn, struct in_addr self, const char *egress, bool base,
+static int nft_sandbox(const char *ifn, uint32_t blk, const struct net_egress *eg, bool base,
 		       struct err *e)
 {
 	struct net_rule rules[NET_RULES_MAX];
 	int n;
-	int rc = net_rules_parse(egress ? egress : "", rules, &n, e);
+	int rc = net_rules_parse(eg->rules ? eg->rules : "", rules, &n, e);
 	if (rc < 0)
 		return rc;
 	_cleanup_strbuf_ struct strbuf sb = STRBUF_INIT;
+	struct net_chain c = {ifn, block_addr(blk, 2), net.pool, net.prefix, rules,
+			      n,   eg->owner_root};
+	char bl[INET_ADDRSTRLEN];
+	struct in_addr b = block_addr(blk, 0);
+	inet_ntop(AF_INET, &b, bl, sizeof(bl));
+	/* A table flushed away meanwhile (nft flush ruleset) is made again. */
+	if (!base && !net_nft_table_exists())
+		base = true;
 	if (base)
-		nft_base(&sb);
-	nft_chain(&sb, ifn, self, rules, n);
-	if (base)
-		strbuf_addf(&sb, "add element inet snapfs sandboxes { \"%s\" : jump sb_%s }\n", ifn,
-			    ifn);
+		net_nft_base(&sb);
+	net_nft_chain(&sb, &c);
+	/* Every time: the element is gone with the table after an `nft flush ruleset`. */
+	strbuf_addf(&sb, "add element inet snapfs sandboxes { \"%s\" : jump sb_%s }\n", ifn, ifn);
+	/* Its block: NATed out, and denied to every other sandbox, whatever the pool is now. */
+	strbuf_addf(&sb, "add element inet snapfs blocks { %s/30 }\n", bl);
 	rc = strbuf_error(&sb);
 	if (rc < 0 || sb.len >= NFT_CMD_MAX)
 		return err_set(e, ENOMEM, "cannot build the egress rules");
-	return nft_run(strbuf_str(&sb), e);
+	return net_nft_run(strbuf_str(&sb), e);
 }
 
-static void nft_sandbox_drop(const char *ifn)
+static void nft_sandbox_drop(const char *ifn, const uint32_t *blk)
 {
-	char cmd[256];
+	char cmd[256], bl[INET_ADDRSTRLEN];
 	struct err e = {0};
+	if (!net_nft_owned())
+		return; /* nothing of ours in the table: the claim is taken before any set-up */
+	if (blk) {
+		struct in_addr b = block_addr(*blk, 0);
+		inet_ntop(AF_INET, &b, bl, sizeof(bl));
+		snprintf(cmd, sizeof(cmd), "delete element inet snapfs blocks { %s/30 }\n", bl);
+		net_nft_run(cmd, &e);
+	}
 	snprintf(cmd, sizeof(cmd), "delete element inet snapfs sandboxes { \"%s\" }\n", ifn);
-	nft_run(cmd, &e);
+	net_nft_run(cmd, &e);
 	snprintf(cmd, sizeof(cmd), "delete chain inet snapfs sb_%s\n", ifn);
-	nft_run(cmd, &e);
+	net_nft_run(cmd, &e);
 }
 
-int net_set_egress(const char *runtime_id, const char *egress, struct err *e)
+int net_set_egress(const char *runtime_id, const struct net_egress *eg, struct err *e)
 {
 	char ifn[NET_IF_MAX];
-	long idx = record_read(runtime_id);
-	if (host_if(runtime_id, ifn) < 0 || idx < 0)
+	uint32_t blk;
+	if (host_if(runtime_id, ifn) < 0 || record_block(runtime_id, &blk) < 0)
 		return 0; /* no network now: the rules apply at the next start */
 	pthread_mutex_lock(&net_lock);
-	int rc = nft_sandbox(ifn, block_addr(idx, 2), egress, false, e);
+	int rc = nft_sandbox(ifn, blk, eg, false, e);
 	pthread_mutex_unlock(&net_lock);
 	return rc;
 }
@@ -440,10 +439,10 @@ static int forward_on(struct err *e)
 }
 
 /*
- * The links and addresses of block @idx: host end @ifn, the peer in @nsfd.
+ * The links and addresses of block @idx (its address): host end @ifn, the peer in @nsfd.
  * *@made says whether the veth is ours: a name already taken is not.
  */
-static int links_up(const char *ifn, int nsfd, long idx, bool *made, struct err *e)
+static int links_up(const char *ifn, int nsfd, uint32_t idx, bool *made, struct err *e)
 {
 	struct nl_sock *sk = route_socket(-1), *in = route_socket(nsfd);
 	int rc = sk && in ? 0 : -ENOMEM;
@@ -463,13 +462,20 @@ static int links_up(const char *ifn, int nsfd, long idx, bool *made, struct err 
 	return rc;
 }
 
-/* All of @runtime_id's network; the veth only when @veth (a name taken by another is left). */
-static void down_locked(const char *runtime_id, const char *ifn, bool veth)
+/*
+ * All of @runtime_id's network. The veth and the chain only when @ours:
+ * both are named by the veth, so where the name was taken (by another
+ * sandbox whose runtime id starts alike, or by anything else), they are
+ * the other's and stay.
+ */
+static void down_locked(const char *runtime_id, const char *ifn, bool ours)
 {
 	char path[PATH_MAX];
-	nft_sandbox_drop(ifn);
-	if (veth)
+	uint32_t blk;
+	if (ours) {
+		nft_sandbox_drop(ifn, record_block(runtime_id, &blk) == 0 ? &blk : NULL);
 		veth_del(ifn);
+	}
 	if (net_netns_path(runtime_id, path, sizeof(path)) == 0)
 		netns_drop(path);
 	/* The record goes last: while it is there, start-up will finish this. */
@@ -478,15 +484,18 @@ static void down_locked(const char *runtime_id, const char *ifn, bool veth)
 	table_drop_if_idle();
 }
 
-static int up_locked(const char *runtime_id, const char *ifn, const char *egress, bool *made,
-		     struct err *e)
+static int up_locked(const char *runtime_id, const char *ifn, const struct net_egress *eg,
+		     bool *made, struct err *e)
 {
 	char ns[PATH_MAX];
-	long idx = block_free();
-	if (idx < 0)
-		return err_set(e, idx == -ENOSPC ? ENOSPC : ENOMEM,
-			       "no free address in the network pool");
-	int rc = record_write(runtime_id, idx);
+	int rc = net_nft_claim(e);
+	if (rc < 0)
+		return rc;
+	uint32_t idx;
+	rc = block_free(&idx);
+	if (rc < 0)
+		return err_set(e, -rc, "no free address in the network pool");
+	rc = record_write(runtime_id, idx);
 	if (rc < 0)
 		return err_set(e, -rc, "cannot record the network of %s", runtime_id);
 	rc = net_netns_path(runtime_id, ns, sizeof(ns));
@@ -500,17 +509,17 @@ static int up_locked(const char *runtime_id, const char *ifn, const char *egress
 	rc = forward_on(e);
 	if (rc == 0)
 		rc = links_up(ifn, nsfd, idx, made, e);
-	return rc == 0 ? nft_sandbox(ifn, block_addr(idx, 2), egress, true, e) : rc;
+	return rc == 0 ? nft_sandbox(ifn, idx, eg, true, e) : rc;
 }
 
-int net_up(const char *runtime_id, const char *egress, struct err *e)
+int net_up(const char *runtime_id, const struct net_egress *eg, struct err *e)
 {
 	char ifn[NET_IF_MAX];
 	if (host_if(runtime_id, ifn) < 0)
 		return err_set(e, EINVAL, "%s is not a runtime id", runtime_id);
 	bool made = false;
 	pthread_mutex_lock(&net_lock);
-	int rc = up_locked(runtime_id, ifn, egress, &made, e);
+	int rc = up_locked(runtime_id, ifn, eg, &made, e);
 	if (rc < 0)
 		down_locked(runtime_id, ifn, made);
 	pthread_mutex_unlock(&net_lock);
@@ -524,7 +533,8 @@ void net_down(const char *runtime_id)
 		return;
 	pthread_mutex_lock(&net_lock);
 	/* Without a record the veth was never made by us (the record comes first, goes last). */
-	down_locked(runtime_id, ifn, record_read(runtime_id) >= 0);
+	uint32_t blk;
+	down_locked(runtime_id, ifn, record_block(runtime_id, &blk) == 0);
 	pthread_mutex_unlock(&net_lock);
 }
 
@@ -549,12 +559,20 @@ void net_sweep(bool (*keep)(const char *runtime_id, void *arg), void *arg)
 
 /* --- views ------------------------------------------------------------------ */
 
+bool net_table_lost(void)
+{
+	pthread_mutex_lock(&net_lock);
+	bool lost = net_nft_owned() && records_any() && !net_nft_table_exists();
+	pthread_mutex_unlock(&net_lock);
+	return lost;
+}
+
 int net_sandbox_addr(const char *runtime_id, struct in_addr *out)
 {
-	long idx = record_read(runtime_id);
-	if (idx < 0)
+	uint32_t blk;
+	if (record_block(runtime_id, &blk) < 0)
 		return -ENOENT;
-	*out = block_addr(idx, 2);
+	*out = block_addr(blk, 2);
 	return 0;
 }
 
@@ -587,6 +605,15 @@ int net_write_resolv(const char *path, struct err *e)
 	return rc < 0 ? err_set(e, -rc, "cannot write %s: %s", path, strerror(-rc)) : 0;
 }
 
+bool net_rule_in_denied_here(const struct net_rule *r)
+{
+	struct in_addr pool = net.pool;
+	int prefix = net.prefix;
+	if (prefix == 0 && net_cidr_parse(NET_POOL_DEFAULT, &pool, &prefix, NULL) < 0)
+		return true;
+	return net_rule_in_denied(r, pool, prefix);
+}
+
 int net_open(const char *state_dir, const char *pool, const char *resolv, struct err *e)
 {
 	char dir[PATH_MAX];
@@ -608,7 +635,9 @@ int net_open(const char *state_dir, const char *pool, const char *resolv, struct
 		if (rc < 0)
 			return err_set(e, -rc, "cannot create %s: %s", dir, strerror(-rc));
 	}
-	return 0;
+	records_migrate();
+	/* Live networks of ours: the namespace's table must be this daemon's (net_nft.h). */
+	return records_any() ? net_nft_claim(e) : 0;
 }
 
 /* --- the runsc helper ------------------------------------------------------- */

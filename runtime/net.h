@@ -14,6 +14,10 @@
  *  - `table inet snapfs` in the daemon's namespace: NAT, and one chain per
  *    sandbox (sb_<veth>) jumped to from the table's forward and input
  *    hooks through the verdict map `sandboxes`.
+ *    Its owner is one daemon per namespace, by a flock on
+ *    /run/snapfs/netns-<inode>.lock (runtime/net_nft.h), taken at start-up
+ *    when networks are recorded, else at the first egress set-up: a second
+ *    daemon never makes or removes any of it.
  *  - net.ipv4.ip_forward of the daemon's namespace, set to 1 at the first
  *    egress sandbox and never set back (another user may rely on it).
  * All state is on disk and in the kernel; the module's one lock (net_lock
@@ -45,6 +49,27 @@ int net_cidr_parse(const char *s, struct in_addr *net, int *prefix, struct err *
  * `#` comments skipped; at most NET_RULES_MAX. -EINVAL naming the line.
  */
 int net_rules_parse(const char *text, struct net_rule *out, int *n, struct err *e);
+/*
+ * Whether @r lies wholly inside a range every sandbox is denied by
+ * default: link-local (cloud metadata), multicast, or the pool @pool/@prefix
+ * (the other sandboxes). Only such a rule of root's is read before the
+ * denies; `allow 0.0.0.0/0` is not one, so it never opens them.
+ */
+bool net_rule_in_denied(const struct net_rule *r, struct in_addr pool, int pool_prefix);
+/* net_rule_in_denied() against the pool net_open() was given (the default before). */
+bool net_rule_in_denied_here(const struct net_rule *r);
+
+/*
+ * A sandbox's egress rules and whose they are. The mandatory denies (the
+ * host, the pool, link-local, multicast) come first, then the rules; of a
+ * root owner's rules, those inside a denied range (net_rule_in_denied())
+ * come before the denies, in their order, so root opens one only by naming
+ * it (docs/network.md).
+ */
+struct net_egress {
+	const char *rules; /* the egress file's text; NULL: none */
+	bool owner_root;   /* the sandbox's owner is root (runtime/access.h) */
+};
 
 /*
  * Open the module: @state_dir's net/ and netns/, the pool (NULL: the
@@ -54,14 +79,20 @@ int net_open(const char *state_dir, const char *pool, const char *resolv, struct
 
 /*
  * Set @runtime_id's network up: record, namespace, veth, addresses, route,
- * nft chain with @egress's rules. On failure nothing is left. Fills
+ * nft chain with @eg's rules. On failure nothing is left. Fills
  * @netns_path (the nsfs file for the bundle) when not NULL.
  */
-int net_up(const char *runtime_id, const char *egress, struct err *e);
+int net_up(const char *runtime_id, const struct net_egress *eg, struct err *e);
 /* Take it all down; quiet when there is nothing. */
 void net_down(const char *runtime_id);
-/* Replace the sandbox's chain with @egress's rules (one nft transaction). */
-int net_set_egress(const char *runtime_id, const char *egress, struct err *e);
+/* Replace the sandbox's chain with @eg's rules (one nft transaction). */
+int net_set_egress(const char *runtime_id, const struct net_egress *eg, struct err *e);
+/*
+ * Whether this daemon's networks are recorded but `table inet snapfs` is
+ * gone (an `nft flush ruleset`): the caller then sets every live sandbox's
+ * chain again (net_set_egress() makes the table and its element anew).
+ */
+bool net_table_lost(void);
 /* The namespace's nsfs file, and the resolv.conf the sandbox gets, as paths. */
 int net_netns_path(const char *runtime_id, char *out, size_t len);
 /* Write the sandboxes' resolvers into @path (a copy of --net-resolv's file). */

@@ -61,6 +61,23 @@ static int rule_parse(const char *line, int lineno, struct net_rule *r, struct e
 	return 0;
 }
 
+/* Whether @net/@prefix lies wholly inside @outer/@outer_prefix. */
+static bool cidr_inside(struct in_addr net, int prefix, struct in_addr outer, int outer_prefix)
+{
+	if (prefix < outer_prefix)
+		return false;
+	uint32_t mask = outer_prefix ? htonl(~0u << (32 - outer_prefix)) : 0;
+	return (net.s_addr & mask) == (outer.s_addr & mask);
+}
+
+bool net_rule_in_denied(const struct net_rule *r, struct in_addr pool, int pool_prefix)
+{
+	struct in_addr link_local = {htonl(0xa9fe0000u)}, multicast = {htonl(0xe0000000u)};
+	return cidr_inside(r->net, r->prefix, link_local, 16) ||
+	       cidr_inside(r->net, r->prefix, multicast, 4) ||
+	       cidr_inside(r->net, r->prefix, pool, pool_prefix);
+}
+
 int net_rules_parse(const char *text, struct net_rule *out, int *n, struct err *e)
 {
 	int lineno = 0;

@@ -254,6 +254,8 @@ struct fork_opts {
 	/* `timeout=SECONDS`: its timeout instead of the snapshot's (its action stays) */
 	bool timeout_set;
 	int64_t timeout_s;
+	/* `count=N` (ops_fork_count_parse()): N sandboxes from one write; 0 is one */
+	unsigned count;
 };
 
 /*
@@ -264,6 +266,19 @@ struct fork_opts {
  */
 int ops_snapshot_fork(const struct caller *who, const char *snap_id, const struct fork_opts *opts,
 		      char id_out[ID_MAX], ops_done_fn done, void *ctx, struct err *e);
+/*
+ * The fork write (ops_fanout.c): @opts->count sandboxes (0: one) forked
+ * from @snap_id as ops_snapshot_fork() forks one, their ids appended to
+ * @ids a line each, their restores run at once as far as the lifecycle
+ * queue's workers go. All or none are accepted: the queue's places and the
+ * snapshot's checks are taken first. done: once every one is running or
+ * failed, with 0, or the first failure's errno (the others still run); a
+ * failure also journals "K of N forks of S failed: why" in `errors`.
+ */
+int ops_snapshot_forks(const struct caller *who, const char *snap_id, const struct fork_opts *opts,
+		       struct strbuf *ids, ops_done_fn done, void *ctx, struct err *e);
+/* `count=N`: 1..FORK_COUNT_MAX (lib/limits.h), else -EINVAL. */
+int ops_fork_count_parse(const char *text, unsigned *count, struct err *e);
 /* Delete a snapshot (-EBUSY while a suspended sandbox depends on it). */
 int ops_snapshot_delete(const struct caller *who, const char *snap_id, ops_done_fn done, void *ctx,
 			struct err *e);
@@ -334,7 +349,10 @@ int ops_sandbox_ports_text(const struct sandbox *sb, struct strbuf *out);
 int ops_sandbox_get(const struct caller *who, const char *id, struct sandbox *out);
 /* The same for a snapshot: one missing here may be another host's, just stored (ops_sync_ask()). */
 int ops_snapshot_get(const struct caller *who, const char *id, struct snapshot *out);
-/* The sandboxes, and the snapshots, that @who may see. */
+/*
+ * The sandboxes, and the snapshots, that @who may see; a snapshot as a
+ * listing shows it: its id, state, sandbox_id and owner_uid (the rest 0).
+ */
 int ops_sandboxes_each(const struct caller *who, int (*fn)(const struct sandbox *sb, void *arg),
 		       void *arg);
 int ops_snapshots_each(const struct caller *who, int (*fn)(const struct snapshot *snap, void *arg),

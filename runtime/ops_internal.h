@@ -104,6 +104,8 @@ int row_sandbox_each(int (*fn)(const struct sandbox *sb, void *arg), void *arg);
 int row_sandbox_each_forked_from(const char *snap_id,
 				 int (*fn)(const struct sandbox *sb, void *arg), void *arg);
 int row_snapshot_each(int (*fn)(const struct snapshot *snap, void *arg), void *arg);
+/* registry_snapshot_each_listed()'s walk: a kept row comes whole. */
+int row_snapshot_each_listed(int (*fn)(const struct snapshot *snap, void *arg), void *arg);
 int row_snapshot_each_of_sandbox(const char *sandbox_id,
 				 int (*fn)(const struct snapshot *snap, void *arg), void *arg);
 int row_snapshot_pinned(const char *snap_id, bool *pinned);
@@ -215,11 +217,14 @@ int new_object_id(const char *prefix, char out[ID_MAX]);
  * Write sandbox @id's bundle (runtime/bundle.h) for container @runtime_id
  * (its cgroup: runtime/cgroup.h) of @image, its process
  * `/bin/sh -c @entrypoint` with @env, and the host's NVIDIA devices when
- * @gpu; pins the image's digest. In ops_sandbox.c, beside container_start().
+ * @gpu; pins the image's digest into @digest. A @digest that is not empty
+ * on entry is the one the image must have (a restore's: the snapshot's):
+ * another is refused with EINVAL and both digests, before the bundle or the
+ * network exists. In ops_sandbox.c, beside container_start().
  */
 int prepare_bundle(const char *id, const char *runtime_id, const char *image,
 		   const char *entrypoint, const char *env, bool gpu, const struct resources *res,
-		   char digest_out[DIGEST_MAX], struct err *e);
+		   char digest[DIGEST_MAX], struct err *e);
 
 /*
  * `runsc run` (@image_dir NULL) or `runsc restore` of sandbox @id's bundle
@@ -249,6 +254,19 @@ int container_start(const char *id, const char *runtime_id, bool gpu, const char
  * Updates @sb (runtime_id, pid); the registry only for the id.
  */
 int restore_from_spool(struct sandbox *sb, const char *snap_id, struct err *e);
+/*
+ * A fork, in three steps, so that a fan-out (ops_fanout.c) takes every
+ * place and checks the snapshot once: fork_job_new() takes a place in the
+ * lifecycle queue; fork_prepare() checks that @who may fork @snap_id here
+ * and makes in @sb the sandbox every fork of it with @opts gets;
+ * fork_submit() gives @sb (changed: its id, ports) a new id in @id_out,
+ * records it and queues its restore in @job, which it drops on a refusal.
+ */
+void *fork_job_new(ops_done_fn done, void *ctx, struct err *e);
+int fork_prepare(const struct caller *who, const char *snap_id, const struct fork_opts *opts,
+		 struct snapshot *snap, struct sandbox *sb, struct err *e);
+int fork_submit(void *job, const struct snapshot *snap, struct sandbox *sb, char id_out[ID_MAX],
+		struct err *e);
 /* Kill and delete container @runtime_id; -EIO if runsc still knows it afterwards. */
 int stop_container(const char *runtime_id, struct err *e);
 /* The same without the kill: a paused or stopped container. */

@@ -13,6 +13,49 @@
 #include "runtime/net.h"
 #include "runtime/ops_internal.h"
 
+/*
+ * Whether @sb's owner is root: its rules may open what the defaults deny.
+ * By the owner, not by who wrote the file: a fork, a restart and a resume
+ * build the chain again with no writer to ask, and the owner stays.
+ */
+static bool owner_root(const struct sandbox *sb)
+{
+	struct caller c = {.uid = sb->owner_uid, .gid = sb->owner_gid};
+	return access_is_root(&c);
+}
+
+static struct net_egress net_egress_of(const struct sandbox *sb)
+{
+	return (struct net_egress){sb->egress, owner_root(sb)};
+}
+
+static bool net_live(const struct sandbox *sb)
+{
+	return sb->state == SB_RUNNING || sb->state == SB_SNAPSHOTTING ||
+	       sb->state == SB_SUSPENDING || sb->state == SB_STARTING || sb->state == SB_RESUMING;
+}
+
+static int reapply_row(const struct sandbox *sb, void *arg)
+{
+	struct err e = {0};
+	struct net_egress eg = net_egress_of(sb);
+	if (sb->network == SB_NET_EGRESS && net_live(sb) && strcmp(sb->id, arg) != 0 &&
+	    net_set_egress(sb->runtime_id, &eg, &e) < 0)
+		warning("sandbox %s: cannot set its egress rules again: %s", sb->id, e.msg);
+	return 0;
+}
+
+/*
+ * `table inet snapfs` was flushed away (nft flush ruleset) while networks
+ * live: every live egress sandbox but @except_id (its own change follows)
+ * gets its chain again, so none runs unfiltered or cut off.
+ */
+static void net_reapply(const char *except_id)
+{
+	if (net_table_lost())
+		row_sandbox_each(reapply_row, (void *)except_id);
+}
+
 int ops_sandbox_set_egress(const struct caller *who, const char *id, const char *text,
 			   struct err *e)
 {
@@ -34,8 +77,12 @@ int ops_sandbox_set_egress(const struct caller *who, const char *id, const char 
 			err_set(e, EIO, "cannot record the egress of %s", id);
 	}
 	pthread_mutex_unlock(&ops.lock);
+	if (rc < 0)
+		return rc;
 	/* The chain of a running sandbox now; one stopped gets it at its next start. */
-	return rc < 0 ? rc : net_set_egress(sb.runtime_id, sb.egress, e);
+	struct net_egress eg = net_egress_of(&sb);
+	net_reapply(id);
+	return net_set_egress(sb.runtime_id, &eg, e);
 }
 
 int net_prepare(const char *id, const char *runtime_id, char netns[PATH_MAX], char resolv[PATH_MAX],
@@ -59,7 +106,11 @@ int net_prepare(const char *id, const char *runtime_id, char netns[PATH_MAX], ch
 		return err_set(e, -rc, "cannot create the directory of sandbox %s", id);
 	rc = net_write_resolv(resolv, e);
 	if (rc == 0)
-		rc = net_up(runtime_id, sb.egress, e);
+		net_reapply(id);
+	if (rc == 0) {
+		struct net_egress eg = net_egress_of(&sb);
+		rc = net_up(runtime_id, &eg, e);
+	}
 	return rc;
 }
 
@@ -71,10 +122,7 @@ struct net_want {
 static int net_claims(const struct sandbox *sb, void *arg)
 {
 	struct net_want *w = arg;
-	bool alive = sb->state == SB_RUNNING || sb->state == SB_SNAPSHOTTING ||
-		     sb->state == SB_SUSPENDING || sb->state == SB_STARTING ||
-		     sb->state == SB_RESUMING;
-	if (alive && strcmp(sb->runtime_id, w->runtime_id) == 0)
+	if (net_live(sb) && strcmp(sb->runtime_id, w->runtime_id) == 0)
 		w->found = true;
 	return 0;
 }

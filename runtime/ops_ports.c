@@ -17,6 +17,7 @@
 #include "runtime/ops_internal.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "lib/ports.h"
@@ -29,8 +30,25 @@
 	 STATE_BIT(SB_SNAPSHOTTING) | STATE_BIT(SB_SUSPENDING) | STATE_BIT(SB_SUSPENDED) |         \
 	 STATE_BIT(SB_RESUMING))
 
-/* Host ports below this are the host's services': only root publishes on them. */
-#define PORTS_PRIVILEGED 1024
+/*
+ * Host ports below the kernel's ip_unprivileged_port_start are the host's
+ * services': only root publishes on them. Read at each publish, in the
+ * daemon's network namespace (the one its listeners bind in), so a host
+ * that moved the line is followed; unreadable (an old kernel): 1024.
+ */
+#define PORTS_UNPRIV_SYSCTL "/proc/sys/net/ipv4/ip_unprivileged_port_start"
+#define PORTS_PRIVILEGED_DEFAULT 1024
+
+static unsigned ports_privileged_below(void)
+{
+	_cleanup_free_ char *text = NULL;
+	size_t len = 0;
+	char *end;
+	if (read_file(PORTS_UNPRIV_SYSCTL, &text, &len, 32) < 0)
+		return PORTS_PRIVILEGED_DEFAULT;
+	unsigned long v = strtoul(text, &end, 10);
+	return end != text && v <= 65536 ? (unsigned)v : PORTS_PRIVILEGED_DEFAULT;
+}
 
 static const char *publish_address; /* --publish-address; NULL: 127.0.0.1 */
 
@@ -150,6 +168,7 @@ static int ports_change(const struct caller *who, struct sandbox *sb, const stru
 		p.n = 0; /* no record: start from none */
 	int at = ports_find(&p, pl->port);
 	uint16_t bound = 0;
+	unsigned below;
 	int rc = 0;
 	if (pl->verb == PORTS_CLOSE) {
 		if (at < 0)
@@ -163,9 +182,12 @@ static int ports_change(const struct caller *who, struct sandbox *sb, const stru
 	} else if (p.n == PORTS_SANDBOX_MAX) {
 		return err_set(e, ENOSPC, "sandbox %s publishes %d ports already, the most it may",
 			       sb->id, PORTS_SANDBOX_MAX);
-	} else if (pl->host_port && pl->host_port < PORTS_PRIVILEGED && who->uid != 0) {
-		return err_set(e, EACCES, "host port %u is below %d: only root publishes there",
-			       pl->host_port, PORTS_PRIVILEGED);
+	} else if (pl->host_port && !access_is_root(who) &&
+		   pl->host_port < (below = ports_privileged_below())) {
+		return err_set(e, EACCES,
+			       "host port %u is below %u (ip_unprivileged_port_start): only root "
+			       "publishes there",
+			       pl->host_port, below);
 	} else {
 		rc = forward_open(sb->id, pl->port, pl->host_port, &bound, e);
 		if (rc == 0)

@@ -114,14 +114,11 @@ static int restore_image(const char *sandbox_id, const struct snapshot *snap,
 			 char digest[DIGEST_MAX], struct err *e)
 {
 	const char *entry = snap->entrypoint[0] ? snap->entrypoint : OPS_DEFAULT_ENTRYPOINT;
+	/* Held to the snapshot's digest: the image may have been re-imported since the fork was
+	 * accepted. */
+	memcpy(digest, snap->image_digest, DIGEST_MAX);
 	int rc = prepare_bundle(sandbox_id, runtime_id, snap->image, entry, snap->env, snap->gpu,
 				res, digest, e);
-	/* Checked again here: the image may have been re-imported since the fork was accepted. */
-	if (rc == 0 && strcmp(digest, snap->image_digest) != 0)
-		rc = err_set(e, EINVAL,
-			     "cannot restore snapshot %s: image %s changed: snapshot has %s, "
-			     "host has %s",
-			     snap->id, snap->image, snap->image_digest, digest);
 	if (rc < 0)
 		return rc;
 	int64_t t0 = mono_ms();
@@ -360,51 +357,72 @@ static int fork_limits(const struct snapshot *snap, const struct resources *rais
 	return rc < 0 ? rc : cgroup_can_limit(out, "fork", e);
 }
 
+void *fork_job_new(ops_done_fn done, void *ctx, struct err *e)
+{
+	/* Its place first: a full queue refuses at once and leaves no sandbox behind. */
+	return op_job_new(sizeof(struct restore_job), JOB_LIFECYCLE, done, ctx, e);
+}
+
+int fork_prepare(const struct caller *who, const char *snap_id, const struct fork_opts *opts,
+		 struct snapshot *snap, struct sandbox *sb, struct err *e)
+{
+	*sb = (struct sandbox){.owner_uid = who->uid, .owner_gid = who->gid};
+	int rc = check_forkable(who, snap_id, snap, e);
+	if (rc == 0)
+		rc = fork_limits(snap, opts ? &opts->raise : NULL, &sb->res, e);
+	if (rc < 0)
+		return rc;
+	/* runtime_id stays empty: the restore job picks and records one. */
+	memcpy(sb->image, snap->image, sizeof(sb->image));
+	memcpy(sb->entrypoint, snap->entrypoint, sizeof(sb->entrypoint));
+	memcpy(sb->env, snap->env, sizeof(sb->env));
+	memcpy(sb->parent_snapshot, snap->id, sizeof(sb->parent_snapshot));
+	sb->gpu = snap->gpu;
+	timer_init_fork(sb, snap, opts);
+	ports_fork(sb, snap);
+	sb->network = snap->network;
+	memcpy(sb->egress, snap->egress, sizeof(sb->egress));
+	sb->state = SB_STARTING;
+	return 0;
+}
+
+int fork_submit(void *job, const struct snapshot *snap, struct sandbox *sb, char id_out[ID_MAX],
+		struct err *e)
+{
+	int rc = new_object_id("sbx-", sb->id);
+	if (rc < 0)
+		rc = err_set(e, -rc, "cannot make a sandbox id: %s", strerror(-rc));
+	if (rc == 0)
+		rc = snapshot_restore_begin(snap->id, e);
+	if (rc < 0)
+		return op_job_drop(job, rc);
+	sb->created_at = now_ms();
+	pthread_mutex_lock(&ops.lock);
+	rc = registry_sandbox_insert(ops.reg, sb);
+	pthread_mutex_unlock(&ops.lock);
+	if (rc < 0) {
+		snapshot_restore_end(snap->id);
+		return op_job_drop(job, err_set(e, EIO, "cannot record the fork of %s: %s",
+						snap->id, strerror(-rc)));
+	}
+	memcpy(id_out, sb->id, ID_MAX);
+	ports_reopen(sb->id); /* the source's ports, on new host ports */
+	announce_sandbox(sb->id, sb->state, NULL);
+	notify(OPS_OBJ_LIST, sb->id);
+	notify(OPS_OBJ_SNAPSHOT, snap->id);
+	return submit_restore(job, sb->id, snap->id, false, &sb->res);
+}
+
 int ops_snapshot_fork(const struct caller *who, const char *snap_id, const struct fork_opts *opts,
 		      char id_out[ID_MAX], ops_done_fn done, void *ctx, struct err *e)
 {
 	struct snapshot snap;
-	struct sandbox sb = {.owner_uid = who->uid, .owner_gid = who->gid};
-	/* Its place first: a full queue refuses at once and leaves no sandbox behind. */
-	struct restore_job *job = op_job_new(sizeof(*job), JOB_LIFECYCLE, done, ctx, e);
+	struct sandbox sb;
+	void *job = fork_job_new(done, ctx, e);
 	if (!job)
 		return -e->code;
-	int rc = check_forkable(who, snap_id, &snap, e);
-	if (rc == 0)
-		rc = fork_limits(&snap, opts ? &opts->raise : NULL, &sb.res, e);
+	int rc = fork_prepare(who, snap_id, opts, &snap, &sb, e);
 	if (rc < 0)
 		return op_job_drop(job, rc);
-	rc = new_object_id("sbx-", sb.id);
-	if (rc < 0)
-		rc = err_set(e, -rc, "cannot make a sandbox id: %s", strerror(-rc));
-	if (rc == 0)
-		rc = snapshot_restore_begin(snap_id, e);
-	if (rc < 0)
-		return op_job_drop(job, rc);
-	/* runtime_id stays empty: the restore job picks and records one. */
-	memcpy(sb.image, snap.image, sizeof(sb.image));
-	memcpy(sb.entrypoint, snap.entrypoint, sizeof(sb.entrypoint));
-	memcpy(sb.env, snap.env, sizeof(sb.env));
-	memcpy(sb.parent_snapshot, snap.id, sizeof(sb.parent_snapshot));
-	sb.gpu = snap.gpu;
-	timer_init_fork(&sb, &snap, opts);
-	ports_fork(&sb, &snap);
-	sb.network = snap.network;
-	memcpy(sb.egress, snap.egress, sizeof(sb.egress));
-	sb.state = SB_STARTING;
-	sb.created_at = now_ms();
-	pthread_mutex_lock(&ops.lock);
-	rc = registry_sandbox_insert(ops.reg, &sb);
-	pthread_mutex_unlock(&ops.lock);
-	if (rc < 0) {
-		snapshot_restore_end(snap_id);
-		return op_job_drop(job, err_set(e, EIO, "cannot record the fork of %s: %s", snap_id,
-						strerror(-rc)));
-	}
-	memcpy(id_out, sb.id, ID_MAX);
-	ports_reopen(sb.id); /* the source's ports, on new host ports */
-	announce_sandbox(sb.id, sb.state, NULL);
-	notify(OPS_OBJ_LIST, sb.id);
-	notify(OPS_OBJ_SNAPSHOT, snap_id);
-	return submit_restore(job, sb.id, snap_id, false, &sb.res);
+	return fork_submit(job, &snap, &sb, id_out, e);
 }

@@ -249,7 +249,7 @@ static int snapshot_kept(const struct snapshot *snap, void *arg)
 }
 
 /* Which registry walk row_walk() makes. */
-enum walk_of { ALL_SANDBOXES, FORKS_OF, ALL_SNAPSHOTS, SNAPSHOTS_OF };
+enum walk_of { ALL_SANDBOXES, FORKS_OF, ALL_SNAPSHOTS, SNAPSHOTS_OF, SNAPSHOTS_LISTED };
 
 /* The registry's walk @of (@key: the snapshot or sandbox it is of), each row as kept. */
 static int row_walk(enum walk_of of, const char *key, union walk_fn fn, void *arg)
@@ -261,8 +261,9 @@ static int row_walk(enum walk_of of, const char *key, union walk_fn fn, void *ar
 	w->arg = arg;
 	int rc = of == ALL_SANDBOXES ? registry_sandbox_each(ops.reg, sandbox_kept, w)
 		 : of == FORKS_OF ? registry_sandbox_each_forked_from(ops.reg, key, sandbox_kept, w)
-		 : of == ALL_SNAPSHOTS
-		     ? registry_snapshot_each(ops.reg, snapshot_kept, w)
+		 : of == ALL_SNAPSHOTS ? registry_snapshot_each(ops.reg, snapshot_kept, w)
+		 : of == SNAPSHOTS_LISTED
+		     ? registry_snapshot_each_listed(ops.reg, snapshot_kept, w)
 		     : registry_snapshot_each_of_sandbox(ops.reg, key, snapshot_kept, w);
 	free(w);
 	return rc;
@@ -282,6 +283,11 @@ int row_sandbox_each_forked_from(const char *snap_id,
 int row_snapshot_each(int (*fn)(const struct snapshot *snap, void *arg), void *arg)
 {
 	return row_walk(ALL_SNAPSHOTS, NULL, (union walk_fn){.snapshot = fn}, arg);
+}
+
+int row_snapshot_each_listed(int (*fn)(const struct snapshot *snap, void *arg), void *arg)
+{
+	return row_walk(SNAPSHOTS_LISTED, NULL, (union walk_fn){.snapshot = fn}, arg);
 }
 
 int row_snapshot_each_of_sandbox(const char *sandbox_id,

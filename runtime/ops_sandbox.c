@@ -217,9 +217,9 @@ static pid_t sandbox_pid(const char *runtime_id)
 
 int prepare_bundle(const char *id, const char *runtime_id, const char *image,
 		   const char *entrypoint, const char *env, bool gpu, const struct resources *res,
-		   char digest_out[DIGEST_MAX], struct err *e)
+		   char digest[DIGEST_MAX], struct err *e)
 {
-	char rootfs[PATH_MAX], bundle[PATH_MAX], cgroup[PATH_MAX];
+	char rootfs[PATH_MAX], bundle[PATH_MAX], cgroup[PATH_MAX], want[DIGEST_MAX];
 	const char *argv[] = {"/bin/sh", "-c", entrypoint, NULL};
 	const char *nodes[GPU_NODES_MAX];
 	struct gpu_host h;
@@ -242,9 +242,13 @@ int prepare_bundle(const char *id, const char *runtime_id, const char *image,
 		rc = cgroup_path(ops.cgroup_parent, runtime_id, cgroup, sizeof(cgroup));
 	if (rc < 0)
 		return err_set(e, -rc, "cannot build the bundle of sandbox %s: path too long", id);
-	rc = images_pin(ops.images, image, rootfs, sizeof(rootfs), digest_out, e);
+	memcpy(want, digest, DIGEST_MAX);
+	rc = images_pin(ops.images, image, rootfs, sizeof(rootfs), digest, e);
 	if (rc < 0)
 		return rc;
+	if (want[0] && strcmp(want, digest) != 0)
+		return err_set(e, EINVAL, "image %s changed: snapshot has %s, host has %s", image,
+			       want, digest);
 	if (gpu) {
 		rc = gpu_host_ready("write the bundle of a GPU sandbox", &h, e);
 		if (rc < 0)

@@ -242,6 +242,7 @@ struct sync_walk {
 	struct strbuf gone;	/* completed rows without a manifest */
 	struct strset rejected; /* listed ids whose manifest failed its checks */
 	struct strset missing;	/* gone rows kept: no tombstone */
+	struct strset rows;	/* the registry's ids: only the others are adopted */
 };
 
 /*
@@ -282,7 +283,7 @@ static int adoptable(struct sync_walk *w, const char *id, struct snapshot *snap)
 static void adopt(struct sync_walk *w, const char *id)
 {
 	struct snapshot snap;
-	if (row_snapshot_get(id, &snap) == 0 || still_rejected(w, id) ||
+	if (strset_has(&w->rows, id) || row_snapshot_get(id, &snap) == 0 || still_rejected(w, id) ||
 	    adoptable(w, id, &snap) < 0)
 		return;
 	pthread_mutex_lock(&ops.lock);
@@ -299,6 +300,8 @@ static int collect_gone(const struct snapshot *snap, void *arg)
 	struct sync_walk *w = arg;
 	if (snap->state == SNAP_COMPLETED && !strset_has(&w->stored, snap->id))
 		strbuf_addf(&w->gone, "%s\n", snap->id);
+	/* A set too big to grow only costs the lookups adopt() makes without it. */
+	strset_add(&w->rows, snap->id);
 	return strbuf_error(&w->gone);
 }
 
@@ -347,13 +350,14 @@ static void collect_if_due(void);
 
 int ops_sync_snapshots(void)
 {
-	struct sync_walk w = {STRSET_INIT, STRBUF_INIT, STRSET_INIT, STRSET_INIT};
+	struct sync_walk w = {STRSET_INIT, STRBUF_INIT, STRSET_INIT, STRSET_INIT, STRSET_INIT};
 	struct err e = {0};
 	pthread_mutex_lock(&pass_lock);
 	int ours = ops_store_followed(&e);
 	int rc = ours == 0 || ours == -EXDEV ? store_refresh(ops.store, &w.stored, &e) : ours;
 	if (rc == 0 && ours == 0) {
-		row_snapshot_each(collect_gone, &w);
+		row_snapshot_each_listed(collect_gone, &w);
+		strset_seal(&w.rows);
 		forget_gone(&w);
 		for (size_t i = 0; i < w.stored.n; i++)
 			adopt(&w, w.stored.v[i]);
@@ -369,6 +373,7 @@ int ops_sync_snapshots(void)
 	strbuf_release(&w.gone);
 	strset_release(&w.rejected);
 	strset_release(&w.missing);
+	strset_release(&w.rows);
 	return rc;
 }
 

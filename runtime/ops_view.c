@@ -79,7 +79,7 @@ int ops_snapshots_each(const struct caller *who, int (*fn)(const struct snapshot
 		       void *arg)
 {
 	struct seen_walk w = {who, {.snapshot = fn}, arg};
-	return row_snapshot_each(snapshot_seen, &w);
+	return row_snapshot_each_listed(snapshot_seen, &w);
 }
 
 int ops_snapshot_forks_each(const struct caller *who, const char *snap_id,

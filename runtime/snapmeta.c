@@ -25,12 +25,22 @@ static bool entrypoint_ok(const char *s)
 	return text_ok(s, ENTRYPOINT_MAX);
 }
 
-/* The source's egress rules, as the egress file takes them (runtime/net.h). */
+/*
+ * The source's egress rules, as the egress file takes them (runtime/net.h),
+ * with no allow inside a range denied by default: from a bucket, such a rule
+ * would open cloud metadata or the other sandboxes to a fork root makes,
+ * whose rules inside those ranges come first.
+ */
 static bool egress_ok(const char *s)
 {
 	struct net_rule rules[NET_RULES_MAX];
 	int n;
-	return net_rules_parse(s, rules, &n, NULL) == 0;
+	if (net_rules_parse(s, rules, &n, NULL) < 0)
+		return false;
+	for (int i = 0; i < n; i++)
+		if (rules[i].allow && net_rule_in_denied_here(&rules[i]))
+			return false;
+	return true;
 }
 
 /* How a field is written, and read back from a manifest. */
@@ -125,7 +135,8 @@ static const struct field {
     TEXT("ports", NULL, OPTIONAL, ports, ports_record_ok, "\"PORT 0\" lines (lib/ports.h)"),
     {.key = "network", .info = "network", .type = FIELD_NETWORK, .flags = OPTIONAL},
     TEXT("egress", NULL, OPTIONAL, egress, egress_ok,
-	 "allow CIDR and deny CIDR lines (docs/network.md)"),
+	 "allow CIDR and deny CIDR lines (docs/network.md), no allow inside link-local, "
+	 "multicast or the pool"),
 #undef OTHER
 #undef LIMIT
 #undef COUNT

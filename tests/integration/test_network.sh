@@ -15,6 +15,8 @@ NET_X=10.250.$((SUF % 200 + 20)) # the internet's /24, the test's own
 WEB=$NET_X.2
 HTTPD_PID=""
 DNS_PID=""
+SINK_PID=""
+D2_PID=""
 
 in_d() { ip netns exec "$NS_D" "$@"; }
 
@@ -26,7 +28,19 @@ net_cleanup() {
 	[ -n "$HTTPD_PID" ] && kill -KILL "$HTTPD_PID" 2>/dev/null
 	[ -n "$DNS_PID" ] && kill -KILL "$DNS_PID" 2>/dev/null
 	[ -n "$LATE_PID" ] && kill -KILL "$LATE_PID" 2>/dev/null
-	for f in "$STATE"/netns/*; do
+	[ -n "$SINK_PID" ] && kill -KILL "$SINK_PID" 2>/dev/null
+	if [ -n "$D2_PID" ]; then
+		fusermount3 -uz "$T/mnt2" 2>/dev/null
+		kill -KILL "$D2_PID" 2>/dev/null
+	fi
+	# The second daemon's: what it may have started where it should not have.
+	if [ -d "$T/state2/runsc" ]; then
+		for f in $(timeout 30 runsc --root "$T/state2/runsc" list --quiet 2>/dev/null); do
+			timeout 30 runsc --root "$T/state2/runsc" kill "$f" KILL >/dev/null 2>&1
+			timeout 60 runsc --root "$T/state2/runsc" delete -force "$f" >/dev/null 2>&1
+		done
+	fi
+	for f in "$STATE"/netns/* "$T/state2"/netns/*; do
 		[ -e "$f" ] && umount -l "$f" 2>/dev/null
 	done
 	ip netns del "$NS_D" 2>/dev/null
@@ -72,6 +86,37 @@ ip netns exec "$NS_I" python3 "$T/dns.py" web.snapfs-test "$WEB" &
 DNS_PID=$!
 disown "$DNS_PID"
 echo "nameserver $WEB" >"$T/resolv.conf"
+
+# The test's sink on $WEB: TCP 7000 echoes each line back and logs it to
+# pings.log; UDP 9999 logs each datagram to udp.log.
+cat >"$T/sink.py" <<'PY'
+import socket, sys, threading
+addr, tcp_log, udp_log = sys.argv[1], open(sys.argv[2], "a", buffering=1), open(sys.argv[3], "a", buffering=1)
+def serve(c):
+    for line in c.makefile("rb"):
+        tcp_log.write(line.decode(errors="replace"))
+        c.sendall(line)
+def udp():
+    u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    u.bind((addr, 9999))
+    while True:
+        data, peer = u.recvfrom(512)
+        text = "".join(ch if ch.isprintable() else " " for ch in data.decode(errors="replace"))
+        udp_log.write("%s %s\n" % (peer[0], text))
+threading.Thread(target=udp, daemon=True).start()
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind((addr, 7000))
+s.listen(8)
+while True:
+    c, _ = s.accept()
+    threading.Thread(target=serve, args=(c,), daemon=True).start()
+PY
+: >"$T/pings.log"
+: >"$T/udp.log"
+ip netns exec "$NS_I" python3 "$T/sink.py" "$WEB" "$T/pings.log" "$T/udp.log" &
+SINK_PID=$!
+disown "$SINK_PID"
 DAEMON_ARGS=(--net-resolv "$T/resolv.conf")
 
 # The daemon in the test's namespace; nsenter keeps the mount namespace, so the mount is seen here.
@@ -92,6 +137,19 @@ not_fetch() { ! fetch "$@"; }
 not_reach() { ! sb_run "$1" "$FETCH $2 80" 2>/dev/null | grep -q '^HTTP'; }
 
 SLEEPER='while :; do sleep 1; done'
+# egress_sandbox NAME ENTRYPOINT: a created sandbox with network=egress.
+egress_sandbox() {
+	mkdir "$MNT/sandboxes/$1"
+	wr "$MNT/sandboxes/$1/image" busybox
+	wr "$MNT/sandboxes/$1/entrypoint" "$2"
+	wr "$MNT/sandboxes/$1/network" egress
+}
+# veth_of NAME: the host end's name of the sandbox's current container.
+veth_of() {
+	local v
+	v=snf$(runtime_id "$1" | sed 's/^snapfs-//')
+	printf '%s\n' "${v:0:15}"
+}
 
 # --- none ----------------------------------------------------------------------
 make_sandbox quiet "$SLEEPER" || bail "cannot start sandbox quiet"
@@ -109,12 +167,8 @@ check_match "the sentence names the line" "egress line 1" "$(rd "$MNT/sandboxes/
 # A network that cannot be set up fails the start with a sentence and leaves nothing,
 # and an interface snapfs did not make is never removed: the test takes the
 # veth's name first (a veth pair of its own in its namespace).
-mkdir "$MNT/sandboxes/clash"
-wr "$MNT/sandboxes/clash/image" busybox
-wr "$MNT/sandboxes/clash/entrypoint" "$SLEEPER"
-wr "$MNT/sandboxes/clash/network" egress
-CLASH_IF=snf$(runtime_id clash | sed 's/^snapfs-//')
-CLASH_IF=${CLASH_IF:0:15}
+egress_sandbox clash "$SLEEPER"
+CLASH_IF=$(veth_of clash)
 ip -n "$NS_D" link add "$CLASH_IF" type veth peer name sftc1 || bail "cannot add the test's clashing link"
 expect_errno EIO "a start whose veth name is taken fails" wr "$MNT/sandboxes/clash/start"
 check_match "its error says what failed" 'network.*veth|veth.*taken' "$(rd "$MNT/sandboxes/clash/error")"
@@ -176,6 +230,43 @@ OTHER_ADDR=$(ip -n "$NS_D" -4 -o addr show dev "${OTHER_IF:0:15}" 2>/dev/null |
 check_match "the other sandbox has an address" '^10\.' "$OTHER_ADDR"
 ok "another sandbox is denied" not_reach out "$OTHER_ADDR"
 
+# Only the sandbox's own source address leaves. The sandbox's namespace
+# (snapfs's, under $STATE/netns) gets a second address the test adds on its
+# kernel side, and sends from it: the sink never hears it, while a datagram
+# from the sandbox itself, by the same way out, is heard.
+OUT_ADDR=$(jget "$MNT/sandboxes/out/info.json" .network.address)
+OUT_GW=${OUT_ADDR%.*}.$((${OUT_ADDR##*.} - 1))
+SPOOF=192.0.2.77 # TEST-NET-1: no sandbox's, no host's; not NATed, so it arrives as sent
+in_out() { nsenter --net="$STATE/netns/$RID" "$@"; }
+udp_heard() { grep -q "$1" "$T/udp.log"; }
+not_heard() { ! udp_heard "$@"; }
+# udp_from_sandbox WORD: a datagram with WORD from the sandbox (busybox has no nc -u: a tftp request).
+udp_from_sandbox() { sb_run out "timeout 3 tftp -g -l /tmp/tftp.out -r $1 $WEB 9999" >/dev/null 2>&1; }
+udp_from_sandbox own
+ok "a datagram from the sandbox's own address reaches the sink" poll_until 10 udp_heard " own"
+in_out ip addr add "$SPOOF/32" dev snfs0
+in_out ip route add "$WEB/32" via "$OUT_GW" dev snfs0 onlink src "$SPOOF"
+in_out python3 -c 'import socket, sys
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.bind((sys.argv[1], 0))
+for i in range(5): u.sendto(b"spoofed", (sys.argv[2], 9999))' "$SPOOF" "$WEB"
+udp_from_sandbox after
+ok "a datagram sent after it by the sandbox is heard" poll_until 10 udp_heard " after"
+ok "one from another source address is not" not_heard spoofed
+in_out ip route del "$WEB/32" 2>/dev/null
+in_out ip addr del "$SPOOF/32" dev snfs0
+
+# A start whose veth name is taken by what stands for another sandbox (its
+# veth and its chain, both named by it) fails and leaves that chain alone.
+egress_sandbox clash2 "$SLEEPER"
+CLASH2_IF=$(veth_of clash2)
+ip -n "$NS_D" link add "$CLASH2_IF" type veth peer name sftc2 || bail "cannot add the test's second clashing link"
+in_d nft add chain inet snapfs "sb_$CLASH2_IF" && in_d nft add rule inet snapfs "sb_$CLASH2_IF" counter accept
+expect_errno EIO "a start whose veth name is another's fails" wr "$MNT/sandboxes/clash2/start"
+check_match "the other's chain of that name is still there" "counter" \
+	"$(in_d nft list chain inet snapfs "sb_$CLASH2_IF" 2>&1)"
+in_d nft delete chain inet snapfs "sb_$CLASH2_IF"
+ip -n "$NS_D" link del "$CLASH2_IF"
+
 # A published port of an egress sandbox: the httpd its entrypoint started answers
 # on 127.0.0.1 of the daemon's namespace, through the daemon's forwarder. A
 # sandbox of its own: runsc 20240729 cannot checkpoint one that held a TCP
@@ -198,11 +289,61 @@ ok "after close the port answers no more" not_served
 ok "terminate web" wr "$MNT/sandboxes/web/terminate"
 ok "web is terminated" poll_until 30 status_is web terminated
 
+# A deny written while it runs cuts a connection the sandbox opened itself:
+# lines it sends every second stop reaching the sink (the conntrack entry of
+# an established connection is no pass).
+sb_run out "sh -c 'while :; do echo ping; sleep 1; done | nc $WEB 7000 >/dev/null & echo \$! >/tmp/nc.pid' </dev/null >/dev/null 2>&1" >/dev/null
+pings() { grep -c ping "$T/pings.log"; }
+pinging() { [ "$(pings)" -ge 2 ]; }
+ok "the sandbox's own connection to the sink carries lines" poll_until 20 pinging
+ok "deny of the sink is taken while the connection is open" wr "$MNT/sandboxes/out/egress" "deny $WEB/32"
+sleep 2 # what was in flight as the deny came lands
+BEFORE=$(pings)
+sleep 3
+check_eq "after the deny no line of the open connection reaches the sink" "$BEFORE" "$(pings)"
+sb_run out 'kill $(cat /tmp/nc.pid)' >/dev/null 2>&1
+
 # A rule written while it runs takes effect, and its removal too.
 ok "deny 0.0.0.0/0 is taken while running" wr "$MNT/sandboxes/out/egress" "deny 0.0.0.0/0"
 ok "after deny 0.0.0.0/0 it fetches nothing" not_fetch out "$WEB"
 ok "an empty egress allows again" wr "$MNT/sandboxes/out/egress" ""
 ok "after the rule is gone it fetches again" fetch out "$WEB"
+
+# An `nft flush ruleset` in the daemon's namespace takes table inet snapfs: the
+# next rule change makes it again, with every live sandbox's chain.
+in_d nft flush ruleset
+ok "a rule change after nft flush ruleset is taken" wr "$MNT/sandboxes/out/egress" "deny 192.0.2.0/24"
+check_match "the sandbox's chain is back" "192.0.2.0/24 drop" "$(in_d nft list chain inet snapfs "sb_$IFN" 2>&1)"
+check_match "and the other live sandbox's chain too" "fib daddr type" \
+	"$(in_d nft list chain inet snapfs "sb_${OTHER_IF:0:15}" 2>&1)"
+ok "it fetches again after the table is made anew (NAT back)" fetch out "$WEB"
+wr "$MNT/sandboxes/out/egress" ""
+
+# A second daemon in the same network namespace neither wipes the first's
+# table at its start-up nor runs egress sandboxes of its own: it says why.
+mkdir -p "$T/state2" "$T/mnt2"
+"$SNAPFS_BIN" -f --state "$T/state2" --images "$IMAGES" "${DAEMON_ARGS[@]}" "$T/mnt2" >>"$T/daemon2.log" 2>&1 &
+D2_PID=$!
+d2_up() { timeout 5 cat "$T/mnt2/version" >/dev/null 2>&1; }
+ok "a second daemon starts in the same namespace" poll_until 30 d2_up
+check_match "the first daemon's table survives the second's start-up" "sb_$IFN" \
+	"$(in_d nft list table inet snapfs 2>&1)"
+ok "and its sandbox still fetches" fetch out "$WEB"
+mkdir "$T/mnt2/sandboxes/two"
+wr "$T/mnt2/sandboxes/two/image" busybox
+wr "$T/mnt2/sandboxes/two/entrypoint" "$SLEEPER"
+wr "$T/mnt2/sandboxes/two/network" egress
+expect_errno "EBUSY|EIO" "an egress start in the second daemon fails" wr "$T/mnt2/sandboxes/two/start"
+check_match "with a sentence naming the other daemon" "another snapfs daemon \\(pid [0-9]+\\)" \
+	"$(rd "$T/mnt2/sandboxes/two/error")"
+check_eq "the second daemon left no veth, record or namespace file" "" \
+	"$(find "$T/state2/net" "$T/state2/netns" -mindepth 1 2>&1)"
+rmdir "$T/mnt2/sandboxes/two" 2>/dev/null
+fusermount3 -u "$T/mnt2"
+wait "$D2_PID"
+check_eq "the second daemon exits with status 0" 0 "$?"
+D2_PID=""
+ok "the first's sandbox fetches after the second is gone" fetch out "$WEB"
 
 # --- fork ----------------------------------------------------------------------
 # runsc 20240729 refuses to save a TCP endpoint that is connected (TIME_WAIT too):
@@ -261,7 +402,7 @@ check_eq "its network is egress" egress "$(rd "$MNT/sandboxes/$SPEC/network")"
 ok "its spec's rule holds: it fetches nothing" not_fetch "$SPEC" "$WEB"
 
 # --- release -------------------------------------------------------------------
-for s in clash quiet out other web src ${SPEC:+"$SPEC"} ${FORK:+"$FORK"} ${FORK2:+"$FORK2"}; do
+for s in clash clash2 quiet out other web src ${SPEC:+"$SPEC"} ${FORK:+"$FORK"} ${FORK2:+"$FORK2"}; do
 	wr "$MNT/sandboxes/$s/terminate"
 	rmdir "$MNT/sandboxes/$s"
 done
@@ -291,6 +432,35 @@ start_daemon || bail "daemon did not restart"
 check_eq "a running egress sandbox stays running across a restart" running "$(sb_status left)"
 ok "and it still fetches a page" fetch left "$WEB"
 check_eq "and its veth stays" 1 "$(ip -n "$NS_D" -o link show | grep -c ' snf[0-9a-f]\{12\}')"
+# A record of before (an index in the pool, not an address) is read with the
+# pool of this start and written again as the block's address.
+LEFT_ADDR=$(jget "$MNT/sandboxes/left/info.json" .network.address)
+IFS=. read -r _ _ O3 O4 <<<"$LEFT_ADDR"
+LEFT_BLOCK=${LEFT_ADDR%.*}.$((O4 - 2))
+kill_daemon
+printf '%d\n' $(((O3 * 256 + O4) / 4)) >"$STATE/net/$LEFT"
+start_daemon || bail "daemon did not restart"
+check_eq "a record of an index is written again as the block's address" "$LEFT_BLOCK" \
+	"$(cat "$STATE/net/$LEFT")"
+check_eq "and the sandbox keeps its address" "$LEFT_ADDR" "$(jget "$MNT/sandboxes/left/info.json" .network.address)"
+# Another --net-pool across a restart: the live sandbox keeps its block (its
+# chain, its NAT); a new sandbox gets one of the new pool.
+kill_daemon
+DAEMON_ARGS+=(--net-pool 10.214.0.0/16)
+start_daemon || bail "daemon did not restart with another --net-pool"
+check_eq "with another --net-pool the live sandbox keeps its address" "$LEFT_ADDR" \
+	"$(jget "$MNT/sandboxes/left/info.json" .network.address)"
+ok "a rule change sets its chain again" wr "$MNT/sandboxes/left/egress" "deny 192.0.2.0/24"
+ok "and it fetches with it (its own source address, NATed)" fetch left "$WEB"
+egress_sandbox newpool "$SLEEPER"
+ok "a sandbox started after the change" wr "$MNT/sandboxes/newpool/start"
+check_match "gets an address of the new pool" '^10\.214\.' \
+	"$(jget "$MNT/sandboxes/newpool/info.json" .network.address)"
+ok "and fetches" fetch newpool "$WEB"
+check_match "the blocks every chain denies hold the old pool's block too" "$LEFT_BLOCK/30" \
+	"$(in_d nft list set inet snapfs blocks 2>&1)"
+wr "$MNT/sandboxes/newpool/terminate"
+rmdir "$MNT/sandboxes/newpool"
 kill_daemon
 # What a killed daemon left: its container is gone too (a host reboot, an operator's runsc delete).
 runsc --root "$RUNSC_ROOT" kill "$LEFT" 9 >/dev/null 2>&1

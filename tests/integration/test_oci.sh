@@ -52,7 +52,8 @@ make_layout() {
 	echo "$m"
 }
 
-import() { "$TOOL" --images "$IMAGES" import "$@"; }
+import() { "$TOOL" --images "$IMAGES" --state "$STATE" import "$@"; }
+prune() { "$TOOL" --images "$IMAGES" --state "$STATE" prune "$@"; }
 
 hex1=$(make_layout "$T/v1" two) || bail "build an OCI layout"
 hex2=$(make_layout "$T/v2" three) || bail "build a second OCI layout"
@@ -128,7 +129,11 @@ ok "terminate the fork" wr "$MNT/sandboxes/$fork/terminate"
 ok "suspend web" wr "$sb/suspend"
 check_eq "web is suspended" suspended "$(sb_status web)"
 check_eq "re-import v2 while web is suspended" "$d2" "$(import app "$T/v2" 2>&1)"
+web_bundle=$STATE/sandboxes/web/bundle/config.json
+[ -f "$web_bundle" ] && cp "$web_bundle" "$T/web-bundle.before"
 expect_errno EINVAL "a resume of a sandbox whose image changed" wr "$sb/resume"
+# Refused before anything is set up for the restore (its bundle, its network).
+ok "the refused resume wrote no bundle" cmp -s "$web_bundle" "$T/web-bundle.before"
 check_eq "web stays suspended" suspended "$(sb_status web)"
 why=$(rd "$sb/error")
 check_contains "its error names the snapshot's digest" "$d1" "$why"
@@ -138,11 +143,32 @@ ok "web resumes on its own image" wr "$sb/resume"
 check_eq "web runs again on it" two "$(sb_run web 'cat /etc/added')"
 ok "terminate web" wr "$sb/terminate"
 
-# --- prune keeps only the current version ---
+# --- a version a crash left torn (its digest file empty, as after a crash before
+# the data reached the disk) is unpacked again, not trusted ---
 ok "v2 is still on disk" test -d "$IMAGES/.oci/app/$hex2"
-ok "prune" "$TOOL" --images "$IMAGES" prune app
-ok "prune removes the older version" test ! -e "$IMAGES/.oci/app/$hex2"
+rm -rf "$IMAGES/.oci/app/$hex2/rootfs/etc"
+: >"$IMAGES/.oci/app/$hex2/digest"
+check_eq "a re-import over a torn version" "$d2" \
+	"$(import app "$T/v2" 2>&1)"
+check_eq "unpacks it again: the tree is whole" three "$(cat "$IMAGES/app/etc/added" 2>&1)"
+
+# --- prune keeps the current version and those a sandbox uses ---
+user=$MNT/sandboxes/user
+ok "mkdir sandboxes/user" mkdir "$user"
+ok "image app (v2)" wr "$user/image" app
+ok "entrypoint" wr "$user/entrypoint" 'while :; do sleep 1; done'
+ok "start user on v2" wr "$user/start"
+check_eq "import v1 once more" "$d1" "$(import app "$T/v1" 2>&1)"
+ok "prune" prune app
+ok "prune keeps v2: sandbox user runs from it" test -d "$IMAGES/.oci/app/$hex2/rootfs/etc"
+check_eq "user still sees its tree" three "$(sb_run user 'cat /etc/added')"
+ok "terminate user" wr "$user/terminate"
+ok "rmdir user" rmdir "$user"
+ok "prune again" prune app
+ok "prune removes the older version no sandbox uses" test ! -e "$IMAGES/.oci/app/$hex2"
 check_eq "prune keeps the current one" keep "$(cat "$IMAGES/app/etc/keep")"
+check_eq "no scratch name is left" "" "$(cd "$IMAGES/.oci" && find . -maxdepth 1 -name '.*.*')"
+check_eq "the tool's directories are root's alone" 700 "$(stat -c %a "$IMAGES/.oci")"
 
 # --- the archive formats skopeo converts ---
 ok "make an oci-archive" skopeo copy --quiet "oci:$T/v1" "oci-archive:$T/app.oci.tar"

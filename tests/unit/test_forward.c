@@ -8,7 +8,10 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
 
 #include "tests/unit/t.h"
 #include "tests/unit/t_echo.h"
@@ -162,11 +165,124 @@ static void test_out_of_fds(uint16_t echo_port)
 	forward_close_sandbox("web", true);
 }
 
+/* CPU time this process used, in ms. */
+static long cpu_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/*
+ * In a child (its own fd limit): accept() fails with EMFILE while a client
+ * waits and no spare descriptor can help (the limit below every free fd).
+ * The forwarder backs off rather than spins: over half a second it uses a
+ * few ms of CPU, not the whole of it; once fds are back the client is served.
+ */
+static void spin_child(void)
+{
+	struct err e = {0};
+	uint16_t host = 0, dead = 0;
+	char buf[64];
+	struct rlimit was;
+	for (int fd = 0; fd < 3; fd++)
+		if (fcntl(fd, F_GETFD) < 0)
+			open("/dev/null", O_RDWR); /* takes the lowest, fd */
+	int gone = t_tcp_bound(false, &dead);	   /* a port that refuses: served means closed */
+	if (!CHECK(forward_start(NULL, t_resolve_loopback, &e) == 0) ||
+	    !CHECK(forward_open("spin", dead, 0, &host, &e) == 0))
+		_exit(t_done());
+	struct sockaddr_in a = {.sin_family = AF_INET,
+				.sin_port = htons(host),
+				.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	struct timeval tv = {.tv_sec = 20};
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	CHECK(getrlimit(RLIMIT_NOFILE, &was) == 0);
+	/* Only fds 0 to 2: none is free, the spare's own slot is past the limit too. */
+	struct rlimit low = {.rlim_cur = 3, .rlim_max = was.rlim_max};
+	CHECK(setrlimit(RLIMIT_NOFILE, &low) == 0);
+	CHECK(connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0);
+	long t0 = cpu_ms();
+	usleep(500 * 1000);
+	long used = cpu_ms() - t0;
+	CHECK_MSG(used < 100, "the forwarder used %ld ms of CPU in 500 ms out of fds", used);
+	CHECK(setrlimit(RLIMIT_NOFILE, &was) == 0);
+	CHECK(t_read_all(fd, buf, sizeof(buf)) <= 0 && errno != EAGAIN); /* served: closed */
+	close(fd);
+	close(gone);
+	forward_stop();
+	_exit(t_done());
+}
+
+static void test_no_spin(void)
+{
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid == 0)
+		spin_child();
+	int st = 0;
+	CHECK(pid > 0 && waitpid(pid, &st, 0) == pid);
+	CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the out-of-fds child failed (%#x)", st);
+}
+
+/*
+ * A sandbox address that never answers: the forwarder gives up on the
+ * connect after the connect timeout and closes the client. A listener
+ * with a full backlog stands for it: the kernel drops the SYNs it gets.
+ */
+static void test_connect_timeout(void)
+{
+	struct err e = {0};
+	uint16_t host = 0, deaf = 0;
+	char buf[64];
+	int lfd = t_tcp_bound(false, &deaf);
+	CHECK(lfd >= 0 && listen(lfd, 0) == 0);
+	int fill[2];
+	struct sockaddr_in a = {.sin_family = AF_INET,
+				.sin_port = htons(deaf),
+				.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	for (int i = 0; i < 2; i++) {
+		fill[i] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		connect(fill[i], (struct sockaddr *)&a, sizeof(a));
+	}
+	forward_set_timeouts(300, 0);
+	CHECK(forward_open("deaf", deaf, 0, &host, &e) == 0);
+	int fd = t_tcp_connect(host); /* reads give up after 20 s: far past 300 ms */
+	CHECK(fd >= 0 && t_read_all(fd, buf, sizeof(buf)) <= 0 && errno != EAGAIN);
+	if (fd >= 0)
+		close(fd);
+	forward_close_sandbox("deaf", true);
+	forward_set_timeouts(0, 0);
+	for (int i = 0; i < 2; i++)
+		close(fill[i]);
+	close(lfd);
+}
+
+/* A connection that moves nothing for the idle timeout is closed. */
+static void test_idle_timeout(uint16_t echo_port)
+{
+	struct err e = {0};
+	uint16_t host = 0;
+	char buf[64];
+	forward_set_timeouts(0, 300);
+	CHECK(forward_open("idle", echo_port, 0, &host, &e) == 0);
+	int fd = t_tcp_connect(host);
+	CHECK(fd >= 0 && t_round_trip(fd, "busy\n"));
+	/* Then nothing: the forwarder's end, well before the client's 20 s. */
+	CHECK(fd >= 0 && t_read_all(fd, buf, sizeof(buf)) == 0);
+	if (fd >= 0)
+		close(fd);
+	forward_close_sandbox("idle", true);
+	forward_set_timeouts(0, 0);
+}
+
 int main(void)
 {
 	struct err e = {0};
 	struct t_echo echo;
 	uint16_t port;
+	test_no_spin(); /* first: no thread yet, so the child forks clean */
 	CHECK(forward_open("web", 80, 0, &port, &e) == -EAGAIN); /* not started */
 	CHECK(forward_start("not an address", t_resolve_loopback, &e) == -EINVAL);
 	if (!CHECK(t_echo_start(&echo, 0) == 0) ||
@@ -178,6 +294,8 @@ int main(void)
 	test_unreachable(echo.port);
 	test_limit(echo.port);
 	test_out_of_fds(echo.port);
+	test_connect_timeout();
+	test_idle_timeout(echo.port);
 	forward_stop();
 	t_echo_stop(&echo);
 	return t_done();

@@ -117,7 +117,7 @@ static void test_cache(struct images *im)
 /* A link of the kind snapfs-image writes, and the ones it never does. */
 static void test_oci_link(void)
 {
-	char hex[65];
+	char hex[IMAGES_OCI_HEX + 1];
 	CHECK(images_oci_link("web", ".oci/web/" HEX_A "/rootfs", hex));
 	CHECK_STR(hex, HEX_A);
 	CHECK(!images_oci_link("web", ".oci/we/" HEX_A "/rootfs", hex));

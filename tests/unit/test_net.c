@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "runtime/net.h"
+#include "runtime/net_nft.h"
 #include "tests/unit/t.h"
 
 /* "A.B.C.D/N" of a parsed CIDR, or "" when refused. */
@@ -73,9 +74,85 @@ static void test_rules(void)
 	CHECK(net_rules_parse(many, r, &n, &e) == -EINVAL && strstr(e.msg, "at most") != NULL);
 }
 
+/* Where @needle is in sandbox chain text built for @rules; -1: nowhere. */
+static long chain_at(const char *rules, bool owner_root, const char *needle)
+{
+	struct net_rule r[NET_RULES_MAX];
+	struct err e = {0};
+	struct strbuf sb = STRBUF_INIT;
+	int n;
+	long at = -1;
+	struct net_chain c = {.ifn = "snf0123456789ab", .rules = r, .owner_root = owner_root};
+	inet_pton(AF_INET, "10.213.0.6", &c.self);
+	inet_pton(AF_INET, "10.213.0.0", &c.pool);
+	c.pool_prefix = 16;
+	if (net_rules_parse(rules, r, &n, &e) == 0) {
+		c.n = n;
+		net_nft_chain(&sb, &c);
+		const char *hit = strbuf_error(&sb) == 0 ? strstr(strbuf_str(&sb), needle) : NULL;
+		at = hit ? hit - strbuf_str(&sb) : -1;
+	}
+	strbuf_release(&sb);
+	return at;
+}
+
+/*
+ * A non-root owner's allow never opens the host, the pool, link-local or
+ * multicast: the mandatory denies come first. Root's rules come before them.
+ */
+static void test_chain_order(void)
+{
+	const char *meta = "allow 169.254.169.254/32\nallow 10.213.0.0/16\n";
+	long host = chain_at(meta, false, "fib daddr type");
+	long pool = chain_at(meta, false, "{ 10.213.0.0/16, 169.254.0.0/16");
+	long allow = chain_at(meta, false, "169.254.169.254/32 accept");
+	CHECK(host >= 0 && pool >= 0 && allow >= 0);
+	CHECK(host < allow && pool < allow);
+	/* Every sandbox's block, of this pool or an earlier one. */
+	long blocks = chain_at(meta, false, "ip daddr @blocks drop");
+	CHECK(blocks >= 0 && blocks < allow);
+	CHECK(chain_at(meta, false, "saddr != 10.213.0.6 drop") < host);
+	long last = chain_at(meta, false, "sb_snf0123456789ab accept\n");
+	CHECK(allow < last);
+	/* Root may open one by naming it: its rules inside a denied range first. */
+	CHECK(chain_at(meta, true, "169.254.169.254/32 accept") <
+	      chain_at(meta, true, "fib daddr type"));
+	/* But root's allow of everything opens none of them: the denies come first. */
+	const char *all = "allow 169.254.169.254/32\nallow 0.0.0.0/0\n";
+	CHECK(chain_at(all, true, "fib daddr type") < chain_at(all, true, "0.0.0.0/0 accept"));
+	CHECK(chain_at(all, true, "169.254.169.254/32 accept") <
+	      chain_at(all, true, "fib daddr type"));
+	CHECK(chain_at("allow 10.0.0.0/8", true, "{ 10.213.0.0/16") <
+	      chain_at("allow 10.0.0.0/8", true, "10.0.0.0/8 accept"));
+	/* A deny of either owner still applies before the final accept. */
+	CHECK(chain_at("deny 0.0.0.0/0", false, "0.0.0.0/0 drop") <
+	      chain_at("deny 0.0.0.0/0", false, "sb_snf0123456789ab accept\n"));
+}
+
+/* What lies wholly inside a denied range, and what does not. */
+static void test_in_denied(void)
+{
+	struct net_rule r[8];
+	struct in_addr pool;
+	struct err e = {0};
+	int n;
+	inet_pton(AF_INET, "10.213.0.0", &pool);
+	CHECK(
+	    net_rules_parse("allow 169.254.169.254\nallow 224.0.0.1/32\nallow 10.213.4.0/24\n"
+			    "allow 0.0.0.0/0\nallow 10.0.0.0/8\nallow 169.0.0.0/8\nallow 8.8.8.8\n",
+			    r, &n, &e) == 0 &&
+	    n == 7);
+	for (int i = 0; i < 3; i++)
+		CHECK(net_rule_in_denied(&r[i], pool, 16));
+	for (int i = 3; i < 7; i++)
+		CHECK(!net_rule_in_denied(&r[i], pool, 16));
+}
+
 int main(void)
 {
+	test_in_denied();
 	test_cidr();
 	test_rules();
+	test_chain_order();
 	return t_done();
 }

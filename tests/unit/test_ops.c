@@ -22,11 +22,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <net/if.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -1992,12 +1995,23 @@ static bool life_over(pid_t pid)
 	return waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == pid;
 }
 
-static bool log_has(const char *part)
+/* How many times @part is in the scenario's daemon.log (-1: unreadable). */
+static int log_count(const char *part)
 {
 	char path[PATH_MAX];
 	_cleanup_free_ char *log = NULL;
+	int n = 0;
 	xsnprintf(path, sizeof(path), "%s/daemon.log", sc_dir);
-	return read_file(path, &log, NULL, EVENTS_MAX) == 0 && strstr(log, part);
+	if (read_file(path, &log, NULL, EVENTS_MAX) < 0)
+		return -1;
+	for (const char *at = log; (at = strstr(at, part)) != NULL; at++)
+		n++;
+	return n;
+}
+
+static bool log_has(const char *part)
+{
+	return log_count(part) > 0;
 }
 
 /* While the next life starts: let the blocked call go on once it waits for it. */
@@ -2328,7 +2342,8 @@ static void ports_steps(void)
 	unsigned fork_host = host_port_of(fork_id, echo.port);
 	CHECK(fork_host != 0 && fork_host != host && echoes(fork_host));
 	CHECK(echoes(host));
-	/* A snapshot naming a host port (a manifest from the bucket may): the fork binds its own. */
+	/* A snapshot naming a host port (a manifest from the bucket may): the fork binds its own.
+	 */
 	struct snapshot named = snap_get(snap);
 	char fork2[ID_MAX];
 	xsnprintf(named.ports, sizeof(named.ports), "%u 1023\n", echo.port);
@@ -2395,6 +2410,156 @@ static void ports_restart_steps(void)
 	t_echo_stop(&echo);
 }
 
+/*
+ * count=N (runtime/ops_fanout.c): N forks from one call, their ids a line
+ * each; the third of three restores failing leaves two running, fails the
+ * call with its errno and sums it up in `errors`; a count out of 1..100 is
+ * EINVAL before anything is made.
+ */
+static void fanout_steps(void)
+{
+	char snap[ID_MAX], ids[RESULT_MAX];
+	struct err e = {0};
+	struct fork_opts opts = {0};
+	_cleanup_strbuf_ struct strbuf made = STRBUF_INIT;
+	CHECK(run_sandbox("fan"));
+	CHECK(sb_snapshot("fan", snap) == 0);
+	CHECK(ops_fork_count_parse("0", &opts.count, &e) == -EINVAL);
+	CHECK(ops_fork_count_parse("101", &opts.count, &e) == -EINVAL);
+	CHECK(ops_fork_count_parse("4x", &opts.count, &e) == -EINVAL);
+	CHECK(ops_fork_count_parse("-1", &opts.count, &e) == -EINVAL);
+	CHECK(ops_fork_count_parse("100", &opts.count, &e) == 0 && opts.count == 100);
+	opts.count = 101;
+	CHECK(ops_snapshot_forks(root, snap, &opts, &made, op_done, NULL, &e) == -EINVAL);
+	CHECK(made.len == 0);
+
+	opts.count = 4;
+	CHECK(OP_RUN(ops_snapshot_forks(root, snap, &opts, &made, OP), NULL, 0) == 0);
+	xsnprintf(ids, sizeof(ids), "%s", strbuf_str(&made));
+	int n = 0;
+	for (char *save = NULL, *id = strtok_r(ids, "\n", &save); id;
+	     id = strtok_r(NULL, "\n", &save)) {
+		CHECK_SB(id, SB_RUNNING);
+		CHECK_STR(sb_get(id).parent_snapshot, snap);
+		n++;
+	}
+	CHECK(n == 4);
+
+	strbuf_reset(&made);
+	opts.count = 3;
+	fake_set("FAKE_RUNSC_FAIL=restore FAKE_RUNSC_FAIL_AFTER=2");
+	int restores = fake_calls("restore");
+	CHECK(OP_RUN(ops_snapshot_forks(root, snap, &opts, &made, OP), NULL, 0) == -EIO);
+	fake_set("");
+	CHECK(fake_calls("restore") == restores + 3);
+	xsnprintf(ids, sizeof(ids), "%s", strbuf_str(&made));
+	int running = 0, failed = 0;
+	n = 0;
+	for (char *save = NULL, *id = strtok_r(ids, "\n", &save); id;
+	     id = strtok_r(NULL, "\n", &save)) {
+		enum sandbox_state st = sb_get(id).state;
+		running += st == SB_RUNNING;
+		failed += st == SB_FAILED;
+		n++;
+	}
+	CHECK(n == 3 && running == 2 && failed == 1);
+	char line[128];
+	xsnprintf(line, sizeof(line), "1 of 3 forks of snapshot %s failed: sbx-", snap);
+	CHECK(journal_has("errors.jsonl", line));
+	CHECK(journal_has("errors.jsonl", "runsc restore failed"));
+
+	/* Not in the cache any more: the four forks materialize it once and share it. */
+	char dir[PATH_MAX], line2[128];
+	xsnprintf(dir, sizeof(dir), "%s/cache/%s", state, snap);
+	CHECK(rm_rf(dir) == 0);
+	strbuf_reset(&made);
+	opts.count = 4;
+	CHECK(OP_RUN(ops_snapshot_forks(root, snap, &opts, &made, OP), NULL, 0) == 0);
+	xsnprintf(line2, sizeof(line2), "materialized snapshot %s:", snap);
+	CHECK_MSG(log_count(line2) == 1, "%d materializes of %s", log_count(line2), snap);
+}
+
+/* --- callers: a non-root owner (runtime/access.h) ------------------------- */
+
+/* A local user in the group this life's --allow-group names (access_init()). */
+static const struct caller user = {.uid = 4242, .gid = 4242};
+
+/*
+ * `set` of a field and `remove`, on a sandbox that is not there and on one
+ * another owns: ENOENT and the same sentence for both (a name tells the
+ * user nothing more than that it is taken), and the foreign one untouched.
+ */
+static void foreign_steps(void)
+{
+	struct err e = {0};
+	struct sandbox sb;
+	CHECK(access_init("4242", &e) == 0);
+	CHECK(ops_sandbox_create(root, "roots", &e) == 0);
+	CHECK(ops_sandbox_set(root, "ghost", SB_FIELD_ENTRYPOINT, "sleep 1", &e) == -ENOENT);
+	CHECK_STR(e.msg, "sandbox ghost does not exist");
+	CHECK(ops_sandbox_set(&user, "roots", SB_FIELD_ENTRYPOINT, "sleep 1", &e) == -ENOENT);
+	CHECK_STR(e.msg, "sandbox roots does not exist");
+	CHECK(ops_sandbox_set(&user, "roots", SB_FIELD_NETWORK, "egress", &e) == -ENOENT);
+	CHECK(ops_sandbox_set_egress(&user, "roots", "deny 0.0.0.0/0", &e) == -ENOENT);
+	CHECK_STR(e.msg, "sandbox roots does not exist");
+	CHECK(ops_sandbox_remove(root, "ghost", &e) == -ENOENT);
+	CHECK_STR(e.msg, "sandbox ghost does not exist");
+	CHECK(ops_sandbox_remove(&user, "roots", &e) == -ENOENT);
+	CHECK_STR(e.msg, "sandbox roots does not exist");
+	/* Untouched: still there, still without an entrypoint or network, still removable. */
+	CHECK(ops_sandbox_get(root, "roots", &sb) == 0 && sb.entrypoint[0] == '\0' &&
+	      sb.network == SB_NET_NONE && sb.egress[0] == '\0');
+	CHECK(ops_sandbox_remove(root, "roots", &e) == 0);
+	/* The user's own: set and remove work for it. */
+	CHECK(ops_sandbox_create(&user, "theirs", &e) == 0);
+	CHECK(ops_sandbox_set(&user, "theirs", SB_FIELD_ENTRYPOINT, "sleep 1", &e) == 0);
+	CHECK(ops_sandbox_remove(&user, "theirs", &e) == 0);
+}
+
+/* Write @value to /proc/sys/net/ipv4/ip_unprivileged_port_start of this thread's namespace. */
+static bool unpriv_start(const char *value)
+{
+	int fd = open("/proc/sys/net/ipv4/ip_unprivileged_port_start", O_WRONLY | O_CLOEXEC);
+	bool ok = fd >= 0 && write(fd, value, strlen(value)) == (ssize_t)strlen(value);
+	if (fd >= 0)
+		close(fd);
+	return ok;
+}
+
+/*
+ * The host-port rule follows the kernel's ip_unprivileged_port_start in the
+ * daemon's namespace, not a fixed 1024. This thread moves to a network
+ * namespace of its own (the daemon's other threads stay), with its lo up,
+ * where the test may set the line: nothing of the host's is touched.
+ */
+static void ports_unprivileged_steps(void)
+{
+	struct err e = {0};
+	struct ifreq lo = {.ifr_name = "lo"};
+	int s = -1;
+	if (unshare(CLONE_NEWNET) < 0) {
+		SKIP("no network namespace of its own (%s): needs root", strerror(errno));
+		return;
+	}
+	s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	CHECK(s >= 0 && ioctl(s, SIOCGIFFLAGS, &lo) == 0);
+	lo.ifr_flags |= IFF_UP;
+	CHECK(ioctl(s, SIOCSIFFLAGS, &lo) == 0); /* the new namespace's own lo */
+	close(s);
+	CHECK(access_init("4242", &e) == 0);
+	CHECK(ops_sandbox_create(&user, "u", &e) == 0);
+	if (!CHECK(unpriv_start("2000")))
+		return;
+	CHECK(ops_sandbox_ports(&user, "u", "80 1500", &e) == -EACCES);
+	CHECK(strstr(e.msg, "below 2000") != NULL);
+	CHECK(ops_sandbox_ports(root, "u", "81 1500", &e) == 0); /* root may */
+	CHECK(ops_sandbox_ports(&user, "u", "82 2000", &e) == 0);
+	CHECK(unpriv_start("500"));
+	CHECK(ops_sandbox_ports(&user, "u", "83 600", &e) == 0);
+	CHECK(ops_sandbox_ports(&user, "u", "84 499", &e) == -EACCES);
+	CHECK(strstr(e.msg, "below 500") != NULL);
+}
+
 int main(void)
 {
 	if (!t_share() || !t_dir_make("test_ops") || !setup())
@@ -2413,6 +2578,9 @@ int main(void)
 	one_life("timeout-transitional", timeout_transitional_steps, NULL);
 	one_life("timeout-values", timeout_values_steps, NULL);
 	one_life("ports", ports_steps, ports_restart_steps);
+	one_life("fanout", fanout_steps, NULL);
+	one_life("foreign", foreign_steps, NULL);
+	one_life("ports-unprivileged", ports_unprivileged_steps, NULL);
 	timeout_restart();
 	spool_reserve();
 	for (size_t i = 0; i < ARRAY_SIZE(interruptions); i++)

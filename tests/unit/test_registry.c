@@ -81,6 +81,25 @@ static int collect_snapshot(const struct snapshot *snap, void *arg)
 	return collect(arg, snap->id);
 }
 
+/* A listed row: what a listing shows, and nothing else (a registry_snapshot_each_listed() walk). */
+static int collect_listed(const struct snapshot *snap, void *arg)
+{
+	CHECK(snap->state == SNAP_COMPLETED && snap->sandbox_id[0] == 's');
+	CHECK(snap->owner_uid == 1001 && snap->name[0] == '\0' && snap->created_at == 0);
+	CHECK(snap->host_json[0] == '\0' && snap->pause_ms == 0);
+	return collect(arg, snap->id);
+}
+
+/* A walk inside a walk of the same statement: the inner one cannot share the kept statement. */
+static int walk_again(const struct snapshot *snap, void *arg)
+{
+	struct registry *reg = arg;
+	struct ids inner = {0};
+	CHECK(registry_snapshot_each(reg, collect_snapshot, &inner) == 0);
+	CHECK_STR(inner.buf, "n5 n1 n2 n0 n3 n4");
+	return strcmp(snap->id, "n2") == 0 ? 9 : 0;
+}
+
 static void test_names(void)
 {
 	for (int s = SB_CREATED; s <= SB_FAILED; s++) {
@@ -265,6 +284,15 @@ static void test_order(struct registry *reg)
 	ids = (struct ids){.stop_after = 1};
 	CHECK(registry_snapshot_each_of_sandbox(reg, "s1", collect_snapshot, &ids) == 7);
 	CHECK_STR(ids.buf, "n1");
+	ids = (struct ids){0};
+	CHECK(registry_snapshot_each_listed(reg, collect_listed, &ids) == 0);
+	CHECK_STR(ids.buf, "n5 n1 n2 n0 n3 n4");
+	/* Stopped mid-walk, the kept statement is reset: the next walk starts from the first row.
+	 */
+	CHECK(registry_snapshot_each(reg, walk_again, reg) == 9);
+	ids = (struct ids){0};
+	CHECK(registry_snapshot_each(reg, collect_snapshot, &ids) == 0);
+	CHECK_STR(ids.buf, "n5 n1 n2 n0 n3 n4");
 }
 
 static void test_pinned(struct registry *reg)
@@ -378,12 +406,27 @@ static void raw_exec(const char *path, const char *sql)
 	sqlite3_close(db);
 }
 
+/* The first column of @sql's first row, as a number; -1 if it fails. */
+static int raw_count(const char *path, const char *sql)
+{
+	sqlite3 *db = NULL;
+	sqlite3_stmt *st = NULL;
+	int n = -1;
+	if (sqlite3_open(path, &db) == SQLITE_OK &&
+	    sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK &&
+	    sqlite3_step(st) == SQLITE_ROW)
+		n = sqlite3_column_int(st, 0);
+	sqlite3_finalize(st);
+	sqlite3_close(db);
+	return n;
+}
+
 static void test_foreign_rows(const char *path)
 {
 	struct registry *reg = NULL;
-	raw_exec(path, "PRAGMA user_version = 7");
+	raw_exec(path, "PRAGMA user_version = 8");
 	CHECK(registry_open(path, &reg) == -EIO);
-	raw_exec(path, "PRAGMA user_version = 6");
+	raw_exec(path, "PRAGMA user_version = 7");
 
 	/* 100 bytes into a 40-byte field, and a state this build does not know. */
 	raw_exec(path, "UPDATE sandboxes SET runtime_id = replace(hex(zeroblob(50)), '0', 'r')"
@@ -467,7 +510,13 @@ static void test_migrate_v1(const char *dir)
 	registry_close(reg);
 
 	reg = NULL;
-	CHECK(registry_open(path, &reg) == 0); /* version 6 now: opened as it is */
+	/* And through version 6: the listing's covering index replaces snapshots_created. */
+	CHECK(raw_count(path,
+			"SELECT count(*) FROM sqlite_master WHERE name = 'snapshots_listed'") == 1);
+	CHECK(raw_count(path,
+			"SELECT count(*) FROM sqlite_master WHERE name = 'snapshots_created'") ==
+	      0);
+	CHECK(registry_open(path, &reg) == 0); /* version 7 now: opened as it is */
 	if (!reg)
 		return;
 	CHECK(registry_sandbox_get(reg, "old", &sb) == 0);

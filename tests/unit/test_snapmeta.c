@@ -184,6 +184,10 @@ static void test_network(void)
 	refused("network", cJSON_CreateBool(1), "network");
 	refused("egress", cJSON_CreateString("allow 10.0.0.0/33"), "egress");
 	refused("egress", cJSON_CreateString("permit 0.0.0.0/0"), "egress");
+	/* A bucket's manifest opens nothing denied by default, not even to root's forks. */
+	refused("egress", cJSON_CreateString("allow 169.254.169.254/32"), "egress");
+	refused("egress", cJSON_CreateString("deny 8.8.8.8\nallow 10.213.0.4/30"), "egress");
+	refused("egress", cJSON_CreateString("allow 224.0.0.251"), "egress");
 	refused("egress", cJSON_CreateNumber(1), "egress");
 	/* A manifest from before networks: none, and no rules. */
 	cJSON *m = good();
