@@ -1,4 +1,4 @@
-# shellcheck shell=bash disable=SC2016,SC2317 # SC2317: functions called from the trap and by ok
+# shellcheck shell=bash disable=SC2016,SC2317,SC2034 # SC2317: functions called from the trap and by ok; SC2034: names the tests use
 # lib_net.sh - what the network tests share, sourced after lib.sh: the daemon
 # runs in a network namespace the test makes (snapfs-t-d*), beside a second
 # one standing for the internet (a busybox httpd on $WEB, an address of the
@@ -10,7 +10,8 @@
 #   fetch SB ADDR         the sandbox GETs http://ADDR/index.html, the internet's page
 #   not_fetch, not_reach  it does not; no HTTP answer at all
 #   SLEEPER               an entrypoint that does nothing, for ever
-# A test sets DAEMON_ARGS and calls setup_images and start_daemon after it.
+# A test sets DAEMON_ARGS and calls setup_images and start_daemon after it;
+# net_cleanup_extra, if it defines one, ends what it started itself.
 
 command -v nft >/dev/null || bail "nft is missing (scripts/setup.sh --test)"
 SUF=$$
@@ -32,6 +33,8 @@ net_cleanup() {
 	[ -n "$HTTPD_PID" ] && kill -KILL "$HTTPD_PID" 2>/dev/null
 	[ -n "$DNS_PID" ] && kill -KILL "$DNS_PID" 2>/dev/null
 	[ -n "$LATE_PID" ] && kill -KILL "$LATE_PID" 2>/dev/null
+	# A test's own servers and daemons, ended before the namespaces go.
+	declare -F net_cleanup_extra >/dev/null && net_cleanup_extra
 	for f in "$STATE"/netns/*; do
 		[ -e "$f" ] && umount -l "$f" 2>/dev/null
 	done
@@ -42,7 +45,7 @@ net_cleanup() {
 }
 trap net_cleanup EXIT
 
-ip netns add "$NS_D" && ip netns add "$NS_I" || bail "cannot create the test's namespaces"
+{ ip netns add "$NS_D" && ip netns add "$NS_I"; } || bail "cannot create the test's namespaces"
 ip -n "$NS_D" link add sft0 type veth peer name sft1 netns "$NS_I" || bail "cannot create the test veth"
 ip -n "$NS_D" addr add "$NET_X.1/24" dev sft0
 ip -n "$NS_D" link set sft0 up
