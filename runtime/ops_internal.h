@@ -243,8 +243,6 @@ int prepare_bundle(const char *id, const char *runtime_id, const char *image,
 struct cJSON *net_info(const struct sandbox *sb);
 int net_prepare(const char *id, const char *runtime_id, char netns[PATH_MAX], char resolv[PATH_MAX],
 		struct err *e);
-/* An egress sandbox's mount point for resolv.conf in image @rootfs, made before its digest. */
-int net_image_prepare(const char *id, const char *rootfs, struct err *e);
 int container_start(const char *id, const char *runtime_id, bool gpu, const char *image_dir,
 		    struct err *e);
 

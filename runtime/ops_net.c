@@ -115,36 +115,6 @@ int net_prepare(const char *id, const char *runtime_id, char netns[PATH_MAX], ch
 	return rc;
 }
 
-/*
- * The mount point of the resolv.conf bind mount in an egress sandbox's
- * image, made before the image's digest is taken: runsc makes a missing one
- * in the image's own directory as the sandbox starts, which changed the
- * digest after the sandbox recorded it, and its snapshots could not be
- * forked ("image changed"). Anything there already (a file, a link) is
- * left as it is; /etc a link is left alone too.
- */
-int net_image_prepare(const char *id, const char *rootfs, struct err *e)
-{
-	struct sandbox sb;
-	if (row_sandbox_get(id, &sb) < 0 || sb.network != SB_NET_EGRESS)
-		return 0;
-	_cleanup_close_ int root = open(rootfs, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	_cleanup_close_ int etc =
-	    root < 0 ? -1 : openat(root, "etc", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (etc < 0)
-		return errno == ENOENT || errno == ELOOP || errno == ENOTDIR
-			   ? 0
-			   : err_set(e, errno, "cannot open /etc of the image of %s: %s", id,
-				     strerror(errno));
-	int fd =
-	    openat(etc, "resolv.conf", O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-	if (fd < 0 && errno != EEXIST)
-		return err_set(e, errno, "cannot make /etc/resolv.conf in the image of %s: %s", id,
-			       strerror(errno));
-	closep(&fd);
-	return 0;
-}
-
 struct net_want {
 	const char *runtime_id;
 	bool found;

@@ -243,9 +243,7 @@ int prepare_bundle(const char *id, const char *runtime_id, const char *image,
 	if (rc < 0)
 		return err_set(e, -rc, "cannot build the bundle of sandbox %s: path too long", id);
 	memcpy(want, digest, DIGEST_MAX);
-	rc = net_image_prepare(id, rootfs, e);
-	if (rc == 0)
-		rc = images_pin(ops.images, image, rootfs, sizeof(rootfs), digest, e);
+	rc = images_pin(ops.images, image, rootfs, sizeof(rootfs), digest, e);
 	if (rc < 0)
 		return rc;
 	if (want[0] && strcmp(want, digest) != 0)

@@ -11,6 +11,14 @@
 setup_images
 start_daemon || bail "daemon did not start"
 
+# A snapshot of a network=none sandbox, taken before any egress sandbox ran on
+# its image: the first egress start must not change the image's digest
+# (runsc makes /etc/resolv.conf's mount point in the image's directory).
+make_sandbox plain "$SLEEPER" || bail "cannot start sandbox plain"
+plain_snap=$(snapshot_of plain)
+check_eq "a snapshot of a sandbox without network" completed "$(snap_wait "$plain_snap")"
+ok "terminate plain" wr "$MNT/sandboxes/plain/terminate"
+
 # The counter lives in the entrypoint shell's memory: one connection of
 # busybox nc per answer; nc ends its side first once the answer is written (the
 # server closes first, as an HTTP/1.0 server does).
@@ -129,7 +137,14 @@ check_match "after resume the published port answers again, from its counter on"
 	"^($((S + 4))|$((S + 5)))\$" "$R"
 ok "after resume it fetches from the internet" fetch ctr "$WEB"
 
-for s in ctr "$FORK1" "$FORK2"; do
+# The snapshot from before the first egress start: its image is still the same one.
+check_eq "the network=none snapshot from before is still restorable" yes \
+	"$(rd "$MNT/snapshots/$plain_snap/restorable")"
+PLAIN_FORK=$(fork_of "$plain_snap")
+check_match "and forks" '^sbx-[0-9a-f]{16}$' "$PLAIN_FORK"
+check_eq "its fork runs" running "$(sb_status "$PLAIN_FORK")"
+
+for s in ctr "$FORK1" "$FORK2" "$PLAIN_FORK" plain; do
 	wr "$MNT/sandboxes/$s/terminate"
 	rmdir "$MNT/sandboxes/$s"
 done
