@@ -5,15 +5,22 @@
 #   make unit            build and run the C unit tests only
 #   make fuzz            build the libFuzzer targets with clang and run each FUZZ_SECONDS (300)
 #   make chaos           the chaos test's long profile (CHAOS_ROUNDS 300, CHAOS_SECONDS 3600)
-#   make install PREFIX=/usr/local   the daemon, make-image.sh, the man page, the systemd unit
+#   make install PREFIX=/usr/local   the daemon, snapfs-image, make-image.sh, the man pages, the systemd unit
 #   make deb             the Debian package (dpkg-buildpackage -b) into build/deb/ (docs/packaging.md)
 #   make format          clang-format every source file
 
 PREFIX  ?= /usr/local
 BINDIR  ?= $(PREFIX)/bin
 MANDIR  ?= $(PREFIX)/share/man
-# Debian bookworm's place for units (pkg-config systemd: systemdsystemunitdir).
+# Units: Debian bookworm's place (pkg-config systemd: systemdsystemunitdir)
+# for PREFIX=/usr, the package's; under any other PREFIX, so that a source
+# install never overwrites the packaged unit (systemd reads
+# /usr/local/lib/systemd/system too).
+ifeq ($(PREFIX),/usr)
 UNITDIR ?= /lib/systemd/system
+else
+UNITDIR ?= $(PREFIX)/lib/systemd/system
+endif
 VERSION := 0.1.0
 PKGS    := fuse3 sqlite3 libcurl libzstd libcjson libcrypto libnl-route-3.0 libnftables
 
@@ -113,17 +120,19 @@ chaos: build/asan/snapfs
 	CHAOS_ROUNDS=$(CHAOS_ROUNDS) CHAOS_SECONDS=$(CHAOS_SECONDS) \
 		timeout -k 60 $$(($(CHAOS_SECONDS) + 900)) bash tests/integration/test_chaos.sh
 
-# snapfs(8) from its scdoc source (Debian's scdoc package).
-build/snapfs.8: docs/snapfs.8.scd
+# snapfs(8) and snapfs-image(8) from their scdoc sources (Debian's scdoc package).
+MANPAGES := build/snapfs.8 build/snapfs-image.8
+build/%.8: docs/%.8.scd
 	@mkdir -p $(dir $@)
 	scdoc <$< >$@
 
 # The unit names the binary where this install puts it.
-install: build/snapfs build/snapfs.8
+install: build/snapfs $(MANPAGES)
 	install -D -m 0755 build/snapfs $(DESTDIR)$(BINDIR)/snapfs
 	install -D -m 0755 scripts/snapfs-image $(DESTDIR)$(BINDIR)/snapfs-image
 	install -D -m 0755 scripts/make-image.sh $(DESTDIR)$(PREFIX)/share/snapfs/make-image.sh
 	install -D -m 0644 build/snapfs.8 $(DESTDIR)$(MANDIR)/man8/snapfs.8
+	install -D -m 0644 build/snapfs-image.8 $(DESTDIR)$(MANDIR)/man8/snapfs-image.8
 	install -D -m 0755 examples/walkthrough.sh $(DESTDIR)$(PREFIX)/share/doc/snapfs/examples/walkthrough.sh
 	install -d -m 0755 $(DESTDIR)$(UNITDIR)
 	sed 's|@BINDIR@|$(BINDIR)|g' systemd/snapfs.service >$(DESTDIR)$(UNITDIR)/snapfs.service

@@ -9,8 +9,10 @@
  * sandbox memory, and runsc is handed paths inside it);
  * fuse_daemonize() forks, so no thread may exist before it, which is why
  * ops_start() (job threads) comes after it, and so do the two threads of
- * this file: the one that reopens the log on SIGHUP and, under systemd
- * (NOTIFY_SOCKET), the one that says READY=1 once the mount answers.
+ * this file: the one that hears signals (SIGHUP reopens the log; SIGTERM
+ * and SIGINT, caught from the start, stop the daemon once the start-up step
+ * in progress ends) and, under systemd (NOTIFY_SOCKET), the one that says
+ * READY=1 once the mount answers.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -380,42 +382,72 @@ static void redirect_log(const char *state_dir, int64_t max_bytes)
 }
 
 /*
- * SIGHUP reopens snapfs.log (after logrotate or a mv). The handler only
- * writes a byte to a pipe: reopening takes a lock, which a signal handler
- * may not. Installed before fs_loop(), so libfuse, which sets its own only
- * where a signal has the default action, leaves SIGHUP to us.
+ * Signals, from the start (before ops_open()) to the end. The handler only
+ * writes a byte to a pipe, and for SIGTERM and SIGINT sets stop_requested
+ * and ends the loop if it runs (fs_exit(), what libfuse's own handler
+ * does); libfuse, which sets its handlers only where a signal has the
+ * default action, leaves these three to us. A thread reads the pipe:
+ * SIGHUP reopens snapfs.log (after logrotate or a mv: that takes a lock,
+ * which a signal handler may not), SIGTERM and SIGINT are logged. Before
+ * this, SIGTERM during the start (reconcile, the store, runsc probes: after
+ * the mount) had its default action and killed the daemon mid-step,
+ * leaving a mount that answers ENOTCONN; now the step in progress ends,
+ * and serve() unmounts and exits 0 instead of entering the loop.
  */
-static int hup_pipe[2] = {-1, -1};
+static int sig_pipe[2] = {-1, -1};
+static volatile sig_atomic_t stop_requested;
+static struct fs *volatile loop_fs; /* set once the loop may run */
 
-static void on_hup(int sig)
+static void on_signal(int sig)
 {
 	int saved = errno;
 	char c = (char)sig;
+	if (sig != SIGHUP) {
+		stop_requested = 1;
+		struct fs *fs = loop_fs;
+		if (fs)
+			fs_exit(fs);
+	}
 	/* Non-blocking: a full pipe already holds a reopen to do. */
-	ssize_t n = write(hup_pipe[1], &c, 1);
+	ssize_t n = write(sig_pipe[1], &c, 1);
 	(void)n;
 	errno = saved;
 }
 
-static int catch_hup(void)
+/*
+ * @restart: SA_RESTART for SIGTERM and SIGINT, so a start-up step's
+ * syscalls go on. The loop waits in sem_wait(), which SA_RESTART would
+ * restart: serve() takes it off before the loop, as libfuse's handlers have
+ * it off, so the signal wakes the loop. SIGHUP always restarts.
+ */
+static int catch_signals(bool restart)
 {
-	struct sigaction sa = {.sa_handler = on_hup, .sa_flags = SA_RESTART};
-	if (pipe2(hup_pipe, O_CLOEXEC) < 0 || fcntl(hup_pipe[1], F_SETFL, O_NONBLOCK) < 0 ||
-	    sigaction(SIGHUP, &sa, NULL) < 0)
-		return error(errno, "cannot catch SIGHUP: %s", strerror(errno));
+	struct sigaction hup = {.sa_handler = on_signal, .sa_flags = SA_RESTART};
+	struct sigaction stop = {.sa_handler = on_signal, .sa_flags = restart ? SA_RESTART : 0};
+	if (sig_pipe[0] < 0 &&
+	    (pipe2(sig_pipe, O_CLOEXEC) < 0 || fcntl(sig_pipe[1], F_SETFL, O_NONBLOCK) < 0))
+		return error(errno, "cannot make the signal pipe: %s", strerror(errno));
+	if (sigaction(SIGHUP, &hup, NULL) < 0 || sigaction(SIGTERM, &stop, NULL) < 0 ||
+	    sigaction(SIGINT, &stop, NULL) < 0)
+		return error(errno, "cannot catch SIGHUP, SIGTERM and SIGINT: %s", strerror(errno));
 	return 0;
 }
 
-static void *hup_thread(void *arg)
+static void *signal_thread(void *arg)
 {
 	char c;
 	(void)arg;
 	for (;;) {
-		ssize_t n = read(hup_pipe[0], &c, 1);
+		ssize_t n = read(sig_pipe[0], &c, 1);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
 			return NULL;
+		if (c != SIGHUP) {
+			info("%s: stopping%s", c == SIGTERM ? "SIGTERM" : "SIGINT",
+			     loop_fs ? "" : " once the start-up step in progress ends");
+			continue;
+		}
 		int rc = log_reopen();
 		if (rc < 0)
 			warning("SIGHUP: cannot reopen the log: %s", strerror(-rc));
@@ -431,7 +463,11 @@ static void *ready_thread(void *arg)
 	const char *mountpoint = arg;
 	char path[PATH_MAX];
 	struct stat st;
-	if (xsnprintf(path, sizeof(path), "%s/version", mountpoint) < 0 || stat(path, &st) < 0) {
+	if (xsnprintf(path, sizeof(path), "%s/version", mountpoint) < 0) {
+		warning("the mount's path %s is too long, not ready", mountpoint);
+		return NULL;
+	}
+	if (stat(path, &st) < 0) {
 		warning("the mount %s does not answer, not ready: %s", mountpoint, strerror(errno));
 		return NULL;
 	}
@@ -457,6 +493,7 @@ static void spawn_detached(void *(*fn)(void *), void *arg, const char *what)
 static int serve(struct options *o, struct fuse_args *args, bool notify)
 {
 	struct err e = {0};
+	bool served = false;
 	struct fs *fs = NULL;
 	struct ops_config cfg = {
 	    .state_dir = o->state_dir,
@@ -484,6 +521,9 @@ static int serve(struct options *o, struct fuse_args *args, bool notify)
 		error(-rc, "cannot start: %s", e.msg);
 		goto out;
 	}
+	/* A stop asked for during a start-up step: that step ended, no other begins. */
+	if (stop_requested)
+		goto stopping;
 	rc = fs_create(o->mountpoint, args, &fs, &e);
 	if (rc < 0) {
 		error(-rc, "cannot mount %s: %s", o->mountpoint, e.msg);
@@ -493,19 +533,33 @@ static int serve(struct options *o, struct fuse_args *args, bool notify)
 		fuse_daemonize(0);
 		redirect_log(o->state_dir, o->journal_max_bytes);
 	}
-	spawn_detached(hup_thread, NULL, "SIGHUP");
+	spawn_detached(signal_thread, NULL, "signal");
+	if (stop_requested)
+		goto stopping;
 	rc = ops_start(&e);
 	if (rc < 0) {
 		error(-rc, "cannot start: %s", e.msg);
 		goto out;
 	}
+	/* From here a SIGTERM ends the loop (fs_exit()), before it starts or while it runs. */
+	rc = catch_signals(false);
+	if (rc < 0)
+		goto out;
+	loop_fs = fs;
+	if (stop_requested)
+		goto stopping;
 	if (notify)
 		spawn_detached(ready_thread, (void *)o->mountpoint, "readiness");
+	served = true;
 	rc = fs_loop(fs);
+stopping:
 	/*
 	 * Stopping. systemd sends SIGTERM after ExecStop's unmount returns, while
 	 * this shutdown runs: it must not cut it short (SIGKILL still does).
 	 */
+	if (!served)
+		info("stopped during the start: %s", fs ? "unmounting" : "not mounting");
+	loop_fs = NULL;
 	signal(SIGTERM, SIG_IGN);
 	signal(SIGINT, SIG_IGN);
 	sdnotify("STOPPING=1");
@@ -538,7 +592,7 @@ int main(int argc, char **argv)
 	    make_absolute(&o.mountpoint, mount_abs) < 0 ||
 	    (o.cuda_checkpoint && make_absolute(&o.cuda_checkpoint, cuda_abs) < 0) ||
 	    (o.net_resolv && make_absolute(&o.net_resolv, resolv_abs) < 0) ||
-	    build_fuse_args(&o, &args) < 0 || catch_hup() < 0)
+	    build_fuse_args(&o, &args) < 0 || catch_signals(true) < 0)
 		return 1;
 	int rc = serve(&o, &args, notify > 0);
 	fuse_opt_free_args(&args);

@@ -97,8 +97,8 @@ first_answers() {
 	for id in $(cat "$FORK"); do
 		(
 			for _ in $(seq 600); do
-				[ "$(write_read "$MNT/sandboxes/$id/exec" 'rm -f /tmp/out; echo x > /tmp/in;
-					for i in $(seq 500); do [ -s /tmp/out ] && break; usleep 10000; done; cat /tmp/out')" = answer ] &&
+				# One line: the exec file takes a command a line.
+				[ "$(write_read "$MNT/sandboxes/$id/exec" 'rm -f /tmp/out; echo x > /tmp/in; for i in $(seq 500); do [ -s /tmp/out ] && break; usleep 10000; done; cat /tmp/out')" = answer ] &&
 					break
 				sleep 0.05
 			done

@@ -652,6 +652,11 @@ int fs_loop(struct fs *fs)
 	return rc < 0 ? rc : 0;
 }
 
+void fs_exit(struct fs *fs)
+{
+	fuse_session_exit(fs->se);
+}
+
 void fs_destroy(struct fs *fs)
 {
 	if (!fs)

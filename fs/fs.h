@@ -37,12 +37,21 @@ struct fs;
 int fs_create(const char *mountpoint, struct fuse_args *args, struct fs **out, struct err *e);
 
 /*
- * Serve requests: installs handlers so SIGTERM, SIGINT and SIGHUP end the
- * loop, registers the ops change listener, starts the notifier thread and
+ * Serve requests: installs libfuse's handlers where a signal has the
+ * default action (main.c catches SIGTERM, SIGINT and SIGHUP itself, and
+ * ends the loop with fs_exit()), registers the ops change listener, starts the notifier thread and
  * runs the multi-threaded loop. Returns 0 when unmounted or signalled, or
  * a negative errno.
  */
 int fs_loop(struct fs *fs);
+
+/*
+ * Make fs_loop() return (or return at once if it has not started), as
+ * libfuse's own SIGTERM handler does: async-signal-safe, it only sets the
+ * session's flag, which the loop's thread sees once a signal interrupts
+ * its wait.
+ */
+void fs_exit(struct fs *fs);
 
 /*
  * Stop the notifier, remove the signal handlers, unmount (aborting the

@@ -37,6 +37,8 @@ struct held {
 	int count;
 	bool doomed;	    /* cache_remove() while held: removed at the last release */
 	bool materializing; /* a cache_materialize() of it runs: the others wait for it */
+	unsigned turns;	    /* materializations ended */
+	struct err failed;  /* how the last one ended (code 0: it did not fail) */
 };
 
 static struct {
@@ -510,31 +512,46 @@ static int materialize_into(struct store *store, const char *snap_id, cache_pref
 
 /*
  * Wait while another holder of @snap_id materializes it, then take the
- * turn: true when this caller materializes and must end_turn(). The forks
- * of one fan-out (runtime/ops_fanout.c) so read one image, made once.
- * Unheld (out of memory), it does not wait: the rename below still keeps
- * a second copy out.
+ * turn: 1 when this caller materializes and must end_turn(). The forks of
+ * one fan-out (runtime/ops_fanout.c) so read one image, made once. A turn
+ * waited for that failed is this caller's failure too (its errno, its
+ * sentence in @e): a hundred forks of a broken snapshot fail once, not a
+ * hundred times one after another. Unheld (out of memory), it does not
+ * wait (0): the rename below still keeps a second copy out.
  */
-static bool take_turn(const char *snap_id)
+static int take_turn(const char *snap_id, struct err *e)
 {
+	int rc = 0;
 	pthread_mutex_lock(&cache.lock);
 	struct held *h = find_held(snap_id);
+	unsigned seen = h ? h->turns : 0;
 	while (h && h->materializing) {
 		pthread_cond_wait(&cache.materialized, &cache.lock);
 		h = find_held(snap_id);
 	}
-	if (h)
+	if (h && h->turns != seen && h->failed.code) {
+		rc = -h->failed.code;
+		if (e)
+			*e = h->failed;
+	} else if (h) {
 		h->materializing = true;
+		rc = 1;
+	}
 	pthread_mutex_unlock(&cache.lock);
-	return h != NULL;
+	return rc;
 }
 
-static void end_turn(const char *snap_id)
+static void end_turn(const char *snap_id, int rc, const struct err *e)
 {
 	pthread_mutex_lock(&cache.lock);
 	struct held *h = find_held(snap_id);
-	if (h)
+	if (h) {
 		h->materializing = false;
+		h->turns++;
+		h->failed = rc < 0 ? *e : (struct err){0};
+		if (rc < 0 && !h->failed.code)
+			h->failed.code = -rc;
+	}
 	pthread_cond_broadcast(&cache.materialized);
 	pthread_mutex_unlock(&cache.lock);
 }
@@ -549,6 +566,7 @@ static int materialize_once(struct store *store, const char *snap_id, cache_pref
 	snprintf(tmp, sizeof(tmp), "%s.tmp-%s", dir, hex);
 	int rc = materialize_into(store, snap_id, prefer, arg, tmp, e);
 	if (rc < 0) {
+		warning("cannot materialize snapshot %s: %s", snap_id, e->msg);
 		rm_rf(tmp);
 		return rc;
 	}
@@ -565,9 +583,14 @@ int cache_materialize(struct store *store, const char *snap_id, cache_prefer_fn 
 		return err_set(e, ENAMETOOLONG, "cache path of %s is too long", snap_id);
 	if (access(dir, F_OK) == 0)
 		return 0;
-	bool turn = take_turn(snap_id);
-	int rc = materialize_once(store, snap_id, prefer, arg, dir, e);
+	struct err mine = {0};
+	int turn = take_turn(snap_id, e);
+	if (turn < 0)
+		return turn;
+	int rc = materialize_once(store, snap_id, prefer, arg, dir, &mine);
 	if (turn)
-		end_turn(snap_id);
+		end_turn(snap_id, rc, &mine);
+	if (rc < 0 && e)
+		*e = mine;
 	return rc;
 }

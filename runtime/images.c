@@ -196,6 +196,18 @@ static int hash_symlink(struct walk *w, int dirfd, const char *name)
 }
 
 /*
+ * An empty regular etc/resolv.conf is the mount point of an egress
+ * sandbox's resolv.conf (docs/network.md), which runsc makes in the image's
+ * own directory when the image lacks one: it counts as absent, so the first
+ * egress start on a host changes no digest (a snapshot taken before it, or
+ * on a host where none ran, stays forkable).
+ */
+static bool resolv_mount_point(const struct walk *w, const struct stat *st)
+{
+	return S_ISREG(st->st_mode) && st->st_size == 0 && strcmp(w->path, "etc/resolv.conf") == 0;
+}
+
+/*
  * Each entry is "<path>\0<type> <mode> <size>\n" and then its contents.
  * Directories and special files count as size 0: a directory's st_size
  * differs between filesystems holding the same tree.
@@ -203,6 +215,8 @@ static int hash_symlink(struct walk *w, int dirfd, const char *name)
 static int visit_hash(struct walk *w, int dirfd, const char *name, const struct stat *st)
 {
 	char head[64];
+	if (resolv_mount_point(w, st))
+		return 0;
 	bool has_data = S_ISREG(st->st_mode) || S_ISLNK(st->st_mode);
 	long long size = has_data ? (long long)st->st_size : 0;
 	int n = snprintf(head, sizeof(head), "%c %04o %lld\n", type_char(st->st_mode),

@@ -265,18 +265,24 @@ int prepare_bundle(const char *id, const char *runtime_id, const char *image,
 }
 
 /*
- * cgroup_adopt() for a container just started. A failure only warns and is
- * journalled: deleting the container would lose a sandbox restored from a
- * spool, and fail every start on a host whose unified tree is read-only
- * (cgroup_open() only warns there too).
+ * cgroup_adopt() for a container just started. A failure only warns, is
+ * journalled and is the sandbox's error: deleting the container would lose
+ * a sandbox restored from a spool, and fail every start on a host whose
+ * unified tree is read-only (cgroup_open() only warns there too). Such a
+ * sandbox stays in the daemon's cgroup, where a stop of the daemon's
+ * systemd unit kills it (docs/cgroups.md): its error says so.
  */
 static void adopt_or_warn(const char *id, const char *runtime_id)
 {
-	struct err e = {0};
+	struct err e = {0}, why = {0};
 	if (cgroup_adopt(ops.cgroup_parent, runtime_id, &e) == 0)
 		return;
-	warning("sandbox %s stays in the daemon's cgroup: %s", id, e.msg);
-	report_job_failure(OPS_OBJ_LIST, id, "cgroup", &e);
+	err_set(&why, e.code,
+		"sandbox %s stays in the daemon's cgroup, where a stop of its unit "
+		"kills it: %s",
+		id, e.msg);
+	warning("%s", why.msg);
+	report_job_failure(OPS_OBJ_SANDBOX, id, "cgroup", &why);
 }
 
 int container_start(const char *id, const char *runtime_id, bool gpu, const char *image_dir,

@@ -100,6 +100,12 @@ static void cmd_init_sandbox(struct cmd *c, const struct runsc *rs, const char *
 	 */
 	cmd_add(c, "--overlay2=root:memory");
 	cmd_add(c, flags & RUNSC_NETWORK ? "--network=sandbox" : "--network=none");
+	/*
+	 * A checkpoint resets the TCP connections the sandbox holds (TIME_WAIT
+	 * ones too) instead of refusing while any is there (docs/network.md).
+	 */
+	if (flags & RUNSC_NETWORK)
+		cmd_add(c, "--net-disconnect-ok");
 	if (flags & RUNSC_NVPROXY)
 		cmd_add(c, "--nvproxy");
 	cmd_add(c, what);

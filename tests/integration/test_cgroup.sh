@@ -7,7 +7,9 @@
 # The daemon runs in a cgroup of this test's, as systemd starts a service in
 # its own; SIGKILL of every process in that cgroup (a stop with systemd's
 # default KillMode=control-group) leaves the sandboxes running, and a daemon
-# restarted in it finds them running and answering.
+# restarted in it finds them running and answering. On a hybrid host, a
+# sandbox whose move into the v2 tree fails says so in its error (a stop of
+# the unit kills it, and the kill of the daemon's cgroup does).
 . "$(dirname "$0")/lib.sh"
 
 # Unique per run, so parallel tests never share a cgroup.
@@ -145,6 +147,41 @@ check_eq "after the restart: both are running" "running running" \
 check_eq "c1 is the same process (token)" "$tok" "$(counter_token "$(counter c1)")"
 check_eq "c1 answers an exec" hi "$(sb_run c1 'echo hi')"
 check_eq "the fork answers an exec" rootfs "$(sb_run "$f1" 'cat /root/marker')"
+
+# --- a sandbox whose move out of the daemon's v2 cgroup fails (hybrid hosts) -----------
+# A --cgroup-parent whose v2 directory cannot be made (its parent allows no
+# descendant): the move fails, the sandbox runs on in the daemon's cgroup,
+# and its error says a stop of the unit kills it, as the kill then does.
+V2_ROOT=$(awk '$3 == "cgroup2" { print $2; exit }' /proc/self/mounts)
+if [ -n "$V2_ROOT" ] && [ "$(stat -fc %T /sys/fs/cgroup)" != cgroup2fs ]; then
+	stop_daemon
+	CG_LIMITED=/$(basename "$T")-limited
+	mkdir "$V2_ROOT$CG_LIMITED" && CG_MADE+=("$V2_ROOT$CG_LIMITED")
+	for root in "${CG_ROOTS[@]}"; do CG_MADE+=("$root$CG_LIMITED"); done
+	echo 0 >"$V2_ROOT$CG_LIMITED/cgroup.max.descendants"
+	DAEMON_ARGS=(--cgroup-parent "$CG_LIMITED/sandboxes")
+	start_daemon || bail "the daemon starts with --cgroup-parent $CG_LIMITED/sandboxes"
+	start_counter_sandbox c2 || bail "start sandbox c2"
+	check_contains "c2's error says it stays in the daemon's cgroup" \
+		"stays in the daemon's cgroup, where a stop of its unit kills it" "$(rd "$MNT/sandboxes/c2/error")"
+	check_contains "errors.jsonl names c2's cgroup" "sandboxes/c2/cgroup" "$(cat "$STATE/errors.jsonl")"
+	rid_c2=$(runtime_id c2)
+	c2_pid=$(timeout 30 runsc --root "$RUNSC_ROOT" state "$rid_c2" | jq -r '.pid // empty')
+	check_contains "c2's runsc-sandbox is in the daemon's v2 cgroup" "$c2_pid" "$(cg_pids "$V2_ROOT$CG_DAEMON")"
+	for _ in $(seq 1 20); do
+		mapfile -t pids < <(for root in "${CG_ROOTS[@]}"; do cg_pids "$root$CG_DAEMON"; done | sort -u)
+		[ "${#pids[@]}" -gt 0 ] || break
+		kill -KILL "${pids[@]}" 2>/dev/null
+		sleep 0.2
+	done
+	wait_daemon_exit 30
+	gone() { ! alive "$1"; }
+	ok "the kill of the daemon's cgroup takes c2's runsc-sandbox" gone "$c2_pid"
+	check_eq "c1 still runs (moved before)" running "$(runsc_state_of "$rid_c1")"
+	unmount_mnt
+	DAEMON_ARGS=(--cgroup-parent "$CG_PARENT")
+	start_daemon || bail "the daemon starts again"
+fi
 
 stop_daemon
 finish

@@ -4,30 +4,14 @@
 # in a network namespace this test makes (snapfs-t-*), beside a second one
 # standing for the internet (a busybox httpd on 10.250.X.2). Nothing here
 # touches the host's own namespace: every ip/nft command names a namespace
-# of the test's, and both are deleted on every path out.
+# of the test's, and both are deleted on every path out. The namespaces,
+# the internet's httpd and the fetch helpers: tests/integration/lib_net.sh.
 . "$(dirname "$0")/lib.sh"
-
-command -v nft >/dev/null || bail "nft is missing (scripts/setup.sh --test)"
-SUF=$$
-NS_D=snapfs-t-d$SUF # the daemon's
-NS_I=snapfs-t-i$SUF # the internet
-NET_X=10.250.$((SUF % 200 + 20)) # the internet's /24, the test's own
-WEB=$NET_X.2
-HTTPD_PID=""
-DNS_PID=""
+. "$(dirname "$0")/lib_net.sh"
 SINK_PID=""
 D2_PID=""
 
-in_d() { ip netns exec "$NS_D" "$@"; }
-
-net_cleanup() {
-	local rc=$? f
-	trap - EXIT INT TERM
-	set +e
-	teardown_host
-	[ -n "$HTTPD_PID" ] && kill -KILL "$HTTPD_PID" 2>/dev/null
-	[ -n "$DNS_PID" ] && kill -KILL "$DNS_PID" 2>/dev/null
-	[ -n "$LATE_PID" ] && kill -KILL "$LATE_PID" 2>/dev/null
+net_cleanup_extra() {
 	[ -n "$SINK_PID" ] && kill -KILL "$SINK_PID" 2>/dev/null
 	if [ -n "$D2_PID" ]; then
 		fusermount3 -uz "$T/mnt2" 2>/dev/null
@@ -40,29 +24,11 @@ net_cleanup() {
 			timeout 60 runsc --root "$T/state2/runsc" delete -force "$f" >/dev/null 2>&1
 		done
 	fi
-	for f in "$STATE"/netns/* "$T/state2"/netns/*; do
+	for f in "$T/state2"/netns/*; do
 		[ -e "$f" ] && umount -l "$f" 2>/dev/null
 	done
-	ip netns del "$NS_D" 2>/dev/null
-	ip netns del "$NS_I" 2>/dev/null
-	(exit "$rc")
-	cleanup
+	return 0
 }
-trap net_cleanup EXIT
-
-ip netns add "$NS_D" && ip netns add "$NS_I" || bail "cannot create the test's namespaces"
-ip -n "$NS_D" link add sft0 type veth peer name sft1 netns "$NS_I" || bail "cannot create the test veth"
-ip -n "$NS_D" addr add "$NET_X.1/24" dev sft0
-ip -n "$NS_D" link set sft0 up
-ip -n "$NS_D" link set lo up
-ip -n "$NS_I" addr add "$WEB/24" dev sft1
-ip -n "$NS_I" link set sft1 up
-ip -n "$NS_I" link set lo up
-mkdir -p "$T/www"
-echo "hello from the internet" >"$T/www/index.html"
-ip netns exec "$NS_I" busybox httpd -f -p "$WEB:80" -h "$T/www" &
-HTTPD_PID=$!
-disown "$HTTPD_PID"
 
 # The test's DNS: one name, web.snapfs-test, answered with $WEB (A records only), on $WEB:53.
 cat >"$T/dns.py" <<'PY'
@@ -119,24 +85,9 @@ SINK_PID=$!
 disown "$SINK_PID"
 DAEMON_ARGS=(--net-resolv "$T/resolv.conf")
 
-# The daemon in the test's namespace; nsenter keeps the mount namespace, so the mount is seen here.
-cat >"$T/snapfs-in-ns" <<W
-#!/bin/sh
-exec nsenter --net=/run/netns/$NS_D "$SNAPFS_BIN" "\$@"
-W
-chmod +x "$T/snapfs-in-ns"
-SNAPFS_BIN=$T/snapfs-in-ns
 setup_images
 start_daemon || bail "daemon did not start"
 
-# fetch SB ADDR: the sandbox GETs http://ADDR/index.html (busybox nc: its wget crashes, static).
-FETCH='printf "GET /index.html HTTP/1.0\r\n\r\n" | nc -w 3'
-fetch() { sb_run "$1" "$FETCH $2 80" 2>/dev/null | grep -q "hello from the internet"; }
-not_fetch() { ! fetch "$@"; }
-# not_reach SB ADDR: no HTTP answer at all from ADDR:80 (a 404 would be one).
-not_reach() { ! sb_run "$1" "$FETCH $2 80" 2>/dev/null | grep -q '^HTTP'; }
-
-SLEEPER='while :; do sleep 1; done'
 # egress_sandbox NAME ENTRYPOINT: a created sandbox with network=egress.
 egress_sandbox() {
 	mkdir "$MNT/sandboxes/$1"

@@ -11,6 +11,10 @@
 # - A stop as KillMode=mixed does it (ExecStop, SIGTERM to the daemon,
 #   SIGKILL to what is left in the unit's cgroup) and a start again leave a
 #   busybox sandbox started before it running, the same process.
+# - READY=1 is sent only once the loop serves: caught in its sendto (the
+#   listener's queue full), the mount answers at once.
+# - SIGTERM while the daemon starts (held between mount and loop) lets the
+#   step end, then the daemon unmounts and exits 0: no ENOTCONN mount.
 # - ExecReload (SIGHUP) keeps the daemon serving; in the background, SIGHUP
 #   reopens snapfs.log after it was renamed.
 . "$(dirname "$0")/lib.sh"
@@ -92,13 +96,16 @@ SNAPFS_OPTIONS="--state $STATE --images $IMAGES --cgroup-parent $CG_PARENT --run
 EOF
 
 # unit_cmds KEY: each KEY= command line, its words expanded as systemd does
-# ($VAR split, ${VAR} whole; "-" dropped), one command a line, words NUL-joined.
+# ($VAR split, ${VAR} whole, also inside quotes; "-" dropped), one command a
+# line, words NUL-joined.
 unit_cmds() {
 	local line
 	sed -n "s/^$1=//p" "$UNIT" | while IFS= read -r line; do
 		line=${line#-}
-		# shellcheck disable=SC1090,SC2086
-		(set -a && . "$T/default" && MAINPID=$DAEMON_PID && eval "printf '%s\\0' $line") | tr '\0' '\037'
+		# shellcheck disable=SC1090,SC1091,SC2034,SC2086
+		(set -a && . "$T/default" && MAINPID=$DAEMON_PID && for k in SNAPFS_MOUNTPOINT SNAPFS_OPTIONS MAINPID; do
+			line=${line//"\${$k}"/"${!k}"} # systemd replaces ${VAR} in quoted words too
+		done && eval "printf '%s\\0' $line") | tr '\0' '\037'
 		echo
 	done
 }
@@ -117,12 +124,15 @@ run_unit() {
 	done < <(unit_cmds "$1")
 }
 
-# The NOTIFY_SOCKET listener: one line per datagram in $T/notify.log; at
-# READY=1 it checks at once that the mount answers (version read, within
-# 10 s) and says "READY answered" or "READY unanswered".
+# The NOTIFY_SOCKET listener: one line per datagram in $T/notify.log. At
+# READY=1 it checks at once that the mount answers (stat of version, within
+# 2 s: a mount that serves answers in milliseconds) and says "READY
+# answered" or "READY unanswered". PAUSE (the test's) stops it reading until
+# the file PAUSE_FILE is gone, so the test can fill its queue and catch the
+# daemon's READY=1 in its sendto (tests below); FILL datagrams are not logged.
 cat >"$T/listen.py" <<'EOF'
-import os, socket, subprocess, sys
-sock_path, log_path, mnt = sys.argv[1:4]
+import os, socket, subprocess, sys, time
+sock_path, log_path, mnt, pause_file = sys.argv[1:5]
 s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
 s.bind(sock_path)
 with open(log_path, "a", buffering=1) as log:
@@ -131,14 +141,17 @@ with open(log_path, "a", buffering=1) as log:
         msg = s.recv(4096).decode(errors="replace")
         for line in msg.splitlines():
             if line == "READY=1":
-                r = subprocess.run(["timeout", "10", "cat", mnt + "/version"],
-                                   stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-                ok = r.returncode == 0 and r.stdout.startswith(b"snapfs")
-                log.write("READY %s\n" % ("answered" if ok else "unanswered"))
-            else:
+                r = subprocess.run(["timeout", "2", "stat", mnt + "/version"],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                log.write("READY %s\n" % ("answered" if r.returncode == 0 else "unanswered"))
+            elif line == "PAUSE":
+                log.write("paused\n")
+                while os.path.exists(pause_file):
+                    time.sleep(0.1)
+            elif line != "FILL":
                 log.write(line + "\n")
 EOF
-python3 "$T/listen.py" "$T/notify.sock" "$T/notify.log" "$MNT" &
+python3 "$T/listen.py" "$T/notify.sock" "$T/notify.log" "$MNT" "$T/paused" &
 LISTENER_PID=$!
 disown "$LISTENER_PID" # killed by the trap: no "Killed" from the shell
 poll_until 30 grep -qx listening "$T/notify.log" || bail "the NOTIFY_SOCKET listener starts"
@@ -155,9 +168,27 @@ ok "held between mount and loop: the mount is there" is_mounted
 notify HELD
 poll_until 30 grep -qx HELD "$T/notify.log" || bail "the listener hears the test's datagram"
 check_eq "no READY=1 before the mount answers" "listening HELD" "$(tr '\n' ' ' <"$T/notify.log" | sed 's/ $//')"
+# The READY=1 datagram is caught in the daemon's sendto: the listener stops
+# reading and its queue is filled, so the daemon's thread that sends READY=1
+# blocks there (unix_wait_for_peer). The mount must answer then: READY=1 is
+# sent after the loop serves. A READY=1 sent by the main thread before
+# fs_loop() would hold it out of the loop, and the stat would time out.
+: >"$T/paused"
+notify PAUSE
+poll_until 30 grep -qx paused "$T/notify.log" || bail "the listener pauses"
+fill=$(python3 -c 'import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); s.setblocking(False); n = 0
+try:
+    while True: s.sendto(b"FILL", sys.argv[1]); n += 1
+except BlockingIOError: print(n)' "$T/notify.sock")
+note "the listener's queue is full after $fill datagrams"
 rm -f "$T/gate"
+sending_blocked() { grep -qx unix_wait_for_peer /proc/"$DAEMON_PID"/task/*/wchan; }
+poll_until 120 sending_blocked || bail "the daemon sends READY=1 once released" "$(cat "$T/notify.log")"
+ok "while READY=1 waits to be sent the mount answers at once (stat within 2 s)" timeout 2 stat "$MNT/version"
+rm -f "$T/paused"
 poll_until 120 grep -q '^READY' "$T/notify.log" || bail "READY=1 once released" "$(cat "$T/notify.log")"
-check_eq "when READY=1 comes the mount answers" "READY answered" "$(grep '^READY' "$T/notify.log")"
+check_eq "when READY=1 comes the mount answers (stat within 2 s)" "READY answered" "$(grep '^READY' "$T/notify.log")"
 
 # --- a sandbox, then a stop as KillMode=mixed does it -------------------------------
 setup_images || bail "busybox image"
@@ -189,6 +220,12 @@ check_eq "the second READY=1 also comes with the mount answering" "READY answere
 check_eq "after the restart c1 is running" running "$(sb_status c1)"
 check_eq "c1 is the same process (token)" "$tok" "$(counter_token "$(counter c1)")"
 
+# ExecStartPre of a start while a daemon serves the mountpoint (one started by
+# hand) leaves that live mount alone; it only clears a dead one (below).
+run_unit ExecStartPre
+ok "ExecStartPre leaves a live mount mounted" is_mounted
+check_eq "after ExecStartPre the live mount still answers" running "$(sb_status c1)"
+
 # --- reload ------------------------------------------------------------------------
 run_unit ExecReload
 check_eq "ExecReload exits 0" 0 "$?"
@@ -199,6 +236,40 @@ check_eq "after SIGHUP the mount answers" running "$(sb_status c1)"
 run_unit ExecStop
 wait_daemon_exit 300
 check_eq "the daemon exits 0 after the second ExecStop" 0 "$?"
+
+# --- SIGTERM while the daemon starts (systemctl stop while activating) ------------------
+# Held between its mount and its loop; before, SIGTERM had its default action
+# there, killed the daemon mid-step and left a mount answering ENOTCONN.
+rm -f "$T/gate-held"
+: >"$T/gate"
+run_unit ExecStartPre || bail "ExecStartPre, third start"
+run_unit ExecStart
+poll_until 120 test -e "$T/gate-held" || bail "the third start reaches its start-up runsc call"
+kill -TERM "$DAEMON_PID"
+poll_until 30 grep -q "SIGTERM: stopping once the start-up step in progress ends" "$DAEMON_LOG"
+check_eq "SIGTERM during the start is heard and logged" 0 "$?"
+ok "the daemon still runs its start-up step after SIGTERM" kill -0 "$DAEMON_PID"
+rm -f "$T/gate"
+wait_daemon_exit 300
+check_eq "the daemon stopped while starting exits 0" 0 "$?"
+ok "it unmounted: nothing is mounted at the mountpoint" bash -c "! awk -v m='$MNT' '\$2 == m { f = 1 } END { exit !f }' /proc/mounts"
+ok "the mountpoint answers (no ENOTCONN)" stat "$MNT"
+check_contains "the log says it stopped during the start" "stopped during the start: unmounting" "$(cat "$DAEMON_LOG")"
+check_eq "after the stopped start c1 still runs in runsc" running "$(runsc_state_of "$rid")"
+
+# A daemon killed (SIGKILL) leaves a mount that answers ENOTCONN: ExecStartPre clears it.
+rm -f "$T/gate-held"
+: >"$T/gate"
+run_unit ExecStartPre || bail "ExecStartPre, fourth start"
+run_unit ExecStart
+poll_until 120 test -e "$T/gate-held" || bail "the fourth start reaches its start-up runsc call"
+kill -KILL "$DAEMON_PID"
+wait_daemon_exit 60
+rm -f "$T/gate"
+check_contains "the killed daemon's mount answers ENOTCONN" "not connected" "$(stat "$MNT" 2>&1)"
+run_unit ExecStartPre
+ok "ExecStartPre clears the dead mount: the mountpoint answers" stat "$MNT"
+ok "nothing is mounted there then" bash -c "! awk -v m='$MNT' '\$2 == m { f = 1 } END { exit !f }' /proc/mounts"
 
 # --- SIGHUP in the background: snapfs.log renamed, then a fresh one --------------------
 "$SNAPFS_BIN" --state "$STATE" --images "$IMAGES" --cgroup-parent "$CG_PARENT" "$MNT" >>"$DAEMON_LOG" 2>&1

@@ -96,6 +96,22 @@ static void test_digest(struct images *im)
 	CHECK(unlink(path) == 0 && symlink("sub/b", path) == 0);
 	digest_of(im, "one", d3);
 	CHECK(strcmp(d2, d3) != 0);
+
+	/* runsc's empty mount point of an egress sandbox's resolv.conf counts as absent... */
+	put("images/one/etc/resolv.conf", "");
+	digest_of(im, "one", d2);
+	CHECK_STR(d2, d3);
+	/* ...one with content does not, and neither does an empty one elsewhere. */
+	put("images/one/etc/resolv.conf", "nameserver 10.0.0.1\n");
+	digest_of(im, "one", d2);
+	CHECK(strcmp(d2, d3) != 0);
+	snprintf(path, sizeof(path), "%s/images/one/etc/resolv.conf", base);
+	CHECK(unlink(path) == 0);
+	put("images/one/etc/sub/resolv.conf", "");
+	digest_of(im, "one", d2);
+	CHECK(strcmp(d2, d3) != 0);
+	snprintf(path, sizeof(path), "%s/images/one/etc/sub/resolv.conf", base);
+	CHECK(unlink(path) == 0);
 }
 
 /* Once the tree is older than the racy window, the digest is cached and still sees changes. */

@@ -2477,6 +2477,16 @@ static void fanout_steps(void)
 	CHECK(OP_RUN(ops_snapshot_forks(root, snap, &opts, &made, OP), NULL, 0) == 0);
 	xsnprintf(line2, sizeof(line2), "materialized snapshot %s:", snap);
 	CHECK_MSG(log_count(line2) == 1, "%d materializes of %s", log_count(line2), snap);
+
+	/* Its packs gone: the four forks' one materialization fails, and they all fail with it. */
+	char packs[PATH_MAX];
+	xsnprintf(packs, sizeof(packs), "%s/store/packs", state);
+	CHECK(rm_rf(dir) == 0 && rm_rf(packs) == 0);
+	strbuf_reset(&made);
+	int tries = log_count("cannot materialize snapshot");
+	CHECK(OP_RUN(ops_snapshot_forks(root, snap, &opts, &made, OP), NULL, 0) < 0);
+	CHECK_MSG(log_count("cannot materialize snapshot") - tries == 1,
+		  "%d materializations failed", log_count("cannot materialize snapshot") - tries);
 }
 
 /* --- callers: a non-root owner (runtime/access.h) ------------------------- */
