@@ -194,7 +194,7 @@ static int fork_many(const struct caller *who, const char *snap_id, const struct
 		free(fan);
 		return rc;
 	}
-	/* Some run already: the write's answer is theirs, with this failure in it. */
+	/* Some run already: a held write's answer is theirs, with this failure in it. */
 	if (rc < 0) {
 		pthread_mutex_lock(&fan->lock);
 		fan->shares -= count - made;
@@ -202,7 +202,8 @@ static int fork_many(const struct caller *who, const char *snap_id, const struct
 		fanout_failed(fan, count - made, rc, NULL, e->msg);
 	}
 	fanout_put(fan);
-	return 0;
+	/* An async write (nothing waits: no @done) is answered now: with the refusal. */
+	return done ? 0 : rc;
 }
 
 int ops_snapshot_forks(const struct caller *who, const char *snap_id, const struct fork_opts *opts,
