@@ -168,6 +168,8 @@ ok "prune again" prune app
 ok "prune removes the older version no sandbox uses" test ! -e "$IMAGES/.oci/app/$hex2"
 check_eq "prune keeps the current one" keep "$(cat "$IMAGES/app/etc/keep")"
 check_eq "no scratch name is left" "" "$(cd "$IMAGES/.oci" && find . -maxdepth 1 -name '.*.*')"
+check_eq "none under the image's own directory either" "" \
+	"$(cd "$IMAGES/.oci/app" && find . -maxdepth 1 -name '.*.*')"
 check_eq "the tool's directories are root's alone" 700 "$(stat -c %a "$IMAGES/.oci")"
 
 # --- the archive formats skopeo converts ---
