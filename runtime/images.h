@@ -43,6 +43,8 @@ int images_digest(struct images *im, const char *name, char out[DIGEST_MAX], str
  */
 int images_pin(struct images *im, const char *name, char *root, size_t len, char digest[DIGEST_MAX],
 	       struct err *e);
+/* The sentence for an image whose digest is not the snapshot's (restorable, fork, resume). */
+#define IMAGES_CHANGED_FMT "image %s changed: snapshot has %s, host has %s"
 #define IMAGES_OCI_HEX 64 /* an imported image's version: its manifest's sha256, in hex */
 /* The version of an imported image's link @target, or false. */
 bool images_oci_link(const char *name, const char *target, char hex[IMAGES_OCI_HEX + 1]);

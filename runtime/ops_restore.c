@@ -307,8 +307,7 @@ int restore_blockers(const struct snapshot *snap, struct strbuf *why)
 		n++;
 	} else if (images_digest(ops.images, snap->image, digest, &e) == 0 &&
 		   strcmp(digest, snap->image_digest) != 0) {
-		strbuf_addf(why, "image %s changed: snapshot has %s, host has %s\n", snap->image,
-			    snap->image_digest, digest);
+		strbuf_addf(why, IMAGES_CHANGED_FMT "\n", snap->image, snap->image_digest, digest);
 		n++;
 	}
 	int diffs = host_compare(snap->host_json, ops.runsc.version, why);

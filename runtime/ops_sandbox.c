@@ -247,8 +247,7 @@ int prepare_bundle(const char *id, const char *runtime_id, const char *image,
 	if (rc < 0)
 		return rc;
 	if (want[0] && strcmp(want, digest) != 0)
-		return err_set(e, EINVAL, "image %s changed: snapshot has %s, host has %s", image,
-			       want, digest);
+		return err_set(e, EINVAL, IMAGES_CHANGED_FMT, image, want, digest);
 	if (gpu) {
 		rc = gpu_host_ready("write the bundle of a GPU sandbox", &h, e);
 		if (rc < 0)
