@@ -147,9 +147,10 @@ ok "metrics count the bytes in ($IN) and out ($OUT)" test "${IN:-0}" -gt 100 -a 
 check_eq "the sandbox's /etc/resolv.conf is --net-resolv's" "nameserver $WEB" \
 	"$(sb_run out 'cat /etc/resolv.conf')"
 # Every process resolves, root or not: a server that drops to nobody, apt's _apt.
-# (busybox's start-stop-daemon -c takes a numeric uid; the image has no nobody.)
+# (busybox's start-stop-daemon -c takes a numeric uid, the image has no nobody;
+# -n names no process, so the running busybox sleeper is not taken for it.)
 check_eq "a non-root process of the sandbox reads /etc/resolv.conf" "nameserver $WEB" \
-	"$(sb_run out 'start-stop-daemon -S -c 65534:65534 -x /bin/busybox -- cat /etc/resolv.conf')"
+	"$(sb_run out 'start-stop-daemon -S -c 65534:65534 -n snapfs-none -x /bin/busybox -- cat /etc/resolv.conf')"
 # busybox's nslookup has its own resolver (its libc's would need NSS, absent in a static busybox).
 # by_name SB: the test's name resolves through the sandbox's resolv.conf, and the page
 # comes from the address it gave.
