@@ -612,31 +612,71 @@ static void uncollect(struct fs_file *f, size_t from, size_t to)
 	pthread_mutex_unlock(&f->lock);
 }
 
-int file_collect(struct fs_file *f, const char *line, file_apply_fn apply, struct err *e)
+/* Add @line to what @f collected, and copy all of it into @all; -EFBIG past the bound. */
+static int collect_add(struct fs_file *f, const char *line, struct strbuf *all, size_t *from,
+		       size_t *to, struct err *e)
 {
-	_cleanup_strbuf_ struct strbuf all = STRBUF_INIT;
 	pthread_mutex_lock(&f->lock);
-	size_t from = f->collected.len;
+	*from = f->collected.len;
 	/* strbuf_addf adds all or nothing, so a refusal here leaves no part of @line. */
 	if (*line)
 		strbuf_addf(&f->collected, "%s\n", line);
 	int rc = strbuf_error(&f->collected);
 	if (rc < 0)
-		strbuf_setlen(&f->collected, from); /* forget the refusal: a later line may fit */
-	size_t to = f->collected.len;
+		strbuf_setlen(&f->collected, *from); /* forget the refusal: a later line may fit */
+	*to = f->collected.len;
 	if (rc == 0) {
-		strbuf_add(&all, f->collected.buf, f->collected.len);
-		rc = strbuf_error(&all);
+		strbuf_add(all, f->collected.buf, f->collected.len);
+		rc = strbuf_error(all);
 	}
 	pthread_mutex_unlock(&f->lock);
 	if (rc == -EFBIG)
 		rc = err_set(e, EFBIG, "%s: more than %d bytes", f->node.path, ENV_MAX - 1);
-	else if (rc == 0)
+	return rc;
+}
+
+int file_collect(struct fs_file *f, const char *line, file_apply_fn apply, struct err *e)
+{
+	_cleanup_strbuf_ struct strbuf all = STRBUF_INIT;
+	size_t from, to;
+	int rc = collect_add(f, line, &all, &from, &to, e);
+	if (rc == 0)
 		rc = apply(&f->who, f->node.id, strbuf_str(&all), e);
 	/* A refused line is not part of what the next lines are judged with. */
 	if (rc < 0)
 		uncollect(f, from, to);
 	return rc;
+}
+
+int file_collect_check(struct fs_file *f, const char *line, file_check_fn check, struct err *e)
+{
+	_cleanup_strbuf_ struct strbuf all = STRBUF_INIT;
+	size_t from, to;
+	int rc = collect_add(f, line, &all, &from, &to, e);
+	if (rc == 0)
+		rc = check(strbuf_str(&all), e);
+	pthread_mutex_lock(&f->lock);
+	if (rc < 0)
+		f->collect_refused = true;
+	else
+		f->collect_pending = true;
+	pthread_mutex_unlock(&f->lock);
+	return rc;
+}
+
+int file_collect_flush(struct fs_file *f, file_apply_fn apply, struct err *e)
+{
+	_cleanup_strbuf_ struct strbuf all = STRBUF_INIT;
+	pthread_mutex_lock(&f->lock);
+	bool go = f->collect_pending && !f->collect_refused;
+	f->collect_pending = false;
+	if (go)
+		strbuf_add(&all, f->collected.buf, f->collected.len);
+	int rc = go ? strbuf_error(&all) : 0;
+	pthread_mutex_unlock(&f->lock);
+	if (rc < 0)
+		return err_set(e, -rc, "%s: cannot copy the lines written", f->node.path);
+	return go ? apply(&f->who, f->node.id, strbuf_str(&all), e) : 0;
 }
 
 int file_spec_add(struct fs_file *f, const char *line, struct strbuf *text, bool *async,

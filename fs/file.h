@@ -67,7 +67,9 @@ struct fs_file {
 	struct waiter *waiters;		       /* reads held until it ends, oldest first */
 	char seen[FILE_SEEN_MAX];	       /* FS_STATUS: the status this file saw last */
 	struct ctl_lines lines;		       /* the line being written */
-	struct strbuf collected;	       /* env: every line written on this file */
+	struct strbuf collected;	       /* env, egress: every line written on this file */
+	bool collect_pending;		       /* egress: lines taken, not yet applied (FLUSH) */
+	bool collect_refused;		       /* egress: a line was refused: nothing applies */
 	struct ctl_spec spec;		       /* sandboxes/new: the spec being written */
 	uint64_t writer;		       /* lock owner (descriptor table) of the last write */
 	struct fs_file *prev_open, *next_open; /* the list of files not yet freed */
@@ -135,6 +137,18 @@ typedef int (*file_apply_fn)(const struct caller *who, const char *id, const cha
  * is taken back, so the lines written after it are judged without it.
  */
 int file_collect(struct fs_file *f, const char *line, file_apply_fn apply, struct err *e);
+/* Judge @text, every line written on a file, as a whole (egress: ops_egress_check). */
+typedef int (*file_check_fn)(const char *text, struct err *e);
+/*
+ * The lines of one open file as one whole, applied at FLUSH (egress): add
+ * @line and @check them all; nothing is applied yet, so no part of them is
+ * ever in force alone. A refused line fails its write and marks the file:
+ * its FLUSH then applies nothing (what was before stays whole).
+ */
+int file_collect_check(struct fs_file *f, const char *line, file_check_fn check, struct err *e);
+/* At FLUSH: @apply every line written on @f, if any came since the last FLUSH and none was refused.
+ */
+int file_collect_flush(struct fs_file *f, file_apply_fn apply, struct err *e);
 /* sandboxes/new: add @line; 1 with the spec in @text when it should act now. */
 int file_spec_add(struct fs_file *f, const char *line, struct strbuf *text, bool *async,
 		  struct err *e);

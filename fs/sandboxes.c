@@ -173,10 +173,27 @@ static int egress_read(const struct fs_node *n, const struct caller *who, struct
 	return text_read(n, who, out, offsetof(struct sandbox, egress));
 }
 
+/*
+ * The lines of one open file are one rule set (first match wins): each
+ * line is checked with those before it, and the whole is applied once, at
+ * FLUSH (close), so the chain never holds a part of it that lacks a later
+ * deny. A refused line fails its write; the rules in force then stay.
+ */
 static int egress_write(struct fs_file *f, const char *line, struct pending *p, struct err *e)
 {
 	(void)p;
-	return ops_sandbox_set_egress(&f->who, f->node.id, line, e);
+	return file_collect_check(f, line, ops_egress_check, e);
+}
+
+static int egress_apply(const struct caller *who, const char *id, const char *text, struct err *e)
+{
+	return ops_sandbox_set_egress(who, id, text, e);
+}
+
+static int egress_flush(struct fs_file *f, struct pending *p, struct err *e)
+{
+	(void)p;
+	return file_collect_flush(f, egress_apply, e);
 }
 
 static int timeout_write(struct fs_file *f, const char *line, struct pending *p, struct err *e)
@@ -311,7 +328,7 @@ static const struct fs_entry sandbox_files[] = {
     {"pids", S_IFREG | 0600, .read = limit_read, .write = limit_write},
     {"ports", S_IFREG | 0600, .read = ports_read, .write = ports_write},
     {"network", S_IFREG | 0600, .read = network_read, .write = network_write},
-    {"egress", S_IFREG | 0600, .read = egress_read, .write = egress_write},
+    {"egress", S_IFREG | 0600, .read = egress_read, .write = egress_write, .flush = egress_flush},
     {"start", S_IFREG | 0200, .write = file_action_write, .action = ops_sandbox_start},
     {"snapshot", S_IFREG | 0600, .flags = FS_STREAM, .read = newest_read, .write = snapshot_write},
     {"suspend", S_IFREG | 0200, .write = file_action_write, .action = ops_sandbox_suspend},

@@ -358,6 +358,20 @@ static void table_drop_if_idle(void)
 		net_nft_run("delete table inet snapfs\n", &e);
 }
 
+/*
+ * The table's hooks as this snapfs writes them, over those a daemon of
+ * before left with its live sandboxes (their chains, elements and blocks
+ * are kept): the inbound filter holds for them too from the start-up on.
+ */
+static void table_base_again(void)
+{
+	_cleanup_strbuf_ struct strbuf sb = STRBUF_INIT;
+	struct err e = {0};
+	net_nft_base(&sb);
+	if (strbuf_error(&sb) < 0 || net_nft_run(strbuf_str(&sb), &e) < 0)
+		warning("cannot write the hooks of table inet snapfs again: %s", e.msg);
+}
+
 static int nft_sandbox(const char *ifn, uint32_t blk, const struct net_egress *eg, bool base,
 		       struct err *e)
 {
@@ -410,20 +424,36 @@ int net_set_egress(const char *runtime_id, const struct net_egress *eg, struct e
 {
 	char ifn[NET_IF_MAX];
 	uint32_t blk;
-	if (host_if(runtime_id, ifn) < 0 || record_block(runtime_id, &blk) < 0)
-		return 0; /* no network now: the rules apply at the next start */
+	if (host_if(runtime_id, ifn) < 0)
+		return 0;
+	/*
+	 * The record is read under the lock net_down() takes it away under:
+	 * a network gone meanwhile gets no chain, element or block again.
+	 */
 	pthread_mutex_lock(&net_lock);
-	int rc = nft_sandbox(ifn, blk, eg, false, e);
+	int rc = record_block(runtime_id, &blk) < 0 ? 0 : nft_sandbox(ifn, blk, eg, false, e);
 	pthread_mutex_unlock(&net_lock);
-	return rc;
+	return rc; /* without a network now the rules apply at the next start */
 }
 
 /* --- up and down ---------------------------------------------------------- */
 
+/*
+ * net.ipv4.ip_forward=1, which NAT out of the sandboxes needs. It applies to
+ * every interface of the namespace: where it was 0, the host routes between
+ * its other networks from now on unless a forward policy drops, which
+ * snapfs does not set (docs/network.md): said once, in the log.
+ */
 static int forward_on(struct err *e)
 {
 	if (net.forward_on)
 		return 0;
+	_cleanup_free_ char *was = NULL;
+	size_t len;
+	if (read_file("/proc/sys/net/ipv4/ip_forward", &was, &len, 16) == 0 && was[0] == '0')
+		warning("net.ipv4.ip_forward was 0: snapfs sets it to 1 for egress sandboxes; "
+			"this namespace now forwards between all its interfaces where no forward "
+			"policy drops (docs/network.md, \"What snapfs changes on the host\")");
 	int rc = write_file_durable("/proc/sys/net/ipv4/ip_forward", "1\n", 2);
 	if (rc == -EINVAL || rc == -EROFS || rc < 0) {
 		/* write_file_durable renames: procfs takes a plain write. */
@@ -602,6 +632,10 @@ int net_write_resolv(const char *path, struct err *e)
 	if (rc < 0)
 		return err_set(e, -rc, "cannot read %s: %s", net.resolv, strerror(-rc));
 	rc = write_file_durable(path, text, len);
+	/* Every process of the sandbox resolves, root or not (_apt, a server that drops to nobody).
+	 */
+	if (rc == 0 && chmod(path, 0644) < 0)
+		rc = -errno;
 	return rc < 0 ? err_set(e, -rc, "cannot write %s: %s", path, strerror(-rc)) : 0;
 }
 
@@ -637,7 +671,12 @@ int net_open(const char *state_dir, const char *pool, const char *resolv, struct
 	}
 	records_migrate();
 	/* Live networks of ours: the namespace's table must be this daemon's (net_nft.h). */
-	return records_any() ? net_nft_claim(e) : 0;
+	if (!records_any())
+		return 0;
+	rc = net_nft_claim(e);
+	if (rc == 0 && net_nft_table_exists())
+		table_base_again();
+	return rc;
 }
 
 /* --- the runsc helper ------------------------------------------------------- */

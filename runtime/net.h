@@ -13,7 +13,9 @@
  *    id (names.h net_if_name()); its peer lives in the namespace.
  *  - `table inet snapfs` in the daemon's namespace: NAT, and one chain per
  *    sandbox (sb_<veth>) jumped to from the table's forward and input
- *    hooks through the verdict map `sandboxes`.
+ *    hooks through the verdict map `sandboxes`; inbound, the forward and
+ *    output hooks let into the sandboxes' blocks only replies and the
+ *    port forwarder's marked sockets (NET_FORWARD_MARK).
  *    Its owner is one daemon per namespace, by a flock on
  *    /run/snapfs/netns-<inode>.lock (runtime/net_nft.h), taken at start-up
  *    when networks are recorded, else at the first egress set-up: a second
@@ -34,6 +36,18 @@
 
 #define NET_POOL_DEFAULT "10.213.0.0/16" /* --net-pool's default */
 #define NET_RULES_MAX 64		 /* most lines of an egress file */
+
+/*
+ * The firewall mark (SO_MARK) of the published ports' forwarder's sockets
+ * to a sandbox (runtime/forward.c): `table inet snapfs`'s output hook lets
+ * a connection from the host to a sandbox's block open only with it, so a
+ * published port is the one way in (docs/network.md). "snfs" in ASCII; it
+ * is matched whole, and only on packets to the sandboxes' blocks.
+ */
+#define NET_FORWARD_MARK 0x736e6673
+#define NET_MARK_STR_(x) #x
+#define NET_MARK_STR(x) NET_MARK_STR_(x)
+#define NET_FORWARD_MARK_TEXT NET_MARK_STR(NET_FORWARD_MARK)
 
 /* One egress rule: allow or deny an IPv4 CIDR. */
 struct net_rule {
@@ -58,6 +72,15 @@ int net_rules_parse(const char *text, struct net_rule *out, int *n, struct err *
 bool net_rule_in_denied(const struct net_rule *r, struct in_addr pool, int pool_prefix);
 /* net_rule_in_denied() against the pool net_open() was given (the default before). */
 bool net_rule_in_denied_here(const struct net_rule *r);
+/*
+ * Comment out, in the egress text @text (@size bytes with its NUL), every
+ * `allow` rule that @in_denied says lies inside a denied range: such a line
+ * becomes NET_RULE_INERT "allow A.B.C.D/N", which the parser skips and a
+ * reader still sees. Where the comments would not fit in @size, those
+ * lines go. Returns how many rules were taken out.
+ */
+#define NET_RULE_INERT "# inert, not root's: "
+int net_rules_disarm(char *text, size_t size, bool (*in_denied)(const struct net_rule *r));
 
 /*
  * A sandbox's egress rules and whose they are. The mandatory denies (the

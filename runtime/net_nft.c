@@ -99,21 +99,33 @@ int net_nft_claim(struct err *e)
 
 void net_nft_base(struct strbuf *sb)
 {
-	strbuf_addf(sb,
-		    "add table inet snapfs\n"
-		    "add map inet snapfs sandboxes { type ifname : verdict; }\n"
-		    "add set inet snapfs blocks { type ipv4_addr; flags interval; }\n"
-		    "add chain inet snapfs forward { type filter hook forward priority filter; }\n"
-		    "add chain inet snapfs input { type filter hook input priority filter; }\n"
-		    "add chain inet snapfs postrouting { type nat hook postrouting priority "
-		    "srcnat; }\n"
-		    "flush chain inet snapfs forward\n"
-		    "flush chain inet snapfs input\n"
-		    "flush chain inet snapfs postrouting\n"
-		    "add rule inet snapfs forward iifname vmap @sandboxes\n"
-		    "add rule inet snapfs input iifname vmap @sandboxes\n"
-		    "add rule inet snapfs postrouting ip saddr @blocks oifname != \"" NET_IF_PREFIX
-		    "*\" masquerade\n");
+	strbuf_addf(
+	    sb, "add table inet snapfs\n"
+		"add map inet snapfs sandboxes { type ifname : verdict; }\n"
+		"add set inet snapfs blocks { type ipv4_addr; flags interval; }\n"
+		"add chain inet snapfs forward { type filter hook forward priority filter; }\n"
+		"add chain inet snapfs input { type filter hook input priority filter; }\n"
+		"add chain inet snapfs output { type filter hook output priority filter; }\n"
+		"add chain inet snapfs postrouting { type nat hook postrouting priority "
+		"srcnat; }\n"
+		"flush chain inet snapfs forward\n"
+		"flush chain inet snapfs input\n"
+		"flush chain inet snapfs output\n"
+		"flush chain inet snapfs postrouting\n"
+		"add rule inet snapfs forward iifname vmap @sandboxes\n"
+		"add rule inet snapfs input iifname vmap @sandboxes\n"
+		/* Inbound: replies to what a sandbox opened; nothing routed opens a connection. */
+		"add rule inet snapfs forward ip daddr @blocks ct state established,related "
+		"accept\n"
+		"add rule inet snapfs forward ip daddr @blocks drop\n"
+		/* From the host: only the port forwarder's sockets, marked, open one. */
+		"add rule inet snapfs output ip daddr @blocks ct state established,related "
+		"accept\n"
+		"add rule inet snapfs output ip daddr @blocks meta mark " NET_FORWARD_MARK_TEXT
+		" accept\n"
+		"add rule inet snapfs output ip daddr @blocks drop\n"
+		"add rule inet snapfs postrouting ip saddr @blocks oifname != \"" NET_IF_PREFIX
+		"*\" masquerade\n");
 }
 
 /* The user's rules, in order: first match wins. */

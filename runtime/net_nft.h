@@ -29,8 +29,10 @@ struct net_chain {
 
 /*
  * The table, its hooks, its map `sandboxes` (veth: its chain), its set
- * `blocks` (every sandbox's /30: NATed out, denied to the others) and the
- * NAT rule; idempotent ("add").
+ * `blocks` (every sandbox's /30: NATed out, denied to the others), the
+ * inbound filter (forward and output: only replies, and the forwarder's
+ * sockets marked NET_FORWARD_MARK, reach a block) and the NAT rule;
+ * idempotent ("add", and the hooks' chains flushed first).
  */
 void net_nft_base(struct strbuf *sb);
 /* Flush and fill @c's chain (docs/network.md, "The sandbox's chain"). */

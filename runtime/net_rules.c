@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/strbuf.h"
 #include "runtime/net.h"
 
 #define LINE_MAX_LEN 64 /* "allow 255.255.255.255/32" with room for spaces */
@@ -102,4 +103,54 @@ int net_rules_parse(const char *text, struct net_rule *out, int *n, struct err *
 		(*n)++;
 	}
 	return 0;
+}
+
+/*
+ * One pass of net_rules_disarm(): @text into @out, the rules @in_denied
+ * picks as comments (@comment) or left out. -ENOSPC when @out is too small.
+ */
+static int disarm_pass(const char *text, struct strbuf *out, bool comment,
+		       bool (*in_denied)(const struct net_rule *r), int *n)
+{
+	*n = 0;
+	for (const char *p = text; *p;) {
+		size_t len = strcspn(p, "\n");
+		bool nl = p[len] == '\n';
+		char line[LINE_MAX_LEN], a[INET_ADDRSTRLEN];
+		struct net_rule r;
+		struct err e = {0};
+		bool pick = false;
+		if (len < sizeof(line)) {
+			memcpy(line, p, len);
+			line[len] = '\0';
+			const char *w = line + strspn(line, " \t");
+			pick = *w && *w != '#' && rule_parse(w, 0, &r, &e) == 0 && r.allow &&
+			       in_denied(&r);
+		}
+		if (!pick)
+			strbuf_add(out, p, len + nl);
+		else if (comment && inet_ntop(AF_INET, &r.net, a, sizeof(a)))
+			strbuf_addf(out, NET_RULE_INERT "allow %s/%d\n", a, r.prefix);
+		*n += pick;
+		p += len + nl;
+	}
+	return strbuf_error(out) < 0 ? -ENOSPC : 0;
+}
+
+int net_rules_disarm(char *text, size_t size, bool (*in_denied)(const struct net_rule *r))
+{
+	int n = 0;
+	for (int comment = 1; comment >= 0; comment--) {
+		_cleanup_strbuf_ struct strbuf out = STRBUF_INIT;
+		out.max = size - 1;
+		if (disarm_pass(text, &out, comment, in_denied, &n) == 0) {
+			if (n > 0)
+				snprintf(text, size, "%s", strbuf_str(&out));
+			return n;
+		}
+	}
+	/* Even without the comments it does not fit: it cannot be longer, so this is not reached.
+	 */
+	text[0] = '\0';
+	return n;
 }

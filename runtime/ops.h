@@ -315,11 +315,13 @@ int ops_sandbox_set_autosnap(const struct caller *who, const char *id, const cha
 int ops_sandbox_timeout_text(const struct sandbox *sb, struct strbuf *out);
 /*
  * The `egress` file (runtime/net.h): allow/deny CIDR lines, first match
- * wins; in any state, and a running sandbox's chain is replaced at once.
- * -EINVAL with a sentence for a bad line.
+ * wins; in any state, and a running sandbox's chain is replaced at once
+ * by the whole of @text. -EINVAL with a sentence for a bad line.
  */
 int ops_sandbox_set_egress(const struct caller *who, const char *id, const char *text,
 			   struct err *e);
+/* Whether @text would be taken as a whole egress file: -EINVAL, -EFBIG with a sentence. */
+int ops_egress_check(const char *text, struct err *e);
 int ops_sandbox_autosnap_text(const struct sandbox *sb, struct strbuf *out);
 
 /*

@@ -243,6 +243,13 @@ int prepare_bundle(const char *id, const char *runtime_id, const char *image,
 struct cJSON *net_info(const struct sandbox *sb);
 int net_prepare(const char *id, const char *runtime_id, char netns[PATH_MAX], char resolv[PATH_MAX],
 		struct err *e);
+/*
+ * A fork's rules by where they came from: when @who (root) forks @snap of
+ * a non-root owner, the rules of @sb (copied from @snap) inside a denied
+ * range are commented out (net_rules_disarm()), so the user's `allow
+ * 169.254.169.254` stays as inert in root's fork as it was in theirs.
+ */
+void net_fork_rules(const struct caller *who, const struct snapshot *snap, struct sandbox *sb);
 int container_start(const char *id, const char *runtime_id, bool gpu, const char *image_dir,
 		    struct err *e);
 

@@ -15,6 +15,14 @@
 #include "runtime/ops_internal.h"
 
 /*
+ * Serializes a sandbox's rules between its row and its chain: an `egress`
+ * write (row, then chain) and a network's set-up (row read, then chain)
+ * each run whole under it, so the chain in force is the row's. Taken
+ * before ops.lock and net.c's lock, never under them.
+ */
+static pthread_mutex_t egress_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/*
  * Whether @sb's owner is root: its rules may open what the defaults deny.
  * By the owner, not by who wrote the file: a fork, a restart and a resume
  * build the chain again with no writer to ask, and the owner stays.
@@ -57,18 +65,23 @@ static void net_reapply(const char *except_id)
 		row_sandbox_each(reapply_row, (void *)except_id);
 }
 
+int ops_egress_check(const char *text, struct err *e)
+{
+	struct net_rule rules[NET_RULES_MAX];
+	int n;
+	if (strlen(text) >= SB_EGRESS_MAX)
+		return err_set(e, EFBIG, "egress is longer than %d bytes", SB_EGRESS_MAX - 1);
+	return net_rules_parse(text, rules, &n, e);
+}
+
 int ops_sandbox_set_egress(const struct caller *who, const char *id, const char *text,
 			   struct err *e)
 {
-	struct net_rule rules[NET_RULES_MAX];
 	struct sandbox sb;
-	int n;
-	if (strlen(text) >= sizeof(sb.egress))
-		return err_set(e, EFBIG, "egress of %s is longer than %zu bytes", id,
-			       sizeof(sb.egress) - 1);
-	int rc = net_rules_parse(text, rules, &n, e);
+	int rc = ops_egress_check(text, e);
 	if (rc < 0)
 		return rc;
+	pthread_mutex_lock(&egress_lock);
 	pthread_mutex_lock(&ops.lock);
 	rc = sandbox_find(who, id, &sb, e);
 	if (rc == 0) {
@@ -78,12 +91,14 @@ int ops_sandbox_set_egress(const struct caller *who, const char *id, const char 
 			err_set(e, EIO, "cannot record the egress of %s", id);
 	}
 	pthread_mutex_unlock(&ops.lock);
-	if (rc < 0)
-		return rc;
-	/* The chain of a running sandbox now; one stopped gets it at its next start. */
-	struct net_egress eg = net_egress_of(&sb);
-	net_reapply(id);
-	return net_set_egress(sb.runtime_id, &eg, e);
+	if (rc == 0) {
+		/* The chain of a running sandbox now; one stopped gets it at its next start. */
+		struct net_egress eg = net_egress_of(&sb);
+		net_reapply(id);
+		rc = net_set_egress(sb.runtime_id, &eg, e);
+	}
+	pthread_mutex_unlock(&egress_lock);
+	return rc;
 }
 
 int net_prepare(const char *id, const char *runtime_id, char netns[PATH_MAX], char resolv[PATH_MAX],
@@ -106,12 +121,17 @@ int net_prepare(const char *id, const char *runtime_id, char netns[PATH_MAX], ch
 	if (rc < 0)
 		return err_set(e, -rc, "cannot create the directory of sandbox %s", id);
 	rc = net_write_resolv(resolv, e);
-	if (rc == 0)
-		net_reapply(id);
+	if (rc < 0)
+		return rc;
+	net_reapply(id);
+	/* The rules of the row as it is now: an `egress` write since the read above is in it. */
+	pthread_mutex_lock(&egress_lock);
+	rc = row_sandbox_get(id, &sb) < 0 ? err_set(e, ENOENT, "sandbox %s is gone", id) : 0;
 	if (rc == 0) {
 		struct net_egress eg = net_egress_of(&sb);
 		rc = net_up(runtime_id, &eg, e);
 	}
+	pthread_mutex_unlock(&egress_lock);
 	return rc;
 }
 
@@ -126,6 +146,25 @@ static int net_claims(const struct sandbox *sb, void *arg)
 	if (net_live(sb) && strcmp(sb->runtime_id, w->runtime_id) == 0)
 		w->found = true;
 	return 0;
+}
+
+/* The rules of a snapshot of root's sandbox may open a denied range (net_rules_disarm()). */
+static bool snapshot_rules_root(const struct snapshot *snap)
+{
+	struct caller c = {.uid = snap->owner_uid, .gid = snap->owner_gid};
+	return access_is_root(&c);
+}
+
+void net_fork_rules(const struct caller *who, const struct snapshot *snap, struct sandbox *sb)
+{
+	/* A fork of a non-root owner is read after the denies anyway (owner_root()). */
+	if (!access_is_root(who) || snapshot_rules_root(snap))
+		return;
+	int n = net_rules_disarm(sb->egress, sizeof(sb->egress), net_rule_in_denied_here);
+	if (n > 0)
+		warning("fork of %s: %d egress rule(s) of uid %u inside a denied range are "
+			"commented out: only root's own rules open one",
+			snap->id, n, (unsigned)snap->owner_uid);
 }
 
 bool reconcile_net_wanted(const char *runtime_id, void *arg)

@@ -381,6 +381,7 @@ int fork_prepare(const struct caller *who, const char *snap_id, const struct for
 	ports_fork(sb, snap);
 	sb->network = snap->network;
 	memcpy(sb->egress, snap->egress, sizeof(sb->egress));
+	net_fork_rules(who, snap, sb);
 	sb->state = SB_STARTING;
 	return 0;
 }

@@ -146,6 +146,17 @@ OUT=$(rd "$MNT/metrics" | awk -v s="snapfs_sandbox_network_out_bytes_total{sandb
 ok "metrics count the bytes in ($IN) and out ($OUT)" test "${IN:-0}" -gt 100 -a "${OUT:-0}" -gt 50
 check_eq "the sandbox's /etc/resolv.conf is --net-resolv's" "nameserver $WEB" \
 	"$(sb_run out 'cat /etc/resolv.conf')"
+# Every process resolves, root or not: a server that drops to nobody, apt's _apt.
+# busybox's start-stop-daemon -c needs the user in /etc/passwd (the image has
+# root alone; the sandbox's writes stay in its memory overlay); -n names no
+# process, so the running busybox sleeper is not taken for the one to start.
+# One line: an exec's command is the line written.
+AS_NOBODY="{ grep -q '^nobody:' /etc/passwd || echo 'nobody:x:65534:65534:nobody:/:/bin/sh' >>/etc/passwd; }; \
+{ grep -q '^nogroup:' /etc/group || echo 'nogroup:x:65534:' >>/etc/group; }; \
+start-stop-daemon -S -c nobody:nogroup -n snapfs-none -x /bin/busybox --"
+check_eq "a non-root process of the sandbox (uid 65534) reads /etc/resolv.conf" \
+	"$(printf '65534\nnameserver %s' "$WEB")" \
+	"$(sb_run out "$AS_NOBODY sh -c 'id -u; cat /etc/resolv.conf'" 2>&1)"
 # busybox's nslookup has its own resolver (its libc's would need NSS, absent in a static busybox).
 # by_name SB: the test's name resolves through the sandbox's resolv.conf, and the page
 # comes from the address it gave.
@@ -224,7 +235,7 @@ ip -n "$NS_D" link del "$CLASH2_IF"
 # connection a moment ago (TIME_WAIT), and `other` is suspended below.
 mkdir "$MNT/sandboxes/web"
 wr "$MNT/sandboxes/web/image" busybox
-wr "$MNT/sandboxes/web/entrypoint" 'httpd -p 80 -h /etc; while :; do sleep 1; done'
+wr "$MNT/sandboxes/web/entrypoint" 'httpd -p 80 -h /etc; httpd -p 8080 -h /etc; while :; do sleep 1; done'
 wr "$MNT/sandboxes/web/network" egress
 ok "an egress sandbox serving port 80 starts" wr "$MNT/sandboxes/web/start"
 ok "publish web's port 80" wr "$MNT/sandboxes/web/ports" 80
@@ -232,6 +243,32 @@ HOSTPORT=$(rd "$MNT/sandboxes/web/ports" | awk '$1 == 80 { split($2, a, ":"); pr
 check_match "ports lists it on 127.0.0.1" '^[0-9]+$' "$HOSTPORT"
 served() { in_d curl -sf --max-time 5 "http://127.0.0.1:$HOSTPORT/passwd" | grep -q '^root:'; }
 ok "the sandbox's httpd answers on the published port" poll_until 20 served
+# Inbound: a published port is the one way in. The sandbox's own address, on
+# its unpublished 8080 or on 80, answers nobody: neither a local user nor
+# root of the daemon's namespace, nor a host that routes to the pool through it
+# (the internet namespace, given that route). Replies to its own fetches pass.
+WEB_ADDR=$(jget "$MNT/sandboxes/web/info.json" .network.address)
+# gets_page [CMD...] PORT: CMD (in the daemon's namespace) GETs the sandbox's /passwd on PORT.
+gets_page() {
+	local port=${*: -1}
+	"${@:1:$#-1}" curl -sf --max-time 5 "http://$WEB_ADDR:$port/passwd" 2>/dev/null | grep -q '^root:'
+}
+not_gets_page() { ! gets_page "$@"; }
+NOBODY=(in_d setpriv --reuid=65534 --regid=65534 --clear-groups)
+own_8080() { sb_run web 'printf "GET /passwd HTTP/1.0\r\n\r\n" | nc -w 3 127.0.0.1 8080' | grep -q '^root:'; }
+ok "from the sandbox, its own server answers on 8080" poll_until 20 own_8080
+ok "a local non-root user does not reach its unpublished port" not_gets_page "${NOBODY[@]}" 8080
+ok "nor its port 80 by its own address" not_gets_page "${NOBODY[@]}" 80
+ok "nor does root of the daemon's namespace, bypassing the forwarder" not_gets_page in_d 8080
+ip -n "$NS_I" route add "${WEB_ADDR%.*}.0/24" via "$NET_X.1" || bail "cannot route the internet to the pool"
+ok "a host routing to the pool through the daemon's does not reach 8080" \
+	not_gets_page ip netns exec "$NS_I" 8080
+ok "nor 80" not_gets_page ip netns exec "$NS_I" 80
+ip -n "$NS_I" route del "${WEB_ADDR%.*}.0/24" via "$NET_X.1"
+ok "the published port still answers" served
+ok "and the sandbox's own fetch gets its replies" fetch web "$WEB"
+check_match "the table's forward hook drops the rest to a block" "ip daddr @blocks drop" \
+	"$(in_d nft list chain inet snapfs forward 2>&1)"
 check_match "info.json says it is reachable" true \
 	"$(jget "$MNT/sandboxes/web/info.json" '.ports[0].reachable')"
 ok "close 80" wr "$MNT/sandboxes/web/ports" "close 80"
@@ -259,6 +296,39 @@ ok "deny 0.0.0.0/0 is taken while running" wr "$MNT/sandboxes/out/egress" "deny 
 ok "after deny 0.0.0.0/0 it fetches nothing" not_fetch out "$WEB"
 ok "an empty egress allows again" wr "$MNT/sandboxes/out/egress" ""
 ok "after the rule is gone it fetches again" fetch out "$WEB"
+
+# The lines of one open file are one rule set, first match wins: a deny before
+# an allow of everything holds, whether the lines come in one write(2) or in
+# several; every line reads back.
+wr_lines() { timeout -k 5 "$OP_TIMEOUT" bash -c 'printf "%b" "$2" >"$1"' wr_lines "$1" "$2"; }
+THREE="deny 192.0.2.0/24\ndeny $WEB/32\nallow 0.0.0.0/0\n"
+ok "three lines in one write" wr_lines "$MNT/sandboxes/out/egress" "$THREE"
+check_eq "all three read back" "$(printf '%b' "$THREE")" "$(rd "$MNT/sandboxes/out/egress")"
+ok "the deny before the allow holds: no fetch" not_fetch out "$WEB"
+check_match "the chain has the deny, then the allow" "$WEB drop.*0.0.0.0/0 accept" \
+	"$(in_d nft list chain inet snapfs "sb_$IFN" 2>&1 | tr '\n' ' ')"
+ok "an empty egress allows again" wr "$MNT/sandboxes/out/egress" ""
+ok "it fetches" fetch out "$WEB"
+printf "deny 192.0.2.0/24\ndeny %s/32\nallow 0.0.0.0/0\n" "$WEB" >"$T/rules"
+ok "cat rules > egress" timeout -k 5 "$OP_TIMEOUT" bash -c 'cat "$1" >"$2"' cat "$T/rules" "$MNT/sandboxes/out/egress"
+check_eq "every line of the file reads back" "$(cat "$T/rules")" "$(rd "$MNT/sandboxes/out/egress")"
+ok "its deny holds" not_fetch out "$WEB"
+wr "$MNT/sandboxes/out/egress" ""
+# shellcheck disable=SC2016 # expanded by the inner shell
+ok "one line per write(2) on one open file" timeout -k 5 "$OP_TIMEOUT" bash -c \
+	'exec 3>"$1"; printf "deny %s/32\n" "$2" >&3; sleep 0.5; printf "allow 0.0.0.0/0\n" >&3; exec 3>&-' \
+	wr3 "$MNT/sandboxes/out/egress" "$WEB"
+check_eq "both lines read back" "$(printf 'deny %s/32\nallow 0.0.0.0/0' "$WEB")" \
+	"$(rd "$MNT/sandboxes/out/egress")"
+ok "the deny of the first write holds" not_fetch out "$WEB"
+# A refused line refuses the open file's whole set: what was in force stays.
+expect_errno EINVAL "a set with a bad line is refused" wr_lines "$MNT/sandboxes/out/egress" \
+	"allow 0.0.0.0/0\nallow 10.0.0.0/33\n"
+check_eq "the rules in force stay whole" "$(printf 'deny %s/32\nallow 0.0.0.0/0' "$WEB")" \
+	"$(rd "$MNT/sandboxes/out/egress")"
+ok "and the deny still holds" not_fetch out "$WEB"
+ok "an empty egress allows again" wr "$MNT/sandboxes/out/egress" ""
+ok "it fetches again" fetch out "$WEB"
 
 # An `nft flush ruleset` in the daemon's namespace takes table inet snapfs: the
 # next rule change makes it again, with every live sandbox's chain.

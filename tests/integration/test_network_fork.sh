@@ -7,7 +7,30 @@
 # resume"). The namespaces: tests/integration/lib_net.sh.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib_net.sh"
+MD_PID=""
+net_cleanup_extra() {
+	[ -n "$MD_PID" ] && kill -KILL "$MD_PID" 2>/dev/null
+	return 0
+}
 
+# A stand-in for cloud metadata in the internet namespace, on 169.254.169.254:80,
+# routed to from the daemon's namespace: denied to every sandbox unless root's
+# own rule names it.
+mkdir -p "$T/md"
+echo "METADATA-CREDENTIALS" >"$T/md/index.html"
+ip -n "$NS_I" addr add 169.254.169.254/32 dev lo || bail "cannot add the metadata stand-in's address"
+ip -n "$NS_D" route add 169.254.169.254/32 via "$WEB" || bail "cannot route to the metadata stand-in"
+ip netns exec "$NS_I" busybox httpd -f -p 169.254.169.254:80 -h "$T/md" &
+MD_PID=$!
+disown "$MD_PID"
+md_fetch() { sb_run "$1" "$FETCH 169.254.169.254 80" 2>/dev/null | grep -q METADATA-CREDENTIALS; }
+no_md() { ! md_fetch "$1"; }
+
+# A second user (nobody, through --allow-group) makes sandboxes: the mount point
+# must be reachable to it, and nothing else of the test's.
+chmod 0711 "$T"
+chmod 0700 "$STATE" "$IMAGES"
+DAEMON_ARGS=(-o allow_other --allow-group 65534)
 setup_images
 start_daemon || bail "daemon did not start"
 
@@ -144,6 +167,42 @@ PLAIN_FORK=$(fork_of "$plain_snap")
 check_match "and forks" '^sbx-[0-9a-f]{16}$' "$PLAIN_FORK"
 check_eq "its fork runs" running "$(sb_status "$PLAIN_FORK")"
 
+# --- a root fork of a user's snapshot -------------------------------------------
+# A user's `allow 169.254.169.254/32` lies inside a denied range: inert in their
+# sandbox. Root's fork of their snapshot runs their code and their rules; the
+# rules came from the user, so they stay inert there: commented out, and seen.
+nb() { (cd / && timeout -k 5 "$OP_TIMEOUT" setpriv --reuid=65534 --regid=65534 --clear-groups -- "$@"); }
+nwr() { nb bash -c 'printf "%s\n" "$2" >"$1"' wr "$1" "${2-1}"; }
+nwr_read() { nb bash -c 'exec 3<>"$1" && printf "%s\n" "$2" >&3 && cat <&3' wr_read "$1" "${2-1}"; }
+mkdir "$MNT/sandboxes/rootmd"
+wr "$MNT/sandboxes/rootmd/image" busybox
+wr "$MNT/sandboxes/rootmd/entrypoint" "$SLEEPER"
+wr "$MNT/sandboxes/rootmd/network" egress
+wr "$MNT/sandboxes/rootmd/egress" "allow 169.254.169.254/32"
+ok "a root sandbox allowing the stand-in starts" wr "$MNT/sandboxes/rootmd/start"
+ok "root's sandbox reaches the stand-in by its own rule" md_fetch rootmd
+ok "nobody makes a sandbox" nb mkdir "$MNT/sandboxes/u1"
+nwr "$MNT/sandboxes/u1/image" busybox
+nwr "$MNT/sandboxes/u1/entrypoint" "$SLEEPER"
+nwr "$MNT/sandboxes/u1/network" egress
+ok "nobody allows the metadata address" nwr "$MNT/sandboxes/u1/egress" "allow 169.254.169.254/32"
+ok "nobody starts it" nwr "$MNT/sandboxes/u1/start"
+ok "the user's sandbox runs" poll_until 60 status_is u1 running
+USNAP=$(nwr_read "$MNT/sandboxes/u1/snapshot" | head -n 1)
+check_match "nobody snapshots it" '^snap-' "$USNAP"
+check_eq "the user's snapshot completes" completed "$(snap_wait "$USNAP")"
+MDFORK=$(fork_of "$USNAP")
+ok "root forks the user's snapshot" poll_until 60 status_is "$MDFORK" running
+ok "root's fork of the user's snapshot does not reach the stand-in" no_md "$MDFORK"
+check_match "its egress shows the user's rule commented out" \
+	"^# inert, not root's: allow 169.254.169.254/32\$" "$(rd "$MNT/sandboxes/$MDFORK/egress")"
+ok "the user's own sandbox does not reach it either" no_md u1
+ok "root's fork still fetches from the internet" fetch "$MDFORK" "$WEB"
+
+for s in rootmd u1 "$MDFORK"; do
+	wr "$MNT/sandboxes/$s/terminate"
+	rmdir "$MNT/sandboxes/$s"
+done
 for s in ctr "$FORK1" "$FORK2" "$PLAIN_FORK" plain; do
 	wr "$MNT/sandboxes/$s/terminate"
 	rmdir "$MNT/sandboxes/$s"
