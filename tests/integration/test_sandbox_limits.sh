@@ -177,9 +177,11 @@ check_eq "its container is gone" "" "$(runsc_state_of "$rid")"
 # --- an exec at the sandbox's pids limit gets its output back ------------------------------------
 
 limit_sandbox p32 pids 32 || bail "start sandbox p32 (pids 32)"
-# A subshell starts sleeps until a fork fails (sh gives up there), then the exec's own
-# shell prints with builtins alone: nothing can fork inside after that.
-fill='(while :; do sleep 1000 </dev/null >/dev/null 2>&1 & done); echo "at the limit, still here"'
+# A subshell starts sleeps until a fork fails (sh gives up there, and its end frees
+# a place), the exec's own shell takes that place with one more sleep and prints with
+# builtins alone. Its own end frees one place: reading the output back must fit in it.
+fill='(while :; do sleep 1000 </dev/null >/dev/null 2>&1 & done);'
+fill="$fill"' sleep 1000 </dev/null >/dev/null 2>&1 & echo "at the limit, still here"'
 reply=$(exec_within "$MNT/sandboxes/p32/exec" "$fill" 2>&1)
 note "p32 exec: $(printf '%s' "$reply" | tail -n 3 | tr '\n' '|')"
 check_match "the fork past the limit failed inside" "can't fork" "$reply"
