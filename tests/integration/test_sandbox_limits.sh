@@ -12,7 +12,7 @@
 #   reply is the sentence the sandbox's error gets ("out of memory: ...")
 #   and exit 137, never runsc's words (urpc, WaitPID), and status reads
 #   terminated soon after the host's OOM kill (the time is printed; the
-#   bound, 3 s, is generous). Issue 21 item 10.
+#   bound, 3 s, leaves room for a loaded host). Issue 21 item 10.
 # - An exec whose command fills its sandbox's pids limit (pids 32) with
 #   background sleeps, then prints a line: the reply has that line and the
 #   command's exit, since reading the output back needs no fork inside.
@@ -133,29 +133,32 @@ limit_sandbox() {
 		step "start of $1" wr "$MNT/sandboxes/$1/start"
 }
 # oom_kills RUNTIME_ID: the OOM kills its host cgroup counted (v1 or v2); empty once it is gone.
+# Shell builtins alone, as the poll below: a forked reader under load would blur the times.
 oom_kills() {
-	local f=/sys/fs/cgroup/memory/snapfs.slice/$1/memory.oom_control key=oom_kill
+	local f=/sys/fs/cgroup/memory/snapfs.slice/$1/memory.oom_control k v
 	[ "$(stat -fc %T /sys/fs/cgroup)" = cgroup2fs ] && f=/sys/fs/cgroup/snapfs.slice/$1/memory.events
-	awk -v k="$key" '$1 == k { print $2 }' "$f" 2>/dev/null
+	while read -r k v; do [ "$k" = oom_kill ] && echo "$v"; done <"$f" 2>/dev/null
 }
+ms_now() { local t=${EPOCHREALTIME/./}; echo $((t / 1000)); }
 
 limit_sandbox oom memory 64M || bail "start sandbox oom (memory 64M)"
 rid=$(runtime_id oom)
-t0=$(now_ms)
+t0=$(ms_now)
 exec_within "$MNT/sandboxes/oom/exec" 'dd if=/dev/zero of=/tmp/fill bs=1M count=200 2>&1; echo dd=$?' \
 	>"$T/oom.out" 2>&1 &
 oom_exec=$!
 BG_PIDS+=("$oom_exec")
-t_kill="" t_term=""
+t_kill="" t_term="" st=""
 deadline=$((t0 + 60000))
-while [ "$(now_ms)" -lt "$deadline" ]; do
-	now=$(now_ms)
+while [ "$(ms_now)" -lt "$deadline" ]; do
+	now=$(ms_now)
 	[ -z "$t_kill" ] && [ "$(oom_kills "$rid")" -gt 0 ] 2>/dev/null && t_kill=$now
-	if [ "$(sb_status oom)" = terminated ]; then t_term=$(now_ms); break; fi
-	sleep 0.05
+	read -r st <"$MNT/sandboxes/oom/status"
+	if [ "$st" = terminated ]; then t_term=$(ms_now); break; fi
+	sleep 0.02
 done
 wait "$oom_exec"
-t_reply=$(now_ms)
+t_reply=$(ms_now)
 reply=$(cat "$T/oom.out")
 err=$(rd "$MNT/sandboxes/oom/error")
 note "oom exec: $(printf '%s' "$reply" | tr '\n' '|')"
@@ -169,6 +172,7 @@ if [ -z "$t_term" ]; then
 else
 	from=${t_kill:-$t0}
 	note "terminated $((t_term - from)) ms after the $([ -n "$t_kill" ] && echo "OOM kill the cgroup counted" || echo "exec began (the OOM kill was not seen)"); the reply came $((t_reply - t0)) ms after the exec began"
+	# 0.4 s measured here (2.5 s on the old code); the bound leaves room for a loaded host.
 	if [ $((t_term - from)) -le 3000 ]; then pass "status reads terminated within 3 s of the OOM kill"; else
 		fail "status reads terminated within 3 s of the OOM kill" "$((t_term - from)) ms"; fi
 fi
