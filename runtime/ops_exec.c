@@ -77,13 +77,54 @@ static void exec_result(const struct runsc_exec *run, const struct runsc_exec *g
 }
 
 /*
+ * Read the command's output file back into @out, then remove it. Neither
+ * step forks inside the sandbox: each is a process runsc exec makes itself
+ * (/bin/cat FILE, /bin/rm -f FILE, no shell), which the sandbox's
+ * RLIMIT_NPROC does not refuse, so a command that left the sandbox at its
+ * pids limit still gets its output back (docs/runsc-notes.md). Removed after
+ * the read, however the read ended.
+ */
+static int fetch_output(const char *runtime_id, const char *file, struct runsc_exec *get,
+			struct strbuf *out, struct err *e)
+{
+	const char *cat[] = {"/bin/cat", file, NULL};
+	const char *rm[] = {"/bin/rm", "-f", file, NULL};
+	*get = (struct runsc_exec){.argv = cat, .out = out, .cap = EXEC_OUTPUT_MAX};
+	int rc = runsc_exec(&ops.runsc, runtime_id, get, e);
+	if (rc < 0)
+		return rc;
+	if (get->timed_out || get->truncated)
+		kill_in_sandbox(runtime_id, get->pid);
+	_cleanup_strbuf_ struct strbuf junk = STRBUF_INIT;
+	struct runsc_exec gone = {.argv = rm, .out = &junk, .cap = 4096};
+	runsc_exec(&ops.runsc, runtime_id, &gone, NULL);
+	return 0;
+}
+
+/*
+ * After a failed runsc exec: if sandbox @sb ended under the exec (the host's
+ * OOM killer ended its sentry, its entrypoint exited), the answer is the
+ * sentence its `error` got and the exit line of a SIGKILL, in place of what
+ * came back, runsc's words about a lost connection.
+ */
+static bool exec_ended(const struct sandbox *sb, struct strbuf *out)
+{
+	char why[MESSAGE_MAX];
+	if (!sandbox_ended_under(sb->id, sb->created_at, why, sizeof(why)))
+		return false;
+	strbuf_reset(out);
+	strbuf_addf(out, "[snapfs: %s]\nexit %d\n", why, EXEC_TERMINATED_CODE);
+	return true;
+}
+
+/*
  * Why exec output takes a detour through a file inside the sandbox: a
  * process holding the host descriptors that `runsc exec` hands it makes any
  * checkpoint taken meanwhile unrestorable ("no host FD available"). So the
  * command first points its stdio at a file in the sandbox's /tmp, and a
- * second exec reads that file back once it ended. A snapshot taken while
- * the command runs then restores fine, without the command (see
- * docs/runsc-notes.md).
+ * second exec reads that file back once it ended (fetch_output()). A
+ * snapshot taken while the command runs then restores fine, without the
+ * command (see docs/runsc-notes.md).
  *
  * The sandbox controls that file, /bin/sh and /bin/cat: the fetch's output
  * comes back through a pipe that runsc_exec() stops reading at
@@ -92,11 +133,14 @@ static void exec_result(const struct runsc_exec *run, const struct runsc_exec *g
  *
  * The command itself comes in on stdin, read before anything else, and not
  * on runsc's command line, which every local user can read in /proc.
+ *
+ * runsc's own failures exit 128 (a command may too): then, and when the
+ * fetch failed, exec_ended() asks whether the sandbox ended meanwhile.
  */
-static int exec_in_sandbox(const char *runtime_id, const char *cmdline, struct strbuf *out,
+static int exec_in_sandbox(const struct sandbox *sb, const char *cmdline, struct strbuf *out,
 			   struct err *e)
 {
-	char hex[17], file[64], wrapped[192], fetch[160];
+	char hex[17], file[64], wrapped[192];
 	int rc = random_hex(hex, 16);
 	if (rc < 0)
 		return err_set(e, -rc, "cannot name the exec output: %s", strerror(-rc));
@@ -122,19 +166,19 @@ static int exec_in_sandbox(const char *runtime_id, const char *cmdline, struct s
 				 .timeout_ms = ops.runsc.exec_timeout_ms,
 				 .out = out,
 				 .cap = EXEC_OUTPUT_MAX};
-	rc = runsc_exec(&ops.runsc, runtime_id, &run, e);
+	struct runsc_exec get = {0};
+	rc = runsc_exec(&ops.runsc, sb->runtime_id, &run, e);
+	if (rc == 0 && (run.timed_out || run.truncated))
+		kill_in_sandbox(sb->runtime_id, run.pid);
+	if (rc == 0 && run.exit_code == 128 && exec_ended(sb, out))
+		return 0;
+	if (rc == 0)
+		rc = fetch_output(sb->runtime_id, file, &get, out, e);
+	bool fetch_failed = rc == 0 && get.exit_code != 0 && !get.timed_out && !get.truncated;
+	if (rc != -ECANCELED && (rc < 0 || fetch_failed) && exec_ended(sb, out))
+		return 0;
 	if (rc < 0)
 		return rc;
-	if (run.timed_out || run.truncated)
-		kill_in_sandbox(runtime_id, run.pid);
-	/* Opened, removed, then read: the file is gone however the fetch ends. */
-	snprintf(fetch, sizeof(fetch), "exec <%s && rm -f %s && exec cat", file, file);
-	struct runsc_exec get = {.cmdline = fetch, .out = out, .cap = EXEC_OUTPUT_MAX};
-	rc = runsc_exec(&ops.runsc, runtime_id, &get, e);
-	if (rc < 0)
-		return rc;
-	if (get.timed_out || get.truncated)
-		kill_in_sandbox(runtime_id, get.pid);
 	exec_result(&run, &get, out);
 	return 0;
 }
@@ -178,7 +222,7 @@ static void exec_job(void *arg)
 			     "cannot exec in sandbox %s: it was removed before the exec ran",
 			     job->id);
 	if (rc == 0)
-		rc = exec_in_sandbox(sb.runtime_id, job->cmdline, &out, &e);
+		rc = exec_in_sandbox(&sb, job->cmdline, &out, &e);
 	/* Terminated under it: what it wrote so far, and the exit line of a SIGKILL. */
 	if (rc == -ECANCELED) {
 		if (out.len && out.buf[out.len - 1] != '\n')

@@ -405,6 +405,21 @@ bool reconcile_net_wanted(const char *runtime_id, void *arg);
 void reconcile_stores(void);
 /* Mark running sandboxes whose process ended as terminated (the monitor thread). */
 void monitor_sandboxes(void);
+/* The `error` of a sandbox whose process ended under no limit it went over. */
+#define SANDBOX_EXITED_MSG "the sandbox's process exited"
+/*
+ * Pidfds of up to @max running sandboxes' processes whose end is yet to
+ * come, into @p (POLLIN): the monitor sleeps on them, so that an end is
+ * seen as it happens. The caller closes them.
+ */
+struct pollfd;
+size_t monitor_watch(struct pollfd *p, size_t max);
+/*
+ * After an exec in sandbox @id (born @created_at) failed: true if the
+ * sandbox ended under it (marked terminated now if the monitor had not),
+ * with its `error` in @why ("out of memory: ..." for an OOM kill).
+ */
+bool sandbox_ended_under(const char *id, int64_t created_at, char *why, size_t size);
 
 /* Manifest fetches (ops_view.c) may run; at shutdown, those in flight give up a store that hangs.
  */

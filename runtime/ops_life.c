@@ -9,7 +9,10 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <stdatomic.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/file.h>
 #include <time.h>
 #include <unistd.h>
@@ -108,42 +111,67 @@ static void sweep_tombs(void)
 	closedir(d);
 }
 
-/* Every MONITOR_PERIOD_MS, notice sandboxes whose process ended on its own. */
+/*
+ * The monitor notices sandboxes whose process ended on its own (an
+ * entrypoint that exited, a sentry the host's OOM killer ended) as it
+ * happens: it sleeps in poll() on a pidfd of each running sandbox's
+ * process, which turns readable at the exit, and looks again at least
+ * every MONITOR_PERIOD_MS (for those started since, or past
+ * MONITOR_WATCH_MAX), when it also flushes the rows kept in memory.
+ */
 #define MONITOR_PERIOD_MS 1000
+#define MONITOR_WATCH_MAX 1024
 
 static pthread_t monitor_thread;
-static pthread_mutex_t monitor_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t monitor_wake = PTHREAD_COND_INITIALIZER;
-static bool monitor_stop;
+static int monitor_wake_fd = -1; /* an eventfd: written once, at the end */
+static atomic_bool monitor_stop;
 static bool monitor_started;
+/* The monitor thread's alone: the wake fd first, then the watched pidfds. */
+static struct pollfd monitor_fds[1 + MONITOR_WATCH_MAX];
 
 static void *monitor_main(void *arg)
 {
 	(void)arg;
-	pthread_mutex_lock(&monitor_lock);
-	while (!monitor_stop) {
-		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_sec += MONITOR_PERIOD_MS / 1000;
-		pthread_cond_timedwait(&monitor_wake, &monitor_lock, &ts);
-		if (monitor_stop)
-			break;
-		pthread_mutex_unlock(&monitor_lock);
-		rows_flush(false);
-		monitor_sandboxes(); /* never the store: ops_sync.c's thread follows it */
-		pthread_mutex_lock(&monitor_lock);
+	bool first = true;
+	while (!atomic_load(&monitor_stop)) {
+		/* Watched first, then looked at: an end in between wakes the poll. */
+		size_t n = monitor_watch(monitor_fds + 1, MONITOR_WATCH_MAX);
+		if (!first) {
+			rows_flush(false);
+			monitor_sandboxes(); /* never the store: ops_sync.c's thread follows it */
+		}
+		first = false;
+		monitor_fds[0] = (struct pollfd){.fd = monitor_wake_fd, .events = POLLIN};
+		poll(monitor_fds, 1 + n, MONITOR_PERIOD_MS);
+		for (size_t i = 1; i <= n; i++)
+			close(monitor_fds[i].fd);
 	}
-	pthread_mutex_unlock(&monitor_lock);
 	return NULL;
+}
+
+static int monitor_begin(void)
+{
+	monitor_wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (monitor_wake_fd < 0)
+		return errno;
+	int rc = pthread_create(&monitor_thread, NULL, monitor_main, NULL);
+	if (rc != 0) {
+		closep(&monitor_wake_fd);
+		return rc;
+	}
+	monitor_started = true;
+	return 0;
 }
 
 static void monitor_end(void)
 {
-	pthread_mutex_lock(&monitor_lock);
-	monitor_stop = true;
-	pthread_cond_signal(&monitor_wake);
-	pthread_mutex_unlock(&monitor_lock);
+	atomic_store(&monitor_stop, true);
+	uint64_t one = 1;
+	if (write(monitor_wake_fd, &one, sizeof(one)) < 0)
+		warning("cannot wake the monitor thread: %s",
+			strerror(errno)); /* it ends within a period */
 	pthread_join(monitor_thread, NULL);
+	closep(&monitor_wake_fd);
 }
 
 static int open_all(const struct ops_config *cfg, struct err *e)
@@ -242,10 +270,9 @@ int ops_start(struct err *e)
 	rc = console_start();
 	if (rc < 0)
 		return err_set(e, -rc, "cannot start the console reader: %s", strerror(-rc));
-	rc = pthread_create(&monitor_thread, NULL, monitor_main, NULL);
+	rc = monitor_begin();
 	if (rc != 0)
 		return err_set(e, rc, "cannot start the monitor thread: %s", strerror(rc));
-	monitor_started = true;
 	rc = ops_sync_start();
 	if (rc < 0)
 		return err_set(e, -rc, "cannot start the sync thread: %s", strerror(-rc));
