@@ -263,6 +263,26 @@ static int compute_digest(const char *root, char out[DIGEST_MAX], struct err *e)
 	return 0;
 }
 
+/*
+ * The images directory, as the state and the spool: runsc's gofer reads an
+ * image's tree as root, and whoever may add or swap an entry there chooses
+ * the tree a sandbox gets (`host -> /`). So it and every directory above it
+ * must be root's (or the daemon's) and writable by no one else unless
+ * sticky (path_trusted(): a sticky /tmp above a 0700 directory passes).
+ */
+static int dir_trusted(const char *dir, struct err *e)
+{
+	struct err why = {0};
+	int rc = path_trusted(dir, &why);
+	if (rc < 0)
+		return err_set(
+		    e, -rc,
+		    "the images directory %s is not one only root can change: %s (make it "
+		    "and its parents root's and writable by root alone)",
+		    dir, why.msg);
+	return 0;
+}
+
 int images_open(const char *dir, struct images **out, struct err *e)
 {
 	/* 0700: image trees keep their modes, setuid programs and device nodes included. */
@@ -272,8 +292,11 @@ int images_open(const char *dir, struct images **out, struct err *e)
 	struct images *im = calloc(1, sizeof(*im));
 	if (!im)
 		return err_set(e, ENOMEM, "images: out of memory");
-	if (!realpath(dir, im->dir)) {
+	if (!realpath(dir, im->dir))
 		rc = err_set(e, errno, "images directory %s: %s", dir, strerror(errno));
+	else
+		rc = dir_trusted(im->dir, e);
+	if (rc < 0) {
 		free(im);
 		return rc;
 	}
@@ -308,7 +331,11 @@ int images_exists(struct images *im, const char *name)
 		return -ENOENT;
 	if (xsnprintf(path, sizeof(path), "%s/%s", im->dir, name) < 0)
 		return -ENOENT;
-	/* stat, not lstat: an image may be a symlink to a tree kept elsewhere. */
+	/*
+	 * stat, not lstat: an image may be a symlink within the directory (an
+	 * imported one's link to its version). One leading out of it is listed
+	 * still, so that images_pin() can refuse it with a sentence.
+	 */
 	if (stat(path, &st) < 0 || !S_ISDIR(st.st_mode))
 		return -ENOENT;
 	return 0;
@@ -440,23 +467,51 @@ static int oci_read_digest(struct images *im, const char *name, const char *hex,
 	return 0;
 }
 
+/*
+ * @path (an image, or an imported image's version) resolved, into @out: it
+ * must lie below the images directory. A symlink out of it (`host -> /`)
+ * would give a sandbox whatever tree the link names, read by runsc's gofer
+ * as root: refused, EACCES. A tree kept elsewhere is bind-mounted into the
+ * images directory by root, not linked (docs/images.md).
+ */
+static int resolve_inside(const struct images *im, const char *name, const char *path,
+			  char out[PATH_MAX], struct err *e)
+{
+	if (!realpath(path, out))
+		return err_set(e, errno == ENOENT ? ENOENT : EIO, "image %s: cannot resolve %s: %s",
+			       name, path, strerror(errno));
+	size_t n = strlen(im->dir);
+	bool below = strncmp(out, im->dir, n) == 0 && out[n] == '/' && out[n + 1] != '\0';
+	if (!below)
+		return err_set(e, EACCES,
+			       "image %s leads to %s, outside the images directory %s: an image's "
+			       "tree must lie in the images directory (bind-mount a tree kept "
+			       "elsewhere there instead of linking to it)",
+			       name, out, im->dir);
+	return 0;
+}
+
 int images_pin(struct images *im, const char *name, char *root, size_t len, char digest[DIGEST_MAX],
 	       struct err *e)
 {
-	char link[PATH_MAX], target[PATH_MAX], hex[IMAGES_OCI_HEX + 1];
+	char link[PATH_MAX], target[PATH_MAX], path[PATH_MAX], real[PATH_MAX];
+	char hex[IMAGES_OCI_HEX + 1];
 	if (images_path(im, name, link, sizeof(link)) < 0)
 		return err_set(e, ENOENT, "image %s does not exist", name);
 	ssize_t n = readlink(link, target, sizeof(target) - 1);
 	target[n > 0 ? n : 0] = '\0';
-	if (n < 0 || !images_oci_link(name, target, hex)) {
-		if (xsnprintf(root, len, "%s", link) < 0)
-			return err_set(e, ENAMETOOLONG, "image %s: path too long", name);
-		return tree_digest(im, name, link, digest, e);
-	}
-	/* The version itself, not the link: a re-import swaps the link, never this tree. */
-	if (xsnprintf(root, len, "%s/%s", im->dir, target) < 0)
+	bool oci = n >= 0 && images_oci_link(name, target, hex);
+	/* An imported image: the version itself, not the link (a re-import swaps the link). */
+	if (xsnprintf(path, sizeof(path), "%s/%s", im->dir, oci ? target : name) < 0)
 		return err_set(e, ENAMETOOLONG, "image %s: path too long", name);
-	return oci_read_digest(im, name, hex, digest, e);
+	/* The tree checked is the tree used: the bundle gets the resolved path. */
+	int rc = resolve_inside(im, name, path, real, e);
+	if (rc < 0)
+		return rc;
+	if (xsnprintf(root, len, "%s", real) < 0)
+		return err_set(e, ENAMETOOLONG, "image %s: path too long", name);
+	return oci ? oci_read_digest(im, name, hex, digest, e)
+		   : tree_digest(im, name, real, digest, e);
 }
 
 int images_digest(struct images *im, const char *name, char out[DIGEST_MAX], struct err *e)

@@ -26,6 +26,11 @@
 
 struct images;
 
+/*
+ * Open (creating it 0700) the images directory @dir: it and every directory
+ * above it must be root's and writable by no one else unless sticky
+ * (path_trusted()), or EPERM with a sentence.
+ */
 int images_open(const char *dir, struct images **out, struct err *e);
 void images_close(struct images *im);
 const char *images_dir(const struct images *im);
@@ -39,7 +44,9 @@ int images_digest(struct images *im, const char *name, char out[DIGEST_MAX], str
  * The tree a sandbox of @name gets into @root and its digest, from one
  * look at the image: for an imported one, its version's own directory (a
  * re-import meanwhile swaps the link, not this tree, so @root and @digest
- * always agree); for a plain one, its path and tree digest.
+ * always agree); for a plain one, its path and tree digest. @root is
+ * resolved (realpath) and must lie below the images directory: an image
+ * that leads out of it (`host -> /`) is refused, EACCES with a sentence.
  */
 int images_pin(struct images *im, const char *name, char *root, size_t len, char digest[DIGEST_MAX],
 	       struct err *e);

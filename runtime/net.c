@@ -33,6 +33,7 @@
 #define IF_HEX 12	       /* hex digits of the runtime id in an interface name */
 #define PEER_NAME "snfs0"      /* the sandbox's end, alone in its namespace */
 #define NFT_CMD_MAX (16 << 10) /* one nft transaction's text */
+#define FORWARD_PATH "/proc/sys/net/ipv4/ip_forward"
 
 static pthread_mutex_t net_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct {
@@ -439,6 +440,43 @@ int net_set_egress(const char *runtime_id, const struct net_egress *eg, struct e
 /* --- up and down ---------------------------------------------------------- */
 
 /*
+ * <state>/NET_FORWARD_RECORD, "was=0 netns=INODE boot=ID\n", written
+ * durably before snapfs turns forwarding on where it found it off: a purge
+ * (debian/postrm) sets back only what snapfs changed, in the namespace and
+ * boot it changed it in. Found on: a record of this namespace and boot is
+ * this state directory's own from before a restart and stays; any other is
+ * stale (its boot or namespace is gone, and someone else turned it on) and
+ * goes.
+ */
+static int forward_record(struct err *e)
+{
+	char path[PATH_MAX], line[128];
+	_cleanup_free_ char *was = NULL, *boot = NULL, *old = NULL;
+	size_t n;
+	struct stat st;
+	if (xsnprintf(path, sizeof(path), "%s/" NET_FORWARD_RECORD, net.state) < 0)
+		return err_set(e, ENAMETOOLONG, "state directory path is too long");
+	if (read_file(FORWARD_PATH, &was, &n, 16) < 0)
+		return 0; /* the write that follows says why */
+	if (stat("/proc/thread-self/ns/net", &st) < 0 ||
+	    read_file("/proc/sys/kernel/random/boot_id", &boot, &n, 64) < 0)
+		return err_set(e, EIO, "cannot tell the network namespace or the boot id");
+	rstrip(boot);
+	if (xsnprintf(line, sizeof(line), "was=0 netns=%llu boot=%s\n",
+		      (unsigned long long)st.st_ino, boot) < 0)
+		return err_set(e, EIO, "the boot id is too long");
+	if (was[0] == '1') {
+		if (read_file(path, &old, &n, sizeof(line)) == 0 && strcmp(old, line) != 0)
+			unlink(path);
+		return 0;
+	}
+	int rc = write_file_durable(path, line, strlen(line));
+	return rc < 0 ? err_set(e, -rc, "cannot record ip_forward's value in %s: %s", path,
+				strerror(-rc))
+		      : 0;
+}
+
+/*
  * net.ipv4.ip_forward=1, which NAT out of the sandboxes needs. It applies to
  * every interface of the namespace: where it was 0, the host routes between
  * its other networks from now on unless a forward policy drops, which
@@ -450,14 +488,17 @@ static int forward_on(struct err *e)
 		return 0;
 	_cleanup_free_ char *was = NULL;
 	size_t len;
-	if (read_file("/proc/sys/net/ipv4/ip_forward", &was, &len, 16) == 0 && was[0] == '0')
+	if (read_file(FORWARD_PATH, &was, &len, 16) == 0 && was[0] == '0')
 		warning("net.ipv4.ip_forward was 0: snapfs sets it to 1 for egress sandboxes; "
 			"this namespace now forwards between all its interfaces where no forward "
 			"policy drops (docs/network.md, \"What snapfs changes on the host\")");
-	int rc = write_file_durable("/proc/sys/net/ipv4/ip_forward", "1\n", 2);
+	int rc = forward_record(e);
+	if (rc < 0)
+		return rc;
+	rc = write_file_durable(FORWARD_PATH, "1\n", 2);
 	if (rc == -EINVAL || rc == -EROFS || rc < 0) {
 		/* write_file_durable renames: procfs takes a plain write. */
-		int fd = open("/proc/sys/net/ipv4/ip_forward", O_WRONLY | O_CLOEXEC);
+		int fd = open(FORWARD_PATH, O_WRONLY | O_CLOEXEC);
 		rc = fd >= 0 && write(fd, "1\n", 2) == 2 ? 0 : -errno;
 		if (fd >= 0)
 			close(fd);

@@ -21,7 +21,10 @@
  *    when networks are recorded, else at the first egress set-up: a second
  *    daemon never makes or removes any of it.
  *  - net.ipv4.ip_forward of the daemon's namespace, set to 1 at the first
- *    egress sandbox and never set back (another user may rely on it).
+ *    egress sandbox and never set back by the daemon (another user may rely
+ *    on it). Where it was 0, <state>/NET_FORWARD_RECORD says so first
+ *    ("was=0 netns=INODE boot=ID"): a purge (debian/postrm) sets it back
+ *    to 0 in that namespace and boot, and nowhere else.
  * All state is on disk and in the kernel; the module's one lock (net_lock
  * in net.c) serializes the pool's allocation and the nft context.
  */
@@ -36,6 +39,7 @@
 
 #define NET_POOL_DEFAULT "10.213.0.0/16" /* --net-pool's default */
 #define NET_RULES_MAX 64		 /* most lines of an egress file */
+#define NET_FORWARD_RECORD "ip_forward"	 /* in the state directory: ip_forward was 0 */
 
 /*
  * The firewall mark (SO_MARK) of the published ports' forwarder's sockets

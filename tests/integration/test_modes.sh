@@ -148,4 +148,16 @@ chmod 0777 "$T/open"
 refused "a state directory below one every user may write" "$T/open/state" \
 	"writable by every user"
 check_eq "nothing was made in it" "" "$(ls "$T/open")"
+
+# --- an images directory others could change (docs/images.md) ---
+# Its group could add `host -> /`: refused, as a state directory would be.
+mkdir -m 0700 "$T/state-i"
+mkdir "$T/images-g" && chmod 0770 "$T/images-g"
+out=$(timeout -k 5 60 "$REAL_BIN" -f --state "$T/state-i" --images "$T/images-g" "$T/no-mount" 2>&1)
+rc=$?
+if [ "$rc" -ne 0 ] && [[ $out == *"the images directory $T/images-g is not one only root can change"*"writable by its group"* ]]; then
+	pass "a group-writable --images: refused"
+else
+	fail "a group-writable --images: refused, saying why" "exit status $rc" "$out"
+fi
 finish

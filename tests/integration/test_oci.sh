@@ -4,7 +4,8 @@
 # test builds by hand (two layers, the second whiting out a file of the
 # first), an oci-archive and a docker-archive; images/NAME/digest is the
 # manifest's; a snapshot pins it; a re-import of a changed image makes
-# restorable say so and the fork refuse, with both digests.
+# restorable say so and the fork refuse, with both digests; an image that is
+# a symlink out of --images (host -> /) is refused at start with EACCES.
 . "$(dirname "$0")/lib.sh"
 
 TOOL=$REPO/scripts/snapfs-image
@@ -189,6 +190,22 @@ if import bad "nosuch:$T/v1" >/dev/null 2>&1; then
 else
 	pass "an unknown transport is refused"
 fi
+
+# --- an image that leads out of the images directory is refused (docs/images.md) ---
+# Whoever could add `host -> /` would give a sandbox the host's root tree,
+# read by runsc's gofer as root.
+ln -s / "$IMAGES/host"
+esc=$MNT/sandboxes/esc
+ok "mkdir sandboxes/esc" mkdir "$esc"
+ok "image host (a symlink to /)" wr "$esc/image" host
+ok "entrypoint" wr "$esc/entrypoint" 'while :; do sleep 1; done'
+containers=$(runsc --root "$RUNSC_ROOT" list -quiet 2>/dev/null | sort)
+expect_errno EACCES "a start from an image that is a symlink to / is refused" wr "$esc/start"
+check_contains "its error says the image leads out of the images directory" \
+	"image host leads to /, outside the images directory" "$(rd "$esc/error")"
+check_eq "no container was made for it" "$containers" "$(runsc --root "$RUNSC_ROOT" list -quiet 2>/dev/null | sort)"
+expect_errno EIO "images/host/digest is not read through the link" rd "$MNT/images/host/digest"
+rm "$IMAGES/host"
 
 stop_daemon
 finish

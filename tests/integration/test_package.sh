@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
-# shellcheck source-path=SCRIPTDIR disable=SC2016
+# shellcheck source-path=SCRIPTDIR disable=SC2016,SC2317 # SC2317: net_cleanup_extra, called from the trap
 # The Debian package (docs/packaging.md): `make deb` builds it; unpacked
 # into a scratch root (dpkg -x) every file is where it belongs with its
 # mode and nothing else is there; its Depends name the runtime libraries,
 # fuse3 and runsc (>= 0.0~20240729), its Recommends skopeo and umoci;
 # /etc/default/snapfs is a conffile; removal stops the unit, purge (and
 # only purge) kills and deletes the containers of /var/lib/snapfs/runsc,
-# then removes /var/lib/snapfs and its spool in /dev/shm;
+# then removes /var/lib/snapfs and its spool in /dev/shm (only a spool that
+# is root's 0700 with a 0600 regular marker naming it); /etc/default/snapfs,
+# which may hold the S3 keys, is root's 0600 and the unit warns at start when
+# it is not; purge after egress sandboxes ran (a daemon in a network namespace
+# of the test's, as lib_net.sh makes) leaves no netns mount, veth, `table inet
+# snapfs` or ip_forward=1 of snapfs's in that namespace, and leaves the table
+# of a live daemon (its lock held) and an ip_forward snapfs did not change;
 # lintian finds no error, and each warning it gives is justified in
 # docs/packaging.md; the installed unit passes `systemd-analyze verify`;
 # snapfs(8) and snapfs-image(8) render with `man --warnings` silent and
@@ -48,7 +54,7 @@ done
 ROOT=$T/root
 dpkg-deb -x "$DEB" "$ROOT" || bail "dpkg -x"
 # PATH MODE: regular files; directories are 0755 root's.
-expected="etc/default/snapfs 644
+expected="etc/default/snapfs 600
 lib/systemd/system/snapfs.service 644
 usr/bin/snapfs 755
 usr/bin/snapfs-image 755
@@ -73,6 +79,16 @@ check_eq "every directory is 0755 root's" "" "$bad_dirs"
 ok "the binary is the release build (no sanitizer)" bash -c "! nm -D '$ROOT/usr/bin/snapfs' | grep -q __asan"
 check_eq "/usr/bin/snapfs runs (--version)" "snapfs $VERSION" "$("$ROOT/usr/bin/snapfs" --version)"
 check_contains "the unit runs /usr/bin/snapfs" "ExecStart=/usr/bin/snapfs -f" "$(cat "$ROOT/lib/systemd/system/snapfs.service")"
+# The unit's warning about /etc/default/snapfs, run on a scratch file in its place.
+warn_cmd=$(sed -n 's|^ExecStartPre=-/bin/sh -c .\(.*/etc/default/snapfs.*\).$|\1|p' "$ROOT/lib/systemd/system/snapfs.service")
+[ -n "$warn_cmd" ] || fail "the unit checks the mode of /etc/default/snapfs at start"
+warn_cmd=${warn_cmd//\/etc\/default\/snapfs/$T/default-snapfs}
+touch "$T/default-snapfs" && chmod 0644 "$T/default-snapfs"
+check_contains "the unit warns at start when /etc/default/snapfs is 0644" \
+	"snapfs: warning: group or others may read the S3 keys" "$(sh -c "$warn_cmd" 2>&1)"
+chmod 0600 "$T/default-snapfs"
+check_eq "the unit says nothing when it is 0600" "" "$(sh -c "$warn_cmd" 2>&1)"
+check_eq "nor when it is not there" "" "$(rm -f "$T/default-snapfs" && sh -c "$warn_cmd" 2>&1)"
 
 # --- maintainer scripts ----------------------------------------------------------------
 CTL=$T/control
@@ -83,10 +99,20 @@ check_contains "postinst enables and starts the unit" "deb-systemd-invoke \$_dh_
 # postrm, run in a mount namespace of its own where /var/lib and /dev/shm
 # are scratch dirs and runsc is a fake on PATH that records its calls and
 # lists two containers of /var/lib/snapfs/runsc.
-mkdir -p "$T/varlib/snapfs/sandboxes" "$T/varlib/snapfs/runsc" "$T/shm/snapfs-spool-ours" \
-	"$T/shm/snapfs-spool-other" "$T/fakebin"
-echo /var/lib/snapfs >"$T/shm/snapfs-spool-ours/.snapfs-state"
-echo /srv/other-state >"$T/shm/snapfs-spool-other/.snapfs-state"
+mkdir -p "$T/varlib/snapfs/sandboxes" "$T/varlib/snapfs/runsc" "$T/shm" "$T/fakebin"
+# spool NAME TEXT: a spool as runtime/spool.c makes it, root's 0700, its marker 0600.
+spool() {
+	mkdir -m 0700 "$T/shm/$1" && echo "$2" >"$T/shm/$1/.snapfs-state" && chmod 0600 "$T/shm/$1/.snapfs-state"
+}
+spool snapfs-spool-ours /var/lib/snapfs
+spool snapfs-spool-other /srv/other-state
+# Look-alikes naming /var/lib/snapfs that runtime/spool.c would not take as its own:
+# another user's, one open to others, a marker that is a symlink, a FIFO for a marker.
+spool snapfs-spool-nobody /var/lib/snapfs && chown -R 65534:65534 "$T/shm/snapfs-spool-nobody"
+spool snapfs-spool-open /var/lib/snapfs && chmod 0755 "$T/shm/snapfs-spool-open"
+mkdir -m 0700 "$T/shm/snapfs-spool-link" && echo /var/lib/snapfs >"$T/marker-elsewhere" &&
+	ln -s "$T/marker-elsewhere" "$T/shm/snapfs-spool-link/.snapfs-state"
+mkdir -m 0700 "$T/shm/snapfs-spool-fifo" && mkfifo -m 0600 "$T/shm/snapfs-spool-fifo/.snapfs-state"
 cat >"$T/fakebin/runsc" <<EOF
 #!/bin/sh
 echo "\$*" >>"$T/runsc-calls"
@@ -94,7 +120,7 @@ case " \$* " in *" list "*) printf 'sb-one\\nsb-two\\n' ;; esac
 EOF
 chmod +x "$T/fakebin/runsc"
 postrm_run() {
-	PATH=$T/fakebin:$PATH DPKG_MAINTSCRIPT_NAME=postrm DPKG_MAINTSCRIPT_PACKAGE=snapfs unshare -m bash -c \
+	PATH=$T/fakebin:$PATH DPKG_MAINTSCRIPT_NAME=postrm DPKG_MAINTSCRIPT_PACKAGE=snapfs timeout -k 5 120 unshare -m bash -c \
 		'mount --bind "$1" /var/lib && mount --bind "$2" /dev/shm && sh "$3" "$4"' \
 		postrm "$T/varlib" "$T/shm" "$CTL/postrm" "$1" 2>>"$T/postrm.err"
 }
@@ -114,6 +140,11 @@ check_eq "purge kills and deletes each container of /var/lib/snapfs/runsc first"
 check_contains "purge says which sandbox it kills" "killing and deleting sandbox sb-two" "$(cat "$T/postrm.err")"
 ok "purge removes the /dev/shm spool of /var/lib/snapfs" test ! -e "$T/shm/snapfs-spool-ours"
 ok "purge keeps a /dev/shm spool of another state directory" test -f "$T/shm/snapfs-spool-other/.snapfs-state"
+for kind in nobody open link fifo; do
+	ok "purge keeps the look-alike snapfs-spool-$kind (not root's 0700 with a 0600 regular marker)" \
+		test -e "$T/shm/snapfs-spool-$kind/.snapfs-state"
+done
+ok "the marker a symlink named is left alone" test -f "$T/marker-elsewhere"
 
 # --- lintian -------------------------------------------------------------------------
 lintian "$CHANGES" >"$T/lintian.log" 2>&1
@@ -164,5 +195,83 @@ check_contains "snapfs(8) names snapfs-image" "snapfs-image" "$page"
 # The man page is built in the package from docs/snapfs.8.scd: the same text.
 check_eq "the packaged page is docs/snapfs.8.scd's" "$(scdoc <"$REPO/docs/snapfs.8.scd" | grep -v '^\.TH')" \
 	"$(zcat "$MAN" | grep -v '^\.TH')"
+
+# --- purge after egress sandboxes ran ------------------------------------------
+# The daemon (build/asan/snapfs) runs in a network namespace of the test's
+# (lib_net.sh: nothing here touches the host's own interfaces, nft or
+# sysctls), starts two egress sandboxes and stops, leaving them running as a
+# removal does; then postrm purge runs in that namespace with STATE set to
+# the test's state directory (as /var/lib/snapfs is in the package), with
+# the real runsc. It must exit 0 and leave that namespace as it found it.
+. "$(dirname "$0")/lib_net.sh"
+net_cleanup_extra() {
+	[ -n "${LOCK_PID:-}" ] && kill -KILL "$LOCK_PID" 2>/dev/null
+	[ -n "${LOCK:-}" ] && rm -f "$LOCK"
+	return 0
+}
+# postrm_in_ns STATE_DIR ACTION: the packaged postrm, STATE replaced, run in the daemon's namespace.
+postrm_in_ns() {
+	sed "s|^STATE=/var/lib/snapfs\$|STATE=$1|" "$CTL/postrm" >"$T/postrm-ns"
+	grep -q "^STATE=$1\$" "$T/postrm-ns" || fail "postrm sets STATE=/var/lib/snapfs on a line of its own"
+	DPKG_MAINTSCRIPT_NAME=postrm DPKG_MAINTSCRIPT_PACKAGE=snapfs timeout -k 5 300 \
+		nsenter --net="/run/netns/$NS_D" sh "$T/postrm-ns" "$2" 2>>"$T/postrm-ns.err"
+}
+forward() { in_d cat /proc/sys/net/ipv4/ip_forward; }
+snf_links() { ip -n "$NS_D" -br link show | awk '$1 ~ /^snf/ { sub(/@.*/, "", $1); print $1 }'; }
+mounts_under() { awk -v p="$1/" 'index($5, p) == 1 { print $5 }' /proc/self/mountinfo; }
+NS_INO=$(stat -L -c %i "/run/netns/$NS_D")
+LOCK=/run/snapfs/netns-$NS_INO.lock
+in_d sysctl -qw net.ipv4.ip_forward=0 || bail "cannot set ip_forward in the test's namespace"
+DAEMON_ARGS=(--net-resolv "$T/resolv.conf")
+echo "nameserver $WEB" >"$T/resolv.conf"
+start_daemon || bail "the daemon did not start"
+for sb in e1 e2; do
+	if ! { mkdir "$MNT/sandboxes/$sb" && wr "$MNT/sandboxes/$sb/image" busybox &&
+		wr "$MNT/sandboxes/$sb/entrypoint" "$SLEEPER" && wr "$MNT/sandboxes/$sb/network" egress &&
+		wr "$MNT/sandboxes/$sb/start"; }; then
+		bail "cannot start the egress sandbox $sb" "$(rd "$MNT/sandboxes/$sb/error")"
+	fi
+done
+RIDS="$(runtime_id e1) $(runtime_id e2)"
+check_eq "two snf veths in the test's namespace" 2 "$(snf_links | wc -l)"
+check_eq "two netns mounts under the state directory" 2 "$(mounts_under "$STATE" | wc -l)"
+ok "table inet snapfs is there" in_d nft list table inet snapfs
+check_eq "the daemon turned ip_forward on" 1 "$(forward)"
+ok "the daemon holds $LOCK" test -f "$LOCK"
+stop_daemon
+ok "the sandboxes run on after the daemon stopped" runsc_process_alive "${RIDS%% *}"
+postrm_in_ns "$STATE" purge
+check_eq "postrm purge after egress sandboxes exits 0" 0 "$?"
+ok "the state directory is gone" test ! -e "$STATE"
+check_eq "no mount is left under it" "" "$(mounts_under "$STATE")"
+check_eq "no snf veth is left" "" "$(snf_links)"
+check_eq "no table inet snapfs is left" "" "$(in_d nft list tables | grep -w snapfs)"
+check_eq "ip_forward is 0 again, as snapfs found it" 0 "$(forward)"
+ok "the namespace's lock file is gone" test ! -e "$LOCK"
+for rid in $RIDS; do
+	check_eq "sandbox $rid is gone" "" "$(runsc_process_alive "$rid" && echo alive)"
+done
+check_contains "purge says it restores ip_forward" "ip_forward" "$(cat "$T/postrm-ns.err")"
+# What is not snapfs's to undo: a table whose lock a live daemon holds, an
+# ip_forward snapfs did not turn on (no record, or one of another boot).
+mkdir -p "$T/state-b/net" "$T/state-b/netns" /run/snapfs
+in_d nft add table inet snapfs || bail "cannot add the test's table"
+in_d sysctl -qw net.ipv4.ip_forward=1
+echo "was=0 netns=$NS_INO boot=00000000-0000-0000-0000-000000000000" >"$T/state-b/ip_forward"
+python3 -c 'import fcntl, sys, time
+f = open(sys.argv[1], "a"); fcntl.flock(f, fcntl.LOCK_EX); print("held", flush=True); time.sleep(600)' \
+	"$LOCK" >"$T/lock.out" &
+LOCK_PID=$!
+poll_until 30 grep -q held "$T/lock.out" || bail "the test's lock holder did not start"
+postrm_in_ns "$T/state-b" purge
+check_eq "postrm purge of another state exits 0" 0 "$?"
+ok "the table of a daemon holding the lock stays" in_d nft list table inet snapfs
+ok "its lock file stays" test -e "$LOCK"
+check_eq "an ip_forward recorded in another boot stays 1" 1 "$(forward)"
+kill -KILL "$LOCK_PID"
+wait "$LOCK_PID" 2>/dev/null
+LOCK_PID=""
+in_d nft delete table inet snapfs
+rm -f "$LOCK"
 
 finish

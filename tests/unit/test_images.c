@@ -6,12 +6,24 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "tests/unit/t.h"
 
 static char base[64];
+
+/* The directory above @path (a static buffer). */
+static const char *dirname_of(const char *path)
+{
+	static char dir[PATH_MAX];
+	snprintf(dir, sizeof(dir), "%s", path);
+	char *slash = strrchr(dir, '/');
+	if (slash)
+		*slash = '\0';
+	return dir;
+}
 
 static void put(const char *rel, const char *data)
 {
@@ -197,6 +209,89 @@ static void test_oci(struct images *im)
 	CHECK_STR(d, tree);
 }
 
+/* link NAME TARGET: <images>/NAME -> TARGET, whatever was there before. */
+static void link_image(const char *name, const char *target)
+{
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s/images/%s", base, name);
+	unlink(path);
+	CHECK(symlink(target, path) == 0);
+}
+
+/* pin NAME: images_pin()'s result; its sentence into @e. */
+static int pin(struct images *im, const char *name, struct err *e)
+{
+	char root[PATH_MAX], d[DIGEST_MAX];
+	err_clear(e);
+	return images_pin(im, name, root, sizeof(root), d, e);
+}
+
+/* An image that leads out of the images directory is refused, with a sentence (N13). */
+static void test_links_out(struct images *im)
+{
+	char root[PATH_MAX], d[DIGEST_MAX], want[PATH_MAX], path[PATH_MAX];
+	struct err e = {0};
+	link_image("host", "/");
+	CHECK(images_exists(im, "host") == 0); /* listed, so the refusal can say why */
+	CHECK(pin(im, "host", &e) == -EACCES);
+	CHECK(strstr(e.msg, "image host leads to /, outside the images directory") != NULL);
+	CHECK(images_digest(im, "host", d, &e) == -EACCES);
+	/* A tree beside the images directory, by an absolute or a relative link. */
+	make_tree("elsewhere");
+	snprintf(path, sizeof(path), "%s/elsewhere", base);
+	link_image("abs", path);
+	CHECK(pin(im, "abs", &e) == -EACCES);
+	link_image("rel", "../elsewhere");
+	CHECK(pin(im, "rel", &e) == -EACCES);
+	/* The images directory itself is no image. */
+	link_image("self", ".");
+	CHECK(pin(im, "self", &e) == -EACCES);
+	/* A link to an image inside stays one, and the bundle gets the tree it resolves to. */
+	link_image("alias", "one");
+	CHECK(images_pin(im, "alias", root, sizeof(root), d, &e) == 0);
+	snprintf(want, sizeof(want), "%s/one", images_dir(im));
+	CHECK_STR(root, want);
+	/* An imported image's version that is itself a link out. */
+	snprintf(path, sizeof(path), "%s/images/.oci/four/" HEX_A, base);
+	CHECK(mkdir_p(path, 0700) == 0);
+	put("images/.oci/four/" HEX_A "/digest", "sha256:" HEX_A "\n");
+	snprintf(path, sizeof(path), "%s/images/.oci/four/" HEX_A "/rootfs", base);
+	CHECK(symlink("/", path) == 0);
+	link_image("four", ".oci/four/" HEX_A "/rootfs");
+	CHECK(pin(im, "four", &e) == -EACCES);
+	CHECK(strstr(e.msg, "image four leads to /") != NULL);
+	static const char *const links[] = {"host", "abs", "rel", "self", "alias", "four"};
+	for (size_t i = 0; i < sizeof(links) / sizeof(links[0]); i++) {
+		snprintf(path, sizeof(path), "%s/images/%s", base, links[i]);
+		CHECK(unlink(path) == 0);
+	}
+}
+
+/* images_open() refuses a directory others could change, as --state and --spool (N13). */
+static void test_open_trust(void)
+{
+	char dir[PATH_MAX];
+	struct images *im = NULL;
+	struct err e = {0};
+	snprintf(dir, sizeof(dir), "%s/shared", base);
+	CHECK(mkdir_p(dir, 0700) == 0 && chmod(dir, 0770) == 0);
+	CHECK(images_open(dir, &im, &e) == -EPERM);
+	CHECK(strstr(e.msg, "the images directory") != NULL &&
+	      strstr(e.msg, "writable by its group") != NULL);
+	images_close(im);
+	im = NULL;
+	/* Below a world-writable parent that is not sticky. */
+	snprintf(dir, sizeof(dir), "%s/shared/images", base);
+	CHECK(chmod(dirname_of(dir), 0777) == 0);
+	CHECK(images_open(dir, &im, &e) == -EPERM);
+	images_close(im);
+	im = NULL;
+	/* Sticky and world-writable, as /tmp: an images directory of root's below it is fine. */
+	CHECK(chmod(dirname_of(dir), 01777) == 0);
+	CHECK(images_open(dir, &im, &e) == 0);
+	images_close(im);
+}
+
 static void test_container_id(void)
 {
 	char a[RUNTIME_ID_MAX], b[RUNTIME_ID_MAX];
@@ -223,10 +318,12 @@ int main(void)
 		test_names(im);
 		test_oci_link();
 		test_oci(im);
+		test_links_out(im);
 		test_digest(im);
 		test_cache(im);
 		images_close(im);
 	}
+	test_open_trust();
 	test_container_id();
 	rm_rf(base);
 	return t_done();
