@@ -461,8 +461,13 @@ static void flush_lines(fuse_req_t req, struct fs_file *f, uint64_t owner)
 	const struct fs_entry *ent = f->node.ent;
 	_cleanup_strbuf_ struct strbuf lines = STRBUF_INIT;
 	pthread_mutex_lock(&f->lock);
-	/* Another descriptor table closing its copy: the writer may go on writing. */
-	bool writers = ent->write && (f->writer == 0 || f->writer == owner);
+	/*
+	 * Another descriptor table closing its copy: the writer may go on
+	 * writing. A file opened for reading wrote nothing: its close acts on
+	 * nothing and reports nothing (`cat *` closes every file it read).
+	 */
+	bool writers = ent->write && (f->flags & O_ACCMODE) != O_RDONLY &&
+		       (f->writer == 0 || f->writer == owner);
 	int framing = writers ? ctl_lines_flush(&f->lines, collect_line, &lines) : 0;
 	pthread_mutex_unlock(&f->lock);
 	if (!writers) {

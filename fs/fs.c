@@ -137,15 +137,19 @@ static void ll_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	reply_attr(req, node_stat(req, ino, &n, &who, &st), &n, &st);
 }
 
-/* Shells truncate what they write to: a size of 0 on a control file is a no-op. */
+/*
+ * Shells truncate what they write to: a size of 0 on a control file is a
+ * no-op. A read-only file's refusal is its mode's, as at open (fs/tree.h),
+ * and recorded nowhere; a size other than 0 is a bad request, and is.
+ */
 static int setattr_check(const struct fs_node *n, const struct caller *who, const struct stat *attr,
 			 int to_set)
 {
 	struct err e = {0};
 	int rc = 0;
 	if ((to_set & FUSE_SET_ATTR_SIZE) && !n->ent->write)
-		rc = err_set(&e, EACCES, "%s is read-only", n->path);
-	else if ((to_set & FUSE_SET_ATTR_SIZE) && attr->st_size != 0)
+		return -EACCES;
+	if ((to_set & FUSE_SET_ATTR_SIZE) && attr->st_size != 0)
 		rc = err_set(&e, EINVAL, "%s: only a truncate to 0 is accepted", n->path);
 	if (rc < 0)
 		tree_report(n, who, rc, &e);
@@ -329,18 +333,15 @@ static void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct fs_node n;
 	struct fs_file *f = NULL;
-	struct err e = {0};
 	/* Groups too: the file keeps them for what its writes create (new, fork). */
 	struct caller who;
 	caller_of(req, true, &who);
 	int rc = inode_get(ino, &n);
 	if (rc == 0 && S_ISDIR(n.ent->mode))
 		rc = -EISDIR;
-	if (rc == 0) {
-		rc = tree_open_check(&n, &who, fi->flags, &e);
-		if (rc == -EACCES)
-			tree_report(&n, &who, rc, &e);
-	}
+	/* A refusal here is the mode's, not a request's: nothing is recorded (fs/tree.h). */
+	if (rc == 0)
+		rc = tree_open_check(&n, &who, fi->flags);
 	if (rc == 0)
 		rc = file_open(&n, &who, fi->flags, &f);
 	if (rc < 0) {

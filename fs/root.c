@@ -118,8 +118,8 @@ static int version_read(const struct fs_node *n, const struct caller *who, struc
 
 static int metrics_read(const struct fs_node *n, const struct caller *who, struct strbuf *out)
 {
-	(void)n, (void)who;
-	int rc = ops_metrics_text(out);
+	(void)n;
+	int rc = ops_metrics_text(who, out);
 	if (rc < 0)
 		return rc;
 	strbuf_addf(out,
@@ -194,7 +194,8 @@ const struct fs_dir fs_images_dir = {
 
 /*
  * What every user may read: README, version (versions and the store's URL)
- * and metrics (counts and byte totals, no ids). The journals name every
+ * and metrics (counts, byte totals, and the ids and series of the reader's
+ * own sandboxes alone: runtime/ops_text.c). The journals name every
  * user's sandboxes and carry their messages, so they are root's alone; a
  * user follows its own objects through their status, error and wait files.
  * sandboxes/ and snapshots/ are writable by the group that may create

@@ -92,20 +92,13 @@ int tree_check(const struct fs_node *n, const struct caller *who)
 	return node_load(n, who, &a);
 }
 
-int tree_open_check(const struct fs_node *n, const struct caller *who, int flags, struct err *e)
+int tree_open_check(const struct fs_node *n, const struct caller *who, int flags)
 {
-	const int acc = flags & O_ACCMODE;
-	const mode_t mode = n->ent->mode;
 	struct node_attr a;
 	int rc = node_load(n, who, &a);
-	if (rc < 0 || access_may_open(who, a.uid, a.gid, mode, acc))
+	if (rc < 0 || access_may_open(who, a.uid, a.gid, n->ent->mode, flags & O_ACCMODE))
 		return rc;
-	if (acc != O_RDONLY && !(mode & 0222))
-		return err_set(e, EACCES, "%s is read-only", n->path);
-	if (acc != O_WRONLY && !(mode & 0444))
-		return err_set(e, EACCES, "%s is write-only", n->path);
-	return err_set(e, EACCES, "%s: uid %u may not open it %s", n->path, (unsigned)who->uid,
-		       acc == O_RDONLY ? "for reading" : "for writing");
+	return -EACCES;
 }
 
 static const struct fs_entry *fixed_entry(const struct fs_dir *d, const char *name)

@@ -110,10 +110,13 @@ int tree_child(const struct fs_node *dir, const char *name, const struct caller 
 int tree_check(const struct fs_node *n, const struct caller *who);
 /*
  * May @who open @n with open(2) @flags? 0; -ENOENT as tree_check; -EACCES
- * with @e's sentence for a mode that does not let it (root, too, neither
- * writes a read-only file nor reads a write-only one).
+ * for a mode that does not let it (root, too, neither writes a read-only
+ * file nor reads a write-only one). The errno is the whole answer: an open
+ * the mode refuses is no request, so it is reported nowhere (`cat *`,
+ * `grep -r` and `tar` open every file of a directory, the write-only ones
+ * too, and must not rewrite its `error` or fill `errors`).
  */
-int tree_open_check(const struct fs_node *n, const struct caller *who, int flags, struct err *e);
+int tree_open_check(const struct fs_node *n, const struct caller *who, int flags);
 /* Attributes of @n as @who sees them, checked to exist; the size of generated files is honest. */
 int tree_stat(const struct fs_node *n, const struct caller *who, struct stat *st);
 /* How long the kernel may keep @n's entry and attributes. */

@@ -381,8 +381,13 @@ int ops_snapshot_progress(const char *snap_id, int64_t *done, int64_t *total);
 int ops_snapshot_restorable(const char *snap_id, struct strbuf *out);
 /* The `version` file: snapfs version, runsc version, store URL. */
 int ops_version_text(struct strbuf *out);
-/* The `metrics` file: Prometheus text exposition. */
-int ops_metrics_text(struct strbuf *out);
+/*
+ * The `metrics` file: Prometheus text exposition, as @who may see it: the
+ * per-sandbox series and the counts of sandboxes and snapshots cover only
+ * what @who may see (all of it for root); the daemon's and the store's own
+ * totals name no object and are everyone's (docs/metrics.md).
+ */
+int ops_metrics_text(const struct caller *who, struct strbuf *out);
 
 enum ops_object {
 	OPS_OBJ_SANDBOX,

@@ -1,5 +1,10 @@
 /*
  * ops_text.c - the generated text of the `version` and `metrics` files.
+ *
+ * `metrics` is world-readable, and to another user an object does not
+ * exist (runtime/access.h): what comes from rows (a sandbox's series, its
+ * id as a label, the counts by state and the snapshots' byte totals) is
+ * made from the rows the reader may see alone, through seen_each().
  */
 #include "runtime/net.h"
 #include "runtime/ops_internal.h"
@@ -17,6 +22,40 @@ int ops_version_text(struct strbuf *out)
 	strbuf_addf(out, "runsc %s\n", ops.runsc.version);
 	strbuf_addf(out, "store %s\n", store_url(ops.store));
 	return strbuf_error(out);
+}
+
+/* A walk over the rows one caller may see: @fn's for each, the others skipped. */
+struct seen_each {
+	const struct caller *who;
+	int (*sandbox)(const struct sandbox *sb, void *arg);
+	int (*snapshot)(const struct snapshot *snap, void *arg);
+	void *arg;
+};
+
+static int seen_sandbox(const struct sandbox *sb, void *arg)
+{
+	const struct seen_each *s = arg;
+	return access_may_see(s->who, sb->owner_uid) ? s->sandbox(sb, s->arg) : 0;
+}
+
+static int seen_snapshot(const struct snapshot *snap, void *arg)
+{
+	const struct seen_each *s = arg;
+	return access_may_see(s->who, snap->owner_uid) ? s->snapshot(snap, s->arg) : 0;
+}
+
+static int sandboxes_seen(const struct caller *who, int (*fn)(const struct sandbox *sb, void *arg),
+			  void *arg)
+{
+	struct seen_each s = {.who = who, .sandbox = fn, .arg = arg};
+	return row_sandbox_each(seen_sandbox, &s);
+}
+
+static int snapshots_seen(const struct caller *who,
+			  int (*fn)(const struct snapshot *snap, void *arg), void *arg)
+{
+	struct seen_each s = {.who = who, .snapshot = fn, .arg = arg};
+	return row_snapshot_each(seen_snapshot, &s);
 }
 
 struct metric_counts {
@@ -199,13 +238,14 @@ struct metric_head {
 };
 
 /* @fn's samples of each sandbox into two buffers, then each under its header @m. */
-static void two_metrics(struct strbuf *out, int (*fn)(const struct sandbox *sb, void *arg),
+static void two_metrics(struct strbuf *out, const struct caller *who,
+			int (*fn)(const struct sandbox *sb, void *arg),
 			const struct metric_head m[2])
 {
 	_cleanup_strbuf_ struct strbuf first = STRBUF_INIT;
 	_cleanup_strbuf_ struct strbuf second = STRBUF_INIT;
 	struct usage_text t = {&first, &second};
-	row_sandbox_each(fn, &t);
+	sandboxes_seen(who, fn, &t);
 	metric_header(out, m[0].name, m[0].type, m[0].help);
 	strbuf_add(out, first.buf, first.len);
 	metric_header(out, m[1].name, m[1].type, m[1].help);
@@ -270,10 +310,10 @@ static int forward_sample(const struct sandbox *sb, void *arg)
 	return 0;
 }
 
-static void forward_metrics(struct strbuf *out)
+static void forward_metrics(struct strbuf *out, const struct caller *who)
 {
 	struct strbuf t[2] = {STRBUF_INIT, STRBUF_INIT}; /* connections, bytes */
-	row_sandbox_each(forward_sample, t);
+	sandboxes_seen(who, forward_sample, t);
 	metric_header(out, "snapfs_sandbox_forward_connections_total", "counter",
 		      "Connections each sandbox's published ports accepted.");
 	strbuf_add(out, t[0].buf, t[0].len);
@@ -301,11 +341,11 @@ static const struct metric_head sandbox_heads[4] = {
      "Bytes each egress sandbox sent since its network came up."},
 };
 
-int ops_metrics_text(struct strbuf *out)
+int ops_metrics_text(const struct caller *who, struct strbuf *out)
 {
 	struct metric_counts c = {0};
-	row_sandbox_each(count_sandbox, &c);
-	row_snapshot_each(count_snapshot, &c);
+	sandboxes_seen(who, count_sandbox, &c);
+	snapshots_seen(who, count_snapshot, &c);
 	metric_header(out, "snapfs_sandboxes", "gauge", "Sandboxes by state.");
 	for (int s = 0; s <= SB_FAILED; s++)
 		strbuf_addf(out, "snapfs_sandboxes{state=\"%s\"} %lld\n", sandbox_state_name(s),
@@ -324,9 +364,9 @@ int ops_metrics_text(struct strbuf *out)
 	pause_metrics(out);
 	job_metrics(out);
 	journal_metrics(out);
-	two_metrics(out, sandbox_usage, sandbox_heads);
-	two_metrics(out, sandbox_net, sandbox_heads + 2);
-	forward_metrics(out);
+	two_metrics(out, who, sandbox_usage, sandbox_heads);
+	two_metrics(out, who, sandbox_net, sandbox_heads + 2);
+	forward_metrics(out, who);
 	gauge(out, "snapfs_waiters",
 	      "Reads of wait files held until their object settles (an interrupted one goes at "
 	      "once).",

@@ -167,6 +167,36 @@ check_lacks "U1 does not see root's fork" "$F2" "$(as "$U1" ls "$MNT/sandboxes")
 forks=$(as "$U1" cat "$MNT/snapshots/$S1/fork")
 check_contains "U1's snapshot's fork file lists U1's fork" "$F1" "$forks"
 check_lacks "and not root's" "$F2" "$forks"
+
+# --- metrics: a user's own sandboxes, nobody else's (security-3 N5) ---------------------
+# Running now: U1's u1box and F1, root's F2; U2 has u2box (not started) and no snapshot.
+# labels_in TEXT: the sandbox="..." label values in TEXT, one a line, sorted.
+labels_in() { printf '%s\n' "$1" | grep -oE 'sandbox="[^"]*"' | sort -u; }
+m_root=$(rd "$MNT/metrics")
+m_u1=$(as "$U1" cat "$MNT/metrics")
+m_u2=$(as "$U2" cat "$MNT/metrics")
+check_contains "U1 reads metrics" "# TYPE snapfs_sandbox_memory_bytes gauge" "$m_u1"
+check_match "U1's metrics have its own sandbox's series" \
+	'snapfs_sandbox_memory_bytes\{sandbox="u1box"\} [0-9]+' "$m_u1"
+check_lacks "U1's metrics lack root's sandbox" "sandbox=\"$F2\"" "$m_u1"
+check_eq "U1's metrics name U1's sandboxes alone" "" \
+	"$(labels_in "$m_u1" | grep -vxF -e "sandbox=\"$F1\"" -e 'sandbox="u1box"' -e "sandbox=\"$N1\"")"
+check_eq "U2's metrics name no sandbox" "" "$(labels_in "$m_u2")"
+check_contains "U2's metrics count none of the others' running sandboxes" \
+	'snapfs_sandboxes{state="running"} 0' "$m_u2"
+check_contains "U2's metrics count its own sandbox" 'snapfs_sandboxes{state="created"} 1' "$m_u2"
+check_contains "U2's metrics count none of U1's snapshots" \
+	'snapfs_snapshots{state="completed"} 0' "$m_u2"
+check_match "root's metrics have U1's sandbox" \
+	'snapfs_sandbox_memory_bytes\{sandbox="u1box"\} [0-9]+' "$m_root"
+check_match "root's metrics have its own fork" \
+	"snapfs_sandbox_memory_bytes\\{sandbox=\"$F2\"\\} [0-9]+" "$m_root"
+check_match "root's metrics count every running sandbox" \
+	'snapfs_sandboxes\{state="running"\} ([3-9]|[1-9][0-9]+)' "$m_root"
+if command -v promtool >/dev/null; then
+	check_eq "promtool check metrics says nothing of U2's metrics" "" \
+		"$(printf '%s\n' "$m_u2" | promtool check metrics 2>&1)"
+fi
 ok "root terminates its fork" wr "$MNT/sandboxes/$F2/terminate"
 ok "root deletes U1's second snapshot" rmdir "$MNT/snapshots/$S2"
 ok "root reads events" rd "$MNT/events"

@@ -2277,11 +2277,16 @@ static int ports_line(const char *id, const char *fmt, unsigned a, unsigned b)
 	return ops_sandbox_ports(root, id, line, &e);
 }
 
-/* The metrics contain @part. */
-static bool metrics_have(const char *part)
+/* The metrics as @who reads them contain @part. */
+static bool metrics_have_as(const struct caller *who, const char *part)
 {
 	_cleanup_strbuf_ struct strbuf out = STRBUF_INIT;
-	return ops_metrics_text(&out) == 0 && strstr(strbuf_str(&out), part) != NULL;
+	return ops_metrics_text(who, &out) == 0 && strstr(strbuf_str(&out), part) != NULL;
+}
+
+static bool metrics_have(const char *part)
+{
+	return metrics_have_as(root, part);
 }
 
 /* Sandbox @id's info.json lists one port: @port on 127.0.0.1:@host, reachable or not. */
@@ -2333,6 +2338,12 @@ static void ports_steps(void)
 	CHECK(metrics_have("snapfs_sandbox_forward_connections_total{sandbox=\"p\"} 1\n"));
 	CHECK(
 	    metrics_have("snapfs_sandbox_forward_bytes_total{sandbox=\"p\",direction=\"in\"} 5\n"));
+	/* Another user reads the families, not root's sandbox in them (security-3 N5). */
+	const struct caller other = {.uid = 4343, .gid = 4343};
+	CHECK(metrics_have_as(&other, "# TYPE snapfs_sandbox_forward_connections_total counter\n"));
+	CHECK(!metrics_have_as(&other, "sandbox=\"p\""));
+	CHECK(!metrics_have_as(&other, "snapfs_sandboxes{state=\"running\"} 1"));
+	CHECK(metrics_have_as(&other, "snapfs_sandboxes{state=\"running\"} 0\n"));
 
 	/* A fork publishes its snapshot's ports on host ports of its own; the source keeps its. */
 	CHECK(sb_snapshot("p", snap) == 0);

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# shellcheck source-path=SCRIPTDIR disable=SC2016
+# Reading a directory of the tree whole (`cat *`, `grep -r`, `tar`, `find
+# -exec cat`) as root opens its write-only control files too (start,
+# terminate, suspend, resume, a snapshot's delete), and root's open of one is
+# refused by its mode (EACCES). Such an open is no request: it leaves the
+# sandbox's `error` (and info.json's `message`) as they were and adds no line
+# to `errors` (docs/control-files.md, "Errors"). Before the fix each refusal
+# replaced `error` with "<path> is write-only" and added a line to `errors`
+# (issue 21, item 12).
+#
+# The `wait` files are left out of every crawl: a read of one is held until
+# its object's state changes.
+. "$(dirname "$0")/lib.sh"
+
+start_daemon || bail "the daemon mounts"
+start_counter_sandbox a || bail "start sandbox a"
+A=$MNT/sandboxes/a
+S=$(snapshot_of a)
+check_match "a snapshot of a" '^snap-[0-9a-f]{16}$' "$S"
+check_eq "it completes" completed "$(snap_wait "$S")"
+# A refused request: the sandbox's error now says why.
+expect_refusal EBUSY "start of a running sandbox (the error to keep)" a wr "$A/start"
+
+# what_is_recorded: the sandbox's error, its info.json message, and the errors journal.
+what_is_recorded() {
+	rd "$A/error"
+	echo "--- message"
+	jget "$A/info.json" '.message // empty'
+	echo "--- errors"
+	rd "$MNT/errors"
+}
+before=$(what_is_recorded)
+error_before=$(rd "$A/error")
+check_match "a's error has a sentence" '[[:alpha:]]' "$error_before"
+
+# Each write-only file refuses root's read: the crawl below does meet refusals.
+for f in start suspend resume terminate; do
+	expect_errno EACCES "cat sandboxes/a/$f (write-only)" rd "$A/$f"
+done
+expect_errno EACCES "cat snapshots/S/delete (write-only)" rd "$MNT/snapshots/$S/delete"
+# A write the mode refuses, and a truncate: refused, and no request either.
+expect_errno EACCES "a write to the read-only status" wr "$A/status" running
+expect_errno EACCES "truncate -s 0 of the read-only status" truncate -s 0 "$A/status"
+expect_errno EACCES "a write to the read-only info.json" wr "$A/info.json" '{}'
+
+# The crawls. Their own refusals go to /dev/null; their exit status is not the point.
+crawl() { timeout -k 5 120 bash -c "$1" crawl "$A" "$MNT/snapshots/$S" >/dev/null 2>&1; }
+crawl 'shopt -s extglob; cat "$1"/!(wait); cat "$2"/!(wait)'
+pass "cat sandboxes/a/* and snapshots/S/* (wait left out) ran"
+crawl 'grep -r --exclude=wait . "$1" "$2"'
+pass "grep -r of both directories ran"
+crawl 'tar -cf - --exclude=wait "$1" "$2" | wc -c'
+pass "tar -cf - of both directories ran"
+crawl 'find "$1" "$2" -type f ! -name wait -exec cat {} +'
+pass "find -exec cat of both directories ran"
+crawl 'head -c 64 "$1"/[!w]* "$2"/[!w]*'
+pass "head of both directories ran"
+crawl 'ls -laR "$1" "$2"; stat "$1"/* "$2"/*'
+pass "ls -laR and stat ran"
+
+check_eq "a's error is byte for byte what it was" "$error_before" "$(rd "$A/error")"
+after=$(what_is_recorded)
+if [ "$before" = "$after" ]; then
+	pass "error, info.json's message and errors are unchanged by the crawls"
+else
+	fail "error, info.json's message and errors are unchanged by the crawls" \
+		"$(diff <(printf '%s\n' "$before") <(printf '%s\n' "$after") | head -n 20)"
+fi
+check_eq "a runs on" running "$(sb_status a)"
+check_eq "the snapshot is still completed" completed "$(snap_status "$S")"
+
+# A request after all that is recorded as before.
+expect_refusal EBUSY "start of a running sandbox, again: still recorded" a wr "$A/start"
+
+stop_daemon
+finish
