@@ -58,7 +58,10 @@ struct options {
 	const char *net_pool;	      /* --net-pool; NULL: NET_POOL_DEFAULT */
 	const char *net_resolv;	      /* --net-resolv; NULL: /etc/resolv.conf */
 	struct resources default_res; /* --default-memory, --default-cpus, --default-pids */
-	int64_t default_timeout_s;    /* --default-timeout; 0: none */
+	struct resources max_res;     /* --max-memory, ...; RES_UNSET: the default's */
+	unsigned max_sandboxes_per_user;
+	unsigned max_ports_per_user;
+	int64_t default_timeout_s; /* --default-timeout; 0: none */
 	enum timeout_action default_timeout_action;
 	const char *publish_address; /* --publish-address; NULL: 127.0.0.1 */
 	const char *fuse_opts[16];
@@ -77,6 +80,8 @@ static void usage(FILE *out)
 	    "              [--cuda-checkpoint PATH] [--cgroup-parent PATH] [--debug]\n"
 	    "              [--net-pool CIDR] [--net-resolv FILE]\n"
 	    "              [--default-memory SIZE] [--default-cpus N] [--default-pids N]\n"
+	    "              [--max-memory SIZE] [--max-cpus N] [--max-pids N]\n"
+	    "              [--max-sandboxes-per-user N] [--max-ports-per-user N]\n"
 	    "              [--default-timeout SECONDS] [--publish-address ADDRESS]\n"
 	    "              MOUNTPOINT\n"
 	    "\n"
@@ -118,6 +123,13 @@ static void usage(FILE *out)
 	    "  --default-cpus N  CPUs of a sandbox that names none (default %s; 0: unlimited)\n"
 	    "  --default-pids N  tasks inside a sandbox that names none (default %s;\n"
 	    "                  0: unlimited)\n"
+	    "  --max-memory SIZE, --max-cpus N, --max-pids N  the most a user other than\n"
+	    "                  root may ask for; only root asks for 0 or more (default:\n"
+	    "                  the --default-* value; 0: no bound)\n"
+	    "  --max-sandboxes-per-user N  sandboxes a user other than root may own\n"
+	    "                  (default %d; 0: no cap)\n"
+	    "  --max-ports-per-user N  ports the sandboxes of a user other than root may\n"
+	    "                  publish (default %d; 0: no cap)\n"
 	    "  --default-timeout SECONDS [terminate|suspend]  the timeout of a sandbox whose\n"
 	    "                  spec names none (default 0: none)\n"
 	    "  --publish-address ADDRESS  the IPv4 address published ports listen on\n"
@@ -127,7 +139,8 @@ static void usage(FILE *out)
 	    "Unmount with: fusermount3 -u MOUNTPOINT (running sandboxes keep running)\n",
 	    DEFAULT_STATE, IMAGES_LEAF, RUNSC_EXEC_TIMEOUT_DEFAULT_MS / 1000,
 	    RUNSC_PER_GIB_MS / 1000, RUNSC_TIMEOUT_DEFAULT_MS / 1000, CGROUP_PARENT_DEFAULT,
-	    OPS_DEFAULT_MEMORY, OPS_DEFAULT_CPUS, OPS_DEFAULT_PIDS);
+	    OPS_DEFAULT_MEMORY, OPS_DEFAULT_CPUS, OPS_DEFAULT_PIDS,
+	    OPS_DEFAULT_MAX_SANDBOXES_PER_USER, OPS_DEFAULT_MAX_PORTS_PER_USER);
 }
 
 /* A size from 1 byte (lib/size.h): "1073741824", "512M", "20G". */
@@ -166,6 +179,28 @@ static int parse_default(int opt, const char *value, struct resources *r)
 	return rc < 0 ? error(-rc, "--default-%s: %s", res_name(kind), e.msg) : 0;
 }
 
+/*
+ * --max-memory, --max-cpus, --max-pids (@opt 'm', 'u', 't') into @r: a
+ * limit's value, 0 for no bound.
+ */
+static int parse_max(int opt, const char *value, struct resources *r)
+{
+	struct err e = {0};
+	enum res_kind kind = opt == 'm' ? RES_MEMORY : opt == 'u' ? RES_CPUS : RES_PIDS;
+	int rc = res_parse(kind, value, "the command line", r, &e);
+	return rc < 0 ? error(-rc, "--max-%s: %s", res_name(kind), e.msg) : 0;
+}
+
+/* --max-sandboxes-per-user, --max-ports-per-user: a count from 0 (no cap) to a million. */
+static int parse_cap(const char *name, const char *value, unsigned *out)
+{
+	int64_t v = 0;
+	if (count_parse(value, &v) < 0 || v > 1000000)
+		return error(EINVAL, "--%s: not a whole number from 0 to 1000000: %s", name, value);
+	*out = (unsigned)v;
+	return 0;
+}
+
 /* The embedded defaults (OPS_DEFAULT_*): no sandbox is unlimited unless the operator says so. */
 static void default_resources(struct resources *r)
 {
@@ -196,6 +231,11 @@ static int parse_options(int argc, char **argv, struct options *o)
 	    {"default-memory", required_argument, NULL, 'M'},
 	    {"default-cpus", required_argument, NULL, 'U'},
 	    {"default-pids", required_argument, NULL, 'T'},
+	    {"max-memory", required_argument, NULL, 'm'},
+	    {"max-cpus", required_argument, NULL, 'u'},
+	    {"max-pids", required_argument, NULL, 't'},
+	    {"max-sandboxes-per-user", required_argument, NULL, 'n'},
+	    {"max-ports-per-user", required_argument, NULL, 'q'},
 	    {"default-timeout", required_argument, NULL, 'L'},
 	    {"publish-address", required_argument, NULL, 'A'},
 	    {"debug", no_argument, NULL, 'd'},
@@ -206,6 +246,9 @@ static int parse_options(int argc, char **argv, struct options *o)
 	o->state_dir = DEFAULT_STATE;
 	o->gc_grace_ms = -1;
 	default_resources(&o->default_res);
+	o->max_res = (struct resources){RES_UNSET, RES_UNSET, RES_UNSET};
+	o->max_sandboxes_per_user = OPS_DEFAULT_MAX_SANDBOXES_PER_USER;
+	o->max_ports_per_user = OPS_DEFAULT_MAX_PORTS_PER_USER;
 	for (;;) {
 		int c = getopt_long(argc, argv, "fo:h", longopts, NULL);
 		if (c == -1)
@@ -273,6 +316,21 @@ static int parse_options(int argc, char **argv, struct options *o)
 			if (parse_default(c, optarg, &o->default_res) < 0)
 				return -EINVAL;
 			break;
+		case 'm':
+		case 'u':
+		case 't':
+			if (parse_max(c, optarg, &o->max_res) < 0)
+				return -EINVAL;
+			break;
+		case 'n':
+			if (parse_cap("max-sandboxes-per-user", optarg,
+				      &o->max_sandboxes_per_user) < 0)
+				return -EINVAL;
+			break;
+		case 'q':
+			if (parse_cap("max-ports-per-user", optarg, &o->max_ports_per_user) < 0)
+				return -EINVAL;
+			break;
 		case 'L': {
 			struct err e = {0};
 			if (ops_timer_parse(optarg, &o->default_timeout_s,
@@ -307,6 +365,10 @@ static int parse_options(int argc, char **argv, struct options *o)
 		return -EINVAL;
 	}
 	o->mountpoint = argv[optind];
+	/* A bound not given is the default: a user asks for no more than a sandbox gets. */
+	for (enum res_kind k = RES_MEMORY; k <= RES_PIDS; k++)
+		if (res_get(&o->max_res, k) == RES_UNSET)
+			res_set(&o->max_res, k, res_get(&o->default_res, k));
 	return 0;
 }
 
@@ -512,6 +574,9 @@ static int serve(struct options *o, struct fuse_args *args, bool notify)
 	    .net_pool = o->net_pool,
 	    .net_resolv = o->net_resolv,
 	    .default_res = o->default_res,
+	    .max_res = o->max_res,
+	    .max_sandboxes_per_user = o->max_sandboxes_per_user,
+	    .max_ports_per_user = o->max_ports_per_user,
 	    .default_timeout_s = o->default_timeout_s,
 	    .default_timeout_action = o->default_timeout_action,
 	    .publish_address = o->publish_address,

@@ -207,3 +207,36 @@ int res_not_lower(const struct resources *want, const struct resources *have, st
 	}
 	return 0;
 }
+
+int res_within(enum res_kind kind, int64_t v, int64_t max, const char *what, struct err *e)
+{
+	char vs[RES_WORD_MAX], ms[RES_WORD_MAX];
+	struct resources r = {0};
+	if (max == 0 || (v != 0 && v <= max))
+		return 0;
+	res_set(&r, kind, max);
+	res_format(&r, kind, ms);
+	if (v == 0)
+		return err_set(e, EPERM,
+			       "%s of %s may not be 0 (unlimited): only root lifts a limit; a "
+			       "user may ask for up to %s (--max-%s)",
+			       res_names[kind], what, ms, res_names[kind]);
+	res_set(&r, kind, v);
+	res_format(&r, kind, vs);
+	return err_set(e, EPERM,
+		       "%s of %s may not be %s: a user may ask for up to %s (--max-%s); only root "
+		       "goes past it",
+		       res_names[kind], what, vs, ms, res_names[kind]);
+}
+
+int res_given_within(const struct resources *given, const struct resources *max, const char *what,
+		     struct err *e)
+{
+	for (enum res_kind k = RES_MEMORY; k <= RES_PIDS; k++) {
+		int64_t v = res_get(given, k);
+		int rc = v == RES_UNSET ? 0 : res_within(k, v, res_get(max, k), what, e);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}

@@ -75,5 +75,16 @@ void res_format(const struct resources *r, enum res_kind kind, char out[RES_WORD
  * not, -EINVAL with @e naming the first lower field.
  */
 int res_not_lower(const struct resources *want, const struct resources *have, struct err *e);
+/*
+ * May a caller who is not root ask for @v as limit @kind, where the
+ * operator's bound is @max (--max-memory, --max-cpus, --max-pids; 0: no
+ * bound)? 0 (unlimited) and anything above @max are root's alone: -EPERM,
+ * with a sentence naming @what ("sandbox web") and the option. A bound of
+ * 0 lets every value through, 0 included: the operator lifted it.
+ */
+int res_within(enum res_kind kind, int64_t v, int64_t max, const char *what, struct err *e);
+/* res_within() for each field of @given that is set (not RES_UNSET), against @max's. */
+int res_given_within(const struct resources *given, const struct resources *max, const char *what,
+		     struct err *e);
 
 #endif

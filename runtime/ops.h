@@ -102,6 +102,21 @@ struct ops_config {
 	 * starts from OPS_DEFAULT_*; a zeroed config (the unit tests) is unlimited.
 	 */
 	struct resources default_res;
+	/*
+	 * --max-memory, --max-cpus, --max-pids: the most a caller who is not
+	 * root may ask for in a `memory`, `cpus` or `pids` file, a spec or a
+	 * fork's words; 0 (unlimited) is root's alone (runtime/ops_quota.c).
+	 * 0 in a field: no bound. main.c starts from default_res; ops_open()
+	 * refuses a default above its bound. A zeroed config has none.
+	 */
+	struct resources max_res;
+	/*
+	 * --max-sandboxes-per-user, --max-ports-per-user: the most sandboxes a
+	 * user who is not root owns (whatever their state, until removed), and
+	 * the most ports its live sandboxes publish; 0: no cap.
+	 */
+	unsigned max_sandboxes_per_user;
+	unsigned max_ports_per_user;
 	/* --default-timeout: the timeout of a sandbox whose spec names none; 0 s: none */
 	int64_t default_timeout_s;
 	enum timeout_action default_timeout_action;
@@ -113,6 +128,9 @@ struct ops_config {
 #define OPS_DEFAULT_MEMORY "2G"
 #define OPS_DEFAULT_CPUS "2"
 #define OPS_DEFAULT_PIDS "1024"
+/* The embedded defaults of --max-sandboxes-per-user, --max-ports-per-user (docs/limits.md). */
+#define OPS_DEFAULT_MAX_SANDBOXES_PER_USER 64
+#define OPS_DEFAULT_MAX_PORTS_PER_USER 64
 
 /*
  * Take the state directory's lock, open the registry, store, images and

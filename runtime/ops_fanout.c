@@ -181,6 +181,12 @@ static int fork_many(const struct caller *who, const char *snap_id, const struct
 	int rc = take_places(fan, jobs, e);
 	if (rc == 0) {
 		rc = fork_prepare(who, snap_id, opts, snap, sb, e);
+		/* All N within the caps, or none made (each fork_submit() counts again). */
+		if (rc == 0) {
+			pthread_mutex_lock(&ops.lock);
+			rc = quota_owner_locked(who, count, count * ports_published(sb), e);
+			pthread_mutex_unlock(&ops.lock);
+		}
 		if (rc < 0)
 			for (unsigned i = 0; i < count; i++)
 				op_job_drop(jobs[i], 0);

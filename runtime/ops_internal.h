@@ -461,6 +461,29 @@ cJSON *timer_info_autosnap(const struct sandbox *sb);
 void announce_reason(const char *reason);
 
 /*
+ * --- what a user who is not root may ask for (ops_quota.c; docs/limits.md,
+ * "What a user may ask for") ----------------------------------------------
+ *
+ * Keep the bounds and caps of @cfg, refusing a default above its bound
+ * (ops_open).
+ */
+int quota_configure(const struct ops_config *cfg, struct err *e);
+/*
+ * May @who ask for the limits of @given (the fields not RES_UNSET), in the
+ * request @what names? Root always; anybody else within --max-memory,
+ * --max-cpus, --max-pids and never 0: -EPERM with the sentence.
+ */
+int quota_limits(const struct caller *who, const struct resources *given, const char *what,
+		 struct err *e);
+/*
+ * Under ops.lock, so that the count and the insert or publish that follows
+ * are one step: may @who own @sandboxes more sandboxes and publish @ports
+ * more ports? Root always; anybody else within --max-sandboxes-per-user
+ * and --max-ports-per-user: -EDQUOT with the sentence.
+ */
+int quota_owner_locked(const struct caller *who, unsigned sandboxes, unsigned ports, struct err *e);
+
+/*
  * --- published ports (ops_ports.c; docs/network.md, "Published ports") ----
  *
  * Read --publish-address (ops_open); start the forwarder and open the
@@ -477,6 +500,8 @@ void ports_fork(struct sandbox *sb, const struct snapshot *snap);
 void ports_snapshot(struct snapshot *snap, const struct sandbox *sb);
 /* info.json's "ports" of @sb; NULL without memory. */
 cJSON *ports_info(const struct sandbox *sb);
+/* The ports @sb's row publishes: those it records while it is live, 0 after its end. */
+unsigned ports_published(const struct sandbox *sb);
 
 /*
  * --- GPU sandboxes and cuda-checkpoint (ops_gpu.c; docs/gpu.md) ----------

@@ -189,6 +189,8 @@ static int open_all(const struct ops_config *cfg, struct err *e)
 	if (rc == 0)
 		ops.default_res = cfg->default_res;
 	if (rc == 0)
+		rc = quota_configure(cfg, e);
+	if (rc == 0)
 		sweep_tombs();
 	/* After the lock: it may remove a second spool of this state directory. */
 	if (rc == 0)

@@ -188,6 +188,8 @@ static int ports_change(const struct caller *who, struct sandbox *sb, const stru
 			       "host port %u is below %u (ip_unprivileged_port_start): only root "
 			       "publishes there",
 			       pl->host_port, below);
+	} else if ((rc = quota_owner_locked(who, 0, 1, e)) < 0) {
+		return rc; /* only the owner (or root, never capped) gets here */
 	} else {
 		rc = forward_open(sb->id, pl->port, pl->host_port, &bound, e);
 		if (rc == 0)
@@ -256,4 +258,12 @@ cJSON *ports_info(const struct sandbox *sb)
 		}
 	}
 	return list;
+}
+
+unsigned ports_published(const struct sandbox *sb)
+{
+	struct ports p;
+	if (!(PORTS_LIVE & STATE_BIT(sb->state)) || ports_decode(sb->ports, &p) < 0)
+		return 0;
+	return p.n;
 }

@@ -345,14 +345,27 @@ static int check_forkable(const struct caller *who, const char *snap_id, struct 
 	return 0;
 }
 
-/* @snap's limits, with the fields of @raise that are set (never lower), into @out. */
-static int fork_limits(const struct snapshot *snap, const struct resources *raise,
-		       struct resources *out, struct err *e)
+/*
+ * @snap's limits, with the fields of @raise that are set (never lower), into
+ * @out. What @who asks for is bounded (quota_limits()); a limit the fork
+ * keeps from its snapshot was the source's and is not asked for again.
+ */
+static int fork_limits(const struct caller *who, const struct snapshot *snap,
+		       const struct resources *raise, struct resources *out, struct err *e)
 {
+	struct resources asked = {RES_UNSET, RES_UNSET, RES_UNSET};
+	char what[ID_MAX + 32];
 	*out = snap->res;
-	if (raise)
+	if (raise) {
+		for (enum res_kind k = RES_MEMORY; k <= RES_PIDS; k++)
+			if (res_get(raise, k) != res_get(&snap->res, k))
+				res_set(&asked, k, res_get(raise, k));
 		res_apply(out, raise);
-	int rc = res_not_lower(out, &snap->res, e);
+	}
+	snprintf(what, sizeof(what), "the fork of %s", snap->id);
+	int rc = quota_limits(who, &asked, what, e);
+	if (rc == 0)
+		rc = res_not_lower(out, &snap->res, e);
 	return rc < 0 ? rc : cgroup_can_limit(out, "fork", e);
 }
 
@@ -368,7 +381,7 @@ int fork_prepare(const struct caller *who, const char *snap_id, const struct for
 	*sb = (struct sandbox){.owner_uid = who->uid, .owner_gid = who->gid};
 	int rc = check_forkable(who, snap_id, snap, e);
 	if (rc == 0)
-		rc = fork_limits(snap, opts ? &opts->raise : NULL, &sb->res, e);
+		rc = fork_limits(who, snap, opts ? &opts->raise : NULL, &sb->res, e);
 	if (rc < 0)
 		return rc;
 	/* runtime_id stays empty: the restore job picks and records one. */
@@ -397,13 +410,19 @@ int fork_submit(void *job, const struct snapshot *snap, struct sandbox *sb, char
 	if (rc < 0)
 		return op_job_drop(job, rc);
 	sb->created_at = now_ms();
+	/* The fork's owner is its forker (fork_prepare()): that user's caps. */
+	struct caller owner = {.uid = sb->owner_uid, .gid = sb->owner_gid};
 	pthread_mutex_lock(&ops.lock);
-	rc = registry_sandbox_insert(ops.reg, sb);
+	rc = quota_owner_locked(&owner, 1, ports_published(sb), e);
+	if (rc == 0)
+		rc = registry_sandbox_insert(ops.reg, sb);
 	pthread_mutex_unlock(&ops.lock);
 	if (rc < 0) {
 		snapshot_restore_end(snap->id);
-		return op_job_drop(job, err_set(e, EIO, "cannot record the fork of %s: %s",
-						snap->id, strerror(-rc)));
+		if (rc != -EDQUOT)
+			rc = err_set(e, EIO, "cannot record the fork of %s: %s", snap->id,
+				     strerror(-rc));
+		return op_job_drop(job, rc);
 	}
 	memcpy(id_out, sb->id, ID_MAX);
 	ports_reopen(sb->id); /* the source's ports, on new host ports */

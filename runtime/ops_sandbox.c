@@ -58,6 +58,9 @@ static int insert_sandbox(const struct caller *who, const char *id, const struct
 		memcpy(sb.ports, spec->ports, sizeof(sb.ports));
 		sb.network = spec->network;
 		memcpy(sb.egress, spec->egress, sizeof(sb.egress));
+		rc = quota_limits(who, &spec->res, "the sandbox spec", e);
+		if (rc < 0)
+			return rc;
 		res_apply(&sb.res, &spec->res);
 		rc = cgroup_can_limit(&sb.res, "sandbox", e);
 		if (rc < 0)
@@ -67,8 +70,12 @@ static int insert_sandbox(const struct caller *who, const char *id, const struct
 	sb.state = SB_CREATED;
 	sb.created_at = now_ms();
 	pthread_mutex_lock(&ops.lock);
-	rc = registry_sandbox_insert(ops.reg, &sb);
+	rc = quota_owner_locked(who, 1, ports_published(&sb), e);
+	if (rc == 0)
+		rc = registry_sandbox_insert(ops.reg, &sb);
 	pthread_mutex_unlock(&ops.lock);
+	if (rc == -EDQUOT)
+		return rc;
 	if (rc == -EEXIST)
 		return err_set(e, EEXIST, "sandbox %s already exists", id);
 	if (rc < 0)
@@ -120,7 +127,8 @@ int ops_sandbox_new(const struct caller *who, const struct sandbox_spec *spec, c
 
 /* --- settings while created ---------------------------------------------- */
 
-static int set_field(struct sandbox *sb, enum sandbox_field field, const char *value, struct err *e)
+static int set_field(const struct caller *who, struct sandbox *sb, enum sandbox_field field,
+		     const char *value, struct err *e)
 {
 	_cleanup_free_ char *v = strdup(value);
 	if (!v)
@@ -172,9 +180,15 @@ static int set_field(struct sandbox *sb, enum sandbox_field field, const char *v
 	case SB_FIELD_CPUS:
 	case SB_FIELD_PIDS: {
 		struct resources r = sb->res;
+		enum res_kind kind = RES_MEMORY + (field - SB_FIELD_MEMORY);
+		struct resources given = {RES_UNSET, RES_UNSET, RES_UNSET};
 		char what[ID_MAX + 16];
 		snprintf(what, sizeof(what), "sandbox %s", sb->id);
-		int rc = res_parse(RES_MEMORY + (field - SB_FIELD_MEMORY), v, what, &r, e);
+		int rc = res_parse(kind, v, what, &r, e);
+		if (rc == 0) {
+			res_set(&given, kind, res_get(&r, kind));
+			rc = quota_limits(who, &given, what, e);
+		}
 		if (rc == 0)
 			rc = cgroup_can_limit(&r, "sandbox", e);
 		if (rc == 0)
@@ -197,7 +211,7 @@ int ops_sandbox_set(const struct caller *who, const char *id, enum sandbox_field
 		rc = err_set(e, EBUSY, "cannot change %s of sandbox %s: it is %s, not created",
 			     names[field], id, sandbox_state_name(sb.state));
 	else if (rc == 0)
-		rc = set_field(&sb, field, value, e);
+		rc = set_field(who, &sb, field, value, e);
 	if (rc == -EFBIG || rc == -ENAMETOOLONG)
 		rc = err_set(e, EFBIG, "%s of sandbox %s is too long", names[field], id);
 	if (rc == 0)

@@ -123,6 +123,7 @@ errno_text() {
 	EAGAIN) echo "Resource temporarily unavailable" ;;
 	ENOSPC) echo "No space left on device" ;;
 	ENOTEMPTY) echo "Directory not empty" ;;
+	EDQUOT) echo "Disk quota exceeded" ;;
 	*) echo "unknown errno $1" ;;
 	esac
 }

@@ -4,6 +4,8 @@
 # limits"): memory, cpus and pids as files and spec keys, with the daemon's
 # defaults; runsc writes them into the sandbox's host cgroup.
 #
+# - A --default-* above its --max-* (0 under a bound) stops the daemon at
+#   start-up; a bad --max-* is refused.
 # - Bad values are EINVAL with a sentence in error; a limit cannot change
 #   after start (EBUSY).
 # - memory=128M: an exec filling 300 MiB in /tmp ends the sandbox (the host's
@@ -22,6 +24,27 @@
 . "$(dirname "$0")/lib.sh"
 
 MIB=$((1 << 20))
+
+# --- the bounds of what a user may ask for (docs/limits.md, "What a user may ask for") ---
+# A default above its --max-* would give a sandbox what its owner may not ask
+# for: the daemon refuses to start, before it mounts anything.
+bad_start() {
+	"$SNAPFS_BIN" -f --state "$T/bad-state" --images "$IMAGES" "$@" "$MNT" 2>&1
+}
+out=$(bad_start --default-memory 2G --max-memory 1G)
+rc=$?
+check_eq "--default-memory 2G above --max-memory 1G: the daemon does not start" 1 "$rc"
+check_contains "it says why" "--default-memory 2147483648 is above --max-memory 1073741824" "$out"
+out=$(bad_start --default-cpus 0 --max-cpus 4)
+check_contains "--default-cpus 0 (unlimited) under --max-cpus 4: refused" \
+	"--default-cpus 0 (unlimited) is above --max-cpus 4" "$out"
+out=$(bad_start --max-sandboxes-per-user -1)
+check_contains "--max-sandboxes-per-user -1 is no count" \
+	"--max-sandboxes-per-user: not a whole number" "$out"
+out=$(bad_start --max-pids 0.5)
+check_contains "--max-pids 0.5 is no task count" "--max-pids: bad pids" "$out"
+check_lacks "nothing was mounted" "$MNT" "$(awk '{ print $2 }' /proc/mounts)"
+
 DAEMON_ARGS=(--default-memory 1G --default-cpus 1.5 --default-pids 512)
 start_daemon || bail "the daemon mounts"
 

@@ -201,6 +201,60 @@ ok "root terminates its fork" wr "$MNT/sandboxes/$F2/terminate"
 ok "root deletes U1's second snapshot" rmdir "$MNT/snapshots/$S2"
 ok "root reads events" rd "$MNT/events"
 
+# --- a user stays within the limits root sets (N6) -----------------------------------
+# The daemon's bounds are its defaults here (--max-* not given: 2G, 2 CPUs,
+# 1024 tasks). U1 may not lift a limit (0 is unlimited) nor go past a bound,
+# in a limit file, a spec or a fork's words: EPERM, the value kept, the
+# reason in error. Within the bounds it may; root may do both.
+L=$MNT/sandboxes/u1lim
+ok "U1 makes sandbox u1lim" as "$U1" mkdir "$L"
+expect_refusal EPERM "U1 writes 0 (unlimited) to memory" u1lim uwr "$U1" "$L/memory" 0
+check_eq "memory still reads the default" $((2 << 30)) "$(as "$U1" cat "$L/memory")"
+check_contains "error names --max-memory" "--max-memory" "$(as "$U1" cat "$L/error")"
+expect_refusal EPERM "U1 writes 1024T to memory" u1lim uwr "$U1" "$L/memory" 1024T
+expect_refusal EPERM "U1 writes 3G (past the bound, 2G) to memory" u1lim uwr "$U1" "$L/memory" 3G
+check_eq "memory still reads the default after both" $((2 << 30)) "$(as "$U1" cat "$L/memory")"
+expect_refusal EPERM "U1 writes 0 to cpus" u1lim uwr "$U1" "$L/cpus" 0
+expect_refusal EPERM "U1 writes 1024 to cpus" u1lim uwr "$U1" "$L/cpus" 1024
+expect_refusal EPERM "U1 writes 0 to pids" u1lim uwr "$U1" "$L/pids" 0
+check_eq "cpus and pids still read the defaults" "2 1024" \
+	"$(as "$U1" cat "$L/cpus") $(as "$U1" cat "$L/pids")"
+ok "U1 writes 512M to memory (within the bound)" uwr "$U1" "$L/memory" 512M
+check_eq "memory reads 512M" $((512 << 20)) "$(as "$U1" cat "$L/memory")"
+ok "U1 writes 0.5 to cpus" uwr "$U1" "$L/cpus" 0.5
+ok "U1 writes 64 to pids" uwr "$U1" "$L/pids" 64
+expect_refusal EPERM "U1's spec with memory=0" "" uwr "$U1" "$MNT/sandboxes/new" \
+	'{"image": "busybox", "memory": "0"}'
+expect_refusal EPERM "U1's spec with cpus=1024" "" uwr "$U1" "$MNT/sandboxes/new" \
+	'{"image": "busybox", "cpus": "1024"}'
+ok "U1 sets u1lim's image" uwr "$U1" "$L/image" busybox
+ok "U1 sets u1lim's entrypoint" uwr "$U1" "$L/entrypoint" "sleep 100000"
+ok "U1 starts u1lim" uwr "$U1" "$L/start"
+SL=$(uwr_read "$U1" "$L/snapshot" | head -n 1)
+check_match "U1 snapshots u1lim" '^snap-[0-9a-f]{16}$' "$SL"
+expect_refusal EPERM "U1 forks with memory=1024T" "" \
+	uwr "$U1" "$MNT/snapshots/$SL/fork" "memory=1024T cpus=1024 async"
+expect_refusal EPERM "U1 forks with memory=0" "" uwr "$U1" "$MNT/snapshots/$SL/fork" "memory=0"
+expect_refusal EPERM "U1 forks count=2 with cpus=3" "" \
+	uwr "$U1" "$MNT/snapshots/$SL/fork" "count=2 cpus=3"
+check_eq "none of the refused forks was made" "" \
+	"$(as "$U1" cat "$MNT/snapshots/$SL/fork" 2>/dev/null)"
+FL=$(uwr_read "$U1" "$MNT/snapshots/$SL/fork" "memory=1G cpus=2" | head -n 1)
+check_match "U1 forks with memory=1G cpus=2 (within the bounds)" '^sbx-[0-9a-f]{16}$' "$FL"
+check_eq "the fork has memory 1G" $((1 << 30)) "$(as "$U1" cat "$MNT/sandboxes/$FL/memory")"
+ok "U1's fork runs" poll_until 30 status_is "$FL" running
+ok "U1 makes sandbox u1lim2" as "$U1" mkdir "$MNT/sandboxes/u1lim2"
+ok "root writes 0 to U1's u1lim2/memory" wr "$MNT/sandboxes/u1lim2/memory" 0
+check_eq "it reads 0" 0 "$(rd "$MNT/sandboxes/u1lim2/memory")"
+ok "root writes 1024 to U1's u1lim2/cpus" wr "$MNT/sandboxes/u1lim2/cpus" 1024
+FR=$(wr_read "$MNT/snapshots/$SL/fork" "memory=0" | head -n 1)
+check_match "root forks U1's snapshot with memory=0" '^sbx-[0-9a-f]{16}$' "$FR"
+check_eq "root's fork is unlimited" 0 "$(rd "$MNT/sandboxes/$FR/memory")"
+for sb in u1lim "$FL" "$FR"; do
+	wr "$MNT/sandboxes/$sb/terminate" || fail "root terminates $sb"
+done
+ok "root removes U1's u1lim2" rmdir "$MNT/sandboxes/u1lim2"
+
 # --- the owner removes what it owns --------------------------------------------------
 ok "U1 rmdirs its snapshot" as "$U1" rmdir "$MNT/snapshots/$S1"
 ok "U1 removes its terminated sandbox" as "$U1" rmdir "$MNT/sandboxes/$N1"
@@ -361,6 +415,57 @@ check_eq "after the restart U2's heir runs on" running "$(sb_status heir)"
 check_lacks "U2 finds none of U1's memory in heir" u1-memory-secret \
 	"$(uwr_read "$U2" "$MNT/sandboxes/heir/exec" 'cat /tmp/secret')"
 ok "root terminates U2's heir" wr "$MNT/sandboxes/heir/terminate"
+
+# --- a user's sandboxes and published ports are capped (N6) --------------------------
+# --max-sandboxes-per-user: U2 may own two more than it does now (terminated
+# ones count until removed); --max-ports-per-user 2. The (N+1)th sandbox, by
+# mkdir, sandboxes/new or a fork (count=N whole), and the third port are
+# EDQUOT and make nothing; root is not capped; rmdir and close make room.
+owned() { as "$1" ls "$MNT/sandboxes" | grep -cvxE 'index|new'; }
+N2=$(owned "$U2")
+CAP=$((N2 + 2))
+stop_daemon
+DAEMON_ARGS=(-o allow_other --allow-group "$GROUP" --max-sandboxes-per-user "$CAP"
+	--max-ports-per-user 2)
+start_daemon || bail "the daemon mounts with --max-sandboxes-per-user $CAP --max-ports-per-user 2"
+ok "U2 makes sandbox capa" umake "$U2" capa "sleep 100000"
+SC=$(uwr_read "$U2" "$MNT/sandboxes/capa/snapshot" | head -n 1)
+check_match "U2 snapshots capa" '^snap-[0-9a-f]{16}$' "$SC"
+expect_refusal EDQUOT "U2 forks count=2 with one place left" "" \
+	uwr "$U2" "$MNT/snapshots/$SC/fork" "count=2"
+check_eq "U2 owns $((N2 + 1)) sandboxes: the fan-out made none" $((N2 + 1)) "$(owned "$U2")"
+ok "U2 makes sandbox capb: its last place" as "$U2" mkdir "$MNT/sandboxes/capb"
+expect_errno EDQUOT "U2's sandbox past --max-sandboxes-per-user by mkdir" \
+	as "$U2" mkdir "$MNT/sandboxes/capc"
+expect_refusal EDQUOT "U2's sandbox past the cap by sandboxes/new" "" \
+	uwr "$U2" "$MNT/sandboxes/new" '{"image": "busybox"}'
+expect_refusal EDQUOT "U2's sandbox past the cap by a fork" "" uwr "$U2" "$MNT/snapshots/$SC/fork"
+check_eq "U2 still owns $CAP sandboxes" "$CAP" "$(owned "$U2")"
+check_contains "errors names --max-sandboxes-per-user" "--max-sandboxes-per-user" \
+	"$(rd "$MNT/errors" | tail -n 1)"
+ok "root is not capped: it makes sandbox rootcap" mkdir "$MNT/sandboxes/rootcap"
+mapfile -t RF < <(wr_read "$MNT/snapshots/$SC/fork" "count=3")
+check_eq "root forks U2's snapshot count=3" 3 "${#RF[@]}"
+for sb in "${RF[@]}"; do
+	wr "$MNT/sandboxes/$sb/terminate" || fail "root terminates its fork $sb"
+done
+ok "U2 removes capb" as "$U2" rmdir "$MNT/sandboxes/capb"
+ok "U2 makes sandbox capc in its place" as "$U2" mkdir "$MNT/sandboxes/capc"
+ok "U2 publishes port 8001 of capc" uwr "$U2" "$MNT/sandboxes/capc/ports" 8001
+ok "U2 publishes port 8002 of capa" uwr "$U2" "$MNT/sandboxes/capa/ports" 8002
+expect_refusal EDQUOT "U2's third port past --max-ports-per-user" capc \
+	uwr "$U2" "$MNT/sandboxes/capc/ports" 8003
+check_lacks "capc does not publish 8003" 8003 "$(as "$U2" cat "$MNT/sandboxes/capc/ports")"
+check_contains "capc's error names --max-ports-per-user" "--max-ports-per-user" \
+	"$(as "$U2" cat "$MNT/sandboxes/capc/error")"
+ok "root is not capped: it publishes 8003 and 8004 of rootcap" \
+	bash -c "printf '8003\n' >'$MNT/sandboxes/rootcap/ports' && printf '8004\n' >'$MNT/sandboxes/rootcap/ports'"
+ok "U2 closes 8001" uwr "$U2" "$MNT/sandboxes/capc/ports" "close 8001"
+ok "U2 publishes 8003 in its place" uwr "$U2" "$MNT/sandboxes/capc/ports" 8003
+ok "root removes rootcap" rmdir "$MNT/sandboxes/rootcap"
+ok "root terminates capa" wr "$MNT/sandboxes/capa/terminate"
+ok "U2 removes capc" as "$U2" rmdir "$MNT/sandboxes/capc"
+DAEMON_ARGS=(-o allow_other --allow-group "$GROUP")
 
 # --- the owners survive a restart ------------------------------------------------------
 stop_daemon

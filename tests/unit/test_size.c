@@ -126,10 +126,53 @@ static void test_limits(void)
 	CHECK(strstr(e.msg, "unlimited") != NULL);
 }
 
+/* What a user who is not root may ask for: within --max-*, never 0; a bound of 0 is none. */
+static void test_within(void)
+{
+	struct err e = {0};
+	const int64_t g2 = 2LL << 30;
+	CHECK(res_within(RES_MEMORY, 512LL << 20, g2, "sandbox web", &e) == 0);
+	CHECK(res_within(RES_MEMORY, g2, g2, "sandbox web", &e) == 0); /* the bound itself */
+	CHECK(res_within(RES_MEMORY, g2 + 1, g2, "sandbox web", &e) == -EPERM);
+	CHECK(strstr(e.msg, "memory of sandbox web may not be 2147483649") &&
+	      strstr(e.msg, "up to 2147483648 (--max-memory)") && strstr(e.msg, "only root"));
+	e = (struct err){0};
+	CHECK(res_within(RES_MEMORY, RES_MEMORY_MAX, g2, "sandbox web", &e) == -EPERM);
+	CHECK(e.code == EPERM);
+	CHECK(res_within(RES_MEMORY, 0, g2, "sandbox web", &e) == -EPERM);
+	CHECK(strstr(e.msg, "memory of sandbox web may not be 0 (unlimited)") &&
+	      strstr(e.msg, "only root lifts a limit"));
+	CHECK(res_within(RES_CPUS, 0, 2000, "sandbox spec", &e) == -EPERM);
+	CHECK(strstr(e.msg, "cpus of sandbox spec may not be 0") && strstr(e.msg, "--max-cpus"));
+	CHECK(res_within(RES_CPUS, 2500, 2000, "x", &e) == -EPERM);
+	CHECK(strstr(e.msg, "may not be 2.5: a user may ask for up to 2 (--max-cpus)") != NULL);
+	CHECK(res_within(RES_CPUS, 1500, 2000, "x", &e) == 0);
+	CHECK(res_within(RES_PIDS, 0, 1024, "x", &e) == -EPERM);
+	CHECK(res_within(RES_PIDS, 1025, 1024, "x", &e) == -EPERM);
+	CHECK(strstr(e.msg, "--max-pids") != NULL);
+	CHECK(res_within(RES_PIDS, 64, 1024, "x", &e) == 0);
+	/* A bound of 0: the operator lifted it, unlimited included. */
+	CHECK(res_within(RES_MEMORY, 0, 0, "x", &e) == 0);
+	CHECK(res_within(RES_MEMORY, RES_MEMORY_MAX, 0, "x", &e) == 0);
+
+	/* Only the fields given are checked: RES_UNSET is the default's (or the snapshot's). */
+	struct resources max = {g2, 2000, 1024};
+	CHECK(res_given_within(&(struct resources){RES_UNSET, RES_UNSET, RES_UNSET}, &max, "x",
+			       &e) == 0);
+	CHECK(res_given_within(&(struct resources){g2, 1000, RES_UNSET}, &max, "x", &e) == 0);
+	CHECK(res_given_within(&(struct resources){RES_UNSET, RES_UNSET, 0}, &max, "fork", &e) ==
+	      -EPERM);
+	CHECK(strstr(e.msg, "pids of fork may not be 0") != NULL);
+	CHECK(res_given_within(&(struct resources){RES_MEMORY_MAX, RES_UNSET, RES_UNSET}, &max,
+			       "fork", &e) == -EPERM);
+	CHECK(strstr(e.msg, "memory of fork may not be 1125899906842624") != NULL);
+}
+
 int main(void)
 {
 	test_sizes();
 	test_cpus();
 	test_limits();
+	test_within();
 	return t_done();
 }
