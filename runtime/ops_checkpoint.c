@@ -512,7 +512,7 @@ static int reserve_spool_room(const struct sandbox *sb, struct snap_job *job, st
 }
 
 static int insert_snapshot(const struct sandbox *sb, enum snapshot_kind kind, const char *label,
-			   char id_out[ID_MAX], struct err *e)
+			   bool autosnap, char id_out[ID_MAX], struct err *e)
 {
 	struct snapshot snap = {0};
 	_cleanup_strbuf_ struct strbuf host = STRBUF_INIT;
@@ -526,6 +526,7 @@ static int insert_snapshot(const struct sandbox *sb, enum snapshot_kind kind, co
 		return err_set(e, -rc, "cannot prepare snapshot of %s: %s", sb->id, strerror(-rc));
 	snprintf(snap.name, sizeof(snap.name), "%s", label ? label : "");
 	snap.kind = kind;
+	snap.autosnap = autosnap;
 	snprintf(snap.sandbox_id, sizeof(snap.sandbox_id), "%s", sb->id);
 	snap.created_at = now_ms();
 	snap.state = SNAP_PENDING;
@@ -553,10 +554,13 @@ static int insert_snapshot(const struct sandbox *sb, enum snapshot_kind kind, co
 	return 0;
 }
 
-/* The common start of snapshot and suspend: checks, transition, record, queue. */
+/*
+ * The common start of snapshot and suspend: checks, transition, record,
+ * queue. @autosnap marks the snapshot the timer's (struct snapshot).
+ */
 static int begin_checkpoint(const struct caller *who, const char *id, enum snapshot_kind kind,
-			    const char *label, char snap_id[ID_MAX], ops_done_fn done, void *ctx,
-			    struct err *e)
+			    const char *label, bool autosnap, char snap_id[ID_MAX],
+			    ops_done_fn done, void *ctx, struct err *e)
 {
 	const char *verb = kind == SNAP_KIND_SNAPSHOT ? "snapshot" : "suspend";
 	enum sandbox_state during = kind == SNAP_KIND_SNAPSHOT ? SB_SNAPSHOTTING : SB_SUSPENDING;
@@ -572,7 +576,7 @@ static int begin_checkpoint(const struct caller *who, const char *id, enum snaps
 	}
 	rc = reserve_spool_room(&sb, job, e);
 	if (rc == 0)
-		rc = insert_snapshot(&sb, kind, label, snap_id, e);
+		rc = insert_snapshot(&sb, kind, label, autosnap, snap_id, e);
 	if (rc < 0) {
 		snap_job_free(job);
 		sandbox_apply(id, SB_PATCH(SB_RUNNING));
@@ -599,12 +603,23 @@ int ops_sandbox_snapshot(const struct caller *who, const char *id, const char *l
 	int rc = label ? check_label(label, e) : 0;
 	if (rc < 0)
 		return rc;
-	return begin_checkpoint(who, id, SNAP_KIND_SNAPSHOT, label, snap_id_out, done, ctx, e);
+	return begin_checkpoint(who, id, SNAP_KIND_SNAPSHOT, label, false, snap_id_out, done, ctx,
+				e);
+}
+
+int autosnap_take(const char *id, const char *label, char snap_id_out[ID_MAX], ops_done_fn done,
+		  void *ctx, struct err *e)
+{
+	int rc = check_label(label, e);
+	if (rc < 0)
+		return rc;
+	return begin_checkpoint(&access_root, id, SNAP_KIND_SNAPSHOT, label, true, snap_id_out,
+				done, ctx, e);
 }
 
 int ops_sandbox_suspend(const struct caller *who, const char *id, ops_done_fn done, void *ctx,
 			struct err *e)
 {
 	char snap_id[ID_MAX];
-	return begin_checkpoint(who, id, SNAP_KIND_SUSPEND, NULL, snap_id, done, ctx, e);
+	return begin_checkpoint(who, id, SNAP_KIND_SUSPEND, NULL, false, snap_id, done, ctx, e);
 }

@@ -25,14 +25,18 @@
  *
  * The periodic snapshots: `autosnap_every_s` and `autosnap_keep` are the
  * setting, `autosnap_next_at` the next tick. A tick takes a snapshot named
- * auto-<UTC time> through ops_sandbox_snapshot(), as a write to `snapshot`
- * would, unless the sandbox is not running or an auto- snapshot of it is
- * still being taken or stored: then that tick is skipped. After every pass
- * (and each auto snapshot that ends kicks one), the oldest completed auto-
- * snapshots beyond `keep` are deleted with ops_snapshot_delete(); one that
- * is refused (a suspended sandbox or a fork needs it: EBUSY) stays, and so
- * the next oldest is not deleted in its place. `0` stops the ticks and
- * keeps `keep`, so a snapshot still in flight at the stop is counted too.
+ * auto-<UTC time> through autosnap_take(), as a write to `snapshot` would,
+ * its row marked `autosnap`, unless the sandbox is not running or a marked
+ * snapshot of it is still being taken or stored: then that tick is
+ * skipped. After every pass (and each auto snapshot that ends kicks one),
+ * the oldest completed marked snapshots beyond `keep` are deleted with
+ * ops_snapshot_delete(); one that is refused (a suspended sandbox or a fork
+ * needs it: EBUSY) stays, and so the next oldest is not deleted in its
+ * place. The mark, not the name, says what is the timer's: a user's own
+ * `name=auto-…` is never counted or deleted, nor is an `auto-` snapshot
+ * from before the mark (schema 7), which cannot be told from a user's.
+ * `0` stops the ticks and keeps `keep`, so a snapshot still in flight at
+ * the stop is counted too.
  *
  * The thread, as Redis's bio.c: one thread sleeps on `timer_cond` until
  * the earliest due time, or until timer_kick() signals that a deadline or a
@@ -372,10 +376,10 @@ static int64_t timeout_fire(const char *id, int64_t now)
 
 /* --- the periodic snapshots ----------------------------------------------------- */
 
+/* The timer's own, by its mark: a name anyone may choose says nothing. */
 static bool is_auto(const struct snapshot *snap)
 {
-	return snap->kind == SNAP_KIND_SNAPSHOT &&
-	       strncmp(snap->name, AUTOSNAP_PREFIX, strlen(AUTOSNAP_PREFIX)) == 0;
+	return snap->kind == SNAP_KIND_SNAPSHOT && snap->autosnap;
 }
 
 static int auto_in_flight(const struct snapshot *snap, void *arg)
@@ -422,7 +426,7 @@ static int64_t autosnap_tick(const char *id, int64_t now)
 	gmtime_r(&t, &tm);
 	strftime(label, sizeof(label), AUTOSNAP_PREFIX "%Y%m%dT%H%M%SZ", &tm);
 	announce_reason("autosnapshot");
-	int rc = ops_sandbox_snapshot(&access_root, id, label, snap_id, autosnap_done, NULL, &e);
+	int rc = autosnap_take(id, label, snap_id, autosnap_done, NULL, &e);
 	announce_reason(NULL);
 	if (rc < 0 && rc != -EBUSY)
 		report_job_failure(OPS_OBJ_SANDBOX, id, "autosnapshot", &e);
