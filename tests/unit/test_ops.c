@@ -1858,7 +1858,7 @@ static void spool_recheck_steps(void)
 {
 	char snaps[4][ID_MAX], late[ID_MAX], path[PATH_MAX];
 	const char *ids[] = {"r1", "r2", "r3", "r4"};
-	struct op *ops_[4], *queued = op_new();
+	struct op *ops_[4], *waiting = op_new();
 	struct err e = {0};
 	make_sandbox("big");
 	CHECK(ops_sandbox_set(root, "big", SB_FIELD_MEMORY, "512M", &e) == 0);
@@ -1883,7 +1883,7 @@ static void spool_recheck_steps(void)
 	}
 	fake_wait_hangs("checkpoint", 4);
 	fake_set("");
-	CHECK(ops_sandbox_snapshot(root, "r5", NULL, late, op_done, queued, &e) == 0);
+	CHECK(ops_sandbox_snapshot(root, "r5", NULL, late, op_done, waiting, &e) == 0);
 	xsnprintf(path, sizeof(path), "%s/filler", spool_parent);
 	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	CHECK(fd >= 0 && posix_fallocate(fd, 0, 280ll << 20) == 0);
@@ -1892,7 +1892,7 @@ static void spool_recheck_steps(void)
 	fake_release();
 	for (int i = 0; i < 4; i++)
 		CHECK(op_wait(ops_[i], NULL, 0) == 0);
-	rc = op_wait(queued, NULL, 0);
+	rc = op_wait(waiting, NULL, 0);
 	CHECK_MSG(rc == -ENOSPC, "the queued checkpoint, the spool filled meanwhile: %d", rc);
 	CHECK_SNAP(late, SNAP_FAILED);
 	CHECK_HAS(snap_get(late).message, "as the checkpoint starts");
