@@ -7,8 +7,8 @@
  * sandbox's row (backend/registry.h), the times absolute (ms since the
  * epoch), so a daemon restarted finds them as they were and fires what
  * fell due while it was down at once. Nothing is kept in memory but the
- * thread's own flags: each pass reads the rows afresh, so no copy can go
- * stale.
+ * thread's own flags and the count of a timeout's failed suspends (below):
+ * each pass reads the rows afresh, so no copy can go stale.
  *
  * The timeout: `timeout_s` and `timeout_action` are the setting;
  * `deadline_at` is when it fires, set whenever the sandbox begins to run (a
@@ -437,22 +437,23 @@ static int64_t timeout_suspend(const struct sandbox *sb, int64_t now)
 {
 	struct err e = {0};
 	struct suspend_try *t = suspend_try_get(sb);
-	if (t && t->tries > 0 && now < t->next_at)
-		return t->next_at; /* running again after a failed try: backing off */
+	/* Running again after its last try failed: no more waiting. */
 	if (t && t->tries >= TIMEOUT_SUSPEND_TRIES) {
 		char why[MESSAGE_MAX];
 		snprintf(why, sizeof(why), "%d tries, the last: %.900s", t->tries,
 			 sb->message[0] ? sb->message : "the sandbox runs on");
 		return suspend_fallback(sb->id, sb->deadline_at, now, why);
 	}
+	if (t && t->tries > 0 && now < t->next_at)
+		return t->next_at; /* running again after a failed try: backing off */
 	info("sandbox %s: its timeout of %lld s expired: suspending it", sb->id,
 	     (long long)sb->timeout_s);
 	announce_reason("timeout");
 	int rc = ops_sandbox_suspend(&access_root, sb->id, NULL, NULL, &e);
 	announce_reason(NULL);
+	/* Refused for now: looked at again until it settles. */
 	if (rc == -EBUSY || rc == -EAGAIN)
-		return now +
-		       TIMER_SETTLE_MS; /* refused for now: looked at again until it settles */
+		return now + TIMER_SETTLE_MS;
 	if (rc < 0)
 		return suspend_fallback(sb->id, sb->deadline_at, now, e.msg);
 	/* Accepted: watched until it settles; running again, it failed, and waits. */
