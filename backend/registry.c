@@ -329,6 +329,7 @@ static const struct column snapshot_cols[] = {
     {SNAP(COL_TEXT, ports)},
     {SNAP(COL_ENUM, network), NAMES(network_names)},
     {SNAP(COL_TEXT, egress)},
+    {SNAP(COL_BOOL, autosnap)},
 };
 
 /* What a listing shows of a snapshot, in SNAP_LISTED_COLS order: the index covers them. */

@@ -140,6 +140,12 @@ struct snapshot {
 	/* The source's network: a fork gets the same mode and rules (runtime/net.h). */
 	enum sandbox_network network;
 	char egress[SB_EGRESS_MAX];
+	/*
+	 * Taken by the autosnapshot timer (runtime/ops_timer.c): only these are
+	 * its prune's to delete, whatever their name. False in rows from before
+	 * the column (schema 7): those are never pruned.
+	 */
+	bool autosnap;
 };
 
 struct registry;

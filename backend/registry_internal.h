@@ -48,10 +48,10 @@ struct registry {
 	"owner_uid, owner_gid, "                                                                   \
 	"memory_bytes, cpu_milli, pids, "                                                          \
 	"timeout_s, timeout_action, "                                                              \
-	"ports, network, egress"
+	"ports, network, egress, autosnap"
 #define SNAP_PARAMS                                                                                \
 	"?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, "   \
-	"?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27"
+	"?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28"
 #define SNAP_SELECT "SELECT " SNAP_COLS " FROM snapshots "
 /* What a listing shows (registry_snapshot_each_listed()), all in the index snapshots_listed. */
 #define SNAP_LISTED_COLS "id, state, sandbox_id, owner_uid"

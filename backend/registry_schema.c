@@ -13,7 +13,7 @@
 
 #include "lib/util.h"
 
-#define SCHEMA_VERSION 7
+#define SCHEMA_VERSION 8
 #define STR_(x) #x
 #define STR(x) STR_(x)
 
@@ -34,6 +34,8 @@
 #define PORTS_COL " ports TEXT NOT NULL DEFAULT ''"
 /* The network's columns of both tables (runtime/net.h); migrate_v5_sql adds them. */
 #define NETWORK_COLS ", network TEXT NOT NULL DEFAULT 'none', egress TEXT NOT NULL DEFAULT ''"
+/* A snapshot the autosnapshot timer took (runtime/ops_timer.c); migrate_v7_sql adds it. */
+#define AUTOSNAP_COL " autosnap INTEGER NOT NULL DEFAULT 0"
 
 /*
  * The snapshots in creation order, with what a listing shows: the index
@@ -68,7 +70,7 @@ static const char schema_sql[] =
     " owner_uid INTEGER NOT NULL DEFAULT 0, owner_gid INTEGER NOT NULL DEFAULT 0,"
     " memory_bytes INTEGER NOT NULL DEFAULT 0, cpu_milli INTEGER NOT NULL DEFAULT 0,"
     " pids INTEGER NOT NULL DEFAULT 0," LIFETIME_TIMEOUT_COLS "," PORTS_COL NETWORK_COLS
-    ");" SNAPSHOTS_LISTED_INDEX
+    "," AUTOSNAP_COL ");" SNAPSHOTS_LISTED_INDEX
     "CREATE INDEX IF NOT EXISTS snapshots_sandbox ON snapshots (sandbox_id, created_at, id);"
     "PRAGMA user_version = " STR(SCHEMA_VERSION) "; COMMIT;";
 
@@ -126,6 +128,15 @@ static const char migrate_v6_sql[] =
     "BEGIN IMMEDIATE; DROP INDEX IF EXISTS snapshots_created;" SNAPSHOTS_LISTED_INDEX
     "PRAGMA user_version = 7; COMMIT;";
 
+/*
+ * Version 7 did not mark the timer's snapshots: its `auto-` ones are
+ * unmarked, so the prune, which deletes only marked ones, keeps them (a
+ * user's own `auto-` label cannot be told from the timer's by its name).
+ */
+static const char migrate_v7_sql[] =
+    "BEGIN IMMEDIATE; ALTER TABLE snapshots ADD COLUMN" AUTOSNAP_COL
+    "; PRAGMA user_version = 8; COMMIT;";
+
 static int int_row(sqlite3_stmt *st, void *ctx)
 {
 	*(int *)ctx = sqlite3_column_int(st, 0);
@@ -142,7 +153,7 @@ int reg_migrate(struct registry *reg, const char *path)
 		return 0;
 	/* A new file gets the whole schema; an older one the steps since its version, in turn. */
 	const char *steps[] = {schema_sql,     migrate_v1_sql, migrate_v2_sql, migrate_v3_sql,
-			       migrate_v4_sql, migrate_v5_sql, migrate_v6_sql};
+			       migrate_v4_sql, migrate_v5_sql, migrate_v6_sql, migrate_v7_sql};
 	if (version < 0 || version >= (int)ARRAY_SIZE(steps))
 		return error(EIO,
 			     "registry: %s has schema version %d; this snapfs knows version %d",

@@ -74,9 +74,14 @@
  * is closed, generous for a shell or a long poll, so abandoned ones do not
  * hold the FORWARD_CONNS_MAX slots for ever. Out of fds, a listener stops
  * accepting for FORWARD_ACCEPT_BACKOFF_MS instead of being woken at once.
+ * A new connection to a port (or a daemon) whose table is full closes the
+ * one that has moved no byte for longest, if that is at least
+ * FORWARD_EVICT_IDLE_MS, to make room: idle sockets, any local user's,
+ * cannot hold a port for the idle timeout (docs/network.md).
  */
 #define FORWARD_CONNECT_TIMEOUT_MS 10000
 #define FORWARD_IDLE_TIMEOUT_MS (60 * 60 * 1000)
+#define FORWARD_EVICT_IDLE_MS 10000
 #define FORWARD_ACCEPT_BACKOFF_MS 100
 
 #endif

@@ -51,6 +51,7 @@ struct conn {
 	struct flow flow[2]; /* flow[s] is read from fd[s] and written to fd[!s] */
 	bool connecting;     /* until the sandbox's side is connected */
 	int64_t deadline_ms; /* mono_ms() it is closed at: connect or idle timeout */
+	int64_t active_ms;   /* mono_ms() it last moved a byte, or began: the eviction's order */
 	struct port *port;
 	struct conn *next;
 };
@@ -71,6 +72,7 @@ static struct in_addr listen_addr;
 static char listen_text[INET_ADDRSTRLEN] = "127.0.0.1";
 static unsigned connect_timeout_ms = FORWARD_CONNECT_TIMEOUT_MS;
 static unsigned idle_timeout_ms = FORWARD_IDLE_TIMEOUT_MS;
+static unsigned evict_idle_ms = FORWARD_EVICT_IDLE_MS;
 static int64_t accepts_resume_ms; /* when paused listeners accept again; 0: none is */
 
 /* --- clocks: connect and idle timeouts, the back-off out of fds ----------- */
@@ -78,7 +80,8 @@ static int64_t accepts_resume_ms; /* when paused listeners accept again; 0: none
 /* @c did something (or began): its clock starts again. */
 static void conn_touch(struct conn *c)
 {
-	c->deadline_ms = mono_ms() + (c->connecting ? connect_timeout_ms : idle_timeout_ms);
+	c->active_ms = mono_ms();
+	c->deadline_ms = c->active_ms + (c->connecting ? connect_timeout_ms : idle_timeout_ms);
 }
 
 /*
@@ -269,6 +272,35 @@ static bool over_limit(const struct port *p)
 }
 
 /*
+ * Room for one more connection on @p: when its table (or the daemon's) is
+ * full, the connection of that table that has moved no byte for longest
+ * is closed, if that is evict_idle_ms or more. Any local user may connect
+ * (docs/network.md), so idle sockets must not hold a port until the idle
+ * timeout; a client that keeps every slot busy with traffic still can.
+ */
+static bool make_room(struct port *p)
+{
+	if (!over_limit(p))
+		return true;
+	bool port_full = p->conns >= FORWARD_CONNS_PORT_MAX;
+	int64_t idle_since = mono_ms() - evict_idle_ms;
+	struct conn *oldest = NULL;
+	for (struct conn *c = conns; c; c = c->next) {
+		if ((port_full && c->port != p) || c->active_ms > idle_since)
+			continue;
+		/* Idle as long: the one opened first (the smaller serial) goes. */
+		if (!oldest || c->active_ms < oldest->active_ms ||
+		    (c->active_ms == oldest->active_ms && c->serial < oldest->serial))
+			oldest = c;
+	}
+	if (!oldest)
+		return false;
+	oldest->port->tally->st.evicted++;
+	conn_free(oldest);
+	return !over_limit(p);
+}
+
+/*
  * Out of fds: the waiting client is accepted on the spare descriptor and
  * closed at once; where even that fails (no spare, or its slot is past the
  * limit) the listener backs off (port_pause()).
@@ -297,7 +329,7 @@ static void port_event(struct port *p)
 	if (fd < 0)
 		return;
 	p->tally->st.connections++;
-	if (over_limit(p)) {
+	if (!make_room(p)) {
 		close(fd);
 		return;
 	}
@@ -310,7 +342,7 @@ static void port_event(struct port *p)
 	int rc = resolve ? resolve(id, &to) : -ENETUNREACH;
 	pthread_mutex_lock(&lock);
 	p = port_by_serial(serial); /* closed meanwhile: NULL */
-	if (rc < 0 || !p || stopping || over_limit(p))
+	if (rc < 0 || !p || stopping || !make_room(p))
 		close(fd);
 	else
 		conn_open(p, fd, &to);
@@ -488,6 +520,13 @@ void forward_set_timeouts(unsigned connect_ms, unsigned idle_ms)
 	pthread_mutex_lock(&lock);
 	connect_timeout_ms = connect_ms ? connect_ms : FORWARD_CONNECT_TIMEOUT_MS;
 	idle_timeout_ms = idle_ms ? idle_ms : FORWARD_IDLE_TIMEOUT_MS;
+	pthread_mutex_unlock(&lock);
+}
+
+void forward_set_evict_idle(unsigned ms)
+{
+	pthread_mutex_lock(&lock);
+	evict_idle_ms = ms ? ms : FORWARD_EVICT_IDLE_MS;
 	pthread_mutex_unlock(&lock);
 }
 

@@ -13,9 +13,12 @@
  * becomes a shutdown(SHUT_WR) of the other once the bytes before it are
  * written, and the connection ends when both directions have. A connection
  * that cannot reach the sandbox (the resolver fails, the connect is refused
- * or fails) is closed at once; one over FORWARD_CONNS_PORT_MAX or
- * FORWARD_CONNS_MAX (lib/limits.h) is accepted and closed at once, so a
- * client never waits in a backlog that will not be served.
+ * or fails) is closed at once. One over FORWARD_CONNS_PORT_MAX or
+ * FORWARD_CONNS_MAX (lib/limits.h) closes the connection of the full table
+ * that has been idle longest, FORWARD_EVICT_IDLE_MS at least, to take its
+ * place (every local user may connect: idle sockets must not hold a port);
+ * with none that idle it is accepted and closed at once, so a client never
+ * waits in a backlog that will not be served.
  *
  * The resolver is asked per connection, so a listener outlives a suspend,
  * a resume or a restart of the network: the port stays, and the address it
@@ -60,6 +63,8 @@ void forward_set_resolver(forward_resolve_fn resolve);
  * FORWARD_IDLE_TIMEOUT_MS (lib/limits.h). Applies to what happens next.
  */
 void forward_set_timeouts(unsigned connect_ms, unsigned idle_ms);
+/* Tests: a full table closes a connection idle @ms or more; 0: FORWARD_EVICT_IDLE_MS. */
+void forward_set_evict_idle(unsigned ms);
 /* The publish address as text ("127.0.0.1"). */
 const char *forward_address(void);
 
@@ -84,6 +89,7 @@ struct forward_stats {
 	uint64_t bytes_in;    /* client to sandbox */
 	uint64_t bytes_out;   /* sandbox to client */
 	unsigned open;	      /* connections open now */
+	uint64_t evicted;     /* closed while idle to make room for a new one (make_room()) */
 };
 /* @sandbox_id's counters; -ENOENT if it never published. */
 int forward_stats(const char *sandbox_id, struct forward_stats *out);

@@ -22,7 +22,12 @@
  * The spool is shared by every checkpoint in flight: each reserves, under
  * ops.lock, what it may write (spool_reserved) from its request until its
  * checkpoint ends, so parallel ones cannot together overcommit the spool
- * and fail in runsc, which kills the sandbox.
+ * and fail in runsc, which kills the sandbox. What it may write is its
+ * memory limit where it has one (a queued checkpoint may start once the
+ * sandbox has grown to it), else its resident memory, and a margin; the
+ * job checks again when it starts, against the spool's free space then
+ * and its resident memory then, and fails with the sandbox running rather
+ * than write past it.
  */
 #include "runtime/ops_internal.h"
 
@@ -192,6 +197,51 @@ static int64_t sandbox_memory_bytes(pid_t pid)
 	return (int64_t)resident * sysconf(_SC_PAGESIZE);
 }
 
+/*
+ * The spool bytes @sb's checkpoint may write: its memory limit where it
+ * has one, for it may grow to it before a queued checkpoint starts; its
+ * resident memory now where that is more, or where it has none; and the
+ * margin.
+ */
+static int64_t spool_need(const struct sandbox *sb)
+{
+	int64_t rss = sandbox_memory_bytes(sb->pid), limit = sb->res.memory_bytes;
+	return (limit > rss ? limit : rss) + SPOOL_MARGIN_BYTES;
+}
+
+/*
+ * When @job's checkpoint starts: the spool's free space now, less what the
+ * others in flight reserved, must still hold what it may write (@sb
+ * resident now may be more than at the request, with no limit), which it
+ * then reserves. -ENOSPC (in @e) if it does not: a file written into the
+ * spool, or a sandbox grown, since the request.
+ */
+static int spool_recheck(struct snap_job *job, const struct sandbox *sb, struct err *e)
+{
+	int64_t need = spool_need(sb);
+	int rc = 0;
+	pthread_mutex_lock(&ops.lock);
+	if (need < job->reserved)
+		need = job->reserved;
+	int64_t have = free_bytes(ops.spool_dir), others = spool_reserved - job->reserved;
+	if (have >= 0 && have - others < need) {
+		rc = -ENOSPC;
+	} else {
+		spool_reserved += need - job->reserved;
+		job->reserved = need;
+	}
+	pthread_mutex_unlock(&ops.lock);
+	if (rc < 0)
+		return err_set(
+		    e, ENOSPC,
+		    "cannot checkpoint sandbox %s: the spool %s has %lld MiB free as the "
+		    "checkpoint starts, %lld MiB of it reserved by other checkpoints; it "
+		    "needs %lld MiB",
+		    sb->id, ops.spool_dir, (long long)(have >> 20), (long long)(others >> 20),
+		    (long long)(need >> 20));
+	return 0;
+}
+
 /* The states a checkpoint job owns; a terminate may take the sandbox from it meanwhile. */
 #define CHECKPOINTING (STATE_BIT(SB_SNAPSHOTTING) | STATE_BIT(SB_SUSPENDING))
 
@@ -286,8 +336,10 @@ static void checkpoint_job(void *arg)
 	snapshot_save(&snap);
 	spool_path(snap.id, spool, sizeof(spool));
 	rm_rf(spool);
+	int rc = spool_recheck(job, &sb, &e);
 	/* Held before the container can go: from then on no host deletes the snapshot. */
-	int rc = leave_running ? 0 : suspend_hold(sb.id, snap.id, &e);
+	if (rc == 0 && !leave_running)
+		rc = suspend_hold(sb.id, snap.id, &e);
 	if (rc == 0)
 		rc = take_checkpoint(job, &sb, spool, &snap, &e);
 	spool_release(job); /* what it wrote is in the spool's free space now */
@@ -487,13 +539,13 @@ static int check_label(const char *label, struct err *e)
 }
 
 /*
- * Reserve room in the spool for @sb's checkpoint (@job->reserved): its
- * resident memory and a margin, out of what is free less what checkpoints
- * in flight reserved. -ENOSPC if it does not fit.
+ * Reserve room in the spool for @sb's checkpoint (@job->reserved): what it
+ * may write (spool_need()), out of what is free less what checkpoints in
+ * flight reserved. -ENOSPC if it does not fit.
  */
 static int reserve_spool_room(const struct sandbox *sb, struct snap_job *job, struct err *e)
 {
-	int64_t need = sandbox_memory_bytes(sb->pid) + SPOOL_MARGIN_BYTES;
+	int64_t need = spool_need(sb);
 	int rc = 0;
 	pthread_mutex_lock(&ops.lock);
 	int64_t have = free_bytes(ops.spool_dir), reserved = spool_reserved;
@@ -512,7 +564,7 @@ static int reserve_spool_room(const struct sandbox *sb, struct snap_job *job, st
 }
 
 static int insert_snapshot(const struct sandbox *sb, enum snapshot_kind kind, const char *label,
-			   char id_out[ID_MAX], struct err *e)
+			   bool autosnap, char id_out[ID_MAX], struct err *e)
 {
 	struct snapshot snap = {0};
 	_cleanup_strbuf_ struct strbuf host = STRBUF_INIT;
@@ -526,6 +578,7 @@ static int insert_snapshot(const struct sandbox *sb, enum snapshot_kind kind, co
 		return err_set(e, -rc, "cannot prepare snapshot of %s: %s", sb->id, strerror(-rc));
 	snprintf(snap.name, sizeof(snap.name), "%s", label ? label : "");
 	snap.kind = kind;
+	snap.autosnap = autosnap;
 	snprintf(snap.sandbox_id, sizeof(snap.sandbox_id), "%s", sb->id);
 	snap.created_at = now_ms();
 	snap.state = SNAP_PENDING;
@@ -553,10 +606,13 @@ static int insert_snapshot(const struct sandbox *sb, enum snapshot_kind kind, co
 	return 0;
 }
 
-/* The common start of snapshot and suspend: checks, transition, record, queue. */
+/*
+ * The common start of snapshot and suspend: checks, transition, record,
+ * queue. @autosnap marks the snapshot the timer's (struct snapshot).
+ */
 static int begin_checkpoint(const struct caller *who, const char *id, enum snapshot_kind kind,
-			    const char *label, char snap_id[ID_MAX], ops_done_fn done, void *ctx,
-			    struct err *e)
+			    const char *label, bool autosnap, char snap_id[ID_MAX],
+			    ops_done_fn done, void *ctx, struct err *e)
 {
 	const char *verb = kind == SNAP_KIND_SNAPSHOT ? "snapshot" : "suspend";
 	enum sandbox_state during = kind == SNAP_KIND_SNAPSHOT ? SB_SNAPSHOTTING : SB_SUSPENDING;
@@ -572,7 +628,7 @@ static int begin_checkpoint(const struct caller *who, const char *id, enum snaps
 	}
 	rc = reserve_spool_room(&sb, job, e);
 	if (rc == 0)
-		rc = insert_snapshot(&sb, kind, label, snap_id, e);
+		rc = insert_snapshot(&sb, kind, label, autosnap, snap_id, e);
 	if (rc < 0) {
 		snap_job_free(job);
 		sandbox_apply(id, SB_PATCH(SB_RUNNING));
@@ -599,12 +655,23 @@ int ops_sandbox_snapshot(const struct caller *who, const char *id, const char *l
 	int rc = label ? check_label(label, e) : 0;
 	if (rc < 0)
 		return rc;
-	return begin_checkpoint(who, id, SNAP_KIND_SNAPSHOT, label, snap_id_out, done, ctx, e);
+	return begin_checkpoint(who, id, SNAP_KIND_SNAPSHOT, label, false, snap_id_out, done, ctx,
+				e);
+}
+
+int autosnap_take(const char *id, const char *label, char snap_id_out[ID_MAX], ops_done_fn done,
+		  void *ctx, struct err *e)
+{
+	int rc = check_label(label, e);
+	if (rc < 0)
+		return rc;
+	return begin_checkpoint(&access_root, id, SNAP_KIND_SNAPSHOT, label, true, snap_id_out,
+				done, ctx, e);
 }
 
 int ops_sandbox_suspend(const struct caller *who, const char *id, ops_done_fn done, void *ctx,
 			struct err *e)
 {
 	char snap_id[ID_MAX];
-	return begin_checkpoint(who, id, SNAP_KIND_SUSPEND, NULL, snap_id, done, ctx, e);
+	return begin_checkpoint(who, id, SNAP_KIND_SUSPEND, NULL, false, snap_id, done, ctx, e);
 }

@@ -211,6 +211,11 @@ void announce_reason(const char *reason)
 	event_reason = reason;
 }
 
+const char *announced_reason(void)
+{
+	return event_reason;
+}
+
 /* Append the event "@kind @id is @status" to the journal and tell the events file. */
 static void announce_event(enum ops_object kind, const char *id, const char *status,
 			   const char *message)

@@ -459,6 +459,15 @@ cJSON *timer_info_autosnap(const struct sandbox *sb);
  * operations it starts, which announce on the calling thread (ops_core.c).
  */
 void announce_reason(const char *reason);
+/* This thread's reason now: a job queued under it carries it to the thread that announces. */
+const char *announced_reason(void);
+/*
+ * The timer's snapshot of sandbox @id (ops_checkpoint.c): as a `snapshot`
+ * write by the daemon, the row marked autosnap, which alone the prune may
+ * delete.
+ */
+int autosnap_take(const char *id, const char *label, char snap_id_out[ID_MAX], ops_done_fn done,
+		  void *ctx, struct err *e);
 
 /*
  * --- what a user who is not root may ask for (ops_quota.c; docs/limits.md,

@@ -68,6 +68,7 @@ int ops_sandbox_newest_snapshot(const struct sandbox *sb, struct snapshot *out)
 struct delete_job {
 	struct op_job base; /* in JOB_LIFECYCLE */
 	char snap_id[ID_MAX];
+	const char *reason; /* the requester's announce_reason(), a literal: its deleted event's */
 };
 OP_JOB_CHECK(struct delete_job);
 
@@ -100,7 +101,9 @@ static void delete_job_run(void *arg)
 				strerror(-rc));
 		report_job_failure(OPS_OBJ_SNAPSHOT, job->snap_id, "delete", &e);
 	} else {
+		announce_reason(job->reason);
 		announce_gone(OPS_OBJ_SNAPSHOT, job->snap_id, NULL);
+		announce_reason(NULL);
 	}
 	delete_end(job->snap_id);
 	op_job_end(job, rc < 0 ? -e.code : 0, NULL, 0);
@@ -147,6 +150,7 @@ int ops_snapshot_delete(const struct caller *who, const char *snap_id, ops_done_
 		return -e->code;
 	}
 	snprintf(job->snap_id, sizeof(job->snap_id), "%s", snap_id);
+	job->reason = announced_reason();
 	return op_job_queue(job, delete_job_run);
 }
 

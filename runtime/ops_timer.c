@@ -7,8 +7,8 @@
  * sandbox's row (backend/registry.h), the times absolute (ms since the
  * epoch), so a daemon restarted finds them as they were and fires what
  * fell due while it was down at once. Nothing is kept in memory but the
- * thread's own flags: each pass reads the rows afresh, so no copy can go
- * stale.
+ * thread's own flags and the count of a timeout's failed suspends (below):
+ * each pass reads the rows afresh, so no copy can go stale.
  *
  * The timeout: `timeout_s` and `timeout_action` are the setting;
  * `deadline_at` is when it fires, set whenever the sandbox begins to run (a
@@ -25,14 +25,18 @@
  *
  * The periodic snapshots: `autosnap_every_s` and `autosnap_keep` are the
  * setting, `autosnap_next_at` the next tick. A tick takes a snapshot named
- * auto-<UTC time> through ops_sandbox_snapshot(), as a write to `snapshot`
- * would, unless the sandbox is not running or an auto- snapshot of it is
- * still being taken or stored: then that tick is skipped. After every pass
- * (and each auto snapshot that ends kicks one), the oldest completed auto-
- * snapshots beyond `keep` are deleted with ops_snapshot_delete(); one that
- * is refused (a suspended sandbox or a fork needs it: EBUSY) stays, and so
- * the next oldest is not deleted in its place. `0` stops the ticks and
- * keeps `keep`, so a snapshot still in flight at the stop is counted too.
+ * auto-<UTC time> through autosnap_take(), as a write to `snapshot` would,
+ * its row marked `autosnap`, unless the sandbox is not running or a marked
+ * snapshot of it is still being taken or stored: then that tick is
+ * skipped. After every pass (and each auto snapshot that ends kicks one),
+ * the oldest completed marked snapshots beyond `keep` are deleted with
+ * ops_snapshot_delete(); one that is refused (a suspended sandbox or a fork
+ * needs it: EBUSY) stays, and so the next oldest is not deleted in its
+ * place. The mark, not the name, says what is the timer's: a user's own
+ * `name=auto-…` is never counted or deleted, nor is an `auto-` snapshot
+ * from before the mark (schema 7), which cannot be told from a user's.
+ * `0` stops the ticks and keeps `keep`, so a snapshot still in flight at
+ * the stop is counted too.
  *
  * The thread, as Redis's bio.c: one thread sleeps on `timer_cond` until
  * the earliest due time, or until timer_kick() signals that a deadline or a
@@ -342,6 +346,124 @@ static void deadline_spent(const char *id, int64_t at)
 		notify(OPS_OBJ_SANDBOX, id);
 }
 
+/*
+ * A timeout's suspend that does not happen: the timer's own memory of the
+ * tries at one deadline (only the timer thread touches it). A suspend the
+ * sandbox refuses for good (ENOSPC: the spool cannot take its memory), or
+ * one accepted whose checkpoint or store then fails (the sandbox is running
+ * again, its deadline still due) TIMEOUT_SUSPEND_TRIES times, falls back to
+ * terminate: a deadline is not escaped by making the suspend fail. Between
+ * failed tries the timer waits TIMEOUT_RETRY_MS, doubled each time, where
+ * it would try every TIMER_SETTLE_MS, each a pause and a spool's write. Not
+ * kept across a restart: a restarted daemon gives the suspend its tries
+ * again.
+ */
+#define TIMEOUT_SUSPEND_TRIES 3
+#define TIMEOUT_RETRY_MS 2000
+/* The event's reason when the timeout terminates in place of its suspend. */
+#define REASON_SUSPEND_FAILED "timeout-suspend-failed"
+
+struct suspend_try {
+	struct suspend_try *next;
+	char id[ID_MAX];
+	int64_t deadline_at; /* the deadline these tries are for: another starts afresh */
+	int tries;	     /* suspends accepted so far */
+	int64_t next_at;     /* no new try before */
+	bool seen;	     /* its deadline was looked at this pass: otherwise it is forgotten */
+};
+static struct suspend_try *suspend_tries;
+
+/* Sandbox @sb's tries at its deadline; a new (zeroed) one; NULL without memory. */
+static struct suspend_try *suspend_try_get(const struct sandbox *sb)
+{
+	struct suspend_try *t = suspend_tries;
+	while (t && strcmp(t->id, sb->id) != 0)
+		t = t->next;
+	if (!t) {
+		t = calloc(1, sizeof(*t));
+		if (!t)
+			return NULL;
+		snprintf(t->id, sizeof(t->id), "%s", sb->id);
+		t->next = suspend_tries;
+		suspend_tries = t;
+	}
+	if (t->deadline_at != sb->deadline_at)
+		*t = (struct suspend_try){.next = t->next, .deadline_at = sb->deadline_at};
+	memcpy(t->id, sb->id, sizeof(t->id));
+	t->seen = true;
+	return t;
+}
+
+/* Forget the tries of every deadline not looked at since the last call (@all: every one). */
+static void suspend_tries_sweep(bool all)
+{
+	for (struct suspend_try **p = &suspend_tries; *p;) {
+		struct suspend_try *t = *p;
+		if (all || !t->seen) {
+			*p = t->next;
+			free(t);
+		} else {
+			t->seen = false;
+			p = &t->next;
+		}
+	}
+}
+
+/*
+ * Terminate sandbox @id in place of the suspend its timeout asked for, and
+ * say why (@why) in its `error` and the errors journal; the events give the
+ * reason REASON_SUSPEND_FAILED. The time to look again, 0 for none.
+ */
+static int64_t suspend_fallback(const char *id, int64_t at, int64_t now, const char *why)
+{
+	struct err e = {0};
+	warning("sandbox %s: its timeout's suspend failed (%s): terminating it instead", id, why);
+	announce_reason(REASON_SUSPEND_FAILED);
+	int rc = ops_sandbox_terminate(&access_root, id, NULL, NULL, &e);
+	announce_reason(NULL);
+	if (rc == -EBUSY || rc == -EAGAIN)
+		return now + TIMER_SETTLE_MS;
+	if (rc == 0)
+		err_set(&e, ETIMEDOUT,
+			"timeout: the suspend failed (%.800s); the sandbox was terminated instead",
+			why);
+	report_job_failure(OPS_OBJ_SANDBOX, id, "timeout", &e);
+	deadline_spent(id, at);
+	return 0;
+}
+
+/* The timeout's suspend of running sandbox @sb at @now, or its fallback: when to look again. */
+static int64_t timeout_suspend(const struct sandbox *sb, int64_t now)
+{
+	struct err e = {0};
+	struct suspend_try *t = suspend_try_get(sb);
+	/* Running again after its last try failed: no more waiting. */
+	if (t && t->tries >= TIMEOUT_SUSPEND_TRIES) {
+		char why[MESSAGE_MAX];
+		snprintf(why, sizeof(why), "%d tries, the last: %.900s", t->tries,
+			 sb->message[0] ? sb->message : "the sandbox runs on");
+		return suspend_fallback(sb->id, sb->deadline_at, now, why);
+	}
+	if (t && t->tries > 0 && now < t->next_at)
+		return t->next_at; /* running again after a failed try: backing off */
+	info("sandbox %s: its timeout of %lld s expired: suspending it", sb->id,
+	     (long long)sb->timeout_s);
+	announce_reason("timeout");
+	int rc = ops_sandbox_suspend(&access_root, sb->id, NULL, NULL, &e);
+	announce_reason(NULL);
+	/* Refused for now: looked at again until it settles. */
+	if (rc == -EBUSY || rc == -EAGAIN)
+		return now + TIMER_SETTLE_MS;
+	if (rc < 0)
+		return suspend_fallback(sb->id, sb->deadline_at, now, e.msg);
+	/* Accepted: watched until it settles; running again, it failed, and waits. */
+	if (t) {
+		t->tries++;
+		t->next_at = now + ((int64_t)TIMEOUT_RETRY_MS << (t->tries - 1));
+	}
+	return now + TIMER_SETTLE_MS;
+}
+
 /* Sandbox @id's deadline passed at @now: act; the time to look again, 0 for none. */
 static int64_t timeout_fire(const char *id, int64_t now)
 {
@@ -349,18 +471,20 @@ static int64_t timeout_fire(const char *id, int64_t now)
 	struct err e = {0};
 	if (row_sandbox_get(id, &sb) < 0 || !sb.deadline_at || sb.deadline_at > now)
 		return 0;
-	if (sandbox_state_transitional(sb.state))
+	if (sandbox_state_transitional(sb.state)) {
+		suspend_try_get(&sb);	      /* its tries are kept while their suspend runs */
 		return now + TIMER_SETTLE_MS; /* the job that owns it settles it first */
+	}
 	if (sb.state != SB_RUNNING) {
 		deadline_spent(id, sb.deadline_at);
 		return 0;
 	}
-	bool suspend = sb.timeout_action == TIMEOUT_SUSPEND;
-	info("sandbox %s: its timeout of %lld s expired: %s", id, (long long)sb.timeout_s,
-	     suspend ? "suspending it" : "terminating it");
+	if (sb.timeout_action == TIMEOUT_SUSPEND)
+		return timeout_suspend(&sb, now);
+	info("sandbox %s: its timeout of %lld s expired: terminating it", id,
+	     (long long)sb.timeout_s);
 	announce_reason("timeout");
-	int rc = suspend ? ops_sandbox_suspend(&access_root, id, NULL, NULL, &e)
-			 : ops_sandbox_terminate(&access_root, id, NULL, NULL, &e);
+	int rc = ops_sandbox_terminate(&access_root, id, NULL, NULL, &e);
 	announce_reason(NULL);
 	/* Accepted, or refused for now: looked at again until it settles. */
 	if (rc == 0 || rc == -EBUSY || rc == -EAGAIN)
@@ -372,10 +496,10 @@ static int64_t timeout_fire(const char *id, int64_t now)
 
 /* --- the periodic snapshots ----------------------------------------------------- */
 
+/* The timer's own, by its mark: a name anyone may choose says nothing. */
 static bool is_auto(const struct snapshot *snap)
 {
-	return snap->kind == SNAP_KIND_SNAPSHOT &&
-	       strncmp(snap->name, AUTOSNAP_PREFIX, strlen(AUTOSNAP_PREFIX)) == 0;
+	return snap->kind == SNAP_KIND_SNAPSHOT && snap->autosnap;
 }
 
 static int auto_in_flight(const struct snapshot *snap, void *arg)
@@ -422,7 +546,7 @@ static int64_t autosnap_tick(const char *id, int64_t now)
 	gmtime_r(&t, &tm);
 	strftime(label, sizeof(label), AUTOSNAP_PREFIX "%Y%m%dT%H%M%SZ", &tm);
 	announce_reason("autosnapshot");
-	int rc = ops_sandbox_snapshot(&access_root, id, label, snap_id, autosnap_done, NULL, &e);
+	int rc = autosnap_take(id, label, snap_id, autosnap_done, NULL, &e);
 	announce_reason(NULL);
 	if (rc < 0 && rc != -EBUSY)
 		report_job_failure(OPS_OBJ_SANDBOX, id, "autosnapshot", &e);
@@ -503,12 +627,11 @@ static int64_t timer_pass(int64_t now)
 {
 	_cleanup_strbuf_ struct strbuf work = STRBUF_INIT;
 	struct pass p = {.now = now, .next = now + TIMER_IDLE_MS, .work = &work};
-	if (row_sandbox_each(pass_row, &p) < 0)
+	bool walked = row_sandbox_each(pass_row, &p) == 0;
+	if (!walked)
 		p.next = now + TIMER_SETTLE_MS; /* the registry failed: try again soon */
-	if (!work.len)
-		return p.next;
 	char *save = NULL;
-	for (char *line = strtok_r(work.buf, "\n", &save); line;
+	for (char *line = work.len ? strtok_r(work.buf, "\n", &save) : NULL; line;
 	     line = strtok_r(NULL, "\n", &save)) {
 		int64_t again = 0;
 		if (line[0] == 't')
@@ -520,6 +643,8 @@ static int64_t timer_pass(int64_t now)
 		if (again && again < p.next)
 			p.next = again;
 	}
+	if (walked)
+		suspend_tries_sweep(false); /* a deadline not due now is spent or moved */
 	return p.next;
 }
 
@@ -539,6 +664,7 @@ static void *timer_main(void *arg)
 		pthread_cond_timedwait(&timer_cond, &timer_lock, &ts);
 	}
 	pthread_mutex_unlock(&timer_lock);
+	suspend_tries_sweep(true);
 	return NULL;
 }
 

@@ -4,6 +4,7 @@
 # keep=3` takes a snapshot named auto-… every 2 s and deletes the oldest
 # beyond 3; `0` stops; the ones kept fork; dedup keeps the store under 1.5
 # times one snapshot; the setting survives a restart; bad values are EINVAL.
+# The prune deletes only the timer's own: a user's `name=auto-…` stays.
 # Every wait is on behaviour (how many were taken), with generous bounds.
 . "$(dirname "$0")/lib.sh"
 
@@ -27,6 +28,7 @@ auto_snaps() {
 taken() { rd "$MNT/events" | jq -r --arg id "$1" \
 	'select(.object == "sandbox" and .id == $id and .reason == "autosnapshot" and .status == "snapshotting") | .time' | wc -l; }
 taken_over() { [ "$(taken a1)" -gt "$1" ]; }
+taken_over_of() { [ "$(taken "$1")" -gt "$2" ]; }
 store_bytes() { du -sb "$STATE/store" | cut -f1; }
 all_settled() {
 	local s
@@ -93,6 +95,49 @@ check_eq "the setting survives a restart" "every=1 keep=1" "$(rd "$AUTO")"
 before=$(taken a1)
 ok "ticks go on after the restart within 120 s" poll_until 120 taken_over "$before"
 ok "write 0" wr "$AUTO" 0
+
+# The prune deletes only what the timer took (its mark in the registry), never a
+# user's own snapshot, however it is named (security-3 N9).
+make_sandbox a2 'while :; do sleep 3600; done' || bail "start sandbox a2"
+AUTO2=$MNT/sandboxes/a2/autosnapshot
+mine=()
+for i in 1 2; do
+	s=$(snapshot_of a2 name=auto-important-backup)
+	check_match "hand-made snapshot $i of a2, named auto-important-backup" '^snap-[0-9a-f]{16}$' "$s"
+	check_eq "hand-made snapshot $i completes" completed "$(snap_wait "$s")"
+	mine+=("$s")
+done
+# the timer's: a2's auto- snapshots that are not the hand-made ones, with that status.
+timers() {
+	snapshots_jq a2 'select(.name // "" | startswith("auto-")) | "\(.id) \(.status)"' |
+		awk -v mine="${mine[*]}" -v st="${1:-}" \
+			'index(" " mine " ", " " $1 " ") == 0 && (st == "" || $2 == st) { print $1 }'
+}
+timers_completed_are() { [ "$(timers completed | wc -l)" -eq "$1" ]; }
+timers_settled() {
+	local s
+	for s in $(timers); do
+		snap_status_is "$s" completed || snap_status_is "$s" failed || return 1
+	done
+}
+ok "write 'every=3600 keep=1' to a2" wr "$AUTO2" "every=3600 keep=1"
+sleep 5 # the write kicks a pass, and its prune, at once; no tick falls due
+for s in "${mine[@]}"; do
+	check_eq "$s, hand-made auto-important-backup, is not pruned" completed "$(snap_status "$s")"
+done
+check_eq "no tick is taken before its time" "" "$(timers)"
+ok "write 'every=1 keep=1' to a2" wr "$AUTO2" "every=1 keep=1"
+ok "the timer takes three snapshots of a2 within 120 s" poll_until 120 taken_over_of a2 2
+ok "write 0 to a2" wr "$AUTO2" 0
+ok "a2's last tick settles within 120 s" poll_until 120 timers_settled
+ok "keep=1 leaves one of the timer's own within 120 s" poll_until 120 timers_completed_are 1
+for s in "${mine[@]}"; do
+	check_eq "$s, hand-made, is still there after the prunes" completed "$(snap_status "$s")"
+done
+pruned=$(rd "$MNT/events" | jq -r \
+	'select(.object == "snapshot" and .status == "deleted" and .reason == "autosnapshot") | .id')
+for s in "${mine[@]}"; do check_lacks "$s has no deleted event" "$s" "$pruned"; done
+check_match "the prune's deleted events give the reason autosnapshot" 'snap-' "$pruned"
 
 stop_daemon
 finish

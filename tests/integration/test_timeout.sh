@@ -4,7 +4,8 @@
 # deadline it is suspended or terminated as a write to those files would do
 # it, events say why, the deadline survives a daemon killed and restarted,
 # a fork's starts from the snapshot's setting or the fork write's, and bad
-# values are EINVAL with a sentence. Waits have generous bounds: no check
+# values are EINVAL with a sentence. A suspend that cannot happen gives way
+# to a terminate. Waits have generous bounds: no check
 # fails on timing alone, only "not before its deadline" is a time check.
 . "$(dirname "$0")/lib.sh"
 
@@ -104,6 +105,21 @@ check_match "its timeout is the fork write's, its action the snapshot's" '^[0-3]
 ok "that fork is suspended within 120 s" poll_until 120 status_is "$f2" suspended
 expect_errno EINVAL "a fork with timeout=abc" wr "$MNT/snapshots/$s3/fork" "timeout=abc"
 check_eq "the other fork runs on" running "$(sb_status "$f1")"
+
+# --- a suspend that cannot happen does not escape the deadline (security-3 N11) -----
+# A checkpoint reserves the sandbox's memory limit in the spool: no disk holds 512 TiB,
+# so the suspend is refused (ENOSPC) and the timeout terminates the sandbox instead.
+D5=$MNT/sandboxes/t5
+mkdir "$D5" && wr "$D5/image" busybox && wr "$D5/entrypoint" 'while :; do sleep 3600; done' &&
+	wr "$D5/memory" 512T && wr "$D5/start" || bail "start sandbox t5 with a 512 TiB limit"
+expect_errno ENOSPC "a snapshot of t5 is refused: its limit does not fit the spool" \
+	wr "$D5/snapshot"
+ok "write 'timeout 1 suspend' to t5" wr "$D5/timeout" "1 suspend"
+ok "t5 is terminated in place of the suspend within 120 s" poll_until 120 status_is t5 terminated
+check_eq "the terminate's event gives the reason" terminating \
+	"$(events_of t5 timeout-suspend-failed | head -n 1)"
+check_contains "its error says why" "the suspend failed" "$(rd "$D5/error")"
+check_contains "and names the spool" "spool" "$(rd "$D5/error")"
 
 stop_daemon
 finish

@@ -99,13 +99,18 @@ static void test_unreachable(uint16_t echo_port)
 	forward_set_resolver(t_resolve_loopback);
 }
 
-/* One port forwards FORWARD_CONNS_PORT_MAX connections at once; the next is closed at once. */
+/*
+ * One port forwards FORWARD_CONNS_PORT_MAX connections at once; with none
+ * of them idle long enough to give way (the bar set far off), the next is
+ * closed at once.
+ */
 static void test_limit(uint16_t echo_port)
 {
 	struct err e = {0};
 	uint16_t host = 0;
 	int fds[FORWARD_CONNS_PORT_MAX];
 	char buf[64];
+	forward_set_evict_idle(3600 * 1000);
 	CHECK(forward_open("web", echo_port, 0, &host, &e) == 0);
 	int ok = 0;
 	for (int i = 0; i < FORWARD_CONNS_PORT_MAX; i++) {
@@ -133,6 +138,48 @@ static void test_limit(uint16_t echo_port)
 		if (fds[i] >= 0)
 			close(fds[i]);
 	forward_close_sandbox("web", true);
+	forward_set_evict_idle(0);
+}
+
+/*
+ * A port full of idle connections (any local user may open them) still
+ * serves a new one (security-3 N8): the one idle longest is closed to make
+ * room, the others are left alone. The bar is 200 ms here; the table is
+ * filled, then left idle past it.
+ */
+static void test_full_of_idle(uint16_t echo_port)
+{
+	struct err e = {0};
+	uint16_t host = 0;
+	int fds[FORWARD_CONNS_PORT_MAX];
+	char buf[64];
+	forward_set_evict_idle(200);
+	CHECK(forward_open("web", echo_port, 0, &host, &e) == 0);
+	int ok = 0;
+	for (int i = 0; i < FORWARD_CONNS_PORT_MAX; i++) {
+		fds[i] = t_tcp_connect(host);
+		ok += fds[i] >= 0 && t_round_trip(fds[i], "n\n");
+	}
+	CHECK(ok == FORWARD_CONNS_PORT_MAX);
+	usleep(400 * 1000); /* every one idle past the bar */
+	/* The last one speaks again: it is no longer the idlest. */
+	CHECK(fds[0] >= 0 && t_round_trip(fds[0], "still here\n"));
+	int late = t_tcp_connect(host);
+	CHECK_MSG(late >= 0 && t_round_trip(late, "served\n"),
+		  "a new connection to a port full of idle ones is served");
+	/* The one idle longest (the second opened) was closed; the first, which spoke, was not. */
+	CHECK(fds[1] >= 0 && t_read_all(fds[1], buf, sizeof(buf)) == 0);
+	CHECK(fds[0] >= 0 && t_round_trip(fds[0], "and still\n"));
+	struct forward_stats st;
+	CHECK(forward_stats("web", &st) == 0 && st.evicted == 1);
+	CHECK(st.open == FORWARD_CONNS_PORT_MAX);
+	if (late >= 0)
+		close(late);
+	for (int i = 0; i < FORWARD_CONNS_PORT_MAX; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	forward_close_sandbox("web", true);
+	forward_set_evict_idle(0);
 }
 
 /* Out of fds: a connection is accepted and closed at once, and the port serves again after. */
@@ -293,6 +340,7 @@ int main(void)
 	test_close_stops(echo.port);
 	test_unreachable(echo.port);
 	test_limit(echo.port);
+	test_full_of_idle(echo.port);
 	test_out_of_fds(echo.port);
 	test_connect_timeout();
 	test_idle_timeout(echo.port);

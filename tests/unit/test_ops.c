@@ -1854,6 +1854,78 @@ static void spool_reserve(void)
 }
 
 /*
+ * What a checkpoint reserves in the spool is its sandbox's memory limit
+ * where it has one, not its resident memory at the request (security-3
+ * N12), and the job checks the spool again as it starts. On a 330 MiB
+ * spool: a sandbox limited to 512 MiB is refused at once (its timeout's
+ * suspend then terminates it, the refusal being for good); four
+ * checkpoints hung in the fake take every worker and 4 x 64 MiB, a fifth
+ * is queued, and once 280 MiB is written into the spool the fifth fails as
+ * it starts, its sandbox running on.
+ */
+static void spool_recheck_steps(void)
+{
+	char snaps[4][ID_MAX], late[ID_MAX], path[PATH_MAX];
+	const char *ids[] = {"r1", "r2", "r3", "r4"};
+	struct op *ops_[4], *waiting = op_new();
+	struct err e = {0};
+	make_sandbox("big");
+	CHECK(ops_sandbox_set(root, "big", SB_FIELD_MEMORY, "512M", &e) == 0);
+	CHECK(sb_start("big") == 0);
+	int rc = OP_RUN(ops_sandbox_snapshot(root, "big", NULL, late, OP), NULL, 0);
+	CHECK_MSG(rc == -ENOSPC, "a 512 MiB sandbox's checkpoint on a 330 MiB spool: %d", rc);
+	CHECK_SB("big", SB_RUNNING);
+	CHECK(ops_sandbox_set_timeout(root, "big", "1 suspend", &e) == 0);
+	sb_wait_state("big", SB_TERMINATED);
+	CHECK(journal_has("events.jsonl",
+			  "\"status\":\"terminating\",\"reason\":\"timeout-suspend-failed\""));
+	CHECK_HAS(sb_get("big").message, "the spool");
+	CHECK(!fake_called_cmd("checkpoint"));
+
+	CHECK(run_sandbox("r5"));
+	fake_set("FAKE_RUNSC_HANG=checkpoint");
+	for (int i = 0; i < 4; i++) {
+		ops_[i] = op_new();
+		CHECK(run_sandbox(ids[i]));
+		CHECK(ops_sandbox_snapshot(root, ids[i], NULL, snaps[i], op_done, ops_[i], &e) ==
+		      0);
+	}
+	fake_wait_hangs("checkpoint", 4);
+	fake_set("");
+	CHECK(ops_sandbox_snapshot(root, "r5", NULL, late, op_done, waiting, &e) == 0);
+	xsnprintf(path, sizeof(path), "%s/filler", spool_parent);
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	CHECK(fd >= 0 && posix_fallocate(fd, 0, 280ll << 20) == 0);
+	if (fd >= 0)
+		close(fd);
+	fake_release();
+	for (int i = 0; i < 4; i++)
+		CHECK(op_wait(ops_[i], NULL, 0) == 0);
+	rc = op_wait(waiting, NULL, 0);
+	CHECK_MSG(rc == -ENOSPC, "the queued checkpoint, the spool filled meanwhile: %d", rc);
+	CHECK_SNAP(late, SNAP_FAILED);
+	CHECK_HAS(snap_get(late).message, "as the checkpoint starts");
+	CHECK_SB("r5", SB_RUNNING);
+	unlink(path);
+	CHECK(sb_snapshot("r5", late) == 0); /* room again */
+}
+
+static void spool_recheck(void)
+{
+	char dir[PATH_MAX];
+	scenario("spool-recheck");
+	if (!t_tmpfs("spool-recheck/spool", "330m", dir)) {
+		scenario_end();
+		return;
+	}
+	spool_parent = dir;
+	life(spool_recheck_steps);
+	spool_parent = NULL;
+	scenario_end();
+	umount2(dir, MNT_DETACH);
+}
+
+/*
  * --- kill -9 at each phase of a suspend and of a snapshot's store ----------
  *
  * The runsc call of the phase is left running after the kill, as a real
@@ -2166,6 +2238,37 @@ static void timeout_transitional_steps(void)
 	CHECK_EVENTS("tt", "created starting running snapshotting running terminating terminated");
 	CHECK(journal_has("events.jsonl", "\"status\":\"terminating\",\"reason\":\"timeout\""));
 	CHECK(sb_get("tt").deadline_at == 0 || sb_get("tt").state == SB_TERMINATED);
+}
+
+/*
+ * A timeout's suspend whose checkpoint always fails (security-3 N11): each
+ * try leaves the sandbox running with its deadline due. After three tries,
+ * 2 s then 4 s apart (not every 500 ms), the timeout terminates it instead,
+ * and says why in its error, the errors journal and the events' reason.
+ */
+static void timeout_suspend_fails_steps(void)
+{
+	struct err e = {0};
+	if (!run_sandbox("tf"))
+		return;
+	fake_set("FAKE_RUNSC_FAIL=checkpoint");
+	int64_t t0 = now_ms();
+	CHECK(ops_sandbox_set_timeout(root, "tf", "1 suspend", &e) == 0);
+	sb_wait_state("tf", SB_TERMINATED);
+	int64_t took = now_ms() - t0;
+	fake_set("");
+	int tries = fake_calls("checkpoint");
+	CHECK_MSG(tries == 3, "the timeout's suspend was tried %d times, not 3", tries);
+	CHECK_MSG(took >= 1000 + 2000 + 4000, "the tries were backed off: all in %lld ms",
+		  (long long)took);
+	CHECK_EVENTS("tf", "created starting running suspending running suspending running "
+			   "suspending running terminating terminated");
+	CHECK(journal_has("events.jsonl",
+			  "\"status\":\"terminating\",\"reason\":\"timeout-suspend-failed\""));
+	CHECK_HAS(sb_get("tf").message, "the suspend failed");
+	CHECK_HAS(sb_get("tf").message, "runsc checkpoint failed");
+	CHECK(journal_has("errors.jsonl", "the sandbox was terminated instead"));
+	CHECK(sb_get("tf").deadline_at == 0);
 }
 
 /* Bad values are refused with a sentence; the spec and the fork take the same words. */
@@ -2788,6 +2891,7 @@ int main(void)
 	one_life("limits", limits_steps, NULL);
 	one_life("timeout-transitional", timeout_transitional_steps, NULL);
 	one_life("timeout-values", timeout_values_steps, NULL);
+	one_life("timeout-suspend-fails", timeout_suspend_fails_steps, NULL);
 	one_life("ports", ports_steps, ports_restart_steps);
 	one_life("fanout", fanout_steps, NULL);
 	one_life("foreign", foreign_steps, NULL);
@@ -2800,6 +2904,7 @@ int main(void)
 	quota_cfg = (struct ops_config){0};
 	timeout_restart();
 	spool_reserve();
+	spool_recheck();
 	for (size_t i = 0; i < ARRAY_SIZE(interruptions); i++)
 		interrupted(&interruptions[i]);
 	signal(SIGIO, SIG_IGN); /* a lease breaking (lease_pages()) must not end us */

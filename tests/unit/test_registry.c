@@ -424,9 +424,9 @@ static int raw_count(const char *path, const char *sql)
 static void test_foreign_rows(const char *path)
 {
 	struct registry *reg = NULL;
-	raw_exec(path, "PRAGMA user_version = 8");
+	raw_exec(path, "PRAGMA user_version = 9");
 	CHECK(registry_open(path, &reg) == -EIO);
-	raw_exec(path, "PRAGMA user_version = 7");
+	raw_exec(path, "PRAGMA user_version = 8");
 
 	/* 100 bytes into a 40-byte field, and a state this build does not know. */
 	raw_exec(path, "UPDATE sandboxes SET runtime_id = replace(hex(zeroblob(50)), '0', 'r')"
@@ -496,6 +496,8 @@ static void test_migrate_v1(const char *dir)
 	CHECK_STR(snap.ports, "");
 	/* And through version 5 (before networks): none, no rules. */
 	CHECK(sb.network == SB_NET_NONE && sb.egress[0] == '\0' && snap.network == SB_NET_NONE);
+	/* And through version 7 (before the timer's mark): unmarked, so never pruned. */
+	CHECK(!snap.autosnap);
 	sb.network = SB_NET_EGRESS;
 	snprintf(sb.egress, sizeof(sb.egress), "deny 0.0.0.0/0\n");
 	sb.owner_uid = 1234;
@@ -506,6 +508,7 @@ static void test_migrate_v1(const char *dir)
 	snprintf(sb.ports, sizeof(sb.ports), "8080 40001\n");
 	CHECK(registry_sandbox_update(reg, &sb) == 0);
 	snap.res = sb.res;
+	snap.autosnap = true;
 	CHECK(registry_snapshot_update(reg, &snap) == 0);
 	registry_close(reg);
 
@@ -516,7 +519,7 @@ static void test_migrate_v1(const char *dir)
 	CHECK(raw_count(path,
 			"SELECT count(*) FROM sqlite_master WHERE name = 'snapshots_created'") ==
 	      0);
-	CHECK(registry_open(path, &reg) == 0); /* version 7 now: opened as it is */
+	CHECK(registry_open(path, &reg) == 0); /* version 8 now: opened as it is */
 	if (!reg)
 		return;
 	CHECK(registry_sandbox_get(reg, "old", &sb) == 0);
@@ -528,6 +531,7 @@ static void test_migrate_v1(const char *dir)
 	CHECK(registry_snapshot_get(reg, "snap-old", &snap) == 0);
 	CHECK(snap.res.memory_bytes == 1LL << 30 && snap.res.cpu_milli == 500 &&
 	      snap.res.pids == 64);
+	CHECK(snap.autosnap);
 	CHECK(sb.timeout_s == 30 && sb.timeout_action == TIMEOUT_SUSPEND &&
 	      sb.deadline_at == 12345);
 	registry_close(reg);
