@@ -145,6 +145,19 @@ for kind in nobody open link fifo; do
 		test -e "$T/shm/snapfs-spool-$kind/.snapfs-state"
 done
 ok "the marker a symlink named is left alone" test -f "$T/marker-elsewhere"
+# A mount left below the state after unmount_state (a name with a space,
+# \040 in mountinfo, which it does not unmount): an operator's tree
+# bind-mounted under images/, the same filesystem (rm's --one-file-system
+# does not stop there). Purge must leave the state, and the tree whole.
+mkdir -p "$T/varlib/snapfs/images/web tree" "$T/srctree/sub" && echo keep >"$T/srctree/sub/marker"
+PATH=$T/fakebin:$PATH DPKG_MAINTSCRIPT_NAME=postrm DPKG_MAINTSCRIPT_PACKAGE=snapfs timeout -k 5 120 unshare -m bash -c \
+	'mount --bind "$1" /var/lib && mount --bind "$2" /dev/shm && mount --bind "$5" "/var/lib/snapfs/images/web tree" && sh "$3" "$4"' \
+	postrm "$T/varlib" "$T/shm" "$CTL/postrm" purge "$T/srctree" 2>"$T/postrm-bind.err"
+check_eq "postrm purge with a mount left below the state exits 0" 0 "$?"
+check_eq "the bind-mounted tree's file survives the purge" keep "$(cat "$T/srctree/sub/marker" 2>&1)"
+ok "the state directory is left" test -d "$T/varlib/snapfs/images/web tree"
+check_contains "purge says what is still mounted" '/var/lib/snapfs/images/web\040tree is still mounted' "$(cat "$T/postrm-bind.err")"
+check_contains "purge says it left the state" "/var/lib/snapfs is left as it is" "$(cat "$T/postrm-bind.err")"
 
 # --- lintian -------------------------------------------------------------------------
 lintian "$CHANGES" >"$T/lintian.log" 2>&1
@@ -273,5 +286,32 @@ wait "$LOCK_PID" 2>/dev/null
 LOCK_PID=""
 in_d nft delete table inet snapfs
 rm -f "$LOCK"
+# A table whose `sandboxes` map lists a veth that is there and that no
+# record of the purged state names (another state directory's sandbox,
+# its daemon stopped: no lock held) stays, and ip_forward with it; once
+# that veth is gone, the next purge deletes the table. The veth is the
+# test's own, in the test's namespace.
+OURS=snapfs-c0c0c0c0c0c0c0c0c0c0c0c0
+for st in state-c state-d; do mkdir -p "$T/$st/net" && : >"$T/$st/net/$OURS"; done
+echo "was=0 netns=$NS_INO boot=$(cat /proc/sys/kernel/random/boot_id)" >"$T/state-c/ip_forward"
+ip -n "$NS_D" link add snfb0b0b0b0b0b0 type veth peer name tpeerb0 || bail "cannot add the test's veth"
+printf '%s\n' 'add table inet snapfs' 'add map inet snapfs sandboxes { type ifname : verdict; }' \
+	'add element inet snapfs sandboxes { "snfb0b0b0b0b0b0" : accept, "snfc0c0c0c0c0c0" : accept }' >"$T/other.nft"
+in_d nft -f "$T/other.nft" || bail "cannot add the test's table"
+touch "$LOCK"
+postrm_in_ns "$T/state-c" purge
+check_eq "postrm purge beside another state's sandbox exits 0" 0 "$?"
+ok "the table another state's veth is in stays" in_d nft list table inet snapfs
+ok "its lock file stays" test -e "$LOCK"
+check_eq "ip_forward stays 1 while that table stays" 1 "$(forward)"
+check_contains "purge says why the table stays" "veths: snfb0b0b0b0b0b0)" "$(cat "$T/postrm-ns.err")"
+ip -n "$NS_D" link delete snfb0b0b0b0b0b0
+postrm_in_ns "$T/state-d" purge
+check_eq "postrm purge once that veth is gone exits 0" 0 "$?"
+check_eq "then table inet snapfs goes" "" "$(in_d nft list tables | grep -w snapfs)"
+ok "and its lock file" test ! -e "$LOCK"
+in_d nft delete table inet snapfs 2>/dev/null
+rm -f "$LOCK"
+in_d sysctl -qw net.ipv4.ip_forward=0
 
 finish
