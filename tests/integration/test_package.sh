@@ -12,7 +12,11 @@
 # it is not; purge after egress sandboxes ran (a daemon in a network namespace
 # of the test's, as lib_net.sh makes) leaves no netns mount, veth, `table inet
 # snapfs` or ip_forward=1 of snapfs's in that namespace, and leaves the table
-# of a live daemon (its lock held) and an ip_forward snapfs did not change;
+# of a live daemon (its lock held), one whose map lists a veth of another
+# state directory (and the ip_forward then), and an ip_forward snapfs did
+# not change; a mount left below the state (a name with a space, which
+# purge does not unmount) makes purge leave the state and the mounted
+# tree whole, and still exit 0;
 # lintian finds no error, and each warning it gives is justified in
 # docs/packaging.md; the installed unit passes `systemd-analyze verify`;
 # snapfs(8) and snapfs-image(8) render with `man --warnings` silent and
