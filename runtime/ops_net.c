@@ -74,7 +74,7 @@ int ops_egress_check(const char *text, struct err *e)
 	return net_rules_parse(text, rules, &n, e);
 }
 
-/* Under ops.lock: @text becomes @id's recorded rules. */
+/* @text becomes @id's recorded rules, under ops.lock (taken here). */
 static int record_egress(const struct caller *who, const char *id, const char *text, struct err *e)
 {
 	struct sandbox sb;
