@@ -442,6 +442,12 @@ static void write_lines(fuse_req_t req, struct fs_file *f, const char *buf, size
 	pthread_mutex_lock(&f->lock);
 	f->writer = owner;
 	int framing = ctl_lines_feed(&f->lines, buf, size, collect_line, &lines);
+	/*
+	 * A line too long was dropped: the set of this file lacks it, so its
+	 * FLUSH applies nothing (egress: file_collect_flush()).
+	 */
+	if (framing < 0)
+		f->collect_refused = true;
 	pthread_mutex_unlock(&f->lock);
 
 	struct pending *p = pending_start(req, PENDING_WRITE, size, 0);

@@ -62,16 +62,16 @@ struct fs_file {
 	/* The rest is under lock. */
 	struct strbuf content; /* what reads return: made by a read, or a write's result */
 	bool has_content;
-	size_t pos;			       /* FS_STREAM: where the next read starts */
-	bool running;			       /* FS_STREAM: an exec is in flight; reads wait */
-	struct waiter *waiters;		       /* reads held until it ends, oldest first */
-	char seen[FILE_SEEN_MAX];	       /* FS_STATUS: the status this file saw last */
-	struct ctl_lines lines;		       /* the line being written */
-	struct strbuf collected;	       /* env, egress: every line written on this file */
-	bool collect_pending;		       /* egress: lines taken, not yet applied (FLUSH) */
-	bool collect_refused;		       /* egress: a line was refused: nothing applies */
-	struct ctl_spec spec;		       /* sandboxes/new: the spec being written */
-	uint64_t writer;		       /* lock owner (descriptor table) of the last write */
+	size_t pos;		  /* FS_STREAM: where the next read starts */
+	bool running;		  /* FS_STREAM: an exec is in flight; reads wait */
+	struct waiter *waiters;	  /* reads held until it ends, oldest first */
+	char seen[FILE_SEEN_MAX]; /* FS_STATUS: the status this file saw last */
+	struct ctl_lines lines;	  /* the line being written */
+	struct strbuf collected;  /* env, egress: every line written on this file */
+	bool collect_pending;	  /* egress: lines taken, not yet applied (FLUSH) */
+	bool collect_refused;	  /* egress: a line refused or too long: nothing applies */
+	struct ctl_spec spec;	  /* sandboxes/new: the spec being written */
+	uint64_t writer;	  /* lock owner (descriptor table) of the last write */
 	struct fs_file *prev_open, *next_open; /* the list of files not yet freed */
 };
 

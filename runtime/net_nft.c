@@ -114,6 +114,13 @@ void net_nft_base(struct strbuf *sb)
 		"flush chain inet snapfs postrouting\n"
 		"add rule inet snapfs forward iifname vmap @sandboxes\n"
 		"add rule inet snapfs input iifname vmap @sandboxes\n"
+		/*
+		 * Inbound IPv6 (routed, or from the host: the veths have
+		 * link-local addresses): the map's own veths only, into their
+		 * chains, whose first rule drops IPv6 (net_nft_chain()).
+		 */
+		"add rule inet snapfs forward meta nfproto ipv6 oifname vmap @sandboxes\n"
+		"add rule inet snapfs output meta nfproto ipv6 oifname vmap @sandboxes\n"
 		/* Inbound: replies to what a sandbox opened; nothing routed opens a connection. */
 		"add rule inet snapfs forward ip daddr @blocks ct state established,related "
 		"accept\n"
@@ -184,6 +191,7 @@ void net_nft_chain(struct strbuf *sb, const struct net_chain *c)
 	const char *ifn = c->ifn;
 	inet_ntop(AF_INET, &c->self, me, sizeof(me));
 	strbuf_addf(sb, "add chain inet snapfs sb_%s\nflush chain inet snapfs sb_%s\n", ifn, ifn);
+	/* First: the base's inbound IPv6 rules jump here to be dropped (net_nft_base()). */
 	strbuf_addf(sb, "add rule inet snapfs sb_%s meta nfproto ipv6 drop\n", ifn);
 	strbuf_addf(sb, "add rule inet snapfs sb_%s ip saddr != %s drop\n", ifn, me);
 	strbuf_addf(sb,

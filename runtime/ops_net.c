@@ -16,7 +16,7 @@
 
 /*
  * Serializes a sandbox's rules between its row and its chain: an `egress`
- * write (row, then chain) and a network's set-up (row read, then chain)
+ * write (chain, then row) and a network's set-up (row read, then chain)
  * each run whole under it, so the chain in force is the row's. Taken
  * before ops.lock and net.c's lock, never under them.
  */
@@ -74,6 +74,28 @@ int ops_egress_check(const char *text, struct err *e)
 	return net_rules_parse(text, rules, &n, e);
 }
 
+/* @text becomes @id's recorded rules, under ops.lock (taken here). */
+static int record_egress(const struct caller *who, const char *id, const char *text, struct err *e)
+{
+	struct sandbox sb;
+	pthread_mutex_lock(&ops.lock);
+	int rc = sandbox_find(who, id, &sb, e);
+	if (rc == 0) {
+		snprintf(sb.egress, sizeof(sb.egress), "%s", text);
+		rc = row_sandbox_update(&sb);
+		if (rc < 0)
+			rc = err_set(e, EIO, "cannot record the egress of %s", id);
+	}
+	pthread_mutex_unlock(&ops.lock);
+	return rc;
+}
+
+/*
+ * The chain first, then the row: `cat egress` shows only rules in force.
+ * A chain refused leaves both as they were; a row that cannot be written
+ * puts the old chain back. A stopped sandbox has no chain: its row alone
+ * changes, and its next start builds the chain from it.
+ */
 int ops_sandbox_set_egress(const struct caller *who, const char *id, const char *text,
 			   struct err *e)
 {
@@ -84,18 +106,17 @@ int ops_sandbox_set_egress(const struct caller *who, const char *id, const char 
 	pthread_mutex_lock(&egress_lock);
 	pthread_mutex_lock(&ops.lock);
 	rc = sandbox_find(who, id, &sb, e);
-	if (rc == 0) {
-		snprintf(sb.egress, sizeof(sb.egress), "%s", text);
-		rc = row_sandbox_update(&sb);
-		if (rc < 0)
-			err_set(e, EIO, "cannot record the egress of %s", id);
-	}
 	pthread_mutex_unlock(&ops.lock);
 	if (rc == 0) {
-		/* The chain of a running sandbox now; one stopped gets it at its next start. */
-		struct net_egress eg = net_egress_of(&sb);
+		struct net_egress eg = {text, owner_root(&sb)};
 		net_reapply(id);
 		rc = net_set_egress(sb.runtime_id, &eg, e);
+	}
+	if (rc == 0 && (rc = record_egress(who, id, text, e)) < 0) {
+		struct err back = {0};
+		struct net_egress old = net_egress_of(&sb);
+		if (net_set_egress(sb.runtime_id, &old, &back) < 0)
+			warning("sandbox %s: cannot put its egress rules back: %s", id, back.msg);
 	}
 	pthread_mutex_unlock(&egress_lock);
 	return rc;
@@ -123,9 +144,13 @@ int net_prepare(const char *id, const char *runtime_id, char netns[PATH_MAX], ch
 	rc = net_write_resolv(resolv, e);
 	if (rc < 0)
 		return rc;
-	net_reapply(id);
-	/* The rules of the row as it is now: an `egress` write since the read above is in it. */
+	/*
+	 * The rules of the row as it is now: an `egress` write since the read
+	 * above is in it. The others' chains again under the same lock, so
+	 * none is set from a row an `egress` write is changing.
+	 */
 	pthread_mutex_lock(&egress_lock);
+	net_reapply(id);
 	rc = row_sandbox_get(id, &sb) < 0 ? err_set(e, ENOENT, "sandbox %s is gone", id) : 0;
 	if (rc == 0) {
 		struct net_egress eg = net_egress_of(&sb);

@@ -327,6 +327,47 @@ expect_errno EINVAL "a set with a bad line is refused" wr_lines "$MNT/sandboxes/
 check_eq "the rules in force stay whole" "$(printf 'deny %s/32\nallow 0.0.0.0/0' "$WEB")" \
 	"$(rd "$MNT/sandboxes/out/egress")"
 ok "and the deny still holds" not_fetch out "$WEB"
+check_match "IPv6 to the sandboxes' veths goes to their chains (dropped there)" \
+	"meta nfproto ipv6 oifname vmap @sandboxes" "$(in_d nft list chain inet snapfs output 2>&1)"
+check_match "the same in forward" "meta nfproto ipv6 oifname vmap @sandboxes" \
+	"$(in_d nft list chain inet snapfs forward 2>&1)"
+# A line over 4096 bytes is refused by the framing (EFBIG): the open file's
+# set lacks it, so none of it applies.
+LONG=$(printf '%*s' 5000 '' | tr ' ' x)
+expect_errno EFBIG "a set with a line too long is refused" wr_lines "$MNT/sandboxes/out/egress" \
+	"allow 0.0.0.0/0\n# $LONG\n"
+check_eq "the rules in force stay whole after a line too long" \
+	"$(printf 'deny %s/32\nallow 0.0.0.0/0' "$WEB")" "$(rd "$MNT/sandboxes/out/egress")"
+ok "and the deny holds after a line too long" not_fetch out "$WEB"
+# A set written through one open file by several processes applies as each
+# closes (docs/control-files.md): the last one's close applies every line.
+wr "$MNT/sandboxes/out/egress" ""
+# shellcheck disable=SC2016 # expanded by the inner shells
+ok "two processes write one set" timeout -k 5 "$OP_TIMEOUT" bash -c \
+	'{ sh -c "printf \"deny %s/32\n\" $2"; sh -c "printf \"allow 0.0.0.0/0\n\""; } >"$1"' \
+	two "$MNT/sandboxes/out/egress" "$WEB"
+check_eq "both writers' lines read back, in order" "$(printf 'deny %s/32\nallow 0.0.0.0/0' "$WEB")" \
+	"$(rd "$MNT/sandboxes/out/egress")"
+ok "the first writer's deny holds" not_fetch out "$WEB"
+# A chain nftables refuses (the test puts another chain under the veth's name
+# in the map: the element then clashes): the row keeps the rules in force
+# and the sandbox's error says why.
+in_d nft "delete element inet snapfs sandboxes { \"$IFN\" }; add chain inet snapfs t_clash; add element inet snapfs sandboxes { \"$IFN\" : jump t_clash }"
+# close(2)'s answer: a shell's redirection ignores it, Python's close() raises it.
+close_wr() {
+	timeout -k 5 "$OP_TIMEOUT" python3 -c 'import os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY)
+os.write(fd, sys.argv[2].encode() + b"\n")
+os.close(fd)' "$1" "$2"
+}
+expect_errno EIO "a set nftables refuses fails at close" close_wr "$MNT/sandboxes/out/egress" \
+	"deny 192.0.2.0/24"
+check_eq "egress still reads the rules in force" "$(printf 'deny %s/32\nallow 0.0.0.0/0' "$WEB")" \
+	"$(rd "$MNT/sandboxes/out/egress")"
+check_match "the sandbox's error says nftables refused" "nftables refused" "$(rd "$MNT/sandboxes/out/error")"
+check_match "the chain in force is still the old one" "$WEB drop" \
+	"$(in_d nft list chain inet snapfs "sb_$IFN" 2>&1 | tr '\n' ' ')"
+in_d nft "delete element inet snapfs sandboxes { \"$IFN\" }; add element inet snapfs sandboxes { \"$IFN\" : jump sb_$IFN }; delete chain inet snapfs t_clash"
 ok "an empty egress allows again" wr "$MNT/sandboxes/out/egress" ""
 ok "it fetches again" fetch out "$WEB"
 

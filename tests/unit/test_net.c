@@ -186,6 +186,27 @@ static void test_base_inbound(void)
 	CHECK(NET_FORWARD_MARK == 0x736e6673);
 }
 
+/*
+ * Inbound IPv6 to a sandbox (routed, or from the host over the veth's
+ * link-local address) is dropped: forward and output send IPv6 bound for
+ * one of the table's own veths (the `sandboxes` map, never a name pattern)
+ * into its chain, whose first rule drops IPv6, the allowing ones after it.
+ */
+static void test_base_inbound_ipv6(void)
+{
+	CHECK(base_at("add rule inet snapfs forward meta nfproto ipv6 oifname vmap @sandboxes\n") >=
+	      0);
+	CHECK(base_at("add rule inet snapfs output meta nfproto ipv6 oifname vmap @sandboxes\n") >=
+	      0);
+	long flush =
+	    chain_at("allow 0.0.0.0/0\n", true, "flush chain inet snapfs sb_snf0123456789ab\n");
+	long v6 = chain_at("allow 0.0.0.0/0\n", true,
+			   "add rule inet snapfs sb_snf0123456789ab meta nfproto ipv6 drop\n");
+	long first = chain_at("allow 0.0.0.0/0\n", true, "add rule");
+	long accept = chain_at("allow 0.0.0.0/0\n", true, "accept\n");
+	CHECK(flush >= 0 && v6 >= 0 && v6 == first && accept > v6);
+}
+
 static bool in_denied_default(const struct net_rule *r)
 {
 	struct in_addr pool;
@@ -313,6 +334,7 @@ int main(void)
 	test_rules();
 	test_chain_order();
 	test_base_inbound();
+	test_base_inbound_ipv6();
 	test_disarm();
 	test_egress_race();
 	return t_done();
