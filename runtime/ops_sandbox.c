@@ -662,9 +662,9 @@ static void mark_exited(const char *id)
 	/*
 	 * runsc is asked whether the container runs on under another pid (a
 	 * row behind its container), unless its cgroup says the host killed
-	 * it since the last look (a counter past the one noted then): `runsc state` took 1 to 1.3 s
-	 * on a loaded host, most of the time between an OOM kill and `terminated`
-	 * (docs/runsc-notes.md).
+	 * it since the last look (a counter past the one noted then): `runsc
+	 * state` took 1 to 1.3 s on a loaded host, most of the time between an
+	 * OOM kill and `terminated` (docs/runsc-notes.md).
 	 */
 	if (!hit && runsc_state(&ops.runsc, sb.runtime_id, &pid, NULL) == RUNSC_RUNNING &&
 	    pid != sb.pid)
