@@ -66,6 +66,8 @@
 #define FORWARD_CONNS_PORT_MAX 64    /* connections forwarded at once by one port */
 #define FORWARD_CONNS_MAX 1024	     /* and by all of them */
 #define FORWARD_BUF_BYTES (16 << 10) /* bytes in flight per direction of a connection */
+/* Pidfds the sandbox monitor polls at once (runtime/ops_life.c); in the open files budget. */
+#define MONITOR_WATCH_MAX 1024
 /*
  * A forwarded connection's clocks (runtime/forward.c): the connect to the
  * sandbox gives up after FORWARD_CONNECT_TIMEOUT_MS (an address that drops

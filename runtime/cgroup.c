@@ -274,12 +274,22 @@ int cgroup_usage(const char *parent, const char *cid, struct cgroup_usage *u)
 	return cgroup_usage_at("/sys/fs/cgroup", unified(), parent, cid, u);
 }
 
-int cgroup_limit_hit(const struct cgroup_usage *u, const struct resources *res, char *msg,
-		     size_t size)
+/* How far counter @now moved past @then (-1: unread, as 0); below it: a new cgroup's. */
+static int64_t moved(int64_t now, int64_t then)
+{
+	if (now <= 0)
+		return 0;
+	return then > 0 && now >= then ? now - then : now;
+}
+
+int cgroup_limit_hit(const struct cgroup_usage *u, const struct cgroup_usage *base,
+		     const struct resources *res, char *msg, size_t size)
 {
 	char limit[RES_WORD_MAX];
+	int64_t oom = moved(u->oom_kills, base ? base->oom_kills : 0);
+	int64_t pids = moved(u->pids_max, base ? base->pids_max : 0);
 	/* A kill under no limit of its own was the host's (or a parent's): not this limit. */
-	if (u->oom_kills > 0 && res->memory_bytes > 0) {
+	if (oom > 0 && res->memory_bytes > 0) {
 		res_format(res, RES_MEMORY, limit);
 		snprintf(
 		    msg, size,
@@ -288,7 +298,7 @@ int cgroup_limit_hit(const struct cgroup_usage *u, const struct resources *res, 
 		    limit);
 		return 1;
 	}
-	if (u->pids_max > 0 && res->pids > 0) {
+	if (pids > 0 && res->pids > 0) {
 		res_format(res, RES_PIDS, limit);
 		snprintf(msg, size,
 			 "task limit reached: the sandbox's runtime asked for more host tasks than "

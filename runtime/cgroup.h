@@ -91,14 +91,19 @@ int cgroup_usage(const char *parent, const char *cid, struct cgroup_usage *u);
 int cgroup_usage_at(const char *root, bool v2, const char *parent, const char *cid,
 		    struct cgroup_usage *u);
 /*
- * Did a container with limits @res and counters @u end because it hit one?
+ * Did a container with limits @res and counters @u end because it hit one
+ * since counters @base were noted (NULL: since its cgroup was made)? The
+ * counters only grow over a cgroup's life, and a sandbox may survive an
+ * event (a kill of one of its other processes): only a counter that moved
+ * past @base says anything about an end now. A counter below @base is a
+ * new cgroup's, compared against 0.
  * runsc 20240729 cannot fail the task inside: the host's OOM killer ends
  * the whole sandbox at its memory limit, and the sentry panics when
  * pids.max (the host's backstop over the RLIMIT_NPROC inside) refuses it a
  * thread (docs/limits.md). 1 with the reason in
  * @msg, 0 if neither counter says so.
  */
-int cgroup_limit_hit(const struct cgroup_usage *u, const struct resources *res, char *msg,
-		     size_t size);
+int cgroup_limit_hit(const struct cgroup_usage *u, const struct cgroup_usage *base,
+		     const struct resources *res, char *msg, size_t size);
 
 #endif

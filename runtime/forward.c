@@ -613,12 +613,15 @@ static void *forward_main(void *arg)
 	return NULL;
 }
 
-/* Each forwarded connection holds two fds: room for FORWARD_CONNS_MAX, as far as the hard limit
- * allows. */
+/*
+ * Each forwarded connection holds two fds: room for FORWARD_CONNS_MAX, the
+ * monitor's MONITOR_WATCH_MAX pidfds and 1024 for the rest, as far as the
+ * hard limit allows.
+ */
 static void raise_fd_limit(void)
 {
 	struct rlimit rl;
-	rlim_t want = 2 * FORWARD_CONNS_MAX + FORWARD_PORTS_MAX + 1024;
+	rlim_t want = 2 * FORWARD_CONNS_MAX + FORWARD_PORTS_MAX + MONITOR_WATCH_MAX + 1024;
 	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= want)
 		return;
 	rl.rlim_cur = rl.rlim_max < want ? rl.rlim_max : want;

@@ -491,16 +491,19 @@ static int resolve_inside(const struct images *im, const char *name, const char 
 	return 0;
 }
 
-int images_pin(struct images *im, const char *name, char *root, size_t len, char digest[DIGEST_MAX],
-	       struct err *e)
+int images_resolve(struct images *im, const char *name, char *root, size_t len,
+		   char hex[IMAGES_OCI_HEX + 1], struct err *e)
 {
 	char link[PATH_MAX], target[PATH_MAX], path[PATH_MAX], real[PATH_MAX];
-	char hex[IMAGES_OCI_HEX + 1];
+	struct err why = {0};
+	hex[0] = '\0';
 	if (images_path(im, name, link, sizeof(link)) < 0)
 		return err_set(e, ENOENT, "image %s does not exist", name);
 	ssize_t n = readlink(link, target, sizeof(target) - 1);
 	target[n > 0 ? n : 0] = '\0';
 	bool oci = n >= 0 && images_oci_link(name, target, hex);
+	if (!oci)
+		hex[0] = '\0';
 	/* An imported image: the version itself, not the link (a re-import swaps the link). */
 	if (xsnprintf(path, sizeof(path), "%s/%s", im->dir, oci ? target : name) < 0)
 		return err_set(e, ENAMETOOLONG, "image %s: path too long", name);
@@ -508,10 +511,28 @@ int images_pin(struct images *im, const char *name, char *root, size_t len, char
 	int rc = resolve_inside(im, name, path, real, e);
 	if (rc < 0)
 		return rc;
+	/* From / down to the tree: below the images directory, too (images/team/web). */
+	rc = path_trusted(real, &why);
+	if (rc < 0)
+		return err_set(e, -rc,
+			       "image %s is not safe to use: %s (every directory from the images "
+			       "directory down to an image's tree must be root's and writable by "
+			       "root alone)",
+			       name, why.msg);
 	if (xsnprintf(root, len, "%s", real) < 0)
 		return err_set(e, ENAMETOOLONG, "image %s: path too long", name);
-	return oci ? oci_read_digest(im, name, hex, digest, e)
-		   : tree_digest(im, name, real, digest, e);
+	return 0;
+}
+
+int images_pin(struct images *im, const char *name, char *root, size_t len, char digest[DIGEST_MAX],
+	       struct err *e)
+{
+	char hex[IMAGES_OCI_HEX + 1];
+	int rc = images_resolve(im, name, root, len, hex, e);
+	if (rc < 0)
+		return rc;
+	return hex[0] ? oci_read_digest(im, name, hex, digest, e)
+		      : tree_digest(im, name, root, digest, e);
 }
 
 int images_digest(struct images *im, const char *name, char out[DIGEST_MAX], struct err *e)

@@ -47,6 +47,7 @@ int images_digest(struct images *im, const char *name, char out[DIGEST_MAX], str
  * always agree); for a plain one, its path and tree digest. @root is
  * resolved (realpath) and must lie below the images directory: an image
  * that leads out of it (`host -> /`) is refused, EACCES with a sentence.
+ * So is one below a directory another user could change (images_resolve()).
  */
 int images_pin(struct images *im, const char *name, char *root, size_t len, char digest[DIGEST_MAX],
 	       struct err *e);
@@ -55,6 +56,16 @@ int images_pin(struct images *im, const char *name, char *root, size_t len, char
 #define IMAGES_OCI_HEX 64 /* an imported image's version: its manifest's sha256, in hex */
 /* The version of an imported image's link @target, or false. */
 bool images_oci_link(const char *name, const char *target, char hex[IMAGES_OCI_HEX + 1]);
+/*
+ * The tree of @name, resolved, into @root (@hex: an imported image's
+ * version, else ""), refused unless it lies below the images directory and
+ * every directory from there down to it, itself included, is root's and
+ * writable by root alone (path_trusted()): one another user could change
+ * (`images/team/`, group-writable) could be swapped for `team -> /` after
+ * the check. EACCES/EPERM with a sentence.
+ */
+int images_resolve(struct images *im, const char *name, char *root, size_t len,
+		   char hex[IMAGES_OCI_HEX + 1], struct err *e);
 /* Image names, sorted. @fn returning non-zero stops the walk. */
 int images_each(struct images *im, int (*fn)(const char *name, void *arg), void *arg);
 

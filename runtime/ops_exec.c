@@ -79,26 +79,26 @@ static void exec_result(const struct runsc_exec *run, const struct runsc_exec *g
 /*
  * Read the command's output file back into @out, then remove it. Neither
  * step forks inside the sandbox: each is a process runsc exec makes itself
- * (/bin/cat FILE, /bin/rm -f FILE, no shell), which the sandbox's
- * RLIMIT_NPROC does not refuse, so a command that left the sandbox at its
- * pids limit still gets its output back (docs/runsc-notes.md). Removed after
- * the read, however the read ended.
+ * (cat FILE, rm -f FILE, no shell), which the sandbox's RLIMIT_NPROC does
+ * not refuse, so a command that left the sandbox at its pids limit still
+ * gets its output back (docs/runsc-notes.md). runsc resolves a bare name
+ * through the container's PATH, as the shell of the old fetch did: an image
+ * with cat elsewhere than /bin works. Removed after the read, however the
+ * read ended, a failed one too: else it stays in the sandbox's tmpfs.
  */
 static int fetch_output(const char *runtime_id, const char *file, struct runsc_exec *get,
 			struct strbuf *out, struct err *e)
 {
-	const char *cat[] = {"/bin/cat", file, NULL};
-	const char *rm[] = {"/bin/rm", "-f", file, NULL};
+	const char *cat[] = {"cat", file, NULL};
+	const char *rm[] = {"rm", "-f", file, NULL};
 	*get = (struct runsc_exec){.argv = cat, .out = out, .cap = EXEC_OUTPUT_MAX};
 	int rc = runsc_exec(&ops.runsc, runtime_id, get, e);
-	if (rc < 0)
-		return rc;
-	if (get->timed_out || get->truncated)
+	if (rc == 0 && (get->timed_out || get->truncated))
 		kill_in_sandbox(runtime_id, get->pid);
 	_cleanup_strbuf_ struct strbuf junk = STRBUF_INIT;
 	struct runsc_exec gone = {.argv = rm, .out = &junk, .cap = 4096};
 	runsc_exec(&ops.runsc, runtime_id, &gone, NULL);
-	return 0;
+	return rc;
 }
 
 /*
@@ -126,7 +126,7 @@ static bool exec_ended(const struct sandbox *sb, struct strbuf *out)
  * snapshot taken while the command runs then restores fine, without the
  * command (see docs/runsc-notes.md).
  *
- * The sandbox controls that file, /bin/sh and /bin/cat: the fetch's output
+ * The sandbox controls that file, /bin/sh and cat: the fetch's output
  * comes back through a pipe that runsc_exec() stops reading at
  * EXEC_OUTPUT_MAX, killing the fetch there, so nothing it does reaches the
  * host's disk or memory beyond that.

@@ -33,8 +33,9 @@ int gpu_start_check(const char *id, bool gpu, struct err *e)
 /* Who checkpoints @sb's CUDA processes (the rule: gpu.h, cuda_driver_for()). */
 static enum cuda_driver driver_of(const struct sandbox *sb)
 {
-	char rootfs[PATH_MAX];
-	bool tool = images_path(ops.images, sb->image, rootfs, sizeof(rootfs)) == 0 &&
+	char rootfs[PATH_MAX], hex[IMAGES_OCI_HEX + 1];
+	/* The tree the sandbox got, resolved and checked as images_pin() does. */
+	bool tool = images_resolve(ops.images, sb->image, rootfs, sizeof(rootfs), hex, NULL) == 0 &&
 		    gpu_image_has_tool(rootfs);
 	/* runsc drives CUDA only under --nvproxy: ask it only for GPU sandboxes. */
 	bool runsc_can = sb->gpu && gpu_runsc_checkpoints_cuda(&ops.runsc);

@@ -120,7 +120,6 @@ static void sweep_tombs(void)
  * MONITOR_WATCH_MAX), when it also flushes the rows kept in memory.
  */
 #define MONITOR_PERIOD_MS 1000
-#define MONITOR_WATCH_MAX 1024
 
 static pthread_t monitor_thread;
 static int monitor_wake_fd = -1; /* an eventfd: written once, at the end */

@@ -301,6 +301,57 @@ static void adopt_or_warn(const char *id, const char *runtime_id)
 	report_job_failure(OPS_OBJ_SANDBOX, id, "cgroup", &why);
 }
 
+/*
+ * The cgroup counters (OOM kills, pids.max refusals) last seen of
+ * sandboxes that survived an event they count: they only grow over the
+ * cgroup's life, so an end is explained by a limit only when one moved
+ * past these. In memory, by runtime id, forgotten at each start (a new
+ * cgroup); past LIMIT_SEEN_MAX the oldest is reused. A daemon restart
+ * forgets them: the first failed exec after it waits once.
+ */
+#define LIMIT_SEEN_MAX 64
+static struct limit_seen {
+	char runtime_id[RUNTIME_ID_MAX];
+	struct cgroup_usage u;
+} limit_seen[LIMIT_SEEN_MAX];
+static size_t limit_seen_next;
+static pthread_mutex_t limit_seen_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static struct limit_seen *limit_seen_find(const char *runtime_id)
+{
+	for (size_t i = 0; i < LIMIT_SEEN_MAX; i++)
+		if (limit_seen[i].runtime_id[0] &&
+		    strcmp(limit_seen[i].runtime_id, runtime_id) == 0)
+			return &limit_seen[i];
+	return NULL;
+}
+
+/* The counters noted for @runtime_id into @base; all 0 if none were. */
+static void limit_seen_get(const char *runtime_id, struct cgroup_usage *base)
+{
+	pthread_mutex_lock(&limit_seen_lock);
+	struct limit_seen *s = limit_seen_find(runtime_id);
+	*base = s ? s->u : (struct cgroup_usage){0};
+	pthread_mutex_unlock(&limit_seen_lock);
+}
+
+/* Note @u for @runtime_id; NULL forgets it. */
+static void limit_seen_note(const char *runtime_id, const struct cgroup_usage *u)
+{
+	pthread_mutex_lock(&limit_seen_lock);
+	struct limit_seen *s = limit_seen_find(runtime_id);
+	if (!s && u) {
+		s = &limit_seen[limit_seen_next];
+		limit_seen_next = (limit_seen_next + 1) % LIMIT_SEEN_MAX;
+		snprintf(s->runtime_id, sizeof(s->runtime_id), "%s", runtime_id);
+	}
+	if (s && u)
+		s->u = *u;
+	else if (s)
+		s->runtime_id[0] = '\0';
+	pthread_mutex_unlock(&limit_seen_lock);
+}
+
 int container_start(const char *id, const char *runtime_id, bool gpu, const char *image_dir,
 		    struct err *e)
 {
@@ -316,6 +367,7 @@ int container_start(const char *id, const char *runtime_id, bool gpu, const char
 	if (rc < 0)
 		return rc;
 	console_stdio(con, &io);
+	limit_seen_note(runtime_id, NULL); /* a new cgroup counts from 0 */
 	rc = image_dir ? runsc_restore(&ops.runsc, flags, runtime_id, bundle, image_dir, &io, e)
 		       : runsc_run(&ops.runsc, flags, runtime_id, bundle, &io, e);
 	if (rc == 0)
@@ -565,8 +617,12 @@ int ops_sandbox_wait(const struct caller *who, const char *id, ops_done_fn done,
 static bool process_ended(pid_t pid, int wait_ms)
 {
 	_cleanup_close_ int fd = pidfd_open(pid, 0);
+	/*
+	 * No pidfd for another reason (EMFILE, ENFILE, ENOMEM): unknown, so
+	 * ask kill(): it misses a zombie, but sees the end once it is reaped.
+	 */
 	if (fd < 0)
-		return errno == ESRCH;
+		return errno == ESRCH || (kill(pid, 0) < 0 && errno == ESRCH);
 	struct pollfd p = {.fd = fd, .events = POLLIN};
 	int n;
 	while ((n = poll(&p, 1, wait_ms)) < 0 && errno == EINTR)
@@ -593,20 +649,22 @@ static void mark_exited(const char *id)
 	if (rc < 0 || sb.state != SB_RUNNING)
 		return;
 	struct sb_patch p = SB_PATCH(SB_TERMINATED);
-	struct cgroup_usage u;
+	struct cgroup_usage u, base;
 	char why[MESSAGE_MAX];
 	p.pid = 0;
 	p.message = SANDBOX_EXITED_MSG;
 	/* Before drop_container(): runsc delete removes the cgroup that counted it. */
+	limit_seen_get(sb.runtime_id, &base);
 	bool hit = cgroup_usage(ops.cgroup_parent, sb.runtime_id, &u) == 0 &&
-		   cgroup_limit_hit(&u, &sb.res, why, sizeof(why));
+		   cgroup_limit_hit(&u, &base, &sb.res, why, sizeof(why));
 	if (hit)
 		p.message = why;
 	/*
 	 * runsc is asked whether the container runs on under another pid (a
 	 * row behind its container), unless its cgroup says the host killed
-	 * it: `runsc state` took 1 to 1.3 s on a loaded host, most of the time
-	 * between an OOM kill and `terminated` (docs/runsc-notes.md).
+	 * it since the last look (a counter past the one noted then): `runsc
+	 * state` took 1 to 1.3 s on a loaded host, most of the time between an
+	 * OOM kill and `terminated` (docs/runsc-notes.md).
 	 */
 	if (!hit && runsc_state(&ops.runsc, sb.runtime_id, &pid, NULL) == RUNSC_RUNNING &&
 	    pid != sb.pid)
@@ -628,7 +686,7 @@ static int watch_one(const struct sandbox *sb, void *arg)
 	if (sb->state != SB_RUNNING || sb->pid <= 0 || w->n >= w->max)
 		return 0;
 	int fd = pidfd_open(sb->pid, 0);
-	if (fd < 0)
+	if (fd < 0) /* the periodic look sees its end (process_ended() falls back to kill()) */
 		return 0;
 	struct pollfd p = {.fd = fd, .events = POLLIN};
 	/* Ended already: the check after this sees it, and a poll on it would never sleep. */
@@ -659,7 +717,7 @@ size_t monitor_watch(struct pollfd *p, size_t max)
 bool sandbox_ended_under(const char *id, int64_t created_at, char *why, size_t size)
 {
 	struct sandbox sb;
-	struct cgroup_usage u;
+	struct cgroup_usage u, base;
 	char limit[MESSAGE_MAX];
 	pthread_mutex_lock(&ops.lock);
 	int rc = row_sandbox_get(id, &sb);
@@ -667,10 +725,13 @@ bool sandbox_ended_under(const char *id, int64_t created_at, char *why, size_t s
 	if (rc < 0 || sb.created_at != created_at)
 		return false;
 	if (sb.state == SB_RUNNING && sb.pid > 0) {
-		bool hit = cgroup_usage(ops.cgroup_parent, sb.runtime_id, &u) == 0 &&
-			   cgroup_limit_hit(&u, &sb.res, limit, sizeof(limit));
+		limit_seen_get(sb.runtime_id, &base);
+		bool read = cgroup_usage(ops.cgroup_parent, sb.runtime_id, &u) == 0;
+		bool hit = read && cgroup_limit_hit(&u, &base, &sb.res, limit, sizeof(limit));
 		if (process_ended(sb.pid, hit ? ENDED_WAIT_MS : 0))
 			mark_exited(id);
+		else if (read) /* it survived what these count: the next look starts here */
+			limit_seen_note(sb.runtime_id, &u);
 	}
 	pthread_mutex_lock(&ops.lock);
 	rc = row_sandbox_get(id, &sb);

@@ -50,5 +50,23 @@ wait "$exec_pid"
 check_eq "the exec in the source ends with its output" "$(printf 'exec-finished\nexit 0')" \
 	"$(cat "$T/exec.out")"
 
+# The output fetch finds cat through the sandbox's PATH, as the shell of the
+# fetch before it did: an image whose cat is only in /usr/bin gets its output
+# (review 12), and each fetch removes its file: an exec sees its own alone.
+if ! { cp -a "$IMAGES/busybox" "$IMAGES/usrcat" && rm "$IMAGES/usrcat/bin/cat" &&
+	mkdir -p "$IMAGES/usrcat/usr/bin" && ln -s /bin/busybox "$IMAGES/usrcat/usr/bin/cat"; }; then
+	bail "make the image usrcat"
+fi
+U=$MNT/sandboxes/uc
+if ! { step "mkdir sandboxes/uc" mkdir "$U" && step "image of uc" wr "$U/image" usrcat &&
+	step "entrypoint of uc" wr "$U/entrypoint" "sleep 100000" && step "start of uc" wr "$U/start"; }; then
+	bail "start sandbox uc"
+fi
+uc_running() { [ "$(sb_status uc)" = running ]; }
+ok "uc runs" poll_until 30 uc_running
+check_eq "exec in an image without /bin/cat" "$(printf 'hello\nexit 0')" "$(sb_exec uc 'echo hello')"
+sb_exec uc 'true' >/dev/null
+check_eq "the fetches left no output file behind" 1 "$(sb_run uc 'ls -a /tmp | grep -c snapfs-exec')"
+
 stop_daemon
 finish

@@ -100,16 +100,35 @@ static void test_usage(void)
 	CHECK(cgroup_usage_at(root, false, "/snapfs.slice", cg + 14, &u) == 0);
 	CHECK(u.memory_bytes == 13164544 && u.cpu_ns == 214673877);
 	CHECK(u.oom_kills == 0 && u.pids_max == 0);
-	CHECK(cgroup_limit_hit(&u, &res, msg, sizeof(msg)) == 0);
+	CHECK(cgroup_limit_hit(&u, NULL, &res, msg, sizeof(msg)) == 0);
 	put("v1/memory/snapfs.slice/snapfs-0123456789abcdef01234567/memory.oom_control",
 	    "oom_kill_disable 0\nunder_oom 0\noom_kill 1\n");
 	CHECK(cgroup_usage_at(root, false, "/snapfs.slice", cg + 14, &u) == 0 && u.oom_kills == 1);
-	CHECK(cgroup_limit_hit(&u, &res, msg, sizeof(msg)) == 1);
+	CHECK(cgroup_limit_hit(&u, NULL, &res, msg, sizeof(msg)) == 1);
 	CHECK(strncmp(msg, "out of memory: ", 15) == 0 && strstr(msg, "134217728"));
 	/* With no limit of its own, an OOM kill was not over "its limit of 0 bytes". */
 	struct resources unlimited = res;
 	unlimited.memory_bytes = 0;
-	CHECK(cgroup_limit_hit(&u, &unlimited, msg, sizeof(msg)) == 0);
+	CHECK(cgroup_limit_hit(&u, NULL, &unlimited, msg, sizeof(msg)) == 0);
+	/*
+	 * A sandbox that survived that kill: against the counters noted then,
+	 * nothing new ended it; a second kill does; a new cgroup (counters
+	 * below the noted ones) counts from 0.
+	 */
+	struct cgroup_usage base = u, later = u;
+	CHECK(cgroup_limit_hit(&later, &base, &res, msg, sizeof(msg)) == 0);
+	later.oom_kills = 2;
+	CHECK(cgroup_limit_hit(&later, &base, &res, msg, sizeof(msg)) == 1);
+	base.oom_kills = 2;
+	later.oom_kills = 1;
+	CHECK(cgroup_limit_hit(&later, &base, &res, msg, sizeof(msg)) == 1);
+	later.oom_kills = 0;
+	base.pids_max = 5;
+	later.pids_max = 5;
+	CHECK(cgroup_limit_hit(&later, &base, &res, msg, sizeof(msg)) == 0);
+	later.pids_max = 6;
+	CHECK(cgroup_limit_hit(&later, &base, &res, msg, sizeof(msg)) == 1);
+	CHECK(strncmp(msg, "task limit reached: ", 20) == 0);
 	/* v2: one tree; CPU in microseconds. */
 	put("v2/snapfs.slice/snapfs-0123456789abcdef01234567/memory.current", "4096\n");
 	put("v2/snapfs.slice/snapfs-0123456789abcdef01234567/cpu.stat",
@@ -120,11 +139,11 @@ static void test_usage(void)
 	t_path(root, "v2");
 	CHECK(cgroup_usage_at(root, true, "/snapfs.slice", cg + 14, &u) == 0);
 	CHECK(u.memory_bytes == 4096 && u.cpu_ns == 1500000 && u.oom_kills == 0 && u.pids_max == 2);
-	CHECK(cgroup_limit_hit(&u, &res, msg, sizeof(msg)) == 1);
+	CHECK(cgroup_limit_hit(&u, NULL, &res, msg, sizeof(msg)) == 1);
 	CHECK(strncmp(msg, "task limit reached: ", 20) == 0 && strstr(msg, " 64 "));
 	unlimited = res;
 	unlimited.pids = 0;
-	CHECK(cgroup_limit_hit(&u, &unlimited, msg, sizeof(msg)) == 0);
+	CHECK(cgroup_limit_hit(&u, NULL, &unlimited, msg, sizeof(msg)) == 0);
 	/* Gone: nothing to read. */
 	CHECK(cgroup_usage_at(root, true, "/snapfs.slice", "snapfs-gone", &u) == -ENOENT);
 	CHECK(u.memory_bytes == -1 && u.oom_kills == -1);

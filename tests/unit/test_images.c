@@ -267,6 +267,44 @@ static void test_links_out(struct images *im)
 	}
 }
 
+/*
+ * An image below a directory of the images directory that others could
+ * change (images/team/, group-writable: its group could swap it for
+ * `team -> /` after the check) is refused, and so is a tree that is itself
+ * such a directory (review 4).
+ */
+static void test_subdir_trust(struct images *im)
+{
+	char team[PATH_MAX], web[PATH_MAX], root[PATH_MAX], d[DIGEST_MAX];
+	struct err e = {0};
+	make_tree("images/team/web");
+	snprintf(team, sizeof(team), "%s/images/team", base);
+	snprintf(web, sizeof(web), "%s/images/team/web", base);
+	CHECK(chmod(team, 0755) == 0 && chmod(web, 0755) == 0);
+	link_image("web", "team/web");
+	CHECK(images_pin(im, "web", root, sizeof(root), d, &e) == 0);
+	CHECK_STR(root, web);
+	CHECK(chmod(team, 0775) == 0);
+	CHECK(pin(im, "web", &e) == -EPERM);
+	CHECK(strstr(e.msg, "image web is not safe to use: ") != NULL &&
+	      strstr(e.msg, "writable by its group") != NULL && strstr(e.msg, "/team") != NULL);
+	CHECK(images_resolve(im, "web", root, sizeof(root), d, &e) == -EPERM);
+	CHECK(chmod(team, 0755) == 0 && chmod(web, 0757) == 0);
+	CHECK(pin(im, "web", &e) == -EPERM);
+	CHECK(strstr(e.msg, "writable by every user") != NULL);
+	CHECK(chmod(web, 0755) == 0);
+	/* Owned by another user, who could rename what is below it. */
+	if (geteuid() == 0) {
+		CHECK(chown(team, 1000, 1000) == 0);
+		CHECK(pin(im, "web", &e) == -EPERM);
+		CHECK(strstr(e.msg, "owned by uid 1000") != NULL);
+		CHECK(chown(team, 0, 0) == 0);
+	}
+	CHECK(pin(im, "web", &e) == 0);
+	snprintf(root, sizeof(root), "%s/images/web", base);
+	CHECK(unlink(root) == 0 && rm_rf(team) == 0);
+}
+
 /* images_open() refuses a directory others could change, as --state and --spool (N13). */
 static void test_open_trust(void)
 {
@@ -319,6 +357,7 @@ int main(void)
 		test_oci_link();
 		test_oci(im);
 		test_links_out(im);
+		test_subdir_trust(im);
 		test_digest(im);
 		test_cache(im);
 		images_close(im);
