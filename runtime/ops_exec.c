@@ -104,16 +104,23 @@ static int fetch_output(const char *runtime_id, const char *file, struct runsc_e
 /*
  * After a failed runsc exec: if sandbox @sb ended under the exec (the host's
  * OOM killer ended its sentry, its entrypoint exited), the answer is the
- * sentence its `error` got and the exit line of a SIGKILL, in place of what
- * came back, runsc's words about a lost connection.
+ * sentence its `error` got, in place of what came back (runsc's words about
+ * a lost connection), and exit line @code: a SIGKILL's where the command
+ * itself was cut off, the command's own where it ended and only the fetch
+ * of its output found the sandbox gone (`touch /tmp/stop` that ends the
+ * entrypoint exits 0).
  */
-static bool exec_ended(const struct sandbox *sb, struct strbuf *out)
+static bool exec_ended(const struct sandbox *sb, int code, struct strbuf *out)
 {
 	char why[MESSAGE_MAX];
 	if (!sandbox_ended_under(sb->id, sb->created_at, why, sizeof(why)))
 		return false;
 	strbuf_reset(out);
-	strbuf_addf(out, "[snapfs: %s]\nexit %d\n", why, EXEC_TERMINATED_CODE);
+	if (code == EXEC_TERMINATED_CODE)
+		strbuf_addf(out, "[snapfs: %s]\nexit %d\n", why, code);
+	else
+		strbuf_addf(out, "[snapfs: the output could not be read back: %s]\nexit %d\n", why,
+			    code);
 	return true;
 }
 
@@ -170,12 +177,16 @@ static int exec_in_sandbox(const struct sandbox *sb, const char *cmdline, struct
 	rc = runsc_exec(&ops.runsc, sb->runtime_id, &run, e);
 	if (rc == 0 && (run.timed_out || run.truncated))
 		kill_in_sandbox(sb->runtime_id, run.pid);
-	if (rc == 0 && run.exit_code == 128 && exec_ended(sb, out))
+	if (rc == 0 && run.exit_code == 128 && exec_ended(sb, EXEC_TERMINATED_CODE, out))
 		return 0;
+	/* The command's own exit line, where it ran to its end. */
+	const int code = rc == 0 && !run.timed_out && !run.truncated && run.exit_code >= 0
+			     ? run.exit_code
+			     : EXEC_TERMINATED_CODE;
 	if (rc == 0)
 		rc = fetch_output(sb->runtime_id, file, &get, out, e);
 	bool fetch_failed = rc == 0 && get.exit_code != 0 && !get.timed_out && !get.truncated;
-	if (rc != -ECANCELED && (rc < 0 || fetch_failed) && exec_ended(sb, out))
+	if (rc != -ECANCELED && (rc < 0 || fetch_failed) && exec_ended(sb, code, out))
 		return 0;
 	if (rc < 0)
 		return rc;
