@@ -321,12 +321,16 @@ ok "one line per write(2) on one open file" timeout -k 5 "$OP_TIMEOUT" bash -c \
 check_eq "both lines read back" "$(printf 'deny %s/32\nallow 0.0.0.0/0' "$WEB")" \
 	"$(rd "$MNT/sandboxes/out/egress")"
 ok "the deny of the first write holds" not_fetch out "$WEB"
+# refused_set ERRNO WHY TEXT: writing TEXT to out's egress fails with ERRNO,
+# and the set in force before (deny $WEB, allow all) stays whole and holds.
+refused_set() {
+	expect_errno "$1" "a set with $2 is refused" wr_lines "$MNT/sandboxes/out/egress" "$3"
+	check_eq "the rules in force stay whole after $2" \
+		"$(printf 'deny %s/32\nallow 0.0.0.0/0' "$WEB")" "$(rd "$MNT/sandboxes/out/egress")"
+	ok "and the deny holds after $2" not_fetch out "$WEB"
+}
 # A refused line refuses the open file's whole set: what was in force stays.
-expect_errno EINVAL "a set with a bad line is refused" wr_lines "$MNT/sandboxes/out/egress" \
-	"allow 0.0.0.0/0\nallow 10.0.0.0/33\n"
-check_eq "the rules in force stay whole" "$(printf 'deny %s/32\nallow 0.0.0.0/0' "$WEB")" \
-	"$(rd "$MNT/sandboxes/out/egress")"
-ok "and the deny still holds" not_fetch out "$WEB"
+refused_set EINVAL "a bad line" "allow 0.0.0.0/0\nallow 10.0.0.0/33\n"
 check_match "IPv6 to the sandboxes' veths goes to their chains (dropped there)" \
 	"meta nfproto ipv6 oifname vmap @sandboxes" "$(in_d nft list chain inet snapfs output 2>&1)"
 check_match "the same in forward" "meta nfproto ipv6 oifname vmap @sandboxes" \
@@ -334,11 +338,7 @@ check_match "the same in forward" "meta nfproto ipv6 oifname vmap @sandboxes" \
 # A line over 4096 bytes is refused by the framing (EFBIG): the open file's
 # set lacks it, so none of it applies.
 LONG=$(printf '%*s' 5000 '' | tr ' ' x)
-expect_errno EFBIG "a set with a line too long is refused" wr_lines "$MNT/sandboxes/out/egress" \
-	"allow 0.0.0.0/0\n# $LONG\n"
-check_eq "the rules in force stay whole after a line too long" \
-	"$(printf 'deny %s/32\nallow 0.0.0.0/0' "$WEB")" "$(rd "$MNT/sandboxes/out/egress")"
-ok "and the deny holds after a line too long" not_fetch out "$WEB"
+refused_set EFBIG "a line too long" "allow 0.0.0.0/0\n# $LONG\n"
 # A set written through one open file by several processes applies as each
 # closes (docs/control-files.md): the last one's close applies every line.
 wr "$MNT/sandboxes/out/egress" ""
