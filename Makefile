@@ -36,7 +36,8 @@ LDLIBS  := $(LDFLAGS) $(PKG_LIBS) -pthread
 
 SAN     := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
-LIB_SRCS := $(wildcard lib/*.c backend/*.c backend/objstore/*.c runtime/*.c fs/*.c)
+# The folders are the layers (docs/architecture.md): each uses only those after it.
+LIB_SRCS := $(wildcard fs/*.c ops/*.c runtime/*.c runtime/*/*.c backend/*/*.c lib/*.c)
 MAIN_SRC := main.c
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 
@@ -122,7 +123,7 @@ chaos: build/asan/snapfs
 
 # snapfs(8) and snapfs-image(8) from their scdoc sources (Debian's scdoc package).
 MANPAGES := build/snapfs.8 build/snapfs-image.8
-build/%.8: docs/%.8.scd
+build/%.8: docs/man/%.8.scd
 	@mkdir -p $(dir $@)
 	scdoc <$< >$@
 
@@ -144,11 +145,14 @@ DEB_SRC := build/deb/snapfs-$(VERSION)
 deb:
 	rm -rf build/deb
 	mkdir -p $(DEB_SRC)
-	tar --exclude=./build --exclude=./.git --exclude=./tests/node_modules -cf - . | tar -xf - -C $(DEB_SRC)
+	tar --exclude=./build --exclude=./.git --exclude=./tests/doubles/node_modules -cf - . | tar -xf - -C $(DEB_SRC)
 	cd $(DEB_SRC) && dpkg-buildpackage -b -us -uc
 
+# Every C source and header the formatter keeps; tests/run.sh checks them with --dry-run.
+FORMAT_SRCS = $(LIB_SRCS) $(MAIN_SRC) $(wildcard */*.h */*/*.h tests/unit/*.c tests/fuzz/*.c bench/*.c)
+
 format:
-	clang-format -i $(LIB_SRCS) $(MAIN_SRC) $(wildcard */*.h backend/objstore/*.h tests/unit/*.c tests/unit/*.h tests/fuzz/*.c tests/fuzz/*.h)
+	clang-format -i $(FORMAT_SRCS)
 
 clean:
 	rm -rf build

@@ -30,11 +30,11 @@
 #include "lib/sdnotify.h"
 #include "lib/size.h"
 #include "lib/util.h"
-#include "runtime/cgroup.h"
-#include "runtime/journal.h"
-#include "runtime/net.h"
-#include "runtime/ops.h"
-#include "runtime/runsc.h"
+#include "runtime/runsc/cgroup.h"
+#include "ops/journal.h"
+#include "runtime/net/net.h"
+#include "ops/ops.h"
+#include "runtime/runsc/runsc.h"
 
 #define DEFAULT_STATE "/var/lib/snapfs"
 /* Without --images: STATE/images, made 0700 like everything under STATE. */
@@ -641,7 +641,7 @@ int main(int argc, char **argv)
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
 	char state[PATH_MAX], images_default[PATH_MAX], images_abs[PATH_MAX], mount_abs[PATH_MAX];
 	char cuda_abs[PATH_MAX], resolv_abs[PATH_MAX];
-	/* runsc with a network runs through this binary: runtime/net.h net_exec_main(). */
+	/* runsc with a network runs through this binary: runtime/net/net.h net_exec_main(). */
 	if (argc > 1 && strcmp(argv[1], NET_EXEC_FLAG) == 0)
 		return net_exec_main(argc, argv);
 	log_init();

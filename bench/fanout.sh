@@ -4,7 +4,7 @@
 # after `make`:
 #
 #   bench/fanout.sh [COUNTS] [SIZE_MB] [OUT]
-#        (defaults: "1 4 16 64", 128, docs/benchmarks-fanout.md)
+#        (defaults: "1 4 16 64", 128, docs/bench/fanout.md)
 #
 # For a sandbox holding SIZE_MB MiB of random data in its /tmp, one snapshot,
 # then for each N in COUNTS:
@@ -20,7 +20,7 @@ set -euo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source-path=SCRIPTDIR
 . "$REPO/bench/lib.sh"
-COUNTS=${1:-1 4 16 64} SIZE=${2:-128} OUT=${3:-$REPO/docs/benchmarks-fanout.md}
+COUNTS=${1:-1 4 16 64} SIZE=${2:-128} OUT=${3:-$REPO/docs/bench/fanout.md}
 bench_one_daemon fanout
 bench_start_daemon "$REPO/build/snapfs"
 

@@ -13,7 +13,7 @@
 #            stored before the next: its pause_ms (the runsc checkpoint
 #            call, as snapfs times it) and the app's longest gap
 #   by hand  N `runsc checkpoint --leave-running --compression=none
-#            --direct` (snapfs's flags: runtime/runsc.c) of sandbox `fch`,
+#            --direct` (snapfs's flags: runtime/runsc/runsc.c) of sandbox `fch`,
 #            each into a fresh directory on the same filesystem as the spool
 # Prints "who i pause_ms app_gap_ms" lines.
 set -euo pipefail

@@ -67,7 +67,7 @@ bench_start_s3rver() {
 	export AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER
 	export AWS_REGION=us-east-1 AWS_DEFAULT_REGION=us-east-1
 	export AWS_CONFIG_FILE=$1/no-aws-config AWS_SHARED_CREDENTIALS_FILE=$1/no-aws-credentials
-	S3RVER_LOG=1 node --openssl-legacy-provider "$repo/tests/s3rver.js" 0 "$1/s3rver" "$3" \
+	S3RVER_LOG=1 node --openssl-legacy-provider "$repo/tests/doubles/s3rver.js" 0 "$1/s3rver" "$3" \
 		>"$2" 2>&1 &
 	S3_PID=$!
 	PORT=""

@@ -5,14 +5,14 @@
 # one daemon each, and what cpus=0.5 lets two busy loops use. Run on
 # demand (not in CI), as root, after `make`:
 #
-#   bench/limits.sh [ROUNDS] [OUT]      (defaults: 5, docs/benchmarks-limits.md)
+#   bench/limits.sh [ROUNDS] [OUT]      (defaults: 5, docs/bench/limits.md)
 #
 # A start is the synchronous `echo 1 > start` of a busybox sandbox; a fork
 # the write to `fork` until the new sandbox runs, of a snapshot of it.
 set -euo pipefail
 ROUNDS=${1:-5}
 REPO=$(cd "$(dirname "$0")/.." && pwd)
-OUT=${2:-$REPO/docs/benchmarks-limits.md}
+OUT=${2:-$REPO/docs/bench/limits.md}
 BIN=$REPO/build/snapfs
 # shellcheck source-path=SCRIPTDIR
 . "$REPO/bench/lib.sh"

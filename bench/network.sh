@@ -5,7 +5,7 @@
 # against a direct connection to the sandbox's address, inside the daemon's
 # namespace. Run on demand (not in CI), as root, after `make`:
 #
-#   bench/network.sh [ROUNDS] [MIB] [OUT]   (defaults: 5, 64, docs/benchmarks-network.md)
+#   bench/network.sh [ROUNDS] [MIB] [OUT]   (defaults: 5, 64, docs/bench/network.md)
 #
 # Safely, as tests/integration/lib_net.sh: the daemon runs in a network
 # namespace this script makes (snapfs-b-*), deleted on every path out; no
@@ -19,7 +19,7 @@ set -euo pipefail
 ROUNDS=${1:-5}
 MIB=${2:-64}
 REPO=$(cd "$(dirname "$0")/.." && pwd)
-OUT=${3:-$REPO/docs/benchmarks-network.md}
+OUT=${3:-$REPO/docs/bench/network.md}
 BIN=$REPO/build/snapfs
 # shellcheck source-path=SCRIPTDIR
 . "$REPO/bench/lib.sh"

@@ -3,7 +3,7 @@
 # fork takes through snapfs, beside the same runsc commands run by hand on
 # the same sandbox. Run on demand (not in CI), as root, after `make`:
 #
-#   bench/pause-fork.sh [ROUNDS] [OUT]      (defaults: 5, docs/benchmarks-pause-fork.md)
+#   bench/pause-fork.sh [ROUNDS] [OUT]      (defaults: 5, docs/bench/pause-fork.md)
 #
 # Each round, for a sandbox holding SIZE MiB of random data in its /tmp:
 #   snapfs:  echo 1 > sandboxes/B/snapshot   -> pause_ms from info.json, wall time of the write
@@ -13,7 +13,7 @@
 set -euo pipefail
 ROUNDS=${1:-5}
 REPO=$(cd "$(dirname "$0")/.." && pwd)
-OUT=${2:-$REPO/docs/benchmarks-pause-fork.md}
+OUT=${2:-$REPO/docs/bench/pause-fork.md}
 BIN=$REPO/build/snapfs
 # shellcheck source-path=SCRIPTDIR
 . "$REPO/bench/lib.sh"

@@ -16,13 +16,13 @@
 # sends, plus its log) and the GETs it logged, while B's cold fork ran.
 # Run on demand (not in CI), as root:
 #
-#   bench/s3-fork.sh [ROUNDS] [OUT] [SIZES]   (defaults: 3, docs/benchmarks-s3-fork.md, "64 256")
+#   bench/s3-fork.sh [ROUNDS] [OUT] [SIZES]   (defaults: 3, docs/bench/s3-fork.md, "64 256")
 #
-# Needs what `scripts/setup.sh --test` installs (node, s3rver in tests/node_modules).
+# Needs what `scripts/setup.sh --test` installs (node, s3rver in tests/doubles/node_modules).
 set -euo pipefail
 ROUNDS=${1:-3}
 REPO=$(cd "$(dirname "$0")/.." && pwd)
-OUT=${2:-$REPO/docs/benchmarks-s3-fork.md}
+OUT=${2:-$REPO/docs/bench/s3-fork.md}
 SIZES=${3:-64 256}
 BIN=$REPO/build/snapfs
 BUCKET=bench
@@ -147,10 +147,10 @@ mib() { awk '{ printf "%.1f\n", $1 / 1048576 }'; }
 {
 	echo "# Fork on a second daemon with a cold cache, from S3"
 	echo
-	echo "Written by \`bench/s3-fork.sh $ROUNDS docs/benchmarks-s3-fork.md \"$SIZES\"\` on $(date -u +%F)."
+	echo "Written by \`bench/s3-fork.sh $ROUNDS docs/bench/s3-fork.md \"$SIZES\"\` on $(date -u +%F)."
 	echo "Two daemons, A and B, each with its"
 	echo "own \`--state\` and mountpoint, share the store \`$STORE\` on @20minutes/s3rver"
-	echo "$(jq -r .version "$REPO/tests/node_modules/@20minutes/s3rver/package.json") (node $(node --version), SigV4 checked) on 127.0.0.1, as two hosts share a bucket."
+	echo "$(jq -r .version "$REPO/tests/doubles/node_modules/@20minutes/s3rver/package.json") (node $(node --version), SigV4 checked) on 127.0.0.1, as two hosts share a bucket."
 	echo "A sandbox on A holds SIZE MiB of random bytes in its /tmp (incompressible: the"
 	echo "snapshot's chunks are stored as they are). Each round A snapshots it, B lists"
 	echo "the new snapshot, then three forks of it, each timed as the wall time of"
@@ -224,9 +224,9 @@ mib() { awk '{ printf "%.1f\n", $1 / 1048576 }'; }
 	echo "cores and one disk with it (and with whatever else the shared machine runs), so"
 	echo "round 1's cold fork here is bound by both ends' CPU and the disk, not by a network:"
 	echo "compare its download rate with the materialize rate from a local store in"
-	echo "docs/benchmarks.md (\"Fork with an empty cache\"). A real S3 endpoint takes"
+	echo "docs/bench/store.md (\"Fork with an empty cache\"). A real S3 endpoint takes"
 	echo "s3rver's CPU cost off these cores and adds network latency per GET and a"
 	echo "bandwidth limit, which the later rounds' cold forks hardly meet."
-	echo "Reproduce with \`bench/s3-fork.sh $ROUNDS docs/benchmarks-s3-fork.md \"$SIZES\"\`."
+	echo "Reproduce with \`bench/s3-fork.sh $ROUNDS docs/bench/s3-fork.md \"$SIZES\"\`."
 } >"$OUT"
 echo "wrote $OUT"

@@ -4,7 +4,7 @@
 # same bytes to the same server, one run each; then a download each way.
 # Counts the requests s3rver saw for each. Run on demand (not in CI):
 #
-#   bench/s3.sh [SIZE_MIB] [OUT]      (defaults: 1024, docs/benchmarks-s3.md)
+#   bench/s3.sh [SIZE_MIB] [OUT]      (defaults: 1024, docs/bench/s3.md)
 #
 # Needs what `scripts/setup.sh --test` installs (node, s3rver, awscli). The aws
 # CLI is Debian's /usr/bin/aws, whatever else is first on PATH (AWS=path to
@@ -13,7 +13,7 @@
 set -euo pipefail
 SIZE_MIB=${1:-1024}
 REPO=$(cd "$(dirname "$0")/.." && pwd)
-OUT=${2:-$REPO/docs/benchmarks-s3.md}
+OUT=${2:-$REPO/docs/bench/s3.md}
 SB=$REPO/build/s3_bench
 AWS=${AWS:-/usr/bin/aws}
 BUCKET=bench

@@ -8,7 +8,7 @@
  *
  * Makes NSB sandboxes `terminated` and NSNAP snapshots `completed`, taken
  * round-robin of them, each a registry row in STATE_DIR/registry.db (as the
- * daemon names it, runtime/ops_life.c) and a manifest in the store with the
+ * daemon names it, ops/ops_life.c) and a manifest in the store with the
  * metadata snapmeta_build() writes, of a one-file image (its chunk shared by
  * all, so the store holds NSNAP manifests and one pack). The host id is
  * STATE_DIR's (made here), so the daemon later started on STATE_DIR finds
@@ -21,8 +21,8 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "backend/registry.h"
-#include "backend/store.h"
+#include "backend/registry/registry.h"
+#include "backend/store/store.h"
 #include "lib/strbuf.h"
 #include "lib/util.h"
 #include "runtime/host.h"

@@ -4,7 +4,7 @@
 # random bytes, half compressible text: `od -tx1` of random bytes). Run on
 # demand (not in CI), as root:
 #
-#   bench/store.sh [ROUNDS] [OUT]      (defaults: 3, docs/benchmarks.md)
+#   bench/store.sh [ROUNDS] [OUT]      (defaults: 3, docs/bench/store.md)
 #   SNAPFS_ARGS="--spool /dev/shm" bench/store.sh ...   (more daemon options)
 #
 # It builds build/snapfs and build/store_bench, then measures:
@@ -24,7 +24,7 @@
 set -euo pipefail
 ROUNDS=${1:-3}
 REPO=$(cd "$(dirname "$0")/.." && pwd)
-OUT=${2:-$REPO/docs/benchmarks.md}
+OUT=${2:-$REPO/docs/bench/store.md}
 BIN=$REPO/build/snapfs
 SB=$REPO/build/store_bench
 HALF_MB=128
@@ -82,7 +82,7 @@ total_stored=$(awk '{ s += $6 } END { print s }' "$series")
 # --- 2. pause -------------------------------------------------------------------
 pauses=$T/pauses
 # Into a new directory each time, kept to the end, as snapfs keeps its spools as the cache:
-# writing just after deleting the previous image is faster (see docs/benchmarks.md).
+# writing just after deleting the previous image is faster (see docs/bench/store.md).
 # by_hand NAME [FLAG]: one checkpoint into a new directory; its wall time.
 by_hand() {
 	local t0

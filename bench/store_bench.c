@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "backend/store.h"
+#include "backend/store/store.h"
 #include "lib/util.h"
 
 static double now_s(void)

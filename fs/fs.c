@@ -43,7 +43,7 @@ static struct fs_dirh *dirh_of(const struct fuse_file_info *fi)
 /* --- who asks ----------------------------------------------------------- */
 
 /*
- * The credentials of @req's caller, for runtime/access.h to judge. The
+ * The credentials of @req's caller, for ops/access.h to judge. The
  * supplementary groups cost a read of /proc, so only @groups asks for them
  * (who may create, and group-owned files), and never for root, whom no
  * group changes. Groups that cannot be read grant nothing.
@@ -573,7 +573,7 @@ static int opt_seen(void *data, const char *arg, int key, struct fuse_args *outa
 /*
  * With allow_other every local user's requests arrive: default_permissions
  * makes the kernel check the tree's modes and owners against the caller
- * before snapfs sees the request, as the rules of runtime/access.h say.
+ * before snapfs sees the request, as the rules of ops/access.h say.
  */
 static int add_default_permissions(struct fuse_args *args, struct err *e)
 {

@@ -1,7 +1,7 @@
 /*
  * fs.h - the FUSE layer: mounts the snapfs tree (docs/design.md, "The tree") with
  * the libfuse3 low-level API and translates each request into a read of the
- * registry or a call of runtime/ops.h. It holds no state of its own beyond
+ * registry or a call of ops/ops.h. It holds no state of its own beyond
  * the kernel's view: inode numbers, open files and held requests.
  *
  * Lifecycle, as main.c drives it:
@@ -31,7 +31,7 @@ struct fs;
 /*
  * Create the FUSE session with @args (the -o options; consumed by libfuse)
  * and mount it on @mountpoint; with allow_other, default_permissions is
- * added (runtime/access.h). On failure @e says why and nothing is left
+ * added (ops/access.h). On failure @e says why and nothing is left
  * mounted.
  */
 int fs_create(const char *mountpoint, struct fuse_args *args, struct fs **out, struct err *e);

@@ -21,7 +21,7 @@
 #define SNAPFS_FS_NOTIFY_H
 
 #include "fs/fs.h"
-#include "runtime/ops.h"
+#include "ops/ops.h"
 
 /* Start the notifier thread for @se. */
 int notify_start(struct fuse_session *se);

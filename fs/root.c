@@ -195,12 +195,12 @@ const struct fs_dir fs_images_dir = {
 /*
  * What every user may read: README, version (versions and the store's URL)
  * and metrics (counts, byte totals, and the ids and series of the reader's
- * own sandboxes alone: runtime/ops_text.c). The journals name every
+ * own sandboxes alone: ops/ops_text.c). The journals name every
  * user's sandboxes and carry their messages, so they are root's alone; a
  * user follows its own objects through their status, error and wait files.
  * sandboxes/ and snapshots/ are writable by the group that may create
  * (mkdir, rmdir), sticky as /tmp: the kernel lets nobody else remove
- * another's entry, which runtime/access.c refuses as well.
+ * another's entry, which ops/access.c refuses as well.
  */
 static const struct fs_entry root_files[] = {
     {"README", S_IFREG | 0444, .read = readme_read},

@@ -95,7 +95,7 @@ static int info_read(const struct fs_node *n, const struct caller *who, struct s
 	return view_read(n, who, out, ops_sandbox_info);
 }
 
-/* The lifetime's files (runtime/ops_timer.c). */
+/* The lifetime's files (ops/ops_timer.c). */
 static int timeout_read(const struct fs_node *n, const struct caller *who, struct strbuf *out)
 {
 	return view_read(n, who, out, ops_sandbox_timeout_text);
@@ -106,7 +106,7 @@ static int autosnap_read(const struct fs_node *n, const struct caller *who, stru
 	return view_read(n, who, out, ops_sandbox_autosnap_text);
 }
 
-/* Published ports (runtime/ops_ports.c). */
+/* Published ports (ops/ops_ports.c). */
 static int ports_read(const struct fs_node *n, const struct caller *who, struct strbuf *out)
 {
 	return view_read(n, who, out, ops_sandbox_ports_text);
@@ -154,7 +154,7 @@ static int gpu_write(struct fs_file *f, const char *line, struct pending *p, str
 	return ops_sandbox_set(&f->who, f->node.id, SB_FIELD_GPU, line, e);
 }
 
-/* The network's files (runtime/net.h). */
+/* The network's files (runtime/net/net.h). */
 static int network_read(const struct fs_node *n, const struct caller *who, struct strbuf *out)
 {
 	_cleanup_free_ struct sandbox *sb = NULL;
@@ -312,7 +312,7 @@ static const struct fs_dir snaplinks_dir = {.child = &snaplink_entry, .each = sn
 
 /* --- sandboxes/<id>/ ------------------------------------------------------ */
 
-/* Its owner's alone (runtime/access.h): no group or other bits, env's values are secrets. */
+/* Its owner's alone (ops/access.h): no group or other bits, env's values are secrets. */
 static const struct fs_entry sandbox_files[] = {
     {"status", S_IFREG | 0400, .flags = FS_STATUS, .read = status_read},
     {"info.json", S_IFREG | 0400, .read = info_read},

@@ -129,7 +129,7 @@ static int fork_write(struct fs_file *f, const char *line, struct pending *p, st
 	return rc < 0 ? rc : file_ids_action(f, p, w.async, fork_make, &opts, e);
 }
 
-/* Its owner's alone (runtime/access.h), as the sandbox it was taken of. */
+/* Its owner's alone (ops/access.h), as the sandbox it was taken of. */
 static const struct fs_entry snapshot_files[] = {
     {"status", S_IFREG | 0400, .flags = FS_STATUS, .read = status_read},
     {"info.json", S_IFREG | 0400, .read = info_read},

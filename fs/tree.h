@@ -13,8 +13,8 @@
  * the node's object still exists, so deleted objects give ENOENT.
  *
  * Who asks: every function that shows or loads an object takes the
- * caller's credentials (@who) and hands them to ops (runtime/ops_view.c),
- * which shows only what runtime/access.h lets it see: another user's
+ * caller's credentials (@who) and hands them to ops (ops/ops_view.c),
+ * which shows only what ops/access.h lets it see: another user's
  * sandbox or snapshot gives ENOENT, its files and listings included, and
  * listings leave it out. Nodes under an object are
  * owned by the object's owner (st_uid, st_gid), the rest by root, with the
@@ -30,7 +30,7 @@
 #include "fs/inode.h"
 #include "fs/pending.h"
 #include "lib/strbuf.h"
-#include "runtime/ops.h"
+#include "ops/ops.h"
 
 struct fs_file;
 

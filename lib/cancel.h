@@ -3,8 +3,8 @@
  * given up: once the token's deadline passes or another thread cancels it,
  * the calls that check it (S3 requests, backend/objstore/s3_request.c) end
  * and fail. Start-up bounds its wait for a store that does not answer with
- * one (runtime/ops_life.c); shutdown cancels the sync thread's
- * (runtime/ops_sync.c), so neither waits out the S3 client's own timeouts
+ * one (ops/ops_life.c); shutdown cancels the sync thread's
+ * (ops/ops_sync.c), so neither waits out the S3 client's own timeouts
  * and retries (minutes against a black-holed endpoint).
  *
  * Ownership: the caller owns the token and keeps it alive while any thread

@@ -22,8 +22,8 @@
 #define ENV_MAX 16384	    /* KEY=VALUE lines */
 #define MESSAGE_MAX 1024
 #define HOST_JSON_MAX 4096
-#define STORE_ID_MAX 40 /* a store's identity: "store-" + 32 hex + NUL (backend/store_ident.c) */
-/* Row updates the registry refused, kept in memory until it takes them (runtime/ops_rows.c). */
+#define STORE_ID_MAX 40 /* a store's identity: "store-" + 32 hex + NUL (backend/store/store_ident.c) */
+/* Row updates the registry refused, kept in memory until it takes them (ops/ops_rows.c). */
 #define REGISTRY_PENDING_MAX 256
 #define CGROUP_PARENT_MAX 256 /* --cgroup-parent, NUL included (lib/names.h cgroup_parent_ok()) */
 
@@ -40,7 +40,7 @@
 #define RES_PIDS_MIN 32			  /* tasks */
 #define RES_PIDS_MAX 4194304		  /* the kernel's PID_MAX_LIMIT */
 #define RES_WORD_MAX 32			  /* the longest value text: "9223372036854775807B" */
-/* A sandbox's lifetime (runtime/ops_timer.c): the longest timeout or snapshot interval, a year. */
+/* A sandbox's lifetime (ops/ops_timer.c): the longest timeout or snapshot interval, a year. */
 #define LIFETIME_SECONDS_MAX (366LL * 24 * 3600)
 #define AUTOSNAP_KEEP_MAX 100 /* auto- snapshots one sandbox keeps */
 #define FORK_COUNT_MAX 100    /* sandboxes one fork write makes (count=N) */
@@ -59,17 +59,17 @@
 #define RES_PIDS_HOST_PER_TASK 3
 #define RES_PIDS_HOST_BASE 64
 
-/* Published ports (runtime/forward.h, runtime/ops_ports.c). */
+/* Published ports (runtime/net/forward.h, ops/ops_ports.c). */
 #define PORTS_SANDBOX_MAX 16	     /* ports one sandbox publishes */
 #define PORTS_TEXT_MAX 256	     /* their record, "PORT HOSTPORT" lines (16 * 12 < 256) */
 #define FORWARD_PORTS_MAX 1024	     /* listeners of the daemon in all */
 #define FORWARD_CONNS_PORT_MAX 64    /* connections forwarded at once by one port */
 #define FORWARD_CONNS_MAX 1024	     /* and by all of them */
 #define FORWARD_BUF_BYTES (16 << 10) /* bytes in flight per direction of a connection */
-/* Pidfds the sandbox monitor polls at once (runtime/ops_life.c); in the open files budget. */
+/* Pidfds the sandbox monitor polls at once (ops/ops_life.c); in the open files budget. */
 #define MONITOR_WATCH_MAX 1024
 /*
- * A forwarded connection's clocks (runtime/forward.c): the connect to the
+ * A forwarded connection's clocks (runtime/net/forward.c): the connect to the
  * sandbox gives up after FORWARD_CONNECT_TIMEOUT_MS (an address that drops
  * SYNs would otherwise hold two fds for the kernel's two minutes of
  * retries); one that moves no byte either way for FORWARD_IDLE_TIMEOUT_MS

@@ -21,7 +21,7 @@
 #define RUNTIME_ID_PREFIX "snapfs-"
 #define RUNTIME_ID_HEX 24
 /*
- * Every interface snapfs makes starts with this (runtime/net.h): the host
+ * Every interface snapfs makes starts with this (runtime/net/net.h): the host
  * end of a sandbox's veth is the prefix and 12 hex digits of its runtime
  * id, 15 characters, IFNAMSIZ's most. Cleanup touches no other name.
  */

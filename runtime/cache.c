@@ -10,9 +10,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "backend/manifest.h"
-#include "backend/registry.h"
-#include "backend/store.h"
+#include "backend/store/manifest.h"
+#include "backend/registry/registry.h"
+#include "backend/store/store.h"
 #include "lib/util.h"
 
 /* The default limit: this fraction of (cache + free space). */
@@ -513,7 +513,7 @@ static int materialize_into(struct store *store, const char *snap_id, cache_pref
 /*
  * Wait while another holder of @snap_id materializes it, then take the
  * turn: 1 when this caller materializes and must end_turn(). The forks of
- * one fan-out (runtime/ops_fanout.c) so read one image, made once. A turn
+ * one fan-out (ops/ops_fanout.c) so read one image, made once. A turn
  * waited for that failed is this caller's failure too (its errno, its
  * sentence in @e): a hundred forks of a broken snapshot fail once, not a
  * hundred times one after another. Unheld (out of memory), it does not

@@ -33,7 +33,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "backend/registry.h"
+#include "backend/registry/registry.h"
 #include "lib/util.h"
 
 struct store;

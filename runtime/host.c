@@ -8,10 +8,10 @@
 #include <string.h>
 #include <sys/utsname.h>
 
-#include "backend/registry.h"
+#include "backend/registry/registry.h"
 #include "lib/names.h"
 #include "lib/util.h"
-#include "runtime/gpu.h"
+#include "runtime/gpu/gpu.h"
 
 #define CPU_FLAGS_MAX 8192
 #define RUNSC_PLATFORM "systrap"

@@ -15,7 +15,7 @@
  * kernel is informational: gVisor does not depend on it. gpu_driver ("" on
  * a host without NVIDIA driver) and gpus (sorted models, one per GPU) are
  * recorded for every snapshot; host_compare() leaves them alone, and
- * gpu_compare_host() (runtime/gpu.h) compares them for GPU snapshots.
+ * gpu_compare_host() (runtime/gpu/gpu.h) compares them for GPU snapshots.
  */
 #ifndef SNAPFS_HOST_H
 #define SNAPFS_HOST_H

@@ -21,7 +21,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "backend/registry.h"
+#include "backend/registry/registry.h"
 #include "lib/util.h"
 
 struct images;

@@ -5,12 +5,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/manifest.h"
+#include "backend/store/manifest.h"
 #include "lib/json.h"
 #include "lib/names.h"
 #include "lib/ports.h"
 #include "runtime/host.h"
-#include "runtime/net.h"
+#include "runtime/net/net.h"
 
 /* JSON numbers are doubles: integers up to 2^53 are exact. */
 #define COUNT_MAX 9007199254740992.0
@@ -26,7 +26,7 @@ static bool entrypoint_ok(const char *s)
 }
 
 /*
- * The source's egress rules, as the egress file takes them (runtime/net.h),
+ * The source's egress rules, as the egress file takes them (runtime/net/net.h),
  * with no allow inside a range denied by default: from a bucket, such a rule
  * would open cloud metadata or the other sandboxes to a fork root makes,
  * whose rules inside those ranges come first.
@@ -54,7 +54,7 @@ enum field_type {
 	FIELD_HOST,  /* the host profile, a JSON object (runtime/host.h) */
 	FIELD_RUNSC, /* the runsc that took it: the builder's, never read into a row */
 	FIELD_LIMIT, /* int64_t at off, limit @res (lib/size.h); absent: 0, taken before limits */
-	/* the source's timeout (runtime/ops_timer.c): seconds, 0..LIFETIME_SECONDS_MAX */
+	/* the source's timeout (ops/ops_timer.c): seconds, 0..LIFETIME_SECONDS_MAX */
 	FIELD_TIMEOUT,
 	FIELD_TIMEOUT_ACTION, /* "terminate" or "suspend" */
 	FIELD_NETWORK,	      /* the source's network: "none" or "egress" */

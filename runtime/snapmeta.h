@@ -1,6 +1,6 @@
 /*
  * snapmeta.h - a snapshot's metadata as JSON, the one codec of it: the
- * manifest's metadata beside its chunk lists (backend/manifest.h passes it
+ * manifest's metadata beside its chunk lists (backend/store/manifest.h passes it
  * through), written from a registry row by the host that took the
  * snapshot and read back into a row by every host that shares the store;
  * and the info.json view of a row. Each field is written once, in the
@@ -33,7 +33,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "backend/registry.h"
+#include "backend/registry/registry.h"
 #include "lib/strbuf.h"
 #include "lib/util.h"
 

@@ -4,7 +4,7 @@
 #   scripts/setup.sh           build dependencies, fuse3, busybox-static, runsc 20240729,
 #                              skopeo and umoci (snapfs-image import)
 #   scripts/setup.sh --test    the same, plus what the test suite uses: awscli, jq,
-#                              node/npm and @20minutes/s3rver (into tests/node_modules),
+#                              node/npm and @20minutes/s3rver (into tests/doubles/node_modules),
 #                              clang and its libFuzzer runtime (the fuzz targets),
 #                              debhelper, lintian, scdoc, man-db, systemd-analyze and
 #                              python3 (make deb, the package and unit tests),
@@ -175,10 +175,10 @@ else
 	[ -f "$(fuzzer_rt)" ] || die "no libFuzzer runtime at $(fuzzer_rt) after installing libclang-rt-$clang_major-dev"
 fi
 
-s3rver_pkg=tests/node_modules/@20minutes/s3rver/package.json
+s3rver_pkg=tests/doubles/node_modules/@20minutes/s3rver/package.json
 if [ -f "$s3rver_pkg" ] && grep -q "\"version\": *\"$S3RVER_VERSION\"" "$s3rver_pkg"; then
 	say "s3rver: $S3RVER_VERSION already installed"
 else
-	say "installing @20minutes/s3rver@$S3RVER_VERSION into tests/node_modules"
-	npm install --prefix tests --no-audit --no-fund
+	say "installing @20minutes/s3rver@$S3RVER_VERSION into tests/doubles/node_modules"
+	npm install --prefix tests/doubles --no-audit --no-fund
 fi

@@ -16,7 +16,7 @@
 #include <cjson/cJSON.h>
 
 #include "fs/control.h"
-#include "runtime/ops.h"
+#include "ops/ops.h"
 #include "tests/fuzz/fuzz.h"
 
 enum { FILE_START, FILE_SNAPSHOT, FILE_NEW };

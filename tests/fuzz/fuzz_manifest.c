@@ -1,5 +1,5 @@
 /*
- * fuzz_manifest.c - libFuzzer target for manifest_parse() (backend/manifest.c),
+ * fuzz_manifest.c - libFuzzer target for manifest_parse() (backend/store/manifest.c),
  * the JSON that the bucket hands every host (and a donor image's manifest
  * on local disk). The input is the manifest text.
  *
@@ -12,7 +12,7 @@
 #include <cjson/cJSON.h>
 #include <zstd.h>
 
-#include "backend/manifest.h"
+#include "backend/store/manifest.h"
 #include "tests/fuzz/fuzz.h"
 
 static void check_chunk(const struct manifest *m, const struct manifest_chunk *c)

@@ -1,5 +1,5 @@
 /*
- * fuzz_net_rules.c - libFuzzer target for runtime/net_rules.c: what a user
+ * fuzz_net_rules.c - libFuzzer target for runtime/net/net_rules.c: what a user
  * writes to a sandbox's `egress` file. The input is the file's text.
  *
  * An accepted text gives at most NET_RULES_MAX rules, each prefix 0 to 32
@@ -8,7 +8,7 @@
  */
 #include <arpa/inet.h>
 
-#include "runtime/net.h"
+#include "runtime/net/net.h"
 #include "tests/fuzz/fuzz.h"
 
 static bool masked(struct in_addr a, int prefix)

@@ -1,5 +1,5 @@
 /*
- * fuzz_pack_index.c - libFuzzer target for pack_idx_decode() (backend/store.c),
+ * fuzz_pack_index.c - libFuzzer target for pack_idx_decode() (backend/store/store.c),
  * which reads the index object of a pack from the bucket at every refresh,
  * and the chunk index its entries go into (store_refresh.c index_pack()).
  *
@@ -16,10 +16,10 @@
 #include <openssl/evp.h>
 #include <zstd.h>
 
-#include "backend/store_internal.h"
+#include "backend/store/store_internal.h"
 #include "tests/fuzz/fuzz.h"
 
-/* The layout backend/store.c writes: magic, le32 version, le32 count; 48-byte entries. */
+/* The layout backend/store/store.c writes: magic, le32 version, le32 count; 48-byte entries. */
 #define IDX_HEADER 16
 #define IDX_ENTRY 48
 

@@ -1,5 +1,5 @@
 /*
- * fuzz_spec.c - libFuzzer target for spec_parse() (runtime/spec.c): what any
+ * fuzz_spec.c - libFuzzer target for spec_parse() (ops/spec.c): what any
  * user allowed to create a sandbox writes to sandboxes/new (a JSON object
  * or key=value lines), and what the per-sandbox settings files assemble.
  * The input is the spec text, NUL bytes and all, as the daemon passes it.
@@ -9,7 +9,7 @@
  * keys; every field NUL-terminated inside its array. A refused one leaves
  * the spec zeroed and says why.
  */
-#include "runtime/ops.h"
+#include "ops/ops.h"
 #include "tests/fuzz/fuzz.h"
 
 static bool terminated(const char *s, size_t cap)

@@ -495,7 +495,7 @@ use_s3rver_credentials() {
 start_s3rver() {
 	local log=$T/s3rver.log i
 	: >"$log"
-	node --openssl-legacy-provider "$REPO/tests/s3rver.js" "${1:-0}" "$S3_DIR" "$BUCKET" >"$log" 2>&1 &
+	node --openssl-legacy-provider "$REPO/tests/doubles/s3rver.js" "${1:-0}" "$S3_DIR" "$BUCKET" >"$log" 2>&1 &
 	S3_PID=$!
 	disown "$S3_PID" # test_s3 kills it: no "Killed" from the shell
 	BG_PIDS+=("$S3_PID")
@@ -516,7 +516,7 @@ s3() { timeout -k 5 "$OP_TIMEOUT" /usr/bin/aws --endpoint-url "http://127.0.0.1:
 serve_s3() {
 	BUCKET=$1 S3_DIR=$T/s3rver S3_PID="" S3_PORT=""
 	use_s3rver_credentials
-	[ -f "$REPO/tests/node_modules/@20minutes/s3rver/package.json" ] ||
+	[ -f "$REPO/tests/doubles/node_modules/@20minutes/s3rver/package.json" ] ||
 		bail "s3rver is missing (scripts/setup.sh --test, or npm install --prefix tests)"
 	start_s3rver || bail "start s3rver"
 	export AWS_ENDPOINT_URL=http://127.0.0.1:$S3_PORT AWS_REGION=us-east-1

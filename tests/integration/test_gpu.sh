@@ -3,9 +3,9 @@
 # GPU sandboxes and cuda-checkpoint, on a machine without a GPU (docs/gpu.md).
 #
 # The daemon is given the test double of NVIDIA's cuda-checkpoint
-# (tests/gpu/cuda-checkpoint) with --cuda-checkpoint: the host's binary, which
+# (tests/doubles/cuda-checkpoint) with --cuda-checkpoint: the host's binary, which
 # snapfs runs in the sandbox (a script: its text, with the sandbox's shell;
-# runtime/cuda.h). The image "cuda" is
+# runtime/gpu/cuda.h). The image "cuda" is
 # busybox plus the double as cuda-checkpoint-double (to register processes)
 # and, at /usr/bin/cuda-checkpoint, a decoy that only notes that it ran: an
 # image shipping that path gets snapfs's sequence, but the image's copy is
@@ -28,7 +28,7 @@ CC=/tmp/.cuda-checkpoint-double
 mkdir -p "$IMAGES/cuda"
 cp -a "$IMAGES/busybox/." "$IMAGES/cuda/"
 mkdir -p "$IMAGES/cuda/usr/bin"
-install -m 0755 "$REPO/tests/gpu/cuda-checkpoint" "$IMAGES/cuda/usr/bin/cuda-checkpoint-double"
+install -m 0755 "$REPO/tests/doubles/cuda-checkpoint" "$IMAGES/cuda/usr/bin/cuda-checkpoint-double"
 DECOY_LOG=/tmp/.image-cuda-checkpoint-ran
 cat >"$IMAGES/cuda/usr/bin/cuda-checkpoint" <<EOF
 #!/bin/sh
@@ -49,7 +49,7 @@ fi
 exec "$REAL_RUNSC" "\$@"
 EOF
 chmod 0755 "$T/runsc"
-DAEMON_ARGS=(--runsc "$T/runsc" --cuda-checkpoint "$REPO/tests/gpu/cuda-checkpoint")
+DAEMON_ARGS=(--runsc "$T/runsc" --cuda-checkpoint "$REPO/tests/doubles/cuda-checkpoint")
 
 # --- helpers -------------------------------------------------------------------
 
@@ -144,7 +144,7 @@ check_eq "a snapshot without GPU is restorable here" yes "$(rd "$MNT/snapshots/$
 
 check_eq "the image's cuda-checkpoint never ran" "" "$(sb_run src "cat $DECOY_LOG 2>/dev/null")"
 check_contains "the daemon says which cuda-checkpoint it runs" \
-	"cuda-checkpoint: $REPO/tests/gpu/cuda-checkpoint (a script" "$(cat "$DAEMON_LOG")"
+	"cuda-checkpoint: $REPO/tests/doubles/cuda-checkpoint (a script" "$(cat "$DAEMON_LOG")"
 
 # --- fork: restore and unlock in the new sandbox ---------------------------------------
 

@@ -209,8 +209,8 @@ for word in import digest prune --images oci-archive: docker-archive:; do
 done
 check_contains "snapfs(8) says an imported image's digest is its manifest's" "OCI manifest digest" "$page"
 check_contains "snapfs(8) names snapfs-image" "snapfs-image" "$page"
-# The man page is built in the package from docs/snapfs.8.scd: the same text.
-check_eq "the packaged page is docs/snapfs.8.scd's" "$(scdoc <"$REPO/docs/snapfs.8.scd" | grep -v '^\.TH')" \
+# The man page is built in the package from docs/man/snapfs.8.scd: the same text.
+check_eq "the packaged page is docs/man/snapfs.8.scd's" "$(scdoc <"$REPO/docs/man/snapfs.8.scd" | grep -v '^\.TH')" \
 	"$(zcat "$MAN" | grep -v '^\.TH')"
 
 # --- purge after egress sandboxes ran ------------------------------------------

@@ -13,7 +13,7 @@ S3_DIR=$T/s3rver
 S3_PID="" S3_PORT=""
 use_s3rver_credentials
 
-[ -f "$REPO/tests/node_modules/@20minutes/s3rver/package.json" ] ||
+[ -f "$REPO/tests/doubles/node_modules/@20minutes/s3rver/package.json" ] ||
 	bail "s3rver is missing (scripts/setup.sh --test, or npm install --prefix tests)"
 start_s3rver || bail "start s3rver"
 export AWS_ENDPOINT_URL=http://127.0.0.1:$S3_PORT AWS_REGION=us-east-1

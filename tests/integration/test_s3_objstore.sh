@@ -40,7 +40,7 @@ run_c_test() {
 }
 
 [ -x "$S3_TEST_BIN" ] || bail "$S3_TEST_BIN is missing (make build/asan/tests/unit/test_s3)"
-[ -f "$REPO/tests/node_modules/@20minutes/s3rver/package.json" ] ||
+[ -f "$REPO/tests/doubles/node_modules/@20minutes/s3rver/package.json" ] ||
 	bail "s3rver is missing (scripts/setup.sh --test, or npm install --prefix tests)"
 [ -x /usr/bin/aws ] || bail "Debian's aws CLI is missing (scripts/setup.sh --test)"
 mkdir -p "$T/out"

@@ -27,8 +27,8 @@
 #   Every hung runsc is killed with its whole process group.
 . "$(dirname "$0")/lib.sh"
 
-CAP=$((1 << 20))       # EXEC_OUTPUT_MAX (runtime/ops_exec.c)
-CONSOLE_MAX=$((1 << 20)) # CONSOLE_LOG_MAX (runtime/console.h)
+CAP=$((1 << 20))       # EXEC_OUTPUT_MAX (ops/ops_exec.c)
+CONSOLE_MAX=$((1 << 20)) # CONSOLE_LOG_MAX (runtime/runsc/console.h)
 RUNSC_TIMEOUT=20
 EXEC_TIMEOUT=10
 # Long enough for any deadline above; on code without deadlines the step fails here.

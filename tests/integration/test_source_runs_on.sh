@@ -39,7 +39,7 @@ runs_on() {
 }
 
 # --- wrong S3 credentials ------------------------------------------------------
-[ -f "$REPO/tests/node_modules/@20minutes/s3rver/package.json" ] ||
+[ -f "$REPO/tests/doubles/node_modules/@20minutes/s3rver/package.json" ] ||
 	bail "s3rver is missing (scripts/setup.sh --test, or npm install --prefix tests)"
 use_s3rver_credentials
 start_s3rver || bail "start s3rver"

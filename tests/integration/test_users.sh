@@ -284,7 +284,7 @@ check_contains "U2's kept directory is gone" "rc=1" "$(cat "$T/kept.out")"
 ok "U1 removes again" as "$U1" rmdir "$MNT/sandboxes/again"
 
 # --- a queued exec runs in the sandbox it was written to, or not at all -------------------
-# An exec waits for a free exec worker (32, runtime/jobs.c); meanwhile its
+# An exec waits for a free exec worker (32, ops/jobs.c); meanwhile its
 # sandbox may go and another user's of the same name come. U2 fills the
 # workers with sleeps in a sandbox of its own, queues an exec in its sandbox
 # `reused` and removes `reused`; U1 makes a sandbox `reused` with a secret in

@@ -1,7 +1,7 @@
 /*
  * t_reads.h - count a store's ranged reads of its objstore, for the tests
  * that say how few a get or a put makes (it wraps the store's objstore ops:
- * backend/store_internal.h).
+ * backend/store/store_internal.h).
  *
  *     t_reads_count(st);      // t_range_reads = 0, then counted
  *     ... a get or a put ...
@@ -10,7 +10,7 @@
 #ifndef SNAPFS_T_READS_H
 #define SNAPFS_T_READS_H
 
-#include "backend/store_internal.h"
+#include "backend/store/store_internal.h"
 
 static const struct objstore_ops *t_real_ops;
 static struct objstore_ops t_counting_ops;

@@ -14,7 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "backend/store.h"
+#include "backend/store/store.h"
 #include "tests/unit/t_dir.h"
 
 /* A store test's start: debug logging when TEST_DEBUG is set, and its temp dir (t_dir_make). */

@@ -1,5 +1,5 @@
-/* runtime/access.c: who may see, create and open what. */
-#include "runtime/access.h"
+/* ops/access.c: who may see, create and open what. */
+#include "ops/access.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -2,8 +2,8 @@
  * test_bundle.c - bundle_write(): every field of the config.json it
  * writes, read back with cJSON, and what it refuses.
  */
-#include "runtime/bundle.h"
-#include "runtime/gpu.h"
+#include "runtime/runsc/bundle.h"
+#include "runtime/gpu/gpu.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>

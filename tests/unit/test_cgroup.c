@@ -1,11 +1,11 @@
 /*
- * test_cgroup.c - runtime/cgroup.c without touching the host's cgroups:
+ * test_cgroup.c - runtime/runsc/cgroup.c without touching the host's cgroups:
  * the path of a sandbox's cgroup, the --cgroup-parent check, and adoption
  * from a parent no container has (nothing moved, no error), and which
  * cgroups a start-up adoption takes, on a tree of plain files. Moving real
  * processes is tests/integration/test_cgroup.sh's.
  */
-#include "runtime/cgroup.h"
+#include "runtime/runsc/cgroup.h"
 
 #include <errno.h>
 #include <limits.h>

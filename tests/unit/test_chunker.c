@@ -1,7 +1,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/chunker.h"
+#include "backend/store/chunker.h"
 #include "lib/util.h"
 #include "tests/unit/t.h"
 

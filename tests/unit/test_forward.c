@@ -1,9 +1,9 @@
 /*
- * The port forwarder (runtime/forward.h) on plain loopback sockets: a
+ * The port forwarder (runtime/net/forward.h) on plain loopback sockets: a
  * backend echo server on 127.0.0.1 stands for the sandbox, the resolver
  * names 127.0.0.1 for it. No namespace, no interface is touched.
  */
-#include "runtime/forward.h"
+#include "runtime/net/forward.h"
 
 #include <errno.h>
 #include <stdbool.h>

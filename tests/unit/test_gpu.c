@@ -1,6 +1,6 @@
-#include "runtime/gpu.h"
-#include "runtime/cuda.h"
-#include "runtime/runsc.h"
+#include "runtime/gpu/gpu.h"
+#include "runtime/gpu/cuda.h"
+#include "runtime/runsc/runsc.h"
 #include "lib/strbuf.h"
 
 #include <cjson/cJSON.h>

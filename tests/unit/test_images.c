@@ -1,5 +1,5 @@
 #include "runtime/images.h"
-#include "runtime/runsc.h"
+#include "runtime/runsc/runsc.h"
 #include "lib/strbuf.h"
 
 #include <errno.h>

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/manifest.h"
+#include "backend/store/manifest.h"
 #include "lib/strbuf.h"
 #include "lib/util.h"
 #include "tests/unit/t.h"

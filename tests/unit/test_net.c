@@ -1,5 +1,5 @@
 /*
- * runtime/net_rules.c: the `network` and `egress` files' text, and CIDRs;
+ * runtime/net/net_rules.c: the `network` and `egress` files' text, and CIDRs;
  * the table's hooks (net_nft.c); and, as root, net.c's egress change
  * racing a teardown, in a network and mount namespace of the test's own.
  */
@@ -13,8 +13,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "runtime/net.h"
-#include "runtime/net_nft.h"
+#include "runtime/net/net.h"
+#include "runtime/net/net_nft.h"
 #include "tests/unit/t.h"
 #include "tests/unit/t_dir.h"
 

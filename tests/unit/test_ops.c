@@ -1,6 +1,6 @@
 /*
- * test_ops.c - the operations layer (runtime/ops.h) driven without root,
- * FUSE or gVisor: runsc is tests/fake-runsc, the store a local directory,
+ * test_ops.c - the operations layer (ops/ops.h) driven without root,
+ * FUSE or gVisor: runsc is tests/doubles/fake-runsc, the store a local directory,
  * the state directory a temp one. Checks every state transition of a
  * sandbox and a snapshot (the statuses announced in events.jsonl, a repeat
  * left out), the undo of each failing runsc command, and the reconciliation
@@ -35,9 +35,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "backend/store.h"
-#include "runtime/forward.h"
-#include "runtime/ops.h"
+#include "backend/store/store.h"
+#include "runtime/net/forward.h"
+#include "ops/ops.h"
 #include "tests/unit/t.h"
 #include "tests/unit/t_dir.h"
 #include "tests/unit/t_echo.h"
@@ -49,7 +49,7 @@
 
 static const struct caller *const root = &access_root;
 
-static char fake_bin[PATH_MAX]; /* tests/fake-runsc */
+static char fake_bin[PATH_MAX]; /* tests/doubles/fake-runsc */
 static char images[PATH_MAX];	/* <t_base>/images, with IMAGE */
 /* The scenario's: <t_base>/NAME, its state, the wrapper that is --runsc, the fake's root. */
 static char sc_dir[PATH_MAX], state[PATH_MAX], wrapper[PATH_MAX], fake_dir[PATH_MAX];
@@ -292,7 +292,7 @@ static int op_wait(struct op *op, char *result, size_t len)
 
 /* --- reading the state --------------------------------------------------- */
 
-/* What the operations read (runtime/ops_rows.c: a row the registry refused included). */
+/* What the operations read (ops/ops_rows.c: a row the registry refused included). */
 static struct sandbox sb_get(const char *id)
 {
 	struct sandbox sb = {0};
@@ -2173,7 +2173,7 @@ static void killed_at(const struct phase *p)
 
 /* --- main --------------------------------------------------------------------- */
 
-/* tests/fake-runsc: $FAKE_RUNSC, or beside this binary's build/asan/tests/unit/. */
+/* tests/doubles/fake-runsc: $FAKE_RUNSC, or beside this binary's build/asan/tests/unit/. */
 static bool find_fake(void)
 {
 	char exe[PATH_MAX];
@@ -2188,13 +2188,13 @@ static bool find_fake(void)
 			return false;
 		*slash = '\0';
 	}
-	return xsnprintf(fake_bin, sizeof(fake_bin), "%s/tests/fake-runsc", exe) >= 0 &&
+	return xsnprintf(fake_bin, sizeof(fake_bin), "%s/tests/doubles/fake-runsc", exe) >= 0 &&
 	       access(fake_bin, X_OK) == 0;
 }
 
 static bool setup(void)
 {
-	if (!CHECK_MSG(find_fake(), "no tests/fake-runsc (set FAKE_RUNSC)"))
+	if (!CHECK_MSG(find_fake(), "no tests/doubles/fake-runsc (set FAKE_RUNSC)"))
 		return false;
 	t_path(images, "images");
 	CHECK(mkdir_p(images, 0755) == 0);
@@ -2214,7 +2214,7 @@ static void one_life(const char *name, void (*fn)(void), void (*next)(void))
 	scenario_end();
 }
 
-/* --- the lifetime: timeouts (runtime/ops_timer.c) ------------------------ */
+/* --- the lifetime: timeouts (ops/ops_timer.c) ------------------------ */
 
 /*
  * A deadline that passes while the sandbox is snapshotting (the checkpoint
@@ -2354,7 +2354,7 @@ static void timeout_restart(void)
 	scenario_end();
 }
 
-/* --- published ports (runtime/ops_ports.c, runtime/forward.h) ------------ */
+/* --- published ports (ops/ops_ports.c, runtime/net/forward.h) ------------ */
 
 /* The host port sandbox @id's `ports` lists for its port @port; 0: none. */
 static unsigned host_port_of(const char *id, unsigned port)
@@ -2534,7 +2534,7 @@ static void ports_restart_steps(void)
 }
 
 /*
- * count=N (runtime/ops_fanout.c): N forks from one call, their ids a line
+ * count=N (ops/ops_fanout.c): N forks from one call, their ids a line
  * each; the third of three restores failing leaves two running, fails the
  * call with its errno and sums it up in `errors`; a count out of 1..100 is
  * EINVAL before anything is made.
@@ -2612,7 +2612,7 @@ static void fanout_steps(void)
 		  "%d materializations failed", log_count("cannot materialize snapshot") - tries);
 }
 
-/* --- callers: a non-root owner (runtime/access.h) ------------------------- */
+/* --- callers: a non-root owner (ops/access.h) ------------------------- */
 
 /* A local user in the group this life's --allow-group names (access_init()). */
 static const struct caller user = {.uid = 4242, .gid = 4242};
@@ -2693,7 +2693,7 @@ static void ports_unprivileged_steps(void)
 	CHECK(strstr(e.msg, "below 500") != NULL);
 }
 
-/* --- what a user other than root may ask for (runtime/ops_quota.c) ------- */
+/* --- what a user other than root may ask for (ops/ops_quota.c) ------- */
 
 /* Set field @field of the user's sandbox @id to @value: its errno, its sentence in @e. */
 static int user_set(const char *id, enum sandbox_field field, const char *value, struct err *e)

@@ -1,19 +1,19 @@
 /*
  * A registry update that fails keeps the row's truth in memory
- * (runtime/ops_rows.c): the operations read the new row at once, the
+ * (ops/ops_rows.c): the operations read the new row at once, the
  * registry gets it when it takes writes again, and past
  * REGISTRY_PENDING_MAX kept rows an update fails with the registry's errno
  * (-EIO), not error()'s old -1. The failure is a trigger that refuses every
  * update, added through a second connection: no root, no full disk.
  */
-#include "backend/registry.h"
+#include "backend/registry/registry.h"
 
 #include <errno.h>
 #include <sqlite3.h>
 #include <string.h>
 
 #include "lib/util.h"
-#include "runtime/ops_internal.h"
+#include "ops/ops_internal.h"
 #include "tests/unit/t.h"
 #include "tests/unit/t_dir.h"
 

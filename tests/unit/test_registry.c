@@ -1,4 +1,4 @@
-#include "backend/registry.h"
+#include "backend/registry/registry.h"
 
 #include <errno.h>
 #include <limits.h>

@@ -4,7 +4,7 @@
  * word a line, to ARGS and answers `state` with the text of REPLY (or, when
  * REPLY holds "gone", runsc's message for an unknown container).
  */
-#include "runtime/runsc.h"
+#include "runtime/runsc/runsc.h"
 
 #include <errno.h>
 #include <limits.h>

@@ -1,4 +1,4 @@
-#include "runtime/ops.h"
+#include "ops/ops.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -7,9 +7,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "backend/chunker.h"
-#include "backend/manifest.h"
-#include "backend/store.h"
+#include "backend/store/chunker.h"
+#include "backend/store/manifest.h"
+#include "backend/store/store.h"
 #include "lib/util.h"
 #include "tests/unit/t.h"
 #include "tests/unit/t_threads.h"

@@ -1,7 +1,7 @@
 /*
  * test_store_bounds.c - what the bucket's pack indexes and manifests can
  * make a store hold is bounded (issue 9, item 8; the bounds are in
- * backend/store_internal.h): index entries within the manifest's bounds,
+ * backend/store/store_internal.h): index entries within the manifest's bounds,
  * entries per index, chunks in the chunk index, packs and pack references
  * in the records; totals of sizes saturate rather than wrap. The store-wide
  * bounds are lowered through struct store_limits, as the real ones take
@@ -14,9 +14,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "backend/manifest.h"
-#include "backend/store.h"
-#include "backend/store_internal.h"
+#include "backend/store/manifest.h"
+#include "backend/store/store.h"
+#include "backend/store/store_internal.h"
 #include "lib/util.h"
 #include "tests/unit/t.h"
 #include "tests/unit/t_dir.h"

@@ -11,8 +11,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "backend/manifest.h"
-#include "backend/store.h"
+#include "backend/store/manifest.h"
+#include "backend/store/store.h"
 #include "lib/strbuf.h"
 #include "lib/util.h"
 #include "tests/unit/t.h"

@@ -1,5 +1,5 @@
 /*
- * Collection across hosts (backend/store_gc.c): two stores open on one
+ * Collection across hosts (backend/store/store_gc.c): two stores open on one
  * directory stand for two hosts sharing a bucket, with a short grace period.
  */
 #include <errno.h>
@@ -9,9 +9,9 @@
 #include <pthread.h>
 #include <semaphore.h>
 
-#include "backend/manifest.h"
-#include "backend/store.h"
-#include "backend/store_internal.h" /* to wrap a store's objstore operations */
+#include "backend/store/manifest.h"
+#include "backend/store/store.h"
+#include "backend/store/store_internal.h" /* to wrap a store's objstore operations */
 #include "tests/unit/t.h"
 #include "tests/unit/t_dir.h"
 #include "tests/unit/t_store.h"

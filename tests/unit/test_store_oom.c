@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/store.h"
-#include "backend/store_internal.h"
+#include "backend/store/store.h"
+#include "backend/store/store_internal.h"
 #include "lib/util.h"
 #include "tests/unit/t.h"
 #include "tests/unit/t_dir.h"

@@ -1,6 +1,6 @@
 /*
  * test_store_records.c - the local copy of the store's records
- * (backend/store_records.c): a store opened again with the same state
+ * (backend/store/store_records.c): a store opened again with the same state
  * directory reads no manifest it recorded before, and ends with the same
  * records; a manifest gone from the store takes its row with it; a row is
  * never a record without a manifest listed, of the length listed (a row of
@@ -19,7 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "backend/store_internal.h"
+#include "backend/store/store_internal.h"
 #include "tests/unit/t_store.h"
 
 int __real_objstore_local_open(const char *dir, struct objstore **out, struct err *e);

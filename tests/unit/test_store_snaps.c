@@ -1,13 +1,13 @@
 /*
  * test_store_snaps.c - the store's records of manifests and their index by
- * id (backend/store_snaps.c): every record added is found, every one
+ * id (backend/store/store_snaps.c): every record added is found, every one
  * forgotten is not, through growth and removals that move records and
  * shift probe chains; the same of the packs' index by name.
  */
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "backend/store_internal.h"
+#include "backend/store/store_internal.h"
 #include "tests/unit/t.h"
 
 #define N 3000

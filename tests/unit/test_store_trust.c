@@ -13,9 +13,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "backend/manifest.h"
-#include "backend/store.h"
-#include "backend/store_internal.h" /* pack index objects */
+#include "backend/store/manifest.h"
+#include "backend/store/store.h"
+#include "backend/store/store_internal.h" /* pack index objects */
 #include "lib/util.h"
 #include "tests/unit/t.h"
 #include "tests/unit/t_dir.h"

@@ -1,0 +1,209 @@
+/*
+ * ops_reconcile.c - what start-up makes of each sandbox the registry left
+ * in a state runsc has to confirm: running, or in the middle of a start,
+ * checkpoint, suspend, resume or terminate when the daemon was killed. It
+ * runs from ops_open() once the runsc calls a killed daemon left have
+ * ended (ops/ops_life.c), after the snapshots were reconciled
+ * (ops_snapshot.c), before any job thread runs: nothing else changes the
+ * rows meanwhile.
+ */
+#include "ops/ops_internal.h"
+
+#include <errno.h>
+#include <string.h>
+#include <time.h>
+
+#include "lib/strbuf.h"
+#include "runtime/runsc/console.h"
+#include "runtime/spool.h"
+
+/*
+ * The snapshot an interrupted suspend was taking: the one the sandbox names
+ * (begin_checkpoint() names it once its row exists), and only a suspend
+ * snapshot this host took of it. Never just its newest: that may be an
+ * older suspend's, resumed since, and taking it would delete a running
+ * container and lose all it did after that resume. {0} if it names none.
+ */
+static void suspend_snapshot(const struct sandbox *sb, struct snapshot *snap)
+{
+	if (sb->restore_snapshot[0] && row_snapshot_get(sb->restore_snapshot, snap) == 0 &&
+	    snap->kind == SNAP_KIND_SUSPEND && ops_snapshot_of(snap, sb))
+		return;
+	memset(snap, 0, sizeof(*snap));
+}
+
+/* A paused sandbox that would not resume: stopped, and failed with why. */
+static bool suspend_unresumable(struct sandbox *sb, enum runsc_status st, const struct err *why)
+{
+	struct err e = {0};
+	int rc = delete_container(sb->runtime_id, &e);
+	sb->state = SB_FAILED;
+	sb->pid = 0;
+	snprintf(sb->message, sizeof(sb->message),
+		 "the suspend of sandbox %s was interrupted before its checkpoint was whole, and "
+		 "its paused container could not be resumed (%s%s%.300s)%s%.300s",
+		 sb->id, runsc_status_name(st), why->code ? ": " : "", why->msg,
+		 rc < 0 ? "; stopping it failed: " : "", rc < 0 ? e.msg : "");
+	return false;
+}
+
+/*
+ * A suspend interrupted by a crash, once the runsc calls it made ended. Its
+ * checkpoint pauses the sandbox and leaves it paused (ops_checkpoint.c):
+ * running, the checkpoint never began; paused, it runs on unless its
+ * checkpoint is whole (one that cannot be resumed is stopped: its spool
+ * may be half written, so nothing is restored from it); gone, the
+ * checkpoint was whole before the delete. Then stored means suspended, a
+ * whole checkpoint suspending until reconcile_stores() stored it, and a
+ * checkpoint in the spool is restored from (a mark that failed, or
+ * runsc's own CUDA checkpoint, which stops the sandbox itself, and only
+ * at its end). True if it runs on in the container it had.
+ */
+static bool reconcile_suspend(struct sandbox *sb, enum runsc_status st)
+{
+	struct snapshot snap;
+	struct err e = {0};
+	suspend_snapshot(sb, &snap);
+	/* Named from the request on; kept only while it may still be resumed from. */
+	sb->restore_snapshot[0] = '\0';
+	bool stored = snap.id[0] && snap.state == SNAP_COMPLETED;
+	bool whole = stored || (snap.id[0] && snapshot_store_unfinished(&snap));
+	if (st == RUNSC_PAUSED && !whole) {
+		st = container_unpause(sb->runtime_id, &e);
+		if (st != RUNSC_RUNNING)
+			return suspend_unresumable(sb, st, &e);
+		snprintf(sb->message, sizeof(sb->message),
+			 "the suspend was interrupted before its checkpoint was whole; the sandbox "
+			 "runs on");
+	}
+	/* Running with a whole checkpoint: runsc's CUDA checkpoint, stopping it late. */
+	if (st == RUNSC_RUNNING && !whole) {
+		sb->state = SB_RUNNING; /* the checkpoint never stopped it */
+		gpu_reconcile(sb);	/* CUDA processes it may have left locked */
+		return true;
+	}
+	/*
+	 * Paused with a whole checkpoint, or stopped: released first, before a
+	 * restore names another container in its place and this one is no one's.
+	 */
+	runsc_delete(&ops.runsc, sb->runtime_id, NULL);
+	sb->pid = 0;
+	if (stored) {
+		sb->state = SB_SUSPENDED;
+		snprintf(sb->restore_snapshot, sizeof(sb->restore_snapshot), "%s", snap.id);
+	} else if (snap.id[0] && snapshot_store_unfinished(&snap)) {
+		sb->state = SB_SUSPENDING; /* reconcile_stores() ends it */
+		snprintf(sb->restore_snapshot, sizeof(sb->restore_snapshot), "%s", snap.id);
+	} else if (snap.id[0] && restore_from_spool(sb, snap.id, &e) == 0) {
+		sb->state = SB_RUNNING;
+		snprintf(
+		    sb->message, sizeof(sb->message),
+		    "the suspend was interrupted; the sandbox was restored from its checkpoint");
+	} else {
+		sb->state = SB_FAILED;
+		snprintf(
+		    sb->message, sizeof(sb->message),
+		    "sandbox %s was suspending when snapfs stopped and cannot be restored%s%.600s",
+		    sb->id, e.code ? ": " : "", e.msg);
+	}
+	return false;
+}
+
+static void reopen_console(const char *id)
+{
+	char dir[PATH_MAX];
+	int rc = sandbox_path(id, NULL, dir, sizeof(dir));
+	if (rc == 0)
+		rc = console_reopen(id, dir);
+	/* A sandbox started before consoles were FIFOs writes its log file itself. */
+	if (rc < 0 && rc != -ENOENT)
+		warning("cannot read the console of sandbox %s: %s", id, strerror(-rc));
+}
+
+/* `runsc state` asked again this often before start-up decides without it. */
+#define STATE_TRIES 2
+#define STATE_RETRY_MS 1000
+
+/* The paused container of a suspend whose delete failed (ops_checkpoint.c) goes now. */
+static void suspended_leftover(const struct sandbox *sb)
+{
+	struct err e = {0};
+	if (runsc_state(&ops.runsc, sb->runtime_id, NULL, NULL) != RUNSC_GONE &&
+	    delete_container(sb->runtime_id, &e) < 0)
+		warning("cannot delete the container %s that suspended sandbox %s left: %s",
+			sb->runtime_id, sb->id, e.msg);
+}
+
+/* What a sandbox the registry left in @sb->state became while snapfs was down. */
+static void reconcile_one(struct sandbox *sb)
+{
+	pid_t pid = 0;
+	enum sandbox_state was = sb->state;
+	if (was == SB_SUSPENDED)
+		suspended_leftover(sb);
+	if (was == SB_SUSPENDED || was == SB_CREATED || was == SB_TERMINATED || was == SB_FAILED)
+		return;
+	enum runsc_status st = runsc_state(&ops.runsc, sb->runtime_id, &pid, NULL);
+	/* A runsc that does not answer says nothing of the container: ask again, then leave it. */
+	for (int i = 0; i < STATE_TRIES && st == RUNSC_UNKNOWN; i++) {
+		nanosleep(&(struct timespec){.tv_sec = STATE_RETRY_MS / 1000}, NULL);
+		st = runsc_state(&ops.runsc, sb->runtime_id, &pid, NULL);
+	}
+	if (st == RUNSC_UNKNOWN && was == SB_RUNNING) {
+		warning("runsc cannot say what sandbox %s's container is; it stays running (the "
+			"monitor watches its process)",
+			sb->id);
+		return;
+	}
+	bool alive = st == RUNSC_RUNNING;
+	sb->pid = alive ? pid : 0;
+	if (was == SB_TERMINATING) {
+		stop_container(sb->runtime_id, NULL);
+		sb->state = SB_TERMINATED;
+	} else if (was == SB_SUSPENDING) {
+		alive = reconcile_suspend(sb, st);
+	} else if (was == SB_RESUMING && !alive) {
+		runsc_delete(&ops.runsc, sb->runtime_id, NULL);
+		sb->state = SB_SUSPENDED; /* a failed resume can be tried again */
+	} else if (alive) {
+		sb->state = SB_RUNNING;
+		if (was == SB_RESUMING) /* resumed: it no longer needs the snapshot */
+			sb->restore_snapshot[0] = '\0';
+		if (was == SB_SNAPSHOTTING)
+			gpu_reconcile(sb); /* CUDA processes it may have left locked */
+	} else {
+		runsc_delete(&ops.runsc, sb->runtime_id, NULL);
+		sb->state = SB_FAILED;
+		snprintf(sb->message, sizeof(sb->message),
+			 "sandbox %s was %s and its container is %s after a daemon restart", sb->id,
+			 sandbox_state_name(was), runsc_status_name(st));
+	}
+	/* Its output waited in the console FIFO for us (a restored one has its console). */
+	if (sb->state == SB_RUNNING && alive)
+		reopen_console(sb->id);
+	row_sandbox_update(sb);
+	/* `tail -f events` tells what a restart made of it, as of any other change. */
+	if (sb->state != was)
+		announce_sandbox(sb->id, sb->state, sb->message);
+}
+
+static int collect_ids(const struct sandbox *sb, void *arg)
+{
+	strbuf_addf(arg, "%s\n", sb->id);
+	return strbuf_error(arg);
+}
+
+static void reconcile_id(const char *id)
+{
+	struct sandbox sb;
+	if (row_sandbox_get(id, &sb) == 0)
+		reconcile_one(&sb);
+}
+
+/* Walk ids collected first: runsc runs outside the registry walk. */
+void reconcile_sandboxes(void)
+{
+	_cleanup_strbuf_ struct strbuf ids = STRBUF_INIT;
+	row_sandbox_each(collect_ids, &ids);
+	strbuf_each_line(&ids, reconcile_id);
+}
