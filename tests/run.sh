@@ -54,6 +54,13 @@ if [ "$(id -u)" -ne 0 ]; then
 	echo "tests/run.sh: the integration tests mount FUSE and run runsc: run as root" >&2
 fi
 
+# --- static checks: the layers (docs/architecture.md) ---
+echo "=== layers"
+out=$(tests/check-layers.sh 2>&1)
+rc=$?
+printf '%s\n' "$out" | grep -vE "$RESULT_RE"
+add "layers" "$rc" "$out"
+
 # --- unit tests: one binary per tests/unit/test_*.c ---
 unit_bins=()
 for src in tests/unit/test_*.c; do
