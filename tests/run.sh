@@ -54,12 +54,16 @@ if [ "$(id -u)" -ne 0 ]; then
 	echo "tests/run.sh: the integration tests mount FUSE and run runsc: run as root" >&2
 fi
 
-# --- static checks: the layers (docs/architecture.md) ---
-echo "=== layers"
+# --- static checks: the layers and the call circles (docs/architecture.md) ---
+echo "=== layers and circles"
 out=$(tests/check-layers.sh 2>&1)
 rc=$?
 printf '%s\n' "$out" | grep -vE "$RESULT_RE"
 add "layers" "$rc" "$out"
+out=$(python3 tests/check-circles.py 2>&1)
+rc=$?
+printf '%s\n' "$out" | grep -vE "$RESULT_RE"
+add "circles" "$rc" "$out"
 
 # --- unit tests: one binary per tests/unit/test_*.c ---
 unit_bins=()
