@@ -16,7 +16,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
@@ -27,6 +26,7 @@
 #include <unistd.h>
 
 #include "fs/fs.h"
+#include "lib/cli.h"
 #include "lib/sdnotify.h"
 #include "lib/size.h"
 #include "lib/util.h"
@@ -69,135 +69,32 @@ struct options {
 	const char *mountpoint;
 };
 
-static void usage(FILE *out)
+/* --default-memory, --max-cpus, ...: a limit, of kind @opt->num, into the struct resources
+ * @opt->value. */
+static int res_option(const struct cli_opt *opt, const char *arg)
 {
-	fprintf(
-	    out,
-	    "usage: snapfs [-f] [--state DIR] [--images DIR] [--store URL] [--runsc PATH]\n"
-	    "              [--cache-max SIZE] [--gc-grace SECONDS] [--spool DIR] [-o FUSE_OPTS]\n"
-	    "              [--allow-group GROUP] [--journal-max SIZE]\n"
-	    "              [--exec-timeout SECONDS] [--runsc-timeout SECONDS]\n"
-	    "              [--cuda-checkpoint PATH] [--cgroup-parent PATH] [--debug]\n"
-	    "              [--net-pool CIDR] [--net-resolv FILE]\n"
-	    "              [--default-memory SIZE] [--default-cpus N] [--default-pids N]\n"
-	    "              [--max-memory SIZE] [--max-cpus N] [--max-pids N]\n"
-	    "              [--max-sandboxes-per-user N] [--max-ports-per-user N]\n"
-	    "              [--default-timeout SECONDS] [--publish-address ADDRESS]\n"
-	    "              MOUNTPOINT\n"
-	    "\n"
-	    "  -f              stay in the foreground, log to stderr\n"
-	    "  --state DIR     registry, spool, cache, runsc root (default %s)\n"
-	    "  --images DIR    one root filesystem per subdirectory (default STATE/%s)\n"
-	    "  --store URL     file:///path (default STATE/store) or s3://bucket/prefix\n"
-	    "  --runsc PATH    the runsc binary (default: runsc on PATH)\n"
-	    "  --cache-max SIZE  bound on local snapshot images, e.g. 20G (default: a\n"
-	    "                  quarter of the cache plus the free space of its disk)\n"
-	    "  --gc-grace SECONDS  how long a pack no snapshot uses waits before it is\n"
-	    "                  deleted, for puts of other hosts sharing the store (default:\n"
-	    "                  0 for the default store, 3600 for a --store you name)\n"
-	    "  --spool DIR     where checkpoints are written before they are stored, e.g. a\n"
-	    "                  tmpfs for shorter pauses (default STATE/spool)\n"
-	    "  -o OPTS         FUSE mount options. Without allow_other only root may use the\n"
-	    "                  mount. With it every local user may, and snapfs adds\n"
-	    "                  default_permissions: each user sees only the sandboxes and\n"
-	    "                  snapshots it owns (root sees all), the journals are root's\n"
-	    "  --allow-group GROUP  who besides root may create sandboxes under\n"
-	    "                  allow_other: a group name or gid (default: root only)\n"
-	    "  --journal-max SIZE  cap of events.jsonl, errors.jsonl and snapfs.log; past\n"
-	    "                  it each becomes NAME.1 and starts again (default 64M)\n"
-	    "  --exec-timeout SECONDS  how long a command written to exec may run before it\n"
-	    "                  is killed (default %d)\n"
-	    "  --runsc-timeout SECONDS  how long any other runsc call may take before it is\n"
-	    "                  killed; checkpoint and restore get %d s more per GiB of\n"
-	    "                  memory (default %d)\n"
-	    "  --cuda-checkpoint PATH  the host's cuda-checkpoint, run in GPU sandboxes\n"
-	    "                  (default: cuda-checkpoint on PATH, if any)\n"
-	    "  --cgroup-parent PATH  the cgroup under which each sandbox gets its own,\n"
-	    "                  outside the daemon's (default %s; docs/cgroups.md)\n"
-	    "  --net-pool CIDR  the addresses of sandboxes with network=egress, a /30\n"
-	    "                  each (default " NET_POOL_DEFAULT "; docs/network.md)\n"
-	    "  --net-resolv FILE  the resolv.conf those sandboxes get (default\n"
-	    "                  /etc/resolv.conf)\n"
-	    "  --default-memory SIZE  memory of a sandbox that names none (default %s;\n"
-	    "                  0: unlimited; docs/limits.md)\n"
-	    "  --default-cpus N  CPUs of a sandbox that names none (default %s; 0: unlimited)\n"
-	    "  --default-pids N  tasks inside a sandbox that names none (default %s;\n"
-	    "                  0: unlimited)\n"
-	    "  --max-memory SIZE, --max-cpus N, --max-pids N  the most a user other than\n"
-	    "                  root may ask for; only root asks for 0 or more (default:\n"
-	    "                  the --default-* value; 0: no bound)\n"
-	    "  --max-sandboxes-per-user N  sandboxes a user other than root may own\n"
-	    "                  (default %d; 0: no cap)\n"
-	    "  --max-ports-per-user N  ports the sandboxes of a user other than root may\n"
-	    "                  publish (default %d; 0: no cap)\n"
-	    "  --default-timeout SECONDS [terminate|suspend]  the timeout of a sandbox whose\n"
-	    "                  spec names none (default 0: none)\n"
-	    "  --publish-address ADDRESS  the IPv4 address published ports listen on\n"
-	    "                  (default 127.0.0.1; docs/network.md)\n"
-	    "  --debug         log every operation\n"
-	    "\n"
-	    "Unmount with: fusermount3 -u MOUNTPOINT (running sandboxes keep running)\n",
-	    DEFAULT_STATE, IMAGES_LEAF, RUNSC_EXEC_TIMEOUT_DEFAULT_MS / 1000,
-	    RUNSC_PER_GIB_MS / 1000, RUNSC_TIMEOUT_DEFAULT_MS / 1000, CGROUP_PARENT_DEFAULT,
-	    OPS_DEFAULT_MEMORY, OPS_DEFAULT_CPUS, OPS_DEFAULT_PIDS,
-	    OPS_DEFAULT_MAX_SANDBOXES_PER_USER, OPS_DEFAULT_MAX_PORTS_PER_USER);
+	struct err e = {0};
+	int rc = res_parse((enum res_kind)opt->num, arg, "the command line", opt->value, &e);
+	return rc < 0 ? error(-rc, "--%s: %s", opt->name, e.msg) : 0;
 }
 
-/* A size from 1 byte (lib/size.h): "1073741824", "512M", "20G". */
-static int parse_size(const char *s, int64_t *out)
+/* -o: one more FUSE option (struct options @opt->value). */
+static int fuse_option(const struct cli_opt *opt, const char *arg)
 {
-	int rc = size_parse(s, out);
-	return rc < 0 ? rc : *out == 0 ? -EINVAL : 0;
-}
-
-/* "0", "3600": whole seconds, at most a year, into milliseconds. */
-static int parse_seconds(const char *s, int64_t *out_ms)
-{
-	char *end = NULL;
-	errno = 0;
-	unsigned long n = strtoul(s, &end, 10);
-	if (errno || end == s || *end || s[0] == '-' || n > 366ul * 24 * 3600)
-		return -EINVAL;
-	*out_ms = (int64_t)n * 1000;
+	struct options *o = opt->value;
+	if (o->nfuse_opts == ARRAY_SIZE(o->fuse_opts))
+		return error(EINVAL, "too many -o options");
+	o->fuse_opts[o->nfuse_opts++] = arg;
 	return 0;
 }
 
-/* A deadline: whole seconds, at least 1, at most a year, into milliseconds. */
-static int parse_timeout(const char *s, int64_t *out_ms)
+/* --default-timeout "SECONDS [terminate|suspend]" (struct options @opt->value). */
+static int timeout_option(const struct cli_opt *opt, const char *arg)
 {
-	if (parse_seconds(s, out_ms) < 0 || *out_ms == 0)
-		return -EINVAL;
-	return 0;
-}
-
-/* --default-memory, --default-cpus, --default-pids (@opt 'M', 'U', 'T') into @r. */
-static int parse_default(int opt, const char *value, struct resources *r)
-{
+	struct options *o = opt->value;
 	struct err e = {0};
-	enum res_kind kind = opt == 'M' ? RES_MEMORY : opt == 'U' ? RES_CPUS : RES_PIDS;
-	int rc = res_parse(kind, value, "the command line", r, &e);
-	return rc < 0 ? error(-rc, "--default-%s: %s", res_name(kind), e.msg) : 0;
-}
-
-/*
- * --max-memory, --max-cpus, --max-pids (@opt 'm', 'u', 't') into @r: a
- * limit's value, 0 for no bound.
- */
-static int parse_max(int opt, const char *value, struct resources *r)
-{
-	struct err e = {0};
-	enum res_kind kind = opt == 'm' ? RES_MEMORY : opt == 'u' ? RES_CPUS : RES_PIDS;
-	int rc = res_parse(kind, value, "the command line", r, &e);
-	return rc < 0 ? error(-rc, "--max-%s: %s", res_name(kind), e.msg) : 0;
-}
-
-/* --max-sandboxes-per-user, --max-ports-per-user: a count from 0 (no cap) to a million. */
-static int parse_cap(const char *name, const char *value, unsigned *out)
-{
-	int64_t v = 0;
-	if (count_parse(value, &v) < 0 || v > 1000000)
-		return error(EINVAL, "--%s: not a whole number from 0 to 1000000: %s", name, value);
-	*out = (unsigned)v;
+	if (ops_timer_parse(arg, &o->default_timeout_s, &o->default_timeout_action, &e) < 0)
+		return error(EINVAL, "--default-timeout: %s", e.msg);
 	return 0;
 }
 
@@ -210,38 +107,120 @@ static void default_resources(struct resources *r)
 	res_parse(RES_PIDS, OPS_DEFAULT_PIDS, "the defaults", r, &e);
 }
 
+#define RES_ROW(n, a, r, k, h)                                                                     \
+	{                                                                                          \
+		CLI_CALLBACK(0, n, a, res_option, r, h), .num = (k)                                \
+	}
+
+/*
+ * The command line: this one table parses it and prints --help (lib/cli.h).
+ * README.md, docs/design.md ("Command line") and snapfs(8) name each of
+ * its options, and tests/integration/test_options.sh checks they do. The
+ * long options keep this order: getopt lists an ambiguous abbreviation's
+ * candidates in it.
+ */
 static int parse_options(int argc, char **argv, struct options *o)
 {
-	static const struct option longopts[] = {
-	    {"state", required_argument, NULL, 's'},
-	    {"images", required_argument, NULL, 'i'},
-	    {"store", required_argument, NULL, 'S'},
-	    {"runsc", required_argument, NULL, 'r'},
-	    {"cache-max", required_argument, NULL, 'c'},
-	    {"gc-grace", required_argument, NULL, 'g'},
-	    {"spool", required_argument, NULL, 'p'},
-	    {"allow-group", required_argument, NULL, 'G'},
-	    {"journal-max", required_argument, NULL, 'j'},
-	    {"exec-timeout", required_argument, NULL, 'E'},
-	    {"runsc-timeout", required_argument, NULL, 'R'},
-	    {"cuda-checkpoint", required_argument, NULL, 'C'},
-	    {"cgroup-parent", required_argument, NULL, 'P'},
-	    {"net-pool", required_argument, NULL, 'N'},
-	    {"net-resolv", required_argument, NULL, 'D'},
-	    {"default-memory", required_argument, NULL, 'M'},
-	    {"default-cpus", required_argument, NULL, 'U'},
-	    {"default-pids", required_argument, NULL, 'T'},
-	    {"max-memory", required_argument, NULL, 'm'},
-	    {"max-cpus", required_argument, NULL, 'u'},
-	    {"max-pids", required_argument, NULL, 't'},
-	    {"max-sandboxes-per-user", required_argument, NULL, 'n'},
-	    {"max-ports-per-user", required_argument, NULL, 'q'},
-	    {"default-timeout", required_argument, NULL, 'L'},
-	    {"publish-address", required_argument, NULL, 'A'},
-	    {"debug", no_argument, NULL, 'd'},
-	    {"help", no_argument, NULL, 'h'},
-	    {"version", no_argument, NULL, 'V'},
-	    {NULL, 0, NULL, 0},
+	struct resources *def = &o->default_res, *max = &o->max_res;
+	const struct cli_opt opts[] = {
+	    {CLI_FLAG('f', NULL, &o->foreground, "stay in the foreground, log to stderr")},
+	    {CLI_STRING(0, "state", "DIR", &o->state_dir,
+			"registry, spool, cache, runsc root (default " DEFAULT_STATE ")")},
+	    {CLI_STRING(0, "images", "DIR", &o->images_dir,
+			"one root filesystem per subdirectory (default STATE/" IMAGES_LEAF ")")},
+	    {CLI_STRING(0, "store", "URL", &o->store_url,
+			"file:///path (default STATE/store) or s3://bucket/prefix")},
+	    {CLI_STRING(0, "runsc", "PATH", &o->runsc_bin,
+			"the runsc binary (default: runsc on PATH)")},
+	    {CLI_SIZE(
+		"cache-max", "SIZE", &o->cache_max_bytes,
+		"bound on local snapshot images, e.g. 20G (default: a quarter of the cache plus "
+		"the free space of its disk)")},
+	    {CLI_SECONDS(
+		"gc-grace", 0, &o->gc_grace_ms,
+		"how long a pack no snapshot uses waits before it is deleted, for puts of "
+		"other hosts sharing the store (default: 0 for the default store, 3600 for a "
+		"--store you name)")},
+	    {CLI_STRING(0, "spool", "DIR", &o->spool_parent,
+			"where checkpoints are written before they are stored, e.g. a tmpfs for "
+			"shorter pauses (default STATE/spool)")},
+	    {CLI_CALLBACK(
+		'o', NULL, "FUSE_OPTS", fuse_option, o,
+		"FUSE mount options. Without allow_other only root may use the mount. With "
+		"it every local user may, and snapfs adds default_permissions: each user "
+		"sees only the sandboxes and snapshots it owns (root sees all), the "
+		"journals are root's")},
+	    {CLI_STRING(0, "allow-group", "GROUP", &o->allow_group,
+			"who besides root may create sandboxes under allow_other: a group name or "
+			"gid (default: root only)")},
+	    {CLI_SIZE(
+		"journal-max", "SIZE", &o->journal_max_bytes,
+		"cap of events.jsonl, errors.jsonl and snapfs.log; past it each becomes NAME.1 "
+		"and starts again (default 64M)")},
+	    {CLI_SECONDS("exec-timeout", 1, &o->exec_timeout_ms,
+			 "how long a command written to exec may run before it is killed (default "
+			 "%d)"),
+	     .help_args = {RUNSC_EXEC_TIMEOUT_DEFAULT_MS / 1000}},
+	    {CLI_SECONDS(
+		 "runsc-timeout", 1, &o->runsc_timeout_ms,
+		 "how long any other runsc call may take before it is killed; checkpoint and "
+		 "restore get %d s more per GiB of memory (default %d)"),
+	     .help_args = {RUNSC_PER_GIB_MS / 1000, RUNSC_TIMEOUT_DEFAULT_MS / 1000}},
+	    {CLI_STRING(
+		0, "cuda-checkpoint", "PATH", &o->cuda_checkpoint,
+		"the host's cuda-checkpoint, run in GPU sandboxes (default: cuda-checkpoint "
+		"on PATH, if any)")},
+	    {CLI_STRING(0, "cgroup-parent", "PATH", &o->cgroup_parent,
+			"the cgroup under which each sandbox gets its own, outside the daemon's "
+			"(default " CGROUP_PARENT_DEFAULT "; docs/cgroups.md)")},
+	    {CLI_STRING(0, "net-pool", "CIDR", &o->net_pool,
+			"the addresses of sandboxes with network=egress, a /30 each "
+			"(default " NET_POOL_DEFAULT "; docs/network.md)")},
+	    {CLI_STRING(0, "net-resolv", "FILE", &o->net_resolv,
+			"the resolv.conf those sandboxes get (default /etc/resolv.conf)")},
+	    RES_ROW("default-memory", "SIZE", def, RES_MEMORY,
+		    "memory of a sandbox that names none (default " OPS_DEFAULT_MEMORY
+		    "; 0: unlimited; docs/limits.md)"),
+	    RES_ROW("default-cpus", "N", def, RES_CPUS,
+		    "CPUs of a sandbox that names none (default " OPS_DEFAULT_CPUS
+		    "; 0: unlimited)"),
+	    RES_ROW("default-pids", "N", def, RES_PIDS,
+		    "tasks inside a sandbox that names none (default " OPS_DEFAULT_PIDS
+		    "; 0: unlimited)"),
+	    RES_ROW(
+		"max-memory", "SIZE", max, RES_MEMORY,
+		"the most memory a user other than root may ask for; only root asks for more or "
+		"for 0 (default: --default-memory's value; 0: no bound)"),
+	    RES_ROW("max-cpus", "N", max, RES_CPUS,
+		    "the most CPUs a user other than root may ask for (default: --default-cpus's "
+		    "value; 0: no bound)"),
+	    RES_ROW("max-pids", "N", max, RES_PIDS,
+		    "the most tasks a user other than root may ask for (default: --default-pids's "
+		    "value; 0: no bound)"),
+	    {CLI_COUNT("max-sandboxes-per-user", 1000000, &o->max_sandboxes_per_user,
+		       "sandboxes a user other than root may own (default %d; 0: no cap)"),
+	     .help_args = {OPS_DEFAULT_MAX_SANDBOXES_PER_USER}},
+	    {CLI_COUNT("max-ports-per-user", 1000000, &o->max_ports_per_user,
+		       "ports the sandboxes of a user other than root may publish (default %d; 0: "
+		       "no cap)"),
+	     .help_args = {OPS_DEFAULT_MAX_PORTS_PER_USER}},
+	    {CLI_CALLBACK(0, "default-timeout", "SECONDS", timeout_option, o,
+			  "the timeout of a sandbox whose spec names none, 'SECONDS "
+			  "[terminate|suspend]' (default 0: none)")},
+	    {CLI_STRING(0, "publish-address", "ADDRESS", &o->publish_address,
+			"the IPv4 address published ports listen on (default 127.0.0.1; "
+			"docs/network.md)")},
+	    {CLI_FLAG(0, "debug", &log_debug_enabled, "log every operation")},
+	    {CLI_HELP()},
+	    {CLI_VERSION()},
+	    {CLI_END},
+	};
+	const struct cli cli = {
+	    .prog = "snapfs",
+	    .operands = "MOUNTPOINT",
+	    .version = SNAPFS_VERSION,
+	    .footer = "Unmount with: fusermount3 -u MOUNTPOINT (running sandboxes keep running)\n",
+	    .opts = opts,
 	};
 	o->state_dir = DEFAULT_STATE;
 	o->gc_grace_ms = -1;
@@ -249,122 +228,14 @@ static int parse_options(int argc, char **argv, struct options *o)
 	o->max_res = (struct resources){RES_UNSET, RES_UNSET, RES_UNSET};
 	o->max_sandboxes_per_user = OPS_DEFAULT_MAX_SANDBOXES_PER_USER;
 	o->max_ports_per_user = OPS_DEFAULT_MAX_PORTS_PER_USER;
-	for (;;) {
-		int c = getopt_long(argc, argv, "fo:h", longopts, NULL);
-		if (c == -1)
-			break;
-		switch (c) {
-		case 'f':
-			o->foreground = true;
-			break;
-		case 's':
-			o->state_dir = optarg;
-			break;
-		case 'i':
-			o->images_dir = optarg;
-			break;
-		case 'S':
-			o->store_url = optarg;
-			break;
-		case 'r':
-			o->runsc_bin = optarg;
-			break;
-		case 'c':
-			if (parse_size(optarg, &o->cache_max_bytes) < 0)
-				return error(EINVAL, "--cache-max: not a size: %s", optarg);
-			break;
-		case 'g':
-			if (parse_seconds(optarg, &o->gc_grace_ms) < 0)
-				return error(EINVAL, "--gc-grace: not a number of seconds: %s",
-					     optarg);
-			break;
-		case 'p':
-			o->spool_parent = optarg;
-			break;
-		case 'G':
-			o->allow_group = optarg;
-			break;
-		case 'j':
-			if (parse_size(optarg, &o->journal_max_bytes) < 0)
-				return error(EINVAL, "--journal-max: not a size: %s", optarg);
-			break;
-		case 'E':
-			if (parse_timeout(optarg, &o->exec_timeout_ms) < 0)
-				return error(EINVAL,
-					     "--exec-timeout: not a number of seconds from 1: %s",
-					     optarg);
-			break;
-		case 'R':
-			if (parse_timeout(optarg, &o->runsc_timeout_ms) < 0)
-				return error(EINVAL,
-					     "--runsc-timeout: not a number of seconds from 1: %s",
-					     optarg);
-			break;
-		case 'C':
-			o->cuda_checkpoint = optarg;
-			break;
-		case 'P':
-			o->cgroup_parent = optarg;
-			break;
-		case 'N': /* the network's two paths */
-		case 'D':
-			*(c == 'N' ? &o->net_pool : &o->net_resolv) = optarg;
-			break;
-		case 'M':
-		case 'U':
-		case 'T':
-			if (parse_default(c, optarg, &o->default_res) < 0)
-				return -EINVAL;
-			break;
-		case 'm':
-		case 'u':
-		case 't':
-			if (parse_max(c, optarg, &o->max_res) < 0)
-				return -EINVAL;
-			break;
-		case 'n':
-			if (parse_cap("max-sandboxes-per-user", optarg,
-				      &o->max_sandboxes_per_user) < 0)
-				return -EINVAL;
-			break;
-		case 'q':
-			if (parse_cap("max-ports-per-user", optarg, &o->max_ports_per_user) < 0)
-				return -EINVAL;
-			break;
-		case 'L': {
-			struct err e = {0};
-			if (ops_timer_parse(optarg, &o->default_timeout_s,
-					    &o->default_timeout_action, &e) < 0)
-				return error(EINVAL, "--default-timeout: %s", e.msg);
-			break;
-		}
-		case 'A':
-			o->publish_address = optarg;
-			break;
-		case 'd':
-			log_debug_enabled = true;
-			break;
-		case 'o':
-			if (o->nfuse_opts == ARRAY_SIZE(o->fuse_opts))
-				return error(EINVAL, "too many -o options");
-			o->fuse_opts[o->nfuse_opts++] = optarg;
-			break;
-		case 'h':
-			usage(stdout);
-			exit(0);
-		case 'V':
-			printf("snapfs %s\n", SNAPFS_VERSION);
-			exit(0);
-		default:
-			usage(stderr);
-			return -EINVAL;
-		}
-	}
-	if (optind != argc - 1) {
-		usage(stderr);
+	int first = cli_parse(&cli, argc, argv);
+	if (first < 0)
+		return -EINVAL;
+	if (first != argc - 1) {
+		cli_usage(&cli, stderr);
 		return -EINVAL;
 	}
-	o->mountpoint = argv[optind];
+	o->mountpoint = argv[first];
 	/* A bound not given is the default: a user asks for no more than a sandbox gets. */
 	for (enum res_kind k = RES_MEMORY; k <= RES_PIDS; k++)
 		if (res_get(&o->max_res, k) == RES_UNSET)

@@ -19,6 +19,43 @@
  * listings leave it out. Nodes under an object are
  * owned by the object's owner (st_uid, st_gid), the rest by root, with the
  * modes of the tables, which are the same with or without allow_other.
+ *
+ * Adding a control file (say sandboxes/<id>/X):
+ *
+ *  1. The operation, in ops/: an ops_sandbox_*() or ops_snapshot_*() call
+ *     (ops/ops.h) that checks the line's words and acts, 0 or -errno with
+ *     the sentence in its struct err. A setting of a `created` sandbox is
+ *     a new enum sandbox_field for ops_sandbox_set(); one that may change
+ *     later has a call of its own (ops_sandbox_set_timeout). If a spec may
+ *     carry it too, its key goes in ops/spec.c; if info.json shows it, in
+ *     ops/ops_view.c.
+ *  2. The row, in its directory's table: sandbox_files[] in
+ *     fs/sandboxes.c, snapshot_files[] in fs/snapshots.c, root_files[] in
+ *     fs/root.c. Its name, its mode (0400 read, 0200 write, 0600 both:
+ *     owner-only under an object, see ops/access.h) and how it acts:
+ *       - one-word actions ("1", "async"): .write = file_action_write and
+ *         .action = the ops call (start, suspend, delete);
+ *       - a line that sets a value: a .write (and a .read that gives it
+ *         back), a small function beside the others (timeout_write);
+ *       - work that makes objects and answers their ids (snapshot, fork,
+ *         new): FS_STREAM and file_id_action() (fs/file.h);
+ *       - lines that are one value together: file_collect() (env), or
+ *         file_collect_check() with a .flush (egress);
+ *       - a read that waits: FS_WAIT with .action and .settled (wait).
+ *     The table's order is the listing's. Nothing else in fs/ changes:
+ *     tree.c walks the table (lookup, getattr, readdir) and file.c frames
+ *     the lines (fs/control.h), answers the write and reports a refusal
+ *     in `errors` (and a sandbox's `error`: ops_report_error()).
+ *  3. The mounted README: readme[] in fs/root.c lists the file in its
+ *     directory's lines, and its examples show a write that takes words.
+ *  4. The documents: docs/design.md, "The tree" (what a read gives, what a
+ *     write does, its errnos); docs/control-files.md where the contract
+ *     leaves a choice open; snapfs(8)'s CONTROL FILES
+ *     (docs/man/snapfs.8.scd).
+ *  5. Tests: the ops call in tests/unit/test_ops.c (fake-runsc); the file
+ *     on a mount in tests/integration/ (test_controls.sh or the feature's
+ *     own, as test_autosnapshot.sh), each refusal with expect_refusal; a
+ *     sandbox's file in test_basic.sh's list of the files a sandbox has.
  */
 #ifndef SNAPFS_FS_TREE_H
 #define SNAPFS_FS_TREE_H
