@@ -8,6 +8,7 @@
 #   make install PREFIX=/usr/local   the daemon, snapfs-image, make-image.sh, the man pages, the systemd unit
 #   make deb             the Debian package (dpkg-buildpackage -b) into build/deb/ (docs/packaging.md)
 #   make format          clang-format every source file
+#   make format-check    fail on a source file clang-format would change
 
 PREFIX  ?= /usr/local
 BINDIR  ?= $(PREFIX)/bin
@@ -43,7 +44,7 @@ UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 
 OBJ = $(patsubst %.c,$(1)/%.o,$(2))
 
-.PHONY: all test unit install format clean integration fuzz fuzz-build chaos deb
+.PHONY: all test unit install format format-check clean integration fuzz fuzz-build chaos deb
 # Keep the unit tests' objects: make would otherwise delete them after `make test`
 # and print that last, after the suite's closing "N passed, N failed" line.
 .SECONDARY:
@@ -153,6 +154,10 @@ FORMAT_SRCS = $(LIB_SRCS) $(MAIN_SRC) $(wildcard */*.h */*/*.h tests/unit/*.c te
 
 format:
 	clang-format -i $(FORMAT_SRCS)
+
+# Fails, naming each place, on a file `make format` would change: one check of tests/run.sh.
+format-check:
+	clang-format --dry-run -Werror $(FORMAT_SRCS)
 
 clean:
 	rm -rf build

@@ -149,7 +149,10 @@ static inline bool t_round_trip(int fd, const char *text)
 	return memcmp(buf, text, len) == 0;
 }
 
-/* A resolver (runtime/net/forward.h) that puts every sandbox at 127.0.0.1, where the echo server is. */
+/*
+ * A resolver (runtime/net/forward.h) that puts every sandbox at 127.0.0.1,
+ * where the echo server is.
+ */
 static inline int t_resolve_loopback(const char *sandbox_id, struct sockaddr_in *out)
 {
 	(void)sandbox_id;
