@@ -1,6 +1,6 @@
 /*
  * t_echo.h - a TCP echo server on 127.0.0.1 for the forwarder's tests
- * (test_forward.c, test_ops.c): each connection is echoed back as it is
+ * (test_forward.c, test_ops_ports.c): each connection is echoed back as it is
  * read; at the client's end of input it writes "bye\n" and closes, so a
  * half-close passed on through a forwarder is seen as that last line.
  */
