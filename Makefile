@@ -7,7 +7,9 @@
 #   make chaos           the chaos test's long profile (CHAOS_ROUNDS 300, CHAOS_SECONDS 3600)
 #   make install PREFIX=/usr/local   the daemon, snapfs-image, make-image.sh, the man pages, the systemd unit
 #   make deb             the Debian package (dpkg-buildpackage -b) into build/deb/ (docs/packaging.md)
+#   make bench           build the benchmarks' C programs (bench/*.c) into build/bench/; runs none
 #   make format          clang-format every source file
+#   make format-check    fail on a source file clang-format would change
 
 PREFIX  ?= /usr/local
 BINDIR  ?= $(PREFIX)/bin
@@ -43,7 +45,7 @@ UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 
 OBJ = $(patsubst %.c,$(1)/%.o,$(2))
 
-.PHONY: all test unit install format clean integration fuzz fuzz-build chaos deb
+.PHONY: all test unit install format format-check bench clean integration fuzz fuzz-build chaos deb
 # Keep the unit tests' objects: make would otherwise delete them after `make test`
 # and print that last, after the suite's closing "N passed, N failed" line.
 .SECONDARY:
@@ -78,6 +80,21 @@ build/asan/tests/unit/test_store_records: LDLIBS += -Wl,--wrap=objstore_local_op
 
 unit: $(UNIT_BINS)
 	@tests/run-unit.sh $(UNIT_BINS)
+
+# The benchmarks' C programs (bench/*.c, which bench/*.sh run), built so that
+# they keep compiling: each linked like a unit test, with every module but
+# main; pause_ticker runs inside a sandbox, so it is static and needs no module.
+BENCH_BINS := $(patsubst bench/%.c,build/bench/%,$(wildcard bench/*.c))
+
+bench: $(BENCH_BINS)
+
+build/bench/pause_ticker: bench/pause_ticker.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -static -o $@ $<
+
+build/bench/%: build/rel/bench/%.o $(call OBJ,build/rel,$(LIB_SRCS))
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
 
 # libFuzzer targets (tests/fuzz/fuzz_X.c, one per parser of untrusted bytes):
 # clang only, every module built again with coverage, ASan and UBSan into an
@@ -153,6 +170,10 @@ FORMAT_SRCS = $(LIB_SRCS) $(MAIN_SRC) $(wildcard */*.h */*/*.h tests/unit/*.c te
 
 format:
 	clang-format -i $(FORMAT_SRCS)
+
+# Fails, naming each place, on a file `make format` would change: one check of tests/run.sh.
+format-check:
+	clang-format --dry-run -Werror $(FORMAT_SRCS)
 
 clean:
 	rm -rf build

@@ -27,7 +27,8 @@ field() { jq -r "$2" <"$MNT/$1/info.json"; }
 
 make -C "$REPO" -j2 build/snapfs >/dev/null
 "$REPO/scripts/make-image.sh" "$IMAGES/busybox" >/dev/null
-cc -std=c17 -D_GNU_SOURCE -O2 -static -o "$IMAGES/busybox/bin/pause_ticker" "$REPO/bench/pause_ticker.c"
+make -C "$REPO" build/bench/pause_ticker >/dev/null
+cp "$REPO/build/bench/pause_ticker" "$IMAGES/busybox/bin/pause_ticker"
 RUNSC=runsc
 if [ -n "${FC_DEBUG:-}" ]; then
 	D=/tmp/snapfs-fc-debug

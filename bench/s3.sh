@@ -14,7 +14,7 @@ set -euo pipefail
 SIZE_MIB=${1:-1024}
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${2:-$REPO/docs/bench/s3.md}
-SB=$REPO/build/s3_bench
+SB=$REPO/build/bench/s3_bench
 AWS=${AWS:-/usr/bin/aws}
 BUCKET=bench
 T=$(mktemp -d /tmp/snapfs-bench-s3.XXXXXX)
@@ -30,12 +30,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-OBJS="backend/objstore/objstore_s3.o backend/objstore/s3_client.o backend/objstore/s3_request.o backend/objstore/s3_sign.o backend/objstore/s3_xml.o lib/util.o lib/strbuf.o"
-# shellcheck disable=SC2046,SC2086
-make -C "$REPO" $(printf 'build/rel/%s ' $OBJS) >/dev/null
-# shellcheck disable=SC2046,SC2086
-cc -std=c17 -D_GNU_SOURCE -O2 -I"$REPO" -o "$SB" "$REPO/bench/s3_bench.c" \
-	$(printf "$REPO/build/rel/%s " $OBJS) -lcurl -lcrypto -pthread
+make -C "$REPO" -j2 build/bench/s3_bench >/dev/null
 
 bench_start_s3rver "$T" "$T/s3rver.log" "$BUCKET"
 ENDPOINT=$AWS_ENDPOINT_URL

@@ -27,17 +27,13 @@
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 NSNAP=${1:-10000} NSB=${2:-1000} ROUNDS=${3:-5} SYNC_S=${SYNC_S:-30}
-BIN=$REPO/build/snapfs SB=$REPO/build/scale_bench
+BIN=$REPO/build/snapfs SB=$REPO/build/bench/scale_bench
 # shellcheck source=bench/lib.sh
 . "$REPO/bench/lib.sh"
 bench_one_daemon bench-scale
 
-make -C "$REPO" -j2 build/snapfs >/dev/null
-PK="fuse3 sqlite3 libcurl libzstd libcjson libcrypto libnl-route-3.0 libnftables"
-# Every object build/snapfs was linked from but main.o: snapmeta and host make the metadata.
-# shellcheck disable=SC2046,SC2086 # pkg-config's flags are words
-cc -std=c17 -D_GNU_SOURCE -O2 -I"$REPO" $(pkg-config --cflags $PK) -o "$SB" "$REPO/bench/scale_bench.c" \
-	$(ls "$REPO"/build/rel/{lib,backend,backend/objstore,runtime,fs}/*.o) $(pkg-config --libs $PK) -pthread
+# scale_bench: every module but main (make bench); snapmeta and host make the metadata.
+make -C "$REPO" -j2 build/snapfs build/bench/scale_bench >/dev/null
 
 if [ -n "${SCALE_S3:-}" ]; then
 	bench_start_s3rver "$T" "$T/s3rver.log" scale

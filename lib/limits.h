@@ -22,7 +22,8 @@
 #define ENV_MAX 16384	    /* KEY=VALUE lines */
 #define MESSAGE_MAX 1024
 #define HOST_JSON_MAX 4096
-#define STORE_ID_MAX 40 /* a store's identity: "store-" + 32 hex + NUL (backend/store/store_ident.c) */
+/* A store's identity: "store-" + 32 hex + NUL (backend/store/store_ident.c). */
+#define STORE_ID_MAX 40
 /* Row updates the registry refused, kept in memory until it takes them (ops/ops_rows.c). */
 #define REGISTRY_PENDING_MAX 256
 #define CGROUP_PARENT_MAX 256 /* --cgroup-parent, NUL included (lib/names.h cgroup_parent_ok()) */

@@ -59,7 +59,8 @@ struct ops_context {
 	char sandbox_dir[PATH_MAX];	       /* per sandbox: bundle/, console.fifo, console.log */
 	char cgroup_parent[CGROUP_PARENT_MAX]; /* --cgroup-parent (runtime/runsc/cgroup.h) */
 	struct resources default_res; /* --default-memory, --default-cpus, --default-pids */
-	struct cuda_tool cuda_tool;   /* the host's cuda-checkpoint (runtime/gpu/cuda.h); fd -1: none */
+	/* The host's cuda-checkpoint (runtime/gpu/cuda.h); fd -1: none. */
+	struct cuda_tool cuda_tool;
 	struct registry *reg;
 	struct store *store;
 	struct images *images;

@@ -290,7 +290,10 @@ static int sandbox_net(const struct sandbox *sb, void *arg)
 	return 0;
 }
 
-/* What each sandbox's published ports forwarded (runtime/net/forward.h), since the daemon started. */
+/*
+ * What each sandbox's published ports forwarded (runtime/net/forward.h),
+ * since the daemon started.
+ */
 static int forward_sample(const struct sandbox *sb, void *arg)
 {
 	struct strbuf *t = arg;

@@ -6,6 +6,7 @@
 #   scripts/setup.sh --test    the same, plus what the test suite uses: awscli, jq,
 #                              node/npm and @20minutes/s3rver (into tests/doubles/node_modules),
 #                              clang and its libFuzzer runtime (the fuzz targets),
+#                              clang-format (the format check),
 #                              debhelper, lintian, scdoc, man-db, systemd-analyze and
 #                              python3 (make deb, the package and unit tests),
 #                              promtool (Debian's prometheus: the metrics test)
@@ -133,6 +134,8 @@ command -v curl >/dev/null 2>&1 || test_pkgs+=(curl)     # and fetches a publish
 command -v node >/dev/null 2>&1 || test_pkgs+=(nodejs)
 command -v npm >/dev/null 2>&1 || test_pkgs+=(npm)
 command -v clang >/dev/null 2>&1 || test_pkgs+=(clang)
+# make format-check (tests/run.sh): bookworm's, version 14, the one the tree is formatted with.
+command -v clang-format >/dev/null 2>&1 || test_pkgs+=(clang-format)
 # test_package.sh: make deb (dpkg-buildpackage, dh), lintian, snapfs(8) from
 # scdoc read by man; test_systemd.sh: the unit verified, a NOTIFY_SOCKET listener.
 command -v dh >/dev/null 2>&1 || test_pkgs+=(debhelper)

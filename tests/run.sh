@@ -92,6 +92,10 @@ if [ "${#unit_bins[@]}" -gt 0 ]; then
 	fi
 fi
 
+# --- the format: one pass or failure (make format-check, clang-format --dry-run) ---
+echo "=== format"
+if make --no-print-directory -s format-check; then add format 0 "1 passed, 0 failed"; else add format 1 "0 passed, 1 failed"; fi
+
 tests=()
 fuzz=()
 if [ $# -gt 0 ]; then

@@ -22,12 +22,14 @@ OUT=build/fuzz
 
 # The longest input each target makes: past the bounds its parser enforces
 # (a control line: 4096; a spec: 41474; the JSON collected from control lines:
-# 65536), not so long that runs slow down.
+# 65536; a ports record: 256), not so long that runs slow down.
 max_len() {
 	case $1 in
 	control) echo 70000 ;;
 	spec) echo 48000 ;;
 	manifest) echo 32768 ;;
+	snapmeta) echo 16384 ;;
+	ports) echo 512 ;;
 	*) echo 8192 ;;
 	esac
 }

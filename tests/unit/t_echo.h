@@ -1,6 +1,6 @@
 /*
  * t_echo.h - a TCP echo server on 127.0.0.1 for the forwarder's tests
- * (test_forward.c, test_ops.c): each connection is echoed back as it is
+ * (test_forward.c, test_ops_ports.c): each connection is echoed back as it is
  * read; at the client's end of input it writes "bye\n" and closes, so a
  * half-close passed on through a forwarder is seen as that last line.
  */
@@ -149,7 +149,10 @@ static inline bool t_round_trip(int fd, const char *text)
 	return memcmp(buf, text, len) == 0;
 }
 
-/* A resolver (runtime/net/forward.h) that puts every sandbox at 127.0.0.1, where the echo server is. */
+/*
+ * A resolver (runtime/net/forward.h) that puts every sandbox at 127.0.0.1,
+ * where the echo server is.
+ */
 static inline int t_resolve_loopback(const char *sandbox_id, struct sockaddr_in *out)
 {
 	(void)sandbox_id;
