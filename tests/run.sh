@@ -2,13 +2,14 @@
 # run.sh [tests/integration/test_X.sh | tests/fuzz/fuzz_X.c ...] - the whole test
 # suite (what `make test` runs).
 #
-# Runs the unit tests (build/asan/tests/unit/test_*, through tests/run-unit.sh),
-# then each integration test as its own bash process on a real FUSE mount with
-# real runsc sandboxes, then each libFuzzer target (build/fuzz/fuzz_*, through
-# tests/fuzz/run.sh) for FUZZ_SECONDS (default 30: the suite's smoke run,
-# every seed and regress-* input replayed, then some fuzzing; `make fuzz` is
-# the long run) from its seed corpus, two at a time: after the integration
-# tests, not beside them, as they take both cores. With no arguments, every integration test and every fuzz target; with
+# Runs the unit tests (build/asan/tests/unit/test_*, through tests/run-unit.sh,
+# nproc binaries at a time), then each integration test as its own bash
+# process on a real FUSE mount with real runsc sandboxes, then each libFuzzer
+# target (build/fuzz/fuzz_*, through tests/fuzz/run.sh) for FUZZ_SECONDS
+# (default 30: the suite's smoke run, every seed and regress-* input replayed,
+# then some fuzzing; `make fuzz` is the long run) from its seed corpus, two at
+# a time: after the integration tests, not beside them, as they take both
+# cores. With no arguments, every integration test and every fuzz target; with
 # some, only those named (a fuzz target by its source). Ends with one line,
 # "N passed, N failed", the sum of every unit and integration check and one
 # per fuzz target, after a line "N skipped" when checks were skipped (each
