@@ -2,10 +2,12 @@
 # run.sh [tests/integration/test_X.sh | tests/fuzz/fuzz_X.c ...] - the whole test
 # suite (what `make test` runs).
 #
-# Runs the unit tests (build/asan/tests/unit/test_*, through tests/run-unit.sh),
-# then each integration test as its own bash process on a real FUSE mount with
-# real runsc sandboxes, then each libFuzzer target (build/fuzz/fuzz_*, through
-# tests/fuzz/run.sh) for FUZZ_SECONDS (default 60) from its seed corpus, two at
+# Runs the unit tests (build/asan/tests/unit/test_*, through tests/run-unit.sh,
+# nproc binaries at a time), then each integration test as its own bash
+# process on a real FUSE mount with real runsc sandboxes, then each libFuzzer
+# target (build/fuzz/fuzz_*, through tests/fuzz/run.sh) for FUZZ_SECONDS
+# (default 30: the suite's smoke run, every seed and regress-* input replayed,
+# then some fuzzing; `make fuzz` is the long run) from its seed corpus, two at
 # a time: after the integration tests, not beside them, as they take both
 # cores. With no arguments, every integration test and every fuzz target; with
 # some, only those named (a fuzz target by its source). Ends with one line,
@@ -151,7 +153,7 @@ if [ "${#fuzz[@]}" -gt 0 ]; then
 	echo "=== fuzz"
 	start=$(date +%s)
 	log=$(mktemp)
-	FUZZ_SECONDS=${FUZZ_SECONDS:-60} tests/fuzz/run.sh "${fuzz[@]}" 2>&1 | tee "$log"
+	FUZZ_SECONDS=${FUZZ_SECONDS:-30} tests/fuzz/run.sh "${fuzz[@]}" 2>&1 | tee "$log"
 	rc=${PIPESTATUS[0]}
 	add fuzz "$rc" "$(cat "$log")"
 	rm -f "$log"
