@@ -63,6 +63,17 @@ void freep(void *p)
 	free(*(void **)p);
 }
 
+void *alloc_grow(void *arr, size_t *cap, size_t used, size_t size)
+{
+	if (used < *cap)
+		return arr;
+	size_t ncap = *cap ? *cap * 2 : 16;
+	void *bigger = reallocarray(arr, ncap, size);
+	if (bigger)
+		*cap = ncap;
+	return bigger;
+}
+
 void closep(int *fd)
 {
 	if (*fd >= 0)

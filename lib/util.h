@@ -43,6 +43,22 @@ void fclosep(FILE **f);
 		tmp_;                                                                              \
 	})
 
+/*
+ * Room for one more element in a growing array, after git's ALLOC_GROW
+ * (git-compat-util.h), but failing instead of dying: @arr holds @used of
+ * @cap elements; when full it doubles (16 at first). Evaluates to 0, or
+ * -ENOMEM with @arr and @cap left as they were. alloc_grow() is its
+ * function: the bigger array (or @arr when there is room), NULL on ENOMEM.
+ */
+void *alloc_grow(void *arr, size_t *cap, size_t used, size_t size);
+#define ALLOC_GROW(arr, cap, used)                                                                 \
+	({                                                                                         \
+		__typeof__(arr) grown_ = alloc_grow((arr), &(cap), (used), sizeof(*(arr)));        \
+		if (grown_)                                                                        \
+			(arr) = grown_;                                                            \
+		grown_ ? 0 : -ENOMEM;                                                              \
+	})
+
 /* Longest message a struct err keeps; longer ones are cut. */
 #define ERR_MSG_MAX 1024
 
