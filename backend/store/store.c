@@ -1,7 +1,7 @@
 /*
  * store.c - the store's small shared pieces: snapshot ids and object keys,
  * store_parallel() (the worker threads of a put or get), the puts in flight
- * and their pins, room reserved before a refresh adds records, the manifest
+ * and their pins, the manifest
  * reads and listing, and the totals of the stats file. Open and close are
  * store_open.c's; the chunk index and the pack index codec store_index.c's;
  * the records' tables store_snaps.c's. Everything on struct store here is
@@ -98,20 +98,6 @@ void store_parallel(unsigned n, void (*fn)(void *arg, unsigned worker), void *ar
 }
 
 /* --- puts in flight, room (all under st->lock) ------------------------------ */
-
-int store_reserve(struct store *st, size_t packs, size_t chunks)
-{
-	int rc = 0;
-	while (rc == 0 && st->npacks + packs > st->packs_cap)
-		rc = ALLOC_GROW(st->packs, st->packs_cap, st->packs_cap);
-	if (rc == 0)
-		rc = store_packs_reserve(st, packs);
-	if (rc == 0)
-		rc = store_snaps_reserve(st);
-	if (rc == 0)
-		rc = chunk_index_reserve(&st->index, chunks);
-	return rc;
-}
 
 struct inflight *store_find_inflight(struct store *st, const char *id)
 {

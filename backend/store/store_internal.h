@@ -11,7 +11,7 @@
  *   store_refresh.c    the records follow the manifests listed
  *   store_records.c    the local copy of the records (SQLite)
  *   store.c            ids, keys, worker threads, puts in flight, listing, stats
- *   store_snaps.c      the records and the packs, and their tables by name
+ *   store_snaps.c      the records and the packs, their tables by name, room reserved
  *   store_index.c      the chunk index, the pack index codec, store_sha256()
  *   manifest.c, chunker.c  the manifest format, content-defined chunking
  *

@@ -10,7 +10,9 @@
  * full) of positions in st->snaps plus one, 0 for an empty slot; a record
  * moved by a removal has its slot rewritten. Each manifest read names its
  * packs, found the same way in st->pack_slots (a scan was O(n^2) a start
- * at 10,000 packs). Everything here is under st->lock.
+ * at 10,000 packs). store_reserve() makes room in all of them, and in the
+ * chunk index, before a put records its snapshot (it may not fail after).
+ * Everything here is under st->lock.
  */
 #include "backend/store/store_internal.h"
 
@@ -171,6 +173,20 @@ bool store_forget_snap(struct store *st, const char *id)
 		st->snaps[i] = st->snaps[last];
 	st->nsnaps--;
 	return true;
+}
+
+int store_reserve(struct store *st, size_t packs, size_t chunks)
+{
+	int rc = 0;
+	while (rc == 0 && st->npacks + packs > st->packs_cap)
+		rc = ALLOC_GROW(st->packs, st->packs_cap, st->packs_cap);
+	if (rc == 0)
+		rc = store_packs_reserve(st, packs);
+	if (rc == 0)
+		rc = store_snaps_reserve(st);
+	if (rc == 0)
+		rc = chunk_index_reserve(&st->index, chunks);
+	return rc;
 }
 
 struct pack *store_find_pack(struct store *st, const char *name)
