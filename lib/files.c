@@ -136,12 +136,10 @@ int copy_fd(int in, int out)
 
 int tmp_name(const char *path, char tmp[PATH_MAX])
 {
-	char hex[TMP_HEX + 1];
-	int rc = random_hex(hex, TMP_HEX);
-	if (rc < 0)
-		return rc;
-	rc = xsnprintf(tmp, PATH_MAX, "%s%s%s", path, TMP_MARK, hex);
-	return rc < 0 ? rc : 0;
+	char prefix[PATH_MAX];
+	if (xsnprintf(prefix, sizeof(prefix), "%s%s", path, TMP_MARK) < 0)
+		return -ENAMETOOLONG;
+	return random_name(prefix, TMP_HEX, tmp, PATH_MAX);
 }
 
 int path_parent(const char *path, char dir[PATH_MAX])

@@ -5,6 +5,7 @@
  */
 #include "lib/util.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -32,14 +33,29 @@ void *alloc_grow(void *arr, size_t *cap, size_t used, size_t size)
 
 void closep(int *fd)
 {
-	if (*fd >= 0)
+	if (*fd >= 0) {
+		int saved = errno;
 		close(*fd);
+		errno = saved;
+	}
 }
 
 void fclosep(FILE **f)
 {
-	if (*f)
+	if (*f) {
+		int saved = errno;
 		fclose(*f);
+		errno = saved;
+	}
+}
+
+void closedirp(DIR **d)
+{
+	if (*d) {
+		int saved = errno;
+		closedir(*d);
+		errno = saved;
+	}
 }
 
 int64_t now_ms(void)
@@ -65,19 +81,38 @@ void format_time(int64_t ms, char out[32])
 	snprintf(out + n, 32 - n, ".%03dZ", (int)(ms % 1000));
 }
 
-int random_hex(char *out, size_t nhex)
+void hex_encode(const unsigned char *raw, size_t len, char *out)
 {
 	static const char digits[] = "0123456789abcdef";
-	unsigned char raw[64];
+	for (size_t i = 0; i < len; i++) {
+		out[2 * i] = digits[raw[i] >> 4];
+		out[2 * i + 1] = digits[raw[i] & 0xf];
+	}
+	out[2 * len] = '\0';
+}
+
+int random_hex(char *out, size_t nhex)
+{
+	unsigned char raw[RANDOM_HEX_MAX / 2];
+	char hex[RANDOM_HEX_MAX + 1];
 	size_t nbytes = (nhex + 1) / 2;
 	if (nbytes > sizeof(raw))
 		return -EINVAL;
 	if (getrandom(raw, nbytes, 0) != (ssize_t)nbytes)
 		return -errno;
-	for (size_t i = 0; i < nhex; i++)
-		out[i] = digits[(raw[i / 2] >> ((i % 2) * 4)) & 0xf];
+	hex_encode(raw, nbytes, hex);
+	memcpy(out, hex, nhex);
 	out[nhex] = '\0';
 	return 0;
+}
+
+int random_name(const char *prefix, size_t nhex, char *out, size_t size)
+{
+	char hex[RANDOM_HEX_MAX + 1];
+	int rc = random_hex(hex, nhex);
+	if (rc < 0)
+		return rc;
+	return xsnprintf(out, size, "%s%s", prefix, hex) < 0 ? -ENAMETOOLONG : 0;
 }
 
 int xsnprintf(char *buf, size_t size, const char *fmt, ...)

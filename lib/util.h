@@ -33,9 +33,13 @@
 #define _cleanup_free_ _cleanup_(freep)
 #define _cleanup_close_ _cleanup_(closep)
 #define _cleanup_fclose_ _cleanup_(fclosep)
+#define _cleanup_closedir_ _cleanup_(closedirp)
+/* Each leaves errno as it found it (lxcfs's close_prot_errno_disarm): cleanup runs on return
+ * paths that already chose what to report. */
 void freep(void *p);
 void closep(int *fd);
 void fclosep(FILE **f);
+void closedirp(DIR **d);
 
 /* Hand ownership out of a cleanup variable: `return steal_ptr(buf);`. */
 #define steal_ptr(p)                                                                               \
@@ -80,8 +84,14 @@ int64_t mono_ms(void);
 /* RFC 3339 UTC with milliseconds: 2026-11-29T10:32:12.123Z. @out holds 32 bytes. */
 void format_time(int64_t ms, char out[32]);
 
-/* @nhex random lowercase hex digits into @out (nhex + 1 bytes). */
+/* @nhex random lowercase hex digits into @out (nhex + 1 bytes); @nhex at most RANDOM_HEX_MAX. */
+#define RANDOM_HEX_MAX 128
 int random_hex(char *out, size_t nhex);
+/* @prefix then @nhex random hex digits into @out (@size bytes); -ENAMETOOLONG, or random_hex()'s
+ * failure. */
+int random_name(const char *prefix, size_t nhex, char *out, size_t size);
+/* @len bytes as 2 * @len lowercase hex digits into @out, NUL-terminated (2 * len + 1 bytes). */
+void hex_encode(const unsigned char *raw, size_t len, char *out);
 
 /* snprintf that fails with -ENAMETOOLONG instead of truncating. */
 int xsnprintf(char *buf, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

@@ -211,25 +211,6 @@ int store_list_manifests(struct store *st, int (*fn)(const char *id, int64_t siz
 	return ctx.rc ? ctx.rc : rc;
 }
 
-struct id_only {
-	int (*fn)(const char *id, void *arg);
-	void *arg;
-};
-
-static int id_only(const char *id, int64_t size, void *arg)
-{
-	const struct id_only *o = arg;
-	(void)size;
-	return o->fn(id, o->arg);
-}
-
-int store_list_snapshots(struct store *st, int (*fn)(const char *id, void *arg), void *arg,
-			 struct err *e)
-{
-	struct id_only o = {.fn = fn, .arg = arg};
-	return store_list_manifests(st, id_only, &o, e);
-}
-
 /* Totals of numbers manifests gave: they saturate rather than wrap. */
 static void add_sat(int64_t *sum, int64_t v)
 {
