@@ -5,6 +5,7 @@
  * user or the bucket hands us, is one of these. Sizes named *_MAX count the
  * terminating NUL (they size char arrays); *_LEN_MAX are string lengths.
  * The rules for what a name may contain are in lib/names.h.
+ * Constants only: nothing here is state, so threads do not come into it.
  */
 #ifndef SNAPFS_LIMITS_H
 #define SNAPFS_LIMITS_H

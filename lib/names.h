@@ -5,7 +5,8 @@
  * bucket carries passes where the same text typed here would not
  * (docs/design.md "Ids", "Untrusted input").
  *
- * All are pure checks on a NUL-terminated string; none allocates.
+ * All are pure checks on a NUL-terminated string; none allocates, so any
+ * thread may call them.
  */
 #ifndef SNAPFS_NAMES_H
 #define SNAPFS_NAMES_H

@@ -126,13 +126,13 @@ char *strbuf_detach(struct strbuf *sb, size_t *len)
 	return p;
 }
 
-void strbuf_each_line(struct strbuf *sb, void (*fn)(const char *line))
+void strbuf_each_line(struct strbuf *sb, void (*fn)(const char *line, void *arg), void *arg)
 {
 	char *save = NULL;
 	if (!sb->len)
 		return;
 	for (char *line = strtok_r(sb->buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
-		fn(line);
+		fn(line, arg);
 }
 
 const char *strbuf_str(const struct strbuf *sb)

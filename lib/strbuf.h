@@ -62,11 +62,11 @@ char *strbuf_detach(struct strbuf *sb, size_t *len) __attribute__((warn_unused_r
 const char *strbuf_str(const struct strbuf *sb);
 void strbuf_releasep(struct strbuf *sb);
 /*
- * Call @fn with each non-empty "\n"-separated line of @sb, in order. It cuts
+ * Call @fn(line, @arg) with each non-empty "\n"-separated line of @sb, in order. It cuts
  * @sb's buffer into those lines (NULs replace the newlines), so @sb holds
  * them only until it is reset or released.
  */
-void strbuf_each_line(struct strbuf *sb, void (*fn)(const char *line));
+void strbuf_each_line(struct strbuf *sb, void (*fn)(const char *line, void *arg), void *arg);
 
 #define _cleanup_strbuf_ __attribute__((cleanup(strbuf_releasep)))
 

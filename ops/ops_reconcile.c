@@ -193,8 +193,9 @@ static int collect_ids(const struct sandbox *sb, void *arg)
 	return strbuf_error(arg);
 }
 
-static void reconcile_id(const char *id)
+static void reconcile_id(const char *id, void *arg)
 {
+	(void)arg;
 	struct sandbox sb;
 	if (row_sandbox_get(id, &sb) == 0)
 		reconcile_one(&sb);
@@ -205,5 +206,5 @@ void reconcile_sandboxes(void)
 {
 	_cleanup_strbuf_ struct strbuf ids = STRBUF_INIT;
 	row_sandbox_each(collect_ids, &ids);
-	strbuf_each_line(&ids, reconcile_id);
+	strbuf_each_line(&ids, reconcile_id, NULL);
 }

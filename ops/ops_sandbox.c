@@ -639,8 +639,9 @@ static int collect_exited(const struct sandbox *sb, void *arg)
 }
 
 /* A running sandbox whose process is gone: its entrypoint exited or it was killed. */
-static void mark_exited(const char *id)
+static void mark_exited(const char *id, void *arg)
 {
+	(void)arg;
 	struct sandbox sb;
 	pid_t pid = 0;
 	pthread_mutex_lock(&ops.lock);
@@ -729,7 +730,7 @@ bool sandbox_ended_under(const char *id, int64_t created_at, char *why, size_t s
 		bool read = cgroup_usage(ops.cgroup_parent, sb.runtime_id, &u) == 0;
 		bool hit = read && cgroup_limit_hit(&u, &base, &sb.res, limit, sizeof(limit));
 		if (process_ended(sb.pid, hit ? ENDED_WAIT_MS : 0))
-			mark_exited(id);
+			mark_exited(id, NULL);
 		else if (read) /* it survived what these count: the next look starts here */
 			limit_seen_note(sb.runtime_id, &u);
 	}
@@ -747,5 +748,5 @@ void monitor_sandboxes(void)
 {
 	_cleanup_strbuf_ struct strbuf ids = STRBUF_INIT;
 	row_sandbox_each(collect_exited, &ids);
-	strbuf_each_line(&ids, mark_exited);
+	strbuf_each_line(&ids, mark_exited, NULL);
 }

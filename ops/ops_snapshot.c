@@ -300,8 +300,9 @@ void reconcile_snapshot_id(const char *id)
 
 static bool store_ours_at_start;
 
-static void reconcile_at_start(const char *id)
+static void reconcile_at_start(const char *id, void *arg)
 {
+	(void)arg;
 	struct snapshot snap;
 	if (row_snapshot_get(id, &snap) == 0)
 		reconcile_snapshot(&snap, store_ours_at_start);
@@ -325,8 +326,9 @@ bool reconcile_spool_wanted(const char *snap_id, void *arg)
 	return row_snapshot_get(snap_id, &snap) == 0 && snapshot_store_unfinished(&snap);
 }
 
-static void store_again_id(const char *id)
+static void store_again_id(const char *id, void *arg)
 {
+	(void)arg;
 	struct snapshot snap;
 	if (reconcile_spool_wanted(id, NULL) && row_snapshot_get(id, &snap) == 0)
 		snapshot_store_again(&snap);
@@ -336,7 +338,7 @@ void reconcile_stores(void)
 {
 	_cleanup_strbuf_ struct strbuf ids = STRBUF_INIT;
 	row_snapshot_each(collect_snapshot_ids, &ids);
-	strbuf_each_line(&ids, store_again_id);
+	strbuf_each_line(&ids, store_again_id, NULL);
 }
 
 /* Walk ids collected first: store reads run outside the registry walk. */
@@ -349,7 +351,7 @@ void reconcile_snapshots(void)
 	if (rc < 0 && rc != -EXDEV)
 		warning("the store does not answer; snapshots are decided once it does: %s", e.msg);
 	row_snapshot_each(collect_snapshot_ids, &ids);
-	strbuf_each_line(&ids, reconcile_at_start);
+	strbuf_each_line(&ids, reconcile_at_start, NULL);
 	/*
 	 * Nothing is being stored here yet: what interrupted puts left is
 	 * condemned now, or removed at once where the grace period is 0

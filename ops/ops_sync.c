@@ -328,6 +328,13 @@ static void set_replace(struct strset *old, struct strset *fresh)
 	*fresh = (struct strset)STRSET_INIT;
 }
 
+/* strbuf_each_line()'s shape of reconcile_snapshot_id(). */
+static void reconcile_line(const char *id, void *arg)
+{
+	(void)arg;
+	reconcile_snapshot_id(id);
+}
+
 /* The rows start-up could not decide: decide them now that the store answers. */
 static void settle_unsettled(void)
 {
@@ -336,7 +343,7 @@ static void settle_unsettled(void)
 	ids = sync.unsettled;
 	sync.unsettled = (struct strbuf)STRBUF_INIT;
 	pthread_mutex_unlock(&sync.lock);
-	strbuf_each_line(&ids, reconcile_snapshot_id);
+	strbuf_each_line(&ids, reconcile_line, NULL);
 }
 
 void sync_reconcile_later(const char *id)

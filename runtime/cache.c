@@ -385,7 +385,7 @@ static int copy_image(const char *from, const char *to)
 		return -ENAMETOOLONG;
 	rm_rf(tmp);
 	int rc = mkdir(tmp, 0700) < 0 ? -errno : 0;
-	DIR *d = rc == 0 ? opendir(from) : NULL;
+	_cleanup_closedir_ DIR *d = rc == 0 ? opendir(from) : NULL;
 	if (rc == 0 && !d)
 		rc = -errno;
 	while (rc == 0) {
@@ -398,8 +398,6 @@ static int copy_image(const char *from, const char *to)
 		if (is_regular(d, de))
 			rc = copy_image_file(from, tmp, de->d_name);
 	}
-	if (d)
-		closedir(d);
 	if (rc == 0 && rename(tmp, to) < 0)
 		rc = -errno;
 	if (rc < 0)

@@ -16,6 +16,10 @@
  * a host without NVIDIA driver) and gpus (sorted models, one per GPU) are
  * recorded for every snapshot; host_compare() leaves them alone, and
  * gpu_compare_host() (runtime/gpu/gpu.h) compares them for GPU snapshots.
+ *
+ * Threads: host_id_init() runs once at start-up, before any thread; from
+ * then on the id is read-only, the CPU flags are read once (pthread_once),
+ * and every other function is pure, so any thread may call them.
  */
 #ifndef SNAPFS_HOST_H
 #define SNAPFS_HOST_H

@@ -230,16 +230,6 @@ static int visit_hash(struct walk *w, int dirfd, const char *name, const struct 
 	return 0;
 }
 
-static void hex(const unsigned char *raw, unsigned len, char *out)
-{
-	static const char digits[] = "0123456789abcdef";
-	for (unsigned i = 0; i < len; i++) {
-		out[2 * i] = digits[raw[i] >> 4];
-		out[2 * i + 1] = digits[raw[i] & 0xf];
-	}
-	out[2 * len] = '\0';
-}
-
 static int compute_digest(const char *root, char out[DIGEST_MAX], struct err *e)
 {
 	struct walk w = {.visit = visit_hash, .e = e};
@@ -259,7 +249,7 @@ static int compute_digest(const char *root, char out[DIGEST_MAX], struct err *e)
 	if (rc < 0)
 		return rc;
 	memcpy(out, "sha256:", 7);
-	hex(raw, len, out + 7);
+	hex_encode(raw, len, out + 7);
 	return 0;
 }
 

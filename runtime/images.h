@@ -13,7 +13,8 @@
  * and <dir>/.oci/NAME/HEX/digest holds "sha256:HEX". Its tree is not
  * walked; its digest is that file's, checked (images_pin()).
  *
- * Thread-safety: all functions may be called from any thread.
+ * Thread-safety: all functions may be called from any thread; the images
+ * directory is only read, and the digest cache is guarded inside images.c.
  */
 #ifndef SNAPFS_IMAGES_H
 #define SNAPFS_IMAGES_H

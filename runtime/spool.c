@@ -99,12 +99,9 @@ static int write_marker(const char *state_dir, struct err *e)
 /* In DIR: a new directory of a random name, made by mkdir (never one already there). */
 static int create(const char *state_dir, struct err *e)
 {
-	char hex[SPOOL_HEX + 1];
 	int rc = -EEXIST;
 	for (int i = 0; i < CREATE_TRIES && rc == -EEXIST; i++) {
-		rc = random_hex(hex, SPOOL_HEX);
-		if (rc == 0)
-			snprintf(spool.name, sizeof(spool.name), SPOOL_PREFIX "%s", hex);
+		rc = random_name(SPOOL_PREFIX, SPOOL_HEX, spool.name, sizeof(spool.name));
 		if (rc == 0 && mkdirat(spool.parent_fd, spool.name, 0700) < 0)
 			rc = -errno;
 	}

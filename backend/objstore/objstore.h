@@ -30,6 +30,17 @@
 
 struct objstore;
 
+/*
+ * What a put writes into an object, inside a backend (objstore_local.c,
+ * objstore_s3.c): @len bytes at @data, or the contents of @fd (its length
+ * @len where the backend needs it) when @fd >= 0. Borrowed for the call.
+ */
+struct objstore_source {
+	const char *data;
+	int64_t len;
+	int fd;
+};
+
 struct objstore_ops {
 	int (*put_file)(struct objstore *os, const char *key, const char *path, struct err *e);
 	int (*put_buf)(struct objstore *os, const char *key, const void *data, size_t len,

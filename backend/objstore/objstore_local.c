@@ -40,25 +40,19 @@ static int key_path(struct local_store *ls, const char *key, char path[PATH_MAX]
 	return 0;
 }
 
-/* What goes into a new object: a buffer or the contents of an open file. */
-struct source {
-	const char *data;
-	size_t len;
-	int fd; /* used when >= 0 */
-};
-
-static int fill(int fd, const struct source *src)
+static int fill(int fd, const struct objstore_source *src)
 {
 	if (src->fd >= 0)
 		return copy_fd(src->fd, fd);
-	return write_all(fd, src->data, src->len);
+	return write_all(fd, src->data, (size_t)src->len);
 }
 
 /*
  * Create @path durably (struct durable_file, lib/util.h). A missing directory
  * is @missing: ENOENT for a put, which makes it again; EIO for a get_file.
  */
-static int write_atomic(const char *path, const struct source *src, int missing, struct err *e)
+static int write_atomic(const char *path, const struct objstore_source *src, int missing,
+			struct err *e)
 {
 	struct durable_file d;
 	int rc = durable_open(&d, path);
@@ -98,7 +92,7 @@ static int make_parents(struct local_store *ls, const char *key, struct err *e)
 
 static void prune_parents(struct local_store *ls, const char *path);
 
-static int put_source(struct local_store *ls, const char *key, const struct source *src,
+static int put_source(struct local_store *ls, const char *key, const struct objstore_source *src,
 		      struct err *e)
 {
 	char path[PATH_MAX];
@@ -124,7 +118,7 @@ static int put_source(struct local_store *ls, const char *key, const struct sour
 static int local_put_buf(struct objstore *os, const char *key, const void *data, size_t len,
 			 struct err *e)
 {
-	struct source src = {.data = data, .len = len, .fd = -1};
+	struct objstore_source src = {.data = data, .len = (int64_t)len, .fd = -1};
 	return put_source(to_local(os), key, &src, e);
 }
 
@@ -133,7 +127,7 @@ static int local_put_file(struct objstore *os, const char *key, const char *path
 	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return err_set(e, EIO, "cannot open %s: %s", path, strerror(errno));
-	struct source src = {.fd = fd};
+	struct objstore_source src = {.fd = fd};
 	/* put_source() retries only before it has read anything from @fd. */
 	return put_source(to_local(os), key, &src, e);
 }
@@ -156,7 +150,7 @@ static int local_get_file(struct objstore *os, const char *key, const char *path
 	_cleanup_close_ int fd = open_object(os, key, src_path, e);
 	if (fd < 0)
 		return fd;
-	struct source src = {.fd = fd};
+	struct objstore_source src = {.fd = fd};
 	/* Here a missing directory is the caller's destination, not a missing key. */
 	return write_atomic(path, &src, EIO, e);
 }

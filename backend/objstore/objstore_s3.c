@@ -23,7 +23,8 @@
 /* Parts of one object in flight at once, each on its own connection. */
 #define UPLOAD_THREADS 4
 #define UPLOAD_ID_MAX 1024
-#define TOKEN_MAX 1024
+/* A listing's continuation token (NextContinuationToken). */
+#define LIST_TOKEN_MAX 1024
 /* A listing page (1000 keys of up to 1 KiB) or another XML answer. */
 #define XML_ANSWER_MAX (8u << 20)
 
@@ -49,22 +50,16 @@ static int full_key(struct objstore *os, const char *key, char out[S3_KEY_MAX], 
 
 /* --- put ------------------------------------------------------------------------- */
 
-/* What goes into an object: a buffer, or a file when fd >= 0. */
-struct source {
-	const char *buf;
-	int fd;
-	int64_t len;
-};
-
-static void set_body(struct s3_req *r, const struct source *src, int64_t off, int64_t len)
+static void set_body(struct s3_req *r, const struct objstore_source *src, int64_t off, int64_t len)
 {
-	r->body = src->fd < 0 ? src->buf + off : NULL;
+	r->body = src->fd < 0 ? src->data + off : NULL;
 	r->body_fd = src->fd;
 	r->body_off = off;
 	r->body_len = len;
 }
 
-static int put_single(struct objstore *os, const char *key, const struct source *src, struct err *e)
+static int put_single(struct objstore *os, const char *key, const struct objstore_source *src,
+		      struct err *e)
 {
 	struct s3_req r = s3_req_make("put", "PUT", key);
 	set_body(&r, src, 0, src->len);
@@ -76,7 +71,7 @@ struct upload {
 	struct s3_client *c;
 	const char *key;
 	char id[UPLOAD_ID_MAX];
-	const struct source *src;
+	const struct objstore_source *src;
 	int64_t part_size;
 	int nparts;
 	char (*etags)[S3_ETAG_MAX];
@@ -222,7 +217,7 @@ static int64_t part_size_for(int64_t len)
 	return size < PART_SIZE ? PART_SIZE : size;
 }
 
-static int put_multipart(struct objstore *os, const char *key, const struct source *src,
+static int put_multipart(struct objstore *os, const char *key, const struct objstore_source *src,
 			 struct err *e)
 {
 	struct upload u = {.c = client(os), .key = key, .src = src};
@@ -246,7 +241,8 @@ out:
 	return rc;
 }
 
-static int put_source(struct objstore *os, const char *key, const struct source *src, struct err *e)
+static int put_source(struct objstore *os, const char *key, const struct objstore_source *src,
+		      struct err *e)
 {
 	char fkey[S3_KEY_MAX];
 	int rc = full_key(os, key, fkey, e);
@@ -260,7 +256,7 @@ static int put_source(struct objstore *os, const char *key, const struct source 
 static int s3_put_buf(struct objstore *os, const char *key, const void *data, size_t len,
 		      struct err *e)
 {
-	struct source src = {.buf = data, .fd = -1, .len = (int64_t)len};
+	struct objstore_source src = {.data = data, .fd = -1, .len = (int64_t)len};
 	return put_source(os, key, &src, e);
 }
 
@@ -272,7 +268,7 @@ static int s3_put_file(struct objstore *os, const char *key, const char *path, s
 		return err_set(e, EIO, "cannot open %s: %s", path, strerror(errno));
 	if (!S_ISREG(st.st_mode))
 		return err_set(e, EIO, "cannot store %s: not a regular file", path);
-	struct source src = {.fd = fd, .len = st.st_size};
+	struct objstore_source src = {.fd = fd, .len = st.st_size};
 	return put_source(os, key, &src, e);
 }
 
@@ -388,17 +384,18 @@ static int list_page(struct objstore *os, struct xml_span doc,
 }
 
 /* The token of the next page into @token, or "" at the end. */
-static int next_token(struct objstore *os, struct xml_span doc, char token[TOKEN_MAX],
+static int next_token(struct objstore *os, struct xml_span doc, char token[LIST_TOKEN_MAX],
 		      struct err *e)
 {
 	char truncated[8] = "";
-	char old[TOKEN_MAX];
-	memcpy(old, token, TOKEN_MAX);
+	char old[LIST_TOKEN_MAX];
+	memcpy(old, token, LIST_TOKEN_MAX);
 	token[0] = '\0';
 	if (xml_text(doc, "IsTruncated", truncated, sizeof(truncated)) < 0 ||
 	    strcmp(truncated, "true"))
 		return 0;
-	if (xml_text(doc, "NextContinuationToken", token, TOKEN_MAX) <= 0 || !strcmp(old, token))
+	if (xml_text(doc, "NextContinuationToken", token, LIST_TOKEN_MAX) <= 0 ||
+	    !strcmp(old, token))
 		return err_set(e, EIO,
 			       "cannot list %s: a cut listing without a new "
 			       "continuation token",
@@ -409,7 +406,7 @@ static int next_token(struct objstore *os, struct xml_span doc, char token[TOKEN
 static int s3_list(struct objstore *os, const char *prefix,
 		   int (*fn)(const char *key, int64_t size, void *arg), void *arg, struct err *e)
 {
-	char full[S3_KEY_MAX], token[TOKEN_MAX] = "";
+	char full[S3_KEY_MAX], token[LIST_TOKEN_MAX] = "";
 	_cleanup_strbuf_ struct strbuf out = {.max = XML_ANSWER_MAX};
 	if (xsnprintf(full, sizeof(full), "%s%s", s3_client_prefix(client(os)), prefix) < 0)
 		return 0; /* no key is that long */

@@ -163,7 +163,7 @@ static int parse_credentials(struct s3_client *c, struct err *e)
 {
 	const char *id = env("AWS_ACCESS_KEY_ID"), *secret = env("AWS_SECRET_ACCESS_KEY");
 	const char *token = env("AWS_SESSION_TOKEN");
-	char tok[TOKEN_MAX + 1];
+	char tok[S3_SESSION_TOKEN_MAX + 1];
 	if (!id || !secret)
 		return err_set(e, EINVAL,
 			       "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY must be set "

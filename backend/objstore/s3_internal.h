@@ -24,7 +24,7 @@
 #define ACCESS_KEY_MAX 128
 #define SECRET_MAX 256
 /* Session tokens run to about 2 KiB; headers in total stay well under libcurl's limits. */
-#define TOKEN_MAX 4096
+#define S3_SESSION_TOKEN_MAX 4096
 
 struct s3_client {
 	char bucket[BUCKET_MAX + 1];
@@ -36,7 +36,7 @@ struct s3_client {
 	char sigv4[REGION_MAX + 16];
 	char access_key[ACCESS_KEY_MAX + 1];
 	char secret[SECRET_MAX + 1];
-	char token_header[TOKEN_MAX + 32]; /* "x-amz-security-token: ..." or "" */
+	char token_header[S3_SESSION_TOKEN_MAX + 32]; /* "x-amz-security-token: ..." or "" */
 	char url[1024];
 	pthread_mutex_t lock;
 	CURL *idle[POOL_MAX];

@@ -1,7 +1,9 @@
 /*
- * registry_internal.h - what registry.c (enum names, schema and migration,
- * statements, row codecs, open and close), registry_sandbox.c and
- * registry_snapshot.c share. Not for other modules: they use registry.h.
+ * registry_internal.h - what the registry's files share: registry.c (enum
+ * names, statements, row codecs), registry_schema.c (schema and
+ * migration), registry_open.c (open and close, above the others),
+ * registry_sandbox.c and registry_snapshot.c (each table's queries). Not
+ * for other modules: they use registry.h.
  *
  * struct registry is written once by registry_open(); its one connection is
  * in SQLite's serialized mode, so SQLite's own mutex guards every use.
@@ -74,6 +76,10 @@ int reg_query(struct registry *reg, const char *sql, const char *key,
 int reg_exec(struct registry *reg, const char *sql);
 /* Bring the file @path opened as @reg to this snapfs's schema (registry_schema.c). */
 int reg_migrate(struct registry *reg, const char *path);
+/* A @row for reg_query() that copies the first row's first column into @ctx (REG_WORD_MAX bytes).
+ */
+#define REG_WORD_MAX 16
+int reg_word_row(sqlite3_stmt *st, void *ctx);
 /* A @row for reg_query() that stops at the first row: the query returns 1 if there is one. */
 int reg_found_row(sqlite3_stmt *st, void *ctx);
 /* Copy the first row of @sql (@key as ?1) into @out, a record of table @t; -ENOENT: none. */

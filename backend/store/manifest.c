@@ -44,12 +44,7 @@ bool manifest_pack_ok(const char *name)
 
 void sha256_to_hex(const unsigned char sha[SHA256_LEN], char *hex)
 {
-	static const char digits[] = "0123456789abcdef";
-	for (size_t i = 0; i < SHA256_LEN; i++) {
-		hex[2 * i] = digits[sha[i] >> 4];
-		hex[2 * i + 1] = digits[sha[i] & 0xf];
-	}
-	hex[SHA256_HEX_LEN] = '\0';
+	hex_encode(sha, SHA256_LEN, hex);
 }
 
 static int hex_value(char c)

@@ -151,10 +151,6 @@ int store_get_manifest(struct store *st, const char *id, char **json, struct err
  */
 bool store_has_record(struct store *st, const char *id);
 
-/* Call @fn with the id of every snapshot that has a manifest. */
-int store_list_snapshots(struct store *st, int (*fn)(const char *id, void *arg), void *arg,
-			 struct err *e);
-
 /*
  * Follow the manifests other hosts sharing the store added or deleted: the
  * records this store keeps (and so which chunks puts deduplicate against

@@ -160,7 +160,7 @@ static size_t seen_find(const struct store *st, const char *key)
 /* Under gc_lock: remember marker @key of @pack, first seen at @ms. */
 static int seen_add(struct store *st, const char *key, const char *pack, int64_t ms)
 {
-	int rc = STORE_GROW(st->seen, st->seen_cap, st->nseen);
+	int rc = ALLOC_GROW(st->seen, st->seen_cap, st->nseen);
 	if (rc < 0)
 		return rc;
 	struct marker_seen *m = &st->seen[st->nseen++];
@@ -578,7 +578,7 @@ int store_delete_snapshot(struct store *st, const char *id, struct err *e)
 	if (rc < 0)
 		return store_wrap(e, id, rc, &inner);
 	pthread_mutex_lock(&st->lock);
-	store_forget_snap(st, id);
+	store_records_forget(st, id);
 	pthread_mutex_unlock(&st->lock);
 	/* A whole pass, not store_gc(): records of other hosts' deletes may lag. */
 	if (store_collect(st, 0, &inner) < 0)

@@ -1,6 +1,19 @@
 /*
- * store_internal.h - what store.c (open, index, delete, collect),
- * store_put*.c, store_get.c and store_donor.c share. Not for other modules.
+ * store_internal.h - what the files of backend/store/ share. Not for other
+ * modules. The files:
+ *   store_open.c       store_open(), store_close()
+ *   store_put.c, store_put_pack.c, store_put_reuse.c, store_put_manifest.c
+ *                      a put: chunk, compress, deduplicate, write packs, the manifest
+ *   store_get.c        a get (restore), with store_donor.c's donor map
+ *   store_gc.c         delete a snapshot, collect packs no manifest uses
+ *   store_hold.c       holds: a sandbox resuming from a snapshot keeps it
+ *   store_ident.c      the store's identity, and tombstones of deleted snapshots
+ *   store_refresh.c    the records follow the manifests listed
+ *   store_records.c    the local copy of the records (SQLite)
+ *   store.c            ids, keys, worker threads, puts in flight, listing, stats
+ *   store_snaps.c      the records and the packs, their tables by name, room reserved
+ *   store_index.c      the chunk index, the pack index codec, store_sha256()
+ *   manifest.c, chunker.c  the manifest format, content-defined chunking
  *
  * In memory the store keeps, under st->lock:
  *   - one struct pack per pack object some manifest lists, with `refs` (how
@@ -194,7 +207,32 @@ struct store {
 	bool records_warned;	       /* under sync_lock: a failed save was said */
 };
 
-/* Pack index objects: a header, one entry per chunk, a SHA-256 of all before it. */
+/*
+ * Pack index objects (packs/<id>/<seq>.idx, store_index.c encodes and
+ * decodes them): a header, one entry per chunk of the pack, in the order the
+ * chunks were written, and a SHA-256 of all before it. Every integer is
+ * little-endian.
+ *
+ *   Header (PACK_IDX_HEADER, 16 bytes)
+ *   offset  size  field
+ *        0     8  magic: "SNAPFSPI" (PACK_IDX_MAGIC, no NUL)
+ *        8     4  version: 1 (PACK_IDX_VERSION)
+ *       12     4  count: entries that follow, at most PACK_IDX_ENTRIES_MAX
+ *
+ *   Entry (PACK_IDX_ENTRY, 48 bytes), at 16 + 48 * i
+ *   offset  size  field
+ *        0    32  SHA-256 of the chunk's plain bytes
+ *       32     8  off: where its stored bytes start in the .pack object
+ *       40     4  len: plain bytes, 1 to MANIFEST_CHUNK_MAX
+ *       44     4  zlen: stored bytes; == len: stored plain, else zstd
+ *
+ *   Trailer, at 16 + 48 * count
+ *   offset  size  field
+ *        0    32  SHA-256 of every byte before it
+ *
+ * The object is exactly 16 + 48 * count + 32 bytes long; a decode rejects
+ * any other length, a bad sum, and entries past PACK_BYTES_MAX.
+ */
 #define PACK_IDX_MAGIC "SNAPFSPI"
 #define PACK_IDX_VERSION 1u
 #define PACK_IDX_HEADER 16 /* magic, version, count */
@@ -206,17 +244,6 @@ struct pack_idx_entry {
 	uint32_t zlen;
 };
 
-/* @arr (holding @used of *@cap elements of @size bytes) with room for one more; NULL: ENOMEM. */
-void *store_grow(void *arr, size_t *cap, size_t used, size_t size);
-/* Grow array @arr in place: 0, or -ENOMEM (and @arr is left as it was). */
-#define STORE_GROW(arr, cap, used)                                                                 \
-	({                                                                                         \
-		__typeof__(arr) grown_ = store_grow((arr), &(cap), (used), sizeof(*(arr)));        \
-		if (grown_)                                                                        \
-			(arr) = grown_;                                                            \
-		grown_ ? 0 : -ENOMEM;                                                              \
-	})
-
 bool store_id_ok(const char *id);
 int store_check_id(const char *id, struct err *e);
 void store_manifest_key(const char *id, char key[OBJ_KEY_MAX]);
@@ -227,10 +254,13 @@ void store_pack_key(const char *name, const char *ext, char key[OBJ_KEY_MAX]);
 /* Re-raise an objstore failure with "snapshot ID: " before its message. */
 int store_wrap(struct err *e, const char *id, int rc, const struct err *inner);
 
-/* The chunk index. add: -ENOMEM; a hash already there is left as it is (returns 0). */
+/* The chunk index (store_index.c). add: -ENOMEM; a hash already there is left as it is (returns 0).
+ */
 const struct chunk_ref *chunk_index_find(const struct chunk_index *ix,
 					 const unsigned char sha[SHA256_LEN]);
 int chunk_index_add(struct chunk_index *ix, const struct chunk_ref *ref);
+/* Room for @more chunks beyond the count, and one more, without a rebuild later; -ENOMEM. */
+int chunk_index_reserve(struct chunk_index *ix, size_t more);
 void chunk_index_free(struct chunk_index *ix);
 /* Rebuild @ix without the chunks of packs no longer indexed; -ENOMEM leaves it as it was. */
 int chunk_index_drop_unindexed(struct chunk_index *ix);
@@ -277,6 +307,8 @@ void store_records_close(struct store *st);
 int store_records_find(struct store *st, const char *id, int64_t manifest_bytes,
 		       struct manifest *m);
 void store_records_note_forgotten(struct store *st, const struct snap_rec *rec);
+/* Under st->lock: store_forget_snap(), noting the record's leaving (note_forgotten) first. */
+bool store_records_forget(struct store *st, const char *id);
 void store_records_save(struct store *st, bool listed);
 /*
  * Under sync_lock: the kept index object of pack @name (*@data malloc'd,

@@ -120,7 +120,7 @@ int put_manifest(struct put *put, const cJSON *meta, struct store_put_result *re
 		/* Only once the manifest is surely gone may its packs go. */
 		if (objstore_del(st->os, key, &inner) == 0) {
 			pthread_mutex_lock(&st->lock);
-			store_forget_snap(st, put->id);
+			store_records_forget(st, put->id);
 			pthread_mutex_unlock(&st->lock);
 		}
 		return rc;

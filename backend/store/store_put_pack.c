@@ -140,7 +140,7 @@ static int mpack_index(struct put *put, struct pack *p)
 			return (int)i;
 		}
 	}
-	if (STORE_GROW(put->mpacks, put->mpacks_cap, put->nmpacks) < 0)
+	if (ALLOC_GROW(put->mpacks, put->mpacks_cap, put->nmpacks) < 0)
 		return -ENOMEM;
 	put->mpacks[put->nmpacks] = p;
 	put->last_mpack = put->nmpacks;
@@ -156,7 +156,7 @@ static int add_chunk(struct put *put, const struct manifest_chunk *c)
 		last->len += c->len;
 		return 0;
 	}
-	if (STORE_GROW(f->chunks, put->chunks_cap, f->nchunks) < 0)
+	if (ALLOC_GROW(f->chunks, put->chunks_cap, f->nchunks) < 0)
 		return -ENOMEM;
 	f->chunks[f->nchunks++] = *c;
 	return 0;
@@ -176,7 +176,7 @@ static int new_pack_out(struct put *put, struct err *e)
 {
 	struct pack_out *o = calloc(1, sizeof(*o));
 	struct pack *p = calloc(1, sizeof(*p));
-	int rc = (o && p) ? STORE_GROW(put->own, put->own_cap, put->nown) : -ENOMEM;
+	int rc = (o && p) ? ALLOC_GROW(put->own, put->own_cap, put->nown) : -ENOMEM;
 	if (rc == 0) {
 		pthread_mutex_lock(&put->flusher.lock);
 		if (put->flusher.nspare > 0)
@@ -208,7 +208,7 @@ static int append_new(struct put *put, const struct batch *b, struct work *w, st
 	if (rc == 0 && !put->out)
 		rc = new_pack_out(put, e);
 	struct pack_out *o = put->out;
-	if (rc == 0 && STORE_GROW(o->ents, o->cap, o->nents) < 0)
+	if (rc == 0 && ALLOC_GROW(o->ents, o->cap, o->nents) < 0)
 		rc = err_set(e, ENOMEM, "out of memory");
 	if (rc < 0)
 		return rc;

@@ -323,6 +323,14 @@ void store_records_note_forgotten(struct store *st, const struct snap_rec *rec)
 	}
 }
 
+bool store_records_forget(struct store *st, const char *id)
+{
+	const struct snap_rec *rec = store_find_snap(st, id);
+	if (rec)
+		store_records_note_forgotten(st, rec);
+	return store_forget_snap(st, id);
+}
+
 /* Under st->lock: a line per record not saved yet, "id\tmb\tsize\tstored\tpacks"; now saved. */
 static int take_unsaved(struct store *st, struct strbuf *out)
 {

@@ -213,7 +213,7 @@ static void forget_unlisted(struct store *st, const struct strset *listed, uint6
 		    strset_has(listed, rec->id))
 			i++;
 		else
-			store_forget_snap(st, rec->id); /* moves the last record to i */
+			store_records_forget(st, rec->id); /* moves the last record to i */
 	}
 }
 

@@ -10,7 +10,9 @@
  * full) of positions in st->snaps plus one, 0 for an empty slot; a record
  * moved by a removal has its slot rewritten. Each manifest read names its
  * packs, found the same way in st->pack_slots (a scan was O(n^2) a start
- * at 10,000 packs). Everything here is under st->lock.
+ * at 10,000 packs). store_reserve() makes room in all of them, and in the
+ * chunk index, before a put records its snapshot (it may not fail after).
+ * Everything here is under st->lock.
  */
 #include "backend/store/store_internal.h"
 
@@ -129,7 +131,7 @@ static void slots_remove(const struct store *st, struct slots t, const char *nam
 
 int store_snaps_reserve(struct store *st)
 {
-	int rc = STORE_GROW(st->snaps, st->snaps_cap, st->nsnaps);
+	int rc = ALLOC_GROW(st->snaps, st->snaps_cap, st->nsnaps);
 	return rc == 0 ? slots_reserve(st, SNAP_SLOTS(st), st->nsnaps, 0) : rc;
 }
 
@@ -164,7 +166,6 @@ bool store_forget_snap(struct store *st, const char *id)
 	for (size_t j = 0; j < r->npacks; j++)
 		r->packs[j]->refs--;
 	st->nrefs -= r->npacks;
-	store_records_note_forgotten(st, r);
 	slots_remove(st, SNAP_SLOTS(st), id, i, st->nsnaps);
 	free(r->packs);
 	/* The last record fills the hole. */
@@ -172,6 +173,20 @@ bool store_forget_snap(struct store *st, const char *id)
 		st->snaps[i] = st->snaps[last];
 	st->nsnaps--;
 	return true;
+}
+
+int store_reserve(struct store *st, size_t packs, size_t chunks)
+{
+	int rc = 0;
+	while (rc == 0 && st->npacks + packs > st->packs_cap)
+		rc = ALLOC_GROW(st->packs, st->packs_cap, st->packs_cap);
+	if (rc == 0)
+		rc = store_packs_reserve(st, packs);
+	if (rc == 0)
+		rc = store_snaps_reserve(st);
+	if (rc == 0)
+		rc = chunk_index_reserve(&st->index, chunks);
+	return rc;
 }
 
 struct pack *store_find_pack(struct store *st, const char *name)
@@ -182,7 +197,7 @@ struct pack *store_find_pack(struct store *st, const char *name)
 
 int store_add_pack(struct store *st, struct pack *p)
 {
-	int rc = STORE_GROW(st->packs, st->packs_cap, st->npacks);
+	int rc = ALLOC_GROW(st->packs, st->packs_cap, st->npacks);
 	if (rc == 0)
 		rc = slots_reserve(st, PACK_SLOTS(st), st->npacks, 0);
 	if (rc < 0)
@@ -190,6 +205,22 @@ int store_add_pack(struct store *st, struct pack *p)
 	st->packs[st->npacks++] = p;
 	(*PACK_SLOTS(st).v)[slot_of(st, PACK_SLOTS(st), p->name)] = st->npacks;
 	return 0;
+}
+
+struct pack *store_pack_get_or_add(struct store *st, const char *name)
+{
+	struct pack *p = store_find_pack(st, name);
+	if (p)
+		return p;
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return NULL;
+	snprintf(p->name, sizeof(p->name), "%s", name);
+	if (store_add_pack(st, p) < 0) {
+		free(p);
+		return NULL;
+	}
+	return p;
 }
 
 int store_packs_reserve(struct store *st, size_t more)

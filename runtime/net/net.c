@@ -158,11 +158,10 @@ static bool records_any(void)
 {
 	char dir[PATH_MAX];
 	bool any = false;
-	DIR *d = xsnprintf(dir, sizeof(dir), "%s/net", net.state) >= 0 ? opendir(dir) : NULL;
+	_cleanup_closedir_ DIR *d =
+	    xsnprintf(dir, sizeof(dir), "%s/net", net.state) >= 0 ? opendir(dir) : NULL;
 	for (struct dirent *de; d && !any && (de = readdir(d));)
 		any = runtime_id_ok(de->d_name);
-	if (d)
-		closedir(d);
 	return any;
 }
 
@@ -176,7 +175,8 @@ static int record_write(const char *runtime_id, uint32_t blk);
 static void records_migrate(void)
 {
 	char dir[PATH_MAX];
-	DIR *d = xsnprintf(dir, sizeof(dir), "%s/net", net.state) >= 0 ? opendir(dir) : NULL;
+	_cleanup_closedir_ DIR *d =
+	    xsnprintf(dir, sizeof(dir), "%s/net", net.state) >= 0 ? opendir(dir) : NULL;
 	for (struct dirent *de; d && (de = readdir(d));) {
 		uint32_t blk;
 		bool legacy;
@@ -184,8 +184,6 @@ static void records_migrate(void)
 		    legacy && record_write(de->d_name, blk) < 0)
 			warning("cannot write the network record of %s again", de->d_name);
 	}
-	if (d)
-		closedir(d);
 }
 
 static int record_write(const char *runtime_id, uint32_t blk)
@@ -614,14 +612,12 @@ void net_sweep(bool (*keep)(const char *runtime_id, void *arg), void *arg)
 	static const char *const dirs[] = {"net", "netns"};
 	for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
 		char dir[PATH_MAX];
-		DIR *d = xsnprintf(dir, sizeof(dir), "%s/%s", net.state, dirs[i]) >= 0
-			     ? opendir(dir)
-			     : NULL;
+		_cleanup_closedir_ DIR *d =
+		    xsnprintf(dir, sizeof(dir), "%s/%s", net.state, dirs[i]) >= 0 ? opendir(dir)
+										  : NULL;
 		for (struct dirent *de; d && (de = readdir(d));)
 			if (runtime_id_ok(de->d_name) && !keep(de->d_name, arg))
 				net_down(de->d_name);
-		if (d)
-			closedir(d);
 	}
 	pthread_mutex_lock(&net_lock);
 	table_drop_if_idle();

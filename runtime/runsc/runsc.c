@@ -404,11 +404,7 @@ int runsc_cancel(const struct runsc *rs, const char *cid)
 
 int runsc_new_container_id(char out[RUNTIME_ID_MAX])
 {
-	char hex[RUNTIME_ID_HEX + 1];
-	int rc = random_hex(hex, RUNTIME_ID_HEX);
-	if (rc < 0)
-		return rc;
-	return xsnprintf(out, RUNTIME_ID_MAX, RUNTIME_ID_PREFIX "%s", hex) < 0 ? -ENAMETOOLONG : 0;
+	return random_name(RUNTIME_ID_PREFIX, RUNTIME_ID_HEX, out, RUNTIME_ID_MAX);
 }
 
 int runsc_run(const struct runsc *rs, unsigned flags, const char *cid, const char *bundle,

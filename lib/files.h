@@ -1,0 +1,105 @@
+/*
+ * files.h - file I/O helpers (lib/files.c): whole writes and reads, copies,
+ * durable writes (temp file, fsync, rename), mkdir -p, rm -rf, and
+ * directories no other user can change. Each call owns only what it opens;
+ * no state is shared between calls.
+ */
+#ifndef SNAPFS_FILES_H
+#define SNAPFS_FILES_H
+
+#include <dirent.h>
+#include <limits.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct err;
+
+/* write(2) all of @data, retrying short writes and EINTR; 0 or -errno. */
+int write_all(int fd, const void *data, size_t len);
+/* The same with pwrite(2) at @off. */
+int pwrite_all(int fd, const void *data, size_t len, int64_t off);
+/* pread(2) all @len bytes at @off, retrying short reads and EINTR; -ENODATA if the file ends. */
+int pread_all(int fd, void *buf, size_t len, int64_t off);
+/* Copy @in to @out from their current offsets to @in's end, in the kernel where it can. */
+int copy_fd(int in, int out);
+
+/*
+ * Temp files are the final path, TMP_MARK and TMP_HEX random hex digits:
+ * no name or object key may hold TMP_MARK, so no temp file is ever taken
+ * for one, and what interrupted writes leave is found by its name.
+ */
+#define TMP_MARK ".tmp."
+#define TMP_HEX 16
+/* The temp name of @path into @tmp; -ENAMETOOLONG, or random_hex()'s failure. */
+int tmp_name(const char *path, char tmp[PATH_MAX]);
+/* The directory @path is in: "." for a name without '/', "/" for "/x"; -ENAMETOOLONG. */
+int path_parent(const char *path, char dir[PATH_MAX]);
+
+/*
+ * A file written durably, as git's lockfile is: durable_open() creates a
+ * temp file (tmp_name(), 0600) next to @path, the caller writes to @fd, and
+ * durable_end() fsyncs it, renames it over @path and fsyncs the directory,
+ * or, given a failure, removes it. A crash leaves @path old or new, never
+ * partial. The struct is the caller's; @path must outlive it.
+ */
+struct durable_file {
+	int fd; /* the temp file, open for writing; -1 when none is open */
+	const char *path;
+	char tmp[PATH_MAX];
+	char dir[PATH_MAX];
+	/* After a failure: the step, "create", "write", "fsync" or "rename to" (NULL: no
+	 * temp name could be made), and what it failed on: path, tmp or dir. */
+	const char *what;
+	const char *on;
+};
+int durable_open(struct durable_file *d, const char *path);
+/* Commit @d if @rc is 0, else (the caller's write failed: "write") remove it; 0 or -errno. */
+int durable_end(struct durable_file *d, int rc);
+/* Write @len bytes to @path durably (a struct durable_file). */
+int write_file_durable(const char *path, const void *data, size_t len);
+/*
+ * Read a whole file of at most @max bytes (-EFBIG if longer), a /proc or
+ * cgroupfs file too (they stat as empty); *out is NUL-terminated, caller frees.
+ */
+int read_file(const char *path, char **out, size_t *len, size_t max);
+int fsync_dir(const char *dir);
+/* mkdir -p: every directory it creates gets @mode (less the umask); existing ones are kept. */
+int mkdir_p(const char *path, mode_t mode);
+/* The next entry of @d but "." and "..", or NULL: errno is 0 at the end, else the failure. */
+struct dirent *dir_next(DIR *d);
+/* Remove a tree; a missing path is success. Never follows a symlink. */
+int rm_rf(const char *path);
+/* The same for entry @name of the open directory @dfd. */
+int rm_rf_at(int dfd, const char *name);
+
+/*
+ * Directories no other user can change. The daemon is root and hands paths,
+ * not descriptors, to runsc, so what it uses by path must lie below
+ * directories only root can change: each directory from / down to @dir
+ * (absolute, no symlink in it) is owned by root or by our euid and writable
+ * by no one else, unless sticky (a sticky /tmp or /dev/shm lets others add
+ * entries, never rename or remove ours). EPERM/ELOOP/ENOTDIR with a
+ * sentence naming the culprit otherwise.
+ */
+int path_trusted(const char *dir, struct err *e);
+/* Make the open directory @fd (@path, of @mode) 0700 if group or others could use it; logged. */
+int dir_tighten(int fd, const char *path, mode_t mode, struct err *e);
+/*
+ * Open entry @name of @dfd (the directory @dir, for messages) as a private
+ * directory: refused if it is a symlink, not a directory, or not ours;
+ * tightened to 0700 (and logged) if group or others could use it. Returns
+ * the descriptor or -errno.
+ */
+int private_dir_at(int dfd, const char *dir, const char *name, struct err *e);
+/*
+ * Open @path as a private directory (as private_dir_at), creating it 0700
+ * with any missing parents, below trusted directories (path_trusted).
+ * @canon gets its absolute path with no symlink in it, the one to use from
+ * then on. Returns the descriptor or -errno.
+ */
+int private_dir_open(const char *path, char canon[PATH_MAX], struct err *e);
+/* Free bytes on the filesystem holding @path, or a negative errno. */
+int64_t free_bytes(const char *path);
+
+#endif
