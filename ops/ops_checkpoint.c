@@ -259,7 +259,7 @@ static void sandbox_after_failed_checkpoint(const struct snap_job *job, const ch
 	if (st == RUNSC_RUNNING)
 		p.state = SB_RUNNING;
 	/* A suspend's pause that would not end: stopped rather than left holding its memory. */
-	if (st == RUNSC_PAUSED && delete_container(runtime_id, NULL) == 0)
+	if (st == RUNSC_PAUSED && container_delete(runtime_id, NULL) == 0)
 		snprintf(msg, sizeof(msg), "%.900s; the sandbox would not resume and was stopped",
 			 e->msg);
 	p.message = msg;
@@ -359,7 +359,7 @@ static void checkpoint_job(void *arg)
 	} else {
 		/* Marked whole: the container goes, paused (or stopped by runsc's CUDA checkpoint).
 		 */
-		if (delete_container(sb.runtime_id, &e) < 0)
+		if (container_delete(sb.runtime_id, &e) < 0)
 			warning("suspend of sandbox %s: %s; the next start-up deletes it", sb.id,
 				e.msg);
 		err_clear(&e);

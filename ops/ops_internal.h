@@ -59,7 +59,8 @@ struct ops_context {
 	char sandbox_dir[PATH_MAX];	       /* per sandbox: bundle/, console.fifo, console.log */
 	char cgroup_parent[CGROUP_PARENT_MAX]; /* --cgroup-parent (runtime/runsc/cgroup.h) */
 	struct resources default_res; /* --default-memory, --default-cpus, --default-pids */
-	struct cuda_tool cuda_tool;   /* the host's cuda-checkpoint (runtime/gpu/cuda.h); fd -1: none */
+	struct cuda_tool
+	    cuda_tool; /* the host's cuda-checkpoint (runtime/gpu/cuda.h); fd -1: none */
 	struct registry *reg;
 	struct store *store;
 	struct images *images;
@@ -214,17 +215,37 @@ int spool_path(const char *snap_id, char *out, size_t len);
 int new_object_id(const char *prefix, char out[ID_MAX]);
 
 /*
+ * The network of sandbox @id for container @runtime_id when its row says
+ * egress (ops/ops_net.c): set up, with @netns and @resolv for the
+ * bundle; both "" for none. Leaves nothing on failure.
+ */
+int net_prepare(const char *id, const char *runtime_id, char netns[PATH_MAX], char resolv[PATH_MAX],
+		struct err *e);
+/* info.json's "network": {"mode", "address"}, the address null while it has none. */
+struct cJSON *net_info(const struct sandbox *sb);
+/*
+ * A fork's rules by where they came from: when @who (root) forks @snap of
+ * a non-root owner, the rules of @sb (copied from @snap) inside a denied
+ * range are commented out (net_rules_disarm()), so the user's `allow
+ * 169.254.169.254` stays as inert in root's fork as it was in theirs.
+ */
+void net_fork_rules(const struct caller *who, const struct snapshot *snap, struct sandbox *sb);
+
+/*
+ * --- the container of a sandbox (ops_container.c) ----------------------
+ */
+/*
  * Write sandbox @id's bundle (runtime/runsc/bundle.h) for container @runtime_id
  * (its cgroup: runtime/runsc/cgroup.h) of @image, its process
  * `/bin/sh -c @entrypoint` with @env, and the host's NVIDIA devices when
  * @gpu; pins the image's digest into @digest. A @digest that is not empty
  * on entry is the one the image must have (a restore's: the snapshot's):
  * another is refused with EINVAL and both digests, before the bundle or the
- * network exists. In ops_sandbox.c, beside container_start().
+ * network exists.
  */
-int prepare_bundle(const char *id, const char *runtime_id, const char *image,
-		   const char *entrypoint, const char *env, bool gpu, const struct resources *res,
-		   char digest[DIGEST_MAX], struct err *e);
+int container_prepare(const char *id, const char *runtime_id, const char *image,
+		      const char *entrypoint, const char *env, bool gpu,
+		      const struct resources *res, char digest[DIGEST_MAX], struct err *e);
 
 /*
  * `runsc run` (@image_dir NULL) or `runsc restore` of sandbox @id's bundle
@@ -234,24 +255,26 @@ int prepare_bundle(const char *id, const char *runtime_id, const char *image,
  * warned and journalled, the container kept); a failure to start deletes
  * the container.
  */
-/*
- * The network of sandbox @id for container @runtime_id when its row says
- * egress (ops/ops_net.c): set up, with @netns and @resolv for the
- * bundle; both "" for none. Leaves nothing on failure.
- */
-/* info.json's "network": {"mode", "address"}, the address null while it has none. */
-struct cJSON *net_info(const struct sandbox *sb);
-int net_prepare(const char *id, const char *runtime_id, char netns[PATH_MAX], char resolv[PATH_MAX],
-		struct err *e);
-/*
- * A fork's rules by where they came from: when @who (root) forks @snap of
- * a non-root owner, the rules of @sb (copied from @snap) inside a denied
- * range are commented out (net_rules_disarm()), so the user's `allow
- * 169.254.169.254` stays as inert in root's fork as it was in theirs.
- */
-void net_fork_rules(const struct caller *who, const struct snapshot *snap, struct sandbox *sb);
 int container_start(const char *id, const char *runtime_id, bool gpu, const char *image_dir,
 		    struct err *e);
+/* container_prepare() then container_start() for @sb's first run (a start). */
+int container_run(const struct sandbox *sb, char digest[DIGEST_MAX], struct err *e);
+/* Kill and delete container @runtime_id; -EIO if runsc still knows it afterwards. */
+int container_stop(const char *runtime_id, struct err *e);
+/* The same without the kill: a paused or stopped container. */
+int container_delete(const char *runtime_id, struct err *e);
+/* Resume @runtime_id if runsc has it paused, a few tries: its status after. */
+enum runsc_status container_unpause(const char *runtime_id, struct err *e);
+/* A job that made a container for @id which a terminate took over meanwhile: remove it. */
+void container_drop(const char *id, const char *runtime_id);
+/*
+ * The cgroup counters (OOM kills, pids.max refusals) last noted for
+ * @runtime_id into @base (all 0 if none were); note @u for it (NULL
+ * forgets). container_start() forgets them; the monitor notes them.
+ */
+struct cgroup_usage;
+void limit_seen_get(const char *runtime_id, struct cgroup_usage *base);
+void limit_seen_note(const char *runtime_id, const struct cgroup_usage *u);
 
 /*
  * Bring sandbox @sb back to running from the checkpoint still in the spool
@@ -274,12 +297,6 @@ int fork_prepare(const struct caller *who, const char *snap_id, const struct for
 		 struct snapshot *snap, struct sandbox *sb, struct err *e);
 int fork_submit(void *job, const struct snapshot *snap, struct sandbox *sb, char id_out[ID_MAX],
 		struct err *e);
-/* Kill and delete container @runtime_id; -EIO if runsc still knows it afterwards. */
-int stop_container(const char *runtime_id, struct err *e);
-/* The same without the kill: a paused or stopped container. */
-int delete_container(const char *runtime_id, struct err *e);
-/* Resume @runtime_id if runsc has it paused, a few tries: its status after (ops_sandbox.c). */
-enum runsc_status container_unpause(const char *runtime_id, struct err *e);
 /* Queue the store of @snap, in_progress with its checkpoint whole in the spool (ops_checkpoint.c).
  */
 void snapshot_store_again(const struct snapshot *snap);

@@ -1,7 +1,7 @@
 /*
  * ops_net.c - a sandbox's network in its operations (runtime/net/net.h): the
  * `egress` file, and the steps start, fork and resume take before runsc
- * (a container's network goes with its runtime id: delete_container()).
+ * (a container's network goes with its runtime id: container_delete()).
  */
 #include <arpa/inet.h>
 #include <cjson/cJSON.h>

@@ -36,7 +36,7 @@ static void suspend_snapshot(const struct sandbox *sb, struct snapshot *snap)
 static bool suspend_unresumable(struct sandbox *sb, enum runsc_status st, const struct err *why)
 {
 	struct err e = {0};
-	int rc = delete_container(sb->runtime_id, &e);
+	int rc = container_delete(sb->runtime_id, &e);
 	sb->state = SB_FAILED;
 	sb->pid = 0;
 	snprintf(sb->message, sizeof(sb->message),
@@ -129,7 +129,7 @@ static void suspended_leftover(const struct sandbox *sb)
 {
 	struct err e = {0};
 	if (runsc_state(&ops.runsc, sb->runtime_id, NULL, NULL) != RUNSC_GONE &&
-	    delete_container(sb->runtime_id, &e) < 0)
+	    container_delete(sb->runtime_id, &e) < 0)
 		warning("cannot delete the container %s that suspended sandbox %s left: %s",
 			sb->runtime_id, sb->id, e.msg);
 }
@@ -158,7 +158,7 @@ static void reconcile_one(struct sandbox *sb)
 	bool alive = st == RUNSC_RUNNING;
 	sb->pid = alive ? pid : 0;
 	if (was == SB_TERMINATING) {
-		stop_container(sb->runtime_id, NULL);
+		container_stop(sb->runtime_id, NULL);
 		sb->state = SB_TERMINATED;
 	} else if (was == SB_SUSPENDING) {
 		alive = reconcile_suspend(sb, st);

@@ -117,8 +117,8 @@ static int restore_image(const char *sandbox_id, const struct snapshot *snap,
 	/* Held to the snapshot's digest: the image may have been re-imported since the fork was
 	 * accepted. */
 	memcpy(digest, snap->image_digest, DIGEST_MAX);
-	int rc = prepare_bundle(sandbox_id, runtime_id, snap->image, entry, snap->env, snap->gpu,
-				res, digest, e);
+	int rc = container_prepare(sandbox_id, runtime_id, snap->image, entry, snap->env, snap->gpu,
+				   res, digest, e);
 	if (rc < 0)
 		return rc;
 	int64_t t0 = mono_ms();
