@@ -303,7 +303,7 @@ void snapshot_store_again(const struct snapshot *snap);
 
 /*
  * The hold on a suspend's snapshot in the store (backend/store/store.h), named
- * by this host and sandbox @sandbox_id (ops_checkpoint.c): taken before the
+ * by this host and sandbox @sandbox_id (ops_holds.c): taken before the
  * checkpoint of a suspend, released once the sandbox no longer resumes
  * from it (a failed suspend, a resume, a terminate); a failed release only
  * warns. holds_reconcile(), at start-up after the sandboxes are, releases
