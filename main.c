@@ -333,8 +333,8 @@ static int parse_options(int argc, char **argv, struct options *o)
 			break;
 		case 'L': {
 			struct err e = {0};
-			if (ops_timer_parse(optarg, &o->default_timeout_s,
-					    &o->default_timeout_action, &e) < 0)
+			if (ops_timeout_parse(optarg, &o->default_timeout_s,
+					      &o->default_timeout_action, &e) < 0)
 				return error(EINVAL, "--default-timeout: %s", e.msg);
 			break;
 		}

@@ -77,8 +77,8 @@ struct ops_config {
 	/* --journal-max: bytes per generation of events.jsonl and errors.jsonl; 0 for the default.
 	 */
 	int64_t journal_max_bytes;
-	int64_t
-	    runsc_timeout_ms; /* --runsc-timeout; 0: RUNSC_TIMEOUT_DEFAULT_MS (runtime/runsc/runsc.h) */
+	int64_t runsc_timeout_ms;    /* --runsc-timeout; 0: RUNSC_TIMEOUT_DEFAULT_MS
+					(runtime/runsc/runsc.h) */
 	int64_t exec_timeout_ms;     /* --exec-timeout; 0: RUNSC_EXEC_TIMEOUT_DEFAULT_MS */
 	const char *cuda_checkpoint; /* --cuda-checkpoint; NULL: cuda-checkpoint on PATH, if any */
 	/*
@@ -91,7 +91,8 @@ struct ops_config {
 	 * the daemon's (runtime/runsc/cgroup.h); NULL for CGROUP_PARENT_DEFAULT.
 	 */
 	const char *cgroup_parent;
-	/* --net-pool: the addresses of egress sandboxes, a /30 each (runtime/net/net.h); NULL: default.
+	/* --net-pool: the addresses of egress sandboxes, a /30 each (runtime/net/net.h); NULL:
+	 * default.
 	 */
 	const char *net_pool;
 	/* --net-resolv: the resolv.conf egress sandboxes get; NULL: /etc/resolv.conf. */
@@ -120,7 +121,8 @@ struct ops_config {
 	/* --default-timeout: the timeout of a sandbox whose spec names none; 0 s: none */
 	int64_t default_timeout_s;
 	enum timeout_action default_timeout_action;
-	/* --publish-address: where published ports listen (runtime/net/forward.h); NULL: 127.0.0.1 */
+	/* --publish-address: where published ports listen (runtime/net/forward.h); NULL: 127.0.0.1
+	 */
 	const char *publish_address;
 };
 #define OPS_SHARED_GRACE_MS (3600 * 1000)
@@ -177,14 +179,15 @@ struct sandbox_spec {
 	bool gpu;
 	/* memory, cpus, pids: RES_UNSET in a field not given (the daemon's default applies) */
 	struct resources res;
-	/* `timeout` (ops_timer_parse()); unset: --default-timeout */
+	/* `timeout` (ops_timeout_parse()); unset: --default-timeout */
 	bool timeout_set;
 	int64_t timeout_s;
 	enum timeout_action timeout_action;
 	/* `ports`: published when it is made, on host ports the kernel picks (lib/ports.h record)
 	 */
 	char ports[PORTS_TEXT_MAX];
-	/* `network`: none (the default) or egress; `egress`: its rules' lines (runtime/net/net.h) */
+	/* `network`: none (the default) or egress; `egress`: its rules' lines (runtime/net/net.h)
+	 */
 	enum sandbox_network network;
 	char egress[SB_EGRESS_MAX];
 };
@@ -321,7 +324,8 @@ bool ops_wait_cancel(void *ctx);
  * default 1), "0" stops taking them. Both parsers are pure: -EINVAL with
  * the sentence in @e.
  */
-int ops_timer_parse(const char *text, int64_t *seconds, enum timeout_action *action, struct err *e);
+int ops_timeout_parse(const char *text, int64_t *seconds, enum timeout_action *action,
+		      struct err *e);
 int ops_autosnap_parse(const char *text, int64_t *every_s, int64_t *keep, struct err *e);
 /* Write `timeout` or `autosnapshot` of sandbox @id (any state but terminated or failed). */
 int ops_sandbox_set_timeout(const struct caller *who, const char *id, const char *text,

@@ -446,7 +446,7 @@ void ops_view_stop(void);
 #define STATE_BIT(s) (1u << (s))
 
 /*
- * --- the lifetime: timeouts and periodic snapshots (ops_timer.c) ----------
+ * --- the lifetime: timeouts and periodic snapshots (ops_lifetime.c) -------
  *
  * The deadline a timeout of @timeout_s seconds set at @now (ms since the
  * epoch) has: 0 (none) for 0. Inline: ops_core.c applies it with a patch's
@@ -457,19 +457,30 @@ static inline int64_t timeout_deadline(int64_t timeout_s, int64_t now)
 	return timeout_s > 0 ? now + timeout_s * 1000 : 0;
 }
 /* Read --default-timeout (ops_open). */
-void timer_configure(const struct ops_config *cfg);
+void lifetime_configure(const struct ops_config *cfg);
 /* A new sandbox's lifetime from @spec (NULL: mkdir), or the default. */
-void timer_init_sandbox(struct sandbox *sb, const struct sandbox_spec *spec);
+void lifetime_init_sandbox(struct sandbox *sb, const struct sandbox_spec *spec);
 /* A fork's: the snapshot's timeout, unless @opts names another. */
-void timer_init_fork(struct sandbox *sb, const struct snapshot *snap, const struct fork_opts *opts);
-/* Start the timer thread (ops_start), stop it (ops_shutdown). */
+void lifetime_init_fork(struct sandbox *sb, const struct snapshot *snap,
+			const struct fork_opts *opts);
+/* info.json's "timeout" and "autosnapshot" of @sb (ops_view.c); NULL without memory. */
+cJSON *lifetime_info_timeout(const struct sandbox *sb);
+cJSON *lifetime_info_autosnap(const struct sandbox *sb);
+/*
+ * The timer's kick. lifetime_kick(): a deadline or a setting changed, or a
+ * sandbox began to run: the timer looks again. The timer thread
+ * (ops_timer.c) loops while lifetime_pass_begin() (false once
+ * lifetime_halt(true); it clears the kick), and between passes sleeps in
+ * lifetime_wait() until @until (ms since the epoch), a kick or the halt.
+ */
+void lifetime_kick(void);
+void lifetime_halt(bool halt);
+bool lifetime_pass_begin(void);
+void lifetime_wait(int64_t until);
+
+/* --- the timer thread (ops_timer.c): start it (ops_start), stop it (ops_shutdown) --- */
 int timer_start(void);
 void timer_stop(void);
-/* A deadline or a setting changed, or a sandbox began to run: the timer looks again. */
-void timer_kick(void);
-/* info.json's "timeout" and "autosnapshot" of @sb (ops_view.c); NULL without memory. */
-cJSON *timer_info_timeout(const struct sandbox *sb);
-cJSON *timer_info_autosnap(const struct sandbox *sb);
 /*
  * The reason the next events this thread announces give ("timeout",
  * "autosnapshot"; NULL: none): the timer thread names it around the

@@ -203,7 +203,7 @@ static int open_all(const struct ops_config *cfg, struct err *e)
 	if (rc == 0)
 		rc = open_parts(cfg, e);
 	if (rc == 0)
-		timer_configure(cfg);
+		lifetime_configure(cfg);
 	if (rc == 0)
 		ports_configure(cfg);
 	return rc;

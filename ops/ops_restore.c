@@ -259,7 +259,7 @@ static void restore_job_run(void *arg)
 				   job->resume ? "resume" : "start", &e);
 	} else {
 		unhold = job->resume; /* it runs: the snapshot is free */
-		timer_kick();
+		lifetime_kick();
 	}
 	op_job_end_unhold(job, rc < 0 ? -e.code : 0, unhold ? job->sandbox_id : NULL, job->snap_id);
 }
@@ -390,7 +390,7 @@ int fork_prepare(const struct caller *who, const char *snap_id, const struct for
 	memcpy(sb->env, snap->env, sizeof(sb->env));
 	memcpy(sb->parent_snapshot, snap->id, sizeof(sb->parent_snapshot));
 	sb->gpu = snap->gpu;
-	timer_init_fork(sb, snap, opts);
+	lifetime_init_fork(sb, snap, opts);
 	ports_fork(sb, snap);
 	sb->network = snap->network;
 	memcpy(sb->egress, snap->egress, sizeof(sb->egress));

@@ -66,7 +66,7 @@ static int insert_sandbox(const struct caller *who, const char *id, const struct
 		if (rc < 0)
 			return rc;
 	}
-	timer_init_sandbox(&sb, spec);
+	lifetime_init_sandbox(&sb, spec);
 	sb.state = SB_CREATED;
 	sb.created_at = now_ms();
 	pthread_mutex_lock(&ops.lock);
@@ -259,7 +259,7 @@ static void start_job(void *arg)
 			rc =
 			    err_set(&e, EIO, "sandbox %s was terminated while it started", job->id);
 		}
-		timer_kick();
+		lifetime_kick();
 	}
 	op_job_end(job, rc < 0 ? -e.code : 0, NULL, 0);
 }
