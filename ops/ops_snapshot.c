@@ -1,6 +1,7 @@
 /*
- * ops_snapshot.c - snapshots as objects: which are a sandbox's, delete,
- * wait, progress, restorable, and their reconciliation at start-up.
+ * ops_snapshot.c - snapshots as objects: delete, wait, progress,
+ * restorable, and their reconciliation at start-up. Which are a sandbox's
+ * is ops_rows.c's.
  * Taking one (snapshot, suspend) is in ops_checkpoint.c, restoring one
  * (fork, resume) in ops_restore.c.
  */
@@ -16,52 +17,6 @@
 #include "runtime/host.h"
 #include "runtime/snapmeta.h"
 #include "runtime/spool.h"
-
-/* --- this host's snapshots ------------------------------------------------ */
-
-bool ops_snapshot_taken_here(const struct snapshot *snap)
-{
-	return host_is_this(snap->host_json);
-}
-
-bool ops_snapshot_of(const struct snapshot *snap, const struct sandbox *sb)
-{
-	return strcmp(snap->sandbox_id, sb->id) == 0 && snap->owner_uid == sb->owner_uid &&
-	       ops_snapshot_taken_here(snap);
-}
-
-struct of_walk {
-	const struct sandbox *sb;
-	int (*fn)(const struct snapshot *snap, void *arg);
-	void *arg;
-};
-
-static int of_only(const struct snapshot *snap, void *arg)
-{
-	const struct of_walk *w = arg;
-	return ops_snapshot_of(snap, w->sb) ? w->fn(snap, w->arg) : 0;
-}
-
-int ops_sandbox_snapshots_each(const struct sandbox *sb,
-			       int (*fn)(const struct snapshot *snap, void *arg), void *arg)
-{
-	struct of_walk w = {sb, fn, arg};
-	return row_snapshot_each_of_sandbox(sb->id, of_only, &w);
-}
-
-static int newest_kept(const struct snapshot *snap, void *arg)
-{
-	if (snap->kind == SNAP_KIND_SNAPSHOT)
-		*(struct snapshot *)arg = *snap; /* oldest first: the last one wins */
-	return 0;
-}
-
-int ops_sandbox_newest_snapshot(const struct sandbox *sb, struct snapshot *out)
-{
-	out->id[0] = '\0';
-	int rc = ops_sandbox_snapshots_each(sb, newest_kept, out);
-	return rc < 0 ? rc : out->id[0] ? 0 : -ENOENT;
-}
 
 /* --- delete ---------------------------------------------------------------- */
 
