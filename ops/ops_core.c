@@ -1,6 +1,7 @@
 /*
  * ops_core.c - the operations layer's core: the lock and state helpers,
  * announcements (events, listener, waiters), progress, error reporting,
+ * the snapshots in use (shared by fork, resume and delete),
  * paths and ids. Start-up and shutdown are in ops_life.c; the operations
  * themselves in ops_sandbox.c, ops_exec.c, ops_checkpoint.c, ops_restore.c
  * and ops_snapshot.c; see ops_internal.h for the rules they follow.
@@ -606,4 +607,35 @@ struct logfile *ops_events_journal(void)
 struct logfile *ops_errors_journal(void)
 {
 	return journal_file(JOURNAL_ERRORS);
+}
+
+/* --- snapshots in use (struct snapshot_use, under ops.lock) ----------------- */
+static struct snapshot_use *snapshot_uses;
+
+struct snapshot_use *snapshot_use_get(const char *id, bool create)
+{
+	for (struct snapshot_use *u = snapshot_uses; u; u = u->next)
+		if (!strcmp(u->id, id))
+			return u;
+	struct snapshot_use *u = create ? calloc(1, sizeof(*u)) : NULL;
+	if (u) {
+		snprintf(u->id, sizeof(u->id), "%s", id);
+		u->next = snapshot_uses;
+		snapshot_uses = u;
+	}
+	return u;
+}
+
+void snapshot_use_drop_if_idle(const char *id)
+{
+	for (struct snapshot_use **pp = &snapshot_uses; *pp; pp = &(*pp)->next) {
+		struct snapshot_use *u = *pp;
+		if (strcmp(u->id, id) != 0)
+			continue;
+		if (!u->restores && !u->deleting) {
+			*pp = u->next;
+			free(u);
+		}
+		return;
+	}
 }

@@ -367,7 +367,7 @@ struct sandbox_job *sandbox_job_new(enum job_kind kind, const char *id, ops_done
  * Snapshots in use: forks and resumes still restoring from one, or a delete
  * under way. A delete waits for no restore (it is refused with EBUSY while
  * one runs) and a fork of a snapshot being deleted is refused, so a restore
- * never reads data a delete is removing. Guarded by ops.lock (ops_restore.c).
+ * never reads data a delete is removing. Guarded by ops.lock (ops_core.c).
  */
 struct snapshot_use {
 	char id[ID_MAX];

@@ -40,36 +40,6 @@ static bool same_source(const char *donor_id, void *arg)
 	return row_snapshot_get(donor_id, &s) == 0 && same_sandbox(&s, arg);
 }
 
-static struct snapshot_use *snapshot_uses;
-
-struct snapshot_use *snapshot_use_get(const char *id, bool create)
-{
-	for (struct snapshot_use *u = snapshot_uses; u; u = u->next)
-		if (!strcmp(u->id, id))
-			return u;
-	struct snapshot_use *u = create ? calloc(1, sizeof(*u)) : NULL;
-	if (u) {
-		snprintf(u->id, sizeof(u->id), "%s", id);
-		u->next = snapshot_uses;
-		snapshot_uses = u;
-	}
-	return u;
-}
-
-void snapshot_use_drop_if_idle(const char *id)
-{
-	for (struct snapshot_use **pp = &snapshot_uses; *pp; pp = &(*pp)->next) {
-		struct snapshot_use *u = *pp;
-		if (strcmp(u->id, id) != 0)
-			continue;
-		if (!u->restores && !u->deleting) {
-			*pp = u->next;
-			free(u);
-		}
-		return;
-	}
-}
-
 /* Count a restore from @id; -ENOENT while it is being deleted. */
 static int snapshot_restore_begin(const char *id, struct err *e)
 {
