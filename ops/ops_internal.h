@@ -519,6 +519,16 @@ int quota_limits(const struct caller *who, const struct resources *given, const 
  * and --max-ports-per-user: -EDQUOT with the sentence.
  */
 int quota_owner_locked(const struct caller *who, unsigned sandboxes, unsigned ports, struct err *e);
+/*
+ * The ports @sb's row publishes, which count against its owner's cap:
+ * those it records while it is live (PORTS_LIVE), 0 after its end.
+ */
+unsigned quota_ports_published(const struct sandbox *sb);
+/* The states a sandbox has published ports in: every one before its end. */
+#define PORTS_LIVE                                                                                 \
+	(STATE_BIT(SB_CREATED) | STATE_BIT(SB_STARTING) | STATE_BIT(SB_RUNNING) |                  \
+	 STATE_BIT(SB_SNAPSHOTTING) | STATE_BIT(SB_SUSPENDING) | STATE_BIT(SB_SUSPENDED) |         \
+	 STATE_BIT(SB_RESUMING))
 
 /*
  * --- published ports (ops_ports.c; docs/network.md, "Published ports") ----
@@ -537,8 +547,6 @@ void ports_fork(struct sandbox *sb, const struct snapshot *snap);
 void ports_snapshot(struct snapshot *snap, const struct sandbox *sb);
 /* info.json's "ports" of @sb; NULL without memory. */
 cJSON *ports_info(const struct sandbox *sb);
-/* The ports @sb's row publishes: those it records while it is live, 0 after its end. */
-unsigned ports_published(const struct sandbox *sb);
 
 /*
  * --- GPU sandboxes and cuda-checkpoint (ops_gpu.c; docs/gpu.md) ----------

@@ -24,12 +24,6 @@
 #include "runtime/net/forward.h"
 #include "runtime/net/net.h"
 
-/* The states a sandbox has published ports in: every one before its end. */
-#define PORTS_LIVE                                                                                 \
-	(STATE_BIT(SB_CREATED) | STATE_BIT(SB_STARTING) | STATE_BIT(SB_RUNNING) |                  \
-	 STATE_BIT(SB_SNAPSHOTTING) | STATE_BIT(SB_SUSPENDING) | STATE_BIT(SB_SUSPENDED) |         \
-	 STATE_BIT(SB_RESUMING))
-
 /*
  * Host ports below the kernel's ip_unprivileged_port_start are the host's
  * services': only root publishes on them. Read at each publish, in the
@@ -258,12 +252,4 @@ cJSON *ports_info(const struct sandbox *sb)
 		}
 	}
 	return list;
-}
-
-unsigned ports_published(const struct sandbox *sb)
-{
-	struct ports p;
-	if (!(PORTS_LIVE & STATE_BIT(sb->state)) || ports_decode(sb->ports, &p) < 0)
-		return 0;
-	return p.n;
 }

@@ -383,7 +383,7 @@ int fork_submit(void *job, const struct snapshot *snap, struct sandbox *sb, char
 	/* The fork's owner is its forker (fork_prepare()): that user's caps. */
 	struct caller owner = {.uid = sb->owner_uid, .gid = sb->owner_gid};
 	pthread_mutex_lock(&ops.lock);
-	rc = quota_owner_locked(&owner, 1, ports_published(sb), e);
+	rc = quota_owner_locked(&owner, 1, quota_ports_published(sb), e);
 	if (rc == 0)
 		rc = registry_sandbox_insert(ops.reg, sb);
 	pthread_mutex_unlock(&ops.lock);

@@ -70,7 +70,7 @@ static int insert_sandbox(const struct caller *who, const char *id, const struct
 	sb.state = SB_CREATED;
 	sb.created_at = now_ms();
 	pthread_mutex_lock(&ops.lock);
-	rc = quota_owner_locked(who, 1, ports_published(&sb), e);
+	rc = quota_owner_locked(who, 1, quota_ports_published(&sb), e);
 	if (rc == 0)
 		rc = registry_sandbox_insert(ops.reg, &sb);
 	pthread_mutex_unlock(&ops.lock);
