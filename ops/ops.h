@@ -162,8 +162,6 @@ void ops_shutdown(void);
 /* The registry, for tests that stage rows the way a crash leaves them. */
 struct registry *ops_registry(void);
 struct images *ops_images(void);
-const struct runsc *ops_runsc(void);
-const char *ops_state_dir(void);
 
 typedef void (*ops_done_fn)(void *ctx, int rc, const char *result, size_t result_len);
 

@@ -228,8 +228,8 @@ static int take_checkpoint(const struct snap_job *job, const struct sandbox *sb,
 			   struct snapshot *snap, struct err *e)
 {
 	bool leave_running = job->kind == SNAP_KIND_SNAPSHOT;
-	struct gpu_checkpoint gpu;
-	int rc = gpu_before_checkpoint(sb, spool, &gpu, e);
+	struct ops_gpu_checkpoint gpu;
+	int rc = ops_gpu_before_checkpoint(sb, spool, &gpu, e);
 	if (rc < 0)
 		return rc;
 	bool paused = !leave_running && !gpu.runsc_cuda;
@@ -253,7 +253,7 @@ static int take_checkpoint(const struct snap_job *job, const struct sandbox *sb,
 	snap->pause_ms = mono_ms() - t0;
 	if (rc == 0 && leave_running)
 		metrics_pause_observe(snap->pause_ms);
-	return gpu_after_checkpoint(&gpu, leave_running, rc, e);
+	return ops_gpu_after_checkpoint(&gpu, leave_running, rc, e);
 }
 
 static void checkpoint_job(void *arg)
@@ -275,7 +275,7 @@ static void checkpoint_job(void *arg)
 	}
 	snap.state = SNAP_IN_PROGRESS;
 	snapshot_save(&snap);
-	spool_path(snap.id, spool, sizeof(spool));
+	ops_spool_path(snap.id, spool, sizeof(spool));
 	rm_rf(spool);
 	int rc = spool_recheck(job, &sb, &e);
 	/* Held before the container can go: from then on no host deletes the snapshot. */
@@ -357,7 +357,7 @@ static void store_failed(struct snap_job *job, struct snapshot *snap, struct err
 		suspend_not_stored(job, e);
 		suspend_unhold(job->sandbox_id, job->snap_id);
 	}
-	spool_path(job->snap_id, spool, sizeof(spool));
+	ops_spool_path(job->snap_id, spool, sizeof(spool));
 	spool_unmark(job->snap_id);
 	rm_rf(spool);
 	snapshot_fail(snap, job, e);
@@ -397,10 +397,10 @@ static void store_job(void *arg)
 	}
 	cJSON *meta = snapmeta_build(&snap, ops.runsc.version);
 	int rc = meta ? 0 : err_set(&e, ENOMEM, "cannot build the manifest of %s", snap.id);
-	spool_path(job->snap_id, spool, sizeof(spool));
+	ops_spool_path(job->snap_id, spool, sizeof(spool));
 	int64_t t0 = mono_ms();
 	if (meta)
-		gpu_manifest_meta(meta, spool);
+		cuda_manifest_meta(meta, spool);
 	cancel_bind(&ops.store_stop);
 	if (rc == 0)
 		rc = store_put_snapshot(ops.store, snap.id, spool, meta, store_progress, snap.id,
@@ -531,7 +531,7 @@ static int insert_snapshot(const struct sandbox *sb, enum snapshot_kind kind, co
 	snap.res = sb->res;
 	snap.timeout_s = sb->timeout_s;
 	snap.timeout_action = sb->timeout_action;
-	ports_snapshot(&snap, sb);
+	ops_ports_snapshot(&snap, sb);
 	snap.network = sb->network;
 	memcpy(snap.egress, sb->egress, sizeof(snap.egress));
 	snap.owner_uid = sb->owner_uid;
@@ -543,7 +543,7 @@ static int insert_snapshot(const struct sandbox *sb, enum snapshot_kind kind, co
 		return err_set(e, EIO, "cannot record a snapshot of %s: %s", sb->id, strerror(-rc));
 	memcpy(id_out, snap.id, ID_MAX);
 	announce_snapshot(snap.id, snap.state, NULL);
-	notify(OPS_OBJ_LIST, snap.id);
+	ops_notify(OPS_OBJ_LIST, snap.id);
 	return 0;
 }
 

@@ -61,7 +61,7 @@ int container_prepare(const char *id, const char *runtime_id, const char *image,
 		spec.devices = nodes;
 		spec.ndevices = gpu_host_nodes(&h, nodes);
 	}
-	rc = net_prepare(id, runtime_id, netns, resolv, e);
+	rc = ops_net_prepare(id, runtime_id, netns, resolv, e);
 	if (rc == 0)
 		rc = bundle_write(bundle, &spec, e);
 	if (rc < 0)

@@ -191,7 +191,7 @@ void waiters_fail(enum ops_object kind, const char *id);
 /* Waiters listed now (metrics). */
 unsigned waiters_count(void);
 /* Tell the change listener (only) that @kind/@id changed. */
-void notify(enum ops_object kind, const char *id);
+void ops_notify(enum ops_object kind, const char *id);
 
 /* Live progress of snapshots being stored. */
 void progress_set(const char *snap_id, int64_t done, int64_t total);
@@ -206,7 +206,7 @@ int sandbox_path(const char *id, const char *leaf, char *out, size_t len);
  * removes what a crash left of these.
  */
 void sandbox_bury(const char *id, char *tomb, size_t len);
-int spool_path(const char *snap_id, char *out, size_t len);
+int ops_spool_path(const char *snap_id, char *out, size_t len);
 
 /* No sandbox id starts with a dot (lib/names.h): these names are never a sandbox's. */
 #define SANDBOX_TOMB_PREFIX ".removed-"
@@ -219,17 +219,17 @@ int new_object_id(const char *prefix, char out[ID_MAX]);
  * egress (ops/ops_net.c): set up, with @netns and @resolv for the
  * bundle; both "" for none. Leaves nothing on failure.
  */
-int net_prepare(const char *id, const char *runtime_id, char netns[PATH_MAX], char resolv[PATH_MAX],
-		struct err *e);
+int ops_net_prepare(const char *id, const char *runtime_id, char netns[PATH_MAX],
+		    char resolv[PATH_MAX], struct err *e);
 /* info.json's "network": {"mode", "address"}, the address null while it has none. */
-struct cJSON *net_info(const struct sandbox *sb);
+struct cJSON *ops_net_info(const struct sandbox *sb);
 /*
  * A fork's rules by where they came from: when @who (root) forks @snap of
  * a non-root owner, the rules of @sb (copied from @snap) inside a denied
  * range are commented out (net_rules_disarm()), so the user's `allow
  * 169.254.169.254` stays as inert in root's fork as it was in theirs.
  */
-void net_fork_rules(const struct caller *who, const struct snapshot *snap, struct sandbox *sb);
+void ops_net_fork_rules(const struct caller *who, const struct snapshot *snap, struct sandbox *sb);
 
 /*
  * --- the container of a sandbox (ops_container.c) ----------------------
@@ -536,17 +536,17 @@ unsigned quota_ports_published(const struct sandbox *sb);
  * Read --publish-address (ops_open); start the forwarder and open the
  * forwarders of every live sandbox's row (ops_start); stop it (shutdown).
  */
-void ports_configure(const struct ops_config *cfg);
-int ports_start(struct err *e);
-void ports_stop(void);
+void ops_ports_configure(const struct ops_config *cfg);
+int ops_ports_start(struct err *e);
+void ops_ports_stop(void);
 /* Open sandbox @id's forwarders from its row, recording the host ports bound (a fork's). */
-void ports_reopen(const char *id);
+void ops_ports_reopen(const char *id);
 /* A fork's row gets its snapshot's ports (host ports 0: new ones when it opens them). */
-void ports_fork(struct sandbox *sb, const struct snapshot *snap);
+void ops_ports_fork(struct sandbox *sb, const struct snapshot *snap);
 /* A snapshot records its source's ports, without their host ports. */
-void ports_snapshot(struct snapshot *snap, const struct sandbox *sb);
+void ops_ports_snapshot(struct snapshot *snap, const struct sandbox *sb);
 /* info.json's "ports" of @sb; NULL without memory. */
-cJSON *ports_info(const struct sandbox *sb);
+cJSON *ops_ports_info(const struct sandbox *sb);
 
 /*
  * --- GPU sandboxes and cuda-checkpoint (ops_gpu.c; docs/gpu.md) ----------
@@ -562,13 +562,13 @@ cJSON *ports_info(const struct sandbox *sb);
  * PATH, else none (GPU sandboxes then cannot be snapshotted). Held open for
  * the daemon's life: a file replaced meanwhile does not change what runs.
  */
-int gpu_tool_init(const char *cuda_checkpoint, struct err *e);
+int ops_gpu_tool_init(const char *cuda_checkpoint, struct err *e);
 
 /* Before a start of @id (NULL: sandboxes/new): a GPU sandbox needs a GPU and driver (-ENODEV). */
-int gpu_start_check(const char *id, bool gpu, struct err *e);
+int ops_gpu_start_check(const char *id, bool gpu, struct err *e);
 
-/* What gpu_before_checkpoint() did, for gpu_after_checkpoint(). */
-struct gpu_checkpoint {
+/* What ops_gpu_before_checkpoint() did, for ops_gpu_after_checkpoint(). */
+struct ops_gpu_checkpoint {
 	char what[ID_MAX + 32];	  /* "snapshot sandbox web", for messages */
 	char cid[RUNTIME_ID_MAX]; /* the source's container */
 	struct cuda_procs procs;  /* the CUDA processes snapfs locked and checkpointed */
@@ -580,23 +580,24 @@ struct gpu_checkpoint {
  * CUDA processes and record them in @spool; on a failure nothing is left
  * locked or checkpointed and @e says which step failed.
  */
-int gpu_before_checkpoint(const struct sandbox *sb, const char *spool, struct gpu_checkpoint *gc,
-			  struct err *e);
+int ops_gpu_before_checkpoint(const struct sandbox *sb, const char *spool,
+			      struct ops_gpu_checkpoint *gc, struct err *e);
 /*
  * After it (@rc: how it went): a snapshot restores and unlocks the source's
  * CUDA processes; a failed checkpoint does the same if the source still
  * runs, and says so in @e. Returns @rc, or the undo's failure.
  */
-int gpu_after_checkpoint(struct gpu_checkpoint *gc, bool leave_running, int rc, struct err *e);
+int ops_gpu_after_checkpoint(struct ops_gpu_checkpoint *gc, bool leave_running, int rc,
+			     struct err *e);
 /* After `runsc restore` of @image_dir into @runtime_id: restore and unlock what it records. */
-int gpu_after_restore(const char *sandbox_id, const char *snap_id, const char *runtime_id,
-		      const char *image_dir, struct err *e);
+int ops_gpu_after_restore(const char *sandbox_id, const char *snap_id, const char *runtime_id,
+			  const char *image_dir, struct err *e);
 /*
  * At start-up, for a sandbox that was snapshotting or suspending and still
  * runs: bring back the CUDA processes the interrupted checkpoint's spool
  * records, and say so in @sb->message (the caller saves @sb).
  */
-void gpu_reconcile(struct sandbox *sb);
+void ops_gpu_reconcile(struct sandbox *sb);
 
 /* --- metrics (ops_text.c; docs/metrics.md) --------------------------------- */
 

@@ -203,7 +203,7 @@ static int lifetime_write(const struct caller *who, const char *id, const struct
 	}
 	pthread_mutex_unlock(&ops.lock);
 	if (rc == 0) {
-		notify(OPS_OBJ_SANDBOX, id);
+		ops_notify(OPS_OBJ_SANDBOX, id);
 		lifetime_kick();
 	}
 	return rc;

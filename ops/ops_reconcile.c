@@ -79,7 +79,7 @@ static bool reconcile_suspend(struct sandbox *sb, enum runsc_status st)
 	/* Running with a whole checkpoint: runsc's CUDA checkpoint, stopping it late. */
 	if (st == RUNSC_RUNNING && !whole) {
 		sb->state = SB_RUNNING; /* the checkpoint never stopped it */
-		gpu_reconcile(sb);	/* CUDA processes it may have left locked */
+		ops_gpu_reconcile(sb);	/* CUDA processes it may have left locked */
 		return true;
 	}
 	/*
@@ -170,7 +170,7 @@ static void reconcile_one(struct sandbox *sb)
 		if (was == SB_RESUMING) /* resumed: it no longer needs the snapshot */
 			sb->restore_snapshot[0] = '\0';
 		if (was == SB_SNAPSHOTTING)
-			gpu_reconcile(sb); /* CUDA processes it may have left locked */
+			ops_gpu_reconcile(sb); /* CUDA processes it may have left locked */
 	} else {
 		runsc_delete(&ops.runsc, sb->runtime_id, NULL);
 		sb->state = SB_FAILED;

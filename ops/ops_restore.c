@@ -95,7 +95,7 @@ static int restore_image(const char *sandbox_id, const struct snapshot *snap,
 	rc = container_start(sandbox_id, runtime_id, snap->gpu, image_dir, e);
 	int64_t restore_ms = mono_ms() - t0;
 	if (rc == 0)
-		rc = gpu_after_restore(sandbox_id, snap->id, runtime_id, image_dir, e);
+		rc = ops_gpu_after_restore(sandbox_id, snap->id, runtime_id, image_dir, e);
 	if (rc < 0)
 		runsc_delete(&ops.runsc, runtime_id, NULL);
 	else
@@ -130,7 +130,7 @@ int restore_from_spool(struct sandbox *sb, const char *snap_id, struct err *e)
 	char spool[PATH_MAX], digest[DIGEST_MAX];
 	if (row_snapshot_get(snap_id, &snap) < 0)
 		return err_set(e, ENOENT, "snapshot %s no longer exists", snap_id);
-	spool_path(snap_id, spool, sizeof(spool));
+	ops_spool_path(snap_id, spool, sizeof(spool));
 	if (access(spool, F_OK) < 0)
 		return err_set(e, ENOENT, "the checkpoint of %s is no longer in the spool",
 			       snap_id);
@@ -361,10 +361,10 @@ int fork_prepare(const struct caller *who, const char *snap_id, const struct for
 	memcpy(sb->parent_snapshot, snap->id, sizeof(sb->parent_snapshot));
 	sb->gpu = snap->gpu;
 	lifetime_init_fork(sb, snap, opts);
-	ports_fork(sb, snap);
+	ops_ports_fork(sb, snap);
 	sb->network = snap->network;
 	memcpy(sb->egress, snap->egress, sizeof(sb->egress));
-	net_fork_rules(who, snap, sb);
+	ops_net_fork_rules(who, snap, sb);
 	sb->state = SB_STARTING;
 	return 0;
 }
@@ -395,10 +395,10 @@ int fork_submit(void *job, const struct snapshot *snap, struct sandbox *sb, char
 		return op_job_drop(job, rc);
 	}
 	memcpy(id_out, sb->id, ID_MAX);
-	ports_reopen(sb->id); /* the source's ports, on new host ports */
+	ops_ports_reopen(sb->id); /* the source's ports, on new host ports */
 	announce_sandbox(sb->id, sb->state, NULL);
-	notify(OPS_OBJ_LIST, sb->id);
-	notify(OPS_OBJ_SNAPSHOT, snap->id);
+	ops_notify(OPS_OBJ_LIST, sb->id);
+	ops_notify(OPS_OBJ_SNAPSHOT, snap->id);
 	return submit_restore(job, sb->id, snap->id, false, &sb->res);
 }
 

@@ -81,9 +81,9 @@ static int insert_sandbox(const struct caller *who, const char *id, const struct
 	if (rc < 0)
 		return err_set(e, EIO, "cannot record sandbox %s: %s", id, strerror(-rc));
 	if (sb.ports[0])
-		ports_reopen(id); /* the spec's ports, on host ports the kernel picks */
+		ops_ports_reopen(id); /* the spec's ports, on host ports the kernel picks */
 	announce_sandbox(id, sb.state, NULL);
-	notify(OPS_OBJ_LIST, id);
+	ops_notify(OPS_OBJ_LIST, id);
 	return 0;
 }
 
@@ -109,7 +109,7 @@ int ops_sandbox_new(const struct caller *who, const struct sandbox_spec *spec, c
 	if (images_exists(ops.images, spec->image) < 0)
 		return err_set(e, ENOENT, "image %s does not exist in %s", spec->image,
 			       images_dir(ops.images));
-	rc = gpu_start_check(NULL, spec->gpu, e);
+	rc = ops_gpu_start_check(NULL, spec->gpu, e);
 	if (rc < 0)
 		return rc;
 	rc = new_object_id("sbx-", id_out);
@@ -218,7 +218,7 @@ int ops_sandbox_set(const struct caller *who, const char *id, enum sandbox_field
 		rc = row_sandbox_update(&sb);
 	pthread_mutex_unlock(&ops.lock);
 	if (rc == 0)
-		notify(OPS_OBJ_SANDBOX, id);
+		ops_notify(OPS_OBJ_SANDBOX, id);
 	return rc;
 }
 
@@ -280,7 +280,7 @@ static int start_reserved(const struct caller *who, struct sandbox_job *job, str
 		rc = err_set(e, ENOENT, "cannot start sandbox %s: image %s does not exist", id,
 			     sb.image);
 	else if (created)
-		rc = gpu_start_check(id, sb.gpu, e);
+		rc = ops_gpu_start_check(id, sb.gpu, e);
 	if (rc == 0)
 		rc = sandbox_begin(who, id, STATE_BIT(SB_CREATED), SB_STARTING, "start", &sb, e);
 	if (rc < 0)

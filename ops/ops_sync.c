@@ -291,7 +291,7 @@ static void adopt(struct sync_walk *w, const char *id)
 	pthread_mutex_unlock(&ops.lock);
 	if (rc == 0) {
 		announce_snapshot(id, SNAP_COMPLETED, NULL);
-		notify(OPS_OBJ_LIST, id);
+		ops_notify(OPS_OBJ_LIST, id);
 	}
 }
 

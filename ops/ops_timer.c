@@ -79,7 +79,7 @@ static void deadline_spent(const char *id, int64_t at)
 	}
 	pthread_mutex_unlock(&ops.lock);
 	if (rc == 0)
-		notify(OPS_OBJ_SANDBOX, id);
+		ops_notify(OPS_OBJ_SANDBOX, id);
 }
 
 /*
