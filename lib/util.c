@@ -169,6 +169,20 @@ int err_set(struct err *e, int code, const char *fmt, ...)
 	return -code;
 }
 
+int err_wrap(struct err *e, const char *fmt, ...)
+{
+	char ctx[ERR_MSG_MAX];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(ctx, sizeof(ctx), fmt, ap);
+	va_end(ap);
+	if (!e || !e->code)
+		return err_set(e, EIO, "%s", ctx);
+	char inner[ERR_MSG_MAX];
+	memcpy(inner, e->msg, sizeof(inner));
+	return err_set(e, e->code, "%s: %s", ctx, inner);
+}
+
 void err_clear(struct err *e)
 {
 	e->code = 0;

@@ -79,15 +79,13 @@ int container_prepare(const char *id, const char *runtime_id, const char *image,
  */
 static void adopt_or_warn(const char *id, const char *runtime_id)
 {
-	struct err e = {0}, why = {0};
+	struct err e = {0};
 	if (cgroup_adopt(ops.cgroup_parent, runtime_id, &e) == 0)
 		return;
-	err_set(&why, e.code,
-		"sandbox %s stays in the daemon's cgroup, where a stop of its unit "
-		"kills it: %s",
-		id, e.msg);
-	warning("%s", why.msg);
-	report_job_failure(OPS_OBJ_SANDBOX, id, "cgroup", &why);
+	err_wrap(&e, "sandbox %s stays in the daemon's cgroup, where a stop of its unit kills it",
+		 id);
+	warning("%s", e.msg);
+	report_job_failure(OPS_OBJ_SANDBOX, id, "cgroup", &e);
 }
 
 /*

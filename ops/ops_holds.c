@@ -16,12 +16,10 @@
 
 int suspend_hold(const char *sandbox_id, const char *snap_id, struct err *e)
 {
-	struct err inner = {0};
-	if (store_hold(ops.store, snap_id, host_id(), sandbox_id, &inner) < 0)
-		return err_set(
-		    e, inner.code,
-		    "cannot suspend sandbox %s: cannot hold snapshot %s in the store: %s",
-		    sandbox_id, snap_id, inner.msg);
+	if (store_hold(ops.store, snap_id, host_id(), sandbox_id, e) < 0)
+		return err_wrap(e,
+				"cannot suspend sandbox %s: cannot hold snapshot %s in the store",
+				sandbox_id, snap_id);
 	return 0;
 }
 
