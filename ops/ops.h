@@ -2,6 +2,32 @@
  * ops.h - the operations on sandboxes and snapshots: the only API the FUSE
  * layer (fs/) calls to change anything. Nothing here knows about FUSE.
  *
+ * Adding an operation (git's builtin.h is the model), say `pause` on a
+ * sandbox:
+ *
+ *   1. Declare it here: `int ops_sandbox_pause(const struct caller *who,
+ *      const char *id, ops_done_fn done, void *ctx, struct err *e)`, with a
+ *      comment saying what it refuses (errno and why).
+ *   2. Write it in the ops file of its verb's object (ops_sandbox.c,
+ *      ops_snapshot.c; a new verb family gets a new ops_<verb>.c, which the
+ *      Makefile's glob builds): take the job's place first
+ *      (sandbox_job_new() or op_job_new() with its JOB_* queue, ops/jobs.h),
+ *      then check and move the state under the lock (sandbox_begin(),
+ *      ops_internal.h), then op_job_queue(); nothing to undo on a refusal
+ *      but op_job_drop().
+ *   3. The job runs without the lock: it calls the floors below it
+ *      (ops_container.c for runsc, ops_holds.c, ops_rows.c, ops_core.c),
+ *      never a verb file beside it; it settles the state with
+ *      sandbox_apply_if(), reports a failure with report_job_failure(), and
+ *      ends with op_job_end() (ops_internal.h).
+ *   4. Wire its control file in fs/sandboxes.c or fs/snapshots.c (the
+ *      table of files: `.action = ops_sandbox_pause`).
+ *   5. Document it: docs/control-files.md (the file, its errors, its
+ *      queue in "Bounds"), docs/design.md (states), the man page in
+ *      docs/man/.
+ *   6. Test it: tests/unit/test_ops.c (against tests/doubles/fake-runsc)
+ *      and an integration test in tests/integration/.
+ *
  * Every operation validates its input and the current state at once, under
  * the operations lock, and either refuses (a negative errno, with the
  * sentence in @e) or accepts. Accepted long work runs on job threads
