@@ -600,6 +600,7 @@ struct logfile *ops_errors_journal(void)
 }
 
 /* --- snapshots in use (struct snapshot_use, under ops.lock) ----------------- */
+
 static struct snapshot_use *snapshot_uses;
 
 struct snapshot_use *snapshot_use_get(const char *id, bool create)

@@ -5,14 +5,15 @@
  * The files, by floor (each calls only the floors below it; the floors
  * are marked below): ops_rows.c; ops_core.c (lock and state helpers,
  * announcements, waiters, jobs, progress, paths, ids, snapshots in use)
- * and ops_quota.c; the helpers ops_lifetime.c, ops_holds.c, ops_sync.c,
+ * and ops_quota.c; the helpers ops_lifetime.c, ops_holds.c, ops_follow.c,
  * ops_gpu.c, ops_ports.c, ops_net.c, ops_text.c; ops_container.c and
  * ops_view.c; the verbs ops_sandbox.c (create, set, start, terminate,
  * remove, wait, the monitor's checks), ops_restore.c (fork, resume; the
  * cache's mechanics are runtime/cache.c's), ops_exec.c, ops_checkpoint.c
  * (snapshot, suspend, the store job), ops_fanout.c, ops_snapshot.c
- * (delete, wait, progress, restorable, reconcile); ops_reconcile.c,
- * ops_timer.c; ops_life.c (open, start, monitor thread, shutdown).
+ * (delete, wait, progress, restorable); ops_reconcile.c (sandboxes and
+ * snapshots at start-up); the threads ops_sync.c and ops_timer.c;
+ * ops_life.c (open, start, monitor thread, shutdown).
  *
  * The lock: every read-check-write of a sandbox or snapshot state happens
  * under `ops.lock`, so two requests can never both see `running` and both
@@ -326,7 +327,7 @@ unsigned quota_ports_published(const struct sandbox *sb);
 /* ======== floor 3: the helpers every verb calls ============================= */
 /*
  * Lifetime rules and the timer's kick (ops_lifetime.c), store holds
- * (ops_holds.c), which store (ops_sync.c), GPU hooks (ops_gpu.c), ports
+ * (ops_holds.c), which store (ops_follow.c), GPU hooks (ops_gpu.c), ports
  * (ops_ports.c), network (ops_net.c), metrics (ops_text.c). Each calls
  * the floors below and none calls another at its floor or above.
  */
@@ -384,7 +385,7 @@ void op_job_end_unhold(void *job, int rc, const char *sandbox_id, const char *sn
 void holds_reconcile(void);
 
 /*
- * Which store (ops/ops_sync.c): 0 if the store is the one this state
+ * Which store (ops/ops_follow.c): 0 if the store is the one this state
  * follows (recorded on its first use), -EXDEV if it is another (journalled
  * once), another negative errno if it cannot say; the reason in @e.
  */
@@ -396,9 +397,9 @@ int ops_store_followed(struct err *e);
  * errno if the store cannot say.
  */
 struct strset;
-int sync_may_forget(const struct snapshot *snap, struct strset *kept);
-/* Have the sync thread decide snapshot @id (reconcile_snapshot_id()) once the store answers. */
-void sync_reconcile_later(const char *id);
+int follow_may_forget(const struct snapshot *snap, struct strset *kept);
+/* The pass's set of missing manifests becomes @fresh (emptied): the sync pass, under pass_lock. */
+void follow_missing_replace(struct strset *fresh);
 
 /*
  * --- published ports (ops_ports.c; docs/network.md, "Published ports") ----
@@ -492,10 +493,11 @@ void ops_gpu_reconcile(struct sandbox *sb);
  */
 void metrics_pause_observe(int64_t ms);
 
-/* ======== floor 4: the container and the views (ops_container.c, ops_view.c) === */
+/* ======== floor 4: the container (ops_container.c) ============================= */
 /*
- * runsc, the bundle, console and cgroup of one sandbox; the manifest
- * fetches. Below every verb.
+ * runsc, the bundle, console and cgroup of one sandbox: below every verb.
+ * (ops_view_start/stop sit here only by age: ops_view.c, the readers, is
+ * a top file, which calls the sync thread's ask.)
  */
 
 /*
@@ -631,17 +633,23 @@ size_t monitor_watch(struct pollfd *p, size_t max);
  */
 bool sandbox_ended_under(const char *id, int64_t created_at, char *why, size_t size);
 
-/* ======== floor 6: the top (ops_reconcile.c, ops_snapshot.c, ops_timer.c, ops_life.c) === */
+/* ======== floor 6: the top (ops_reconcile.c, ops_sync.c, ops_timer.c, ops_life.c) === */
 /*
- * Start-up reconciliation and the threads: called by ops_life.c's open,
- * start and shutdown only.
+ * Start-up reconciliation (which the sync thread also calls, one way)
+ * and the threads: called by ops_life.c's open, start and shutdown only.
  */
 
-/* ops_sandbox.c / ops_snapshot.c hooks used by ops_open. */
+/* ops_reconcile.c's hooks used by ops_open. */
 void reconcile_sandboxes(void);
 void reconcile_snapshots(void);
 /* Decide snapshot @id, left undecided by start-up, from the store (found ours just now). */
 void reconcile_snapshot_id(const char *id);
+/*
+ * Leave snapshot @id for the store to decide (reconcile_snapshot_id()) once
+ * it answers; the sync pass calls reconcile_settle() when it does.
+ */
+void reconcile_later(const char *id);
+void reconcile_settle(void);
 
 /*
  * Is @snap's a checkpoint to finish storing: this host's, pending or
