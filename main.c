@@ -93,7 +93,7 @@ static int timeout_option(const struct cli_opt *opt, const char *arg)
 {
 	struct options *o = opt->value;
 	struct err e = {0};
-	if (ops_timer_parse(arg, &o->default_timeout_s, &o->default_timeout_action, &e) < 0)
+	if (ops_timeout_parse(arg, &o->default_timeout_s, &o->default_timeout_action, &e) < 0)
 		return error(EINVAL, "--default-timeout: %s", e.msg);
 	return 0;
 }

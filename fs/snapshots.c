@@ -122,7 +122,7 @@ static int fork_write(struct fs_file *f, const char *line, struct pending *p, st
 	opts.raise = w.res;
 	if (rc == 0 && w.timeout[0]) {
 		opts.timeout_set = true;
-		rc = ops_timer_parse(w.timeout, &opts.timeout_s, &ignored, e);
+		rc = ops_timeout_parse(w.timeout, &opts.timeout_s, &ignored, e);
 	}
 	if (rc == 0 && w.count[0])
 		rc = ops_fork_count_parse(w.count, &opts.count, e);

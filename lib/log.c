@@ -1,5 +1,5 @@
 /*
- * log.c - logging (lib/log.h) and err_set()/err_clear() (lib/util.h): one
+ * log.c - logging (lib/log.h) and err_set()/err_wrap()/err_clear() (lib/util.h): one
  * line per event, to stderr or, once log_to_file() ran, to snapfs.log
  * through lib/logfile.c. Everything here is safe from any thread.
  */
@@ -147,6 +147,20 @@ int err_set(struct err *e, int code, const char *fmt, ...)
 		memcpy(e->msg, msg, sizeof(msg));
 	}
 	return -code;
+}
+
+int err_wrap(struct err *e, const char *fmt, ...)
+{
+	char ctx[ERR_MSG_MAX];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(ctx, sizeof(ctx), fmt, ap);
+	va_end(ap);
+	if (!e || !e->code)
+		return err_set(e, EIO, "%s", ctx);
+	char inner[ERR_MSG_MAX];
+	memcpy(inner, e->msg, sizeof(inner));
+	return err_set(e, e->code, "%s: %s", ctx, inner);
 }
 
 void err_clear(struct err *e)

@@ -76,6 +76,14 @@ struct err {
 
 /* Record a failure in @e (which may be NULL) and log it (lib/log.c); returns -code. */
 int err_set(struct err *e, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/*
+ * On the way up, as crun_error_wrap(): prefix @fmt's context to the inner
+ * sentence in @e, "context: inner", keeping its errno; logs it and
+ * returns -code. An @e with no code yet (a callee that failed without a
+ * sentence) gets EIO and the context alone, so a failure never reads as
+ * success or as an empty sentence. @e may be NULL: only logged, -EIO.
+ */
+int err_wrap(struct err *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void err_clear(struct err *e);
 
 /* Milliseconds since the epoch (CLOCK_REALTIME) and since boot (CLOCK_MONOTONIC). */

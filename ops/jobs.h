@@ -45,13 +45,28 @@ enum job_kind {
 	JOB_KINDS,
 };
 
+/*
+ * The numbers (docs/control-files.md, "Bounds"). No benchmark chose them
+ * (commit 997d99d set them with the bounds); each states its trade-off.
+ */
+/* A lifecycle job mostly waits on runsc, so 8 overlap those waits; more would boot more sandboxes
+ * (each a runsc run or restore, memory-heavy) on the host at once. */
 #define JOBS_LIFECYCLE_WORKERS 8
+/* Room for two whole fork fan-outs (FORK_COUNT_MAX 100 each) and a script's burst; a place is
+ * a few bytes until it runs. */
 #define JOBS_LIFECYCLE_QUEUE 256
+/* Each checkpoint pauses its sandbox while it writes its memory to the spool: more at once
+ * share the disk and lengthen every pause, fewer make a pause wait behind another's. */
 #define JOBS_CHECKPOINT_WORKERS 4
+/* Each waiting one holds spool room (ops_checkpoint.c) and a store place: this bounds both. */
 #define JOBS_CHECKPOINT_QUEUE 64
-#define JOBS_STORE_WORKERS_MAX 8 /* one per core, up to this */
+#define JOBS_STORE_WORKERS_MAX 8 /* one per core, up to this: hashing and compressing is CPU */
+/* As the checkpoint queue: a snapshot takes its store place with its checkpoint's. */
 #define JOBS_STORE_QUEUE 64
+/* A command runs as long as its user wants, so many run at once; 32 bounds the threads and
+ * `runsc exec` processes one daemon holds. */
 #define JOBS_EXEC_WORKERS 32 /* commands running at once, per daemon */
+/* Short commands from a script arrive in bursts: they wait rather than fail with EAGAIN. */
 #define JOBS_EXEC_QUEUE 256
 
 typedef void (*job_fn)(void *arg);

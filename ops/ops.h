@@ -2,6 +2,32 @@
  * ops.h - the operations on sandboxes and snapshots: the only API the FUSE
  * layer (fs/) calls to change anything. Nothing here knows about FUSE.
  *
+ * Adding an operation (git's builtin.h is the model), say `pause` on a
+ * sandbox:
+ *
+ *   1. Declare it here: `int ops_sandbox_pause(const struct caller *who,
+ *      const char *id, ops_done_fn done, void *ctx, struct err *e)`, with a
+ *      comment saying what it refuses (errno and why).
+ *   2. Write it in the ops file of its verb's object (ops_sandbox.c,
+ *      ops_snapshot.c; a new verb family gets a new ops_<verb>.c, which the
+ *      Makefile's glob builds): take the job's place first
+ *      (sandbox_job_new() or op_job_new() with its JOB_* queue, ops/jobs.h),
+ *      then check and move the state under the lock (sandbox_begin(),
+ *      ops_internal.h), then op_job_queue(); nothing to undo on a refusal
+ *      but op_job_drop().
+ *   3. The job runs without the lock: it calls the floors below it
+ *      (ops_container.c for runsc, ops_holds.c, ops_rows.c, ops_core.c),
+ *      never a verb file beside it; it settles the state with
+ *      sandbox_apply_if(), reports a failure with report_job_failure(), and
+ *      ends with op_job_end() (ops_internal.h).
+ *   4. Wire its control file in fs/sandboxes.c or fs/snapshots.c (the
+ *      table of files: `.action = ops_sandbox_pause`).
+ *   5. Document it: docs/control-files.md (the file, its errors, its
+ *      queue in "Bounds"), docs/design.md (states), the man page in
+ *      docs/man/.
+ *   6. Test it: tests/unit/test_ops.c (against tests/doubles/fake-runsc)
+ *      and an integration test in tests/integration/.
+ *
  * Every operation validates its input and the current state at once, under
  * the operations lock, and either refuses (a negative errno, with the
  * sentence in @e) or accepts. Accepted long work runs on job threads
@@ -77,8 +103,8 @@ struct ops_config {
 	/* --journal-max: bytes per generation of events.jsonl and errors.jsonl; 0 for the default.
 	 */
 	int64_t journal_max_bytes;
-	/* --runsc-timeout; 0: RUNSC_TIMEOUT_DEFAULT_MS (runtime/runsc/runsc.h) */
-	int64_t runsc_timeout_ms;
+	int64_t runsc_timeout_ms;    /* --runsc-timeout; 0: RUNSC_TIMEOUT_DEFAULT_MS
+					(runtime/runsc/runsc.h) */
 	int64_t exec_timeout_ms;     /* --exec-timeout; 0: RUNSC_EXEC_TIMEOUT_DEFAULT_MS */
 	const char *cuda_checkpoint; /* --cuda-checkpoint; NULL: cuda-checkpoint on PATH, if any */
 	/*
@@ -91,9 +117,8 @@ struct ops_config {
 	 * the daemon's (runtime/runsc/cgroup.h); NULL for CGROUP_PARENT_DEFAULT.
 	 */
 	const char *cgroup_parent;
-	/*
-	 * --net-pool: the addresses of egress sandboxes, a /30 each
-	 * (runtime/net/net.h); NULL: default.
+	/* --net-pool: the addresses of egress sandboxes, a /30 each (runtime/net/net.h); NULL:
+	 * default.
 	 */
 	const char *net_pool;
 	/* --net-resolv: the resolv.conf egress sandboxes get; NULL: /etc/resolv.conf. */
@@ -122,9 +147,7 @@ struct ops_config {
 	/* --default-timeout: the timeout of a sandbox whose spec names none; 0 s: none */
 	int64_t default_timeout_s;
 	enum timeout_action default_timeout_action;
-	/*
-	 * --publish-address: where published ports listen (runtime/net/forward.h);
-	 * NULL: 127.0.0.1.
+	/* --publish-address: where published ports listen (runtime/net/forward.h); NULL: 127.0.0.1
 	 */
 	const char *publish_address;
 };
@@ -165,8 +188,6 @@ void ops_shutdown(void);
 /* The registry, for tests that stage rows the way a crash leaves them. */
 struct registry *ops_registry(void);
 struct images *ops_images(void);
-const struct runsc *ops_runsc(void);
-const char *ops_state_dir(void);
 
 typedef void (*ops_done_fn)(void *ctx, int rc, const char *result, size_t result_len);
 
@@ -182,16 +203,14 @@ struct sandbox_spec {
 	bool gpu;
 	/* memory, cpus, pids: RES_UNSET in a field not given (the daemon's default applies) */
 	struct resources res;
-	/* `timeout` (ops_timer_parse()); unset: --default-timeout */
+	/* `timeout` (ops_timeout_parse()); unset: --default-timeout */
 	bool timeout_set;
 	int64_t timeout_s;
 	enum timeout_action timeout_action;
 	/* `ports`: published when it is made, on host ports the kernel picks (lib/ports.h record)
 	 */
 	char ports[PORTS_TEXT_MAX];
-	/*
-	 * `network`: none (the default) or egress; `egress`: its rules' lines
-	 * (runtime/net/net.h).
+	/* `network`: none (the default) or egress; `egress`: its rules' lines (runtime/net/net.h)
 	 */
 	enum sandbox_network network;
 	char egress[SB_EGRESS_MAX];
@@ -329,7 +348,8 @@ bool ops_wait_cancel(void *ctx);
  * default 1), "0" stops taking them. Both parsers are pure: -EINVAL with
  * the sentence in @e.
  */
-int ops_timer_parse(const char *text, int64_t *seconds, enum timeout_action *action, struct err *e);
+int ops_timeout_parse(const char *text, int64_t *seconds, enum timeout_action *action,
+		      struct err *e);
 int ops_autosnap_parse(const char *text, int64_t *every_s, int64_t *keep, struct err *e);
 /* Write `timeout` or `autosnapshot` of sandbox @id (any state but terminated or failed). */
 int ops_sandbox_set_timeout(const struct caller *who, const char *id, const char *text,

@@ -124,65 +124,6 @@ static void snapshot_fail_id(struct snap_job *job, const struct err *e)
 	snap_job_free(job);
 }
 
-/* --- holds ----------------------------------------------------------------- */
-
-int suspend_hold(const char *sandbox_id, const char *snap_id, struct err *e)
-{
-	struct err inner = {0};
-	if (store_hold(ops.store, snap_id, host_id(), sandbox_id, &inner) < 0)
-		return err_set(
-		    e, inner.code,
-		    "cannot suspend sandbox %s: cannot hold snapshot %s in the store: %s",
-		    sandbox_id, snap_id, inner.msg);
-	return 0;
-}
-
-void suspend_unhold(const char *sandbox_id, const char *snap_id)
-{
-	struct err e = {0};
-	/* One left behind only keeps the snapshot; the next start-up removes it. */
-	if (store_unhold(ops.store, snap_id, host_id(), sandbox_id, &e) < 0)
-		warning("cannot release the hold of sandbox %s on snapshot %s: %s", sandbox_id,
-			snap_id, e.msg);
-}
-
-void op_job_end_unhold(void *job, int rc, const char *sandbox_id, const char *snap_id)
-{
-	char sb_copy[ID_MAX], snap_copy[ID_MAX];
-	if (!sandbox_id) {
-		op_job_end(job, rc, NULL, 0);
-		return;
-	}
-	/* @job, which may own both ids, is freed by its end. */
-	snprintf(sb_copy, sizeof(sb_copy), "%s", sandbox_id);
-	snprintf(snap_copy, sizeof(snap_copy), "%s", snap_id);
-	op_job_end(job, rc, NULL, 0);
-	suspend_unhold(sb_copy, snap_copy);
-}
-
-/* This host's hold of @snap_id for a sandbox that no longer resumes from it: released. */
-static int hold_stale(const char *snap_id, const struct store_holder *who, void *arg)
-{
-	struct sandbox sb;
-	unsigned needs =
-	    STATE_BIT(SB_SUSPENDING) | STATE_BIT(SB_SUSPENDED) | STATE_BIT(SB_RESUMING);
-	(void)arg;
-	if (strcmp(who->host, host_id()) != 0)
-		return 0;
-	if (row_sandbox_get(who->sandbox, &sb) == 0 && (needs & STATE_BIT(sb.state)) &&
-	    !strcmp(sb.restore_snapshot, snap_id))
-		return 0;
-	suspend_unhold(who->sandbox, snap_id);
-	return 0;
-}
-
-void holds_reconcile(void)
-{
-	struct err e = {0};
-	if (store_holds_each(ops.store, hold_stale, NULL, &e) < 0)
-		warning("cannot list the store's holds: %s", e.msg);
-}
-
 /* --- checkpoint ------------------------------------------------------------ */
 
 /* Resident memory of the sandbox process: what its checkpoint will need at most. */
@@ -259,7 +200,7 @@ static void sandbox_after_failed_checkpoint(const struct snap_job *job, const ch
 	if (st == RUNSC_RUNNING)
 		p.state = SB_RUNNING;
 	/* A suspend's pause that would not end: stopped rather than left holding its memory. */
-	if (st == RUNSC_PAUSED && delete_container(runtime_id, NULL) == 0)
+	if (st == RUNSC_PAUSED && container_delete(runtime_id, NULL) == 0)
 		snprintf(msg, sizeof(msg), "%.900s; the sandbox would not resume and was stopped",
 			 e->msg);
 	p.message = msg;
@@ -287,8 +228,8 @@ static int take_checkpoint(const struct snap_job *job, const struct sandbox *sb,
 			   struct snapshot *snap, struct err *e)
 {
 	bool leave_running = job->kind == SNAP_KIND_SNAPSHOT;
-	struct gpu_checkpoint gpu;
-	int rc = gpu_before_checkpoint(sb, spool, &gpu, e);
+	struct ops_gpu_checkpoint gpu;
+	int rc = ops_gpu_before_checkpoint(sb, spool, &gpu, e);
 	if (rc < 0)
 		return rc;
 	bool paused = !leave_running && !gpu.runsc_cuda;
@@ -312,7 +253,7 @@ static int take_checkpoint(const struct snap_job *job, const struct sandbox *sb,
 	snap->pause_ms = mono_ms() - t0;
 	if (rc == 0 && leave_running)
 		metrics_pause_observe(snap->pause_ms);
-	return gpu_after_checkpoint(&gpu, leave_running, rc, e);
+	return ops_gpu_after_checkpoint(&gpu, leave_running, rc, e);
 }
 
 static void checkpoint_job(void *arg)
@@ -334,7 +275,7 @@ static void checkpoint_job(void *arg)
 	}
 	snap.state = SNAP_IN_PROGRESS;
 	snapshot_save(&snap);
-	spool_path(snap.id, spool, sizeof(spool));
+	ops_spool_path(snap.id, spool, sizeof(spool));
 	rm_rf(spool);
 	int rc = spool_recheck(job, &sb, &e);
 	/* Held before the container can go: from then on no host deletes the snapshot. */
@@ -359,7 +300,7 @@ static void checkpoint_job(void *arg)
 	} else {
 		/* Marked whole: the container goes, paused (or stopped by runsc's CUDA checkpoint).
 		 */
-		if (delete_container(sb.runtime_id, &e) < 0)
+		if (container_delete(sb.runtime_id, &e) < 0)
 			warning("suspend of sandbox %s: %s; the next start-up deletes it", sb.id,
 				e.msg);
 		err_clear(&e);
@@ -416,7 +357,7 @@ static void store_failed(struct snap_job *job, struct snapshot *snap, struct err
 		suspend_not_stored(job, e);
 		suspend_unhold(job->sandbox_id, job->snap_id);
 	}
-	spool_path(job->snap_id, spool, sizeof(spool));
+	ops_spool_path(job->snap_id, spool, sizeof(spool));
 	spool_unmark(job->snap_id);
 	rm_rf(spool);
 	snapshot_fail(snap, job, e);
@@ -456,10 +397,10 @@ static void store_job(void *arg)
 	}
 	cJSON *meta = snapmeta_build(&snap, ops.runsc.version);
 	int rc = meta ? 0 : err_set(&e, ENOMEM, "cannot build the manifest of %s", snap.id);
-	spool_path(job->snap_id, spool, sizeof(spool));
+	ops_spool_path(job->snap_id, spool, sizeof(spool));
 	int64_t t0 = mono_ms();
 	if (meta)
-		gpu_manifest_meta(meta, spool);
+		cuda_manifest_meta(meta, spool);
 	cancel_bind(&ops.store_stop);
 	if (rc == 0)
 		rc = store_put_snapshot(ops.store, snap.id, spool, meta, store_progress, snap.id,
@@ -590,7 +531,7 @@ static int insert_snapshot(const struct sandbox *sb, enum snapshot_kind kind, co
 	snap.res = sb->res;
 	snap.timeout_s = sb->timeout_s;
 	snap.timeout_action = sb->timeout_action;
-	ports_snapshot(&snap, sb);
+	ops_ports_snapshot(&snap, sb);
 	snap.network = sb->network;
 	memcpy(snap.egress, sb->egress, sizeof(snap.egress));
 	snap.owner_uid = sb->owner_uid;
@@ -602,7 +543,7 @@ static int insert_snapshot(const struct sandbox *sb, enum snapshot_kind kind, co
 		return err_set(e, EIO, "cannot record a snapshot of %s: %s", sb->id, strerror(-rc));
 	memcpy(id_out, snap.id, ID_MAX);
 	announce_snapshot(snap.id, snap.state, NULL);
-	notify(OPS_OBJ_LIST, snap.id);
+	ops_notify(OPS_OBJ_LIST, snap.id);
 	return 0;
 }
 

@@ -1,6 +1,7 @@
 /*
  * ops_core.c - the operations layer's core: the lock and state helpers,
  * announcements (events, listener, waiters), progress, error reporting,
+ * the snapshots in use (shared by fork, resume and delete),
  * paths and ids. Start-up and shutdown are in ops_life.c; the operations
  * themselves in ops_sandbox.c, ops_exec.c, ops_checkpoint.c, ops_restore.c
  * and ops_snapshot.c; see ops_internal.h for the rules they follow.
@@ -47,7 +48,7 @@ void ops_set_change_listener(void (*fn)(enum ops_object kind, const char *id, vo
 	listener.arg = arg;
 }
 
-void notify(enum ops_object kind, const char *id)
+void ops_notify(enum ops_object kind, const char *id)
 {
 	if (listener.fn)
 		listener.fn(kind, id, listener.arg);
@@ -231,7 +232,7 @@ static void announce_event(enum ops_object kind, const char *id, const char *sta
 			cJSON_AddStringToObject(ev, "reason", event_reason);
 	}
 	journal_append(JOURNAL_EVENTS, ev);
-	notify(OPS_OBJ_EVENTS, "");
+	ops_notify(OPS_OBJ_EVENTS, "");
 }
 
 /* The event, then the object's listeners, then its waiters if it @settled. */
@@ -239,7 +240,7 @@ static void announce_state(enum ops_object kind, const char *id, const char *sta
 			   const char *message)
 {
 	announce_event(kind, id, status, message);
-	notify(kind, id);
+	ops_notify(kind, id);
 	waiters_wake(kind, id, status, settled);
 }
 
@@ -262,7 +263,7 @@ void announce_gone(enum ops_object kind, const char *id, const char *message)
 {
 	/* The events' words for it: no state has these names. */
 	announce_event(kind, id, kind == OPS_OBJ_SNAPSHOT ? "deleted" : "removed", message);
-	notify(OPS_OBJ_LIST, id);
+	ops_notify(OPS_OBJ_LIST, id);
 	waiters_fail(kind, id);
 }
 
@@ -278,7 +279,7 @@ static void journal_error(const char *path, const struct err *e)
 		cJSON_AddStringToObject(ev, "error", e->msg);
 	}
 	journal_append(JOURNAL_ERRORS, ev);
-	notify(OPS_OBJ_ERRORS, "");
+	ops_notify(OPS_OBJ_ERRORS, "");
 }
 
 static void sandbox_set_message(const struct caller *who, const char *id, const char *msg)
@@ -290,7 +291,7 @@ static void sandbox_set_message(const struct caller *who, const char *id, const 
 		row_sandbox_update(&sb);
 	}
 	pthread_mutex_unlock(&ops.lock);
-	notify(OPS_OBJ_SANDBOX, id);
+	ops_notify(OPS_OBJ_SANDBOX, id);
 }
 
 void ops_report_error(const struct caller *who, enum ops_object kind, const char *id,
@@ -560,7 +561,7 @@ void sandbox_bury(const char *id, char *tomb, size_t len)
 		warning("cannot set sandbox %s's directory aside: %s", id, strerror(-rc));
 }
 
-int spool_path(const char *snap_id, char *out, size_t len)
+int ops_spool_path(const char *snap_id, char *out, size_t len)
 {
 	int rc = xsnprintf(out, len, "%s/%s", ops.spool_dir, snap_id);
 	return rc < 0 ? rc : 0;
@@ -588,16 +589,6 @@ struct images *ops_images(void)
 	return ops.images;
 }
 
-const struct runsc *ops_runsc(void)
-{
-	return &ops.runsc;
-}
-
-const char *ops_state_dir(void)
-{
-	return ops.state_dir;
-}
-
 struct logfile *ops_events_journal(void)
 {
 	return journal_file(JOURNAL_EVENTS);
@@ -606,4 +597,36 @@ struct logfile *ops_events_journal(void)
 struct logfile *ops_errors_journal(void)
 {
 	return journal_file(JOURNAL_ERRORS);
+}
+
+/* --- snapshots in use (struct snapshot_use, under ops.lock) ----------------- */
+
+static struct snapshot_use *snapshot_uses;
+
+struct snapshot_use *snapshot_use_get(const char *id, bool create)
+{
+	for (struct snapshot_use *u = snapshot_uses; u; u = u->next)
+		if (!strcmp(u->id, id))
+			return u;
+	struct snapshot_use *u = create ? calloc(1, sizeof(*u)) : NULL;
+	if (u) {
+		snprintf(u->id, sizeof(u->id), "%s", id);
+		u->next = snapshot_uses;
+		snapshot_uses = u;
+	}
+	return u;
+}
+
+void snapshot_use_drop_if_idle(const char *id)
+{
+	for (struct snapshot_use **pp = &snapshot_uses; *pp; pp = &(*pp)->next) {
+		struct snapshot_use *u = *pp;
+		if (strcmp(u->id, id) != 0)
+			continue;
+		if (!u->restores && !u->deleting) {
+			*pp = u->next;
+			free(u);
+		}
+		return;
+	}
 }

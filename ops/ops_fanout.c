@@ -184,7 +184,7 @@ static int fork_many(const struct caller *who, const char *snap_id, const struct
 		/* All N within the caps, or none made (each fork_submit() counts again). */
 		if (rc == 0) {
 			pthread_mutex_lock(&ops.lock);
-			rc = quota_owner_locked(who, count, count * ports_published(sb), e);
+			rc = quota_owner_locked(who, count, count * quota_ports_published(sb), e);
 			pthread_mutex_unlock(&ops.lock);
 		}
 		if (rc < 0)

@@ -17,7 +17,7 @@
 #include "lib/strbuf.h"
 #include "runtime/images.h"
 
-int gpu_start_check(const char *id, bool gpu, struct err *e)
+int ops_gpu_start_check(const char *id, bool gpu, struct err *e)
 {
 	struct gpu_host h;
 	char what[ID_MAX + 32];
@@ -36,9 +36,9 @@ static enum cuda_driver driver_of(const struct sandbox *sb)
 	char rootfs[PATH_MAX], hex[IMAGES_OCI_HEX + 1];
 	/* The tree the sandbox got, resolved and checked as images_pin() does. */
 	bool tool = images_resolve(ops.images, sb->image, rootfs, sizeof(rootfs), hex, NULL) == 0 &&
-		    gpu_image_has_tool(rootfs);
+		    cuda_image_has_tool(rootfs);
 	/* runsc drives CUDA only under --nvproxy: ask it only for GPU sandboxes. */
-	bool runsc_can = sb->gpu && gpu_runsc_checkpoints_cuda(&ops.runsc);
+	bool runsc_can = sb->gpu && cuda_runsc_checkpoints(&ops.runsc);
 	return cuda_driver_for(sb->gpu, tool, ops.cuda_tool.fd >= 0, runsc_can);
 }
 
@@ -56,7 +56,7 @@ static int find_on_path(const char *name, char *out, size_t len)
 	return -ENOENT;
 }
 
-int gpu_tool_init(const char *cuda_checkpoint, struct err *e)
+int ops_gpu_tool_init(const char *cuda_checkpoint, struct err *e)
 {
 	char found[PATH_MAX];
 	const char *path = cuda_checkpoint;
@@ -80,11 +80,11 @@ int gpu_tool_init(const char *cuda_checkpoint, struct err *e)
 
 /*
  * The record goes into the spool twice: before the first lock (so a restart
- * after a crash knows which processes to look at, gpu_reconcile()) and
+ * after a crash knows which processes to look at, ops_gpu_reconcile()) and
  * after the last checkpoint, before the gVisor checkpoint (so a suspend can
  * never lose it).
  */
-static int record(struct gpu_checkpoint *gc, const char *spool, struct err *e)
+static int record(struct ops_gpu_checkpoint *gc, const char *spool, struct err *e)
 {
 	int rc = mkdir_p(spool, 0700);
 	if (rc < 0)
@@ -92,8 +92,8 @@ static int record(struct gpu_checkpoint *gc, const char *spool, struct err *e)
 	return cuda_record_write(spool, &gc->procs, e);
 }
 
-int gpu_before_checkpoint(const struct sandbox *sb, const char *spool, struct gpu_checkpoint *gc,
-			  struct err *e)
+int ops_gpu_before_checkpoint(const struct sandbox *sb, const char *spool,
+			      struct ops_gpu_checkpoint *gc, struct err *e)
 {
 	memset(gc, 0, sizeof(*gc));
 	snprintf(gc->what, sizeof(gc->what), "%s sandbox %s",
@@ -136,7 +136,8 @@ static bool container_running(const char *cid)
 	return runsc_state(&ops.runsc, cid, NULL, NULL) == RUNSC_RUNNING;
 }
 
-int gpu_after_checkpoint(struct gpu_checkpoint *gc, bool leave_running, int rc, struct err *e)
+int ops_gpu_after_checkpoint(struct ops_gpu_checkpoint *gc, bool leave_running, int rc,
+			     struct err *e)
 {
 	struct cuda_target t = {&ops.runsc, &ops.cuda_tool, gc->cid, gc->what};
 	char why[ERR_MSG_MAX];
@@ -157,8 +158,8 @@ int gpu_after_checkpoint(struct gpu_checkpoint *gc, bool leave_running, int rc, 
 	return cuda_undo(&t, &gc->procs, e);
 }
 
-int gpu_after_restore(const char *sandbox_id, const char *snap_id, const char *runtime_id,
-		      const char *image_dir, struct err *e)
+int ops_gpu_after_restore(const char *sandbox_id, const char *snap_id, const char *runtime_id,
+			  const char *image_dir, struct err *e)
 {
 	struct cuda_procs procs;
 	char what[2 * ID_MAX + 32];
@@ -178,7 +179,7 @@ static int newest_snapshot(const struct snapshot *snap, void *arg)
 	return 0;
 }
 
-void gpu_reconcile(struct sandbox *sb)
+void ops_gpu_reconcile(struct sandbox *sb)
 {
 	struct snapshot *newest = calloc(1, sizeof(*newest));
 	char spool[PATH_MAX], what[ID_MAX + 64];
@@ -188,7 +189,7 @@ void gpu_reconcile(struct sandbox *sb)
 	if (!newest)
 		return;
 	ops_sandbox_snapshots_each(sb, newest_snapshot, newest);
-	int rc = newest->id[0] ? spool_path(newest->id, spool, sizeof(spool)) : -ENOENT;
+	int rc = newest->id[0] ? ops_spool_path(newest->id, spool, sizeof(spool)) : -ENOENT;
 	free(newest);
 	if (rc < 0 || cuda_record_read(spool, &procs, NULL) < 0)
 		return;

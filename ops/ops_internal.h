@@ -2,14 +2,18 @@
  * ops_internal.h - what the ops_*.c files share: the daemon's context, the
  * operations lock, and the helpers that change and announce state.
  *
- * The files: ops_core.c (lock and state helpers, announcements, waiters,
- * jobs, progress, paths, ids), ops_life.c (open, start, monitor thread,
- * shutdown), ops_sandbox.c (create, set, start and its bundle, terminate,
- * remove, wait, reconcile, exited sandboxes), ops_exec.c, ops_checkpoint.c
- * (snapshot, suspend, the store job), ops_restore.c (fork, resume; the
- * cache's mechanics are runtime/cache.c's), ops_snapshot.c (delete, wait,
- * progress, restorable, reconcile), ops_rows.c (the rows: the registry's,
- * or an update it refused, kept), ops_sync.c, ops_gpu.c and ops_text.c.
+ * The files, by floor (each calls only the floors below it; the floors
+ * are marked below): ops_rows.c; ops_core.c (lock and state helpers,
+ * announcements, waiters, jobs, progress, paths, ids, snapshots in use)
+ * and ops_quota.c; the helpers ops_lifetime.c, ops_holds.c, ops_follow.c,
+ * ops_gpu.c, ops_ports.c, ops_net.c, ops_text.c; ops_container.c and
+ * ops_view.c; the verbs ops_sandbox.c (create, set, start, terminate,
+ * remove, wait, the monitor's checks), ops_restore.c (fork, resume; the
+ * cache's mechanics are runtime/cache.c's), ops_exec.c, ops_checkpoint.c
+ * (snapshot, suspend, the store job), ops_fanout.c, ops_snapshot.c
+ * (delete, wait, progress, restorable); ops_reconcile.c (sandboxes and
+ * snapshots at start-up); the threads ops_sync.c and ops_timer.c;
+ * ops_life.c (open, start, monitor thread, shutdown).
  *
  * The lock: every read-check-write of a sandbox or snapshot state happens
  * under `ops.lock`, so two requests can never both see `running` and both
@@ -36,6 +40,12 @@
 #include "ops/ops.h"
 #include "runtime/runsc/runsc.h"
 
+/* ======== floor 0: the context ============================================== */
+/*
+ * What every ops file reads: the daemon's context and the state bits.
+ * Below everything; calls nothing.
+ */
+
 /*
  * The daemon's context. Which lock guards what:
  *   - the paths, cuda_tool, store, images, runsc and lock_fd are set by
@@ -59,8 +69,8 @@ struct ops_context {
 	char sandbox_dir[PATH_MAX];	       /* per sandbox: bundle/, console.fifo, console.log */
 	char cgroup_parent[CGROUP_PARENT_MAX]; /* --cgroup-parent (runtime/runsc/cgroup.h) */
 	struct resources default_res; /* --default-memory, --default-cpus, --default-pids */
-	/* The host's cuda-checkpoint (runtime/gpu/cuda.h); fd -1: none. */
-	struct cuda_tool cuda_tool;
+	struct cuda_tool
+	    cuda_tool; /* the host's cuda-checkpoint (runtime/gpu/cuda.h); fd -1: none */
 	struct registry *reg;
 	struct store *store;
 	struct images *images;
@@ -83,6 +93,14 @@ struct ops_context {
 };
 
 extern struct ops_context ops;
+
+#define STATE_BIT(s) (1u << (s))
+
+/* ======== floor 1: the rows (ops_rows.c) ==================================== */
+/*
+ * The rows as the daemon knows them, and the walks over a sandbox's own
+ * snapshots. Calls only the registry; its lock is a leaf below ops.lock.
+ */
 
 /*
  * The rows as the daemon knows them (ops_rows.c): the registry's, or an
@@ -116,6 +134,13 @@ void rows_flush(bool now);
 unsigned rows_pending(void);
 /* At shutdown: a last flush; what is still kept is dropped (start-up reconciles it). */
 void rows_close(void);
+
+/* ======== floor 2: the core (ops_core.c, ops_quota.c) ======================= */
+/*
+ * State changes under ops.lock and their announcements, waiters, progress,
+ * paths, ids, the jobs' base and the snapshots in use; and what a user
+ * may ask for. Calls the rows only.
+ */
 
 /* A change to a sandbox row: fields left NULL (or pid -1) are kept. */
 struct sb_patch {
@@ -191,7 +216,7 @@ void waiters_fail(enum ops_object kind, const char *id);
 /* Waiters listed now (metrics). */
 unsigned waiters_count(void);
 /* Tell the change listener (only) that @kind/@id changed. */
-void notify(enum ops_object kind, const char *id);
+void ops_notify(enum ops_object kind, const char *id);
 
 /* Live progress of snapshots being stored. */
 void progress_set(const char *snap_id, int64_t done, int64_t total);
@@ -206,103 +231,13 @@ int sandbox_path(const char *id, const char *leaf, char *out, size_t len);
  * removes what a crash left of these.
  */
 void sandbox_bury(const char *id, char *tomb, size_t len);
-int spool_path(const char *snap_id, char *out, size_t len);
+int ops_spool_path(const char *snap_id, char *out, size_t len);
 
 /* No sandbox id starts with a dot (lib/names.h): these names are never a sandbox's. */
 #define SANDBOX_TOMB_PREFIX ".removed-"
 
 /* A fresh id: @prefix + 16 hex digits. */
 int new_object_id(const char *prefix, char out[ID_MAX]);
-
-/*
- * Write sandbox @id's bundle (runtime/runsc/bundle.h) for container @runtime_id
- * (its cgroup: runtime/runsc/cgroup.h) of @image, its process
- * `/bin/sh -c @entrypoint` with @env, and the host's NVIDIA devices when
- * @gpu; pins the image's digest into @digest. A @digest that is not empty
- * on entry is the one the image must have (a restore's: the snapshot's):
- * another is refused with EINVAL and both digests, before the bundle or the
- * network exists. In ops_sandbox.c, beside container_start().
- */
-int prepare_bundle(const char *id, const char *runtime_id, const char *image,
-		   const char *entrypoint, const char *env, bool gpu, const struct resources *res,
-		   char digest[DIGEST_MAX], struct err *e);
-
-/*
- * `runsc run` (@image_dir NULL) or `runsc restore` of sandbox @id's bundle
- * into container @runtime_id, its stdio the sandbox's console
- * (runtime/runsc/console.h), read from then on; its processes then leave the
- * daemon's cgroup on a hybrid host too (cgroup_adopt(): a failure there is
- * warned and journalled, the container kept); a failure to start deletes
- * the container.
- */
-/*
- * The network of sandbox @id for container @runtime_id when its row says
- * egress (ops/ops_net.c): set up, with @netns and @resolv for the
- * bundle; both "" for none. Leaves nothing on failure.
- */
-/* info.json's "network": {"mode", "address"}, the address null while it has none. */
-struct cJSON *net_info(const struct sandbox *sb);
-int net_prepare(const char *id, const char *runtime_id, char netns[PATH_MAX], char resolv[PATH_MAX],
-		struct err *e);
-/*
- * A fork's rules by where they came from: when @who (root) forks @snap of
- * a non-root owner, the rules of @sb (copied from @snap) inside a denied
- * range are commented out (net_rules_disarm()), so the user's `allow
- * 169.254.169.254` stays as inert in root's fork as it was in theirs.
- */
-void net_fork_rules(const struct caller *who, const struct snapshot *snap, struct sandbox *sb);
-int container_start(const char *id, const char *runtime_id, bool gpu, const char *image_dir,
-		    struct err *e);
-
-/*
- * Bring sandbox @sb back to running from the checkpoint still in the spool
- * of snapshot @snap_id (a suspend whose storing failed): a fresh container
- * id, recorded in the registry while the sandbox is still suspending
- * (-ECANCELED once it is not: a terminate took it), then `runsc restore`.
- * Updates @sb (runtime_id, pid); the registry only for the id.
- */
-int restore_from_spool(struct sandbox *sb, const char *snap_id, struct err *e);
-/*
- * A fork, in three steps, so that a fan-out (ops_fanout.c) takes every
- * place and checks the snapshot once: fork_job_new() takes a place in the
- * lifecycle queue; fork_prepare() checks that @who may fork @snap_id here
- * and makes in @sb the sandbox every fork of it with @opts gets;
- * fork_submit() gives @sb (changed: its id, ports) a new id in @id_out,
- * records it and queues its restore in @job, which it drops on a refusal.
- */
-void *fork_job_new(ops_done_fn done, void *ctx, struct err *e);
-int fork_prepare(const struct caller *who, const char *snap_id, const struct fork_opts *opts,
-		 struct snapshot *snap, struct sandbox *sb, struct err *e);
-int fork_submit(void *job, const struct snapshot *snap, struct sandbox *sb, char id_out[ID_MAX],
-		struct err *e);
-/* Kill and delete container @runtime_id; -EIO if runsc still knows it afterwards. */
-int stop_container(const char *runtime_id, struct err *e);
-/* The same without the kill: a paused or stopped container. */
-int delete_container(const char *runtime_id, struct err *e);
-/* Resume @runtime_id if runsc has it paused, a few tries: its status after (ops_sandbox.c). */
-enum runsc_status container_unpause(const char *runtime_id, struct err *e);
-/* Queue the store of @snap, in_progress with its checkpoint whole in the spool (ops_checkpoint.c).
- */
-void snapshot_store_again(const struct snapshot *snap);
-
-/*
- * The hold on a suspend's snapshot in the store (backend/store/store.h), named
- * by this host and sandbox @sandbox_id (ops_checkpoint.c): taken before the
- * checkpoint of a suspend, released once the sandbox no longer resumes
- * from it (a failed suspend, a resume, a terminate); a failed release only
- * warns. holds_reconcile(), at start-up after the sandboxes are, releases
- * this host's holds that no sandbox needs any more.
- */
-int suspend_hold(const char *sandbox_id, const char *snap_id, struct err *e);
-void suspend_unhold(const char *sandbox_id, const char *snap_id);
-/*
- * End @job with @rc (op_job_end()), then release @sandbox_id's hold on
- * @snap_id (none if @sandbox_id is NULL): the answer does not wait out a
- * store that is down, and a hold left behind only keeps the snapshot until
- * holds_reconcile() at the next start-up.
- */
-void op_job_end_unhold(void *job, int rc, const char *sandbox_id, const char *snap_id);
-void holds_reconcile(void);
 
 /*
  * What every job of the operations starts with: who to tell when it ends,
@@ -329,29 +264,11 @@ int op_job_queue(void *job, void (*fn)(void *));
 /* Tell @job's requester how it ended (@rc, @result), and free @job. */
 void op_job_end(void *job, int rc, const char *result, size_t len);
 
-/* A sandbox job's argument: which sandbox, and what to do (ops_sandbox.c, ops_exec.c). */
-struct sandbox_job {
-	struct op_job base;
-	char id[ID_MAX];
-	/*
-	 * exec only: the command, and which sandbox of that id it was written
-	 * to. An exec waits for a worker, and meanwhile its sandbox may be
-	 * removed and another made under the name, another user's perhaps.
-	 */
-	char cmdline[ENTRYPOINT_MAX];
-	int64_t created_at;
-	uid_t owner_uid;
-};
-
-/* The job for sandbox @id and its place in @kind's queue; NULL (@e says why) if none is free. */
-struct sandbox_job *sandbox_job_new(enum job_kind kind, const char *id, ops_done_fn done, void *ctx,
-				    struct err *e);
-
 /*
  * Snapshots in use: forks and resumes still restoring from one, or a delete
  * under way. A delete waits for no restore (it is refused with EBUSY while
  * one runs) and a fork of a snapshot being deleted is refused, so a restore
- * never reads data a delete is removing. Guarded by ops.lock (ops_restore.c).
+ * never reads data a delete is removing. Guarded by ops.lock (ops_core.c).
  */
 struct snapshot_use {
 	char id[ID_MAX];
@@ -366,95 +283,6 @@ struct snapshot_use *snapshot_use_get(const char *id, bool create);
 void snapshot_use_drop_if_idle(const char *id);
 
 /*
- * Can @snap be restored here? Appends one line per reason it cannot; returns their count, or a
- * negative errno when they could not be found or told.
- */
-int restore_blockers(const struct snapshot *snap, struct strbuf *why);
-
-/* ops_sandbox.c / ops_snapshot.c hooks used by ops_open. */
-void reconcile_sandboxes(void);
-void reconcile_snapshots(void);
-/* Decide snapshot @id, left undecided by start-up, from the store (found ours just now). */
-void reconcile_snapshot_id(const char *id);
-/*
- * Which store (ops/ops_sync.c): 0 if the store is the one this state
- * follows (recorded on its first use), -EXDEV if it is another (journalled
- * once), another negative errno if it cannot say; the reason in @e.
- */
-int ops_store_followed(struct err *e);
-/*
- * Whether completed row @snap, whose manifest the store (ours) lacks, may
- * be forgotten: 1 if it is not held and another host took it or a
- * tombstone says it was deleted, 0 if not (its id is added to @kept, may be NULL), or a negative
- * errno if the store cannot say.
- */
-struct strset;
-int sync_may_forget(const struct snapshot *snap, struct strset *kept);
-/* Have the sync thread decide snapshot @id (reconcile_snapshot_id()) once the store answers. */
-void sync_reconcile_later(const char *id);
-/*
- * Is @snap's a checkpoint to finish storing: this host's, pending or
- * in_progress, whole in the spool? The one rule reconcile_snapshots() leaves
- * it by, reconcile_sandboxes() keeps a suspend on, spool_empty() keeps its
- * spool by (reconcile_spool_wanted(), by id) and reconcile_stores() stores.
- */
-bool snapshot_store_unfinished(const struct snapshot *snap);
-bool reconcile_spool_wanted(const char *snap_id, void *arg);
-/* A network start-up keeps (runtime/net/net.h net_sweep()): its sandbox's container runs on. */
-bool reconcile_net_wanted(const char *runtime_id, void *arg);
-/* After the job threads started: queue the stores of those (ops_start). */
-void reconcile_stores(void);
-/* Mark running sandboxes whose process ended as terminated (the monitor thread). */
-void monitor_sandboxes(void);
-/* The `error` of a sandbox whose process ended under no limit it went over. */
-#define SANDBOX_EXITED_MSG "the sandbox's process exited"
-/*
- * Pidfds of up to @max running sandboxes' processes whose end is yet to
- * come, into @p (POLLIN): the monitor sleeps on them, so that an end is
- * seen as it happens. The caller closes them.
- */
-struct pollfd;
-size_t monitor_watch(struct pollfd *p, size_t max);
-/*
- * After an exec in sandbox @id (born @created_at) failed: true if the
- * sandbox ended under it (marked terminated now if the monitor had not),
- * with its `error` in @why ("out of memory: ..." for an OOM kill).
- */
-bool sandbox_ended_under(const char *id, int64_t created_at, char *why, size_t size);
-
-/* Manifest fetches (ops_view.c) may run; at shutdown, those in flight give up a store that hangs.
- */
-void ops_view_start(void);
-void ops_view_stop(void);
-
-#define STATE_BIT(s) (1u << (s))
-
-/*
- * --- the lifetime: timeouts and periodic snapshots (ops_timer.c) ----------
- *
- * The deadline a timeout of @timeout_s seconds set at @now (ms since the
- * epoch) has: 0 (none) for 0. Inline: ops_core.c applies it with a patch's
- * arm_timeout, and calls no other ops file.
- */
-static inline int64_t timeout_deadline(int64_t timeout_s, int64_t now)
-{
-	return timeout_s > 0 ? now + timeout_s * 1000 : 0;
-}
-/* Read --default-timeout (ops_open). */
-void timer_configure(const struct ops_config *cfg);
-/* A new sandbox's lifetime from @spec (NULL: mkdir), or the default. */
-void timer_init_sandbox(struct sandbox *sb, const struct sandbox_spec *spec);
-/* A fork's: the snapshot's timeout, unless @opts names another. */
-void timer_init_fork(struct sandbox *sb, const struct snapshot *snap, const struct fork_opts *opts);
-/* Start the timer thread (ops_start), stop it (ops_shutdown). */
-int timer_start(void);
-void timer_stop(void);
-/* A deadline or a setting changed, or a sandbox began to run: the timer looks again. */
-void timer_kick(void);
-/* info.json's "timeout" and "autosnapshot" of @sb (ops_view.c); NULL without memory. */
-cJSON *timer_info_timeout(const struct sandbox *sb);
-cJSON *timer_info_autosnap(const struct sandbox *sb);
-/*
  * The reason the next events this thread announces give ("timeout",
  * "autosnapshot"; NULL: none): the timer thread names it around the
  * operations it starts, which announce on the calling thread (ops_core.c).
@@ -462,13 +290,6 @@ cJSON *timer_info_autosnap(const struct sandbox *sb);
 void announce_reason(const char *reason);
 /* This thread's reason now: a job queued under it carries it to the thread that announces. */
 const char *announced_reason(void);
-/*
- * The timer's snapshot of sandbox @id (ops_checkpoint.c): as a `snapshot`
- * write by the daemon, the row marked autosnap, which alone the prune may
- * delete.
- */
-int autosnap_take(const char *id, const char *label, char snap_id_out[ID_MAX], ops_done_fn done,
-		  void *ctx, struct err *e);
 
 /*
  * --- what a user who is not root may ask for (ops_quota.c; docs/limits.md,
@@ -492,6 +313,93 @@ int quota_limits(const struct caller *who, const struct resources *given, const 
  * and --max-ports-per-user: -EDQUOT with the sentence.
  */
 int quota_owner_locked(const struct caller *who, unsigned sandboxes, unsigned ports, struct err *e);
+/*
+ * The ports @sb's row publishes, which count against its owner's cap:
+ * those it records while it is live (PORTS_LIVE), 0 after its end.
+ */
+unsigned quota_ports_published(const struct sandbox *sb);
+/* The states a sandbox has published ports in: every one before its end. */
+#define PORTS_LIVE                                                                                 \
+	(STATE_BIT(SB_CREATED) | STATE_BIT(SB_STARTING) | STATE_BIT(SB_RUNNING) |                  \
+	 STATE_BIT(SB_SNAPSHOTTING) | STATE_BIT(SB_SUSPENDING) | STATE_BIT(SB_SUSPENDED) |         \
+	 STATE_BIT(SB_RESUMING))
+
+/* ======== floor 3: the helpers every verb calls ============================= */
+/*
+ * Lifetime rules and the timer's kick (ops_lifetime.c), store holds
+ * (ops_holds.c), which store (ops_follow.c), GPU hooks (ops_gpu.c), ports
+ * (ops_ports.c), network (ops_net.c), metrics (ops_text.c). Each calls
+ * the floors below and none calls another at its floor or above.
+ */
+
+/*
+ * --- the lifetime: timeouts and periodic snapshots (ops_lifetime.c) -------
+ *
+ * The deadline a timeout of @timeout_s seconds set at @now (ms since the
+ * epoch) has: 0 (none) for 0. Inline: ops_core.c applies it with a patch's
+ * arm_timeout, and calls no other ops file.
+ */
+static inline int64_t timeout_deadline(int64_t timeout_s, int64_t now)
+{
+	return timeout_s > 0 ? now + timeout_s * 1000 : 0;
+}
+/* Read --default-timeout (ops_open). */
+void lifetime_configure(const struct ops_config *cfg);
+/* A new sandbox's lifetime from @spec (NULL: mkdir), or the default. */
+void lifetime_init_sandbox(struct sandbox *sb, const struct sandbox_spec *spec);
+/* A fork's: the snapshot's timeout, unless @opts names another. */
+void lifetime_init_fork(struct sandbox *sb, const struct snapshot *snap,
+			const struct fork_opts *opts);
+/* info.json's "timeout" and "autosnapshot" of @sb (ops_view.c); NULL without memory. */
+cJSON *lifetime_info_timeout(const struct sandbox *sb);
+cJSON *lifetime_info_autosnap(const struct sandbox *sb);
+/*
+ * The timer's kick. lifetime_kick(): a deadline or a setting changed, or a
+ * sandbox began to run: the timer looks again. The timer thread
+ * (ops_timer.c) loops while lifetime_pass_begin() (false once
+ * lifetime_halt(true); it clears the kick), and between passes sleeps in
+ * lifetime_wait() until @until (ms since the epoch), a kick or the halt.
+ */
+void lifetime_kick(void);
+void lifetime_halt(bool halt);
+bool lifetime_pass_begin(void);
+void lifetime_wait(int64_t until);
+
+/*
+ * The hold on a suspend's snapshot in the store (backend/store/store.h), named
+ * by this host and sandbox @sandbox_id (ops_holds.c): taken before the
+ * checkpoint of a suspend, released once the sandbox no longer resumes
+ * from it (a failed suspend, a resume, a terminate); a failed release only
+ * warns. holds_reconcile(), at start-up after the sandboxes are, releases
+ * this host's holds that no sandbox needs any more.
+ */
+int suspend_hold(const char *sandbox_id, const char *snap_id, struct err *e);
+void suspend_unhold(const char *sandbox_id, const char *snap_id);
+/*
+ * End @job with @rc (op_job_end()), then release @sandbox_id's hold on
+ * @snap_id (none if @sandbox_id is NULL): the answer does not wait out a
+ * store that is down, and a hold left behind only keeps the snapshot until
+ * holds_reconcile() at the next start-up.
+ */
+void op_job_end_unhold(void *job, int rc, const char *sandbox_id, const char *snap_id);
+void holds_reconcile(void);
+
+/*
+ * Which store (ops/ops_follow.c): 0 if the store is the one this state
+ * follows (recorded on its first use), -EXDEV if it is another (journalled
+ * once), another negative errno if it cannot say; the reason in @e.
+ */
+int ops_store_followed(struct err *e);
+/*
+ * Whether completed row @snap, whose manifest the store (ours) lacks, may
+ * be forgotten: 1 if it is not held and another host took it or a
+ * tombstone says it was deleted, 0 if not (its id is added to @kept, may be NULL), or a negative
+ * errno if the store cannot say.
+ */
+struct strset;
+int follow_may_forget(const struct snapshot *snap, struct strset *kept);
+/* The pass's set of missing manifests becomes @fresh (emptied): the sync pass, under pass_lock. */
+void follow_missing_replace(struct strset *fresh);
 
 /*
  * --- published ports (ops_ports.c; docs/network.md, "Published ports") ----
@@ -499,19 +407,34 @@ int quota_owner_locked(const struct caller *who, unsigned sandboxes, unsigned po
  * Read --publish-address (ops_open); start the forwarder and open the
  * forwarders of every live sandbox's row (ops_start); stop it (shutdown).
  */
-void ports_configure(const struct ops_config *cfg);
-int ports_start(struct err *e);
-void ports_stop(void);
+void ops_ports_configure(const struct ops_config *cfg);
+int ops_ports_start(struct err *e);
+void ops_ports_stop(void);
 /* Open sandbox @id's forwarders from its row, recording the host ports bound (a fork's). */
-void ports_reopen(const char *id);
+void ops_ports_reopen(const char *id);
 /* A fork's row gets its snapshot's ports (host ports 0: new ones when it opens them). */
-void ports_fork(struct sandbox *sb, const struct snapshot *snap);
+void ops_ports_fork(struct sandbox *sb, const struct snapshot *snap);
 /* A snapshot records its source's ports, without their host ports. */
-void ports_snapshot(struct snapshot *snap, const struct sandbox *sb);
+void ops_ports_snapshot(struct snapshot *snap, const struct sandbox *sb);
 /* info.json's "ports" of @sb; NULL without memory. */
-cJSON *ports_info(const struct sandbox *sb);
-/* The ports @sb's row publishes: those it records while it is live, 0 after its end. */
-unsigned ports_published(const struct sandbox *sb);
+cJSON *ops_ports_info(const struct sandbox *sb);
+
+/*
+ * The network of sandbox @id for container @runtime_id when its row says
+ * egress (ops/ops_net.c): set up, with @netns and @resolv for the
+ * bundle; both "" for none. Leaves nothing on failure.
+ */
+int ops_net_prepare(const char *id, const char *runtime_id, char netns[PATH_MAX],
+		    char resolv[PATH_MAX], struct err *e);
+/* info.json's "network": {"mode", "address"}, the address null while it has none. */
+struct cJSON *ops_net_info(const struct sandbox *sb);
+/*
+ * A fork's rules by where they came from: when @who (root) forks @snap of
+ * a non-root owner, the rules of @sb (copied from @snap) inside a denied
+ * range are commented out (net_rules_disarm()), so the user's `allow
+ * 169.254.169.254` stays as inert in root's fork as it was in theirs.
+ */
+void ops_net_fork_rules(const struct caller *who, const struct snapshot *snap, struct sandbox *sb);
 
 /*
  * --- GPU sandboxes and cuda-checkpoint (ops_gpu.c; docs/gpu.md) ----------
@@ -527,13 +450,13 @@ unsigned ports_published(const struct sandbox *sb);
  * PATH, else none (GPU sandboxes then cannot be snapshotted). Held open for
  * the daemon's life: a file replaced meanwhile does not change what runs.
  */
-int gpu_tool_init(const char *cuda_checkpoint, struct err *e);
+int ops_gpu_tool_init(const char *cuda_checkpoint, struct err *e);
 
 /* Before a start of @id (NULL: sandboxes/new): a GPU sandbox needs a GPU and driver (-ENODEV). */
-int gpu_start_check(const char *id, bool gpu, struct err *e);
+int ops_gpu_start_check(const char *id, bool gpu, struct err *e);
 
-/* What gpu_before_checkpoint() did, for gpu_after_checkpoint(). */
-struct gpu_checkpoint {
+/* What ops_gpu_before_checkpoint() did, for ops_gpu_after_checkpoint(). */
+struct ops_gpu_checkpoint {
 	char what[ID_MAX + 32];	  /* "snapshot sandbox web", for messages */
 	char cid[RUNTIME_ID_MAX]; /* the source's container */
 	struct cuda_procs procs;  /* the CUDA processes snapfs locked and checkpointed */
@@ -545,28 +468,204 @@ struct gpu_checkpoint {
  * CUDA processes and record them in @spool; on a failure nothing is left
  * locked or checkpointed and @e says which step failed.
  */
-int gpu_before_checkpoint(const struct sandbox *sb, const char *spool, struct gpu_checkpoint *gc,
-			  struct err *e);
+int ops_gpu_before_checkpoint(const struct sandbox *sb, const char *spool,
+			      struct ops_gpu_checkpoint *gc, struct err *e);
 /*
  * After it (@rc: how it went): a snapshot restores and unlocks the source's
  * CUDA processes; a failed checkpoint does the same if the source still
  * runs, and says so in @e. Returns @rc, or the undo's failure.
  */
-int gpu_after_checkpoint(struct gpu_checkpoint *gc, bool leave_running, int rc, struct err *e);
+int ops_gpu_after_checkpoint(struct ops_gpu_checkpoint *gc, bool leave_running, int rc,
+			     struct err *e);
 /* After `runsc restore` of @image_dir into @runtime_id: restore and unlock what it records. */
-int gpu_after_restore(const char *sandbox_id, const char *snap_id, const char *runtime_id,
-		      const char *image_dir, struct err *e);
+int ops_gpu_after_restore(const char *sandbox_id, const char *snap_id, const char *runtime_id,
+			  const char *image_dir, struct err *e);
 /*
  * At start-up, for a sandbox that was snapshotting or suspending and still
  * runs: bring back the CUDA processes the interrupted checkpoint's spool
  * records, and say so in @sb->message (the caller saves @sb).
  */
-void gpu_reconcile(struct sandbox *sb);
+void ops_gpu_reconcile(struct sandbox *sb);
 
 /* --- metrics (ops_text.c; docs/metrics.md) --------------------------------- */
 
 /* A snapshot's checkpoint paused its sandbox @ms: one observation of snapfs_snapshot_pause_seconds.
  */
 void metrics_pause_observe(int64_t ms);
+
+/* ======== floor 4: the container (ops_container.c) ============================= */
+/*
+ * runsc, the bundle, console and cgroup of one sandbox: below every verb.
+ * (ops_view_start/stop sit here only by age: ops_view.c, the readers, is
+ * a top file, which calls the sync thread's ask.)
+ */
+
+/*
+ * --- the container of a sandbox (ops_container.c) ----------------------
+ */
+/*
+ * Write sandbox @id's bundle (runtime/runsc/bundle.h) for container @runtime_id
+ * (its cgroup: runtime/runsc/cgroup.h) of @image, its process
+ * `/bin/sh -c @entrypoint` with @env, and the host's NVIDIA devices when
+ * @gpu; pins the image's digest into @digest. A @digest that is not empty
+ * on entry is the one the image must have (a restore's: the snapshot's):
+ * another is refused with EINVAL and both digests, before the bundle or the
+ * network exists.
+ */
+int container_prepare(const char *id, const char *runtime_id, const char *image,
+		      const char *entrypoint, const char *env, bool gpu,
+		      const struct resources *res, char digest[DIGEST_MAX], struct err *e);
+
+/*
+ * `runsc run` (@image_dir NULL) or `runsc restore` of sandbox @id's bundle
+ * into container @runtime_id, its stdio the sandbox's console
+ * (runtime/runsc/console.h), read from then on; its processes then leave the
+ * daemon's cgroup on a hybrid host too (cgroup_adopt(): a failure there is
+ * warned and journalled, the container kept); a failure to start deletes
+ * the container.
+ */
+int container_start(const char *id, const char *runtime_id, bool gpu, const char *image_dir,
+		    struct err *e);
+/* container_prepare() then container_start() for @sb's first run (a start). */
+int container_run(const struct sandbox *sb, char digest[DIGEST_MAX], struct err *e);
+/* Kill and delete container @runtime_id; -EIO if runsc still knows it afterwards. */
+int container_stop(const char *runtime_id, struct err *e);
+/* The same without the kill: a paused or stopped container. */
+int container_delete(const char *runtime_id, struct err *e);
+/* Resume @runtime_id if runsc has it paused, a few tries: its status after. */
+enum runsc_status container_unpause(const char *runtime_id, struct err *e);
+/* A job that made a container for @id which a terminate took over meanwhile: remove it. */
+void container_drop(const char *id, const char *runtime_id);
+/*
+ * The cgroup counters (OOM kills, pids.max refusals) last noted for
+ * @runtime_id into @base (all 0 if none were); note @u for it (NULL
+ * forgets). container_start() forgets them; the monitor notes them.
+ */
+struct cgroup_usage;
+void limit_seen_get(const char *runtime_id, struct cgroup_usage *base);
+void limit_seen_note(const char *runtime_id, const struct cgroup_usage *u);
+
+/* Manifest fetches (ops_view.c) may run; at shutdown, those in flight give up a store that hangs.
+ */
+void ops_view_start(void);
+void ops_view_stop(void);
+
+/* ======== floor 5: what the verbs share (ops_sandbox.c, ops_restore.c, ops_checkpoint.c) === */
+/*
+ * The pieces one verb file lends another: the sandbox job, the restore
+ * from a spool and the fork's steps, the store again, the timer's
+ * snapshot, the monitor's checks.
+ */
+
+/* A sandbox job's argument: which sandbox, and what to do (ops_sandbox.c, ops_exec.c). */
+struct sandbox_job {
+	struct op_job base;
+	char id[ID_MAX];
+	/*
+	 * exec only: the command, and which sandbox of that id it was written
+	 * to. An exec waits for a worker, and meanwhile its sandbox may be
+	 * removed and another made under the name, another user's perhaps.
+	 */
+	char cmdline[ENTRYPOINT_MAX];
+	int64_t created_at;
+	uid_t owner_uid;
+};
+
+/* The job for sandbox @id and its place in @kind's queue; NULL (@e says why) if none is free. */
+struct sandbox_job *sandbox_job_new(enum job_kind kind, const char *id, ops_done_fn done, void *ctx,
+				    struct err *e);
+
+/*
+ * Bring sandbox @sb back to running from the checkpoint still in the spool
+ * of snapshot @snap_id (a suspend whose storing failed): a fresh container
+ * id, recorded in the registry while the sandbox is still suspending
+ * (-ECANCELED once it is not: a terminate took it), then `runsc restore`.
+ * Updates @sb (runtime_id, pid); the registry only for the id.
+ */
+int restore_from_spool(struct sandbox *sb, const char *snap_id, struct err *e);
+/*
+ * A fork, in three steps, so that a fan-out (ops_fanout.c) takes every
+ * place and checks the snapshot once: fork_job_new() takes a place in the
+ * lifecycle queue; fork_prepare() checks that @who may fork @snap_id here
+ * and makes in @sb the sandbox every fork of it with @opts gets;
+ * fork_submit() gives @sb (changed: its id, ports) a new id in @id_out,
+ * records it and queues its restore in @job, which it drops on a refusal.
+ */
+void *fork_job_new(ops_done_fn done, void *ctx, struct err *e);
+int fork_prepare(const struct caller *who, const char *snap_id, const struct fork_opts *opts,
+		 struct snapshot *snap, struct sandbox *sb, struct err *e);
+int fork_submit(void *job, const struct snapshot *snap, struct sandbox *sb, char id_out[ID_MAX],
+		struct err *e);
+
+/*
+ * Can @snap be restored here? Appends one line per reason it cannot; returns their count, or a
+ * negative errno when they could not be found or told.
+ */
+int restore_blockers(const struct snapshot *snap, struct strbuf *why);
+
+/* Queue the store of @snap, in_progress with its checkpoint whole in the spool (ops_checkpoint.c).
+ */
+void snapshot_store_again(const struct snapshot *snap);
+
+/*
+ * The timer's snapshot of sandbox @id (ops_checkpoint.c): as a `snapshot`
+ * write by the daemon, the row marked autosnap, which alone the prune may
+ * delete.
+ */
+int autosnap_take(const char *id, const char *label, char snap_id_out[ID_MAX], ops_done_fn done,
+		  void *ctx, struct err *e);
+
+/* Mark running sandboxes whose process ended as terminated (the monitor thread). */
+void monitor_sandboxes(void);
+/* The `error` of a sandbox whose process ended under no limit it went over. */
+#define SANDBOX_EXITED_MSG "the sandbox's process exited"
+/*
+ * Pidfds of up to @max running sandboxes' processes whose end is yet to
+ * come, into @p (POLLIN): the monitor sleeps on them, so that an end is
+ * seen as it happens. The caller closes them.
+ */
+struct pollfd;
+size_t monitor_watch(struct pollfd *p, size_t max);
+/*
+ * After an exec in sandbox @id (born @created_at) failed: true if the
+ * sandbox ended under it (marked terminated now if the monitor had not),
+ * with its `error` in @why ("out of memory: ..." for an OOM kill).
+ */
+bool sandbox_ended_under(const char *id, int64_t created_at, char *why, size_t size);
+
+/* ======== floor 6: the top (ops_reconcile.c, ops_sync.c, ops_timer.c, ops_life.c) === */
+/*
+ * Start-up reconciliation (which the sync thread also calls, one way)
+ * and the threads: called by ops_life.c's open, start and shutdown only.
+ */
+
+/* ops_reconcile.c's hooks used by ops_open. */
+void reconcile_sandboxes(void);
+void reconcile_snapshots(void);
+/* Decide snapshot @id, left undecided by start-up, from the store (found ours just now). */
+void reconcile_snapshot_id(const char *id);
+/*
+ * Leave snapshot @id for the store to decide (reconcile_snapshot_id()) once
+ * it answers; the sync pass calls reconcile_settle() when it does.
+ */
+void reconcile_later(const char *id);
+void reconcile_settle(void);
+
+/*
+ * Is @snap's a checkpoint to finish storing: this host's, pending or
+ * in_progress, whole in the spool? The one rule reconcile_snapshots() leaves
+ * it by, reconcile_sandboxes() keeps a suspend on, spool_empty() keeps its
+ * spool by (reconcile_spool_wanted(), by id) and reconcile_stores() stores.
+ */
+bool snapshot_store_unfinished(const struct snapshot *snap);
+bool reconcile_spool_wanted(const char *snap_id, void *arg);
+/* A network start-up keeps (runtime/net/net.h net_sweep()): its sandbox's container runs on. */
+bool reconcile_net_wanted(const char *runtime_id, void *arg);
+/* After the job threads started: queue the stores of those (ops_start). */
+void reconcile_stores(void);
+
+/* --- the timer thread (ops_timer.c): start it (ops_start), stop it (ops_shutdown) --- */
+int timer_start(void);
+void timer_stop(void);
 
 #endif

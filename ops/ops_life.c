@@ -94,7 +94,7 @@ static int open_parts(const struct ops_config *cfg, struct err *e)
 	rc = runsc_record_calls(&ops.runsc, path, e);
 	if (rc < 0)
 		return rc;
-	return gpu_tool_init(cfg->cuda_checkpoint, e);
+	return ops_gpu_tool_init(cfg->cuda_checkpoint, e);
 }
 
 /* What a remove set aside and a crash left: the directories of removed sandboxes. */
@@ -203,9 +203,9 @@ static int open_all(const struct ops_config *cfg, struct err *e)
 	if (rc == 0)
 		rc = open_parts(cfg, e);
 	if (rc == 0)
-		timer_configure(cfg);
+		lifetime_configure(cfg);
 	if (rc == 0)
-		ports_configure(cfg);
+		ops_ports_configure(cfg);
 	return rc;
 }
 
@@ -280,7 +280,7 @@ int ops_start(struct err *e)
 	rc = timer_start();
 	if (rc < 0)
 		return err_set(e, -rc, "cannot start the timer thread: %s", strerror(-rc));
-	rc = ports_start(e);
+	rc = ops_ports_start(e);
 	if (rc < 0)
 		return rc;
 	ops.running = true;
@@ -298,7 +298,7 @@ void ops_shutdown(void)
 	if (monitor_started)
 		monitor_end();
 	timer_stop();
-	ports_stop();
+	ops_ports_stop();
 	ops_sync_stop();
 	ops_view_stop(); /* reads only: nothing is lost if they give up */
 	cancel_set_deadline(&ops.store_stop, mono_ms() + STORE_STOP_GRACE_MS);

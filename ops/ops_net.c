@@ -1,7 +1,7 @@
 /*
  * ops_net.c - a sandbox's network in its operations (runtime/net/net.h): the
  * `egress` file, and the steps start, fork and resume take before runsc
- * (a container's network goes with its runtime id: delete_container()).
+ * (a container's network goes with its runtime id: container_delete()).
  */
 #include <arpa/inet.h>
 #include <cjson/cJSON.h>
@@ -122,8 +122,8 @@ int ops_sandbox_set_egress(const struct caller *who, const char *id, const char 
 	return rc;
 }
 
-int net_prepare(const char *id, const char *runtime_id, char netns[PATH_MAX], char resolv[PATH_MAX],
-		struct err *e)
+int ops_net_prepare(const char *id, const char *runtime_id, char netns[PATH_MAX],
+		    char resolv[PATH_MAX], struct err *e)
 {
 	struct sandbox sb;
 	netns[0] = resolv[0] = '\0';
@@ -180,7 +180,7 @@ static bool snapshot_rules_root(const struct snapshot *snap)
 	return access_is_root(&c);
 }
 
-void net_fork_rules(const struct caller *who, const struct snapshot *snap, struct sandbox *sb)
+void ops_net_fork_rules(const struct caller *who, const struct snapshot *snap, struct sandbox *sb)
 {
 	/* A fork of a non-root owner is read after the denies anyway (owner_root()). */
 	if (!access_is_root(who) || snapshot_rules_root(snap))
@@ -200,7 +200,7 @@ bool reconcile_net_wanted(const char *runtime_id, void *arg)
 	return w.found;
 }
 
-cJSON *net_info(const struct sandbox *sb)
+cJSON *ops_net_info(const struct sandbox *sb)
 {
 	struct in_addr a;
 	char text[INET_ADDRSTRLEN];

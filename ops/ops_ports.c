@@ -10,7 +10,7 @@
  * host ports it records. A listener stays open from the publish to a
  * `close`, terminate or rmdir, through a suspend, a resume and a
  * snapshot: the forwarder asks where the sandbox is for each connection
- * (ports_resolve()), so a suspended sandbox's port accepts and closes, and
+ * (ops_ports_resolve()), so a suspended sandbox's port accepts and closes, and
  * serves again once it runs. Locks: ops.lock around each read-change-write
  * of a row; forward.c's own lock below it.
  */
@@ -24,12 +24,6 @@
 #include "runtime/net/forward.h"
 #include "runtime/net/net.h"
 
-/* The states a sandbox has published ports in: every one before its end. */
-#define PORTS_LIVE                                                                                 \
-	(STATE_BIT(SB_CREATED) | STATE_BIT(SB_STARTING) | STATE_BIT(SB_RUNNING) |                  \
-	 STATE_BIT(SB_SNAPSHOTTING) | STATE_BIT(SB_SUSPENDING) | STATE_BIT(SB_SUSPENDED) |         \
-	 STATE_BIT(SB_RESUMING))
-
 /*
  * Host ports below the kernel's ip_unprivileged_port_start are the host's
  * services': only root publishes on them. Read at each publish, in the
@@ -39,7 +33,7 @@
 #define PORTS_UNPRIV_SYSCTL "/proc/sys/net/ipv4/ip_unprivileged_port_start"
 #define PORTS_PRIVILEGED_DEFAULT 1024
 
-static unsigned ports_privileged_below(void)
+static unsigned ops_ports_privileged_below(void)
 {
 	_cleanup_free_ char *text = NULL;
 	size_t len = 0;
@@ -58,7 +52,7 @@ static const char *publish_address; /* --publish-address; NULL: 127.0.0.1 */
  * network=egress. Any other sandbox (network none, suspended, not yet
  * started) is -ENETUNREACH: the connection is accepted and closed.
  */
-static int ports_resolve(const char *sandbox_id, struct sockaddr_in *out)
+static int ops_ports_resolve(const char *sandbox_id, struct sockaddr_in *out)
 {
 	struct sandbox sb;
 	if (row_sandbox_get(sandbox_id, &sb) < 0 || sb.network != SB_NET_EGRESS ||
@@ -68,13 +62,13 @@ static int ports_resolve(const char *sandbox_id, struct sockaddr_in *out)
 	return net_sandbox_addr(sb.runtime_id, &out->sin_addr) < 0 ? -ENETUNREACH : 0;
 }
 
-void ports_configure(const struct ops_config *cfg)
+void ops_ports_configure(const struct ops_config *cfg)
 {
 	publish_address = cfg->publish_address;
 }
 
 /* Open a forwarder for each port @sb's row records, on its host port (taken: a new one). */
-static bool ports_open_row(struct sandbox *sb)
+static bool ops_ports_open_row(struct sandbox *sb)
 {
 	struct ports p;
 	struct err e = {0};
@@ -107,12 +101,12 @@ static bool ports_open_row(struct sandbox *sb)
 }
 
 /* Open sandbox @id's forwarders from its row and record the host ports bound. */
-void ports_reopen(const char *id)
+void ops_ports_reopen(const char *id)
 {
 	struct sandbox sb;
 	pthread_mutex_lock(&ops.lock);
 	if (row_sandbox_get(id, &sb) == 0 && (PORTS_LIVE & STATE_BIT(sb.state)) && sb.ports[0] &&
-	    ports_open_row(&sb) && row_sandbox_update(&sb) < 0)
+	    ops_ports_open_row(&sb) && row_sandbox_update(&sb) < 0)
 		warning("sandbox %s: cannot record the host ports of its published ports", id);
 	pthread_mutex_unlock(&ops.lock);
 }
@@ -121,24 +115,24 @@ static int reopen_row(const struct sandbox *sb, void *arg)
 {
 	(void)arg;
 	if (sb->ports[0] && (PORTS_LIVE & STATE_BIT(sb->state)))
-		ports_reopen(sb->id);
+		ops_ports_reopen(sb->id);
 	return 0;
 }
 
-int ports_start(struct err *e)
+int ops_ports_start(struct err *e)
 {
-	int rc = forward_start(publish_address, ports_resolve, e);
+	int rc = forward_start(publish_address, ops_ports_resolve, e);
 	if (rc == 0)
 		row_sandbox_each(reopen_row, NULL);
 	return rc;
 }
 
-void ports_stop(void)
+void ops_ports_stop(void)
 {
 	forward_stop();
 }
 
-void ports_fork(struct sandbox *sb, const struct snapshot *snap)
+void ops_ports_fork(struct sandbox *sb, const struct snapshot *snap)
 {
 	/*
 	 * The sandbox ports only: a manifest from the bucket names host ports
@@ -151,7 +145,7 @@ void ports_fork(struct sandbox *sb, const struct snapshot *snap)
 		ports_encode(&p, false, sb->ports);
 }
 
-void ports_snapshot(struct snapshot *snap, const struct sandbox *sb)
+void ops_ports_snapshot(struct snapshot *snap, const struct sandbox *sb)
 {
 	struct ports p;
 	snap->ports[0] = '\0';
@@ -160,8 +154,8 @@ void ports_snapshot(struct snapshot *snap, const struct sandbox *sb)
 }
 
 /* Publish or close per @pl in @sb (its row, read under ops.lock); @sb->ports changed on success. */
-static int ports_change(const struct caller *who, struct sandbox *sb, const struct ports_line *pl,
-			struct err *e)
+static int ops_ports_change(const struct caller *who, struct sandbox *sb,
+			    const struct ports_line *pl, struct err *e)
 {
 	struct ports p;
 	if (ports_decode(sb->ports, &p) < 0)
@@ -183,7 +177,7 @@ static int ports_change(const struct caller *who, struct sandbox *sb, const stru
 		return err_set(e, ENOSPC, "sandbox %s publishes %d ports already, the most it may",
 			       sb->id, PORTS_SANDBOX_MAX);
 	} else if (pl->host_port && !access_is_root(who) &&
-		   pl->host_port < (below = ports_privileged_below())) {
+		   pl->host_port < (below = ops_ports_privileged_below())) {
 		return err_set(e, EACCES,
 			       "host port %u is below %u (ip_unprivileged_port_start): only root "
 			       "publishes there",
@@ -213,7 +207,7 @@ int ops_sandbox_ports(const struct caller *who, const char *id, const char *line
 		rc = err_set(e, EBUSY, "cannot change the ports of sandbox %s: it is %s", id,
 			     sandbox_state_name(sb.state));
 	if (rc == 0)
-		rc = ports_change(who, &sb, &pl, e);
+		rc = ops_ports_change(who, &sb, &pl, e);
 	if (rc == 0 && row_sandbox_update(&sb) < 0) {
 		if (pl.verb == PORTS_PUBLISH)
 			forward_close(id, pl.port);
@@ -222,7 +216,7 @@ int ops_sandbox_ports(const struct caller *who, const char *id, const char *line
 	}
 	pthread_mutex_unlock(&ops.lock);
 	if (rc == 0)
-		notify(OPS_OBJ_SANDBOX, id);
+		ops_notify(OPS_OBJ_SANDBOX, id);
 	return rc;
 }
 
@@ -236,7 +230,7 @@ int ops_sandbox_ports_text(const struct sandbox *sb, struct strbuf *out)
 	return strbuf_error(out);
 }
 
-cJSON *ports_info(const struct sandbox *sb)
+cJSON *ops_ports_info(const struct sandbox *sb)
 {
 	struct ports p;
 	struct sockaddr_in at;
@@ -258,12 +252,4 @@ cJSON *ports_info(const struct sandbox *sb)
 		}
 	}
 	return list;
-}
-
-unsigned ports_published(const struct sandbox *sb)
-{
-	struct ports p;
-	if (!(PORTS_LIVE & STATE_BIT(sb->state)) || ports_decode(sb->ports, &p) < 0)
-		return 0;
-	return p.n;
 }

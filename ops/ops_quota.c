@@ -29,6 +29,8 @@
 #include <errno.h>
 #include <string.h>
 
+#include "lib/ports.h"
+
 static struct resources max_res; /* 0 in a field: no bound */
 static unsigned max_sandboxes;	 /* per user; 0: no cap */
 static unsigned max_ports;	 /* per user; 0: no cap */
@@ -71,7 +73,7 @@ static int count_owned(const struct sandbox *sb, void *arg)
 	struct owned *o = arg;
 	if (sb->owner_uid == o->uid) {
 		o->sandboxes++;
-		o->ports += ports_published(sb);
+		o->ports += quota_ports_published(sb);
 	}
 	return 0;
 }
@@ -98,4 +100,12 @@ int quota_owner_locked(const struct caller *who, unsigned sandboxes, unsigned po
 			       "sandbox",
 			       (unsigned)who->uid, o.ports, ports, max_ports);
 	return 0;
+}
+
+unsigned quota_ports_published(const struct sandbox *sb)
+{
+	struct ports p;
+	if (!(PORTS_LIVE & STATE_BIT(sb->state)) || ports_decode(sb->ports, &p) < 0)
+		return 0;
+	return p.n;
 }

@@ -3,17 +3,28 @@
  * in a state runsc has to confirm: running, or in the middle of a start,
  * checkpoint, suspend, resume or terminate when the daemon was killed. It
  * runs from ops_open() once the runsc calls a killed daemon left have
- * ended (ops/ops_life.c), after the snapshots were reconciled
- * (ops_snapshot.c), before any job thread runs: nothing else changes the
- * rows meanwhile.
+ * ended (ops/ops_life.c), after the snapshots were reconciled (below,
+ * reconcile_snapshots()), before any job thread runs: nothing else changes
+ * the rows meanwhile.
+ *
+ * Also the snapshots' reconciliation, and its "decide later" list: the
+ * rows start-up could not decide while the store did not answer
+ * (reconcile_later()), which the sync pass settles once it does
+ * (reconcile_settle()). So ops_sync.c calls this file, and this file calls
+ * ops_follow.c for which store is ours: one way.
  */
 #include "ops/ops_internal.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "backend/store/store.h"
 #include "lib/strbuf.h"
+#include "runtime/cache.h"
+#include "runtime/host.h"
+#include "runtime/snapmeta.h"
 #include "runtime/runsc/console.h"
 #include "runtime/spool.h"
 
@@ -36,7 +47,7 @@ static void suspend_snapshot(const struct sandbox *sb, struct snapshot *snap)
 static bool suspend_unresumable(struct sandbox *sb, enum runsc_status st, const struct err *why)
 {
 	struct err e = {0};
-	int rc = delete_container(sb->runtime_id, &e);
+	int rc = container_delete(sb->runtime_id, &e);
 	sb->state = SB_FAILED;
 	sb->pid = 0;
 	snprintf(sb->message, sizeof(sb->message),
@@ -79,7 +90,7 @@ static bool reconcile_suspend(struct sandbox *sb, enum runsc_status st)
 	/* Running with a whole checkpoint: runsc's CUDA checkpoint, stopping it late. */
 	if (st == RUNSC_RUNNING && !whole) {
 		sb->state = SB_RUNNING; /* the checkpoint never stopped it */
-		gpu_reconcile(sb);	/* CUDA processes it may have left locked */
+		ops_gpu_reconcile(sb);	/* CUDA processes it may have left locked */
 		return true;
 	}
 	/*
@@ -129,7 +140,7 @@ static void suspended_leftover(const struct sandbox *sb)
 {
 	struct err e = {0};
 	if (runsc_state(&ops.runsc, sb->runtime_id, NULL, NULL) != RUNSC_GONE &&
-	    delete_container(sb->runtime_id, &e) < 0)
+	    container_delete(sb->runtime_id, &e) < 0)
 		warning("cannot delete the container %s that suspended sandbox %s left: %s",
 			sb->runtime_id, sb->id, e.msg);
 }
@@ -158,7 +169,7 @@ static void reconcile_one(struct sandbox *sb)
 	bool alive = st == RUNSC_RUNNING;
 	sb->pid = alive ? pid : 0;
 	if (was == SB_TERMINATING) {
-		stop_container(sb->runtime_id, NULL);
+		container_stop(sb->runtime_id, NULL);
 		sb->state = SB_TERMINATED;
 	} else if (was == SB_SUSPENDING) {
 		alive = reconcile_suspend(sb, st);
@@ -170,7 +181,7 @@ static void reconcile_one(struct sandbox *sb)
 		if (was == SB_RESUMING) /* resumed: it no longer needs the snapshot */
 			sb->restore_snapshot[0] = '\0';
 		if (was == SB_SNAPSHOTTING)
-			gpu_reconcile(sb); /* CUDA processes it may have left locked */
+			ops_gpu_reconcile(sb); /* CUDA processes it may have left locked */
 	} else {
 		runsc_delete(&ops.runsc, sb->runtime_id, NULL);
 		sb->state = SB_FAILED;
@@ -207,4 +218,201 @@ void reconcile_sandboxes(void)
 	_cleanup_strbuf_ struct strbuf ids = STRBUF_INIT;
 	row_sandbox_each(collect_ids, &ids);
 	strbuf_each_line(&ids, reconcile_id, NULL);
+}
+
+/* --- start-up reconciliation --------------------------------------------- */
+
+/*
+ * The manifest is written last, so it decides what a row left by a
+ * restart is: an interrupted snapshot with a manifest is whole; one without
+ * failed, and what it stored is removed; a completed row without one was
+ * being deleted. The store decides only when it answers and is the store
+ * this state follows (ops_store_followed()): otherwise, down or another
+ * store, the row keeps its state and the sync thread decides it once the
+ * store answers (reconcile_later()). Before the store is asked, an
+ * image in the cache that keeps a whole manifest proves its put completed
+ * (cache_manifest()).
+ */
+static void snapshot_settle(struct snapshot *snap, const char *manifest)
+{
+	enum snapshot_state was = snap->state;
+	snap->state = manifest ? SNAP_COMPLETED : SNAP_FAILED;
+	snap->completed_at = now_ms();
+	if (manifest)
+		snapmeta_sizes(manifest, snap);
+	else
+		snprintf(snap->message, sizeof(snap->message),
+			 "snapshot %s was interrupted: snapfs stopped while it was %s", snap->id,
+			 snapshot_state_name(was));
+	pthread_mutex_lock(&ops.lock);
+	row_snapshot_update(snap);
+	pthread_mutex_unlock(&ops.lock);
+	announce_snapshot(snap->id, snap->state, snap->message);
+}
+
+/* A completed row whose manifest the store, ours, does not hold. */
+static void snapshot_unstored(struct snapshot *snap)
+{
+	int rc = follow_may_forget(snap, NULL);
+	if (rc < 0) {
+		reconcile_later(snap->id);
+	} else if (rc == 1) {
+		pthread_mutex_lock(&ops.lock);
+		row_snapshot_delete(snap->id);
+		pthread_mutex_unlock(&ops.lock);
+		announce_gone(OPS_OBJ_SNAPSHOT, snap->id, NULL);
+	}
+}
+
+static void reconcile_snapshot(struct snapshot *snap, bool store_ours)
+{
+	_cleanup_free_ char *manifest = NULL;
+	bool settled = snapshot_state_settled(snap->state);
+	if (settled && snap->state != SNAP_COMPLETED)
+		return;
+	if (snapshot_store_unfinished(snap))
+		return; /* reconcile_stores() finishes it */
+	if (!settled && cache_manifest(snap->id, &manifest) == 0 &&
+	    snapmeta_sizes(manifest, snap) == 0) {
+		snapshot_settle(snap, manifest);
+		return;
+	}
+	free(manifest);
+	manifest = NULL;
+	if (settled && store_ours && store_has_record(ops.store, snap->id))
+		return; /* listed and read at open: a GET would say the same */
+	int mrc = store_ours ? store_get_manifest(ops.store, snap->id, &manifest, NULL) : -EIO;
+	if (mrc < 0 && mrc != -ENOENT) {
+		/* A store that cannot answer (down, bad credentials, another store) proves nothing.
+		 */
+		if (!settled)
+			reconcile_later(snap->id);
+		return;
+	}
+	if (settled) {
+		if (mrc == -ENOENT)
+			snapshot_unstored(snap);
+		return;
+	}
+	if (mrc == -ENOENT) /* what it stored before the crash is garbage */
+		store_delete_snapshot(ops.store, snap->id, NULL);
+	snapshot_settle(snap, manifest);
+}
+
+static int collect_snapshot_ids(const struct snapshot *snap, void *arg)
+{
+	strbuf_addf(arg, "%s\n", snap->id);
+	return strbuf_error(arg);
+}
+
+/* A cache entry stays while its snapshot is known and not failed: an undecided one may be whole. */
+static bool cache_entry_wanted(const char *snap_id, void *arg)
+{
+	struct snapshot snap;
+	(void)arg;
+	return row_snapshot_get(snap_id, &snap) == 0 && snap.state != SNAP_FAILED;
+}
+
+void reconcile_snapshot_id(const char *id)
+{
+	struct snapshot snap;
+	if (row_snapshot_get(id, &snap) == 0)
+		reconcile_snapshot(&snap, true);
+}
+
+/* @arg: a bool, whether the store answers and is the one this state follows. */
+static void reconcile_at_start(const char *id, void *arg)
+{
+	const bool *store_ours = arg;
+	struct snapshot snap;
+	if (row_snapshot_get(id, &snap) == 0)
+		reconcile_snapshot(&snap, *store_ours);
+}
+
+/*
+ * Interrupted before it was stored, its checkpoint whole: pending too, as
+ * the in_progress of its checkpoint may never have reached the registry (a
+ * refused write kept in memory, ops_rows.c) before the kill.
+ */
+bool snapshot_store_unfinished(const struct snapshot *snap)
+{
+	return !snapshot_state_settled(snap->state) && ops_snapshot_taken_here(snap) &&
+	       spool_is_whole(snap->id);
+}
+
+bool reconcile_spool_wanted(const char *snap_id, void *arg)
+{
+	struct snapshot snap;
+	(void)arg;
+	return row_snapshot_get(snap_id, &snap) == 0 && snapshot_store_unfinished(&snap);
+}
+
+static void store_again_id(const char *id, void *arg)
+{
+	(void)arg;
+	struct snapshot snap;
+	if (reconcile_spool_wanted(id, NULL) && row_snapshot_get(id, &snap) == 0)
+		snapshot_store_again(&snap);
+}
+
+void reconcile_stores(void)
+{
+	_cleanup_strbuf_ struct strbuf ids = STRBUF_INIT;
+	row_snapshot_each(collect_snapshot_ids, &ids);
+	strbuf_each_line(&ids, store_again_id, NULL);
+}
+
+/* Walk ids collected first: store reads run outside the registry walk. */
+void reconcile_snapshots(void)
+{
+	_cleanup_strbuf_ struct strbuf ids = STRBUF_INIT;
+	struct err e = {0};
+	int rc = ops_store_followed(&e);
+	bool store_ours = rc == 0;
+	if (rc < 0 && rc != -EXDEV)
+		warning("the store does not answer; snapshots are decided once it does: %s", e.msg);
+	row_snapshot_each(collect_snapshot_ids, &ids);
+	strbuf_each_line(&ids, reconcile_at_start, &store_ours);
+	/*
+	 * Nothing is being stored here yet: what interrupted puts left is
+	 * condemned now, or removed at once where the grace period is 0
+	 * (backend/store/store_gc.c). Not in a store that is not this state's.
+	 */
+	int n = store_ours ? store_collect(ops.store, STORE_COLLECT_AT_START, &e) : 0;
+	if (n > 0)
+		info("removed %d objects left by interrupted snapshots", n);
+	else if (n < 0)
+		warning("cannot collect the store's garbage: %s", e.msg);
+	cache_clean(cache_entry_wanted, NULL);
+	cache_trim();
+}
+
+/* --- decided later ----------------------------------------------------------- */
+
+/* Ids start-up left for the store to decide, one a line; under unsettled_lock (a leaf). */
+static struct strbuf unsettled = STRBUF_INIT;
+static pthread_mutex_t unsettled_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void settle_line(const char *id, void *arg)
+{
+	(void)arg;
+	reconcile_snapshot_id(id);
+}
+
+/* The rows start-up could not decide: decide them now that the store answers. */
+void reconcile_settle(void)
+{
+	_cleanup_strbuf_ struct strbuf ids = STRBUF_INIT;
+	pthread_mutex_lock(&unsettled_lock);
+	ids = unsettled;
+	unsettled = (struct strbuf)STRBUF_INIT;
+	pthread_mutex_unlock(&unsettled_lock);
+	strbuf_each_line(&ids, settle_line, NULL);
+}
+
+void reconcile_later(const char *id)
+{
+	pthread_mutex_lock(&unsettled_lock);
+	strbuf_addf(&unsettled, "%s\n", id);
+	pthread_mutex_unlock(&unsettled_lock);
 }

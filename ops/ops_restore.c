@@ -40,36 +40,6 @@ static bool same_source(const char *donor_id, void *arg)
 	return row_snapshot_get(donor_id, &s) == 0 && same_sandbox(&s, arg);
 }
 
-static struct snapshot_use *snapshot_uses;
-
-struct snapshot_use *snapshot_use_get(const char *id, bool create)
-{
-	for (struct snapshot_use *u = snapshot_uses; u; u = u->next)
-		if (!strcmp(u->id, id))
-			return u;
-	struct snapshot_use *u = create ? calloc(1, sizeof(*u)) : NULL;
-	if (u) {
-		snprintf(u->id, sizeof(u->id), "%s", id);
-		u->next = snapshot_uses;
-		snapshot_uses = u;
-	}
-	return u;
-}
-
-void snapshot_use_drop_if_idle(const char *id)
-{
-	for (struct snapshot_use **pp = &snapshot_uses; *pp; pp = &(*pp)->next) {
-		struct snapshot_use *u = *pp;
-		if (strcmp(u->id, id) != 0)
-			continue;
-		if (!u->restores && !u->deleting) {
-			*pp = u->next;
-			free(u);
-		}
-		return;
-	}
-}
-
 /* Count a restore from @id; -ENOENT while it is being deleted. */
 static int snapshot_restore_begin(const char *id, struct err *e)
 {
@@ -117,15 +87,15 @@ static int restore_image(const char *sandbox_id, const struct snapshot *snap,
 	/* Held to the snapshot's digest: the image may have been re-imported since the fork was
 	 * accepted. */
 	memcpy(digest, snap->image_digest, DIGEST_MAX);
-	int rc = prepare_bundle(sandbox_id, runtime_id, snap->image, entry, snap->env, snap->gpu,
-				res, digest, e);
+	int rc = container_prepare(sandbox_id, runtime_id, snap->image, entry, snap->env, snap->gpu,
+				   res, digest, e);
 	if (rc < 0)
 		return rc;
 	int64_t t0 = mono_ms();
 	rc = container_start(sandbox_id, runtime_id, snap->gpu, image_dir, e);
 	int64_t restore_ms = mono_ms() - t0;
 	if (rc == 0)
-		rc = gpu_after_restore(sandbox_id, snap->id, runtime_id, image_dir, e);
+		rc = ops_gpu_after_restore(sandbox_id, snap->id, runtime_id, image_dir, e);
 	if (rc < 0)
 		runsc_delete(&ops.runsc, runtime_id, NULL);
 	else
@@ -160,7 +130,7 @@ int restore_from_spool(struct sandbox *sb, const char *snap_id, struct err *e)
 	char spool[PATH_MAX], digest[DIGEST_MAX];
 	if (row_snapshot_get(snap_id, &snap) < 0)
 		return err_set(e, ENOENT, "snapshot %s no longer exists", snap_id);
-	spool_path(snap_id, spool, sizeof(spool));
+	ops_spool_path(snap_id, spool, sizeof(spool));
 	if (access(spool, F_OK) < 0)
 		return err_set(e, ENOENT, "the checkpoint of %s is no longer in the spool",
 			       snap_id);
@@ -259,7 +229,7 @@ static void restore_job_run(void *arg)
 				   job->resume ? "resume" : "start", &e);
 	} else {
 		unhold = job->resume; /* it runs: the snapshot is free */
-		timer_kick();
+		lifetime_kick();
 	}
 	op_job_end_unhold(job, rc < 0 ? -e.code : 0, unhold ? job->sandbox_id : NULL, job->snap_id);
 }
@@ -390,11 +360,11 @@ int fork_prepare(const struct caller *who, const char *snap_id, const struct for
 	memcpy(sb->env, snap->env, sizeof(sb->env));
 	memcpy(sb->parent_snapshot, snap->id, sizeof(sb->parent_snapshot));
 	sb->gpu = snap->gpu;
-	timer_init_fork(sb, snap, opts);
-	ports_fork(sb, snap);
+	lifetime_init_fork(sb, snap, opts);
+	ops_ports_fork(sb, snap);
 	sb->network = snap->network;
 	memcpy(sb->egress, snap->egress, sizeof(sb->egress));
-	net_fork_rules(who, snap, sb);
+	ops_net_fork_rules(who, snap, sb);
 	sb->state = SB_STARTING;
 	return 0;
 }
@@ -413,7 +383,7 @@ int fork_submit(void *job, const struct snapshot *snap, struct sandbox *sb, char
 	/* The fork's owner is its forker (fork_prepare()): that user's caps. */
 	struct caller owner = {.uid = sb->owner_uid, .gid = sb->owner_gid};
 	pthread_mutex_lock(&ops.lock);
-	rc = quota_owner_locked(&owner, 1, ports_published(sb), e);
+	rc = quota_owner_locked(&owner, 1, quota_ports_published(sb), e);
 	if (rc == 0)
 		rc = registry_sandbox_insert(ops.reg, sb);
 	pthread_mutex_unlock(&ops.lock);
@@ -425,10 +395,10 @@ int fork_submit(void *job, const struct snapshot *snap, struct sandbox *sb, char
 		return op_job_drop(job, rc);
 	}
 	memcpy(id_out, sb->id, ID_MAX);
-	ports_reopen(sb->id); /* the source's ports, on new host ports */
+	ops_ports_reopen(sb->id); /* the source's ports, on new host ports */
 	announce_sandbox(sb->id, sb->state, NULL);
-	notify(OPS_OBJ_LIST, sb->id);
-	notify(OPS_OBJ_SNAPSHOT, snap->id);
+	ops_notify(OPS_OBJ_LIST, sb->id);
+	ops_notify(OPS_OBJ_SNAPSHOT, snap->id);
 	return submit_restore(job, sb->id, snap->id, false, &sb->res);
 }
 

@@ -24,12 +24,18 @@
  * the registry's update of a row, so a retry never writes a row older than
  * one written meanwhile. It is a leaf below ops.lock: nothing else is
  * taken with it held.
+ *
+ * Also the walks over these rows that name a sandbox's own snapshots
+ * (ops_snapshot_of(), ops_sandbox_snapshots_each()), used by the verbs and
+ * the GPU hooks alike: no lock of their own, as the walks they wrap.
  */
 #include "ops/ops_internal.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "runtime/host.h"
 
 /* The first retry after a refusal, doubled after each failed one up to the most. */
 #define RETRY_FIRST_MS 1000
@@ -341,4 +347,50 @@ void rows_close(void)
 	while (pending)
 		pending_unlink(&pending);
 	pthread_mutex_unlock(&rows_lock);
+}
+
+/* --- this host's snapshots ------------------------------------------------ */
+
+bool ops_snapshot_taken_here(const struct snapshot *snap)
+{
+	return host_is_this(snap->host_json);
+}
+
+bool ops_snapshot_of(const struct snapshot *snap, const struct sandbox *sb)
+{
+	return strcmp(snap->sandbox_id, sb->id) == 0 && snap->owner_uid == sb->owner_uid &&
+	       ops_snapshot_taken_here(snap);
+}
+
+struct of_walk {
+	const struct sandbox *sb;
+	int (*fn)(const struct snapshot *snap, void *arg);
+	void *arg;
+};
+
+static int of_only(const struct snapshot *snap, void *arg)
+{
+	const struct of_walk *w = arg;
+	return ops_snapshot_of(snap, w->sb) ? w->fn(snap, w->arg) : 0;
+}
+
+int ops_sandbox_snapshots_each(const struct sandbox *sb,
+			       int (*fn)(const struct snapshot *snap, void *arg), void *arg)
+{
+	struct of_walk w = {sb, fn, arg};
+	return row_snapshot_each_of_sandbox(sb->id, of_only, &w);
+}
+
+static int newest_kept(const struct snapshot *snap, void *arg)
+{
+	if (snap->kind == SNAP_KIND_SNAPSHOT)
+		*(struct snapshot *)arg = *snap; /* oldest first: the last one wins */
+	return 0;
+}
+
+int ops_sandbox_newest_snapshot(const struct sandbox *sb, struct snapshot *out)
+{
+	out->id[0] = '\0';
+	int rc = ops_sandbox_snapshots_each(sb, newest_kept, out);
+	return rc < 0 ? rc : out->id[0] ? 0 : -ENOENT;
 }

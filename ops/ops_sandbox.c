@@ -66,11 +66,11 @@ static int insert_sandbox(const struct caller *who, const char *id, const struct
 		if (rc < 0)
 			return rc;
 	}
-	timer_init_sandbox(&sb, spec);
+	lifetime_init_sandbox(&sb, spec);
 	sb.state = SB_CREATED;
 	sb.created_at = now_ms();
 	pthread_mutex_lock(&ops.lock);
-	rc = quota_owner_locked(who, 1, ports_published(&sb), e);
+	rc = quota_owner_locked(who, 1, quota_ports_published(&sb), e);
 	if (rc == 0)
 		rc = registry_sandbox_insert(ops.reg, &sb);
 	pthread_mutex_unlock(&ops.lock);
@@ -81,9 +81,9 @@ static int insert_sandbox(const struct caller *who, const char *id, const struct
 	if (rc < 0)
 		return err_set(e, EIO, "cannot record sandbox %s: %s", id, strerror(-rc));
 	if (sb.ports[0])
-		ports_reopen(id); /* the spec's ports, on host ports the kernel picks */
+		ops_ports_reopen(id); /* the spec's ports, on host ports the kernel picks */
 	announce_sandbox(id, sb.state, NULL);
-	notify(OPS_OBJ_LIST, id);
+	ops_notify(OPS_OBJ_LIST, id);
 	return 0;
 }
 
@@ -109,7 +109,7 @@ int ops_sandbox_new(const struct caller *who, const struct sandbox_spec *spec, c
 	if (images_exists(ops.images, spec->image) < 0)
 		return err_set(e, ENOENT, "image %s does not exist in %s", spec->image,
 			       images_dir(ops.images));
-	rc = gpu_start_check(NULL, spec->gpu, e);
+	rc = ops_gpu_start_check(NULL, spec->gpu, e);
 	if (rc < 0)
 		return rc;
 	rc = new_object_id("sbx-", id_out);
@@ -218,7 +218,7 @@ int ops_sandbox_set(const struct caller *who, const char *id, enum sandbox_field
 		rc = row_sandbox_update(&sb);
 	pthread_mutex_unlock(&ops.lock);
 	if (rc == 0)
-		notify(OPS_OBJ_SANDBOX, id);
+		ops_notify(OPS_OBJ_SANDBOX, id);
 	return rc;
 }
 
@@ -232,173 +232,6 @@ static pid_t sandbox_pid(const char *runtime_id)
 	return pid;
 }
 
-int prepare_bundle(const char *id, const char *runtime_id, const char *image,
-		   const char *entrypoint, const char *env, bool gpu, const struct resources *res,
-		   char digest[DIGEST_MAX], struct err *e)
-{
-	char rootfs[PATH_MAX], bundle[PATH_MAX], cgroup[PATH_MAX], want[DIGEST_MAX];
-	const char *argv[] = {"/bin/sh", "-c", entrypoint, NULL};
-	const char *nodes[GPU_NODES_MAX];
-	struct gpu_host h;
-	char netns[PATH_MAX], resolv[PATH_MAX];
-	struct bundle_spec spec = {.rootfs = rootfs,
-				   .argv = argv,
-				   .env = env,
-				   .cgroups_path = cgroup,
-				   .res = *res,
-				   .netns = netns,
-				   .resolv = resolv};
-	int rc = images_exists(ops.images, image);
-	if (rc < 0)
-		return err_set(e, ENOENT, "image %s does not exist in %s", image,
-			       images_dir(ops.images));
-	rc = images_path(ops.images, image, rootfs, sizeof(rootfs));
-	if (rc == 0)
-		rc = sandbox_path(id, "bundle", bundle, sizeof(bundle));
-	if (rc == 0)
-		rc = cgroup_path(ops.cgroup_parent, runtime_id, cgroup, sizeof(cgroup));
-	if (rc < 0)
-		return err_set(e, -rc, "cannot build the bundle of sandbox %s: path too long", id);
-	memcpy(want, digest, DIGEST_MAX);
-	rc = images_pin(ops.images, image, rootfs, sizeof(rootfs), digest, e);
-	if (rc < 0)
-		return rc;
-	if (want[0] && strcmp(want, digest) != 0)
-		return err_set(e, EINVAL, IMAGES_CHANGED_FMT, image, want, digest);
-	if (gpu) {
-		rc = gpu_host_ready("write the bundle of a GPU sandbox", &h, e);
-		if (rc < 0)
-			return rc;
-		spec.devices = nodes;
-		spec.ndevices = gpu_host_nodes(&h, nodes);
-	}
-	rc = net_prepare(id, runtime_id, netns, resolv, e);
-	if (rc == 0)
-		rc = bundle_write(bundle, &spec, e);
-	if (rc < 0)
-		net_down(runtime_id);
-	return rc;
-}
-
-/*
- * cgroup_adopt() for a container just started. A failure only warns, is
- * journalled and is the sandbox's error: deleting the container would lose
- * a sandbox restored from a spool, and fail every start on a host whose
- * unified tree is read-only (cgroup_open() only warns there too). Such a
- * sandbox stays in the daemon's cgroup, where a stop of the daemon's
- * systemd unit kills it (docs/cgroups.md): its error says so.
- */
-static void adopt_or_warn(const char *id, const char *runtime_id)
-{
-	struct err e = {0}, why = {0};
-	if (cgroup_adopt(ops.cgroup_parent, runtime_id, &e) == 0)
-		return;
-	err_set(&why, e.code,
-		"sandbox %s stays in the daemon's cgroup, where a stop of its unit "
-		"kills it: %s",
-		id, e.msg);
-	warning("%s", why.msg);
-	report_job_failure(OPS_OBJ_SANDBOX, id, "cgroup", &why);
-}
-
-/*
- * The cgroup counters (OOM kills, pids.max refusals) last seen of
- * sandboxes that survived an event they count: they only grow over the
- * cgroup's life, so an end is explained by a limit only when one moved
- * past these. In memory, by runtime id, forgotten at each start (a new
- * cgroup); past LIMIT_SEEN_MAX the oldest is reused. A daemon restart
- * forgets them: the first failed exec after it waits once.
- */
-#define LIMIT_SEEN_MAX 64
-static struct limit_seen {
-	char runtime_id[RUNTIME_ID_MAX];
-	struct cgroup_usage u;
-} limit_seen[LIMIT_SEEN_MAX];
-static size_t limit_seen_next;
-static pthread_mutex_t limit_seen_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static struct limit_seen *limit_seen_find(const char *runtime_id)
-{
-	for (size_t i = 0; i < LIMIT_SEEN_MAX; i++)
-		if (limit_seen[i].runtime_id[0] &&
-		    strcmp(limit_seen[i].runtime_id, runtime_id) == 0)
-			return &limit_seen[i];
-	return NULL;
-}
-
-/* The counters noted for @runtime_id into @base; all 0 if none were. */
-static void limit_seen_get(const char *runtime_id, struct cgroup_usage *base)
-{
-	pthread_mutex_lock(&limit_seen_lock);
-	struct limit_seen *s = limit_seen_find(runtime_id);
-	*base = s ? s->u : (struct cgroup_usage){0};
-	pthread_mutex_unlock(&limit_seen_lock);
-}
-
-/* Note @u for @runtime_id; NULL forgets it. */
-static void limit_seen_note(const char *runtime_id, const struct cgroup_usage *u)
-{
-	pthread_mutex_lock(&limit_seen_lock);
-	struct limit_seen *s = limit_seen_find(runtime_id);
-	if (!s && u) {
-		s = &limit_seen[limit_seen_next];
-		limit_seen_next = (limit_seen_next + 1) % LIMIT_SEEN_MAX;
-		snprintf(s->runtime_id, sizeof(s->runtime_id), "%s", runtime_id);
-	}
-	if (s && u)
-		s->u = *u;
-	else if (s)
-		s->runtime_id[0] = '\0';
-	pthread_mutex_unlock(&limit_seen_lock);
-}
-
-int container_start(const char *id, const char *runtime_id, bool gpu, const char *image_dir,
-		    struct err *e)
-{
-	char bundle[PATH_MAX], dir[PATH_MAX];
-	struct console *con = NULL;
-	struct runsc_stdio io;
-	struct in_addr addr;
-	unsigned flags = (gpu ? RUNSC_NVPROXY : 0) |
-			 (net_sandbox_addr(runtime_id, &addr) == 0 ? RUNSC_NETWORK : 0);
-	sandbox_path(id, "bundle", bundle, sizeof(bundle));
-	sandbox_path(id, NULL, dir, sizeof(dir));
-	int rc = console_open(dir, &con, e);
-	if (rc < 0)
-		return rc;
-	console_stdio(con, &io);
-	limit_seen_note(runtime_id, NULL); /* a new cgroup counts from 0 */
-	rc = image_dir ? runsc_restore(&ops.runsc, flags, runtime_id, bundle, image_dir, &io, e)
-		       : runsc_run(&ops.runsc, flags, runtime_id, bundle, &io, e);
-	if (rc == 0)
-		adopt_or_warn(id, runtime_id);
-	if (rc < 0) {
-		console_free(con);
-		runsc_delete(&ops.runsc, runtime_id, NULL);
-		net_down(runtime_id);
-		return rc;
-	}
-	console_attach(con, id);
-	return 0;
-}
-
-static int start_container(const struct sandbox *sb, char digest[DIGEST_MAX], struct err *e)
-{
-	const char *entry = sb->entrypoint[0] ? sb->entrypoint : OPS_DEFAULT_ENTRYPOINT;
-	int rc = prepare_bundle(sb->id, sb->runtime_id, sb->image, entry, sb->env, sb->gpu,
-				&sb->res, digest, e);
-	if (rc < 0)
-		return rc;
-	return container_start(sb->id, sb->runtime_id, sb->gpu, NULL, e);
-}
-
-/* A job that made a container for @id which a terminate took over meanwhile: remove it. */
-static void drop_container(const char *id, const char *runtime_id)
-{
-	console_detach(id);
-	runsc_delete(&ops.runsc, runtime_id, NULL);
-}
-
 static void start_job(void *arg)
 {
 	struct sandbox_job *job = arg;
@@ -407,7 +240,7 @@ static void start_job(void *arg)
 	struct sandbox sb;
 	int rc = row_sandbox_get(job->id, &sb);
 	if (rc == 0)
-		rc = start_container(&sb, digest, &e);
+		rc = container_run(&sb, digest, &e);
 	/* Only while still starting: a terminate may have taken the sandbox over. */
 	if (rc < 0) {
 		if (!e.code)
@@ -422,11 +255,11 @@ static void start_job(void *arg)
 		p.pid = sandbox_pid(sb.runtime_id);
 		p.arm_timeout = true;
 		if (sandbox_apply_if(job->id, STATE_BIT(SB_STARTING), p) < 0) {
-			drop_container(job->id, sb.runtime_id);
+			container_drop(job->id, sb.runtime_id);
 			rc =
 			    err_set(&e, EIO, "sandbox %s was terminated while it started", job->id);
 		}
-		timer_kick();
+		lifetime_kick();
 	}
 	op_job_end(job, rc < 0 ? -e.code : 0, NULL, 0);
 }
@@ -447,7 +280,7 @@ static int start_reserved(const struct caller *who, struct sandbox_job *job, str
 		rc = err_set(e, ENOENT, "cannot start sandbox %s: image %s does not exist", id,
 			     sb.image);
 	else if (created)
-		rc = gpu_start_check(id, sb.gpu, e);
+		rc = ops_gpu_start_check(id, sb.gpu, e);
 	if (rc == 0)
 		rc = sandbox_begin(who, id, STATE_BIT(SB_CREATED), SB_STARTING, "start", &sb, e);
 	if (rc < 0)
@@ -464,39 +297,6 @@ int ops_sandbox_start(const struct caller *who, const char *id, ops_done_fn done
 
 /* --- terminate and remove ------------------------------------------------ */
 
-int stop_container(const char *runtime_id, struct err *e)
-{
-	runsc_kill(&ops.runsc, runtime_id, SIGKILL, NULL);
-	return delete_container(runtime_id, e);
-}
-
-int delete_container(const char *runtime_id, struct err *e)
-{
-	int rc = runsc_delete(&ops.runsc, runtime_id, e);
-	if (rc < 0)
-		return rc;
-	enum runsc_status st = runsc_state(&ops.runsc, runtime_id, NULL, NULL);
-	if (st != RUNSC_GONE)
-		return err_set(e, EIO, "container %s is still %s after runsc delete", runtime_id,
-			       runsc_status_name(st));
-	/* The network goes with its container (runtime/net/net.h). */
-	net_down(runtime_id);
-	return 0;
-}
-
-/* Resumes that may fail once (a busy host) before a paused sandbox counts as lost. */
-#define UNPAUSE_TRIES 3
-
-enum runsc_status container_unpause(const char *runtime_id, struct err *e)
-{
-	enum runsc_status st = runsc_state(&ops.runsc, runtime_id, NULL, NULL);
-	for (int i = 0; i < UNPAUSE_TRIES && st == RUNSC_PAUSED; i++) {
-		runsc_resume(&ops.runsc, runtime_id, e);
-		st = runsc_state(&ops.runsc, runtime_id, NULL, NULL);
-	}
-	return st;
-}
-
 static void terminate_job(void *arg)
 {
 	struct sandbox_job *job = arg;
@@ -505,7 +305,7 @@ static void terminate_job(void *arg)
 	int rc = row_sandbox_get(job->id, &sb);
 	bool sb_found = rc == 0;
 	if (rc == 0)
-		rc = stop_container(sb.runtime_id, &e);
+		rc = container_stop(sb.runtime_id, &e);
 	console_detach(job->id);
 	struct sb_patch p = SB_PATCH(SB_TERMINATED);
 	p.pid = 0;
@@ -654,7 +454,7 @@ static void mark_exited(const char *id, void *arg)
 	char why[MESSAGE_MAX];
 	p.pid = 0;
 	p.message = SANDBOX_EXITED_MSG;
-	/* Before drop_container(): runsc delete removes the cgroup that counted it. */
+	/* Before container_drop(): runsc delete removes the cgroup that counted it. */
 	limit_seen_get(sb.runtime_id, &base);
 	bool hit = cgroup_usage(ops.cgroup_parent, sb.runtime_id, &u) == 0 &&
 		   cgroup_limit_hit(&u, &base, &sb.res, why, sizeof(why));
@@ -672,7 +472,7 @@ static void mark_exited(const char *id, void *arg)
 		return;
 	/* Only if nothing else moved it meanwhile: a job owns transitional states. */
 	if (sandbox_apply_if(id, STATE_BIT(SB_RUNNING), p) == 0)
-		drop_container(id, sb.runtime_id);
+		container_drop(id, sb.runtime_id);
 }
 
 /* What monitor_watch() fills: pidfds of running sandboxes' processes, at most @max. */

@@ -12,12 +12,12 @@
  *     the rules local input follows (runtime/snapmeta.h): a manifest that
  *     fails is not listed, with one warning naming it;
  *   - removes a `completed` row whose manifest is gone when
- *     sync_may_forget() allows it (below), unless a suspended sandbox here
+ *     follow_may_forget() allows it (below), unless a suspended sandbox here
  *     depends on it (that one turns `failed`, so resume says why instead of
  *     finding nothing); a row the store still holds (store.h: no host
  *     deletes a held snapshot) stays, whatever the listing showed;
  *   - decides the rows start-up left undecided because the store did not
- *     answer (reconcile_snapshot_id(), ops/ops_snapshot.c).
+ *     answer (reconcile_snapshot_id(), ops/ops_reconcile.c).
  * Rows still pending or in progress are this host's own work and are left
  * alone. The same listing refreshes the store's own records
  * (store_refresh()), so puts here deduplicate against other hosts' packs and
@@ -44,7 +44,7 @@
  * Locks: sync.lock guards the fields of `sync` (a leaf lock, never held
  * across store I/O); pass_lock serialises passes (the thread's, and
  * ops_sync_snapshots() of tests) and guards what only a pass touches:
- * `rejected`, `missing`, sync.unsettled's walk, and `followed` (also
+ * `rejected`, and ops_follow.c's `missing` and `followed` (also
  * written by ops_store_followed() at start-up, before the thread runs).
  */
 #include "ops/ops_internal.h"
@@ -66,7 +66,6 @@
 #define SYNC_ASKED_MIN_MS 1000 /* an ask runs a pass at most this soon after the last */
 #define SYNC_BACKOFF_MIN_MS 1000
 #define SYNC_BACKOFF_MAX_MS 30000
-#define STORE_ID_FILE "store-id"
 
 static struct {
 	pthread_mutex_t lock;
@@ -78,140 +77,11 @@ static struct {
 	int64_t backoff_ms;  /* 0 while the store answers */
 	int64_t last_collect_ms;
 	bool collect_queued;
-	struct strbuf unsettled; /* ids start-up left for the store to decide, one a line */
 	struct cancel
 	    cancel; /* its thread's and collect_job()'s: ops_sync_stop() ends their work */
-} sync = {.lock = PTHREAD_MUTEX_INITIALIZER, .unsettled = STRBUF_INIT};
+} sync = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static pthread_mutex_t pass_lock = PTHREAD_MUTEX_INITIALIZER;
-
-/* --- which store ------------------------------------------------------------ */
-
-static char followed[STORE_ID_MAX]; /* "" until known */
-static bool mismatch_said;	    /* the error was journalled this run */
-
-static int followed_path(char path[PATH_MAX])
-{
-	return xsnprintf(path, PATH_MAX, "%s/%s", ops.state_dir, STORE_ID_FILE) < 0 ? -ENAMETOOLONG
-										    : 0;
-}
-
-/* Load <state>/store-id: 0, -ENOENT (the registry follows no store yet), or an error. */
-static int followed_load(void)
-{
-	char path[PATH_MAX];
-	_cleanup_free_ char *text = NULL;
-	if (followed[0])
-		return 0;
-	int rc = followed_path(path);
-	if (rc == 0)
-		rc = read_file(path, &text, NULL, STORE_ID_MAX);
-	if (rc < 0)
-		return rc;
-	text[strcspn(text, "\n")] = '\0';
-	if (!text[0] || strlen(text) >= STORE_ID_MAX)
-		return -EINVAL;
-	memcpy(followed, text, strlen(text) + 1);
-	return 0;
-}
-
-static int followed_save(const char *id)
-{
-	char path[PATH_MAX], line[STORE_ID_MAX + 1];
-	int n = snprintf(line, sizeof(line), "%s\n", id);
-	int rc = followed_path(path);
-	if (rc == 0)
-		rc = write_file_durable(path, line, (size_t)n);
-	if (rc == 0)
-		memcpy(followed, id, strlen(id) + 1);
-	return rc;
-}
-
-static void mismatch_report(const struct err *e)
-{
-	if (mismatch_said) {
-		debug("%s", e->msg);
-		return;
-	}
-	mismatch_said = true;
-	warning("%s", e->msg);
-	ops_report_error(&access_root, OPS_OBJ_LIST, "", "store", e);
-}
-
-int ops_store_followed(struct err *e)
-{
-	char id[STORE_ID_MAX];
-	int rc = followed_load();
-	if (rc < 0 && rc != -ENOENT)
-		return err_set(e, -rc, "cannot read %s/%s: %s", ops.state_dir, STORE_ID_FILE,
-			       strerror(-rc));
-	bool first = rc == -ENOENT;
-	rc = store_identity(ops.store, first, id, e);
-	if (rc == -ENOENT) {
-		err_set(e, EXDEV,
-			"the store %s has no snapfs-store.json, but this state follows store %s: "
-			"it is another store (check --store); no snapshot is forgotten",
-			store_url(ops.store), followed);
-		mismatch_report(e);
-		return -EXDEV;
-	}
-	if (rc < 0)
-		return rc;
-	if (first) {
-		rc = followed_save(id);
-		if (rc < 0)
-			return err_set(e, -rc, "cannot write %s/%s: %s", ops.state_dir,
-				       STORE_ID_FILE, strerror(-rc));
-		info("the registry follows store %s (%s)", id, store_url(ops.store));
-	}
-	if (strcmp(id, followed) != 0) {
-		err_set(e, EXDEV,
-			"the store %s is %s, but this state follows store %s: it is another store "
-			"(check --store); no snapshot is forgotten",
-			store_url(ops.store), id, followed);
-		mismatch_report(e);
-		return -EXDEV;
-	}
-	mismatch_said = false;
-	return 0;
-}
-
-/* --- forgetting --------------------------------------------------------------- */
-
-/*
- * Manifests missing without a tombstone, rows kept (warned about once), as
- * of the last pass. Under pass_lock.
- */
-static struct strset missing = STRSET_INIT;
-
-int sync_may_forget(const struct snapshot *snap, struct strset *kept)
-{
-	struct err e = {0};
-	/* A held one cannot have been deleted (store.h): its manifest was not listed, that is all.
-	 */
-	int rc = store_held(ops.store, snap->id, NULL, &e);
-	if (rc != 0) {
-		if (rc < 0)
-			warning("cannot tell whether snapshot %s is held: %s", snap->id, e.msg);
-		return rc < 0 ? rc : 0;
-	}
-	if (!ops_snapshot_taken_here(snap))
-		return 1; /* another host's: listed again if its manifest comes back */
-	rc = store_tombstone_get(ops.store, snap->id, &e);
-	if (rc < 0) {
-		warning("cannot tell whether snapshot %s was deleted: %s", snap->id, e.msg);
-		return rc;
-	}
-	if (rc == 0) {
-		if (!strset_has(&missing, snap->id))
-			warning("snapshot %s: its manifest is missing from the store %s, and no "
-				"tombstone says it was deleted: its row is kept",
-				snap->id, store_url(ops.store));
-		if (kept)
-			strset_add(kept, snap->id);
-	}
-	return rc;
-}
 
 /* A completed row whose manifest is gone, deleted on purpose. */
 static void forget(const struct snapshot *snap)
@@ -291,7 +161,7 @@ static void adopt(struct sync_walk *w, const char *id)
 	pthread_mutex_unlock(&ops.lock);
 	if (rc == 0) {
 		announce_snapshot(id, SNAP_COMPLETED, NULL);
-		notify(OPS_OBJ_LIST, id);
+		ops_notify(OPS_OBJ_LIST, id);
 	}
 }
 
@@ -314,7 +184,7 @@ static void forget_gone(struct sync_walk *w)
 		snprintf(id, sizeof(id), "%.*s", (int)len, line);
 		line += len + (line[len] == '\n');
 		if (row_snapshot_get(id, &snap) == 0 && snap.state == SNAP_COMPLETED &&
-		    sync_may_forget(&snap, &w->missing) == 1)
+		    follow_may_forget(&snap, &w->missing) == 1)
 			forget(&snap);
 	}
 }
@@ -326,31 +196,6 @@ static void set_replace(struct strset *old, struct strset *fresh)
 	strset_release(old);
 	*old = *fresh;
 	*fresh = (struct strset)STRSET_INIT;
-}
-
-/* strbuf_each_line()'s shape of reconcile_snapshot_id(). */
-static void reconcile_line(const char *id, void *arg)
-{
-	(void)arg;
-	reconcile_snapshot_id(id);
-}
-
-/* The rows start-up could not decide: decide them now that the store answers. */
-static void settle_unsettled(void)
-{
-	_cleanup_strbuf_ struct strbuf ids = STRBUF_INIT;
-	pthread_mutex_lock(&sync.lock);
-	ids = sync.unsettled;
-	sync.unsettled = (struct strbuf)STRBUF_INIT;
-	pthread_mutex_unlock(&sync.lock);
-	strbuf_each_line(&ids, reconcile_line, NULL);
-}
-
-void sync_reconcile_later(const char *id)
-{
-	pthread_mutex_lock(&sync.lock);
-	strbuf_addf(&sync.unsettled, "%s\n", id);
-	pthread_mutex_unlock(&sync.lock);
 }
 
 static void collect_if_due(void);
@@ -369,8 +214,8 @@ int ops_sync_snapshots(void)
 		for (size_t i = 0; i < w.stored.n; i++)
 			adopt(&w, w.stored.v[i]);
 		set_replace(&rejected, &w.rejected);
-		set_replace(&missing, &w.missing);
-		settle_unsettled();
+		follow_missing_replace(&w.missing);
+		reconcile_settle();
 		collect_if_due();
 	} else if (rc < 0) {
 		warning("cannot list the store's snapshots: %s", e.msg);

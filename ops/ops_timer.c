@@ -1,7 +1,8 @@
 /*
- * ops_timer.c - a sandbox's lifetime: its timeout and its periodic
- * snapshots (docs/design.md, "Resources and lifecycle"), and the one
- * thread that acts on them.
+ * ops_timer.c - the one thread that acts on a sandbox's lifetime: its
+ * timeout and its periodic snapshots (docs/design.md, "Resources and
+ * lifecycle"). The rules (parse, initialise, set, show) and the kick that
+ * wakes this thread are ops_lifetime.c's, one floor down.
  *
  * What is kept: every setting and every due time is a column of the
  * sandbox's row (backend/registry/registry.h), the times absolute (ms since the
@@ -38,9 +39,9 @@
  * `0` stops the ticks and keeps `keep`, so a snapshot still in flight at
  * the stop is counted too.
  *
- * The thread, as Redis's bio.c: one thread sleeps on `timer_cond` until
- * the earliest due time, or until timer_kick() signals that a deadline or a
- * setting changed or a sandbox began to run. It holds `timer_lock` only to
+ * The thread, as Redis's bio.c: one thread sleeps in lifetime_wait() until
+ * the earliest due time, or until lifetime_kick() signals that a deadline or a
+ * setting changed or a sandbox began to run. The kick's lock is held only to
  * sleep and to read its flags; a pass runs without it, takes ops.lock
  * through the operations it calls, and never under a registry walk (it
  * collects the ids first, as the reconciliation does).
@@ -60,274 +61,9 @@
 /* The longest sleep with nothing due: a kick wakes it sooner. */
 #define TIMER_IDLE_MS (3600 * 1000)
 #define AUTOSNAP_PREFIX "auto-"
-#define AUTOSNAP_KEEP_DEFAULT 1
-#define SECONDS_DIGITS_MAX 12 /* more digits than LIFETIME_SECONDS_MAX has: refused unread */
-
-static const char blanks[] = " \t\r\n";
-
-/* --default-timeout; written once by ops_open(), before any thread reads them */
-static int64_t default_timeout_s;
-static enum timeout_action default_timeout_action;
 
 static pthread_t timer_thread;
-static pthread_mutex_t timer_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t timer_cond = PTHREAD_COND_INITIALIZER;
-static bool timer_stopping; /* under timer_lock */
-static bool timer_kicked;   /* under timer_lock: look again before sleeping */
-static bool timer_started;  /* the thread's owner's: ops_start and ops_shutdown */
-
-/* --- settings ---------------------------------------------------------------- */
-
-void timer_configure(const struct ops_config *cfg)
-{
-	default_timeout_s = cfg->default_timeout_s;
-	default_timeout_action = cfg->default_timeout_action;
-}
-
-void timer_init_sandbox(struct sandbox *sb, const struct sandbox_spec *spec)
-{
-	bool named = spec && spec->timeout_set;
-	sb->timeout_s = named ? spec->timeout_s : default_timeout_s;
-	sb->timeout_action = named ? spec->timeout_action : default_timeout_action;
-}
-
-/* A snapshot that records no timeout gives its forks the daemon's default. */
-void timer_init_fork(struct sandbox *sb, const struct snapshot *snap, const struct fork_opts *opts)
-{
-	bool recorded = snap->timeout_s > 0;
-	sb->timeout_s = recorded ? snap->timeout_s : default_timeout_s;
-	sb->timeout_action = recorded ? snap->timeout_action : default_timeout_action;
-	if (opts && opts->timeout_set)
-		sb->timeout_s = opts->timeout_s;
-}
-
-/*
- * A whole number from 0 to LIFETIME_SECONDS_MAX in the @n bytes at @s: of
- * seconds, or (@count) of snapshots; @what names it in errors.
- */
-static int number_parse(const char *s, size_t n, const char *what, bool count, int64_t *out,
-			struct err *e)
-{
-	char digits[SECONDS_DIGITS_MAX + 1];
-	bool whole = n > 0 && n <= SECONDS_DIGITS_MAX;
-	for (size_t i = 0; whole && i < n; i++)
-		whole = s[i] >= '0' && s[i] <= '9';
-	if (!whole)
-		return err_set(e, EINVAL, "%s must be a whole number%s, not '%.*s'", what,
-			       count ? "" : " of seconds", (int)(n < 32 ? n : 32), s);
-	memcpy(digits, s, n);
-	digits[n] = '\0';
-	long long v = strtoll(digits, NULL, 10);
-	if (v > LIFETIME_SECONDS_MAX)
-		return err_set(e, EINVAL, "%s of %lld is over the most, %lld (a year in seconds)",
-			       what, v, LIFETIME_SECONDS_MAX);
-	*out = v;
-	return 0;
-}
-
-/* The next word of @*p (blanks around it skipped): its length, 0 at the end. */
-static size_t next_word(const char **p, const char **word)
-{
-	*p += strspn(*p, blanks);
-	*word = *p;
-	size_t n = strcspn(*p, blanks);
-	*p += n;
-	return n;
-}
-
-int ops_timer_parse(const char *text, int64_t *seconds, enum timeout_action *action, struct err *e)
-{
-	const char *p = text, *w;
-	size_t n = next_word(&p, &w);
-	if (n == 0)
-		return err_set(e, EINVAL, "timeout needs SECONDS [terminate|suspend]");
-	int rc = number_parse(w, n, "timeout", false, seconds, e);
-	if (rc < 0)
-		return rc;
-	*action = TIMEOUT_TERMINATE;
-	n = next_word(&p, &w);
-	char word[16] = "";
-	if (n > 0 && n < sizeof(word))
-		memcpy(word, w, n);
-	if (n > 0 && timeout_action_parse(word, action) < 0)
-		return err_set(e, EINVAL, "unknown word '%.*s' for timeout: terminate or suspend",
-			       (int)(n < 32 ? n : 32), w);
-	n = next_word(&p, &w);
-	if (n > 0)
-		return err_set(e, EINVAL, "unknown word '%.*s' for timeout", (int)(n < 32 ? n : 32),
-			       w);
-	return 0;
-}
-
-static bool word_key(const char *w, size_t n, const char *key)
-{
-	size_t k = strlen(key);
-	return n >= k && memcmp(w, key, k) == 0;
-}
-
-int ops_autosnap_parse(const char *text, int64_t *every_s, int64_t *keep, struct err *e)
-{
-	const char *p = text, *w;
-	bool seen_every = false;
-	int rc = 0;
-	*every_s = 0;
-	*keep = AUTOSNAP_KEEP_DEFAULT;
-	for (size_t n = next_word(&p, &w); rc == 0 && n > 0; n = next_word(&p, &w)) {
-		if (n == 1 && w[0] == '0') {
-			seen_every = true; /* `0`: stop */
-		} else if (word_key(w, n, "every=")) {
-			rc = number_parse(w + 6, n - 6, "every", false, every_s, e);
-			seen_every = true;
-		} else if (word_key(w, n, "keep=")) {
-			rc = number_parse(w + 5, n - 5, "keep", true, keep, e);
-			if (rc == 0 && (*keep < 1 || *keep > AUTOSNAP_KEEP_MAX))
-				rc = err_set(e, EINVAL, "keep must be from 1 to %d, not %lld",
-					     AUTOSNAP_KEEP_MAX, (long long)*keep);
-		} else {
-			rc = err_set(e, EINVAL, "unknown word '%.*s' for autosnapshot",
-				     (int)(n < 32 ? n : 32), w);
-		}
-	}
-	if (rc == 0 && !seen_every)
-		rc = err_set(e, EINVAL, "autosnapshot needs every=SECONDS [keep=N], or 0 to stop");
-	return rc;
-}
-
-/* States a timeout or autosnapshot may be set in: every one but the ends. */
-#define LIFETIME_SETTABLE                                                                          \
-	(~(STATE_BIT(SB_TERMINATING) | STATE_BIT(SB_TERMINATED) | STATE_BIT(SB_FAILED)))
-/* States the timeout's clock runs in: a snapshot pauses the sandbox only briefly. */
-#define CLOCK_RUNS (STATE_BIT(SB_RUNNING) | STATE_BIT(SB_SNAPSHOTTING))
-
-struct lifetime_set {
-	const char *what; /* the file: "timeout", "autosnapshot" */
-	int64_t a, b;	  /* its values: seconds and action, or every and keep */
-};
-
-static void apply_timeout(struct sandbox *sb, const struct lifetime_set *s, int64_t now)
-{
-	sb->timeout_s = s->a;
-	sb->timeout_action = (enum timeout_action)s->b;
-	sb->deadline_at = CLOCK_RUNS & STATE_BIT(sb->state) ? timeout_deadline(s->a, now) : 0;
-}
-
-static void apply_autosnap(struct sandbox *sb, const struct lifetime_set *s, int64_t now)
-{
-	sb->autosnap_every_s = s->a;
-	if (s->a > 0)
-		sb->autosnap_keep = s->b;
-	sb->autosnap_next_at = timeout_deadline(s->a, now);
-}
-
-/* Write setting @s of sandbox @id under the lock, then wake the timer. */
-static int lifetime_write(const struct caller *who, const char *id, const struct lifetime_set *s,
-			  void (*apply)(struct sandbox *, const struct lifetime_set *, int64_t),
-			  struct err *e)
-{
-	struct sandbox sb;
-	pthread_mutex_lock(&ops.lock);
-	int rc = sandbox_find(who, id, &sb, e);
-	if (rc == 0 && !(LIFETIME_SETTABLE & STATE_BIT(sb.state)))
-		rc = err_set(e, EBUSY, "cannot set the %s of sandbox %s: it is %s", s->what, id,
-			     sandbox_state_name(sb.state));
-	if (rc == 0) {
-		apply(&sb, s, now_ms());
-		rc = row_sandbox_update(&sb);
-		if (rc < 0)
-			rc = err_set(e, EIO,
-				     "cannot set the %s of sandbox %s: registry write failed",
-				     s->what, id);
-	}
-	pthread_mutex_unlock(&ops.lock);
-	if (rc == 0) {
-		notify(OPS_OBJ_SANDBOX, id);
-		timer_kick();
-	}
-	return rc;
-}
-
-int ops_sandbox_set_timeout(const struct caller *who, const char *id, const char *text,
-			    struct err *e)
-{
-	struct lifetime_set s = {.what = "timeout"};
-	enum timeout_action action;
-	int rc = ops_timer_parse(text, &s.a, &action, e);
-	s.b = action;
-	return rc < 0 ? rc : lifetime_write(who, id, &s, apply_timeout, e);
-}
-
-int ops_sandbox_set_autosnap(const struct caller *who, const char *id, const char *text,
-			     struct err *e)
-{
-	struct lifetime_set s = {.what = "autosnapshot"};
-	int rc = ops_autosnap_parse(text, &s.a, &s.b, e);
-	return rc < 0 ? rc : lifetime_write(who, id, &s, apply_autosnap, e);
-}
-
-/* --- what the tree shows ----------------------------------------------------- */
-
-/*
- * The deadline as the tree shows it: none while the clock stands (created,
- * suspended), though the timer may not have cleared a spent one yet.
- */
-static int64_t shown_deadline(const struct sandbox *sb)
-{
-	bool stands = sb->state == SB_CREATED || sb->state == SB_SUSPENDED;
-	return stands ? 0 : sb->deadline_at;
-}
-
-/* Whole seconds until the deadline (rounded up), 0 once passed; the whole setting while stopped. */
-static int64_t seconds_left(const struct sandbox *sb, int64_t now)
-{
-	if (!shown_deadline(sb))
-		return sb->timeout_s;
-	int64_t ms = sb->deadline_at - now;
-	return ms > 0 ? (ms + 999) / 1000 : 0;
-}
-
-int ops_sandbox_timeout_text(const struct sandbox *sb, struct strbuf *out)
-{
-	if (sb->timeout_s <= 0)
-		strbuf_adds(out, "0\n");
-	else
-		strbuf_addf(out, "%lld %s\n", (long long)seconds_left(sb, now_ms()),
-			    timeout_action_name(sb->timeout_action));
-	return strbuf_error(out);
-}
-
-int ops_sandbox_autosnap_text(const struct sandbox *sb, struct strbuf *out)
-{
-	if (sb->autosnap_every_s <= 0)
-		strbuf_adds(out, "0\n");
-	else
-		strbuf_addf(out, "every=%lld keep=%lld\n", (long long)sb->autosnap_every_s,
-			    (long long)sb->autosnap_keep);
-	return strbuf_error(out);
-}
-
-cJSON *timer_info_timeout(const struct sandbox *sb)
-{
-	if (sb->timeout_s <= 0)
-		return cJSON_CreateNull();
-	_cleanup_json_ cJSON *t = cJSON_CreateObject();
-	bool ok =
-	    t && json_add(t, "seconds", cJSON_CreateNumber((double)sb->timeout_s)) &&
-	    json_add(t, "action", cJSON_CreateString(timeout_action_name(sb->timeout_action))) &&
-	    json_add(t, "seconds_left", cJSON_CreateNumber((double)seconds_left(sb, now_ms()))) &&
-	    json_add(t, "deadline", json_time_or_null(shown_deadline(sb)));
-	return ok ? steal_ptr(t) : NULL;
-}
-
-cJSON *timer_info_autosnap(const struct sandbox *sb)
-{
-	if (sb->autosnap_every_s <= 0)
-		return cJSON_CreateNull();
-	_cleanup_json_ cJSON *a = cJSON_CreateObject();
-	bool ok = a && json_add(a, "every", cJSON_CreateNumber((double)sb->autosnap_every_s)) &&
-		  json_add(a, "keep", cJSON_CreateNumber((double)sb->autosnap_keep)) &&
-		  json_add(a, "next", json_time_or_null(sb->autosnap_next_at));
-	return ok ? steal_ptr(a) : NULL;
-}
+static bool timer_started; /* the thread's owner's: ops_start and ops_shutdown */
 
 /* --- the timeout at its deadline ----------------------------------------------- */
 
@@ -343,7 +79,7 @@ static void deadline_spent(const char *id, int64_t at)
 	}
 	pthread_mutex_unlock(&ops.lock);
 	if (rc == 0)
-		notify(OPS_OBJ_SANDBOX, id);
+		ops_notify(OPS_OBJ_SANDBOX, id);
 }
 
 /*
@@ -511,7 +247,7 @@ static int auto_in_flight(const struct snapshot *snap, void *arg)
 static void autosnap_done(void *ctx, int rc, const char *result, size_t len)
 {
 	(void)ctx, (void)rc, (void)result, (void)len;
-	timer_kick(); /* the prune counts it now */
+	lifetime_kick(); /* the prune counts it now */
 }
 
 /* Move sandbox @id's next tick on from @at to @next, unless a write changed it meanwhile. */
@@ -651,34 +387,15 @@ static int64_t timer_pass(int64_t now)
 static void *timer_main(void *arg)
 {
 	(void)arg;
-	pthread_mutex_lock(&timer_lock);
-	while (!timer_stopping) {
-		timer_kicked = false;
-		pthread_mutex_unlock(&timer_lock);
-		int64_t next = timer_pass(now_ms());
-		pthread_mutex_lock(&timer_lock);
-		if (timer_stopping || timer_kicked)
-			continue;
-		/* The deadlines are wall-clock times, as the condition variable's clock is. */
-		struct timespec ts = {.tv_sec = next / 1000, .tv_nsec = (next % 1000) * 1000000};
-		pthread_cond_timedwait(&timer_cond, &timer_lock, &ts);
-	}
-	pthread_mutex_unlock(&timer_lock);
+	while (lifetime_pass_begin())
+		lifetime_wait(timer_pass(now_ms()));
 	suspend_tries_sweep(true);
 	return NULL;
 }
 
-void timer_kick(void)
-{
-	pthread_mutex_lock(&timer_lock);
-	timer_kicked = true;
-	pthread_cond_signal(&timer_cond);
-	pthread_mutex_unlock(&timer_lock);
-}
-
 int timer_start(void)
 {
-	timer_stopping = false;
+	lifetime_halt(false);
 	int rc = pthread_create(&timer_thread, NULL, timer_main, NULL);
 	if (rc != 0)
 		return -rc;
@@ -690,10 +407,7 @@ void timer_stop(void)
 {
 	if (!timer_started)
 		return;
-	pthread_mutex_lock(&timer_lock);
-	timer_stopping = true;
-	pthread_cond_signal(&timer_cond);
-	pthread_mutex_unlock(&timer_lock);
+	lifetime_halt(true);
 	pthread_join(timer_thread, NULL);
 	timer_started = false;
 }

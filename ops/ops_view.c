@@ -126,10 +126,10 @@ static cJSON *sandbox_info(const struct sandbox *sb)
 	    json_add(info, "memory", cJSON_CreateNumber((double)sb->res.memory_bytes)) &&
 	    json_add(info, "cpus", cJSON_CreateNumber((double)sb->res.cpu_milli / 1000)) &&
 	    json_add(info, "pids", cJSON_CreateNumber((double)sb->res.pids)) &&
-	    json_add(info, "timeout", timer_info_timeout(sb)) &&
-	    json_add(info, "autosnapshot", timer_info_autosnap(sb)) &&
-	    json_add(info, "ports", ports_info(sb));
-	json_add(info, "network", net_info(sb));
+	    json_add(info, "timeout", lifetime_info_timeout(sb)) &&
+	    json_add(info, "autosnapshot", lifetime_info_autosnap(sb)) &&
+	    json_add(info, "ports", ops_ports_info(sb));
+	json_add(info, "network", ops_net_info(sb));
 	return ok ? steal_ptr(info) : NULL;
 }
 

@@ -119,7 +119,7 @@ static int set_timeout(struct parse *p, const char *value)
 {
 	int r = once(p, SEEN_TIMEOUT, "timeout");
 	if (r == 0)
-		r = ops_timer_parse(value, &p->out->timeout_s, &p->out->timeout_action, p->e);
+		r = ops_timeout_parse(value, &p->out->timeout_s, &p->out->timeout_action, p->e);
 	p->out->timeout_set = r == 0;
 	return r;
 }

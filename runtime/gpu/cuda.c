@@ -15,7 +15,7 @@
 
 /* --- who drives CUDA --------------------------------------------------------- */
 
-bool gpu_runsc_checkpoints_cuda(const struct runsc *rs)
+bool cuda_runsc_checkpoints(const struct runsc *rs)
 {
 	return rs->checkpoint_cuda;
 }
@@ -29,7 +29,7 @@ enum cuda_driver cuda_driver_for(bool gpu, bool image_has_tool, bool host_has_to
 	return image_has_tool && host_has_tool ? CUDA_BY_SNAPFS : CUDA_NONE;
 }
 
-bool gpu_image_has_tool(const char *rootfs)
+bool cuda_image_has_tool(const char *rootfs)
 {
 	char path[PATH_MAX];
 	struct stat st;
@@ -489,7 +489,7 @@ int cuda_record_read(const char *image_dir, struct cuda_procs *procs, struct err
 	return 0;
 }
 
-void gpu_manifest_meta(cJSON *meta, const char *image_dir)
+void cuda_manifest_meta(cJSON *meta, const char *image_dir)
 {
 	struct cuda_procs procs;
 	if (cuda_record_read(image_dir, &procs, NULL) < 0)

@@ -6,7 +6,7 @@
  * runsc. A runsc whose checkpoint takes --cuda-checkpoint-path (releases
  * from 20260608) checkpoints and restores a GPU sandbox's CUDA processes
  * itself; runsc_probe_checkpoint() asks `runsc help checkpoint` once, at
- * start-up, and gpu_runsc_checkpoints_cuda() gives its answer.
+ * start-up, and cuda_runsc_checkpoints() gives its answer.
  *
  * cuda-checkpoint. Otherwise snapfs drives NVIDIA's cuda-checkpoint through
  * `runsc exec`. The binary is the host's (--cuda-checkpoint, a struct
@@ -60,7 +60,7 @@
 /* --- who drives CUDA ------------------------------------------------------ */
 
 /* Does @rs's checkpoint take --cuda-checkpoint-path (runsc_probe_checkpoint())? */
-bool gpu_runsc_checkpoints_cuda(const struct runsc *rs);
+bool cuda_runsc_checkpoints(const struct runsc *rs);
 
 /* Who checkpoints a sandbox's CUDA processes. */
 enum cuda_driver {
@@ -79,7 +79,7 @@ enum cuda_driver {
  */
 enum cuda_driver cuda_driver_for(bool gpu, bool image_has_tool, bool host_has_tool, bool runsc_can);
 /* Does the image tree at @rootfs ship GPU_IMAGE_TOOL? */
-bool gpu_image_has_tool(const char *rootfs);
+bool cuda_image_has_tool(const char *rootfs);
 
 /* --- cuda-checkpoint ------------------------------------------------------- */
 
@@ -185,6 +185,6 @@ int cuda_record_read(const char *image_dir, struct cuda_procs *procs, struct err
 cJSON *cuda_procs_json(const struct cuda_procs *procs);
 int cuda_procs_from_json(const cJSON *arr, struct cuda_procs *out);
 /* Add "cuda_processes" to a manifest @meta when @image_dir holds a record. */
-void gpu_manifest_meta(cJSON *meta, const char *image_dir);
+void cuda_manifest_meta(cJSON *meta, const char *image_dir);
 
 #endif

@@ -181,9 +181,9 @@ static void test_driver_rule(void)
 
 	char img[PATH_MAX];
 	snprintf(img, sizeof(img), "%s/img", base);
-	CHECK(!gpu_image_has_tool(img));
+	CHECK(!cuda_image_has_tool(img));
 	put("img/usr/bin/cuda-checkpoint", "#!/bin/sh\n");
-	CHECK(gpu_image_has_tool(img));
+	CHECK(cuda_image_has_tool(img));
 }
 
 /* The host's tool: a script is read (bounded), a binary only opened. */
@@ -279,7 +279,7 @@ static void test_record(void)
 	CHECK(q.p[1].pid == 42 && q.p[1].before == CUDA_LOCKED);
 
 	cJSON *meta = cJSON_CreateObject();
-	gpu_manifest_meta(meta, dir);
+	cuda_manifest_meta(meta, dir);
 	char *text = cJSON_PrintUnformatted(meta);
 	CHECK_STR(text, "{\"cuda_processes\":[{\"pid\":1,\"before\":\"running\",\"at_checkpoint\":"
 			"\"checkpointed\"},{\"pid\":42,\"before\":\"locked\",\"at_checkpoint\":"

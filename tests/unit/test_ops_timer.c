@@ -76,8 +76,8 @@ static void timeout_values_steps(void)
 		CHECK(ops_sandbox_set_timeout(root, "tv", bad[i], &e) == -EINVAL);
 		CHECK_MSG(e.msg[0] != '\0', "timeout '%s' is refused with a sentence", bad[i]);
 	}
-	CHECK(ops_timer_parse("42 suspend", &s, &a, &e) == 0 && s == 42 && a == TIMEOUT_SUSPEND);
-	CHECK(ops_timer_parse("7", &s, &a, &e) == 0 && s == 7 && a == TIMEOUT_TERMINATE);
+	CHECK(ops_timeout_parse("42 suspend", &s, &a, &e) == 0 && s == 42 && a == TIMEOUT_SUSPEND);
+	CHECK(ops_timeout_parse("7", &s, &a, &e) == 0 && s == 7 && a == TIMEOUT_TERMINATE);
 	CHECK(ops_autosnap_parse("keep=3 every=2", &s, &keep, &e) == 0 && s == 2 && keep == 3);
 	CHECK(ops_autosnap_parse("every=2 keep=0", &s, &keep, &e) == -EINVAL);
 	CHECK(ops_autosnap_parse("keep=3", &s, &keep, &e) == -EINVAL);
