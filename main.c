@@ -31,7 +31,7 @@
 #include "lib/size.h"
 #include "lib/util.h"
 #include "runtime/runsc/cgroup.h"
-#include "ops/journal.h"
+#include "backend/journal/journal.h"
 #include "runtime/net/net.h"
 #include "ops/ops.h"
 #include "runtime/runsc/runsc.h"

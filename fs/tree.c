@@ -7,6 +7,7 @@
 
 #include "fs/control.h"
 #include "lib/logfile.h"
+#include "lib/util.h"
 #include "runtime/images.h"
 
 #define DIR_TIMEOUT 0.5 /* seconds; files get none: their content changes any time */
@@ -229,10 +230,7 @@ static fuse_ino_t list_ino(const struct fs_node *child)
 	fuse_ino_t ino = inode_find(child->path);
 	if (ino)
 		return ino;
-	uint64_t h = 1469598103934665603ull; /* FNV-1a */
-	for (const char *p = child->path; *p; p++)
-		h = (h ^ (unsigned char)*p) * 1099511628211ull;
-	return h | (1ull << 63);
+	return fnv1a(child->path) | (1ull << 63);
 }
 
 struct list_walk {

@@ -106,6 +106,14 @@ int random_hex(char *out, size_t nhex)
 	return 0;
 }
 
+uint64_t fnv1a(const char *s)
+{
+	uint64_t h = 14695981039346656037ull;
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+		h = (h ^ *p) * 1099511628211ull;
+	return h;
+}
+
 int random_name(const char *prefix, size_t nhex, char *out, size_t size)
 {
 	char hex[RANDOM_HEX_MAX + 1];

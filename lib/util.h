@@ -92,6 +92,9 @@ int64_t mono_ms(void);
 /* RFC 3339 UTC with milliseconds: 2026-11-29T10:32:12.123Z. @out holds 32 bytes. */
 void format_time(int64_t ms, char out[32]);
 
+/* FNV-1a, 64 bits, of the string @s: a hash for tables and made-up inode numbers, not for trust. */
+uint64_t fnv1a(const char *s);
+
 /* @nhex random lowercase hex digits into @out (nhex + 1 bytes); @nhex at most RANDOM_HEX_MAX. */
 #define RANDOM_HEX_MAX 128
 int random_hex(char *out, size_t nhex);

@@ -14,7 +14,7 @@
 
 #include "runtime/net/forward.h"
 #include "runtime/images.h"
-#include "ops/journal.h"
+#include "backend/journal/journal.h"
 
 struct ops_context ops = {
     .lock = PTHREAD_MUTEX_INITIALIZER,
@@ -569,12 +569,7 @@ int ops_spool_path(const char *snap_id, char *out, size_t len)
 
 int new_object_id(const char *prefix, char out[ID_MAX])
 {
-	char hex[17];
-	int rc = random_hex(hex, 16);
-	if (rc < 0)
-		return rc;
-	rc = xsnprintf(out, ID_MAX, "%s%s", prefix, hex);
-	return rc < 0 ? rc : 0;
+	return random_name(prefix, 16, out, ID_MAX);
 }
 
 /* --- accessors ------------------------------------------------------------ */

@@ -24,7 +24,7 @@
 #include "runtime/runsc/console.h"
 #include "runtime/host.h"
 #include "runtime/images.h"
-#include "ops/journal.h"
+#include "backend/journal/journal.h"
 #include "runtime/spool.h"
 
 /* --- start-up and shutdown ------------------------------------------------ */

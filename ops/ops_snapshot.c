@@ -64,32 +64,21 @@ static void delete_job_run(void *arg)
 	op_job_end(job, rc < 0 ? -e.code : 0, NULL, 0);
 }
 
-int ops_snapshot_delete(const struct caller *who, const char *snap_id, ops_done_fn done, void *ctx,
-			struct err *e)
+/*
+ * Under ops.lock: may @snap_id be deleted, and if so mark it deleting, so
+ * that no fork starts from what is deleted. The refusals, in the order a
+ * user meets them: no such snapshot, not settled, pinned by a suspended
+ * sandbox, a fork starting or a delete under way.
+ */
+static int delete_begin(const struct caller *who, const char *snap_id, struct err *e)
 {
 	struct snapshot snap;
 	bool pinned = false;
-	struct snapshot_use *use = NULL;
-	pthread_mutex_lock(&ops.lock);
 	int rc = snapshot_get_as(who, snap_id, &snap);
 	if (rc == 0)
 		rc = row_snapshot_pinned(snap_id, &pinned);
-	if (rc == 0 && !pinned && snapshot_state_settled(snap.state)) {
-		use = snapshot_use_get(snap_id, true);
-		rc = use ? 0 : -ENOMEM; /* unmarked, a fork could start from what is deleted */
-	}
-	if (use && (use->restores || use->deleting)) {
-		pthread_mutex_unlock(&ops.lock);
-		return err_set(e, EBUSY, "cannot delete snapshot %s: %s", snap_id,
-			       use->deleting ? "it is being deleted" : "a fork of it is starting");
-	}
-	if (use)
-		use->deleting = true;
-	pthread_mutex_unlock(&ops.lock);
 	if (rc == -ENOENT)
 		return err_set(e, ENOENT, "snapshot %s does not exist", snap_id);
-	if (rc == -ENOMEM)
-		return err_set(e, ENOMEM, "cannot delete snapshot %s: out of memory", snap_id);
 	if (rc < 0)
 		return err_set(e, EIO, "cannot read snapshot %s from the registry", snap_id);
 	if (!snapshot_state_settled(snap.state))
@@ -99,11 +88,28 @@ int ops_snapshot_delete(const struct caller *who, const char *snap_id, ops_done_
 		return err_set(e, EBUSY,
 			       "cannot delete snapshot %s: suspended sandbox %s needs it to resume",
 			       snap_id, snap.sandbox_id);
+	struct snapshot_use *use = snapshot_use_get(snap_id, true);
+	if (!use) /* unmarked, a fork could start from what is deleted */
+		return err_set(e, ENOMEM, "cannot delete snapshot %s: out of memory", snap_id);
+	if (use->restores || use->deleting)
+		return err_set(e, EBUSY, "cannot delete snapshot %s: %s", snap_id,
+			       use->deleting ? "it is being deleted" : "a fork of it is starting");
+	use->deleting = true;
+	return 0;
+}
+
+/* The queue place first, as every verb takes it (ops/jobs.h): a refusal then has nothing to undo. */
+int ops_snapshot_delete(const struct caller *who, const char *snap_id, ops_done_fn done, void *ctx,
+			struct err *e)
+{
 	struct delete_job *job = op_job_new(sizeof(*job), JOB_LIFECYCLE, done, ctx, e);
-	if (!job) {
-		delete_end(snap_id);
+	if (!job)
 		return -e->code;
-	}
+	pthread_mutex_lock(&ops.lock);
+	int rc = delete_begin(who, snap_id, e);
+	pthread_mutex_unlock(&ops.lock);
+	if (rc < 0)
+		return op_job_drop(job, rc);
 	snprintf(job->snap_id, sizeof(job->snap_id), "%s", snap_id);
 	job->reason = announced_reason();
 	return op_job_queue(job, delete_job_run);

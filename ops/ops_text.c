@@ -14,7 +14,7 @@
 #include "runtime/runsc/cgroup.h"
 #include "runtime/net/forward.h"
 #include "ops/jobs.h"
-#include "ops/journal.h"
+#include "backend/journal/journal.h"
 
 int ops_version_text(struct strbuf *out)
 {

@@ -26,10 +26,7 @@
 /* FNV-1a: ids are random hex, any spread will do. */
 static size_t id_hash(const char *id)
 {
-	uint64_t h = 14695981039346656037ull;
-	for (const unsigned char *p = (const unsigned char *)id; *p; p++)
-		h = (h ^ *p) * 1099511628211ull;
-	return (size_t)h;
+	return (size_t)fnv1a(id);
 }
 
 /*

@@ -381,10 +381,19 @@ static void events_of(const char *id, char *out, size_t len)
 	}
 }
 
+/*
+ * The transitions of @id are @want: polled for up to 2 s, as a job announces a
+ * state just after it writes the row that sb_wait_state() sees.
+ */
 #define CHECK_EVENTS(id, want)                                                                     \
 	do {                                                                                       \
 		char got_[1024];                                                                   \
-		events_of(id, got_, sizeof(got_));                                                 \
+		for (int try_ = 0; try_ < 40; try_++) {                                            \
+			events_of(id, got_, sizeof(got_));                                         \
+			if (!strcmp(got_, want))                                                   \
+				break;                                                             \
+			sleep_ms(50);                                                              \
+		}                                                                                  \
 		CHECK_MSG(!strcmp(got_, want), "transitions of %s: \"%s\", not \"%s\"", id, got_,  \
 			  want);                                                                   \
 	} while (0)

@@ -1,4 +1,4 @@
-#include "ops/journal.h"
+#include "backend/journal/journal.h"
 
 #include <errno.h>
 #include <limits.h>
