@@ -98,7 +98,7 @@ static int delete_begin(const struct caller *who, const char *snap_id, struct er
 	return 0;
 }
 
-/* The queue place first, as every verb takes it (ops/jobs.h): a refusal then has nothing to undo. */
+/* The queue place first, as every verb takes it (ops/jobs.h): a refusal has nothing to undo. */
 int ops_snapshot_delete(const struct caller *who, const char *snap_id, ops_done_fn done, void *ctx,
 			struct err *e)
 {
