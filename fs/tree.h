@@ -52,7 +52,7 @@
  *     write does, its errnos); docs/control-files.md where the contract
  *     leaves a choice open; snapfs(8)'s CONTROL FILES
  *     (docs/man/snapfs.8.scd).
- *  5. Tests: the ops call in tests/unit/test_ops.c (fake-runsc); the file
+ *  5. Tests: the ops call in a tests/unit/test_ops_*.c (fake-runsc); the file
  *     on a mount in tests/integration/ (test_controls.sh or the feature's
  *     own, as test_autosnapshot.sh), each refusal with expect_refusal; a
  *     sandbox's file in test_basic.sh's list of the files a sandbox has.

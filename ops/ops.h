@@ -15,9 +15,10 @@
  *      then check and move the state under the lock (sandbox_begin(),
  *      ops_internal.h), then op_job_queue(); nothing to undo on a refusal
  *      but op_job_drop().
- *   3. The job runs without the lock: it calls the floors below it
+ *   3. The job runs without the lock: it calls files below it
  *      (ops_container.c for runsc, ops_holds.c, ops_rows.c, ops_core.c),
- *      never a verb file beside it; it settles the state with
+ *      never one that calls it back (tests/check-circles.py fails on a
+ *      circle; `--floors` prints each file's floor); it settles the state with
  *      sandbox_apply_if(), reports a failure with report_job_failure(), and
  *      ends with op_job_end() (ops_internal.h).
  *   4. Wire its control file in fs/sandboxes.c or fs/snapshots.c (the
@@ -25,8 +26,9 @@
  *   5. Document it: docs/control-files.md (the file, its errors, its
  *      queue in "Bounds"), docs/design.md (states), the man page in
  *      docs/man/.
- *   6. Test it: tests/unit/test_ops.c (against tests/doubles/fake-runsc)
- *      and an integration test in tests/integration/.
+ *   6. Test it: a tests/unit/test_ops_<family>.c over the harness
+ *      tests/unit/t_ops.h (against tests/doubles/fake-runsc), and an
+ *      integration test in tests/integration/.
  *
  * Every operation validates its input and the current state at once, under
  * the operations lock, and either refuses (a negative errno, with the

@@ -2,8 +2,10 @@
  * ops_internal.h - what the ops_*.c files share: the daemon's context, the
  * operations lock, and the helpers that change and announce state.
  *
- * The files, by floor (each calls only the floors below it; the floors
- * are marked below): ops_rows.c; ops_core.c (lock and state helpers,
+ * The files, by floor, as the declarations below are grouped (a file calls
+ * files of its own group or below, never a group above, and no two files
+ * call each other; `python3 tests/check-circles.py --floors` gives each
+ * file's exact floor): ops_rows.c; ops_core.c (lock and state helpers,
  * announcements, waiters, jobs, progress, paths, ids, snapshots in use)
  * and ops_quota.c; the helpers ops_lifetime.c, ops_holds.c, ops_follow.c,
  * ops_gpu.c, ops_ports.c, ops_net.c, ops_text.c; ops_container.c and

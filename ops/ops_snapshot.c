@@ -67,8 +67,9 @@ static void delete_job_run(void *arg)
 /*
  * Under ops.lock: may @snap_id be deleted, and if so mark it deleting, so
  * that no fork starts from what is deleted. The refusals, in the order a
- * user meets them: no such snapshot, not settled, pinned by a suspended
- * sandbox, a fork starting or a delete under way.
+ * user meets them after the queue's own (EAGAIN full, ESHUTDOWN stopping:
+ * the place is taken first): no such snapshot, not settled, pinned by a
+ * suspended sandbox, a fork starting or a delete under way.
  */
 static int delete_begin(const struct caller *who, const char *snap_id, struct err *e)
 {
