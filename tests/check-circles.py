@@ -10,7 +10,8 @@ share one floor down.
 Reads the tracked .c files outside tests/ and bench/ (comments and strings
 removed, definitions found at brace depth 0), prints each circle with the
 names that tie it, then one "N passed, N failed" line: one check for the
-whole tree. --floors prints each file's floor (0: calls no other file).
+whole tree. --floors prints each file's floor (0: calls no other file);
+--edges FOLDER prints which file of FOLDER calls which (the call graph).
 """
 import re
 import subprocess
@@ -131,6 +132,14 @@ def main():
     if "--floors" in sys.argv:
         for v, fl in sorted(floors(edges).items(), key=lambda x: (-x[1], x[0])):
             print(f"{fl:3d}  {v}")
+    if "--edges" in sys.argv[:-1]:
+        folder = sys.argv[sys.argv.index("--edges") + 1].rstrip("/") + "/"
+        strip = lambda f: f[len(folder):].removesuffix(".c")
+        floor_of = floors(edges)
+        for v in sorted(edges, key=lambda f: (-floor_of[f], f)):
+            if v.startswith(folder):
+                inside = sorted(strip(w) for w in edges[v] if w.startswith(folder))
+                print(f"{strip(v)} -> {', '.join(inside) or '(none)'}")
     found = circles(edges)
     for comp in found:
         print(f"not ok circle of {len(comp)} files: {', '.join(comp)}")
