@@ -139,7 +139,7 @@ fuzz: $(FUZZ_BINS)
 test: build/asan/snapfs $(UNIT_BINS) $(FUZZ_BINS)
 	env -u MAKEFLAGS -u MFLAGS tests/run.sh
 
-# tests/integration/test_chaos.sh for longer than the suite's profile (50
+# tests/integration/test_chaos.sh for longer than the suite's profile (30
 # rounds): kill -9 of the daemon in the middle of random operations. The
 # last round's checks may outlast CHAOS_SECONDS: 15 minutes more at most.
 CHAOS_ROUNDS  ?= 300

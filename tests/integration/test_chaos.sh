@@ -28,8 +28,8 @@
 # the operation, the phase the kill hit and what was found; the same
 # failure of the same object in a later round is counted in one line.
 #
-# CHAOS_ROUNDS (default 50) rounds, or fewer when CHAOS_SECONDS (default
-# 900) run out; CHAOS_SEED (default: random) replays the sequence of
+# CHAOS_ROUNDS (default 30) rounds, or fewer when CHAOS_SECONDS (default
+# 600) run out; CHAOS_SEED (default: random) replays the sequence of
 # operations, targets and kill delays (the targets also depend on what the
 # earlier rounds left, so a replay is close, not exact). `make chaos` runs a
 # longer profile. Nothing here waits for a fixed time to pass a check: the
@@ -38,8 +38,8 @@
 OP_TIMEOUT=${OP_TIMEOUT:-60}
 . "$(dirname "$0")/lib.sh"
 
-CHAOS_ROUNDS=${CHAOS_ROUNDS:-50}
-CHAOS_SECONDS=${CHAOS_SECONDS:-900}
+CHAOS_ROUNDS=${CHAOS_ROUNDS:-30}
+CHAOS_SECONDS=${CHAOS_SECONDS:-600}
 CHAOS_SEED=${CHAOS_SEED:-$(($(od -An -N2 -tu2 /dev/urandom) + 0))}
 CHAOS_VERBOSE=${CHAOS_VERBOSE:-0}
 POOL_MIN=2 # sandboxes kept running or suspended
