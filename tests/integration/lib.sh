@@ -41,27 +41,7 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 
 # --- results -----------------------------------------------------------------
 
-pass() {
-	PASSED=$((PASSED + 1))
-	printf 'ok   %s\n' "$1"
-}
-
-# fail DESC [DETAIL...]: count a failure; each detail line is printed indented.
-fail() {
-	FAILED=$((FAILED + 1))
-	printf 'FAIL %s\n' "$1"
-	shift
-	[ $# -gt 0 ] && printf '%s\n' "$@" | sed 's/^/       /'
-	return 0
-}
-
-# skip DESC: a check this run cannot make meaningful (the race it needs went
-# the other way, the host lacks a feature): counted and said, never a pass.
-skip() {
-	SKIPPED=$((SKIPPED + 1))
-	printf 'SKIP %s\n' "$*"
-}
-note() { printf '     %s\n' "$*"; }
+. "$(dirname "${BASH_SOURCE[0]}")/lib_results.sh"
 
 # ok DESC CMD...: CMD succeeds.
 ok() {

@@ -13,20 +13,7 @@ set -u
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 SNAPFS_BIN=${SNAPFS_BIN:-$REPO/build/asan/snapfs}
-PASSED=0
-FAILED=0
-
-pass() {
-	PASSED=$((PASSED + 1))
-	printf 'ok   %s\n' "$1"
-}
-fail() {
-	FAILED=$((FAILED + 1))
-	printf 'FAIL %s\n' "$1"
-	shift
-	[ $# -gt 0 ] && printf '%s\n' "$@" | sed 's/^/       /'
-	return 0
-}
+. "$REPO/tests/integration/lib_results.sh"
 
 # The table's options as --help lists them: "  -h, --help ...", "  --state DIR ...".
 table_options() {
