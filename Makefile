@@ -5,7 +5,7 @@
 #   make unit            build and run the C unit tests only
 #   make fuzz            build the libFuzzer targets with clang and run each FUZZ_SECONDS (300)
 #   make chaos           the chaos test's long profile (CHAOS_ROUNDS 300, CHAOS_SECONDS 3600)
-#   make install PREFIX=/usr/local   the daemon, snapfs-image, make-image.sh, the man pages, the systemd unit
+#   make install PREFIX=/usr/local   the daemon, its agent, snapfs-image, make-image.sh, the man pages, the systemd unit
 #   make deb             the Debian package (dpkg-buildpackage -b) into build/deb/ (docs/packaging.md)
 #   make bench           build the benchmarks' C programs (bench/*.c) into build/bench/; runs none
 #   make format          clang-format every source file
@@ -22,6 +22,8 @@ endif
 PREFIX  ?= /usr/local
 BINDIR  ?= $(PREFIX)/bin
 MANDIR  ?= $(PREFIX)/share/man
+# The agent, the program snapfs runs inside each sandbox (runtime/agent/).
+LIBEXECDIR ?= $(PREFIX)/libexec/snapfs
 # Units: Debian bookworm's place (pkg-config systemd: systemdsystemunitdir)
 # for PREFIX=/usr, the package's; under any other PREFIX, so that a source
 # install never overwrites the packaged unit (systemd reads
@@ -41,7 +43,7 @@ CC      ?= cc
 WARN    := -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wno-format-nonliteral -Wvla
 CFLAGS  ?= -O2 -g
 # CPPFLAGS and LDFLAGS: dpkg-buildflags' hardening (debian/rules) reaches every object and link.
-ALL_CFLAGS = $(CPPFLAGS) -std=c17 -D_GNU_SOURCE -DSNAPFS_VERSION='"$(VERSION)"' -I. $(WARN) $(PKG_CFLAGS) -pthread -MMD -MP $(CFLAGS)
+ALL_CFLAGS = $(CPPFLAGS) -std=c17 -D_GNU_SOURCE -DSNAPFS_VERSION='"$(VERSION)"' -DSNAPFS_AGENT_DEFAULT='"$(LIBEXECDIR)/snapfs-agent"' -I. $(WARN) $(PKG_CFLAGS) -pthread -MMD -MP $(CFLAGS)
 LDLIBS  := $(LDFLAGS) $(PKG_LIBS) -pthread
 
 SAN     := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
@@ -58,7 +60,17 @@ OBJ = $(patsubst %.c,$(1)/%.o,$(2))
 # and print that last, after the suite's closing "N passed, N failed" line.
 .SECONDARY:
 
-all: build/snapfs
+all: build/snapfs build/snapfs-agent
+
+# The agent runs inside sandboxes whatever their image: static, with musl
+# (glibc's static binaries abort under runsc exec --exec-fd), the C library
+# and runtime/agent/wire.c alone, none of the daemon's flags or sanitizers.
+AGENT_CC   ?= musl-gcc
+AGENT_SRCS := $(wildcard runtime/agent/inside/*.c) runtime/agent/wire.c
+build/snapfs-agent: $(AGENT_SRCS) runtime/agent/inside/inside.h runtime/agent/wire.h
+	@mkdir -p $(dir $@)
+	$(AGENT_CC) -static -Os -std=gnu17 -I. -Wall -Wextra -Werror -Wshadow -o $@ $(AGENT_SRCS)
+	@if readelf -l $@ | grep -q INTERP; then echo "$@ is not static" >&2; rm -f $@; exit 1; fi
 
 build/snapfs: $(call OBJ,build/rel,$(LIB_SRCS) $(MAIN_SRC))
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
@@ -136,7 +148,7 @@ fuzz: $(FUZZ_BINS)
 # fuzz target for 30 s on its seed corpus (tests/run.sh; `make fuzz` is the long run).
 # The suite runs without this make's job flags: a make a test starts (make
 # deb) sees what it would under a plain `make test`.
-test: build/asan/snapfs $(UNIT_BINS) $(FUZZ_BINS)
+test: build/asan/snapfs build/snapfs-agent $(UNIT_BINS) $(FUZZ_BINS)
 	env -u MAKEFLAGS -u MFLAGS tests/run.sh
 
 # tests/integration/test_chaos.sh for longer than the suite's profile (30
@@ -155,8 +167,9 @@ build/%.8: docs/man/%.8.scd
 	scdoc <$< >$@
 
 # The unit names the binary where this install puts it.
-install: build/snapfs $(MANPAGES)
+install: build/snapfs build/snapfs-agent $(MANPAGES)
 	install -D -m 0755 build/snapfs $(DESTDIR)$(BINDIR)/snapfs
+	install -D -m 0755 build/snapfs-agent $(DESTDIR)$(LIBEXECDIR)/snapfs-agent
 	install -D -m 0755 scripts/snapfs-image $(DESTDIR)$(BINDIR)/snapfs-image
 	install -D -m 0755 scripts/make-image.sh $(DESTDIR)$(PREFIX)/share/snapfs/make-image.sh
 	install -D -m 0644 build/snapfs.8 $(DESTDIR)$(MANDIR)/man8/snapfs.8

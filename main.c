@@ -54,6 +54,7 @@ struct options {
 	int64_t runsc_timeout_ms; /* 0: the default */
 	int64_t exec_timeout_ms;  /* 0: the default */
 	const char *cuda_checkpoint;
+	const char *agent;
 	const char *cgroup_parent;
 	const char *net_pool;	      /* --net-pool; NULL: NET_POOL_DEFAULT */
 	const char *net_resolv;	      /* --net-resolv; NULL: /etc/resolv.conf */
@@ -170,6 +171,10 @@ static int parse_options(int argc, char **argv, struct options *o)
 		0, "cuda-checkpoint", "PATH", &o->cuda_checkpoint,
 		"the host's cuda-checkpoint, run in GPU sandboxes (default: cuda-checkpoint "
 		"on PATH, if any)")},
+	    {CLI_STRING(0, "agent", "PATH", &o->agent,
+			"the program snapfs runs inside each sandbox for root/, ps and exec "
+			"(default: snapfs-agent beside the daemon, else " SNAPFS_AGENT_DEFAULT
+			")")},
 	    {CLI_STRING(0, "cgroup-parent", "PATH", &o->cgroup_parent,
 			"the cgroup under which each sandbox gets its own, outside the daemon's "
 			"(default " CGROUP_PARENT_DEFAULT "; docs/cgroups.md)")},
@@ -441,6 +446,7 @@ static int serve(struct options *o, struct fuse_args *args, bool notify)
 	    .runsc_timeout_ms = o->runsc_timeout_ms,
 	    .exec_timeout_ms = o->exec_timeout_ms,
 	    .cuda_checkpoint = o->cuda_checkpoint,
+	    .agent = o->agent,
 	    .cgroup_parent = o->cgroup_parent,
 	    .net_pool = o->net_pool,
 	    .net_resolv = o->net_resolv,
@@ -511,7 +517,7 @@ int main(int argc, char **argv)
 	struct options o = {0};
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
 	char state[PATH_MAX], images_default[PATH_MAX], images_abs[PATH_MAX], mount_abs[PATH_MAX];
-	char cuda_abs[PATH_MAX], resolv_abs[PATH_MAX];
+	char cuda_abs[PATH_MAX], resolv_abs[PATH_MAX], agent_abs[PATH_MAX];
 	/* runsc with a network runs through this binary: runtime/net/net.h net_exec_main(). */
 	if (argc > 1 && strcmp(argv[1], NET_EXEC_FLAG) == 0)
 		return net_exec_main(argc, argv);
@@ -527,6 +533,7 @@ int main(int argc, char **argv)
 	    make_absolute(&o.images_dir, images_abs) < 0 ||
 	    make_absolute(&o.mountpoint, mount_abs) < 0 ||
 	    (o.cuda_checkpoint && make_absolute(&o.cuda_checkpoint, cuda_abs) < 0) ||
+	    (o.agent && make_absolute(&o.agent, agent_abs) < 0) ||
 	    (o.net_resolv && make_absolute(&o.net_resolv, resolv_abs) < 0) ||
 	    build_fuse_args(&o, &args) < 0 || catch_signals(true) < 0)
 		return 1;

@@ -11,6 +11,7 @@
 #include <sys/sysmacros.h>
 
 #include "fs/file.h"
+#include "fs/inside.h"
 #include "fs/inode.h"
 #include "fs/notify.h"
 #include "fs/tree.h"
@@ -83,10 +84,26 @@ static int reply_entry(fuse_req_t req, const struct caller *who, struct fs_node 
 	return 0;
 }
 
+/*
+ * Requests under sandboxes/<id>/root/ go to fs/inside.c: those on a node
+ * under it (an inside number) and those on root/'s own children. @root is
+ * root/'s node when @ino is root/ itself.
+ */
+static bool goes_inside(fuse_ino_t ino, struct fs_node *root)
+{
+	if (inside_owns(ino))
+		return true;
+	return inode_get(ino, root) == 0 && inside_is_root(root);
+}
+
 static void ll_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct fs_node dir, child;
 	struct caller who;
+	if (goes_inside(parent, &dir)) {
+		inside_lookup(req, parent, &dir, name);
+		return;
+	}
 	caller_of(req, false, &who);
 	int rc = inode_get(parent, &dir);
 	if (rc == 0)
@@ -98,16 +115,24 @@ static void ll_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		fuse_reply_err(req, -rc);
 }
 
+static void forget_one(fuse_ino_t ino, uint64_t nlookup)
+{
+	if (inside_owns(ino))
+		inside_forget(ino, nlookup);
+	else
+		inode_forget(ino, nlookup);
+}
+
 static void ll_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 {
-	inode_forget(ino, nlookup);
+	forget_one(ino, nlookup);
 	fuse_reply_none(req);
 }
 
 static void ll_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets)
 {
 	for (size_t i = 0; i < count; i++)
-		inode_forget(forgets[i].ino, forgets[i].nlookup);
+		forget_one(forgets[i].ino, forgets[i].nlookup);
 	fuse_reply_none(req);
 }
 
@@ -134,6 +159,10 @@ static void ll_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	struct fs_node n;
 	struct stat st;
 	struct caller who;
+	if (inside_owns(ino)) {
+		inside_getattr(req, ino);
+		return;
+	}
 	reply_attr(req, node_stat(req, ino, &n, &who, &st), &n, &st);
 }
 
@@ -178,6 +207,10 @@ static void ll_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 	struct fs_node n;
 	struct stat st;
 	struct caller who;
+	if (inside_owns(ino)) {
+		inside_setattr(req, ino, attr, to_set);
+		return;
+	}
 	int rc = node_stat(req, ino, &n, &who, &st);
 	if (rc == 0)
 		rc = setattr_check(&n, &who, attr, to_set);
@@ -191,6 +224,10 @@ static void ll_readlink(fuse_req_t req, fuse_ino_t ino)
 	struct fs_node n;
 	char target[FS_PATH_MAX];
 	struct caller who;
+	if (inside_owns(ino)) {
+		inside_readlink(req, ino);
+		return;
+	}
 	caller_of(req, false, &who);
 	int rc = inode_get(ino, &n);
 	if (rc == 0)
@@ -229,9 +266,12 @@ static int do_mkdir(const struct fs_node *dir, const struct caller *who, const c
 
 static void ll_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
 {
-	(void)mode;
 	struct fs_node dir, child = {0};
 	struct caller who;
+	if (goes_inside(parent, &dir)) {
+		inside_mkdir(req, parent, &dir, name, mode);
+		return;
+	}
 	caller_of(req, true, &who);
 	int rc = inode_get(parent, &dir);
 	if (rc == 0)
@@ -247,6 +287,10 @@ static void ll_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 	struct fs_node dir, child = {0};
 	struct err e = {0};
 	struct caller who;
+	if (goes_inside(parent, &dir)) {
+		inside_remove(parent, req, &dir, name, true);
+		return;
+	}
 	caller_of(req, false, &who);
 	int rc = inode_get(parent, &dir);
 	if (rc == 0)
@@ -270,43 +314,64 @@ static void ll_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 	pending_done(p, rc, NULL, 0);
 }
 
-/* The tree's names are fixed: nothing is created, linked, renamed or unlinked. */
+/*
+ * The tree's names are fixed: nothing is created, linked, renamed or
+ * unlinked, but under root/ (fs/inside.c), where only device nodes, FIFOs
+ * and sockets are not made (EPERM: the mount is nodev).
+ */
 static void ll_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
 {
 	(void)parent, (void)name, (void)mode, (void)rdev;
-	fuse_reply_err(req, EACCES);
+	struct fs_node dir;
+	fuse_reply_err(req, goes_inside(parent, &dir) ? EPERM : EACCES);
 }
 
 static void ll_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 		      struct fuse_file_info *fi)
 {
-	(void)parent, (void)name, (void)mode, (void)fi;
-	fuse_reply_err(req, EACCES);
+	struct fs_node dir;
+	if (goes_inside(parent, &dir))
+		inside_create(req, parent, &dir, name, mode, fi);
+	else
+		fuse_reply_err(req, EACCES);
 }
 
 static void ll_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-	(void)parent, (void)name;
-	fuse_reply_err(req, EPERM);
+	struct fs_node dir;
+	if (goes_inside(parent, &dir))
+		inside_remove(parent, req, &dir, name, false);
+	else
+		fuse_reply_err(req, EPERM);
 }
 
 static void ll_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
 {
-	(void)link, (void)parent, (void)name;
-	fuse_reply_err(req, EPERM);
+	struct fs_node dir;
+	if (goes_inside(parent, &dir))
+		inside_symlink(req, link, parent, &dir, name);
+	else
+		fuse_reply_err(req, EPERM);
 }
 
 static void ll_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
 		      const char *newname, unsigned int flags)
 {
-	(void)parent, (void)name, (void)newparent, (void)newname, (void)flags;
-	fuse_reply_err(req, EPERM);
+	struct fs_node dir, newdir;
+	bool from = goes_inside(parent, &dir), to = goes_inside(newparent, &newdir);
+	if (from && to)
+		inside_rename(req, parent, &dir, name, newparent, &newdir, newname, flags);
+	else
+		fuse_reply_err(req, from || to ? EXDEV : EPERM);
 }
 
 static void ll_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
 {
-	(void)ino, (void)newparent, (void)newname;
-	fuse_reply_err(req, EPERM);
+	struct fs_node dir;
+	if (inside_owns(ino) && goes_inside(newparent, &dir))
+		inside_link(req, ino, newparent, &dir, newname);
+	else
+		fuse_reply_err(req, inside_owns(ino) ? EXDEV : EPERM);
 }
 
 /* --- open files -------------------------------------------------------- */
@@ -335,6 +400,10 @@ static void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct fs_file *f = NULL;
 	/* Groups too: the file keeps them for what its writes create (new, fork). */
 	struct caller who;
+	if (inside_owns(ino)) {
+		inside_open(req, ino, fi);
+		return;
+	}
 	caller_of(req, true, &who);
 	int rc = inode_get(ino, &n);
 	if (rc == 0 && S_ISDIR(n.ent->mode))
@@ -356,35 +425,55 @@ static void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 static void ll_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
-	(void)ino;
-	file_read(req, file_of(fi), size, off);
+	if (inside_owns(ino))
+		inside_read(req, size, off, fi);
+	else
+		file_read(req, file_of(fi), size, off);
 }
 
 static void ll_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
 		     struct fuse_file_info *fi)
 {
-	(void)ino, (void)off; /* control files are streams of lines */
-	file_write(req, file_of(fi), buf, size, fi->lock_owner);
+	if (inside_owns(ino))
+		inside_write(req, buf, size, off, fi);
+	else /* control files are streams of lines: no offset */
+		file_write(req, file_of(fi), buf, size, fi->lock_owner);
 }
 
 static void ll_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	(void)ino;
-	file_flush(req, file_of(fi), fi->lock_owner);
+	if (inside_owns(ino))
+		fuse_reply_err(req, 0); /* each write reached the sandbox already */
+	else
+		file_flush(req, file_of(fi), fi->lock_owner);
 }
 
 static void ll_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	(void)ino;
+	if (inside_owns(ino)) {
+		inside_release(req, fi);
+		return;
+	}
 	file_release(file_of(fi));
 	fuse_reply_err(req, 0);
+}
+
+static void ll_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+	(void)datasync;
+	if (inside_owns(ino))
+		inside_fsync(req, fi);
+	else
+		fuse_reply_err(req, 0); /* a control file has nothing to sync */
 }
 
 static void ll_poll(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 		    struct fuse_pollhandle *ph)
 {
-	(void)ino;
-	file_poll(req, file_of(fi), ph);
+	if (inside_owns(ino))
+		fuse_reply_err(req, ENOSYS); /* the kernel then takes files as always ready */
+	else
+		file_poll(req, file_of(fi), ph);
 }
 
 /* --- directories ------------------------------------------------------- */
@@ -393,6 +482,10 @@ static void ll_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 {
 	struct fs_node n;
 	struct caller who;
+	if (goes_inside(ino, &n)) {
+		inside_opendir(req, ino, &n, fi);
+		return;
+	}
 	caller_of(req, false, &who);
 	int rc = inode_get(ino, &n);
 	if (rc == 0)
@@ -436,7 +529,11 @@ static int dir_add(const char *name, mode_t mode, fuse_ino_t ino, void *arg)
 static void ll_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		       struct fuse_file_info *fi)
 {
-	(void)ino;
+	struct fs_node root;
+	if (goes_inside(ino, &root)) {
+		inside_readdir(req, size, off, fi);
+		return;
+	}
 	struct fs_dirh *dh = dirh_of(fi);
 	_cleanup_free_ char *copy = NULL;
 	size_t n = 0;
@@ -468,7 +565,11 @@ static void ll_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 
 static void ll_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	(void)ino;
+	struct fs_node root;
+	if (goes_inside(ino, &root)) {
+		inside_releasedir(req, fi);
+		return;
+	}
 	struct fs_dirh *dh = dirh_of(fi);
 	strbuf_release(&dh->buf);
 	pthread_mutex_destroy(&dh->lock);
@@ -514,6 +615,7 @@ static const struct fuse_lowlevel_ops ll_ops = {
     .write = ll_write,
     .flush = ll_flush,
     .release = ll_release,
+    .fsync = ll_fsync,
     .opendir = ll_opendir,
     .readdir = ll_readdir,
     .releasedir = ll_releasedir,

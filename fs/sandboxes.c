@@ -337,6 +337,7 @@ static const struct fs_entry sandbox_files[] = {
     {"exec", S_IFREG | 0600, .flags = FS_STREAM, .write = exec_write},
     {"wait", S_IFREG | 0400, .flags = FS_WAIT, .action = ops_sandbox_wait, .settled = settled},
     {"snapshots", S_IFDIR | 0700, .dir = &snaplinks_dir},
+    {"root", S_IFDIR | 0700, .flags = FS_INSIDE},
     {"parent", S_IFLNK | 0777, .exists = parent_exists, .link = parent_link},
 };
 

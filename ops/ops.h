@@ -71,6 +71,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <time.h>
 
 #include "backend/registry/registry.h"
 #include "lib/strbuf.h"
@@ -109,6 +112,7 @@ struct ops_config {
 					(runtime/runsc/runsc.h) */
 	int64_t exec_timeout_ms;     /* --exec-timeout; 0: RUNSC_EXEC_TIMEOUT_DEFAULT_MS */
 	const char *cuda_checkpoint; /* --cuda-checkpoint; NULL: cuda-checkpoint on PATH, if any */
+	const char *agent; /* --agent; NULL: beside the daemon, else SNAPFS_AGENT_DEFAULT */
 	/*
 	 * The most ops_open() waits for runsc calls a killed daemon left running
 	 * before it kills them; 0: until each one's own deadline.
@@ -476,6 +480,69 @@ int ops_sync_start(void);
 void ops_sync_stop(void);
 void ops_sync_ask(void);
 int ops_sync_snapshots(void);
+
+/* --- sandboxes/<id>/root/: the sandbox's own files (ops/ops_agent.c) --------- */
+/*
+ * Each call asks the sandbox's agent (runtime/agent/), started at the first
+ * use. @path is relative to the sandbox's / ("" for / itself), made of
+ * names the kernel looked up: no ".", "..", or empty component. Only the
+ * sandbox's owner (and root) may; a sandbox that is not running answers
+ * EBUSY (starting, snapshotting, suspending, suspended, resuming) or ENOENT
+ * (created, terminated, failed) at once, and none of these write `error`.
+ * Attributes are as inside: its uids, gids and modes.
+ */
+struct ops_inside_file;
+
+typedef int (*ops_inside_list_fn)(const char *name, uint64_t ino, mode_t type, void *arg);
+
+enum {
+	OPS_INSIDE_MODE = 1 << 0,
+	OPS_INSIDE_UID = 1 << 1,
+	OPS_INSIDE_GID = 1 << 2,
+	OPS_INSIDE_SIZE = 1 << 3,
+	OPS_INSIDE_TIMES = 1 << 4, /* times[]: tv_nsec may be UTIME_NOW or UTIME_OMIT */
+};
+
+struct ops_inside_attr {
+	unsigned what;
+	mode_t mode;
+	uint32_t uid, gid;
+	off_t size;
+	struct timespec times[2]; /* atime, mtime */
+};
+
+int ops_inside_stat(const struct caller *who, const char *id, const char *path, struct stat *st,
+		    struct err *e);
+/* Each entry of directory @path; the root of a sandbox that is not running lists nothing. */
+int ops_inside_list(const struct caller *who, const char *id, const char *path,
+		    ops_inside_list_fn fn, void *arg, struct err *e);
+/* Open (or create, with O_CREAT and @mode) regular file @path; *@st its attributes. */
+int ops_inside_open(const struct caller *who, const char *id, const char *path, int flags,
+		    mode_t mode, struct ops_inside_file **out, struct stat *st, struct err *e);
+ssize_t ops_inside_read(struct ops_inside_file *f, const struct caller *who, void *buf, size_t n,
+			off_t off, struct err *e);
+ssize_t ops_inside_write(struct ops_inside_file *f, const struct caller *who, const void *buf,
+			 size_t n, off_t off, struct err *e);
+int ops_inside_fsync(struct ops_inside_file *f, const struct caller *who, struct err *e);
+void ops_inside_close(struct ops_inside_file *f);
+int ops_inside_setattr(const struct caller *who, const char *id, const char *path,
+		       const struct ops_inside_attr *set, struct err *e);
+int ops_inside_mkdir(const struct caller *who, const char *id, const char *path, mode_t mode,
+		     struct stat *st, struct err *e);
+int ops_inside_remove(const struct caller *who, const char *id, const char *path, bool dir,
+		      struct err *e);
+int ops_inside_rename(const struct caller *who, const char *id, const char *from, const char *to,
+		      unsigned flags, struct err *e);
+int ops_inside_symlink(const struct caller *who, const char *id, const char *target,
+		       const char *path, struct stat *st, struct err *e);
+int ops_inside_link(const struct caller *who, const char *id, const char *from, const char *to,
+		    struct stat *st, struct err *e);
+/*
+ * A link's target, rewritten so that the host's kernel, following it from
+ * the link's place under root/, stays under root/ (inside_link_contain()).
+ */
+int ops_inside_readlink(const struct caller *who, const char *id, const char *path, char *buf,
+			size_t size, struct err *e);
 
 /* The journals, for the tree's `events` and `errors` (a view with growing offsets: logfile.h). */
 struct logfile *ops_events_journal(void);

@@ -229,7 +229,11 @@ static int take_checkpoint(const struct snap_job *job, const struct sandbox *sb,
 {
 	bool leave_running = job->kind == SNAP_KIND_SNAPSHOT;
 	struct ops_gpu_checkpoint gpu;
-	int rc = ops_gpu_before_checkpoint(sb, spool, &gpu, e);
+	/* Nothing inside may hold a host file when runsc saves it: the agent lets go first. */
+	int rc = ops_agent_detach(sb, e);
+	if (rc < 0)
+		return rc;
+	rc = ops_gpu_before_checkpoint(sb, spool, &gpu, e);
 	if (rc < 0)
 		return rc;
 	bool paused = !leave_running && !gpu.runsc_cuda;
@@ -253,6 +257,7 @@ static int take_checkpoint(const struct snap_job *job, const struct sandbox *sb,
 	snap->pause_ms = mono_ms() - t0;
 	if (rc == 0 && leave_running)
 		metrics_pause_observe(snap->pause_ms);
+	ops_agent_after_checkpoint(sb, leave_running || rc < 0);
 	return ops_gpu_after_checkpoint(&gpu, leave_running, rc, e);
 }
 

@@ -670,4 +670,32 @@ void reconcile_stores(void);
 int timer_start(void);
 void timer_stop(void);
 
+/*
+ * --- the agents (ops_agent.c; runtime/agent/) -----------------------------
+ *
+ * Open the agent program (--agent @path; NULL: beside the daemon's
+ * executable, else SNAPFS_AGENT_DEFAULT; none found is a warning, and
+ * root/ answers EIO), held open for the daemon's life.
+ */
+int ops_agent_init(const char *path, struct err *e);
+void ops_agent_fini(void);
+/*
+ * Before a checkpoint of @sb: its agent lets go of the channel, proven
+ * (agent_detach()); -EBUSY when something inside still holds it.
+ */
+int ops_agent_detach(const struct sandbox *sb, struct err *e);
+/* After it: attach again for execs that wait, or forget the agent of a sandbox that stopped. */
+void ops_agent_after_checkpoint(const struct sandbox *sb, bool still_running);
+/* Sandbox @id's container is gone: its agent with it. */
+void ops_agent_forget(const char *id);
+/*
+ * Run @cmdline in running sandbox @sb through its agent: output into @out,
+ * at most @cap; *@code the exit line's code. -ENOTCONN / -EIO when the
+ * agent cannot be had (the caller takes the slow way).
+ */
+int ops_agent_exec(const struct sandbox *sb, const char *cmdline, struct strbuf *out, size_t cap,
+		   int *code, bool *truncated, bool *timed_out, struct err *e);
+/* A link target rewritten to stay under root/ (ops_inside_readlink()); -1: too long. */
+int inside_link_contain(const char *link_path, const char *target, char *buf, size_t size);
+
 #endif

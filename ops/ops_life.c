@@ -94,7 +94,10 @@ static int open_parts(const struct ops_config *cfg, struct err *e)
 	rc = runsc_record_calls(&ops.runsc, path, e);
 	if (rc < 0)
 		return rc;
-	return ops_gpu_tool_init(cfg->cuda_checkpoint, e);
+	rc = ops_gpu_tool_init(cfg->cuda_checkpoint, e);
+	if (rc < 0)
+		return rc;
+	return ops_agent_init(cfg->agent, e);
 }
 
 /* What a remove set aside and a crash left: the directories of removed sandboxes. */
@@ -303,6 +306,7 @@ void ops_shutdown(void)
 	ops_view_stop(); /* reads only: nothing is lost if they give up */
 	cancel_set_deadline(&ops.store_stop, mono_ms() + STORE_STOP_GRACE_MS);
 	jobs_stop();
+	ops_agent_fini();
 	spool_close();
 	console_stop();
 	images_close(ops.images);

@@ -19,7 +19,8 @@ RUNSC_RELEASE=20240729
 BACKPORTS_FILE=/etc/apt/sources.list.d/bookworm-backports.sources
 S3RVER_VERSION=4.0.4
 BUILD_DEPS=(build-essential pkg-config libfuse3-dev fuse3 libsqlite3-dev libcurl4-openssl-dev
-	libzstd-dev libcjson-dev libssl-dev busybox-static libnl-route-3-dev libnftables-dev)
+	libzstd-dev libcjson-dev libssl-dev busybox-static libnl-route-3-dev libnftables-dev
+	musl-tools)
 
 with_test=0
 case "${1:-}" in

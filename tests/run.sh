@@ -128,6 +128,8 @@ rm -rf "$SNAPFS_TEST_LOGS"
 # Every test runs the daemon as it was when the run began, even if the tree is rebuilt meanwhile.
 if [ -z "${SNAPFS_BIN:-}" ] && [ -x build/asan/snapfs ]; then
 	cp build/asan/snapfs "$SNAPFS_TEST_CACHE/snapfs"
+	# Beside it, where the daemon looks for its agent (ops/ops_agent.c).
+	[ -x build/snapfs-agent ] && cp build/snapfs-agent "$SNAPFS_TEST_CACHE/snapfs-agent"
 	export SNAPFS_BIN=$SNAPFS_TEST_CACHE/snapfs
 fi
 if [ "${#tests[@]}" -gt 0 ] && ! scripts/make-image.sh "$SNAPFS_TEST_CACHE/busybox" >/dev/null; then

@@ -546,6 +546,15 @@ int runsc_exec(const struct runsc *rs, const char *cid, struct runsc_exec *x, st
 	x->timed_out = x->truncated = false;
 	x->pid = 0;
 	struct spawn s = {.out_fd = -1, .err_fd = -1, .in_fd = -1, .pass = fds};
+	/* stdout elsewhere: stderr alone comes back, through a pipe read into the sink. */
+	_cleanup_close_ int err_r = -1, err_w = -1;
+	if (x->stdout_fd > 0) {
+		int p[2];
+		if (pipe2(p, O_CLOEXEC) < 0)
+			return err_set(e, EIO, "runsc exec failed: pipe: %s", strerror(errno));
+		err_r = p[0], err_w = p[1];
+		s.out_fd = x->stdout_fd, s.err_fd = err_w, s.in_fd = err_r;
+	}
 	s.stdin_fd = x->stdin_fd;
 	s.npass = x->exec_fd > 0 ? 2 : 1;
 	s.sink = exec_sink;

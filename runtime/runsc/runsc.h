@@ -182,6 +182,11 @@ struct runsc_exec {
 	 * user's exec command, goes in here instead.
 	 */
 	int stdin_fd;
+	/*
+	 * > 0: the command's stdout (the agent's channel, runtime/agent/);
+	 * its stderr then still comes back into @out.
+	 */
+	int stdout_fd;
 	int64_t timeout_ms;
 	struct strbuf *out; /* appended to */
 	size_t cap;	    /* @out's length it may reach */

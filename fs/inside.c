@@ -1,0 +1,658 @@
+/*
+ * inside.c - sandboxes/<id>/root/ (fs/inside.h): the node table, and each
+ * FUSE request translated into an ops_inside_*() call.
+ */
+#include "fs/inside.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <search.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fs/tree.h"
+#include "lib/strbuf.h"
+#include "ops/ops.h"
+#include "runtime/agent/wire.h"
+
+/* What the kernel may keep of an entry or attributes: the sandbox changes them too. */
+#define INSIDE_TIMEOUT_S 1.0
+
+struct node {
+	fuse_ino_t ino, parent; /* parent: an inside number, or root/'s tree number */
+	char id[ID_MAX];	/* the sandbox */
+	char *name;
+	uint64_t nlookup;
+	bool detached; /* removed or replaced: no longer found by name */
+};
+
+/* The table: by number, and by (parent, name) for the nodes not detached. Under `lock`. */
+static struct {
+	pthread_mutex_t lock;
+	void *by_ino, *by_name;
+	fuse_ino_t next;
+} table = {.lock = PTHREAD_MUTEX_INITIALIZER, .next = INSIDE_INO_BIT | 1};
+
+static int cmp_ino(const void *a, const void *b)
+{
+	fuse_ino_t x = ((const struct node *)a)->ino, y = ((const struct node *)b)->ino;
+	return x < y ? -1 : x > y;
+}
+
+static int cmp_name(const void *a, const void *b)
+{
+	const struct node *x = a, *y = b;
+	if (x->parent != y->parent)
+		return x->parent < y->parent ? -1 : 1;
+	return strcmp(x->name, y->name);
+}
+
+static struct node *by_ino_locked(fuse_ino_t ino)
+{
+	struct node key = {.ino = ino};
+	struct node **n = tfind(&key, &table.by_ino, cmp_ino);
+	return n ? *n : NULL;
+}
+
+static struct node *by_name_locked(fuse_ino_t parent, const char *name)
+{
+	struct node key = {.parent = parent, .name = (char *)name};
+	struct node **n = tfind(&key, &table.by_name, cmp_name);
+	return n ? *n : NULL;
+}
+
+static void detach_locked(struct node *n)
+{
+	if (!n->detached)
+		tdelete(n, &table.by_name, cmp_name);
+	n->detached = true;
+}
+
+static void node_free(void *p)
+{
+	struct node *n = p;
+	free(n->name);
+	free(n);
+}
+
+static void keep(void *p)
+{
+	(void)p;
+}
+
+bool inside_is_root(const struct fs_node *n)
+{
+	return n->ent && (n->ent->flags & FS_INSIDE);
+}
+
+void inside_fini(void)
+{
+	pthread_mutex_lock(&table.lock);
+	tdestroy(table.by_name, keep);
+	tdestroy(table.by_ino, node_free);
+	table.by_name = table.by_ino = NULL;
+	pthread_mutex_unlock(&table.lock);
+}
+
+/*
+ * The sandbox and the path inside it of @ino (a child of @parent named
+ * @name, when @name is set): names joined from root/ down. -ESTALE for a
+ * number the kernel forgot; -ENAMETOOLONG past WIRE_PATH_MAX.
+ */
+static int path_of(fuse_ino_t ino, const struct fs_node *root, const char *name, char id[ID_MAX],
+		   char path[WIRE_PATH_MAX + 1])
+{
+	const char *parts[WIRE_PATH_MAX / 2];
+	size_t n = 0, len = 0;
+	int rc = 0;
+	if (!inside_owns(ino) && !root)
+		return -ESTALE;
+	if (name)
+		parts[n++] = name;
+	pthread_mutex_lock(&table.lock);
+	if (root && !inside_owns(ino))
+		snprintf(id, ID_MAX, "%.*s", ID_MAX - 1, root->id);
+	while (inside_owns(ino) && rc == 0) {
+		struct node *nd = by_ino_locked(ino);
+		if (!nd || n == sizeof(parts) / sizeof(parts[0]))
+			rc = nd ? -ENAMETOOLONG : -ESTALE;
+		else {
+			parts[n++] = nd->name;
+			ino = nd->parent;
+			snprintf(id, ID_MAX, "%s", nd->id);
+		}
+	}
+	path[0] = '\0';
+	for (size_t i = n; rc == 0 && i-- > 0;) {
+		size_t l = strlen(parts[i]);
+		if (len + l + 2 > WIRE_PATH_MAX + 1) {
+			rc = -ENAMETOOLONG;
+			break;
+		}
+		if (len)
+			path[len++] = '/';
+		memcpy(path + len, parts[i], l + 1);
+		len += l;
+	}
+	pthread_mutex_unlock(&table.lock);
+	return rc;
+}
+
+/* Count a lookup of @name under @parent in sandbox @id: its number. */
+static int node_ref(fuse_ino_t parent, const char *id, const char *name, fuse_ino_t *ino)
+{
+	pthread_mutex_lock(&table.lock);
+	struct node *n = by_name_locked(parent, name);
+	int rc = 0;
+	if (!n) {
+		n = calloc(1, sizeof(*n));
+		char *copy = n ? strdup(name) : NULL;
+		if (!copy) {
+			free(n);
+			pthread_mutex_unlock(&table.lock);
+			return -ENOMEM;
+		}
+		*n = (struct node){.ino = table.next++, .parent = parent, .name = copy};
+		snprintf(n->id, sizeof(n->id), "%s", id);
+		if (!tsearch(n, &table.by_ino, cmp_ino))
+			rc = -ENOMEM;
+		else if (!tsearch(n, &table.by_name, cmp_name)) {
+			tdelete(n, &table.by_ino, cmp_ino);
+			rc = -ENOMEM;
+		}
+		if (rc < 0)
+			node_free(n);
+	}
+	if (rc == 0) {
+		n->nlookup++;
+		*ino = n->ino;
+	}
+	pthread_mutex_unlock(&table.lock);
+	return rc;
+}
+
+void inside_forget(fuse_ino_t ino, uint64_t nlookup)
+{
+	pthread_mutex_lock(&table.lock);
+	struct node *n = by_ino_locked(ino);
+	if (n) {
+		n->nlookup -= nlookup < n->nlookup ? nlookup : n->nlookup;
+		if (n->nlookup == 0) {
+			detach_locked(n);
+			tdelete(n, &table.by_ino, cmp_ino);
+			node_free(n);
+		}
+	}
+	pthread_mutex_unlock(&table.lock);
+}
+
+/* The name under @parent is gone (unlink, rmdir) or replaced (rename onto it). */
+static void name_gone(fuse_ino_t parent, const char *name)
+{
+	pthread_mutex_lock(&table.lock);
+	struct node *n = by_name_locked(parent, name);
+	if (n)
+		detach_locked(n);
+	pthread_mutex_unlock(&table.lock);
+}
+
+/* The node at (@parent, @name) is now at (@to, @newname). */
+static void name_moved(fuse_ino_t parent, const char *name, fuse_ino_t to, const char *newname)
+{
+	name_gone(to, newname);
+	pthread_mutex_lock(&table.lock);
+	struct node *n = by_name_locked(parent, name);
+	char *copy = n ? strdup(newname) : NULL;
+	if (n && copy) {
+		tdelete(n, &table.by_name, cmp_name);
+		free(n->name);
+		n->name = copy;
+		n->parent = to;
+		if (!tsearch(n, &table.by_name, cmp_name))
+			n->detached = true;
+	} else if (n) {
+		detach_locked(n); /* out of memory: the next lookup makes a new node */
+	}
+	pthread_mutex_unlock(&table.lock);
+}
+
+/* --- replies ------------------------------------------------------------------ */
+
+static void who_of(fuse_req_t req, struct caller *who)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	*who = (struct caller){.uid = ctx->uid, .gid = ctx->gid};
+}
+
+/* Reply the entry of @name under @parent whose attributes are @st. */
+static void reply_entry(fuse_req_t req, fuse_ino_t parent, const char *id, const char *name,
+			const struct stat *st)
+{
+	struct fuse_entry_param ep = {.attr = *st,
+				      .generation = 1,
+				      .attr_timeout = INSIDE_TIMEOUT_S,
+				      .entry_timeout = INSIDE_TIMEOUT_S};
+	int rc = node_ref(parent, id, name, &ep.ino);
+	if (rc < 0) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	ep.attr.st_ino = ep.ino;
+	if (fuse_reply_entry(req, &ep) != 0)
+		inside_forget(ep.ino, 1);
+}
+
+static void reply_attr(fuse_req_t req, fuse_ino_t ino, struct stat *st)
+{
+	st->st_ino = ino;
+	fuse_reply_attr(req, st, INSIDE_TIMEOUT_S);
+}
+
+/* The parent's number as the table knows it: root/'s own, or an inside one. */
+static fuse_ino_t parent_ino(fuse_ino_t parent, const struct fs_node *root)
+{
+	return root && !inside_owns(parent) ? root->ino : parent;
+}
+
+/* --- names ----------------------------------------------------------------------- */
+
+void inside_lookup(fuse_req_t req, fuse_ino_t parent, const struct fs_node *root, const char *name)
+{
+	char id[ID_MAX], path[WIRE_PATH_MAX + 1];
+	struct stat st;
+	struct caller who;
+	struct err e = {0};
+	who_of(req, &who);
+	int rc = path_of(parent, root, name, id, path);
+	if (rc == 0)
+		rc = ops_inside_stat(&who, id, path, &st, &e);
+	if (rc < 0)
+		fuse_reply_err(req, -rc);
+	else
+		reply_entry(req, parent_ino(parent, root), id, name, &st);
+}
+
+void inside_getattr(fuse_req_t req, fuse_ino_t ino)
+{
+	char id[ID_MAX], path[WIRE_PATH_MAX + 1];
+	struct stat st;
+	struct caller who;
+	struct err e = {0};
+	who_of(req, &who);
+	int rc = path_of(ino, NULL, NULL, id, path);
+	if (rc == 0)
+		rc = ops_inside_stat(&who, id, path, &st, &e);
+	if (rc < 0)
+		fuse_reply_err(req, -rc);
+	else
+		reply_attr(req, ino, &st);
+}
+
+static void attr_set_of(const struct stat *attr, int to_set, struct ops_inside_attr *set)
+{
+	*set = (struct ops_inside_attr){.mode = attr->st_mode & 07777,
+					.uid = attr->st_uid,
+					.gid = attr->st_gid,
+					.size = attr->st_size};
+	set->what |= to_set & FUSE_SET_ATTR_MODE ? OPS_INSIDE_MODE : 0;
+	set->what |= to_set & FUSE_SET_ATTR_UID ? OPS_INSIDE_UID : 0;
+	set->what |= to_set & FUSE_SET_ATTR_GID ? OPS_INSIDE_GID : 0;
+	set->what |= to_set & FUSE_SET_ATTR_SIZE ? OPS_INSIDE_SIZE : 0;
+	if (!(to_set & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME)))
+		return;
+	set->what |= OPS_INSIDE_TIMES;
+	set->times[0] = attr->st_atim;
+	set->times[1] = attr->st_mtim;
+	if (!(to_set & FUSE_SET_ATTR_ATIME))
+		set->times[0].tv_nsec = UTIME_OMIT;
+	else if (to_set & FUSE_SET_ATTR_ATIME_NOW)
+		set->times[0].tv_nsec = UTIME_NOW;
+	if (!(to_set & FUSE_SET_ATTR_MTIME))
+		set->times[1].tv_nsec = UTIME_OMIT;
+	else if (to_set & FUSE_SET_ATTR_MTIME_NOW)
+		set->times[1].tv_nsec = UTIME_NOW;
+}
+
+void inside_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set)
+{
+	char id[ID_MAX], path[WIRE_PATH_MAX + 1];
+	struct stat st;
+	struct caller who;
+	struct err e = {0};
+	struct ops_inside_attr set;
+	who_of(req, &who);
+	attr_set_of(attr, to_set, &set);
+	int rc = path_of(ino, NULL, NULL, id, path);
+	if (rc == 0)
+		rc = ops_inside_setattr(&who, id, path, &set, &e);
+	if (rc == 0)
+		rc = ops_inside_stat(&who, id, path, &st, &e);
+	if (rc < 0)
+		fuse_reply_err(req, -rc);
+	else
+		reply_attr(req, ino, &st);
+}
+
+void inside_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+	char id[ID_MAX], path[WIRE_PATH_MAX + 1], target[WIRE_PATH_MAX + 1];
+	struct caller who;
+	struct err e = {0};
+	who_of(req, &who);
+	int rc = path_of(ino, NULL, NULL, id, path);
+	if (rc == 0)
+		rc = ops_inside_readlink(&who, id, path, target, sizeof(target), &e);
+	if (rc < 0)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_readlink(req, target);
+}
+
+void inside_mkdir(fuse_req_t req, fuse_ino_t parent, const struct fs_node *root, const char *name,
+		  mode_t mode)
+{
+	char id[ID_MAX], path[WIRE_PATH_MAX + 1];
+	struct stat st;
+	struct caller who;
+	struct err e = {0};
+	who_of(req, &who);
+	int rc = path_of(parent, root, name, id, path);
+	if (rc == 0)
+		rc = ops_inside_mkdir(&who, id, path, mode, &st, &e);
+	if (rc < 0)
+		fuse_reply_err(req, -rc);
+	else
+		reply_entry(req, parent_ino(parent, root), id, name, &st);
+}
+
+void inside_remove(fuse_ino_t parent, fuse_req_t req, const struct fs_node *root, const char *name,
+		   bool dir)
+{
+	char id[ID_MAX], path[WIRE_PATH_MAX + 1];
+	struct caller who;
+	struct err e = {0};
+	who_of(req, &who);
+	int rc = path_of(parent, root, name, id, path);
+	if (rc == 0)
+		rc = ops_inside_remove(&who, id, path, dir, &e);
+	if (rc == 0)
+		name_gone(parent_ino(parent, root), name);
+	fuse_reply_err(req, -rc);
+}
+
+void inside_symlink(fuse_req_t req, const char *target, fuse_ino_t parent,
+		    const struct fs_node *root, const char *name)
+{
+	char id[ID_MAX], path[WIRE_PATH_MAX + 1];
+	struct stat st;
+	struct caller who;
+	struct err e = {0};
+	who_of(req, &who);
+	int rc = path_of(parent, root, name, id, path);
+	if (rc == 0)
+		rc = ops_inside_symlink(&who, id, target, path, &st, &e);
+	if (rc < 0)
+		fuse_reply_err(req, -rc);
+	else
+		reply_entry(req, parent_ino(parent, root), id, name, &st);
+}
+
+void inside_rename(fuse_req_t req, fuse_ino_t parent, const struct fs_node *root, const char *name,
+		   fuse_ino_t newparent, const struct fs_node *newroot, const char *newname,
+		   unsigned flags)
+{
+	char id[ID_MAX], to_id[ID_MAX], from[WIRE_PATH_MAX + 1], to[WIRE_PATH_MAX + 1];
+	struct caller who;
+	struct err e = {0};
+	who_of(req, &who);
+	int rc = path_of(parent, root, name, id, from);
+	if (rc == 0)
+		rc = path_of(newparent, newroot, newname, to_id, to);
+	/* Within one sandbox's root/: between two, a copy (the kernel's EXDEV makes mv copy). */
+	if (rc == 0 && strcmp(id, to_id) != 0)
+		rc = -EXDEV;
+	if (rc == 0)
+		rc = ops_inside_rename(&who, id, from, to, flags, &e);
+	if (rc == 0)
+		name_moved(parent_ino(parent, root), name, parent_ino(newparent, newroot), newname);
+	fuse_reply_err(req, -rc);
+}
+
+void inside_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
+		 const struct fs_node *newroot, const char *newname)
+{
+	char id[ID_MAX], to_id[ID_MAX], from[WIRE_PATH_MAX + 1], to[WIRE_PATH_MAX + 1];
+	struct stat st;
+	struct caller who;
+	struct err e = {0};
+	who_of(req, &who);
+	int rc = path_of(ino, NULL, NULL, id, from);
+	if (rc == 0)
+		rc = path_of(newparent, newroot, newname, to_id, to);
+	if (rc == 0 && strcmp(id, to_id) != 0)
+		rc = -EXDEV;
+	if (rc == 0)
+		rc = ops_inside_link(&who, id, from, to, &st, &e);
+	if (rc < 0)
+		fuse_reply_err(req, -rc);
+	else
+		reply_entry(req, parent_ino(newparent, newroot), id, newname, &st);
+}
+
+/* --- files ------------------------------------------------------------------------ */
+
+static struct ops_inside_file *file_of(const struct fuse_file_info *fi)
+{
+	return (struct ops_inside_file *)(uintptr_t)fi->fh;
+}
+
+/* Not kept: the sandbox writes its files too, so every open reads them afresh. */
+static void open_flags(struct fuse_file_info *fi)
+{
+	fi->keep_cache = 0;
+	fi->direct_io = 0;
+}
+
+void inside_create(fuse_req_t req, fuse_ino_t parent, const struct fs_node *root, const char *name,
+		   mode_t mode, struct fuse_file_info *fi)
+{
+	char id[ID_MAX], path[WIRE_PATH_MAX + 1];
+	struct stat st;
+	struct caller who;
+	struct err e = {0};
+	struct ops_inside_file *f = NULL;
+	struct fuse_entry_param ep = {
+	    .generation = 1, .attr_timeout = INSIDE_TIMEOUT_S, .entry_timeout = INSIDE_TIMEOUT_S};
+	who_of(req, &who);
+	int rc = path_of(parent, root, name, id, path);
+	if (rc == 0)
+		rc =
+		    ops_inside_open(&who, id, path, fi->flags | O_CREAT, mode & 07777, &f, &st, &e);
+	if (rc == 0)
+		rc = node_ref(parent_ino(parent, root), id, name, &ep.ino);
+	if (rc < 0) {
+		ops_inside_close(f);
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	ep.attr = st;
+	ep.attr.st_ino = ep.ino;
+	fi->fh = (uintptr_t)f;
+	open_flags(fi);
+	if (fuse_reply_create(req, &ep, fi) != 0) {
+		inside_forget(ep.ino, 1);
+		ops_inside_close(f);
+	}
+}
+
+void inside_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	char id[ID_MAX], path[WIRE_PATH_MAX + 1];
+	struct caller who;
+	struct err e = {0};
+	struct ops_inside_file *f = NULL;
+	who_of(req, &who);
+	int rc = path_of(ino, NULL, NULL, id, path);
+	if (rc == 0)
+		rc = ops_inside_open(&who, id, path, fi->flags & ~O_CREAT, 0, &f, NULL, &e);
+	if (rc < 0) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	fi->fh = (uintptr_t)f;
+	open_flags(fi);
+	if (fuse_reply_open(req, fi) != 0)
+		ops_inside_close(f);
+}
+
+void inside_read(fuse_req_t req, size_t size, off_t off, struct fuse_file_info *fi)
+{
+	struct caller who;
+	struct err e = {0};
+	who_of(req, &who);
+	size = size < WIRE_DATA_MAX ? size : WIRE_DATA_MAX;
+	_cleanup_free_ char *buf = malloc(size ? size : 1);
+	ssize_t got = buf ? ops_inside_read(file_of(fi), &who, buf, size, off, &e) : -ENOMEM;
+	if (got < 0)
+		fuse_reply_err(req, (int)-got);
+	else
+		fuse_reply_buf(req, buf, (size_t)got);
+}
+
+void inside_write(fuse_req_t req, const char *buf, size_t size, off_t off,
+		  struct fuse_file_info *fi)
+{
+	struct caller who;
+	struct err e = {0};
+	who_of(req, &who);
+	size_t done = 0;
+	ssize_t n = 0;
+	while (done < size && n >= 0) {
+		n = ops_inside_write(file_of(fi), &who, buf + done, size - done, off + (off_t)done,
+				     &e);
+		if (n == 0)
+			break;
+		if (n > 0)
+			done += (size_t)n;
+	}
+	if (n < 0 && !done)
+		fuse_reply_err(req, (int)-n);
+	else
+		fuse_reply_write(req, done);
+}
+
+void inside_fsync(fuse_req_t req, struct fuse_file_info *fi)
+{
+	struct caller who;
+	struct err e = {0};
+	who_of(req, &who);
+	fuse_reply_err(req, -ops_inside_fsync(file_of(fi), &who, &e));
+}
+
+void inside_release(fuse_req_t req, struct fuse_file_info *fi)
+{
+	ops_inside_close(file_of(fi));
+	fuse_reply_err(req, 0);
+}
+
+/* --- directories ------------------------------------------------------------------- */
+
+/* An open directory: its listing, made by the read at offset 0 (as fs.c's). */
+struct inside_dirh {
+	pthread_mutex_t lock;
+	fuse_ino_t ino;
+	struct fs_node root; /* when ino is root/ itself */
+	bool is_root;
+	struct strbuf buf;
+};
+
+struct dir_fill {
+	fuse_req_t req;
+	struct strbuf *buf;
+};
+
+static int dir_add(const char *name, uint64_t ino, mode_t type, void *arg)
+{
+	struct dir_fill *df = arg;
+	char rec[512];
+	struct stat st = {.st_ino = ino, .st_mode = type};
+	size_t need = fuse_add_direntry(df->req, NULL, 0, name, NULL, 0);
+	if (need > sizeof(rec))
+		return -ENAMETOOLONG;
+	fuse_add_direntry(df->req, rec, sizeof(rec), name, &st, (off_t)(df->buf->len + need));
+	strbuf_add(df->buf, rec, need);
+	return strbuf_error(df->buf);
+}
+
+void inside_opendir(fuse_req_t req, fuse_ino_t ino, const struct fs_node *root,
+		    struct fuse_file_info *fi)
+{
+	struct inside_dirh *dh = calloc(1, sizeof(*dh));
+	if (!dh) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	pthread_mutex_init(&dh->lock, NULL);
+	dh->buf = (struct strbuf)STRBUF_INIT;
+	dh->ino = ino;
+	if (root && !inside_owns(ino)) {
+		dh->root = *root;
+		dh->is_root = true;
+	}
+	fi->fh = (uintptr_t)dh;
+	if (fuse_reply_open(req, fi) != 0)
+		inside_releasedir(NULL, fi);
+}
+
+static int dir_list(fuse_req_t req, struct inside_dirh *dh)
+{
+	char id[ID_MAX], path[WIRE_PATH_MAX + 1];
+	struct caller who;
+	struct err e = {0};
+	struct dir_fill df = {req, &dh->buf};
+	who_of(req, &who);
+	strbuf_reset(&dh->buf);
+	int rc = path_of(dh->ino, dh->is_root ? &dh->root : NULL, NULL, id, path);
+	if (rc == 0)
+		rc = dir_add(".", 1, S_IFDIR, &df);
+	if (rc == 0)
+		rc = dir_add("..", 1, S_IFDIR, &df);
+	if (rc == 0)
+		rc = ops_inside_list(&who, id, path, dir_add, &df, &e);
+	return rc;
+}
+
+void inside_readdir(fuse_req_t req, size_t size, off_t off, struct fuse_file_info *fi)
+{
+	struct inside_dirh *dh = (struct inside_dirh *)(uintptr_t)fi->fh;
+	_cleanup_free_ char *copy = NULL;
+	size_t n = 0;
+	int rc = 0;
+	pthread_mutex_lock(&dh->lock);
+	if (off == 0)
+		rc = dir_list(req, dh);
+	if (rc == 0) {
+		size_t from = (size_t)off < dh->buf.len ? (size_t)off : dh->buf.len;
+		n = dh->buf.len - from < size ? dh->buf.len - from : size;
+		copy = malloc(n ? n : 1);
+		rc = copy ? 0 : -ENOMEM;
+		if (copy)
+			memcpy(copy, strbuf_str(&dh->buf) + from, n);
+	}
+	pthread_mutex_unlock(&dh->lock);
+	if (rc < 0)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_buf(req, copy, n);
+}
+
+void inside_releasedir(fuse_req_t req, struct fuse_file_info *fi)
+{
+	struct inside_dirh *dh = (struct inside_dirh *)(uintptr_t)fi->fh;
+	strbuf_release(&dh->buf);
+	pthread_mutex_destroy(&dh->lock);
+	free(dh);
+	if (req)
+		fuse_reply_err(req, 0);
+}

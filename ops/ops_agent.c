@@ -1,0 +1,824 @@
+/*
+ * ops_agent.c - the agents of running sandboxes (runtime/agent/agent.h),
+ * and what sandboxes/<id>/root/ and ps ask of them.
+ *
+ * One agent per sandbox's container, started at the first use and kept in
+ * `agents` (its own leaf lock: nothing is called with it held but
+ * agent_ref()). A sandbox's state decides first (state_errno()): only a
+ * running one is asked, so a suspended or snapshotting one answers EBUSY
+ * at once and a terminated one ENOENT, and none of this writes `error`.
+ * A checkpoint detaches the agent first (ops_agent_detach(), before the
+ * pause), so nothing in the sandbox holds a host file when runsc saves it.
+ * A keeper that will not start is tried again at most AGENT_FAILS_MAX times
+ * in AGENT_FAIL_WINDOW_MS; between, root/ answers EIO at once.
+ *
+ * Files: an open file remembers its path and flags, and opens itself again
+ * in a new attachment (a checkpoint closed its handle inside).
+ */
+#include "ops/ops_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "lib/files.h"
+#include "lib/strbuf.h"
+#include "runtime/agent/agent.h"
+
+#define AGENT_FAILS_MAX 3
+#define AGENT_FAIL_WINDOW_MS 60000
+/* How long a listing's attributes answer a stat of its entries: the kernel's attr timeout. */
+#define LISTING_FRESH_MS 1000
+
+/*
+ * The newest full listing of one directory with its entries' attributes
+ * (READDIR carries them): an `ls -l`, a `cp -r` or a `find` then stats
+ * each entry without a request. Any change made through root/ drops it.
+ */
+struct listing {
+	char dir[WIRE_PATH_MAX + 1];
+	int64_t at_ms;
+	size_t n, alloc;
+	struct listed {
+		char *name;
+		struct wire_attr attr;
+	} * v; /* sorted by name once complete */
+};
+
+struct agent_entry {
+	char id[ID_MAX];
+	char runtime_id[RUNTIME_ID_MAX];
+	struct agent *agent;
+	unsigned generation; /* attachments made: an open file's handle is of one */
+	int fails;
+	int64_t first_fail_ms;
+	char why[MESSAGE_MAX]; /* the last failure's sentence */
+	struct listing listing;
+	struct agent_entry *next;
+};
+
+static struct {
+	pthread_mutex_t lock;
+	struct agent_entry *list;
+	int exe_fd; /* the agent program, opened once (-1: none: root/ is EIO) */
+	char exe_path[PATH_MAX];
+} agents = {.lock = PTHREAD_MUTEX_INITIALIZER, .exe_fd = -1};
+
+struct ops_inside_file {
+	char id[ID_MAX];
+	char path[WIRE_PATH_MAX + 1];
+	int flags; /* the open's, less O_CREAT, O_EXCL and O_TRUNC once it is open */
+	uint32_t handle;
+	unsigned generation;
+	struct agent *agent; /* a reference */
+};
+
+/* --- the program --------------------------------------------------------- */
+
+/* Beside the daemon's own executable: a build tree's build/snapfs-agent. */
+static int beside_exe(char *out, size_t size)
+{
+	char self[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (n <= 0)
+		return -ENOENT;
+	self[n] = '\0';
+	char *slash = strrchr(self, '/');
+	if (!slash)
+		return -ENOENT;
+	*slash = '\0';
+	/* build/asan/snapfs's agent is build/snapfs-agent: the agent has no sanitizers. */
+	char *asan = strstr(self, "/build/asan");
+	if (asan && !asan[11])
+		asan[6] = '\0';
+	return xsnprintf(out, size, "%s/snapfs-agent", self) < 0 ? -ENAMETOOLONG : 0;
+}
+
+int ops_agent_init(const char *path, struct err *e)
+{
+	char found[PATH_MAX];
+	const char *try[3] = {path, NULL, NULL};
+	if (!path) {
+		try[0] = SNAPFS_AGENT_DEFAULT;
+		if (beside_exe(found, sizeof(found)) == 0)
+			try[1] = found;
+	}
+	for (int i = 0; i < 3 && try[i] && agents.exe_fd < 0; i++) {
+		agents.exe_fd = open(try[i], O_RDONLY | O_CLOEXEC);
+		if (agents.exe_fd >= 0)
+			snprintf(agents.exe_path, sizeof(agents.exe_path), "%s", try[i]);
+	}
+	if (agents.exe_fd < 0 && path)
+		return err_set(e, errno, "cannot open the agent %s (--agent): %s", path,
+			       strerror(errno));
+	if (agents.exe_fd < 0)
+		warning("no snapfs-agent at %s: sandboxes/<id>/root/ and ps answer EIO, exec "
+			"takes the slow way",
+			SNAPFS_AGENT_DEFAULT);
+	else
+		info("agent: %s", agents.exe_path);
+	return 0;
+}
+
+static void listing_clear(struct listing *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		free(l->v[i].name);
+	free(l->v);
+	*l = (struct listing){0};
+}
+
+static void entry_free(struct agent_entry *en)
+{
+	agent_unref(en->agent);
+	listing_clear(&en->listing);
+	free(en);
+}
+
+void ops_agent_fini(void)
+{
+	pthread_mutex_lock(&agents.lock);
+	struct agent_entry *list = agents.list;
+	agents.list = NULL;
+	pthread_mutex_unlock(&agents.lock);
+	while (list) {
+		struct agent_entry *next = list->next;
+		entry_free(list);
+		list = next;
+	}
+	closep(&agents.exe_fd);
+}
+
+/* --- the table ------------------------------------------------------------ */
+
+/* 0 for a running sandbox; else what an access inside it answers now. */
+static int state_errno(enum sandbox_state st)
+{
+	switch (st) {
+	case SB_RUNNING:
+		return 0;
+	case SB_STARTING:
+	case SB_SNAPSHOTTING:
+	case SB_SUSPENDING:
+	case SB_SUSPENDED:
+	case SB_RESUMING:
+		return EBUSY;
+	default:
+		return ENOENT;
+	}
+}
+
+static struct agent_entry *find_locked(const char *id)
+{
+	for (struct agent_entry *en = agents.list; en; en = en->next)
+		if (strcmp(en->id, id) == 0)
+			return en;
+	return NULL;
+}
+
+/* Drop @id's entry (its container went); the agent goes with its last reference. */
+void ops_agent_forget(const char *id)
+{
+	pthread_mutex_lock(&agents.lock);
+	struct agent_entry **p = &agents.list, *gone = NULL;
+	for (; *p; p = &(*p)->next)
+		if (strcmp((*p)->id, id) == 0) {
+			gone = *p;
+			*p = gone->next;
+			break;
+		}
+	pthread_mutex_unlock(&agents.lock);
+	if (gone)
+		entry_free(gone);
+}
+
+/* The entry of @sb's container (a new one for a new container), with a reference to its agent. */
+static int entry_get(const struct sandbox *sb, struct agent **out, unsigned *gen, struct err *e)
+{
+	if (agents.exe_fd < 0)
+		return err_set(e, EIO,
+			       "no snapfs-agent is installed: the inside of sandbox %s "
+			       "cannot be reached",
+			       sb->id);
+	pthread_mutex_lock(&agents.lock);
+	struct agent_entry *en = find_locked(sb->id);
+	bool stale = en && strcmp(en->runtime_id, sb->runtime_id) != 0;
+	pthread_mutex_unlock(&agents.lock);
+	if (stale)
+		ops_agent_forget(sb->id);
+	pthread_mutex_lock(&agents.lock);
+	en = find_locked(sb->id);
+	int rc = 0;
+	if (!en) {
+		en = calloc(1, sizeof(*en));
+		rc = en ? agent_new(&ops.runsc, sb->runtime_id, agents.exe_fd, &en->agent, e)
+			: err_set(e, ENOMEM, "out of memory");
+		if (rc == 0) {
+			snprintf(en->id, sizeof(en->id), "%s", sb->id);
+			snprintf(en->runtime_id, sizeof(en->runtime_id), "%s", sb->runtime_id);
+			en->next = agents.list;
+			agents.list = en;
+		} else {
+			free(en);
+		}
+	}
+	if (rc == 0) {
+		agent_ref(en->agent);
+		*out = en->agent;
+		*gen = en->generation;
+	}
+	pthread_mutex_unlock(&agents.lock);
+	return rc;
+}
+
+/* After an attach of @id's agent: count it (and its failure, for the backoff). */
+static int note_attach(const char *id, int rc, unsigned *gen, struct err *e)
+{
+	pthread_mutex_lock(&agents.lock);
+	struct agent_entry *en = find_locked(id);
+	int64_t now = mono_ms();
+	if (en && rc == 0) {
+		en->fails = 0;
+		*gen = ++en->generation;
+	} else if (en && rc < 0) {
+		if (!en->fails || now - en->first_fail_ms > AGENT_FAIL_WINDOW_MS)
+			en->fails = 0, en->first_fail_ms = now;
+		en->fails++;
+		snprintf(en->why, sizeof(en->why), "%s", e->msg);
+	}
+	pthread_mutex_unlock(&agents.lock);
+	return rc;
+}
+
+/* May @id's keeper be tried now? -EIO with the last failure's sentence when not. */
+static int backoff_check(const char *id, struct err *e)
+{
+	pthread_mutex_lock(&agents.lock);
+	struct agent_entry *en = find_locked(id);
+	int rc = 0;
+	if (en && en->fails >= AGENT_FAILS_MAX &&
+	    mono_ms() - en->first_fail_ms < AGENT_FAIL_WINDOW_MS)
+		rc = err_set(e, EIO, "the agent of sandbox %s failed %d times within %d s: %s", id,
+			     en->fails, AGENT_FAIL_WINDOW_MS / 1000, en->why);
+	pthread_mutex_unlock(&agents.lock);
+	return rc;
+}
+
+/*
+ * The attached agent of sandbox @id as @who may use it, with a reference
+ * (agent_unref() it), and the generation of its attachment.
+ */
+static int inside_agent(const struct caller *who, const char *id, struct agent **out, unsigned *gen,
+			struct err *e)
+{
+	struct sandbox sb;
+	int rc = sandbox_find(who, id, &sb, e);
+	if (rc < 0)
+		return rc;
+	int busy = state_errno(sb.state);
+	if (busy)
+		return err_set(e, busy, "sandbox %s is %s, not running", id,
+			       sandbox_state_name(sb.state));
+	rc = entry_get(&sb, out, gen, e);
+	if (rc < 0 || agent_attached(*out))
+		return rc;
+	rc = backoff_check(id, e);
+	if (rc == 0)
+		rc = note_attach(id, agent_attach(*out, e), gen, e);
+	if (rc < 0) {
+		agent_unref(*out);
+		/* A sandbox that stopped meanwhile answers as one that is not running. */
+		if (row_sandbox_get(id, &sb) == 0 && state_errno(sb.state))
+			return err_set(e, state_errno(sb.state), "sandbox %s is %s, not running",
+				       id, sandbox_state_name(sb.state));
+	}
+	return rc;
+}
+
+/* An agent's -ENOTCONN (detached meanwhile: a checkpoint began) is EBUSY to the caller. */
+static int agent_rc(int rc, struct err *e)
+{
+	if (rc == -ENOTCONN)
+		return err_set(e, EBUSY, "the sandbox is being checkpointed");
+	return rc;
+}
+
+/* --- checkpoints ---------------------------------------------------------- */
+
+int ops_agent_detach(const struct sandbox *sb, struct err *e)
+{
+	pthread_mutex_lock(&agents.lock);
+	struct agent_entry *en = find_locked(sb->id);
+	struct agent *a = en && !strcmp(en->runtime_id, sb->runtime_id) ? en->agent : NULL;
+	if (a)
+		agent_ref(a);
+	pthread_mutex_unlock(&agents.lock);
+	if (!a)
+		return 0;
+	int rc = agent_detach(a, e);
+	agent_unref(a);
+	return rc;
+}
+
+void ops_agent_after_checkpoint(const struct sandbox *sb, bool still_running)
+{
+	if (!still_running) {
+		ops_agent_forget(sb->id);
+		return;
+	}
+	pthread_mutex_lock(&agents.lock);
+	struct agent_entry *en = find_locked(sb->id);
+	struct agent *a = en ? en->agent : NULL;
+	if (a)
+		agent_ref(a);
+	pthread_mutex_unlock(&agents.lock);
+	if (!a)
+		return;
+	/* Execs wait for their output across the checkpoint: attach for them now. */
+	struct err e = {0};
+	if (agent_execs_waiting(a))
+		note_attach(sb->id, agent_attach(a, &e), &(unsigned){0}, &e);
+	agent_unref(a);
+}
+
+/* --- root/ ------------------------------------------------------------------ */
+
+static void stat_of(const struct wire_attr *a, struct stat *st)
+{
+	*st = (struct stat){
+	    .st_mode = a->mode,
+	    .st_nlink = a->nlink,
+	    .st_uid = a->uid,
+	    .st_gid = a->gid,
+	    .st_size = (off_t)(a->size > INT64_MAX ? INT64_MAX : a->size),
+	    .st_blocks = (blkcnt_t)(a->blocks > INT64_MAX ? INT64_MAX : a->blocks),
+	    .st_ino = a->ino,
+	    .st_rdev = a->rdev,
+	    .st_blksize = 4096,
+	};
+	st->st_atim = (struct timespec){a->sec[0], a->nsec[0]};
+	st->st_mtim = (struct timespec){a->sec[1], a->nsec[1]};
+	st->st_ctim = (struct timespec){a->sec[2], a->nsec[2]};
+}
+
+/* --- the listing ------------------------------------------------------------ */
+
+static int listed_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct listed *)a)->name, ((const struct listed *)b)->name);
+}
+
+/* Drop sandbox @id's listing: something changed through root/. */
+static void listing_drop(const char *id)
+{
+	pthread_mutex_lock(&agents.lock);
+	struct agent_entry *en = find_locked(id);
+	if (en)
+		listing_clear(&en->listing);
+	pthread_mutex_unlock(&agents.lock);
+}
+
+/* @path's attributes from a fresh listing of its directory; false when it has none. */
+static bool listing_stat(const char *id, const char *path, struct wire_attr *attr)
+{
+	const char *slash = strrchr(path, '/');
+	size_t dir_len = slash ? (size_t)(slash - path) : 0;
+	struct listed key = {.name = (char *)(slash ? slash + 1 : path)};
+	bool found = false;
+	pthread_mutex_lock(&agents.lock);
+	struct agent_entry *en = find_locked(id);
+	struct listing *l = en ? &en->listing : NULL;
+	if (l && l->v && mono_ms() - l->at_ms < LISTING_FRESH_MS && strlen(l->dir) == dir_len &&
+	    strncmp(l->dir, path, dir_len) == 0) {
+		struct listed *hit = bsearch(&key, l->v, l->n, sizeof(*l->v), listed_cmp);
+		if (hit)
+			*attr = hit->attr, found = true;
+	}
+	pthread_mutex_unlock(&agents.lock);
+	return found;
+}
+
+int ops_inside_stat(const struct caller *who, const char *id, const char *path, struct stat *st,
+		    struct err *e)
+{
+	struct agent *a;
+	unsigned gen;
+	struct wire_attr attr;
+	int rc = inside_agent(who, id, &a, &gen, e);
+	if (rc < 0)
+		return rc;
+	if (!listing_stat(id, path, &attr))
+		rc = agent_rc(agent_lstat(a, path, &attr, e), e);
+	agent_unref(a);
+	if (rc == 0)
+		stat_of(&attr, st);
+	return rc;
+}
+
+struct list_ctx {
+	ops_inside_list_fn fn;
+	void *arg;
+	struct listing l; /* what becomes the sandbox's listing */
+};
+
+static int list_one(const char *name, const struct wire_attr *attr, void *arg)
+{
+	struct list_ctx *c = arg;
+	char *copy = ALLOC_GROW(c->l.v, c->l.alloc, c->l.n + 1) == 0 ? strdup(name) : NULL;
+	if (copy)
+		c->l.v[c->l.n++] = (struct listed){copy, *attr};
+	return c->fn(name, attr->ino, (mode_t)(attr->mode & S_IFMT), c->arg);
+}
+
+/* The complete listing @c made becomes sandbox @id's. */
+static void listing_keep(const char *id, struct list_ctx *c, const char *path)
+{
+	if (!c->l.n)
+		return;
+	qsort(c->l.v, c->l.n, sizeof(*c->l.v), listed_cmp);
+	snprintf(c->l.dir, sizeof(c->l.dir), "%s", path);
+	c->l.at_ms = mono_ms();
+	pthread_mutex_lock(&agents.lock);
+	struct agent_entry *en = find_locked(id);
+	if (en) {
+		listing_clear(&en->listing);
+		en->listing = c->l;
+		c->l = (struct listing){0};
+	}
+	pthread_mutex_unlock(&agents.lock);
+}
+
+int ops_inside_list(const struct caller *who, const char *id, const char *path,
+		    ops_inside_list_fn fn, void *arg, struct err *e)
+{
+	struct agent *a;
+	unsigned gen;
+	struct sandbox sb;
+	/* root/ of a sandbox that does not run lists nothing (docs/design.md). */
+	if (!*path && sandbox_find(who, id, &sb, e) == 0 && state_errno(sb.state))
+		return 0;
+	int rc = inside_agent(who, id, &a, &gen, e);
+	if (rc < 0)
+		return rc;
+	struct list_ctx c = {.fn = fn, .arg = arg};
+	uint64_t cookie = 0;
+	do
+		rc = agent_rc(agent_readdir(a, path, cookie, list_one, &c, &cookie, e), e);
+	while (rc == 0 && cookie);
+	agent_unref(a);
+	if (rc == 0)
+		listing_keep(id, &c, path);
+	listing_clear(&c.l);
+	return rc;
+}
+
+/* Open @f's path in the attachment @gen of @a. */
+static int file_open_in(struct ops_inside_file *f, struct agent *a, unsigned gen, mode_t mode,
+			struct stat *st, struct err *e)
+{
+	struct wire_attr attr;
+	uint32_t flags = (uint32_t)f->flags & (O_ACCMODE | O_CREAT | O_EXCL | O_TRUNC | O_APPEND);
+	int rc = agent_rc(agent_open(a, f->path, flags, mode, &f->handle, &attr, e), e);
+	if (rc < 0)
+		return rc;
+	f->generation = gen;
+	f->flags &= ~(O_CREAT | O_EXCL | O_TRUNC);
+	if (st)
+		stat_of(&attr, st);
+	return 0;
+}
+
+int ops_inside_open(const struct caller *who, const char *id, const char *path, int flags,
+		    mode_t mode, struct ops_inside_file **out, struct stat *st, struct err *e)
+{
+	struct ops_inside_file *f = calloc(1, sizeof(*f));
+	if (!f)
+		return err_set(e, ENOMEM, "out of memory");
+	snprintf(f->id, sizeof(f->id), "%s", id);
+	if (xsnprintf(f->path, sizeof(f->path), "%s", path) < 0) {
+		free(f);
+		return err_set(e, ENAMETOOLONG, "path too long");
+	}
+	f->flags = flags;
+	if (flags & (O_CREAT | O_TRUNC))
+		listing_drop(id);
+	unsigned gen;
+	int rc = inside_agent(who, id, &f->agent, &gen, e);
+	if (rc == 0)
+		rc = file_open_in(f, f->agent, gen, mode, st, e);
+	if (rc < 0) {
+		if (f->agent)
+			agent_unref(f->agent);
+		free(f);
+		return rc;
+	}
+	*out = f;
+	return 0;
+}
+
+/* @f's handle, opened again if its attachment is not the agent's current one. */
+static int file_ready(struct ops_inside_file *f, const struct caller *who, struct agent **a,
+		      struct err *e)
+{
+	unsigned gen;
+	int rc = inside_agent(who, f->id, a, &gen, e);
+	if (rc < 0)
+		return rc;
+	if (*a != f->agent || gen != f->generation) {
+		agent_unref(f->agent);
+		agent_ref(*a);
+		f->agent = *a;
+		rc = file_open_in(f, *a, gen, 0, NULL, e);
+	}
+	if (rc < 0)
+		agent_unref(*a);
+	return rc;
+}
+
+ssize_t ops_inside_read(struct ops_inside_file *f, const struct caller *who, void *buf, size_t n,
+			off_t off, struct err *e)
+{
+	struct agent *a;
+	int rc = file_ready(f, who, &a, e);
+	if (rc < 0)
+		return rc;
+	ssize_t got = agent_read(a, f->handle, (uint64_t)off, buf, n, e);
+	agent_unref(a);
+	return got < 0 ? agent_rc((int)got, e) : got;
+}
+
+ssize_t ops_inside_write(struct ops_inside_file *f, const struct caller *who, const void *buf,
+			 size_t n, off_t off, struct err *e)
+{
+	struct agent *a;
+	int rc = file_ready(f, who, &a, e);
+	if (rc < 0)
+		return rc;
+	ssize_t done = agent_write(a, f->handle, (uint64_t)off, buf, n, e);
+	agent_unref(a);
+	listing_drop(f->id);
+	return done < 0 ? agent_rc((int)done, e) : done;
+}
+
+int ops_inside_fsync(struct ops_inside_file *f, const struct caller *who, struct err *e)
+{
+	struct agent *a;
+	int rc = file_ready(f, who, &a, e);
+	if (rc < 0)
+		return rc;
+	rc = agent_rc(agent_handle_op(a, WIRE_FSYNC, f->handle, e), e);
+	agent_unref(a);
+	return rc;
+}
+
+void ops_inside_close(struct ops_inside_file *f)
+{
+	if (!f)
+		return;
+	/* Only in the attachment it was opened in: a detach closed it inside already. */
+	if (agent_attached(f->agent))
+		agent_handle_op(f->agent, WIRE_CLOSE, f->handle, NULL);
+	agent_unref(f->agent);
+	free(f);
+}
+
+/* One path request on sandbox @id. */
+#define INSIDE_CALL(who, id, e, call)                                                              \
+	({                                                                                         \
+		struct agent *a;                                                                   \
+		unsigned gen_;                                                                     \
+		listing_drop(id);                                                                  \
+		int rc_ = inside_agent(who, id, &a, &gen_, e);                                     \
+		if (rc_ == 0) {                                                                    \
+			rc_ = agent_rc(call, e);                                                   \
+			agent_unref(a);                                                            \
+		}                                                                                  \
+		rc_;                                                                               \
+	})
+
+int ops_inside_setattr(const struct caller *who, const char *id, const char *path,
+		       const struct ops_inside_attr *set, struct err *e)
+{
+	int rc = 0;
+	if (set->what & OPS_INSIDE_MODE)
+		rc = INSIDE_CALL(who, id, e, agent_path_op(a, WIRE_CHMOD, path, set->mode, 0, e));
+	if (rc == 0 && (set->what & (OPS_INSIDE_UID | OPS_INSIDE_GID)))
+		rc = INSIDE_CALL(who, id, e,
+				 agent_path_op(a, WIRE_CHOWN, path,
+					       set->what & OPS_INSIDE_UID ? set->uid : (uint32_t)-1,
+					       set->what & OPS_INSIDE_GID ? set->gid : (uint32_t)-1,
+					       e));
+	if (rc == 0 && (set->what & OPS_INSIDE_SIZE))
+		rc = INSIDE_CALL(who, id, e,
+				 agent_path_op(a, WIRE_TRUNCATE, path, (uint64_t)set->size, 0, e));
+	if (rc == 0 && (set->what & OPS_INSIDE_TIMES))
+		rc = INSIDE_CALL(who, id, e, agent_utimens(a, path, set->times, e));
+	return rc;
+}
+
+int ops_inside_mkdir(const struct caller *who, const char *id, const char *path, mode_t mode,
+		     struct stat *st, struct err *e)
+{
+	struct wire_attr attr;
+	int rc = INSIDE_CALL(who, id, e, agent_mkdir(a, path, mode, &attr, e));
+	if (rc == 0)
+		stat_of(&attr, st);
+	return rc;
+}
+
+int ops_inside_remove(const struct caller *who, const char *id, const char *path, bool dir,
+		      struct err *e)
+{
+	uint16_t op = dir ? WIRE_RMDIR : WIRE_UNLINK;
+	return INSIDE_CALL(who, id, e, agent_path_op(a, op, path, 0, 0, e));
+}
+
+int ops_inside_rename(const struct caller *who, const char *id, const char *from, const char *to,
+		      unsigned flags, struct err *e)
+{
+	return INSIDE_CALL(who, id, e, agent_rename(a, from, to, flags, e));
+}
+
+int ops_inside_symlink(const struct caller *who, const char *id, const char *target,
+		       const char *path, struct stat *st, struct err *e)
+{
+	struct wire_attr attr;
+	int rc = INSIDE_CALL(who, id, e, agent_symlink(a, target, path, &attr, e));
+	if (rc == 0)
+		stat_of(&attr, st);
+	return rc;
+}
+
+int ops_inside_link(const struct caller *who, const char *id, const char *from, const char *to,
+		    struct stat *st, struct err *e)
+{
+	struct wire_attr attr;
+	int rc = INSIDE_CALL(who, id, e, agent_link(a, from, to, &attr, e));
+	if (rc == 0)
+		stat_of(&attr, st);
+	return rc;
+}
+
+int ops_inside_readlink(const struct caller *who, const char *id, const char *path, char *buf,
+			size_t size, struct err *e)
+{
+	char target[WIRE_PATH_MAX + 1];
+	struct agent *a;
+	unsigned gen;
+	int rc = inside_agent(who, id, &a, &gen, e);
+	if (rc == 0) {
+		rc = agent_rc(agent_readlink(a, path, target, sizeof(target), e), e);
+		agent_unref(a);
+	}
+	if (rc == 0 && inside_link_contain(path, target, buf, size) < 0)
+		rc = err_set(e, ENAMETOOLONG, "the link /%s leads too far", path);
+	return rc;
+}
+
+/* --- links -------------------------------------------------------------------- */
+
+/* Push @name (n bytes) on @out as a component; -1 past @size. */
+static int push_comp(char *out, size_t *len, size_t size, const char *name, size_t n)
+{
+	if (*len + n + 2 > size)
+		return -1;
+	if (*len)
+		out[(*len)++] = '/';
+	memcpy(out + *len, name, n);
+	*len += n;
+	out[*len] = '\0';
+	return 0;
+}
+
+/* Pop the last component of @out. */
+static void pop_comp(char *out, size_t *len)
+{
+	char *slash = memrchr(out, '/', *len);
+	*len = slash ? (size_t)(slash - out) : 0;
+	out[*len] = '\0';
+}
+
+/*
+ * Resolve @target lexically as the link at @link_path would inside (".." at
+ * / stays at /, as it does there), into components below root/; then write
+ * it as the host kernel must follow it: one "../" per directory between the
+ * link and root/, then those components. The kernel never climbs past
+ * root/ through it, whatever the sandbox wrote (docs/security.md).
+ */
+/* Does relative @target, followed from @depth directories below root/, stay under it? */
+static bool stays_below(const char *target, size_t depth)
+{
+	if (target[0] == '/')
+		return false;
+	for (const char *p = target; *p;) {
+		size_t n = strcspn(p, "/");
+		if (n == 2 && p[0] == '.' && p[1] == '.') {
+			if (depth == 0)
+				return false;
+			depth--;
+		} else if (n && !(n == 1 && p[0] == '.')) {
+			depth++;
+		}
+		p += n;
+		while (*p == '/')
+			p++;
+	}
+	return true;
+}
+
+int inside_link_contain(const char *link_path, const char *target, char *buf, size_t size)
+{
+	char comps[WIRE_PATH_MAX + 1] = "";
+	size_t len = 0, depth = 0;
+	for (const char *p = link_path; *p; p++)
+		depth += *p == '/';
+	/* A relative link that never climbs past root/ leads where it says: kept as written. */
+	if (stays_below(target, depth)) {
+		if (strlen(target) >= size)
+			return -1;
+		memcpy(buf, target, strlen(target) + 1);
+		return 0;
+	}
+	depth = 0;
+	/* The link's directory: its components, and how deep it is below root/. */
+	const char *last = strrchr(link_path, '/');
+	if (target[0] != '/' && last) {
+		if ((size_t)(last - link_path) >= sizeof(comps))
+			return -1;
+		memcpy(comps, link_path, (size_t)(last - link_path));
+		len = (size_t)(last - link_path);
+		comps[len] = '\0';
+	}
+	for (const char *p = link_path; last && p <= last; p++)
+		depth += *p == '/';
+	for (const char *p = target; *p;) {
+		while (*p == '/')
+			p++;
+		size_t n = strcspn(p, "/");
+		if (n == 2 && p[0] == '.' && p[1] == '.')
+			pop_comp(comps, &len);
+		else if (n && !(n == 1 && p[0] == '.') &&
+			 push_comp(comps, &len, sizeof(comps), p, n) < 0)
+			return -1;
+		p += n;
+	}
+	size_t out = 0;
+	for (size_t i = 0; i < depth; i++) {
+		if (out + 3 >= size)
+			return -1;
+		memcpy(buf + out, i + 1 < depth || len ? "../" : "..", 3);
+		out += i + 1 < depth || len ? 3 : 2;
+	}
+	if (out + len + 2 > size)
+		return -1;
+	memcpy(buf + out, len || out ? comps : ".", len || out ? len + 1 : 2);
+	return 0;
+}
+
+/* --- exec ------------------------------------------------------------------- */
+
+struct exec_sink {
+	struct strbuf *out;
+	size_t cap;
+	bool truncated;
+};
+
+static int exec_take(void *arg, const char *data, size_t len)
+{
+	struct exec_sink *s = arg;
+	size_t room = s->out->len < s->cap ? s->cap - s->out->len : 0;
+	strbuf_add(s->out, data, len < room ? len : room);
+	if (len <= room)
+		return strbuf_error(s->out) < 0;
+	s->truncated = true;
+	return 1;
+}
+
+int ops_agent_exec(const struct sandbox *sb, const char *cmdline, struct strbuf *out, size_t cap,
+		   int *code, bool *truncated, bool *timed_out, struct err *e)
+{
+	struct agent *a;
+	unsigned gen;
+	struct caller root = {0};
+	int rc = inside_agent(&root, sb->id, &a, &gen, e);
+	if (rc < 0)
+		return rc;
+	struct exec_sink s = {out, cap, false};
+	int status = 0;
+	int64_t deadline = ops.runsc.exec_timeout_ms ? mono_ms() + ops.runsc.exec_timeout_ms : 0;
+	rc = agent_exec(a, cmdline, exec_take, &s, deadline, &status, e);
+	agent_unref(a);
+	*truncated = s.truncated;
+	*timed_out = rc == -ETIMEDOUT;
+	if (rc == -ETIMEDOUT)
+		rc = 0;
+	if (rc < 0)
+		return rc;
+	*code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+	return 0;
+}

@@ -1,0 +1,602 @@
+/*
+ * agent.c - one sandbox's agent channel: attach, detach with proof,
+ * requests and the reader thread that matches replies to them (agent.h).
+ *
+ * Locks. a->lock guards every field of struct agent but those named
+ * otherwise; a->wlock is held while one frame is written on req_w, so
+ * frames never interleave (a pipe write past PIPE_BUF is not atomic);
+ * a->attach_lock serializes attach and detach. Order: attach_lock, then
+ * lock; wlock is never held with lock.
+ *
+ * The reader thread belongs to one attachment: it reads rep_r until EOF or
+ * a protocol error, then sets @eof and ends; detach joins it.
+ */
+#include "runtime/agent/agent.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "lib/files.h"
+#include "lib/strbuf.h"
+#include "lib/util.h"
+
+struct slot {
+	uint32_t tag; /* 0: free */
+	uint16_t op;
+	bool done;
+	int rc; /* once done: 0 or -errno */
+	struct agent_reply rep;
+	/* An exec's: where its output goes, its wait status. */
+	agent_out_fn fn;
+	void *arg;
+	bool stopped; /* fn said stop: the rest of its output is dropped */
+	int status;
+	pthread_cond_t cond;
+};
+
+struct agent {
+	pthread_mutex_t lock;
+	pthread_mutex_t wlock;
+	pthread_mutex_t attach_lock;
+	int refs;
+	const struct runsc *rs;
+	char cid[RUNTIME_ID_MAX];
+	int exe_fd;
+	/* The attachment: our ends, -1 when detached. req_w is written under wlock. */
+	int req_w, rep_r;
+	pthread_t reader;
+	bool reader_running;
+	bool eof;	  /* the reader met EOF or a broken frame: the attachment is over */
+	bool detaching;	  /* a detach is under way: execs wait for the next attachment */
+	bool stop_reader; /* the reader is to end now, EOF or not */
+	int keeper_pid;	  /* from HELLO (the sandbox's word: only used to kill inside it) */
+	uint32_t next_tag;
+	pthread_cond_t eof_cond;
+	struct slot slots[AGENT_INFLIGHT_MAX];
+};
+
+/* Wait on @c until signalled or @deadline_ms (monotonic); false at the deadline. */
+static bool wait_until(pthread_cond_t *c, pthread_mutex_t *m, int64_t deadline_ms)
+{
+	struct timespec ts = {.tv_sec = deadline_ms / 1000,
+			      .tv_nsec = (deadline_ms % 1000) * 1000000};
+	return pthread_cond_timedwait(c, m, &ts) != ETIMEDOUT;
+}
+
+static void cond_init_mono(pthread_cond_t *c)
+{
+	pthread_condattr_t at;
+	pthread_condattr_init(&at);
+	pthread_condattr_setclock(&at, CLOCK_MONOTONIC);
+	pthread_cond_init(c, &at);
+	pthread_condattr_destroy(&at);
+}
+
+int agent_new(const struct runsc *rs, const char *cid, int exe_fd, struct agent **out,
+	      struct err *e)
+{
+	struct agent *a = calloc(1, sizeof(*a));
+	if (!a)
+		return err_set(e, ENOMEM, "cannot start an agent: out of memory");
+	pthread_mutex_init(&a->lock, NULL);
+	pthread_mutex_init(&a->wlock, NULL);
+	pthread_mutex_init(&a->attach_lock, NULL);
+	cond_init_mono(&a->eof_cond);
+	for (int i = 0; i < AGENT_INFLIGHT_MAX; i++)
+		cond_init_mono(&a->slots[i].cond);
+	a->refs = 1;
+	a->rs = rs;
+	snprintf(a->cid, sizeof(a->cid), "%s", cid);
+	a->exe_fd = exe_fd;
+	a->req_w = a->rep_r = -1;
+	/* Tags from a random start: a keeper's execs of an earlier daemon never match ours. */
+	a->next_tag = (uint32_t)(fnv1a(cid) ^ (uint64_t)now_ms()) | 1u;
+	*out = a;
+	return 0;
+}
+
+void agent_ref(struct agent *a)
+{
+	pthread_mutex_lock(&a->lock);
+	a->refs++;
+	pthread_mutex_unlock(&a->lock);
+}
+
+void agent_unref(struct agent *a)
+{
+	pthread_mutex_lock(&a->lock);
+	bool last = --a->refs == 0;
+	pthread_mutex_unlock(&a->lock);
+	if (!last)
+		return;
+	agent_detach(a, NULL);
+	for (int i = 0; i < AGENT_INFLIGHT_MAX; i++)
+		pthread_cond_destroy(&a->slots[i].cond);
+	pthread_cond_destroy(&a->eof_cond);
+	pthread_mutex_destroy(&a->lock);
+	pthread_mutex_destroy(&a->wlock);
+	pthread_mutex_destroy(&a->attach_lock);
+	free(a);
+}
+
+bool agent_attached(struct agent *a)
+{
+	pthread_mutex_lock(&a->lock);
+	bool on = a->rep_r >= 0 && !a->eof;
+	pthread_mutex_unlock(&a->lock);
+	return on;
+}
+
+bool agent_execs_waiting(struct agent *a)
+{
+	pthread_mutex_lock(&a->lock);
+	bool any = false;
+	for (int i = 0; i < AGENT_INFLIGHT_MAX && !any; i++)
+		any = a->slots[i].tag && !a->slots[i].done && a->slots[i].op == WIRE_EXEC;
+	pthread_mutex_unlock(&a->lock);
+	return any;
+}
+
+/* --- the reader ---------------------------------------------------------- */
+
+static struct slot *slot_of(struct agent *a, uint32_t tag)
+{
+	for (int i = 0; i < AGENT_INFLIGHT_MAX; i++)
+		if (a->slots[i].tag == tag && tag)
+			return &a->slots[i];
+	return NULL;
+}
+
+static void finish(struct slot *s, int rc)
+{
+	s->done = true;
+	s->rc = rc;
+	pthread_cond_broadcast(&s->cond);
+}
+
+/*
+ * The attachment is over: what waits for a reply fails, except execs when
+ * the end is a detach (they go on after the next attach).
+ */
+static void end_attachment_locked(struct agent *a)
+{
+	a->eof = true;
+	for (int i = 0; i < AGENT_INFLIGHT_MAX; i++) {
+		struct slot *s = &a->slots[i];
+		if (s->tag && !s->done && !(s->op == WIRE_EXEC && a->detaching))
+			finish(s, -EIO);
+	}
+	pthread_cond_broadcast(&a->eof_cond);
+}
+
+/* A reply of @h with @body (taken) for its request: 0, or -EIO when it answers none. */
+static int deliver_locked(struct agent *a, const struct wire_header *h, uint8_t *body)
+{
+	struct slot *s = slot_of(a, h->tag);
+	bool stream = h->op == WIRE_OUT || h->op == WIRE_EXIT;
+	if (!s || s->done) {
+		free(body);
+		/* An exec of an earlier daemon's, which the keeper still reports: dropped. */
+		return stream ? 0 : -EIO;
+	}
+	if (stream != (s->op == WIRE_EXEC) || (!stream && h->op != s->op)) {
+		free(body);
+		return -EIO;
+	}
+	if (h->op == WIRE_OUT) {
+		if (!s->stopped && s->fn(s->arg, (const char *)body, h->len))
+			s->stopped = true;
+		free(body);
+		return 0;
+	}
+	if (h->err && !wire_errno_ok(h->err)) {
+		free(body);
+		return -EIO;
+	}
+	s->rep = (struct agent_reply){body, h->len};
+	if (h->op == WIRE_EXIT) {
+		uint32_t st;
+		if (agent_decode_u32(body, h->len, &st) < 0)
+			return -EIO;
+		s->status = (int)st;
+	}
+	finish(s, h->err ? -(int)h->err : 0);
+	return 0;
+}
+
+static bool stopping(struct agent *a)
+{
+	pthread_mutex_lock(&a->lock);
+	bool stop = a->stop_reader;
+	pthread_mutex_unlock(&a->lock);
+	return stop;
+}
+
+/*
+ * @n bytes from @fd, waiting in slices so that a detach can stop the
+ * reader even while the sandbox holds the pipe's write end and sends half a
+ * frame. 0, or -EIO at EOF, an error or a stop.
+ */
+static int read_full(struct agent *a, int fd, void *buf, size_t n)
+{
+	uint8_t *p = buf;
+	while (n) {
+		struct pollfd pf = {.fd = fd, .events = POLLIN};
+		if (stopping(a))
+			return -EIO;
+		int ready = poll(&pf, 1, 250);
+		if (ready < 0 && errno != EINTR)
+			return -EIO;
+		if (ready <= 0)
+			continue;
+		ssize_t got = read(fd, p, n);
+		if (got < 0 && (errno == EINTR || errno == EAGAIN))
+			continue;
+		if (got <= 0)
+			return -EIO;
+		p += got;
+		n -= (size_t)got;
+	}
+	return 0;
+}
+
+static int read_frame(struct agent *a, int fd, struct wire_header *h, uint8_t **body)
+{
+	uint8_t hdr[WIRE_HEADER_SIZE];
+	*body = NULL;
+	if (read_full(a, fd, hdr, sizeof(hdr)) < 0 || wire_header_get(hdr, h) < 0)
+		return -EIO;
+	/* A reply with an errno has no body; a stream frame at most its bound. */
+	if ((h->err && h->len) || (h->op == WIRE_OUT && h->len > (64u << 10)))
+		return -EIO;
+	*body = malloc(h->len ? h->len : 1);
+	if (!*body)
+		return -ENOMEM;
+	if (h->len && read_full(a, fd, *body, h->len) < 0) {
+		free(*body);
+		*body = NULL;
+		return -EIO;
+	}
+	return 0;
+}
+
+static void *reader_main(void *arg)
+{
+	struct agent *a = arg;
+	int fd = a->rep_r; /* set before the thread starts, closed only after it is joined */
+	for (;;) {
+		struct wire_header h;
+		uint8_t *body;
+		int rc = read_frame(a, fd, &h, &body);
+		pthread_mutex_lock(&a->lock);
+		if (rc == 0)
+			rc = deliver_locked(a, &h, body);
+		if (rc < 0) {
+			if (!a->detaching)
+				warning("agent of %s: the channel ended or broke the protocol",
+					a->cid);
+			end_attachment_locked(a);
+			pthread_mutex_unlock(&a->lock);
+			return NULL;
+		}
+		pthread_mutex_unlock(&a->lock);
+	}
+}
+
+/* --- requests ------------------------------------------------------------ */
+
+static int send_frame(struct agent *a, uint32_t tag, uint16_t op, const void *body, size_t len)
+{
+	uint8_t hdr[WIRE_HEADER_SIZE];
+	struct wire_header h = {.len = (uint32_t)len, .tag = tag, .op = op};
+	wire_header_put(hdr, &h);
+	pthread_mutex_lock(&a->wlock);
+	int rc = a->req_w < 0 ? -ENOTCONN : write_all(a->req_w, hdr, sizeof(hdr));
+	if (rc == 0 && len)
+		rc = write_all(a->req_w, body, len);
+	pthread_mutex_unlock(&a->wlock);
+	return rc < 0 ? -EIO : 0;
+}
+
+/* A free slot for @op with a new tag, or NULL; under a->lock. */
+static struct slot *slot_take_locked(struct agent *a, uint16_t op)
+{
+	struct slot *s = NULL;
+	for (int i = 0; i < AGENT_INFLIGHT_MAX && !s; i++)
+		if (!a->slots[i].tag)
+			s = &a->slots[i];
+	if (!s)
+		return NULL;
+	if (++a->next_tag == 0)
+		a->next_tag = 1;
+	s->tag = a->next_tag;
+	s->op = op;
+	s->done = s->stopped = false;
+	s->rc = 0;
+	s->rep = (struct agent_reply){0};
+	s->fn = NULL;
+	return s;
+}
+
+static void slot_free_locked(struct slot *s)
+{
+	free(s->rep.body);
+	s->rep = (struct agent_reply){0};
+	s->tag = 0;
+}
+
+static int call_error(const struct agent *a, int rc, uint16_t op, struct err *e)
+{
+	if (rc == -ENOTCONN)
+		return err_set(e, ENOTCONN, "the agent of %s is not attached", a->cid);
+	if (rc == -EIO)
+		return err_set(
+		    e, EIO,
+		    "the agent of %s failed a request (op %u): it died or broke the protocol",
+		    a->cid, op);
+	return rc; /* the agent's own errno: the caller's to word */
+}
+
+int agent_call(struct agent *a, uint16_t op, const void *body, size_t len, struct agent_reply *rep,
+	       struct err *e)
+{
+	pthread_mutex_lock(&a->lock);
+	struct slot *s = a->rep_r >= 0 && !a->eof && !a->detaching ? slot_take_locked(a, op) : NULL;
+	int rc = s ? 0 : a->rep_r >= 0 && !a->eof && !a->detaching ? -EAGAIN : -ENOTCONN;
+	uint32_t tag = s ? s->tag : 0;
+	pthread_mutex_unlock(&a->lock);
+	if (rc == -EAGAIN)
+		return err_set(e, EAGAIN, "the agent of %s has %d requests in flight", a->cid,
+			       AGENT_INFLIGHT_MAX);
+	if (rc == 0)
+		rc = send_frame(a, tag, op, body, len);
+	pthread_mutex_lock(&a->lock);
+	int64_t deadline = mono_ms() + AGENT_REPLY_TIMEOUT_MS;
+	while (rc == 0 && !s->done)
+		if (!wait_until(&s->cond, &a->lock, deadline))
+			rc = -EIO;
+	if (rc == 0)
+		rc = s->rc;
+	if (rc == 0 && rep) {
+		*rep = s->rep;
+		s->rep = (struct agent_reply){0};
+	}
+	if (s)
+		slot_free_locked(s);
+	pthread_mutex_unlock(&a->lock);
+	return call_error(a, rc, op, e);
+}
+
+/* --- attach and detach ----------------------------------------------------- */
+
+static int hello(struct agent *a, struct err *e)
+{
+	uint8_t b[4];
+	struct wire_out w = {.buf = b, .cap = sizeof(b)};
+	struct agent_reply rep;
+	wire_put_u32(&w, WIRE_VERSION);
+	int rc = agent_call(a, WIRE_HELLO, b, w.len, &rep, e);
+	if (rc < 0)
+		return rc;
+	struct wire_in in = {.buf = rep.body, .len = rep.len};
+	uint32_t version = wire_get_u32(&in), pid = wire_get_u32(&in);
+	free(rep.body);
+	if (!wire_in_done(&in) || version != WIRE_VERSION)
+		return err_set(e, EIO, "the agent of %s speaks another protocol", a->cid);
+	pthread_mutex_lock(&a->lock);
+	int was = a->keeper_pid;
+	a->keeper_pid = pid > 0 && pid < (1u << 22) ? (int)pid : 0;
+	/* Another keeper: the execs the old one ran are gone with it. */
+	for (int i = 0; was && was != a->keeper_pid && i < AGENT_INFLIGHT_MAX; i++)
+		if (a->slots[i].tag && !a->slots[i].done && a->slots[i].op == WIRE_EXEC)
+			finish(&a->slots[i], -EIO);
+	pthread_mutex_unlock(&a->lock);
+	return 0;
+}
+
+/* Run `snapfs-agent attach` with @in and @out as its stdin and stdout. */
+static int run_attach(struct agent *a, int in, int out, struct err *e)
+{
+	static const char *const argv[] = {"snapfs-agent", "attach", NULL};
+	_cleanup_strbuf_ struct strbuf said = STRBUF_INIT;
+	struct runsc_exec x = {.argv = argv,
+			       .exec_fd = a->exe_fd,
+			       .stdin_fd = in,
+			       .stdout_fd = out,
+			       .out = &said,
+			       .cap = 4096};
+	int rc = runsc_exec(a->rs, a->cid, &x, e);
+	if (rc < 0)
+		return rc;
+	if (x.exit_code != 0)
+		return err_set(e, EIO, "cannot start the agent in %s: %s (exit %d)", a->cid,
+			       said.len ? strbuf_str(&said) : "no message", x.exit_code);
+	return 0;
+}
+
+int agent_attach(struct agent *a, struct err *e)
+{
+	pthread_mutex_lock(&a->attach_lock);
+	if (agent_attached(a)) {
+		pthread_mutex_unlock(&a->attach_lock);
+		return 0;
+	}
+	int req[2] = {-1, -1}, rep[2] = {-1, -1};
+	int rc = pipe2(req, O_CLOEXEC) < 0 || pipe2(rep, O_CLOEXEC) < 0 ? -errno : 0;
+	if (rc < 0)
+		rc = err_set(e, -rc, "cannot make the agent's channel: %s", strerror(-rc));
+	if (rc == 0)
+		rc = run_attach(a, req[0], rep[1], e);
+	/* Only the keeper holds the far ends now. */
+	closep(&req[0]);
+	closep(&rep[1]);
+	if (rc == 0) {
+		pthread_mutex_lock(&a->lock);
+		a->req_w = req[1], a->rep_r = rep[0];
+		req[1] = rep[0] = -1;
+		a->eof = a->detaching = false;
+		rc = -pthread_create(&a->reader, NULL, reader_main, a);
+		a->reader_running = rc == 0;
+		pthread_mutex_unlock(&a->lock);
+		if (rc < 0)
+			err_set(e, -rc, "cannot start the agent's reader: %s", strerror(-rc));
+	}
+	closep(&req[1]);
+	closep(&rep[0]);
+	pthread_mutex_unlock(&a->attach_lock);
+	if (rc == 0)
+		rc = hello(a, e);
+	if (rc < 0)
+		agent_detach(a, NULL);
+	return rc;
+}
+
+/* Nothing in the sandbox reads our request pipe any more. */
+static bool no_reader(int fd)
+{
+	struct pollfd p = {.fd = fd, .events = POLLOUT};
+	return poll(&p, 1, 0) == 1 && (p.revents & POLLERR);
+}
+
+/* EOF seen by the reader and no reader of req_w: the proof; waits up to @ms. */
+static bool proven_locked(struct agent *a, int64_t ms)
+{
+	int64_t deadline = mono_ms() + ms;
+	while (!a->eof && wait_until(&a->eof_cond, &a->lock, deadline))
+		;
+	while (a->eof && !no_reader(a->req_w) && mono_ms() < deadline) {
+		pthread_mutex_unlock(&a->lock);
+		usleep(10000);
+		pthread_mutex_lock(&a->lock);
+	}
+	return a->eof && no_reader(a->req_w);
+}
+
+int agent_detach(struct agent *a, struct err *e)
+{
+	pthread_mutex_lock(&a->attach_lock);
+	pthread_mutex_lock(&a->lock);
+	if (a->rep_r < 0) {
+		pthread_mutex_unlock(&a->lock);
+		pthread_mutex_unlock(&a->attach_lock);
+		return 0;
+	}
+	a->detaching = true;
+	uint32_t tag = ++a->next_tag ? a->next_tag : ++a->next_tag;
+	pthread_mutex_unlock(&a->lock);
+	send_frame(a, tag, WIRE_DETACH, NULL, 0); /* its reply is a tag nobody waits for */
+	pthread_mutex_lock(&a->lock);
+	bool proven = proven_locked(a, AGENT_DETACH_WAIT_MS);
+	int pid = a->keeper_pid;
+	pthread_mutex_unlock(&a->lock);
+	if (!proven && pid > 0) {
+		warning("agent of %s did not let go of its channel: killing it (pid %d)", a->cid,
+			pid);
+		runsc_kill_pid(a->rs, a->cid, pid, SIGKILL, NULL);
+		pthread_mutex_lock(&a->lock);
+		proven = proven_locked(a, AGENT_DETACH_WAIT_MS);
+		pthread_mutex_unlock(&a->lock);
+	}
+	/* The reader ends now (the sandbox may still hold the write end), then our ends go. */
+	pthread_mutex_lock(&a->wlock);
+	closep(&a->req_w);
+	pthread_mutex_unlock(&a->wlock);
+	pthread_mutex_lock(&a->lock);
+	a->stop_reader = true;
+	bool running = a->reader_running;
+	pthread_mutex_unlock(&a->lock);
+	if (running)
+		pthread_join(a->reader, NULL);
+	pthread_mutex_lock(&a->lock);
+	a->reader_running = false;
+	a->stop_reader = false;
+	closep(&a->rep_r);
+	pthread_mutex_unlock(&a->lock);
+	pthread_mutex_unlock(&a->attach_lock);
+	if (!proven)
+		return err_set(e, EBUSY,
+			       "a process in sandbox %s holds the agent's channel, so a checkpoint "
+			       "now would not restore",
+			       a->cid);
+	return 0;
+}
+
+/* --- exec ------------------------------------------------------------------- */
+
+/* Wait for @s's EXIT until @deadline_ms (0: none); false at the deadline. */
+static bool exec_wait_locked(struct agent *a, struct slot *s, int64_t deadline_ms, bool any_stop)
+{
+	while (!s->done && !(any_stop && s->stopped)) {
+		/* Detached, execs wait for the next attach; the keeper is then asked again. */
+		int64_t until = deadline_ms ? deadline_ms : mono_ms() + 60000;
+		if (!wait_until(&s->cond, &a->lock, until) && deadline_ms)
+			return false;
+	}
+	return true;
+}
+
+static void exec_kill(struct agent *a, uint32_t tag)
+{
+	uint8_t b[4];
+	struct wire_out w = {.buf = b, .cap = sizeof(b)};
+	wire_put_u32(&w, tag);
+	uint32_t kill_tag;
+	pthread_mutex_lock(&a->lock);
+	kill_tag = ++a->next_tag ? a->next_tag : ++a->next_tag;
+	pthread_mutex_unlock(&a->lock);
+	send_frame(a, kill_tag, WIRE_KILL, b, w.len); /* its reply answers no slot: dropped */
+}
+
+int agent_exec(struct agent *a, const char *cmd, agent_out_fn fn, void *arg, int64_t deadline_ms,
+	       int *status, struct err *e)
+{
+	size_t n = strlen(cmd);
+	_cleanup_free_ uint8_t *b = malloc(n + 2);
+	if (!b)
+		return err_set(e, ENOMEM, "exec: out of memory");
+	struct wire_out w = {.buf = b, .cap = n + 2};
+	wire_put_str(&w, cmd, n);
+	if (w.overflow || n > WIRE_CMD_MAX)
+		return err_set(e, E2BIG, "exec: the command line is too long");
+	pthread_mutex_lock(&a->lock);
+	bool up = a->rep_r >= 0 && !a->eof && !a->detaching;
+	struct slot *s = up ? slot_take_locked(a, WIRE_EXEC) : NULL;
+	if (s)
+		s->fn = fn, s->arg = arg;
+	uint32_t tag = s ? s->tag : 0;
+	pthread_mutex_unlock(&a->lock);
+	if (!s && up)
+		return err_set(e, EAGAIN, "the agent of %s has %d requests in flight", a->cid,
+			       AGENT_INFLIGHT_MAX);
+	if (!s)
+		return err_set(e, ENOTCONN, "the agent of %s is not attached", a->cid);
+	int rc = send_frame(a, tag, WIRE_EXEC, b, w.len);
+	pthread_mutex_lock(&a->lock);
+	bool ended = rc == 0 && exec_wait_locked(a, s, deadline_ms, true);
+	bool stopped = s->stopped && !s->done;
+	pthread_mutex_unlock(&a->lock);
+	if (rc == 0 && (!ended || stopped)) {
+		exec_kill(a, tag);
+		pthread_mutex_lock(&a->lock);
+		exec_wait_locked(a, s, mono_ms() + 5000, false);
+		pthread_mutex_unlock(&a->lock);
+		if (!ended)
+			rc = -ETIMEDOUT;
+	}
+	pthread_mutex_lock(&a->lock);
+	if (rc == 0)
+		rc = s->done ? s->rc : -EIO;
+	*status = s->status;
+	slot_free_locked(s);
+	pthread_mutex_unlock(&a->lock);
+	if (rc == -ETIMEDOUT)
+		return rc;
+	return call_error(a, rc, WIRE_EXEC, e);
+}

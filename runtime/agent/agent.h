@@ -1,0 +1,144 @@
+/*
+ * agent.h - the host's side of a sandbox's agent (runtime/agent/DESIGN.md):
+ * the channel to the keeper inside, requests and their replies.
+ *
+ * A struct agent is one sandbox's keeper as the daemon knows it. It is
+ * attached (a channel: two pipes, a reader thread) or detached (none: a
+ * checkpoint is being taken, or the keeper died). agent_attach() runs
+ * `runsc exec --exec-fd snapfs-agent attach` with the pipes' far ends as its
+ * stdin and stdout; the program hands them to the keeper inside (starting
+ * one if none runs) and exits, so only the keeper and this daemon hold the
+ * channel. agent_detach() asks the keeper to let go and proves it did: EOF
+ * on our read end and POLLERR on our write end mean nothing in the sandbox
+ * holds either pipe any more, so a checkpoint taken next restores.
+ *
+ * Every reply is untrusted: a frame that breaks the protocol (wire.h: a
+ * length past its maximum, a tag no request has, a body left unread, an
+ * errno outside wire_errno_ok()) detaches the agent and fails every request
+ * in flight with EIO. The decoders (agent_decode.c) are what
+ * tests/fuzz/fuzz_agent_reply.c runs.
+ *
+ * Execs survive a detach: the keeper keeps running them and holds their
+ * output (bounded), and after the next attach it sends the rest under the
+ * same tags, so agent_exec() waits on across a checkpoint. Any other
+ * request in flight at a detach fails with EIO.
+ *
+ * Threads: every call from any thread. struct agent's fields are guarded by
+ * its lock (agent.c says which); requests wait on their slot's condition.
+ * Ownership: agent_new() gives the caller one reference; agent_ref() /
+ * agent_unref() count the others; the last unref detaches and frees.
+ */
+#ifndef SNAPFS_AGENT_H
+#define SNAPFS_AGENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lib/log.h"
+#include "runtime/agent/wire.h"
+#include "runtime/runsc/runsc.h"
+
+/* Requests in flight on one channel at once (the keeper answers in order). */
+#define AGENT_INFLIGHT_MAX 64
+/* How long a request may wait for its reply before the agent is taken for dead. */
+#define AGENT_REPLY_TIMEOUT_MS 30000
+/* How long a detach waits for the keeper to let go before it kills it. */
+#define AGENT_DETACH_WAIT_MS 1000
+
+struct agent;
+
+/* A new, detached agent of container @cid, run from the open file @exe_fd (kept, not owned). */
+int agent_new(const struct runsc *rs, const char *cid, int exe_fd, struct agent **out,
+	      struct err *e);
+void agent_ref(struct agent *a);
+void agent_unref(struct agent *a);
+
+/* Attach a channel (no-op when attached) and say HELLO. 0, or -errno with @e. */
+int agent_attach(struct agent *a, struct err *e);
+/*
+ * Let go of the channel and prove nothing in the sandbox holds it; kill the
+ * keeper if it does not let go in time. 0 once proven, -EBUSY when even the
+ * kill did not free it (a process inside holds a copy: then no checkpoint).
+ */
+int agent_detach(struct agent *a, struct err *e);
+bool agent_attached(struct agent *a);
+/* Does an exec wait for its output (across a detach, for the next attach)? */
+bool agent_execs_waiting(struct agent *a);
+
+/* A reply's body: malloc'd, the caller frees it. */
+struct agent_reply {
+	uint8_t *body;
+	size_t len;
+};
+
+/*
+ * One request and its reply. -errno: the agent's answer (an allowed
+ * errno), -EIO for a broken or dead agent (@e says which), -ENOTCONN when
+ * detached.
+ */
+int agent_call(struct agent *a, uint16_t op, const void *body, size_t len, struct agent_reply *rep,
+	       struct err *e);
+
+/* --- typed requests (agent_ops.c) --------------------------------------- */
+
+int agent_lstat(struct agent *a, const char *path, struct wire_attr *attr, struct err *e);
+/* @fn per entry (@name NUL-terminated and checked, @attr checked); *@next 0 at the end. */
+typedef int (*agent_dir_fn)(const char *name, const struct wire_attr *attr, void *arg);
+int agent_readdir(struct agent *a, const char *path, uint64_t cookie, agent_dir_fn fn, void *arg,
+		  uint64_t *next, struct err *e);
+int agent_open(struct agent *a, const char *path, uint32_t flags, uint32_t mode, uint32_t *handle,
+	       struct wire_attr *attr, struct err *e);
+/* Into @buf, at most @n (<= WIRE_DATA_MAX); the count, or -errno. */
+ssize_t agent_read(struct agent *a, uint32_t handle, uint64_t off, void *buf, size_t n,
+		   struct err *e);
+ssize_t agent_write(struct agent *a, uint32_t handle, uint64_t off, const void *buf, size_t n,
+		    struct err *e);
+/* CLOSE, FSYNC: @op. */
+int agent_handle_op(struct agent *a, uint16_t op, uint32_t handle, struct err *e);
+/* UNLINK, RMDIR, CHMOD (@x mode), CHOWN (@x uid, @y gid), TRUNCATE (@x size). */
+int agent_path_op(struct agent *a, uint16_t op, const char *path, uint64_t x, uint32_t y,
+		  struct err *e);
+int agent_mkdir(struct agent *a, const char *path, uint32_t mode, struct wire_attr *attr,
+		struct err *e);
+int agent_rename(struct agent *a, const char *from, const char *to, uint32_t flags, struct err *e);
+int agent_link(struct agent *a, const char *from, const char *to, struct wire_attr *attr,
+	       struct err *e);
+int agent_symlink(struct agent *a, const char *target, const char *path, struct wire_attr *attr,
+		  struct err *e);
+/* The target, NUL-terminated, into @buf of @size (> WIRE_PATH_MAX). */
+int agent_readlink(struct agent *a, const char *path, char *buf, size_t size, struct err *e);
+/* @ts: atime, mtime; tv_nsec UTIME_NOW / UTIME_OMIT as utimensat(2). */
+int agent_utimens(struct agent *a, const char *path, const struct timespec ts[2], struct err *e);
+
+/* One process (checked: @comm printable, NUL-terminated). */
+struct agent_proc {
+	uint32_t pid, ppid, uid;
+	char state;
+	uint64_t rss, cpu_ms;
+	char comm[WIRE_COMM_MAX];
+};
+typedef int (*agent_ps_fn)(const struct agent_proc *p, void *arg);
+int agent_ps(struct agent *a, agent_ps_fn fn, void *arg, struct err *e);
+
+/*
+ * Run @cmd (sh -c) inside: @fn gets its output as it comes, until it
+ * returns non-zero (then the command is killed); *@status its wait status
+ * once it ended. At @deadline_ms (CLOCK_MONOTONIC, 0: none) it is killed
+ * and -ETIMEDOUT returned. Waits across detaches (above).
+ */
+typedef int (*agent_out_fn)(void *arg, const char *data, size_t len);
+int agent_exec(struct agent *a, const char *cmd, agent_out_fn fn, void *arg, int64_t deadline_ms,
+	       int *status, struct err *e);
+
+/* --- the decoders (agent_decode.c): each 0, or -EIO for a body that is not one --- */
+
+int agent_decode_attr(const uint8_t *body, size_t len, struct wire_attr *attr);
+int agent_decode_dir(const uint8_t *body, size_t len, agent_dir_fn fn, void *arg, uint64_t *next);
+int agent_decode_ps(const uint8_t *body, size_t len, agent_ps_fn fn, void *arg);
+int agent_decode_u32(const uint8_t *body, size_t len, uint32_t *v);
+/* A READ reply's bytes: *@data points into @body. */
+int agent_decode_data(const uint8_t *body, size_t len, size_t max, const void **data, size_t *n);
+int agent_decode_link(const uint8_t *body, size_t len, char *buf, size_t size);
+
+#endif

@@ -1,0 +1,259 @@
+/*
+ * agent_ops.c - the typed requests of agent.h: each encodes its body,
+ * makes one agent_call() and decodes the reply (agent_decode.c). Paths are
+ * checked here before they leave (wire_path_ok()): the daemon never sends
+ * "..", ".", or an absolute path.
+ */
+#include "runtime/agent/agent.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/util.h"
+
+/* A request body: the largest is a WRITE, made apart (agent_write()). */
+#define BODY_SMALL_MAX (2 * (WIRE_PATH_MAX + 2) + 64)
+
+struct body {
+	uint8_t buf[BODY_SMALL_MAX];
+	struct wire_out w;
+};
+
+static void body_init(struct body *b)
+{
+	b->w = (struct wire_out){.buf = b->buf, .cap = sizeof(b->buf)};
+}
+
+static int put_path(struct body *b, const char *path, struct err *e)
+{
+	size_t n = strlen(path);
+	if (!wire_path_ok(path, n))
+		return err_set(e, EINVAL, "not a path inside a sandbox: %s", path);
+	wire_put_str(&b->w, path, n);
+	return 0;
+}
+
+/* One call with @b; the reply's body goes to @rep (NULL: none expected). */
+static int call(struct agent *a, uint16_t op, struct body *b, struct agent_reply *rep,
+		struct err *e)
+{
+	struct agent_reply r = {0};
+	int rc = agent_call(a, op, b->buf, b->w.len, &r, e);
+	if (rc == 0 && !rep && r.len)
+		rc = err_set(e, EIO, "the agent answered op %u with an unasked body", op);
+	if (rc == 0 && rep)
+		*rep = r;
+	else
+		free(r.body);
+	return rc;
+}
+
+/* A call whose reply is one attr (or nothing, with @attr NULL and a path op). */
+static int call_attr(struct agent *a, uint16_t op, struct body *b, struct wire_attr *attr,
+		     struct err *e)
+{
+	struct agent_reply r;
+	int rc = call(a, op, b, &r, e);
+	if (rc < 0)
+		return rc;
+	rc = agent_decode_attr(r.body, r.len, attr);
+	free(r.body);
+	return rc < 0 ? err_set(e, EIO, "the agent's attributes are not ones") : 0;
+}
+
+int agent_lstat(struct agent *a, const char *path, struct wire_attr *attr, struct err *e)
+{
+	struct body b;
+	body_init(&b);
+	int rc = put_path(&b, path, e);
+	return rc < 0 ? rc : call_attr(a, WIRE_LSTAT, &b, attr, e);
+}
+
+int agent_readdir(struct agent *a, const char *path, uint64_t cookie, agent_dir_fn fn, void *arg,
+		  uint64_t *next, struct err *e)
+{
+	struct body b;
+	struct agent_reply r;
+	body_init(&b);
+	int rc = put_path(&b, path, e);
+	wire_put_u64(&b.w, cookie);
+	if (rc == 0)
+		rc = call(a, WIRE_READDIR, &b, &r, e);
+	if (rc < 0)
+		return rc;
+	rc = agent_decode_dir(r.body, r.len, fn, arg, next);
+	free(r.body);
+	return rc == -EIO ? err_set(e, EIO, "the agent's listing of /%s is not one", path) : rc;
+}
+
+int agent_open(struct agent *a, const char *path, uint32_t flags, uint32_t mode, uint32_t *handle,
+	       struct wire_attr *attr, struct err *e)
+{
+	struct body b;
+	struct agent_reply r;
+	body_init(&b);
+	int rc = put_path(&b, path, e);
+	wire_put_u32(&b.w, flags);
+	wire_put_u32(&b.w, mode);
+	if (rc == 0)
+		rc = call(a, WIRE_OPEN, &b, &r, e);
+	if (rc < 0)
+		return rc;
+	struct wire_in in = {.buf = r.body, .len = r.len};
+	*handle = wire_get_u32(&in);
+	rc = in.bad ? -EIO : agent_decode_attr(r.body + 4, r.len - 4, attr);
+	free(r.body);
+	return rc < 0 ? err_set(e, EIO, "the agent's open of /%s is not an answer", path) : 0;
+}
+
+ssize_t agent_read(struct agent *a, uint32_t handle, uint64_t off, void *buf, size_t n,
+		   struct err *e)
+{
+	struct body b;
+	struct agent_reply r;
+	const void *data;
+	size_t got;
+	body_init(&b);
+	wire_put_u32(&b.w, handle);
+	wire_put_u64(&b.w, off);
+	wire_put_u32(&b.w, (uint32_t)(n < WIRE_DATA_MAX ? n : WIRE_DATA_MAX));
+	int rc = call(a, WIRE_READ, &b, &r, e);
+	if (rc < 0)
+		return rc;
+	rc = agent_decode_data(r.body, r.len, n < WIRE_DATA_MAX ? n : WIRE_DATA_MAX, &data, &got);
+	if (rc == 0)
+		memcpy(buf, data, got);
+	free(r.body);
+	return rc < 0 ? err_set(e, EIO, "the agent's read is longer than asked") : (ssize_t)got;
+}
+
+ssize_t agent_write(struct agent *a, uint32_t handle, uint64_t off, const void *buf, size_t n,
+		    struct err *e)
+{
+	if (n > WIRE_DATA_MAX)
+		n = WIRE_DATA_MAX;
+	_cleanup_free_ uint8_t *body = malloc(n + 16);
+	if (!body)
+		return err_set(e, ENOMEM, "write: out of memory");
+	struct wire_out w = {.buf = body, .cap = n + 16};
+	wire_put_u32(&w, handle);
+	wire_put_u64(&w, off);
+	wire_put_bytes(&w, buf, n);
+	struct agent_reply r;
+	int rc = agent_call(a, WIRE_WRITE, body, w.len, &r, e);
+	if (rc < 0)
+		return rc;
+	uint32_t done;
+	rc = agent_decode_u32(r.body, r.len, &done);
+	free(r.body);
+	if (rc < 0 || done > n)
+		return err_set(e, EIO, "the agent's write answer is not one");
+	return done;
+}
+
+int agent_handle_op(struct agent *a, uint16_t op, uint32_t handle, struct err *e)
+{
+	struct body b;
+	body_init(&b);
+	wire_put_u32(&b.w, handle);
+	return call(a, op, &b, NULL, e);
+}
+
+int agent_path_op(struct agent *a, uint16_t op, const char *path, uint64_t x, uint32_t y,
+		  struct err *e)
+{
+	struct body b;
+	body_init(&b);
+	int rc = put_path(&b, path, e);
+	if (op == WIRE_TRUNCATE)
+		wire_put_u64(&b.w, x);
+	if (op == WIRE_CHMOD || op == WIRE_CHOWN)
+		wire_put_u32(&b.w, (uint32_t)x);
+	if (op == WIRE_CHOWN)
+		wire_put_u32(&b.w, y);
+	return rc < 0 ? rc : call(a, op, &b, NULL, e);
+}
+
+int agent_mkdir(struct agent *a, const char *path, uint32_t mode, struct wire_attr *attr,
+		struct err *e)
+{
+	struct body b;
+	body_init(&b);
+	int rc = put_path(&b, path, e);
+	wire_put_u32(&b.w, mode);
+	return rc < 0 ? rc : call_attr(a, WIRE_MKDIR, &b, attr, e);
+}
+
+int agent_rename(struct agent *a, const char *from, const char *to, uint32_t flags, struct err *e)
+{
+	struct body b;
+	body_init(&b);
+	int rc = put_path(&b, from, e);
+	if (rc == 0)
+		rc = put_path(&b, to, e);
+	wire_put_u32(&b.w, flags);
+	return rc < 0 ? rc : call(a, WIRE_RENAME, &b, NULL, e);
+}
+
+int agent_link(struct agent *a, const char *from, const char *to, struct wire_attr *attr,
+	       struct err *e)
+{
+	struct body b;
+	body_init(&b);
+	int rc = put_path(&b, from, e);
+	if (rc == 0)
+		rc = put_path(&b, to, e);
+	return rc < 0 ? rc : call_attr(a, WIRE_LINK, &b, attr, e);
+}
+
+int agent_symlink(struct agent *a, const char *target, const char *path, struct wire_attr *attr,
+		  struct err *e)
+{
+	struct body b;
+	body_init(&b);
+	size_t n = strlen(target);
+	if (n == 0 || n > WIRE_PATH_MAX)
+		return err_set(e, ENAMETOOLONG, "a link's target is empty or too long");
+	wire_put_str(&b.w, target, n);
+	int rc = put_path(&b, path, e);
+	return rc < 0 ? rc : call_attr(a, WIRE_SYMLINK, &b, attr, e);
+}
+
+int agent_readlink(struct agent *a, const char *path, char *buf, size_t size, struct err *e)
+{
+	struct body b;
+	struct agent_reply r;
+	body_init(&b);
+	int rc = put_path(&b, path, e);
+	if (rc == 0)
+		rc = call(a, WIRE_READLINK, &b, &r, e);
+	if (rc < 0)
+		return rc;
+	rc = agent_decode_link(r.body, r.len, buf, size);
+	free(r.body);
+	return rc < 0 ? err_set(e, EIO, "the agent's link target of /%s is not one", path) : 0;
+}
+
+int agent_utimens(struct agent *a, const char *path, const struct timespec ts[2], struct err *e)
+{
+	struct body b;
+	body_init(&b);
+	int rc = put_path(&b, path, e);
+	for (int i = 0; i < 2; i++) {
+		wire_put_u64(&b.w, (uint64_t)ts[i].tv_sec);
+		wire_put_u32(&b.w, (uint32_t)ts[i].tv_nsec);
+	}
+	return rc < 0 ? rc : call(a, WIRE_UTIMENS, &b, NULL, e);
+}
+
+int agent_ps(struct agent *a, agent_ps_fn fn, void *arg, struct err *e)
+{
+	struct agent_reply r;
+	int rc = agent_call(a, WIRE_PS, NULL, 0, &r, e);
+	if (rc < 0)
+		return rc;
+	rc = agent_decode_ps(r.body, r.len, fn, arg);
+	free(r.body);
+	return rc == -EIO ? err_set(e, EIO, "the agent's process list is not one") : rc;
+}

@@ -1,0 +1,183 @@
+/*
+ * exec.c - the agent's execs: `/bin/sh -c CMD` with stdout and stderr on a
+ * pipe the keeper reads, sent as OUT frames while a channel is attached, an
+ * EXIT frame once the command ended and its pipe is drained. While none is
+ * attached (a checkpoint is being taken), each exec's output waits here, up
+ * to INSIDE_EXEC_BACKLOG_MAX; past that its pipe is not read, so the
+ * command blocks on its next write instead of losing output.
+ *
+ * The command leads a process group of its own: KILL ends the group. Its
+ * output ends when the command has ended and nothing more can be read at
+ * once: a background job left holding the pipe does not keep the exec open.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "runtime/agent/inside/inside.h"
+
+#define OUT_FRAME_MAX (64u << 10)
+
+struct exec {
+	uint32_t tag; /* 0: a free slot */
+	pid_t pid;    /* 0 once reaped */
+	int out;      /* the pipe's read end, -1 once drained */
+	int status;
+	size_t held; /* bytes waiting in buf */
+	char buf[INSIDE_EXEC_BACKLOG_MAX];
+};
+
+static struct exec execs[INSIDE_EXECS_MAX];
+
+static struct exec *find(uint32_t tag)
+{
+	for (int i = 0; i < INSIDE_EXECS_MAX; i++)
+		if (execs[i].tag == tag && tag)
+			return &execs[i];
+	return NULL;
+}
+
+/*
+ * Run @cmd with stdout and stderr on @out, stdin /dev/null, in a process
+ * group of its own. posix_spawn, not fork: in gVisor a fork copies the
+ * keeper's address space (a new one on the host, with systrap), and that
+ * costs most of an exec's round trip; musl spawns with CLONE_VM|CLONE_VFORK.
+ */
+static int spawn_sh(int out, const char *cmd, pid_t *pid)
+{
+	static const char *const shells[] = {"/bin/sh", "/usr/bin/sh"};
+	posix_spawn_file_actions_t fa;
+	posix_spawnattr_t at;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+	posix_spawn_file_actions_adddup2(&fa, out, 1);
+	posix_spawn_file_actions_adddup2(&fa, out, 2);
+	posix_spawnattr_init(&at);
+	posix_spawnattr_setpgroup(&at, 0);
+	sigset_t none;
+	sigemptyset(&none);
+	posix_spawnattr_setsigmask(&at, &none);
+	sigset_t dfl;
+	sigemptyset(&dfl);
+	sigaddset(&dfl, SIGPIPE);
+	sigaddset(&dfl, SIGCHLD);
+	posix_spawnattr_setsigdefault(&at, &dfl);
+	posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
+					  POSIX_SPAWN_SETSIGDEF);
+	char *argv[] = {"sh", "-c", (char *)cmd, NULL},
+	     *envp[] = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", NULL};
+	int rc = ENOENT;
+	for (size_t i = 0; i < sizeof(shells) / sizeof(shells[0]) && rc == ENOENT; i++)
+		rc = posix_spawn(pid, shells[i], &fa, &at, argv, envp);
+	posix_spawnattr_destroy(&at);
+	posix_spawn_file_actions_destroy(&fa);
+	return rc;
+}
+
+uint32_t exec_start(uint32_t tag, const char *cmd, size_t n)
+{
+	if (!tag || find(tag) || n == 0 || memchr(cmd, '\0', n))
+		return EINVAL;
+	struct exec *x = find(0);
+	for (int i = 0; !x && i < INSIDE_EXECS_MAX; i++)
+		if (!execs[i].tag)
+			x = &execs[i];
+	if (!x)
+		return EAGAIN;
+	char line[WIRE_CMD_MAX + 1];
+	memcpy(line, cmd, n);
+	line[n] = '\0';
+	int p[2];
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return (uint32_t)errno;
+	pid_t pid;
+	int rc = spawn_sh(p[1], line, &pid);
+	close(p[1]);
+	if (rc) {
+		close(p[0]);
+		return rc == ENOENT ? ENOEXEC : (uint32_t)rc;
+	}
+	fcntl(p[0], F_SETFL, O_NONBLOCK);
+	*x = (struct exec){.tag = tag, .pid = pid, .out = p[0]};
+	return 0;
+}
+
+void exec_kill(uint32_t tag)
+{
+	struct exec *x = find(tag);
+	if (x && x->pid > 0)
+		kill(-x->pid, SIGKILL), kill(x->pid, SIGKILL);
+}
+
+size_t exec_poll_fds(struct pollfd *fds, int attached)
+{
+	size_t n = 0;
+	for (int i = 0; i < INSIDE_EXECS_MAX; i++) {
+		struct exec *x = &execs[i];
+		if (x->tag && x->out >= 0 && (attached || x->held < sizeof(x->buf)))
+			fds[n++] = (struct pollfd){.fd = x->out, .events = POLLIN};
+	}
+	return n;
+}
+
+/* Read what the pipe has now; -1 at EOF. */
+static int drain(struct exec *x)
+{
+	while (x->held < sizeof(x->buf)) {
+		ssize_t r = read(x->out, x->buf + x->held, sizeof(x->buf) - x->held);
+		if (r > 0) {
+			x->held += (size_t)r;
+			continue;
+		}
+		if (r < 0 && errno == EINTR)
+			continue;
+		return r == 0 ? -1 : 0;
+	}
+	return 0;
+}
+
+/* Send what is held, then EXIT if it is all over; the slot is freed once EXIT went. */
+static void flush(struct exec *x)
+{
+	size_t off = 0;
+	while (off < x->held) {
+		size_t n = x->held - off < OUT_FRAME_MAX ? x->held - off : OUT_FRAME_MAX;
+		if (channel_send(x->tag, WIRE_OUT, WIRE_F_MORE, 0, x->buf + off, n) < 0)
+			break;
+		off += n;
+	}
+	memmove(x->buf, x->buf + off, x->held - off);
+	x->held -= off;
+	if (x->held || x->pid > 0 || x->out >= 0)
+		return;
+	uint8_t st[4];
+	struct wire_out w = {.buf = st, .cap = sizeof(st)};
+	wire_put_u32(&w, (uint32_t)x->status);
+	if (channel_send(x->tag, WIRE_EXIT, 0, 0, st, sizeof(st)) == 0)
+		x->tag = 0;
+}
+
+void exec_step(int attached)
+{
+	for (int i = 0; i < INSIDE_EXECS_MAX; i++) {
+		struct exec *x = &execs[i];
+		if (!x->tag)
+			continue;
+		if (x->pid > 0 && waitpid(x->pid, &x->status, WNOHANG) == x->pid)
+			x->pid = 0;
+		/* Ended: what the pipe holds now is its last output, EOF or not. */
+		if (x->out >= 0 && (drain(x) < 0 || (x->pid == 0 && x->held < sizeof(x->buf)))) {
+			close(x->out);
+			x->out = -1;
+		}
+		if (attached)
+			flush(x);
+	}
+}

@@ -1,0 +1,66 @@
+/*
+ * inside.h - the agent, the program snapfs runs inside each sandbox
+ * (runtime/agent/DESIGN.md). Built static with musl, alone: the C library
+ * and runtime/agent/wire.c, nothing of the daemon's.
+ *
+ * Two modes, one binary:
+ *   snapfs-agent attach   run by `runsc exec --exec-fd` with the channel's
+ *                         two host pipes as stdin and stdout: hands them to
+ *                         the keeper (starting one if none listens) and exits.
+ *   snapfs-agent keep     the keeper: a process of the sandbox with no host
+ *                         file at all (its executable is a memfd copy, its
+ *                         stdio the sandbox's /dev/null), so a checkpoint
+ *                         taken while it runs restores. It serves the
+ *                         channel it is handed, one at a time, until
+ *                         DETACH or EOF, then waits for the next.
+ *
+ * The keeper is single-threaded: main.c polls the listening socket, the
+ * channel and the pipes of running execs; fs.c answers file requests;
+ * exec.c runs commands; ps.c lists processes. Everything it holds is in
+ * the globals below, touched from the one thread only.
+ */
+#ifndef SNAPFS_AGENT_INSIDE_H
+#define SNAPFS_AGENT_INSIDE_H
+
+#include <stddef.h>
+#include <poll.h>
+#include <stdint.h>
+
+#include "runtime/agent/wire.h"
+
+/* The keeper's abstract socket: per protocol version, so an old keeper is never handed a channel.
+ */
+#define INSIDE_SOCKET "snapfs-agent-1"
+/* Files open through the channel at once, and execs running at once. */
+#define INSIDE_HANDLES_MAX 1024
+#define INSIDE_EXECS_MAX 64
+/* Output an exec may have waiting while no channel is attached: then its pipe is not read. */
+#define INSIDE_EXEC_BACKLOG_MAX (64u << 10)
+
+/* A reply being made: main.c sends it after the handler returns. */
+struct inside_reply {
+	struct wire_out body;
+	uint32_t err; /* 0, or the errno to answer */
+};
+
+/* Answer a file request (every op but EXEC, KILL, PS, HELLO, DETACH). */
+void fs_serve(const struct wire_header *h, struct wire_in *in, struct inside_reply *r);
+/* Close every handle (the channel went away: its handles with it). */
+void fs_close_all(void);
+
+/* Answer PS. */
+void ps_serve(struct inside_reply *r);
+
+/* Start EXEC's command (replies come later, as OUT and EXIT frames). 0, or an errno. */
+uint32_t exec_start(uint32_t tag, const char *cmd, size_t n);
+void exec_kill(uint32_t tag);
+/* Poll set: the fds of running execs' pipes to watch (room for INSIDE_EXECS_MAX). */
+size_t exec_poll_fds(struct pollfd *fds, int attached);
+/* After poll: read their output, reap ended commands, send what may go (when @attached). */
+void exec_step(int attached);
+
+/* Send one frame on the channel; -1 once the channel is gone (it is then detached). */
+int channel_send(uint32_t tag, uint16_t op, uint16_t flags, uint32_t err, const void *body,
+		 size_t len);
+
+#endif

@@ -1,0 +1,325 @@
+/*
+ * main.c - the agent's two modes (inside.h): attach hands the channel to the
+ * keeper; the keeper serves it.
+ *
+ * Why a keeper and a separate attach. A process of the sandbox that holds a
+ * host file at checkpoint time (a pipe `runsc exec` donated, or the
+ * executable `--exec-fd` loaded) makes the checkpoint unrestorable, though
+ * it exits 0 (docs/runsc-notes.md). The keeper holds neither while no
+ * channel is attached: the daemon detaches it before every checkpoint and
+ * proves it (EOF and POLLERR on its own ends). Its execs live on meanwhile,
+ * their output kept here (bounded), and go on streaming once a new channel
+ * is attached after the checkpoint. runsc kills exec-born processes after a
+ * restore, so a fork or a resumed sandbox never runs this keeper: the
+ * daemon starts a new one at first use.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "runtime/agent/inside/inside.h"
+
+/* The channel: -1 when none is attached. */
+static int chan_in = -1, chan_out = -1;
+/* A request's frame, and a reply's: each the largest a frame can be. */
+static uint8_t req_buf[WIRE_HEADER_SIZE + WIRE_BODY_MAX];
+static uint8_t rep_buf[WIRE_HEADER_SIZE + WIRE_BODY_MAX];
+
+static int write_all(int fd, const void *p, size_t n)
+{
+	const uint8_t *b = p;
+	while (n) {
+		ssize_t w = write(fd, b, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -1;
+		b += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+static int read_all(int fd, void *p, size_t n)
+{
+	uint8_t *b = p;
+	while (n) {
+		ssize_t r = read(fd, b, n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return -1;
+		b += r;
+		n -= (size_t)r;
+	}
+	return 0;
+}
+
+static void detach(void)
+{
+	if (chan_in >= 0)
+		close(chan_in);
+	if (chan_out >= 0)
+		close(chan_out);
+	chan_in = chan_out = -1;
+	fs_close_all();
+}
+
+int channel_send(uint32_t tag, uint16_t op, uint16_t flags, uint32_t err, const void *body,
+		 size_t len)
+{
+	if (chan_out < 0)
+		return -1;
+	struct wire_header h = {
+	    .len = (uint32_t)len, .tag = tag, .op = op, .flags = flags, .err = err};
+	wire_header_put(rep_buf, &h);
+	if (len && body != rep_buf + WIRE_HEADER_SIZE)
+		memcpy(rep_buf + WIRE_HEADER_SIZE, body, len);
+	if (write_all(chan_out, rep_buf, WIRE_HEADER_SIZE + len) < 0) {
+		detach();
+		return -1;
+	}
+	return 0;
+}
+
+/* --- serving ------------------------------------------------------------- */
+
+static void serve_one(const struct wire_header *h, struct wire_in *in)
+{
+	struct inside_reply r = {
+	    .body = {.buf = rep_buf + WIRE_HEADER_SIZE, .cap = WIRE_BODY_MAX},
+	};
+	switch (h->op) {
+	case WIRE_HELLO:
+		wire_put_u32(&r.body, WIRE_VERSION);
+		wire_put_u32(&r.body, (uint32_t)getpid());
+		break;
+	case WIRE_DETACH:
+		channel_send(h->tag, h->op, 0, 0, NULL, 0);
+		detach();
+		return;
+	case WIRE_PS:
+		ps_serve(&r);
+		break;
+	case WIRE_EXEC: {
+		const char *cmd;
+		size_t n;
+		wire_get_str(in, WIRE_CMD_MAX, &cmd, &n);
+		r.err = wire_in_done(in) ? exec_start(h->tag, cmd, n) : EINVAL;
+		if (!r.err)
+			return; /* its replies are OUT and EXIT frames */
+		break;
+	}
+	case WIRE_KILL: {
+		uint32_t tag = wire_get_u32(in);
+		if (wire_in_done(in))
+			exec_kill(tag);
+		else
+			r.err = EINVAL;
+		break;
+	}
+	default:
+		fs_serve(h, in, &r);
+	}
+	if (r.body.overflow && !r.err)
+		r.err = E2BIG;
+	channel_send(h->tag, h->op, 0, r.err, rep_buf + WIRE_HEADER_SIZE, r.err ? 0 : r.body.len);
+}
+
+/* One request off the channel; the channel goes at EOF or a frame that is not one. */
+static void serve_channel(void)
+{
+	struct wire_header h;
+	if (read_all(chan_in, req_buf, WIRE_HEADER_SIZE) < 0 || wire_header_get(req_buf, &h) < 0 ||
+	    read_all(chan_in, req_buf + WIRE_HEADER_SIZE, h.len) < 0) {
+		detach();
+		return;
+	}
+	struct wire_in in = {.buf = req_buf + WIRE_HEADER_SIZE, .len = h.len};
+	serve_one(&h, &in);
+}
+
+/* Take the channel's two fds from an attach on @listener; a newer channel replaces an older. */
+static void take_channel(int listener)
+{
+	int c = accept4(listener, NULL, NULL, SOCK_CLOEXEC);
+	if (c < 0)
+		return;
+	char byte;
+	char ctl[CMSG_SPACE(2 * sizeof(int))];
+	struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+	struct msghdr m = {
+	    .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof(ctl)};
+	ssize_t n = recvmsg(c, &m, MSG_CMSG_CLOEXEC);
+	struct cmsghdr *cm = n == 1 ? CMSG_FIRSTHDR(&m) : NULL;
+	if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS &&
+	    cm->cmsg_len == CMSG_LEN(2 * sizeof(int))) {
+		int fds[2];
+		memcpy(fds, CMSG_DATA(cm), sizeof(fds));
+		detach();
+		chan_in = fds[0];
+		chan_out = fds[1];
+		(void)!write(c, "k", 1);
+	}
+	close(c);
+}
+
+static int listen_socket(void)
+{
+	struct sockaddr_un a = {.sun_family = AF_UNIX};
+	memcpy(a.sun_path + 1, INSIDE_SOCKET, strlen(INSIDE_SOCKET));
+	socklen_t len =
+	    (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + strlen(INSIDE_SOCKET));
+	int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (s < 0 || bind(s, (struct sockaddr *)&a, len) < 0 || listen(s, 4) < 0)
+		return -1;
+	return s;
+}
+
+/* SIGCHLD's self-pipe: an ended exec wakes the poll at once. */
+static int child_pipe[2] = {-1, -1};
+
+static void on_child(int sig)
+{
+	(void)sig;
+	int saved = errno;
+	(void)!write(child_pipe[1], "c", 1);
+	errno = saved;
+}
+
+static int keep(void)
+{
+	signal(SIGPIPE, SIG_IGN);
+	int listener = listen_socket();
+	if (listener < 0)
+		return 1; /* another keeper listens: the attach hands it the channel */
+	if (pipe2(child_pipe, O_CLOEXEC | O_NONBLOCK) < 0)
+		return 1;
+	struct sigaction sa = {.sa_handler = on_child, .sa_flags = SA_RESTART | SA_NOCLDSTOP};
+	sigaction(SIGCHLD, &sa, NULL);
+	for (;;) {
+		struct pollfd fds[3 + INSIDE_EXECS_MAX];
+		size_t n = 0;
+		fds[n++] = (struct pollfd){.fd = listener, .events = POLLIN};
+		fds[n++] = (struct pollfd){.fd = child_pipe[0], .events = POLLIN};
+		if (chan_in >= 0)
+			fds[n++] = (struct pollfd){.fd = chan_in, .events = POLLIN};
+		const bool has_chan = n == 3;
+		n += exec_poll_fds(fds + n, chan_in >= 0);
+		if (poll(fds, n, 1000) < 0 && errno != EINTR)
+			return 1;
+		char junk[64];
+		while (read(child_pipe[0], junk, sizeof(junk)) > 0)
+			;
+		if (fds[0].revents & POLLIN)
+			take_channel(listener);
+		if (has_chan && fds[2].revents && chan_in >= 0)
+			serve_channel();
+		exec_step(chan_out >= 0);
+	}
+}
+
+/* --- attach -------------------------------------------------------------- */
+
+static int connect_keeper(void)
+{
+	struct sockaddr_un a = {.sun_family = AF_UNIX};
+	memcpy(a.sun_path + 1, INSIDE_SOCKET, strlen(INSIDE_SOCKET));
+	socklen_t len =
+	    (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + strlen(INSIDE_SOCKET));
+	int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (s >= 0 && connect(s, (struct sockaddr *)&a, len) == 0)
+		return s;
+	if (s >= 0)
+		close(s);
+	return -1;
+}
+
+/*
+ * Start a keeper: a child in a session of its own, with the sandbox's
+ * /dev/null for stdio and, for its executable, a memfd copy of this one
+ * (which the sentry loaded from a host file: the keeper must not keep it).
+ */
+static void start_keeper(void)
+{
+	pid_t pid = fork();
+	if (pid != 0)
+		return;
+	setsid();
+	int null = open("/dev/null", O_RDWR);
+	int exe = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+	int mem = syscall(SYS_memfd_create, "snapfs-agent", 1u /* MFD_CLOEXEC */);
+	if (null < 0 || exe < 0 || mem < 0)
+		_exit(127);
+	dup2(null, 0), dup2(null, 1), dup2(null, 2);
+	static char buf[65536];
+	ssize_t r;
+	while ((r = read(exe, buf, sizeof(buf))) > 0)
+		if (write_all(mem, buf, (size_t)r) < 0)
+			_exit(127);
+	close(exe);
+	char *argv[] = {"snapfs-agent", "keep", NULL}, *envp[] = {NULL};
+	syscall(SYS_execveat, mem, "", argv, envp, AT_EMPTY_PATH);
+	_exit(127);
+}
+
+/* Hand our stdin and stdout to the keeper over @s; 0 once it said it has them. */
+static int hand_over(int s)
+{
+	int fds[2] = {0, 1};
+	char ctl[CMSG_SPACE(sizeof(fds))] = {0};
+	struct iovec iov = {.iov_base = "c", .iov_len = 1};
+	struct msghdr m = {
+	    .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof(ctl)};
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(fds));
+	memcpy(CMSG_DATA(cm), fds, sizeof(fds));
+	char ack;
+	if (sendmsg(s, &m, MSG_NOSIGNAL) != 1 || read(s, &ack, 1) != 1)
+		return -1;
+	return 0;
+}
+
+static int attach(void)
+{
+	int s = connect_keeper();
+	if (s < 0) {
+		start_keeper();
+		for (int i = 0; i < 200 && s < 0; i++) {
+			struct timespec ts = {0, 10 * 1000 * 1000};
+			nanosleep(&ts, NULL);
+			s = connect_keeper();
+		}
+	}
+	if (s < 0) {
+		fprintf(stderr, "snapfs-agent: no keeper to attach to\n");
+		return 1;
+	}
+	int rc = hand_over(s);
+	if (rc < 0)
+		fprintf(stderr, "snapfs-agent: the keeper did not take the channel\n");
+	return rc < 0 ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 2 && strcmp(argv[1], "keep") == 0)
+		return keep();
+	if (argc == 2 && strcmp(argv[1], "attach") == 0)
+		return attach();
+	fprintf(stderr, "usage: snapfs-agent attach|keep (run by snapfs inside a sandbox)\n");
+	return 2;
+}

@@ -1,0 +1,205 @@
+/*
+ * wire.h - the agent's protocol: frames between the daemon and the agent in
+ * a sandbox, and the codec both halves compile (the one file they share).
+ *
+ * The channel is two pipes: requests go daemon -> agent, replies come back.
+ * Each message is one frame, a fixed header and a body:
+ *
+ *   offset size field
+ *   0      4    len    body bytes after the header, <= WIRE_BODY_MAX
+ *   4      4    tag    the request's; its replies carry it back
+ *   8      2    op     enum wire_op
+ *   10     2    flags  WIRE_F_*: WIRE_F_MORE on the frames of a stream but its last
+ *   12     4    err    replies: 0, or the positive errno the agent met; requests: 0
+ *
+ * All integers little-endian. In a body, a string is `u16 n` then n bytes
+ * (no NUL); bytes are `u32 n` then n bytes. Each op's body, request and
+ * reply, is tabled beside its enum below. A reply with err != 0 has an empty
+ * body.
+ *
+ * Trust. The daemon decodes every reply as hostile: sandbox code can kill,
+ * replace, trace or impersonate the agent. The decoders here check every
+ * length against what is left and against its maximum, and a body must be
+ * read to its last byte (trailing bytes are an error); the host side
+ * (runtime/agent/agent.c) then checks the values: an errno outside
+ * wire_errno_ok() becomes EIO, names and paths are checked by the caller.
+ * tests/fuzz/fuzz_agent_reply.c runs the decoders on arbitrary bytes.
+ *
+ * Memory: struct wire_out writes into a buffer its caller owns; struct
+ * wire_in reads a buffer its caller owns, and the pointers it hands out
+ * point into that buffer. Nothing here allocates, and nothing is shared
+ * between threads.
+ */
+#ifndef SNAPFS_AGENT_WIRE_H
+#define SNAPFS_AGENT_WIRE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define WIRE_VERSION 1
+#define WIRE_HEADER_SIZE 16
+/* Most file bytes in one READ reply or WRITE request: FUSE's largest request. */
+#define WIRE_DATA_MAX (1u << 20)
+/* Longest body: a WRITE's data and its fields. */
+#define WIRE_BODY_MAX (WIRE_DATA_MAX + 64u)
+/* A path inside the sandbox, relative to its /, and one name in it. */
+#define WIRE_PATH_MAX 4096
+#define WIRE_NAME_MAX 255
+/* A READDIR reply's entries take at most this many bytes. */
+#define WIRE_DIR_BYTES_MAX (64u << 10)
+/* An exec's command line (a control-file line). */
+#define WIRE_CMD_MAX 4096
+/* A PS reply's processes, and one's command. */
+#define WIRE_PS_MAX 4096
+#define WIRE_COMM_MAX 256
+
+#define WIRE_F_MORE 1u
+
+/*
+ * The ops. "path" is a string: relative to the sandbox's /, "" for / itself,
+ * components without "." or ".." (the daemon builds it, the agent checks it).
+ * attr is tabled at struct wire_attr.
+ *
+ *   op         request body                          reply body
+ *   HELLO      u32 version                           u32 version, u32 pid
+ *   LSTAT      path                                  attr
+ *   READDIR    path, u64 cookie                      u64 next (0: the end), u32 n,
+ *                                                    n x (attr, string name)
+ *   OPEN       path, u32 flags, u32 mode             u32 handle, attr
+ *   READ       u32 handle, u64 off, u32 n            bytes
+ *   WRITE      u32 handle, u64 off, bytes            u32 n
+ *   CLOSE      u32 handle                            -
+ *   FSYNC      u32 handle                            -
+ *   TRUNCATE   path, u64 size                        -
+ *   UNLINK     path                                  -
+ *   RMDIR      path                                  -
+ *   MKDIR      path, u32 mode                        attr
+ *   RENAME     path from, path to, u32 flags         -
+ *   SYMLINK    string target, path                   attr
+ *   READLINK   path                                  string target (<= WIRE_PATH_MAX)
+ *   CHMOD      path, u32 mode                        -
+ *   CHOWN      path, u32 uid, u32 gid (-1: keep)     -
+ *   UTIMENS    path, 2 x (i64 sec, u32 nsec)         -
+ *   LINK       path from, path to                    attr
+ *   EXEC       string cmdline                        OUT frames (MORE), then EXIT
+ *   OUT        -                                     bytes (<= 64 KiB), flags MORE
+ *   EXIT       -                                     i32 wait status
+ *   KILL       u32 exec tag                          -
+ *   PS         -                                     u32 n, n x (u32 pid, u32 ppid, u32 uid,
+ *                                                    u8 state, u64 rss, u64 cpu_ms, string comm)
+ *   DETACH     -                                     - (then the agent closes the channel)
+ */
+enum wire_op {
+	WIRE_HELLO = 1,
+	WIRE_LSTAT,
+	WIRE_READDIR,
+	WIRE_OPEN,
+	WIRE_READ,
+	WIRE_WRITE,
+	WIRE_CLOSE,
+	WIRE_FSYNC,
+	WIRE_TRUNCATE,
+	WIRE_UNLINK,
+	WIRE_RMDIR,
+	WIRE_MKDIR,
+	WIRE_RENAME,
+	WIRE_SYMLINK,
+	WIRE_READLINK,
+	WIRE_CHMOD,
+	WIRE_CHOWN,
+	WIRE_UTIMENS,
+	WIRE_LINK,
+	WIRE_EXEC,
+	WIRE_OUT,
+	WIRE_EXIT,
+	WIRE_KILL,
+	WIRE_PS,
+	WIRE_DETACH,
+	WIRE_OP_END,
+};
+
+struct wire_header {
+	uint32_t len;
+	uint32_t tag;
+	uint16_t op;
+	uint16_t flags;
+	uint32_t err;
+};
+
+/*
+ * A file's attributes as the sandbox sees them (uids inside):
+ *   u32 mode, u32 nlink, u32 uid, u32 gid, u64 size, u64 blocks, u64 ino,
+ *   u64 rdev, then atime, mtime, ctime each as i64 sec, u32 nsec   (84 bytes)
+ */
+struct wire_attr {
+	uint32_t mode, nlink, uid, gid;
+	uint64_t size, blocks, ino, rdev;
+	int64_t sec[3]; /* atime, mtime, ctime */
+	uint32_t nsec[3];
+};
+#define WIRE_ATTR_SIZE 84
+
+/* One process of a PS reply. */
+struct wire_proc {
+	uint32_t pid, ppid, uid;
+	uint8_t state;
+	uint64_t rss, cpu_ms;
+	const char *comm; /* into the reply's buffer, not NUL-terminated */
+	uint16_t comm_len;
+};
+
+/* A writer into @buf[0..cap): a field that does not fit sets @overflow and writes nothing. */
+struct wire_out {
+	uint8_t *buf;
+	size_t cap, len;
+	bool overflow;
+};
+
+/* A reader of @buf[0..len): a field past the end sets @bad and reads as zero. */
+struct wire_in {
+	const uint8_t *buf;
+	size_t len, off;
+	bool bad;
+};
+
+void wire_header_put(uint8_t out[WIRE_HEADER_SIZE], const struct wire_header *h);
+/* 0, or -1 when @len is past WIRE_BODY_MAX or @op is not one of enum wire_op. */
+int wire_header_get(const uint8_t in[WIRE_HEADER_SIZE], struct wire_header *h);
+
+void wire_put_u8(struct wire_out *w, uint8_t v);
+void wire_put_u16(struct wire_out *w, uint16_t v);
+void wire_put_u32(struct wire_out *w, uint32_t v);
+void wire_put_u64(struct wire_out *w, uint64_t v);
+/* A string of @n bytes (at most UINT16_MAX). */
+void wire_put_str(struct wire_out *w, const char *s, size_t n);
+/* Bytes: u32 n, then the bytes. */
+void wire_put_bytes(struct wire_out *w, const void *p, size_t n);
+void wire_put_attr(struct wire_out *w, const struct wire_attr *a);
+
+uint8_t wire_get_u8(struct wire_in *r);
+uint16_t wire_get_u16(struct wire_in *r);
+uint32_t wire_get_u32(struct wire_in *r);
+uint64_t wire_get_u64(struct wire_in *r);
+/* A string of at most @max bytes; *@s points into the buffer (no NUL). */
+void wire_get_str(struct wire_in *r, size_t max, const char **s, size_t *n);
+/* Bytes of at most @max; *@p points into the buffer. */
+void wire_get_bytes(struct wire_in *r, size_t max, const void **p, size_t *n);
+void wire_get_attr(struct wire_in *r, struct wire_attr *a);
+/* The whole body was read, nothing less, nothing more, and nothing past its end. */
+bool wire_in_done(const struct wire_in *r);
+
+/*
+ * May an agent's reply carry errno @err? The errors a file operation
+ * inside can meet; anything else is a lie or a bug, and the host answers EIO.
+ */
+bool wire_errno_ok(uint32_t err);
+
+/*
+ * Is @s[0..n) a name (1..WIRE_NAME_MAX bytes, no '/', no NUL, not "." or
+ * "..")? A path ("" or names joined by single '/', at most WIRE_PATH_MAX)?
+ */
+bool wire_name_ok(const char *s, size_t n);
+bool wire_path_ok(const char *s, size_t n);
+
+#endif
