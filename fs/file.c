@@ -411,8 +411,28 @@ static int collect_line(const char *line, void *arg)
 	return strbuf_error(arg);
 }
 
+/* FS_SCRIPT: the lines one write(2) brought, joined by newlines, act as one text. */
+static int act_script(struct fs_file *f, const struct strbuf *lines, struct pending *p)
+{
+	_cleanup_strbuf_ struct strbuf text = STRBUF_INIT;
+	for (size_t at = 0; at < lines->len; at += strlen(lines->buf + at) + 1) {
+		if (text.len)
+			strbuf_adds(&text, "\n");
+		strbuf_adds(&text, lines->buf + at);
+	}
+	struct err e = {0};
+	int rc = strbuf_error(&text);
+	if (rc == 0 && text.len)
+		rc = f->node.ent->write(f, strbuf_str(&text), p, &e);
+	if (rc < 0)
+		tree_report(&f->node, &f->who, rc, &e);
+	return rc;
+}
+
 static int act_lines(struct fs_file *f, const struct strbuf *lines, struct pending *p)
 {
+	if (f->node.ent->flags & FS_SCRIPT)
+		return act_script(f, lines, p);
 	for (size_t at = 0; at < lines->len;) {
 		const char *line = lines->buf + at;
 		struct err e = {0};

@@ -240,7 +240,8 @@ static int snapshot_write(struct fs_file *f, const char *line, struct pending *p
 }
 
 /*
- * The whole line is the command. The write returns once it has started: a
+ * The lines of one write(2) are the command, a script run whole by one
+ * shell (FS_SCRIPT). The write returns once it has started: a
  * held write would hold the file's inode lock in the kernel and queue every
  * other exec on this sandbox behind it. A read on this open file waits for
  * the output, which holds no lock.
@@ -334,7 +335,7 @@ static const struct fs_entry sandbox_files[] = {
     {"suspend", S_IFREG | 0200, .write = file_action_write, .action = ops_sandbox_suspend},
     {"resume", S_IFREG | 0200, .write = file_action_write, .action = ops_sandbox_resume},
     {"terminate", S_IFREG | 0200, .write = file_action_write, .action = ops_sandbox_terminate},
-    {"exec", S_IFREG | 0600, .flags = FS_STREAM, .write = exec_write},
+    {"exec", S_IFREG | 0600, .flags = FS_STREAM | FS_SCRIPT, .write = exec_write},
     {"wait", S_IFREG | 0400, .flags = FS_WAIT, .action = ops_sandbox_wait, .settled = settled},
     {"snapshots", S_IFDIR | 0700, .dir = &snaplinks_dir},
     {"root", S_IFDIR | 0700, .flags = FS_INSIDE},

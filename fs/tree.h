@@ -93,6 +93,7 @@ enum fs_flags {
 	FS_STATUS = 1 << 3,   /* poll: POLLPRI once it differs from what this file saw */
 	FS_CREATORS = 1 << 4, /* group-owned by who may create (access_create_gid) */
 	FS_INSIDE = 1 << 5,   /* root/: what is under it is the sandbox's own (fs/inside.h) */
+	FS_SCRIPT = 1 << 6,   /* the lines of one write(2) are one text (exec: a script) */
 };
 
 struct fs_entry {

@@ -807,12 +807,14 @@ int ops_agent_exec(const struct sandbox *sb, const char *cmdline, struct strbuf 
 	struct caller root = {0};
 	int rc = inside_agent(&root, sb->id, &a, &gen, e);
 	if (rc < 0)
-		return rc;
+		return -ENOTCONN; /* nothing was sent: the caller may take the slow way */
 	struct exec_sink s = {out, cap, false};
 	int status = 0;
 	int64_t deadline = ops.runsc.exec_timeout_ms ? mono_ms() + ops.runsc.exec_timeout_ms : 0;
 	rc = agent_exec(a, cmdline, exec_take, &s, deadline, &status, e);
 	agent_unref(a);
+	if (rc == -ENOTCONN || rc == -EAGAIN)
+		return -ENOTCONN; /* refused before it was sent */
 	*truncated = s.truncated;
 	*timed_out = rc == -ETIMEDOUT;
 	if (rc == -ETIMEDOUT)

@@ -690,8 +690,10 @@ void ops_agent_after_checkpoint(const struct sandbox *sb, bool still_running);
 void ops_agent_forget(const char *id);
 /*
  * Run @cmdline in running sandbox @sb through its agent: output into @out,
- * at most @cap; *@code the exit line's code. -ENOTCONN / -EIO when the
- * agent cannot be had (the caller takes the slow way).
+ * at most @cap (past it the command is killed, *@truncated); at
+ * --exec-timeout it is killed (*@timed_out); *@code the exit line's code.
+ * -ENOTCONN when the agent could not be had and nothing was sent (the
+ * caller may take the slow way); -EIO when it died with the command sent.
  */
 int ops_agent_exec(const struct sandbox *sb, const char *cmdline, struct strbuf *out, size_t cap,
 		   int *code, bool *truncated, bool *timed_out, struct err *e);

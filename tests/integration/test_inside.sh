@@ -56,4 +56,91 @@ ok "rm -r" rm -r "$R/work"
 check_contains "the tree is gone inside" "No such file" "$(sb_run box "ls /work 2>&1")"
 expect_errno ENOENT "open of a missing file" cat "$R/no/such/file"
 
+# --- nothing under root/ leads to the host ---------------------------------------
+mnt_opts=$(awk -v m="$MNT" '$2 == m { print $4 }' /proc/mounts)
+check_match "the mount is nosuid" '(^|,)nosuid(,|$)' "$mnt_opts"
+check_match "the mount is nodev" '(^|,)nodev(,|$)' "$mnt_opts"
+printf 'host-canary\n' >"$T/canary"
+chmod 0644 "$T/canary"
+climb=$(printf '../%.0s' $(seq 1 24))
+ok "the sandbox makes links that point out" sb_run box "mkdir -p /etc /esc && echo inside-secret >/etc/shadow && ln -s /etc/shadow /esc/abs && ln -s ${climb}etc/shadow /esc/climb && ln -s $T/canary /esc/wabs && ln -s ${climb}${T#/}/canary /esc/wclimb && ln -s / /esc/root"
+check_eq "an absolute link reads the sandbox's file" inside-secret "$(cat "$R/esc/abs" 2>&1)"
+check_eq "a climbing link reads the sandbox's file" inside-secret "$(cat "$R/esc/climb" 2>&1)"
+check_eq "readlink of an absolute link stays under root/" ../etc/shadow "$(readlink "$R/esc/abs")"
+check_eq "readlink of a climbing link stays under root/" ../etc/shadow "$(readlink "$R/esc/climb")"
+check_eq "a link to / is root/ itself" "$(stat -c %i "$R")" "$(stat -L -c %i "$R/esc/root")"
+bash -c "echo pwned >'$R/esc/wabs'" 2>/dev/null
+bash -c "echo pwned >'$R/esc/wclimb'" 2>/dev/null
+check_eq "a write through an absolute link leaves the host's file alone" host-canary "$(cat "$T/canary")"
+check_eq "a write through a climbing link leaves the host's file alone" host-canary "$(cat "$T/canary")"
+check_eq "ls -l shows the rewritten target" "../etc/shadow" \
+	"$(find "$R/esc/abs" -maxdepth 0 -printf '%l')"
+expect_errno EPERM "mknod of a device under root/" mknod "$R/tmp/dev" c 1 3
+
+# --- exec through the agent -----------------------------------------------------
+check_eq "exec runs and streams through the agent" "$(printf 'a\nb\nexit 3')" \
+	"$(sb_exec box 'echo a; echo b >&2; exit 3')"
+check_eq "a two-line script runs whole" "$(printf 'one\ntwo\nexit 0')" \
+	"$(sb_exec box "$(printf 'echo one\necho two')")"
+
+# --- a sandbox that kills its agent ----------------------------------------------
+keeper=$(sb_run box 'for p in /proc/[0-9]*; do case "$(cat $p/comm 2>/dev/null)" in memfd:snapfs*) echo ${p#/proc/};; esac; done' | head -n 1)
+check_match "the keeper runs in the sandbox" '^[0-9]+$' "$keeper"
+ok "the sandbox kills its agent" sb_run box "(sleep 1; kill -9 $keeper) >/dev/null 2>&1 &"
+sleep 2
+ls "$R" >/dev/null 2>&1 # the first access after may find the channel broken
+check_contains "root/ answers again (a new agent)" bin "$(ls "$R" 2>&1)"
+check_eq "exec works again" "$(printf 'again\nexit 0')" "$(sb_exec box 'echo again')"
+check_eq "the sandbox still runs" running "$(sb_status box)"
+
+# --- a snapshot and a fork keep what root/ wrote -------------------------------------
+ok "a file written through root/" bash -c "echo 'from the source' >'$R/root/note.md'"
+exec 7<"$R/bin/busybox" # a file held open across the snapshot
+snap=$(snapshot_of box)
+check_match "a snapshot with root/ in use" '^[a-z0-9-]+$' "$snap"
+snap_wait "$snap" >/dev/null
+check_eq "the snapshot is completed" completed "$(snap_status "$snap")"
+check_eq "a file held open reads on after the snapshot" "$(head -c 64 "$IMAGES/busybox/bin/busybox" | sha256sum)" \
+	"$(head -c 64 <&7 | sha256sum)"
+exec 7<&-
+check_eq "the source's root/ works after it" "from the source" "$(cat "$R/root/note.md")"
+fork=$(fork_of "$snap")
+sb_wait "$fork" >/dev/null
+check_eq "the fork runs" running "$(sb_status "$fork")"
+check_eq "the fork's root/ has the file" "from the source" "$(cat "$MNT/sandboxes/$fork/root/root/note.md" 2>&1)"
+
+# --- states: suspended, resumed, terminated ---------------------------------------------
+ok "suspend" wr "$MNT/sandboxes/$fork/suspend"
+sb_wait "$fork" >/dev/null
+check_eq "suspended" suspended "$(sb_status "$fork")"
+check_eq "root/ of a suspended sandbox lists nothing" "" "$(ls "$MNT/sandboxes/$fork/root" 2>&1)"
+expect_errno EBUSY "a file in a suspended sandbox's root/" stat "$MNT/sandboxes/$fork/root/root/note.md"
+check_lacks "error is not rewritten" "root" "$(rd "$MNT/sandboxes/$fork/error")"
+ok "resume" wr "$MNT/sandboxes/$fork/resume"
+sb_wait "$fork" >/dev/null
+check_eq "the resumed sandbox's root/ has the file" "from the source" \
+	"$(cat "$MNT/sandboxes/$fork/root/root/note.md" 2>&1)"
+ok "terminate" wr "$MNT/sandboxes/$fork/terminate"
+sb_wait "$fork" >/dev/null
+expect_errno ENOENT "a file in a terminated sandbox's root/" stat "$MNT/sandboxes/$fork/root/bin"
+
+# --- an image with no shell and no tools ---------------------------------------------
+if command -v musl-gcc >/dev/null; then
+	mkdir -p "$IMAGES/bare/bin" "$IMAGES/bare/tmp"
+	printf '#include <unistd.h>\nint main(void){for(;;)pause();}\n' >"$T/sleeper.c"
+	musl-gcc -static -Os -o "$IMAGES/bare/bin/sh" "$T/sleeper.c"
+	chmod 1777 "$IMAGES/bare/tmp"
+	ok "mkdir a sandbox of the bare image" mkdir "$MNT/sandboxes/bare"
+	ok "its image" wr "$MNT/sandboxes/bare/image" bare
+	ok "its entrypoint" wr "$MNT/sandboxes/bare/entrypoint" sleep
+	ok "start it" wr "$MNT/sandboxes/bare/start"
+	sb_wait bare >/dev/null
+	check_eq "the bare sandbox runs" running "$(sb_status bare)"
+	check_contains "its root/ lists its one binary's directory" bin "$(ls "$MNT/sandboxes/bare/root")"
+	ok "cp into it" cp "$T/big" "$MNT/sandboxes/bare/root/tmp/big"
+	check_eq "and back" "$want" "$(sha256sum <"$MNT/sandboxes/bare/root/tmp/big" | cut -d' ' -f1)"
+else
+	skip "an image with no shell" "musl-gcc is missing (apt-get install musl-tools)"
+fi
+
 finish
