@@ -198,10 +198,30 @@ static void waiter_answer(struct waiter *w, int rc)
 	free(w);
 }
 
+/*
+ * An exec's end: its whole result. What streamed (file_op_progress()) is
+ * its beginning, so reads go on from where they are; a result that is not
+ * (the sandbox ended and its sentence replaced the output) comes after it.
+ */
+static void exec_result_locked(struct fs_file *f, const char *result, size_t len)
+{
+	size_t streamed = f->content.len, pos = f->pos;
+	if (streamed && len >= streamed && memcmp(f->content.buf, result, streamed) == 0) {
+		strbuf_add(&f->content, result + streamed, len - streamed);
+		f->has_content = strbuf_error(&f->content) == 0;
+	} else if (streamed) {
+		strbuf_add(&f->content, result, len);
+		f->has_content = strbuf_error(&f->content) == 0;
+	} else {
+		set_result_locked(f, result, len);
+	}
+	f->pos = streamed ? pos : 0;
+}
+
 static void exec_end(struct fs_file *f, int rc, const char *result, size_t len)
 {
 	pthread_mutex_lock(&f->lock);
-	set_result_locked(f, rc == 0 && result ? result : "", rc == 0 && result ? len : 0);
+	exec_result_locked(f, rc == 0 && result ? result : "", rc == 0 && result ? len : 0);
 	f->running = false;
 	struct waiter *waiters = steal_ptr(f->waiters);
 	for (struct waiter *w = waiters; w && rc == 0; w = w->next)
@@ -212,6 +232,31 @@ static void exec_end(struct fs_file *f, int rc, const char *result, size_t len)
 		struct waiter *w = waiters;
 		waiters = w->next;
 		waiter_answer(w, rc);
+	}
+}
+
+/* Reads held while an exec runs take what came; those that find nothing new wait on. */
+void file_op_progress(void *ctx, const char *data, size_t len)
+{
+	struct file_op *op = ctx;
+	struct fs_file *f = op->f;
+	struct waiter *ready = NULL, **tail = &ready;
+	pthread_mutex_lock(&f->lock);
+	if (f->running)
+		strbuf_add(&f->content, data, len);
+	while (f->waiters && f->pos < f->content.len) {
+		struct waiter *w = f->waiters;
+		f->waiters = w->next;
+		w->next = NULL;
+		w->data = stream_take_locked(f, w->size, &w->len);
+		*tail = w;
+		tail = &w->next;
+	}
+	pthread_mutex_unlock(&f->lock);
+	while (ready) {
+		struct waiter *w = ready;
+		ready = w->next;
+		waiter_answer(w, 0);
 	}
 }
 
@@ -356,9 +401,33 @@ static void stream_end(void *arg)
 	waiter_answer(arg, -EINTR);
 }
 
+/*
+ * FS_SCRIPT (exec): the lines written wait for a read or the close; a read
+ * starts them first (the row's .flush). A file that never had lines written
+ * follows the newest command of its opener instead (the row's .follow).
+ */
+static int script_before_read(struct fs_file *f)
+{
+	const struct fs_entry *ent = f->node.ent;
+	struct err e = {0};
+	pthread_mutex_lock(&f->lock);
+	bool pending = f->collect_pending, fresh = !f->has_content && !f->running;
+	pthread_mutex_unlock(&f->lock);
+	int rc = 0;
+	if (pending)
+		rc = ent->flush(f, NULL, &e);
+	else if (fresh && ent->follow)
+		rc = ent->follow(f, &e);
+	if (rc < 0)
+		tree_report(&f->node, &f->who, rc, &e);
+	return rc;
+}
+
 static void read_stream(fuse_req_t req, struct fs_file *f, size_t size)
 {
-	int rc = stream_fill(f);
+	int rc = f->node.ent->flags & FS_SCRIPT ? script_before_read(f) : 0;
+	if (rc == 0)
+		rc = stream_fill(f);
 	struct waiter *w = rc == 0 ? calloc(1, sizeof(*w)) : NULL;
 	struct pending *p = w ? pending_start(req, PENDING_BUF, size, 0) : NULL;
 	if (!p) {
@@ -371,7 +440,7 @@ static void read_stream(fuse_req_t req, struct fs_file *f, size_t size)
 	*w = (struct waiter){.p = p, .f = f, .size = size};
 	pending_on_interrupt(p, stream_drop, stream_end, w);
 	pthread_mutex_lock(&f->lock);
-	bool held = f->running;
+	bool held = f->running && f->pos >= f->content.len;
 	if (held) {
 		struct waiter **tail = &f->waiters;
 		while (*tail)
@@ -411,28 +480,8 @@ static int collect_line(const char *line, void *arg)
 	return strbuf_error(arg);
 }
 
-/* FS_SCRIPT: the lines one write(2) brought, joined by newlines, act as one text. */
-static int act_script(struct fs_file *f, const struct strbuf *lines, struct pending *p)
-{
-	_cleanup_strbuf_ struct strbuf text = STRBUF_INIT;
-	for (size_t at = 0; at < lines->len; at += strlen(lines->buf + at) + 1) {
-		if (text.len)
-			strbuf_adds(&text, "\n");
-		strbuf_adds(&text, lines->buf + at);
-	}
-	struct err e = {0};
-	int rc = strbuf_error(&text);
-	if (rc == 0 && text.len)
-		rc = f->node.ent->write(f, strbuf_str(&text), p, &e);
-	if (rc < 0)
-		tree_report(&f->node, &f->who, rc, &e);
-	return rc;
-}
-
 static int act_lines(struct fs_file *f, const struct strbuf *lines, struct pending *p)
 {
-	if (f->node.ent->flags & FS_SCRIPT)
-		return act_script(f, lines, p);
 	for (size_t at = 0; at < lines->len;) {
 		const char *line = lines->buf + at;
 		struct err e = {0};
@@ -742,7 +791,7 @@ int file_exec_begin(struct fs_file *f, struct file_op **out, struct err *e)
 	bool busy = f->running;
 	if (!busy) {
 		f->running = true;
-		f->has_content = false;
+		set_result_locked(f, "", 0); /* what it prints streams in (file_op_progress()) */
 	}
 	pthread_mutex_unlock(&f->lock);
 	if (busy)
@@ -752,4 +801,48 @@ int file_exec_begin(struct fs_file *f, struct file_op **out, struct err *e)
 	if (rc < 0)
 		exec_end(f, rc, NULL, 0);
 	return rc;
+}
+
+int file_script_add(struct fs_file *f, const char *line, file_script_check_fn check,
+		    struct err *e)
+{
+	_cleanup_strbuf_ struct strbuf text = STRBUF_INIT;
+	pthread_mutex_lock(&f->lock);
+	bool busy = f->running;
+	strbuf_add(&text, f->collected.buf, f->collected.len);
+	pthread_mutex_unlock(&f->lock);
+	if (busy)
+		return err_set(e, EBUSY, "%s: a command is still running on this open file",
+			       f->node.path);
+	if (text.len)
+		strbuf_adds(&text, "\n");
+	strbuf_adds(&text, line);
+	int rc = strbuf_error(&text);
+	if (rc < 0)
+		return err_set(e, -rc, "%s: out of memory", f->node.path);
+	rc = check(&f->who, f->node.id, strbuf_str(&text), e);
+	if (rc < 0)
+		return rc;
+	pthread_mutex_lock(&f->lock);
+	struct strbuf old = f->collected;
+	f->collected = text;
+	text = old;
+	f->collect_pending = true;
+	pthread_mutex_unlock(&f->lock);
+	return 0;
+}
+
+int file_script_take(struct fs_file *f, struct strbuf *text)
+{
+	pthread_mutex_lock(&f->lock);
+	bool pending = f->collect_pending;
+	if (pending) {
+		struct strbuf old = *text;
+		*text = f->collected;
+		f->collected = old;
+		strbuf_reset(&f->collected);
+		f->collect_pending = false;
+	}
+	pthread_mutex_unlock(&f->lock);
+	return pending ? 1 : 0;
 }

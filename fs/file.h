@@ -156,5 +156,18 @@ int file_spec_add(struct fs_file *f, const char *line, struct strbuf *text, bool
 int file_spec_take(struct fs_file *f, struct strbuf *text, bool *async);
 /* exec: mark a command running on @f and make its op (EBUSY while one runs). */
 int file_exec_begin(struct fs_file *f, struct file_op **out, struct err *e);
+/* The ops_progress_fn for an exec's op: its output so far, for the reads held. */
+void file_op_progress(void *ctx, const char *data, size_t len);
+/*
+ * FS_SCRIPT: add @line to the script being written on @f, once @check
+ * takes the whole script (EBUSY while a command runs on @f). It runs when
+ * @f is read or closed: file_script_take() hands it over then.
+ */
+typedef int (*file_script_check_fn)(const struct caller *who, const char *id, const char *text,
+				    struct err *e);
+int file_script_add(struct fs_file *f, const char *line, file_script_check_fn check,
+		    struct err *e);
+/* The script written on @f, if any (1; 0 when none), into @text. */
+int file_script_take(struct fs_file *f, struct strbuf *text);
 
 #endif

@@ -240,20 +240,43 @@ static int snapshot_write(struct fs_file *f, const char *line, struct pending *p
 }
 
 /*
- * The lines of one write(2) are the command, a script run whole by one
- * shell (FS_SCRIPT). The write returns once it has started: a
- * held write would hold the file's inode lock in the kernel and queue every
- * other exec on this sandbox behind it. A read on this open file waits for
- * the output, which holds no lock.
+ * exec: the lines written on one open file are one script (FS_SCRIPT),
+ * checked as each comes and run by one shell at the first read or the
+ * close, so that `printf 'a\nb\n' >exec` (which bash writes a line at a
+ * time) runs whole. The write returns at once; a read streams the output
+ * as the command prints it. A `cat exec` on a file nothing was written on
+ * follows the newest exec its opener started on the sandbox.
  */
 static int exec_write(struct fs_file *f, const char *line, struct pending *p, struct err *e)
 {
 	(void)p;
+	return file_script_add(f, line, ops_sandbox_exec_check, e);
+}
+
+static int exec_start(struct fs_file *f, struct pending *p, struct err *e)
+{
+	(void)p;
+	_cleanup_strbuf_ struct strbuf script = STRBUF_INIT;
+	struct file_op *op;
+	int rc = file_script_take(f, &script);
+	if (rc <= 0)
+		return rc;
+	rc = file_exec_begin(f, &op, e);
+	if (rc < 0)
+		return rc;
+	return file_op_end(op, ops_sandbox_exec(&f->who, f->node.id, strbuf_str(&script),
+						file_op_progress, file_op_done, op, e));
+}
+
+static int exec_follow(struct fs_file *f, struct err *e)
+{
 	struct file_op *op;
 	int rc = file_exec_begin(f, &op, e);
 	if (rc < 0)
 		return rc;
-	return file_op_end(op, ops_sandbox_exec(&f->who, f->node.id, line, file_op_done, op, e));
+	rc = file_op_end(op, ops_sandbox_exec_follow(&f->who, f->node.id, file_op_progress,
+						     file_op_done, op, e));
+	return rc == -ENOENT ? 0 : rc; /* none to follow: an empty read */
 }
 
 /* --- sandboxes/<id>/: links and the snapshots/ directory ----------------- */
@@ -335,7 +358,8 @@ static const struct fs_entry sandbox_files[] = {
     {"suspend", S_IFREG | 0200, .write = file_action_write, .action = ops_sandbox_suspend},
     {"resume", S_IFREG | 0200, .write = file_action_write, .action = ops_sandbox_resume},
     {"terminate", S_IFREG | 0200, .write = file_action_write, .action = ops_sandbox_terminate},
-    {"exec", S_IFREG | 0600, .flags = FS_STREAM | FS_SCRIPT, .write = exec_write},
+    {"exec", S_IFREG | 0600, .flags = FS_STREAM | FS_SCRIPT, .write = exec_write,
+     .flush = exec_start, .follow = exec_follow},
     {"wait", S_IFREG | 0400, .flags = FS_WAIT, .action = ops_sandbox_wait, .settled = settled},
     {"snapshots", S_IFDIR | 0700, .dir = &snaplinks_dir},
     {"root", S_IFDIR | 0700, .flags = FS_INSIDE},

@@ -93,7 +93,7 @@ enum fs_flags {
 	FS_STATUS = 1 << 3,   /* poll: POLLPRI once it differs from what this file saw */
 	FS_CREATORS = 1 << 4, /* group-owned by who may create (access_create_gid) */
 	FS_INSIDE = 1 << 5,   /* root/: what is under it is the sandbox's own (fs/inside.h) */
-	FS_SCRIPT = 1 << 6,   /* the lines of one write(2) are one text (exec: a script) */
+	FS_SCRIPT = 1 << 6,   /* lines make one script, run at a read or the close (exec) */
 };
 
 struct fs_entry {
@@ -108,6 +108,8 @@ struct fs_entry {
 	fs_exists_fn exists;  /* conditional and dynamic rows; NULL: exists with its object */
 	fs_exists_fn settled; /* FS_WAIT: 1 once settled (poll: POLLIN), 0 before */
 	fs_link_fn link;      /* symlinks */
+	/* FS_SCRIPT: a read of a file nothing was written on follows what this starts */
+	int (*follow)(struct fs_file *f, struct err *e);
 	struct logfile *(*journal)(void); /* journals: read at the offset (lib/logfile.h) */
 	const struct fs_dir *dir;	  /* directories */
 };

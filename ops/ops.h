@@ -269,9 +269,29 @@ int ops_sandbox_resume(const struct caller *who, const char *id, ops_done_fn don
 		       struct err *e);
 int ops_sandbox_terminate(const struct caller *who, const char *id, ops_done_fn done, void *ctx,
 			  struct err *e);
-/* Run @cmdline with /bin/sh -c in the sandbox; result is the output then "exit N\n". */
+/*
+ * An exec's output as it comes (the agent streams it; the slow way has
+ * none until the end), from any thread, before the exec's @done.
+ */
+typedef void (*ops_progress_fn)(void *ctx, const char *data, size_t len);
+/*
+ * Run @cmdline with /bin/sh -c in the sandbox; result is the output then
+ * "exit N\n". @progress (NULL: none) gets the output while it runs: the
+ * result's first bytes are what it was given, in order.
+ */
 int ops_sandbox_exec(const struct caller *who, const char *id, const char *cmdline,
-		     ops_done_fn done, void *ctx, struct err *e);
+		     ops_progress_fn progress, ops_done_fn done, void *ctx, struct err *e);
+/* The checks ops_sandbox_exec() makes before it queues anything: 0, or -errno with @e. */
+int ops_sandbox_exec_check(const struct caller *who, const char *id, const char *cmdline,
+			   struct err *e);
+/*
+ * Follow the newest exec @who started on sandbox @id: @progress gets what
+ * it printed so far at once, then what it prints next; @done its whole
+ * result once it ended (at once if it has). -ENOENT when @who started none
+ * there since the daemon started (or the sandbox was removed since).
+ */
+int ops_sandbox_exec_follow(const struct caller *who, const char *id, ops_progress_fn progress,
+			    ops_done_fn done, void *ctx, struct err *e);
 /* rmdir: only `terminated` or `failed` (-EBUSY otherwise); synchronous. */
 int ops_sandbox_remove(const struct caller *who, const char *id, struct err *e);
 /* done(ctx, 0, "status\n") once the sandbox is not in a transitional state. */

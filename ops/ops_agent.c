@@ -103,6 +103,8 @@ int ops_agent_init(const char *path, struct err *e)
 {
 	char found[PATH_MAX];
 	const char *try[3] = {path, NULL, NULL};
+	if (path && !*path)
+		return 0; /* --agent '': none (exec takes the slow way, root/ answers EIO) */
 	if (!path) {
 		try[0] = SNAPFS_AGENT_DEFAULT;
 		if (beside_exe(found, sizeof(found)) == 0)
@@ -782,25 +784,25 @@ int inside_link_contain(const char *link_path, const char *target, char *buf, si
 
 /* --- exec ------------------------------------------------------------------- */
 
-struct exec_sink {
-	struct strbuf *out;
-	size_t cap;
-	bool truncated;
-};
-
+/* The output into the stream, up to its cap; past it the command is killed. */
 static int exec_take(void *arg, const char *data, size_t len)
 {
-	struct exec_sink *s = arg;
+	struct exec_stream *s = arg;
 	size_t room = s->out->len < s->cap ? s->cap - s->out->len : 0;
-	strbuf_add(s->out, data, len < room ? len : room);
+	size_t n = len < room ? len : room;
+	strbuf_add(s->out, data, n);
+	if (strbuf_error(s->out) < 0)
+		return 1;
+	if (n && s->progress)
+		s->progress(s->ctx, data, n);
 	if (len <= room)
-		return strbuf_error(s->out) < 0;
+		return 0;
 	s->truncated = true;
 	return 1;
 }
 
-int ops_agent_exec(const struct sandbox *sb, const char *cmdline, struct strbuf *out, size_t cap,
-		   int *code, bool *truncated, bool *timed_out, struct err *e)
+int ops_agent_exec(const struct sandbox *sb, const char *cmdline, struct exec_stream *s,
+		   struct err *e)
 {
 	struct agent *a;
 	unsigned gen;
@@ -808,19 +810,17 @@ int ops_agent_exec(const struct sandbox *sb, const char *cmdline, struct strbuf 
 	int rc = inside_agent(&root, sb->id, &a, &gen, e);
 	if (rc < 0)
 		return -ENOTCONN; /* nothing was sent: the caller may take the slow way */
-	struct exec_sink s = {out, cap, false};
 	int status = 0;
 	int64_t deadline = ops.runsc.exec_timeout_ms ? mono_ms() + ops.runsc.exec_timeout_ms : 0;
-	rc = agent_exec(a, cmdline, exec_take, &s, deadline, &status, e);
+	rc = agent_exec(a, cmdline, exec_take, s, deadline, &status, e);
 	agent_unref(a);
 	if (rc == -ENOTCONN || rc == -EAGAIN)
 		return -ENOTCONN; /* refused before it was sent */
-	*truncated = s.truncated;
-	*timed_out = rc == -ETIMEDOUT;
+	s->timed_out = rc == -ETIMEDOUT;
 	if (rc == -ETIMEDOUT)
 		rc = 0;
 	if (rc < 0)
 		return rc;
-	*code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+	s->code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 	return 0;
 }

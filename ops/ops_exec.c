@@ -150,14 +150,11 @@ static bool exec_ended(const struct sandbox *sb, int code, struct strbuf *out)
  * process of runsc's per call. -ENOTCONN when there is no agent to ask
  * (none installed, or it would not start): then the slow way below.
  */
-static int exec_by_agent(const struct sandbox *sb, const char *cmdline, struct strbuf *out,
-			 struct err *e)
+static int exec_by_agent(const struct sandbox *sb, const char *cmdline, struct exec_stream *st)
 {
-	int code = 0;
-	bool truncated = false, timed_out = false;
 	struct err why = {0};
-	int rc = ops_agent_exec(sb, cmdline, out, EXEC_OUTPUT_MAX, &code, &truncated, &timed_out,
-				&why);
+	struct strbuf *out = st->out;
+	int rc = ops_agent_exec(sb, cmdline, st, &why);
 	if (rc == -ENOTCONN)
 		return rc;
 	if (out->len && out->buf[out->len - 1] != '\n')
@@ -168,22 +165,22 @@ static int exec_by_agent(const struct sandbox *sb, const char *cmdline, struct s
 			strbuf_addf(out, "[snapfs: %s]\nexit %d\n", why.msg, EXEC_TERMINATED_CODE);
 		return 0;
 	}
-	if (truncated)
+	if (st->truncated)
 		strbuf_addf(out, "[snapfs: output truncated at %u bytes]\n", EXEC_OUTPUT_MAX);
-	if (timed_out) {
+	if (st->timed_out) {
 		strbuf_addf(out, "[snapfs: timed out after %lld s (--exec-timeout): killed]\n",
 			    (long long)(ops.runsc.exec_timeout_ms / 1000));
-		code = EXEC_TIMED_OUT_CODE;
+		st->code = EXEC_TIMED_OUT_CODE;
 	}
-	(void)e;
-	strbuf_addf(out, "exit %d\n", code);
+	strbuf_addf(out, "exit %d\n", st->code);
 	return 0;
 }
 
-static int exec_in_sandbox(const struct sandbox *sb, const char *cmdline, struct strbuf *out,
+static int exec_in_sandbox(const struct sandbox *sb, const char *cmdline, struct exec_stream *st,
 			   struct err *e)
 {
-	int by_agent = exec_by_agent(sb, cmdline, out, e);
+	struct strbuf *out = st->out;
+	int by_agent = exec_by_agent(sb, cmdline, st);
 	if (by_agent != -ENOTCONN)
 		return by_agent;
 	strbuf_reset(out);
@@ -234,13 +231,140 @@ static int exec_in_sandbox(const struct sandbox *sb, const char *cmdline, struct
 	return 0;
 }
 
+/* --- one exec's output, for its writer and those who follow it ----------------- */
+
+/*
+ * An exec run by the agent streams its output: its writer reads it as it
+ * comes, and so does a fresh `cat exec` of the same user on the sandbox,
+ * which follows the newest exec that user started there (docs/design.md).
+ * A struct exec_run is one exec's output so far and who follows it; the
+ * newest of each (sandbox, uid) stays after it ended, for a later `cat`,
+ * until a newer one replaces it or the sandbox is removed. All of it under
+ * runs_lock, a leaf but for the followers' callbacks (fs/ takes its file's
+ * lock in them, and never calls ops with it held).
+ */
+struct follower {
+	ops_progress_fn progress;
+	ops_done_fn done;
+	void *ctx;
+	struct follower *next;
+};
+
+struct exec_run {
+	char sandbox_id[ID_MAX];
+	uid_t uid;
+	int refs; /* the job's, and the newest list's */
+	struct strbuf out;
+	bool ended;
+	int rc;
+	char *result; /* once ended: the whole answer (or the error's sentence) */
+	size_t len;
+	struct follower *followers;
+	struct exec_run *next; /* in `newest` */
+};
+
+static pthread_mutex_t runs_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct exec_run *newest;
+
+static void run_unref_locked(struct exec_run *r)
+{
+	if (--r->refs > 0)
+		return;
+	strbuf_release(&r->out);
+	free(r->result);
+	while (r->followers) {
+		struct follower *f = r->followers;
+		r->followers = f->next;
+		free(f);
+	}
+	free(r);
+}
+
+/* Make @r the newest of its (sandbox, uid): the one it replaces goes. */
+static void run_publish_locked(struct exec_run *r)
+{
+	for (struct exec_run **pp = &newest; *pp; pp = &(*pp)->next) {
+		struct exec_run *old = *pp;
+		if (old->uid == r->uid && strcmp(old->sandbox_id, r->sandbox_id) == 0) {
+			*pp = old->next;
+			run_unref_locked(old);
+			break;
+		}
+	}
+	r->refs++;
+	r->next = newest;
+	newest = r;
+}
+
+void ops_exec_forget(const char *id)
+{
+	pthread_mutex_lock(&runs_lock);
+	for (struct exec_run **pp = &newest; *pp;) {
+		struct exec_run *r = *pp;
+		if (strcmp(r->sandbox_id, id) == 0) {
+			*pp = r->next;
+			run_unref_locked(r);
+		} else {
+			pp = &r->next;
+		}
+	}
+	pthread_mutex_unlock(&runs_lock);
+}
+
+static int follower_add_locked(struct exec_run *r, ops_progress_fn progress, ops_done_fn done,
+			       void *ctx)
+{
+	struct follower *f = calloc(1, sizeof(*f));
+	if (!f)
+		return -ENOMEM;
+	*f = (struct follower){progress, done, ctx, r->followers};
+	r->followers = f;
+	return 0;
+}
+
+/* The agent's output as it comes: to every follower, under the gate (they are fs/'s). */
+static void run_progress(void *arg, const char *data, size_t len)
+{
+	struct exec_run *r = arg;
+	pthread_rwlock_rdlock(&ops.gate);
+	pthread_mutex_lock(&runs_lock);
+	strbuf_add(&r->out, data, len);
+	for (struct follower *f = r->followers; ops.running && f; f = f->next)
+		if (f->progress)
+			f->progress(f->ctx, data, len);
+	pthread_mutex_unlock(&runs_lock);
+	pthread_rwlock_unlock(&ops.gate);
+}
+
+/* Its end: the result kept for later followers, and each follower's done. */
+static void run_end(struct exec_run *r, int rc, const char *result, size_t len)
+{
+	pthread_mutex_lock(&runs_lock);
+	r->ended = true;
+	r->rc = rc;
+	r->result = malloc(len + 1);
+	if (r->result) {
+		memcpy(r->result, result, len);
+		r->result[len] = '\0';
+	}
+	r->len = r->result ? len : 0;
+	struct follower *list = steal_ptr(r->followers);
+	pthread_mutex_unlock(&runs_lock);
+	while (list) {
+		struct follower *f = list;
+		list = f->next;
+		complete(f->done, f->ctx, rc, result, len);
+		free(f);
+	}
+}
+
 /*
  * Hand the exec's result over, unless the daemon is shutting down. A
  * failure goes into the sandbox's `error` only if @ours: not into a later
  * sandbox of the name.
  */
-static void exec_finish(struct sandbox_job *job, int rc, bool ours, struct err *e,
-			struct strbuf *out)
+static void exec_finish(struct sandbox_job *job, struct exec_run *run, int rc, bool ours,
+			struct err *e, struct strbuf *out)
 {
 	pthread_rwlock_rdlock(&ops.gate);
 	if (!ops.running) {
@@ -251,9 +375,9 @@ static void exec_finish(struct sandbox_job *job, int rc, bool ours, struct err *
 		if (!e->code)
 			err_set(e, EIO, "exec in sandbox %s failed: %s", job->id, strerror(-rc));
 		report_job_failure(ours ? OPS_OBJ_SANDBOX : OPS_OBJ_LIST, job->id, "exec", e);
-		complete(job->base.done, job->base.ctx, -e->code, e->msg, strlen(e->msg));
+		run_end(run, -e->code, e->msg, strlen(e->msg));
 	} else {
-		complete(job->base.done, job->base.ctx, 0, out->buf, out->len);
+		run_end(run, 0, out->buf, out->len);
 	}
 	pthread_rwlock_unlock(&ops.gate);
 }
@@ -261,9 +385,12 @@ static void exec_finish(struct sandbox_job *job, int rc, bool ours, struct err *
 static void exec_job(void *arg)
 {
 	struct sandbox_job *job = arg;
+	struct exec_run *run = job->run;
 	struct err e = {0};
 	struct sandbox sb;
 	_cleanup_strbuf_ struct strbuf out = STRBUF_INIT;
+	struct exec_stream st = {.out = &out, .cap = EXEC_OUTPUT_MAX, .progress = run_progress,
+				 .ctx = run};
 	int rc = row_sandbox_get(job->id, &sb);
 	/* Its id, owner and birth say it is the one the exec was written to. */
 	const bool ours =
@@ -273,7 +400,7 @@ static void exec_job(void *arg)
 			     "cannot exec in sandbox %s: it was removed before the exec ran",
 			     job->id);
 	if (rc == 0)
-		rc = exec_in_sandbox(&sb, job->cmdline, &out, &e);
+		rc = exec_in_sandbox(&sb, job->cmdline, &st, &e);
 	/* Terminated under it: what it wrote so far, and the exit line of a SIGKILL. */
 	if (rc == -ECANCELED) {
 		if (out.len && out.buf[out.len - 1] != '\n')
@@ -286,12 +413,15 @@ static void exec_job(void *arg)
 	if (rc == 0 && kept < 0)
 		rc = err_set(&e, -kept, "cannot keep the output of an exec in sandbox %s: %s",
 			     job->id, strerror(-kept));
-	exec_finish(job, rc, ours, &e, &out);
+	exec_finish(job, run, rc, ours, &e, &out);
+	pthread_mutex_lock(&runs_lock);
+	run_unref_locked(run);
+	pthread_mutex_unlock(&runs_lock);
 	free(job);
 }
 
-int ops_sandbox_exec(const struct caller *who, const char *id, const char *cmdline,
-		     ops_done_fn done, void *ctx, struct err *e)
+int ops_sandbox_exec_check(const struct caller *who, const char *id, const char *cmdline,
+			   struct err *e)
 {
 	struct sandbox sb;
 	int rc = sandbox_find(who, id, &sb, e);
@@ -302,12 +432,84 @@ int ops_sandbox_exec(const struct caller *who, const char *id, const char *cmdli
 			       sandbox_state_name(sb.state));
 	if (!*cmdline)
 		return err_set(e, EINVAL, "exec needs a command line");
-	struct sandbox_job *job = sandbox_job_new(JOB_EXEC, id, done, ctx, e);
+	if (strlen(cmdline) >= ENTRYPOINT_MAX)
+		return err_set(e, EFBIG, "exec command line is too long");
+	return 0;
+}
+
+/* A new exec_run of @who on @id, its writer following it, published as the newest. */
+static struct exec_run *run_new(const struct caller *who, const char *id, ops_progress_fn progress,
+				ops_done_fn done, void *ctx)
+{
+	struct exec_run *r = calloc(1, sizeof(*r));
+	if (!r)
+		return NULL;
+	snprintf(r->sandbox_id, sizeof(r->sandbox_id), "%s", id);
+	r->uid = who->uid;
+	r->refs = 1;
+	r->out = (struct strbuf)STRBUF_INIT;
+	pthread_mutex_lock(&runs_lock);
+	if (follower_add_locked(r, progress, done, ctx) < 0) {
+		pthread_mutex_unlock(&runs_lock);
+		free(r);
+		return NULL;
+	}
+	run_publish_locked(r);
+	pthread_mutex_unlock(&runs_lock);
+	return r;
+}
+
+int ops_sandbox_exec(const struct caller *who, const char *id, const char *cmdline,
+		     ops_progress_fn progress, ops_done_fn done, void *ctx, struct err *e)
+{
+	struct sandbox sb;
+	int rc = ops_sandbox_exec_check(who, id, cmdline, e);
+	if (rc == 0)
+		rc = sandbox_find(who, id, &sb, e);
+	if (rc < 0)
+		return rc;
+	/* No completion of its own: the run's followers are told (run_end()). */
+	struct sandbox_job *job = sandbox_job_new(JOB_EXEC, id, NULL, NULL, e);
 	if (!job)
 		return -e->code;
 	job->created_at = sb.created_at;
 	job->owner_uid = sb.owner_uid;
-	if (xsnprintf(job->cmdline, sizeof(job->cmdline), "%s", cmdline) < 0)
-		return op_job_drop(job, err_set(e, EFBIG, "exec command line is too long"));
+	snprintf(job->cmdline, sizeof(job->cmdline), "%s", cmdline);
+	job->run = run_new(who, id, progress, done, ctx);
+	if (!job->run)
+		return op_job_drop(job, err_set(e, ENOMEM, "exec: out of memory"));
 	return op_job_queue(job, exec_job);
+}
+
+int ops_sandbox_exec_follow(const struct caller *who, const char *id, ops_progress_fn progress,
+			    ops_done_fn done, void *ctx, struct err *e)
+{
+	struct sandbox sb;
+	int rc = sandbox_find(who, id, &sb, e);
+	if (rc < 0)
+		return rc;
+	pthread_mutex_lock(&runs_lock);
+	struct exec_run *r = newest;
+	while (r && !(r->uid == who->uid && strcmp(r->sandbox_id, id) == 0))
+		r = r->next;
+	if (!r) {
+		pthread_mutex_unlock(&runs_lock);
+		return err_set(e, ENOENT, "no exec of yours on sandbox %s to read", id);
+	}
+	if (!r->ended) {
+		/* What it printed so far first, under the lock: nothing comes in between. */
+		if (r->out.len && progress)
+			progress(ctx, r->out.buf, r->out.len);
+		rc = follower_add_locked(r, progress, done, ctx);
+		pthread_mutex_unlock(&runs_lock);
+		return rc < 0 ? err_set(e, ENOMEM, "exec: out of memory") : 0;
+	}
+	_cleanup_free_ char *result = r->result ? strdup(r->result) : NULL;
+	size_t len = r->len;
+	int end_rc = r->rc;
+	pthread_mutex_unlock(&runs_lock);
+	if (r && !result && len)
+		return err_set(e, ENOMEM, "exec: out of memory");
+	complete(done, ctx, end_rc, result ? result : "", result ? len : 0);
+	return 0;
 }

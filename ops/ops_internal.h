@@ -571,6 +571,7 @@ struct sandbox_job {
 	char cmdline[ENTRYPOINT_MAX];
 	int64_t created_at;
 	uid_t owner_uid;
+	struct exec_run *run; /* its output and who follows it (ops_exec.c) */
 };
 
 /* The job for sandbox @id and its place in @kind's queue; NULL (@e says why) if none is free. */
@@ -688,15 +689,27 @@ int ops_agent_detach(const struct sandbox *sb, struct err *e);
 void ops_agent_after_checkpoint(const struct sandbox *sb, bool still_running);
 /* Sandbox @id's container is gone: its agent with it. */
 void ops_agent_forget(const char *id);
+/* An exec's output on its way (ops_agent_exec()). */
+struct exec_stream {
+	struct strbuf *out;					  /* appended to */
+	size_t cap;						  /* @out's length it may reach */
+	void (*progress)(void *ctx, const char *data, size_t len); /* NULL: none */
+	void *ctx;
+	/* The outcome. */
+	bool truncated; /* past @cap: the command was killed */
+	bool timed_out; /* at --exec-timeout: killed */
+	int code;	/* the exit line's code */
+};
 /*
- * Run @cmdline in running sandbox @sb through its agent: output into @out,
- * at most @cap (past it the command is killed, *@truncated); at
- * --exec-timeout it is killed (*@timed_out); *@code the exit line's code.
- * -ENOTCONN when the agent could not be had and nothing was sent (the
- * caller may take the slow way); -EIO when it died with the command sent.
+ * Run @cmdline in running sandbox @sb through its agent, its output into
+ * @s as it comes. -ENOTCONN when the agent could not be had and nothing
+ * was sent (the caller may take the slow way); -EIO when it died with the
+ * command sent.
  */
-int ops_agent_exec(const struct sandbox *sb, const char *cmdline, struct strbuf *out, size_t cap,
-		   int *code, bool *truncated, bool *timed_out, struct err *e);
+int ops_agent_exec(const struct sandbox *sb, const char *cmdline, struct exec_stream *s,
+		   struct err *e);
+/* Sandbox @id was removed: the output of its newest execs goes (ops_exec.c). */
+void ops_exec_forget(const char *id);
 /* A link target rewritten to stay under root/ (ops_inside_readlink()); -1: too long. */
 int inside_link_contain(const char *link_path, const char *target, char *buf, size_t size);
 

@@ -373,6 +373,7 @@ int ops_sandbox_remove(const struct caller *who, const char *id, struct err *e)
 	if (rc < 0)
 		return rc;
 	ops_agent_forget(id);
+	ops_exec_forget(id);
 	/* A failed sandbox may still have a stopped container (runtime ids are never reused). */
 	runsc_delete(&ops.runsc, sb.runtime_id, NULL);
 	if (tomb[0])
