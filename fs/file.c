@@ -803,8 +803,7 @@ int file_exec_begin(struct fs_file *f, struct file_op **out, struct err *e)
 	return rc;
 }
 
-int file_script_add(struct fs_file *f, const char *line, file_script_check_fn check,
-		    struct err *e)
+int file_script_add(struct fs_file *f, const char *line, file_script_check_fn check, struct err *e)
 {
 	_cleanup_strbuf_ struct strbuf text = STRBUF_INIT;
 	pthread_mutex_lock(&f->lock);

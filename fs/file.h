@@ -165,8 +165,7 @@ void file_op_progress(void *ctx, const char *data, size_t len);
  */
 typedef int (*file_script_check_fn)(const struct caller *who, const char *id, const char *text,
 				    struct err *e);
-int file_script_add(struct fs_file *f, const char *line, file_script_check_fn check,
-		    struct err *e);
+int file_script_add(struct fs_file *f, const char *line, file_script_check_fn check, struct err *e);
 /* The script written on @f, if any (1; 0 when none), into @text. */
 int file_script_take(struct fs_file *f, struct strbuf *text);
 

@@ -154,6 +154,7 @@ void ops_agent_fini(void)
 		list = next;
 	}
 	closep(&agents.exe_fd);
+	agents.exe_fd = -1;
 }
 
 /* --- the table ------------------------------------------------------------ */

@@ -389,8 +389,8 @@ static void exec_job(void *arg)
 	struct err e = {0};
 	struct sandbox sb;
 	_cleanup_strbuf_ struct strbuf out = STRBUF_INIT;
-	struct exec_stream st = {.out = &out, .cap = EXEC_OUTPUT_MAX, .progress = run_progress,
-				 .ctx = run};
+	struct exec_stream st = {
+	    .out = &out, .cap = EXEC_OUTPUT_MAX, .progress = run_progress, .ctx = run};
 	int rc = row_sandbox_get(job->id, &sb);
 	/* Its id, owner and birth say it is the one the exec was written to. */
 	const bool ours =

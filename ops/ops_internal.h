@@ -691,8 +691,8 @@ void ops_agent_after_checkpoint(const struct sandbox *sb, bool still_running);
 void ops_agent_forget(const char *id);
 /* An exec's output on its way (ops_agent_exec()). */
 struct exec_stream {
-	struct strbuf *out;					  /* appended to */
-	size_t cap;						  /* @out's length it may reach */
+	struct strbuf *out;					   /* appended to */
+	size_t cap;						   /* @out's length it may reach */
 	void (*progress)(void *ctx, const char *data, size_t len); /* NULL: none */
 	void *ctx;
 	/* The outcome. */

@@ -62,6 +62,14 @@ struct agent {
 	struct slot slots[AGENT_INFLIGHT_MAX];
 };
 
+/* Close *@fd if open, and mark it closed. */
+static void close_reset(int *fd)
+{
+	if (*fd >= 0)
+		close(*fd);
+	*fd = -1;
+}
+
 /* Wait on @c until signalled or @deadline_ms (monotonic); false at the deadline. */
 static bool wait_until(pthread_cond_t *c, pthread_mutex_t *m, int64_t deadline_ms)
 {
@@ -181,6 +189,11 @@ static int deliver_locked(struct agent *a, const struct wire_header *h, uint8_t 
 {
 	struct slot *s = slot_of(a, h->tag);
 	bool stream = h->op == WIRE_OUT || h->op == WIRE_EXIT;
+	/* KILL and DETACH are answered (empty) but nobody waits for them: dropped. */
+	if ((h->op == WIRE_KILL || h->op == WIRE_DETACH) && !s) {
+		free(body);
+		return h->len ? -EIO : 0;
+	}
 	if (!s || s->done) {
 		free(body);
 		/* An exec of an earlier daemon's, which the keeper still reports: dropped. */
@@ -191,8 +204,10 @@ static int deliver_locked(struct agent *a, const struct wire_header *h, uint8_t 
 		return -EIO;
 	}
 	if (h->op == WIRE_OUT) {
-		if (!s->stopped && s->fn(s->arg, (const char *)body, h->len))
-			s->stopped = true;
+		if (!s->stopped && s->fn(s->arg, (const char *)body, h->len)) {
+			s->stopped = true; /* its waiter kills it (agent_exec()) */
+			pthread_cond_broadcast(&s->cond);
+		}
 		free(body);
 		return 0;
 	}
@@ -506,7 +521,7 @@ int agent_detach(struct agent *a, struct err *e)
 	}
 	/* The reader ends now (the sandbox may still hold the write end), then our ends go. */
 	pthread_mutex_lock(&a->wlock);
-	closep(&a->req_w);
+	close_reset(&a->req_w);
 	pthread_mutex_unlock(&a->wlock);
 	pthread_mutex_lock(&a->lock);
 	a->stop_reader = true;
@@ -517,7 +532,7 @@ int agent_detach(struct agent *a, struct err *e)
 	pthread_mutex_lock(&a->lock);
 	a->reader_running = false;
 	a->stop_reader = false;
-	closep(&a->rep_r);
+	close_reset(&a->rep_r);
 	pthread_mutex_unlock(&a->lock);
 	pthread_mutex_unlock(&a->attach_lock);
 	if (!proven)

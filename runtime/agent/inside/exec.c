@@ -21,6 +21,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+extern char **environ;
+
 #include "runtime/agent/inside/inside.h"
 
 #define OUT_FRAME_MAX (64u << 10)
@@ -71,11 +73,11 @@ static int spawn_sh(int out, const char *cmd, pid_t *pid)
 	posix_spawnattr_setsigdefault(&at, &dfl);
 	posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
 					  POSIX_SPAWN_SETSIGDEF);
-	char *argv[] = {"sh", "-c", (char *)cmd, NULL},
-	     *envp[] = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", NULL};
+	/* The environment is the container's: runsc exec gave it to the attach, which kept it. */
+	char *argv[] = {"sh", "-c", (char *)cmd, NULL};
 	int rc = ENOENT;
 	for (size_t i = 0; i < sizeof(shells) / sizeof(shells[0]) && rc == ENOENT; i++)
-		rc = posix_spawn(pid, shells[i], &fa, &at, argv, envp);
+		rc = posix_spawn(pid, shells[i], &fa, &at, argv, environ);
 	posix_spawnattr_destroy(&at);
 	posix_spawn_file_actions_destroy(&fa);
 	return rc;

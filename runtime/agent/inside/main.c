@@ -28,6 +28,8 @@
 #include <time.h>
 #include <unistd.h>
 
+extern char **environ;
+
 #include "runtime/agent/inside/inside.h"
 
 /* The channel: -1 when none is attached. */
@@ -167,6 +169,13 @@ static void take_channel(int listener)
 	    cm->cmsg_len == CMSG_LEN(2 * sizeof(int))) {
 		int fds[2];
 		memcpy(fds, CMSG_DATA(cm), sizeof(fds));
+		/*
+		 * Close-on-exec for certain (not every kernel honours
+		 * MSG_CMSG_CLOEXEC): a command the keeper runs must not hold
+		 * the channel, or no checkpoint could be proven safe.
+		 */
+		fcntl(fds[0], F_SETFD, FD_CLOEXEC);
+		fcntl(fds[1], F_SETFD, FD_CLOEXEC);
 		detach();
 		chan_in = fds[0];
 		chan_out = fds[1];
@@ -269,8 +278,9 @@ static void start_keeper(void)
 		if (write_all(mem, buf, (size_t)r) < 0)
 			_exit(127);
 	close(exe);
-	char *argv[] = {"snapfs-agent", "keep", NULL}, *envp[] = {NULL};
-	syscall(SYS_execveat, mem, "", argv, envp, AT_EMPTY_PATH);
+	/* The container's environment, which runsc exec gave us: the keeper's execs get it. */
+	char *argv[] = {"snapfs-agent", "keep", NULL};
+	syscall(SYS_execveat, mem, "", argv, environ, AT_EMPTY_PATH);
 	_exit(127);
 }
 
