@@ -255,6 +255,21 @@ static int exec_write(struct fs_file *f, const char *line, struct pending *p, st
 	return file_op_end(op, ops_sandbox_exec(&f->who, f->node.id, line, file_op_done, op, e));
 }
 
+/* --- sandboxes/<id>/: the inside (ops/ops_inside.c) -------------------- */
+
+static int console_open(const struct fs_node *n, const struct caller *who, struct logfile **out)
+{
+	return ops_sandbox_console_open(who, n->id, out);
+}
+
+/* The entrypoint's output, read at the offset as events is: `tail -f` follows it. */
+static const struct fs_log console_log = {
+    .open = console_open,
+    .close = ops_sandbox_console_close,
+    .read = ops_console_read,
+    .stat = ops_console_stat,
+};
+
 /* --- sandboxes/<id>/: links and the snapshots/ directory ----------------- */
 
 static int parent_exists(const struct fs_node *n, const struct caller *who)
@@ -336,6 +351,7 @@ static const struct fs_entry sandbox_files[] = {
     {"terminate", S_IFREG | 0200, .write = file_action_write, .action = ops_sandbox_terminate},
     {"exec", S_IFREG | 0600, .flags = FS_STREAM, .write = exec_write},
     {"wait", S_IFREG | 0400, .flags = FS_WAIT, .action = ops_sandbox_wait, .settled = settled},
+    {"console", S_IFREG | 0400, .log = &console_log},
     {"snapshots", S_IFDIR | 0700, .dir = &snaplinks_dir},
     {"parent", S_IFLNK | 0777, .exists = parent_exists, .link = parent_link},
 };

@@ -107,7 +107,20 @@ struct fs_entry {
 	fs_exists_fn settled; /* FS_WAIT: 1 once settled (poll: POLLIN), 0 before */
 	fs_link_fn link;      /* symlinks */
 	struct logfile *(*journal)(void); /* journals: read at the offset (lib/logfile.h) */
+	const struct fs_log *log;	  /* an object's log (console): read at the offset */
 	const struct fs_dir *dir;	  /* directories */
+};
+
+/*
+ * An object's log, read at the offset as the journals are (lib/logfile.h):
+ * an open file holds a view (@open) until it is freed (@close), so its
+ * offsets only grow across rotations; a stat opens one for the size.
+ */
+struct fs_log {
+	int (*open)(const struct fs_node *n, const struct caller *who, struct logfile **out);
+	void (*close)(struct logfile *lf);
+	ssize_t (*read)(struct logfile *lf, char *buf, size_t size, int64_t off);
+	int (*stat)(struct logfile *lf, int64_t *size, struct timespec *mtime);
 };
 
 struct fs_dir {

@@ -71,11 +71,15 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
 
 #include "backend/registry/registry.h"
 #include "lib/strbuf.h"
 #include "lib/util.h"
 #include "ops/access.h"
+
+struct logfile;
 
 struct store;
 struct images;
@@ -476,6 +480,22 @@ int ops_sync_start(void);
 void ops_sync_stop(void);
 void ops_sync_ask(void);
 int ops_sync_snapshots(void);
+
+/*
+ * The inside of a sandbox, seen from the host (ops/ops_inside.c).
+ *
+ * Its console (the entrypoint's stdout and stderr, console.log and .1):
+ * ops_sandbox_console_open() gives @who, who may see sandbox @id, a hold
+ * on the view (offsets that only grow across rotations while held, as
+ * the journals'); it reads with ops_console_read() and ends with
+ * ops_sandbox_console_close(). Readable in every state, after termination
+ * too, until rmdir; one never started reads as empty. -ENOENT: no such
+ * sandbox for @who.
+ */
+int ops_sandbox_console_open(const struct caller *who, const char *id, struct logfile **out);
+void ops_sandbox_console_close(struct logfile *lf);
+ssize_t ops_console_read(struct logfile *lf, char *buf, size_t size, int64_t off);
+int ops_console_stat(struct logfile *lf, int64_t *size, struct timespec *mtime);
 
 /* The journals, for the tree's `events` and `errors` (a view with growing offsets: logfile.h). */
 struct logfile *ops_events_journal(void);

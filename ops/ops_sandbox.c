@@ -365,7 +365,11 @@ int ops_sandbox_remove(const struct caller *who, const char *id, struct err *e)
 	 * ones removed. The directory is renamed away and emptied outside.
 	 */
 	if (rc == 0) {
+		char dir[PATH_MAX];
 		console_detach(id);
+		if (sandbox_path(id, NULL, dir, sizeof(dir)) == 0)
+			console_log_retire(
+			    dir); /* its readers keep theirs; a new one of the name won't */
 		forward_close_sandbox(id, true); /* a created one's ports, and its counters */
 		sandbox_bury(id, tomb, sizeof(tomb));
 	}
