@@ -270,6 +270,12 @@ static const struct fs_log console_log = {
     .stat = ops_console_stat,
 };
 
+/* Memory, CPU, processes and traffic while it runs; empty otherwise. */
+static int usage_read(const struct fs_node *n, const struct caller *who, struct strbuf *out)
+{
+	return view_read(n, who, out, ops_sandbox_usage_text);
+}
+
 /* --- sandboxes/<id>/: links and the snapshots/ directory ----------------- */
 
 static int parent_exists(const struct fs_node *n, const struct caller *who)
@@ -352,6 +358,7 @@ static const struct fs_entry sandbox_files[] = {
     {"exec", S_IFREG | 0600, .flags = FS_STREAM, .write = exec_write},
     {"wait", S_IFREG | 0400, .flags = FS_WAIT, .action = ops_sandbox_wait, .settled = settled},
     {"console", S_IFREG | 0400, .log = &console_log},
+    {"usage", S_IFREG | 0400, .flags = FS_NOSIZE, .read = usage_read},
     {"snapshots", S_IFDIR | 0700, .dir = &snaplinks_dir},
     {"parent", S_IFLNK | 0777, .exists = parent_exists, .link = parent_link},
 };

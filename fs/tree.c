@@ -191,7 +191,7 @@ static int content_size(const struct fs_node *n, const struct caller *who, struc
 		st->st_size = rc < 0 ? 0 : (off_t)strlen(target);
 		return rc;
 	}
-	if (!S_ISREG(ent->mode) || !ent->read)
+	if (!S_ISREG(ent->mode) || !ent->read || (ent->flags & FS_NOSIZE))
 		return 0;
 	_cleanup_strbuf_ struct strbuf sb = STRBUF_INIT;
 	int rc = ent->read(n, who, &sb);

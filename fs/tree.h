@@ -92,6 +92,7 @@ enum fs_flags {
 	FS_WAIT = 1 << 2,     /* a read at offset 0 is held until .action completes */
 	FS_STATUS = 1 << 3,   /* poll: POLLPRI once it differs from what this file saw */
 	FS_CREATORS = 1 << 4, /* group-owned by who may create (access_create_gid) */
+	FS_NOSIZE = 1 << 5,   /* st_size 0, as /proc's: a read costs a runsc call (usage) */
 };
 
 struct fs_entry {

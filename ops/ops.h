@@ -496,6 +496,14 @@ int ops_sandbox_console_open(const struct caller *who, const char *id, struct lo
 void ops_sandbox_console_close(struct logfile *lf);
 ssize_t ops_console_read(struct logfile *lf, char *buf, size_t size, int64_t off);
 int ops_console_stat(struct logfile *lf, int64_t *size, struct timespec *mtime);
+/*
+ * Its usage, `key value` lines: memory_bytes, memory_peak_bytes,
+ * cpu_seconds (decimal), pids (processes inside, `runsc ps`), and
+ * rx_bytes, tx_bytes with a network of its own. Only while it runs:
+ * nothing (an empty file) in every other state, as there is no process to
+ * measure; never `runsc events --stats` (runtime/agent/DESIGN.md §4).
+ */
+int ops_sandbox_usage_text(const struct sandbox *sb, struct strbuf *out);
 
 /* The journals, for the tree's `events` and `errors` (a view with growing offsets: logfile.h). */
 struct logfile *ops_events_journal(void);

@@ -384,6 +384,10 @@ static void patch_sandbox(struct sandbox *sb, const struct sb_patch *p)
 			 p->restore_snapshot);
 	if (p->pid >= 0)
 		sb->pid = p->pid;
+	if (p->arm_timeout) /* it runs anew: no exit status yet */
+		sb->exit_code[0] = '\0';
+	if (p->exit_code)
+		snprintf(sb->exit_code, sizeof(sb->exit_code), "%s", p->exit_code);
 	if (p->arm_timeout)
 		sb->deadline_at = timeout_deadline(sb->timeout_s, now_ms());
 }

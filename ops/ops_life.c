@@ -19,6 +19,7 @@
 
 #include "backend/store/store.h"
 #include "lib/cancel.h"
+#include "lib/spawn.h"
 #include "runtime/cache.h"
 #include "runtime/runsc/cgroup.h"
 #include "runtime/runsc/console.h"
@@ -135,6 +136,7 @@ static void *monitor_main(void *arg)
 	while (!atomic_load(&monitor_stop)) {
 		/* Watched first, then looked at: an end in between wakes the poll. */
 		size_t n = monitor_watch(monitor_fds + 1, MONITOR_WATCH_MAX);
+		exits_collect(); /* adopted processes: no zombie stays (lib/spawn.h) */
 		if (!first) {
 			rows_flush(false);
 			monitor_sandboxes(); /* never the store: ops_sync.c's thread follows it */
@@ -268,6 +270,11 @@ int ops_start(struct err *e)
 	if (rc < 0)
 		return err_set(e, -rc, "cannot start the job threads: %s", strerror(-rc));
 	reconcile_stores();
+	/* Before the monitor starts: it reaps what this adopts. */
+	rc = spawn_become_reaper();
+	if (rc < 0)
+		warning("cannot become the sandboxes' subreaper (their exit_code stays null): %s",
+			strerror(-rc));
 	rc = console_start();
 	if (rc < 0)
 		return err_set(e, -rc, "cannot start the console reader: %s", strerror(-rc));
