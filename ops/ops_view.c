@@ -121,7 +121,8 @@ static const char *exit_unknown(const struct sandbox *sb)
 	if (sb->exit_code[0] || (sb->state != SB_TERMINATED && sb->state != SB_FAILED))
 		return NULL;
 	if (sb->state == SB_FAILED)
-		return "it failed: no entrypoint ended";
+		return "its end was not seen: it failed, or its process ended while no daemon ran "
+		       "(error says which)";
 	if (!strncmp(sb->message, SANDBOX_EXITED_MSG, strlen(SANDBOX_EXITED_MSG)))
 		return "its process ended where the daemon could not read its status (it ended "
 		       "while no daemon ran, or before this version)";

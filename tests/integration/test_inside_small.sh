@@ -86,4 +86,20 @@ check_eq "a running sandbox's exit_code is null" null \
 check_match "a terminated one's is null, with why" 'terminated' \
 	"$(jget "$MNT/sandboxes/talk/info.json" .exit_code_unknown)"
 
+# --- an end no daemon saw: exit_code null, with why ---
+ok "start a sandbox that exits 4 after 4 s" make_sandbox later 'sleep 4; exit 4'
+rid=$(runtime_id later)
+stop_daemon
+ok "its process ends while no daemon runs" poll_until 60 bash -c "$(declare -f runsc_process_alive); ! runsc_process_alive $rid"
+start_daemon || bail "the daemon mounts again"
+# The restart's reconciliation finds its container stopped: failed (docs/architecture.md "Restart").
+ok "later is failed after the restart" poll_until 30 status_is later failed
+check_eq "its exit_code is null" null "$(jget "$MNT/sandboxes/later/info.json" .exit_code)"
+check_match "exit_code_unknown says why" 'no daemon ran' \
+	"$(jget "$MNT/sandboxes/later/info.json" .exit_code_unknown)"
+check_match "its error says its container stopped" 'stopped after a daemon restart' \
+	"$(rd "$MNT/sandboxes/later/error")"
+check_eq "seven's exit_code outlives the restart" 7 "$(jget "$MNT/sandboxes/seven/info.json" .exit_code)"
+check_contains "the console outlives the restart" the-last-line-2 "$(rd "$MNT/sandboxes/last2/console")"
+
 finish
