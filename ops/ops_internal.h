@@ -637,6 +637,13 @@ void exits_collect(void);
 struct pollfd;
 size_t monitor_watch(struct pollfd *p, size_t max);
 /*
+ * An eventfd (made at the first call, never closed) that turns readable
+ * when a sandbox starts running (sandbox_apply_if() to `running`): the
+ * monitor watches its new pid at once rather than at its next period, so
+ * an entrypoint that exits at once reads `terminated` within a second.
+ */
+int monitor_kick_fd(void);
+/*
  * After an exec in sandbox @id (born @created_at) failed: true if the
  * sandbox ended under it (marked terminated now if the monitor had not),
  * with its `error` in @why ("out of memory: ..." for an OOM kill).

@@ -126,8 +126,16 @@ static pthread_t monitor_thread;
 static int monitor_wake_fd = -1; /* an eventfd: written once, at the end */
 static atomic_bool monitor_stop;
 static bool monitor_started;
-/* The monitor thread's alone: the wake fd first, then the watched pidfds. */
-static struct pollfd monitor_fds[1 + MONITOR_WATCH_MAX];
+/* The monitor thread's alone: the wake fd, the kick fd, then the watched pidfds. */
+static struct pollfd monitor_fds[2 + MONITOR_WATCH_MAX];
+
+/* A sandbox started running: the next pass watches it (ops_internal.h monitor_kick_fd()). */
+static void kicks_take(int fd)
+{
+	uint64_t n;
+	if (read(fd, &n, sizeof(n)) < 0 && errno != EAGAIN)
+		warning("monitor: cannot read its kick: %s", strerror(errno));
+}
 
 static void *monitor_main(void *arg)
 {
@@ -135,7 +143,7 @@ static void *monitor_main(void *arg)
 	bool first = true;
 	while (!atomic_load(&monitor_stop)) {
 		/* Watched first, then looked at: an end in between wakes the poll. */
-		size_t n = monitor_watch(monitor_fds + 1, MONITOR_WATCH_MAX);
+		size_t n = monitor_watch(monitor_fds + 2, MONITOR_WATCH_MAX);
 		exits_collect(); /* adopted processes: no zombie stays (lib/spawn.h) */
 		if (!first) {
 			rows_flush(false);
@@ -143,8 +151,11 @@ static void *monitor_main(void *arg)
 		}
 		first = false;
 		monitor_fds[0] = (struct pollfd){.fd = monitor_wake_fd, .events = POLLIN};
-		poll(monitor_fds, 1 + n, MONITOR_PERIOD_MS);
-		for (size_t i = 1; i <= n; i++)
+		monitor_fds[1] = (struct pollfd){.fd = monitor_kick_fd(), .events = POLLIN};
+		poll(monitor_fds, 2 + n, MONITOR_PERIOD_MS);
+		if (monitor_fds[1].revents & POLLIN)
+			kicks_take(monitor_fds[1].fd);
+		for (size_t i = 2; i < 2 + n; i++)
 			close(monitor_fds[i].fd);
 	}
 	return NULL;
