@@ -56,6 +56,23 @@ done
 ok "rmdir last1" rmdir "$MNT/sandboxes/last1"
 ok "console is gone with its sandbox" test ! -e "$MNT/sandboxes/last1/console"
 
+# --- console: bounded, and a fork's is its own ---
+ok "start a sandbox that prints 3 MB and then ticks" make_sandbox big \
+	'head -c 3000000 /dev/zero | tr "\\0" x; echo; echo END; i=0; while :; do i=$((i + 1)); echo "tick $i"; sleep 0.3; done'
+bc=$MNT/sandboxes/big/console
+ok "big's console reaches END" poll_until 60 grep -q END "$bc"
+ok "the console log stays bounded: at most 2 MiB" test "$(stat -c %s "$bc")" -le $((2 << 20))
+ok "its newest output is kept" poll_until 30 grep -q tick "$bc"
+snap=$(snapshot_of big)
+check_match "snapshot of big" '^snap-' "$snap"
+fork=$(fork_of "$snap")
+check_match "fork of it" '^sbx-' "$fork"
+ok "the fork's console gets the fork's ticks" poll_until 30 grep -q tick "$MNT/sandboxes/$fork/console"
+check_lacks "the fork's console is its own: no END from before the snapshot" END \
+	"$(rd "$MNT/sandboxes/$fork/console")"
+ok "terminate the fork" wr "$MNT/sandboxes/$fork/terminate"
+ok "terminate big" wr "$MNT/sandboxes/big/terminate"
+
 # --- exit_code ---
 ok "mkdir seven" mkdir "$MNT/sandboxes/seven"
 check_eq "exit_code is null before a start" null "$(jget "$MNT/sandboxes/seven/info.json" .exit_code)"
