@@ -20,6 +20,8 @@
  * (console_stdio() gives it the fds and console_sink() as lib/spawn.h's
  * sink); after a start that worked, console_attach() hands the console to
  * one reader thread that serves every attached console (console_start()).
+ * The log is a lib/logfile.h file shared with the readers through the
+ * mount (console_log_get()), so their offsets only grow across rotations.
  *
  * Ownership: console_open() gives the caller a console; console_attach()
  * takes it over (also on failure), console_free() drops one never attached.
