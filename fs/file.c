@@ -26,6 +26,8 @@ static void file_ref(struct fs_file *f)
 
 static void file_free(struct fs_file *f)
 {
+	if (f->log)
+		f->node.ent->log->close(f->log);
 	strbuf_release(&f->content);
 	strbuf_release(&f->collected);
 	ctl_spec_release(&f->spec);
@@ -85,6 +87,12 @@ int file_open(const struct fs_node *n, const struct caller *who, int flags, stru
 	f->flags = flags;
 	f->who = *who;
 	f->collected.max = ENV_MAX - 1;
+	int rc = n->ent->log ? n->ent->log->open(n, who, &f->log) : 0;
+	if (rc < 0) {
+		pthread_mutex_destroy(&f->lock);
+		free(f);
+		return rc;
+	}
 	if (n->ent->flags & FS_STATUS)
 		status_now(f, f->seen);
 	/* An open reader keeps the journal's offsets across rotations (logfile.h). */
@@ -326,6 +334,16 @@ static void read_journal(fuse_req_t req, struct fs_file *f, size_t size, off_t o
 		fuse_reply_buf(req, buf, (size_t)n);
 }
 
+static void read_log(fuse_req_t req, struct fs_file *f, size_t size, off_t off)
+{
+	_cleanup_free_ char *buf = malloc(size ? size : 1);
+	ssize_t n = buf ? f->node.ent->log->read(f->log, buf, size, off) : -ENOMEM;
+	if (n < 0)
+		fuse_reply_err(req, (int)-n);
+	else
+		fuse_reply_buf(req, buf, (size_t)n);
+}
+
 /* An interrupted wait read: its waiter goes at once (pending_on_interrupt()). */
 static bool wait_drop(void *op)
 {
@@ -462,6 +480,8 @@ void file_read(fuse_req_t req, struct fs_file *f, size_t size, off_t off)
 	file_ref(f);
 	if (ent->journal)
 		read_journal(req, f, size, off);
+	else if (ent->log)
+		read_log(req, f, size, off);
 	else if (ent->flags & FS_WAIT)
 		read_wait(req, f, size, off);
 	else if (ent->flags & FS_STREAM)

@@ -58,6 +58,7 @@ struct fs_file {
 	struct fs_node node; /* a copy: the inode may be forgotten while the file is open */
 	int flags;	     /* open(2) flags */
 	struct caller who;   /* who opened it: every read and write acts as them */
+	struct logfile *log; /* .log rows: the view held from open to free */
 
 	/* The rest is under lock. */
 	struct strbuf content; /* what reads return: made by a read, or a write's result */

@@ -279,6 +279,27 @@ static int exec_follow(struct fs_file *f, struct err *e)
 	return rc == -ENOENT ? 0 : rc; /* none to follow: an empty read */
 }
 
+/* --- sandboxes/<id>/: console and usage (ops/ops_console.c) ----------- */
+
+static int console_open(const struct fs_node *n, const struct caller *who, struct logfile **out)
+{
+	return ops_sandbox_console_open(who, n->id, out);
+}
+
+/* The entrypoint's output, read at the offset as events is: `tail -f` follows it. */
+static const struct fs_log console_log = {
+    .open = console_open,
+    .close = ops_sandbox_console_close,
+    .read = ops_console_read,
+    .stat = ops_console_stat,
+};
+
+/* Memory, CPU, processes and traffic while it runs; empty otherwise. */
+static int usage_read(const struct fs_node *n, const struct caller *who, struct strbuf *out)
+{
+	return view_read(n, who, out, ops_sandbox_usage_text);
+}
+
 /* --- sandboxes/<id>/: links and the snapshots/ directory ----------------- */
 
 static int parent_exists(const struct fs_node *n, const struct caller *who)
@@ -361,6 +382,8 @@ static const struct fs_entry sandbox_files[] = {
     {"exec", S_IFREG | 0600, .flags = FS_STREAM | FS_SCRIPT, .write = exec_write,
      .flush = exec_start, .follow = exec_follow},
     {"wait", S_IFREG | 0400, .flags = FS_WAIT, .action = ops_sandbox_wait, .settled = settled},
+    {"console", S_IFREG | 0400, .log = &console_log},
+    {"usage", S_IFREG | 0400, .flags = FS_NOSIZE, .read = usage_read},
     {"snapshots", S_IFDIR | 0700, .dir = &snaplinks_dir},
     {"root", S_IFDIR | 0700, .flags = FS_INSIDE},
     {"parent", S_IFLNK | 0777, .exists = parent_exists, .link = parent_link},

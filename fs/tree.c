@@ -159,18 +159,39 @@ static int journal_stat(const struct fs_node *n, struct stat *st)
 	return 0;
 }
 
+static int log_stat(const struct fs_node *n, const struct caller *who, struct stat *st)
+{
+	int64_t size;
+	struct timespec mtime;
+	struct logfile *lf;
+	int rc = n->ent->log->open(n, who, &lf);
+	if (rc < 0)
+		return rc;
+	rc = n->ent->log->stat(lf, &size, &mtime);
+	n->ent->log->close(lf);
+	if (rc == 0 && mtime.tv_sec) {
+		st->st_mtim = mtime;
+		st->st_ctim = mtime;
+	}
+	if (rc == 0)
+		st->st_size = size;
+	return rc;
+}
+
 static int content_size(const struct fs_node *n, const struct caller *who, struct stat *st)
 {
 	const struct fs_entry *ent = n->ent;
 	if (ent->journal)
 		return journal_stat(n, st);
+	if (ent->log)
+		return log_stat(n, who, st);
 	if (S_ISLNK(ent->mode)) {
 		char target[FS_PATH_MAX];
 		int rc = ent->link(n, who, target, sizeof(target));
 		st->st_size = rc < 0 ? 0 : (off_t)strlen(target);
 		return rc;
 	}
-	if (!S_ISREG(ent->mode) || !ent->read)
+	if (!S_ISREG(ent->mode) || !ent->read || (ent->flags & FS_NOSIZE))
 		return 0;
 	_cleanup_strbuf_ struct strbuf sb = STRBUF_INIT;
 	int rc = ent->read(n, who, &sb);

@@ -94,6 +94,7 @@ enum fs_flags {
 	FS_CREATORS = 1 << 4, /* group-owned by who may create (access_create_gid) */
 	FS_INSIDE = 1 << 5,   /* root/: what is under it is the sandbox's own (fs/inside.h) */
 	FS_SCRIPT = 1 << 6,   /* lines make one script, run at a read or the close (exec) */
+	FS_NOSIZE = 1 << 7,   /* st_size 0, as /proc's: a read costs a runsc call (usage) */
 };
 
 struct fs_entry {
@@ -111,7 +112,20 @@ struct fs_entry {
 	/* FS_SCRIPT: a read of a file nothing was written on follows what this starts */
 	int (*follow)(struct fs_file *f, struct err *e);
 	struct logfile *(*journal)(void); /* journals: read at the offset (lib/logfile.h) */
+	const struct fs_log *log;	  /* an object's log (console): read at the offset */
 	const struct fs_dir *dir;	  /* directories */
+};
+
+/*
+ * An object's log, read at the offset as the journals are (lib/logfile.h):
+ * an open file holds a view (@open) until it is freed (@close), so its
+ * offsets only grow across rotations; a stat opens one for the size.
+ */
+struct fs_log {
+	int (*open)(const struct fs_node *n, const struct caller *who, struct logfile **out);
+	void (*close)(struct logfile *lf);
+	ssize_t (*read)(struct logfile *lf, char *buf, size_t size, int64_t off);
+	int (*stat)(struct logfile *lf, int64_t *size, struct timespec *mtime);
 };
 
 struct fs_dir {

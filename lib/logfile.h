@@ -1,6 +1,8 @@
 /*
  * logfile.h - an append-only file of lines under a size cap, and the view
- * of it that readers through the mount get (the journals, snapfs.log).
+ * of it that readers through the mount get (the journals, snapfs.log, and
+ * each sandbox's console, whose appends are the bytes as read: not always
+ * whole lines).
  *
  * On disk: when a line would take PATH past @max bytes, PATH becomes
  * PATH.1 (replacing the one before) and a fresh PATH is started, so the

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/pidfd.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -32,6 +33,48 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct spawn *inflight;
 static char cancelled[SPAWN_CANCELLED_MAX][SPAWN_TAG_MAX];
 static size_t cancelled_next;
+/*
+ * The children this process made and reaps itself (spawn_run(), spawn_fork()),
+ * from their start to their reaping, under the same lock: spawn_reap_adopted()
+ * leaves them alone.
+ */
+static pid_t *owned;
+static size_t owned_n, owned_cap;
+
+/* Under the lock: room for one more owned child. */
+static int owned_room_locked(void)
+{
+	if (owned_n < owned_cap)
+		return 0;
+	size_t cap = owned_cap ? owned_cap * 2 : 16;
+	pid_t *p = realloc(owned, cap * sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	owned = p;
+	owned_cap = cap;
+	return 0;
+}
+
+static bool owned_locked(pid_t pid)
+{
+	for (size_t i = 0; i < owned_n; i++)
+		if (owned[i] == pid)
+			return true;
+	return false;
+}
+
+/* After its reaping: the pid may be another process's now. */
+static void disown(pid_t pid)
+{
+	pthread_mutex_lock(&lock);
+	for (size_t i = 0; i < owned_n; i++) {
+		if (owned[i] == pid) {
+			owned[i] = owned[--owned_n];
+			break;
+		}
+	}
+	pthread_mutex_unlock(&lock);
+}
 
 static bool tag_cancelled(const char *tag)
 {
@@ -54,6 +97,70 @@ static void kill_group(pid_t pid)
 {
 	kill(-pid, SIGKILL);
 	kill(pid, SIGKILL);
+}
+
+pid_t spawn_fork(void)
+{
+	pthread_mutex_lock(&lock);
+	pid_t pid = owned_room_locked() < 0 ? (errno = ENOMEM, -1) : fork();
+	if (pid > 0)
+		owned[owned_n++] = pid;
+	pthread_mutex_unlock(&lock);
+	return pid;
+}
+
+int spawn_wait(pid_t pid, int *status)
+{
+	int rc;
+	while ((rc = waitpid(pid, status, 0)) < 0 && errno == EINTR)
+		;
+	int err = rc < 0 ? -errno : 0;
+	disown(pid);
+	return err;
+}
+
+int spawn_become_reaper(void)
+{
+	return prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0 ? -errno : 0;
+}
+
+/*
+ * One ended child nobody else reaps: peek at the first ended child
+ * (WNOWAIT), and reap it only if it is not owned; all under the lock, so
+ * a child spawned meanwhile is owned before it can be seen. 1 reaped
+ * (@pid, @code), 0 none (or an owned one is first: its owner reaps it
+ * in a moment, and the next call goes on).
+ */
+static int reap_one(pid_t *pid, int *code)
+{
+	siginfo_t si = {0};
+	pthread_mutex_lock(&lock);
+	int rc = waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT | __WALL);
+	bool adopted = rc == 0 && si.si_pid > 0 && !owned_locked(si.si_pid);
+	if (adopted) {
+		siginfo_t done = {0};
+		adopted = waitid(P_PID, (id_t)si.si_pid, &done, WEXITED | WNOHANG | __WALL) == 0 &&
+			  done.si_pid == si.si_pid;
+	}
+	pthread_mutex_unlock(&lock);
+	if (!adopted)
+		return 0;
+	*pid = si.si_pid;
+	*code = si.si_code == CLD_EXITED ? si.si_status : 128 + si.si_status;
+	return 1;
+}
+
+int spawn_reap_adopted(void (*fn)(pid_t pid, int code, void *arg), void *arg)
+{
+	int n = 0;
+	pid_t pid;
+	int code;
+	while (n < SPAWN_REAP_MAX && reap_one(&pid, &code)) {
+		n++;
+		if (fn)
+			fn(pid, code, arg);
+	}
+	return n;
 }
 
 int spawn_code(int status)
@@ -379,12 +486,13 @@ static int start(struct spawn *s, const struct child_fds *f)
 	pthread_mutex_lock(&lock);
 	if (rc == 0 && s->tag && s->refuse_cancelled && tag_cancelled(s->tag)) {
 		s->cancelled_ = true;
-	} else if (rc == 0) {
+	} else if (rc == 0 && (rc = owned_room_locked()) == 0) {
 		rc = -posix_spawnp(&s->pid_, s->argv[0], &fa, &attr, (char *const *)s->argv,
 				   s->envp);
 		if (rc == 0) {
 			s->next_ = inflight;
 			inflight = s;
+			owned[owned_n++] = s->pid_;
 		}
 	}
 	pthread_mutex_unlock(&lock);
@@ -475,6 +583,7 @@ static void reap(struct spawn *s)
 {
 	while (waitpid(s->pid_, &s->status, 0) < 0 && errno == EINTR)
 		;
+	disown(s->pid_);
 }
 
 static int run_started(struct spawn *s, int fd)

@@ -114,6 +114,29 @@ int spawn_cancel(const char *tag);
  */
 int spawn_leftovers_wait(const char *dir, int64_t max_wait_ms);
 
+/*
+ * The daemon as a subreaper (PR_SET_CHILD_SUBREAPER): a detached sandbox's
+ * processes (runsc-sandbox, runsc-gofer and theirs), orphaned when `runsc
+ * run` returns, become its children instead of init's, so their exit
+ * status can be read (the sandbox's is its entrypoint's). Whoever calls it
+ * must call spawn_reap_adopted() often, or they stay zombies.
+ *
+ * spawn_reap_adopted(): reap every ended child this process did not make
+ * itself, at most SPAWN_REAP_MAX a call, telling @fn each one's pid and
+ * code (as spawn_code()). It never takes a child spawn_run() or
+ * spawn_fork() made (they are recorded from their start to their
+ * reaping, under the lock it checks them under): a waitpid(-1) would steal
+ * their statuses. Any other fork in the process must go through
+ * spawn_fork() and spawn_wait() (but one made before spawn_become_reaper()
+ * that has ended, or after the reaping stopped: libfuse's fusermount).
+ */
+#define SPAWN_REAP_MAX 64
+int spawn_become_reaper(void);
+int spawn_reap_adopted(void (*fn)(pid_t pid, int code, void *arg), void *arg);
+/* fork() for a child its caller reaps itself with spawn_wait() (0 or -errno). */
+pid_t spawn_fork(void);
+int spawn_wait(pid_t pid, int *status);
+
 /* A wait status as a shell reports it: the exit code, or 128+N for signal N. */
 int spawn_code(int status);
 

@@ -80,6 +80,8 @@
 #include "lib/util.h"
 #include "ops/access.h"
 
+struct logfile;
+
 struct store;
 struct images;
 struct runsc;
@@ -563,6 +565,30 @@ int ops_inside_link(const struct caller *who, const char *id, const char *from, 
  */
 int ops_inside_readlink(const struct caller *who, const char *id, const char *path, char *buf,
 			size_t size, struct err *e);
+
+/*
+ * A sandbox seen from the host without entering it (ops/ops_console.c).
+ *
+ * Its console (the entrypoint's stdout and stderr, console.log and .1):
+ * ops_sandbox_console_open() gives @who, who may see sandbox @id, a hold
+ * on the view (offsets that only grow across rotations while held, as
+ * the journals'); it reads with ops_console_read() and ends with
+ * ops_sandbox_console_close(). Readable in every state, after termination
+ * too, until rmdir; one never started reads as empty. -ENOENT: no such
+ * sandbox for @who.
+ */
+int ops_sandbox_console_open(const struct caller *who, const char *id, struct logfile **out);
+void ops_sandbox_console_close(struct logfile *lf);
+ssize_t ops_console_read(struct logfile *lf, char *buf, size_t size, int64_t off);
+int ops_console_stat(struct logfile *lf, int64_t *size, struct timespec *mtime);
+/*
+ * Its usage, `key value` lines: memory_bytes, memory_peak_bytes,
+ * cpu_seconds (decimal), pids (processes inside, `runsc ps`), and
+ * rx_bytes, tx_bytes with a network of its own. Only while it runs:
+ * nothing (an empty file) in every other state, as there is no process to
+ * measure; never `runsc events --stats` (runtime/agent/DESIGN.md §4).
+ */
+int ops_sandbox_usage_text(const struct sandbox *sb, struct strbuf *out);
 
 /* The journals, for the tree's `events` and `errors` (a view with growing offsets: logfile.h). */
 struct logfile *ops_events_journal(void);

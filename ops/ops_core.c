@@ -9,8 +9,11 @@
 #include "ops/ops_internal.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include "runtime/net/forward.h"
 #include "runtime/images.h"
@@ -370,6 +373,28 @@ out:
 	return rc;
 }
 
+static pthread_once_t kick_once = PTHREAD_ONCE_INIT;
+static int kick_fd = -1;
+
+static void kick_make(void)
+{
+	kick_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+}
+
+int monitor_kick_fd(void)
+{
+	pthread_once(&kick_once, kick_make);
+	return kick_fd;
+}
+
+static void monitor_kick(void)
+{
+	uint64_t one = 1;
+	int fd = monitor_kick_fd();
+	if (fd >= 0 && write(fd, &one, sizeof(one)) < 0)
+		return; /* the counter is full: it is readable already */
+}
+
 static void patch_sandbox(struct sandbox *sb, const struct sb_patch *p)
 {
 	sb->state = p->state;
@@ -384,6 +409,10 @@ static void patch_sandbox(struct sandbox *sb, const struct sb_patch *p)
 			 p->restore_snapshot);
 	if (p->pid >= 0)
 		sb->pid = p->pid;
+	if (p->arm_timeout) /* it runs anew: no exit status yet */
+		sb->exit_code[0] = '\0';
+	if (p->exit_code)
+		snprintf(sb->exit_code, sizeof(sb->exit_code), "%s", p->exit_code);
 	if (p->arm_timeout)
 		sb->deadline_at = timeout_deadline(sb->timeout_s, now_ms());
 }
@@ -409,6 +438,8 @@ int sandbox_apply_if(const char *id, unsigned allowed, struct sb_patch patch)
 		return error(-rc, "cannot update sandbox %s: %s", id, strerror(-rc));
 	}
 	announce_sandbox(id, sb.state, patch.message);
+	if (sb.state == SB_RUNNING && patch.pid > 0)
+		monitor_kick();
 	return 0;
 }
 

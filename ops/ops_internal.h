@@ -152,6 +152,8 @@ struct sb_patch {
 	const char *image_digest;
 	const char *restore_snapshot;
 	pid_t pid;
+	const char
+	    *exit_code;	  /* the entrypoint's exit status; NULL: unchanged (a new run clears it) */
 	bool durable;	  /* written to the registry or failed, never kept in memory (ops_rows.c) */
 	bool arm_timeout; /* it runs anew: its timeout's clock starts (timeout_deadline()) */
 };
@@ -623,12 +625,25 @@ void monitor_sandboxes(void);
 /* The `error` of a sandbox whose process ended under no limit it went over. */
 #define SANDBOX_EXITED_MSG "the sandbox's process exited"
 /*
+ * The exit statuses of processes the daemon adopted (it is their
+ * subreaper, lib/spawn.h): reaped by the monitor (exits_collect()), kept
+ * until the sandbox whose pid it was is marked ended (exit_take()).
+ */
+void exits_collect(void);
+/*
  * Pidfds of up to @max running sandboxes' processes whose end is yet to
  * come, into @p (POLLIN): the monitor sleeps on them, so that an end is
  * seen as it happens. The caller closes them.
  */
 struct pollfd;
 size_t monitor_watch(struct pollfd *p, size_t max);
+/*
+ * An eventfd (made at the first call, never closed) that turns readable
+ * when a sandbox starts running (sandbox_apply_if() to `running`): the
+ * monitor watches its new pid at once rather than at its next period, so
+ * an entrypoint that exits at once reads `terminated` within a second.
+ */
+int monitor_kick_fd(void);
 /*
  * After an exec in sandbox @id (born @created_at) failed: true if the
  * sandbox ended under it (marked terminated now if the monitor had not),

@@ -19,6 +19,7 @@
 
 #include "backend/store/store.h"
 #include "lib/cancel.h"
+#include "lib/spawn.h"
 #include "runtime/cache.h"
 #include "runtime/runsc/cgroup.h"
 #include "runtime/runsc/console.h"
@@ -128,8 +129,16 @@ static pthread_t monitor_thread;
 static int monitor_wake_fd = -1; /* an eventfd: written once, at the end */
 static atomic_bool monitor_stop;
 static bool monitor_started;
-/* The monitor thread's alone: the wake fd first, then the watched pidfds. */
-static struct pollfd monitor_fds[1 + MONITOR_WATCH_MAX];
+/* The monitor thread's alone: the wake fd, the kick fd, then the watched pidfds. */
+static struct pollfd monitor_fds[2 + MONITOR_WATCH_MAX];
+
+/* A sandbox started running: the next pass watches it (ops_internal.h monitor_kick_fd()). */
+static void kicks_take(int fd)
+{
+	uint64_t n;
+	if (read(fd, &n, sizeof(n)) < 0 && errno != EAGAIN)
+		warning("monitor: cannot read its kick: %s", strerror(errno));
+}
 
 static void *monitor_main(void *arg)
 {
@@ -137,15 +146,19 @@ static void *monitor_main(void *arg)
 	bool first = true;
 	while (!atomic_load(&monitor_stop)) {
 		/* Watched first, then looked at: an end in between wakes the poll. */
-		size_t n = monitor_watch(monitor_fds + 1, MONITOR_WATCH_MAX);
+		size_t n = monitor_watch(monitor_fds + 2, MONITOR_WATCH_MAX);
+		exits_collect(); /* adopted processes: no zombie stays (lib/spawn.h) */
 		if (!first) {
 			rows_flush(false);
 			monitor_sandboxes(); /* never the store: ops_sync.c's thread follows it */
 		}
 		first = false;
 		monitor_fds[0] = (struct pollfd){.fd = monitor_wake_fd, .events = POLLIN};
-		poll(monitor_fds, 1 + n, MONITOR_PERIOD_MS);
-		for (size_t i = 1; i <= n; i++)
+		monitor_fds[1] = (struct pollfd){.fd = monitor_kick_fd(), .events = POLLIN};
+		poll(monitor_fds, 2 + n, MONITOR_PERIOD_MS);
+		if (monitor_fds[1].revents & POLLIN)
+			kicks_take(monitor_fds[1].fd);
+		for (size_t i = 2; i < 2 + n; i++)
 			close(monitor_fds[i].fd);
 	}
 	return NULL;
@@ -271,6 +284,11 @@ int ops_start(struct err *e)
 	if (rc < 0)
 		return err_set(e, -rc, "cannot start the job threads: %s", strerror(-rc));
 	reconcile_stores();
+	/* Before the monitor starts: it reaps what this adopts. */
+	rc = spawn_become_reaper();
+	if (rc < 0)
+		warning("cannot become the sandboxes' subreaper (their exit_code stays null): %s",
+			strerror(-rc));
 	rc = console_start();
 	if (rc < 0)
 		return err_set(e, -rc, "cannot start the console reader: %s", strerror(-rc));

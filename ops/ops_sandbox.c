@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "lib/names.h"
+#include "lib/spawn.h"
 #include "lib/strbuf.h"
 #include "runtime/runsc/bundle.h"
 #include "runtime/runsc/cgroup.h"
@@ -365,7 +366,11 @@ int ops_sandbox_remove(const struct caller *who, const char *id, struct err *e)
 	 * ones removed. The directory is renamed away and emptied outside.
 	 */
 	if (rc == 0) {
+		char dir[PATH_MAX];
 		console_detach(id);
+		if (sandbox_path(id, NULL, dir, sizeof(dir)) == 0)
+			console_log_retire(
+			    dir); /* its readers keep theirs; a new one of the name won't */
 		forward_close_sandbox(id, true); /* a created one's ports, and its counters */
 		sandbox_bury(id, tomb, sizeof(tomb));
 	}
@@ -432,6 +437,52 @@ static bool process_ended(pid_t pid, int wait_ms)
 	return n > 0;
 }
 
+/*
+ * The statuses exits_collect() reaped, newest last, in a ring: a sandbox's
+ * is taken within a monitor period of its reaping, and a ring of
+ * EXITS_MAX outlasts the four or so processes each sandbox's end brings
+ * (E7: runsc-sandbox with the entrypoint's status, runsc-gofer, and the
+ * sandbox's helpers, killed).
+ */
+#define EXITS_MAX 256
+static struct exit_seen {
+	pid_t pid; /* 0: a free slot */
+	int code;
+} exits[EXITS_MAX];
+static size_t exits_next;
+static pthread_mutex_t exits_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void exit_note(pid_t pid, int code, void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&exits_lock);
+	exits[exits_next] = (struct exit_seen){pid, code};
+	exits_next = (exits_next + 1) % EXITS_MAX;
+	pthread_mutex_unlock(&exits_lock);
+}
+
+void exits_collect(void)
+{
+	spawn_reap_adopted(exit_note, NULL);
+}
+
+/* The newest status noted for @pid, taken out; false if none. */
+static bool exit_take(pid_t pid, int *code)
+{
+	bool found = false;
+	pthread_mutex_lock(&exits_lock);
+	for (size_t i = 1; i <= EXITS_MAX && !found; i++) {
+		struct exit_seen *x = &exits[(exits_next + EXITS_MAX - i) % EXITS_MAX];
+		if (x->pid == pid) {
+			*code = x->code;
+			x->pid = 0;
+			found = true;
+		}
+	}
+	pthread_mutex_unlock(&exits_lock);
+	return found;
+}
+
 static int collect_exited(const struct sandbox *sb, void *arg)
 {
 	struct strbuf *ids = arg;
@@ -472,6 +523,23 @@ static void mark_exited(const char *id, void *arg)
 	if (!hit && runsc_state(&ops.runsc, sb.runtime_id, &pid, NULL) == RUNSC_RUNNING &&
 	    pid != sb.pid)
 		return;
+	/*
+	 * The sandbox process exits with its entrypoint's status (128+N for
+	 * signal N): reaped here if the daemon adopted it (lib/spawn.h). One
+	 * that ended while no daemon ran (init reaped it) leaves none.
+	 */
+	char code_text[SB_EXIT_CODE_MAX], exited[MESSAGE_MAX];
+	int code;
+	exits_collect();
+	if (exit_take(sb.pid, &code)) {
+		snprintf(code_text, sizeof(code_text), "%d", code);
+		p.exit_code = code_text;
+		if (!hit) {
+			snprintf(exited, sizeof(exited), SANDBOX_EXITED_MSG " with status %d",
+				 code);
+			p.message = exited;
+		}
+	}
 	/* Only if nothing else moved it meanwhile: a job owns transitional states. */
 	if (sandbox_apply_if(id, STATE_BIT(SB_RUNNING), p) == 0)
 		container_drop(id, sb.runtime_id);

@@ -106,6 +106,29 @@ static cJSON *env_names(const char *env)
 	return names;
 }
 
+/*
+ * exit_code: the entrypoint's status once the daemon saw it end; null
+ * before, and null where it ended unseen, with exit_code_unknown saying
+ * why (added only then).
+ */
+static cJSON *exit_code_info(const struct sandbox *sb)
+{
+	return sb->exit_code[0] ? cJSON_CreateNumber(atoi(sb->exit_code)) : cJSON_CreateNull();
+}
+
+static const char *exit_unknown(const struct sandbox *sb)
+{
+	if (sb->exit_code[0] || (sb->state != SB_TERMINATED && sb->state != SB_FAILED))
+		return NULL;
+	if (sb->state == SB_FAILED)
+		return "its end was not seen: it failed, or its process ended while no daemon ran "
+		       "(error says which)";
+	if (!strncmp(sb->message, SANDBOX_EXITED_MSG, strlen(SANDBOX_EXITED_MSG)))
+		return "its process ended where the daemon could not read its status (it ended "
+		       "while no daemon ran, or before this version)";
+	return "it was terminated: its entrypoint did not exit on its own";
+}
+
 static cJSON *sandbox_info(const struct sandbox *sb)
 {
 	_cleanup_json_ cJSON *info = cJSON_CreateObject();
@@ -128,7 +151,11 @@ static cJSON *sandbox_info(const struct sandbox *sb)
 	    json_add(info, "pids", cJSON_CreateNumber((double)sb->res.pids)) &&
 	    json_add(info, "timeout", lifetime_info_timeout(sb)) &&
 	    json_add(info, "autosnapshot", lifetime_info_autosnap(sb)) &&
-	    json_add(info, "ports", ops_ports_info(sb));
+	    json_add(info, "ports", ops_ports_info(sb)) &&
+	    json_add(info, "exit_code", exit_code_info(sb));
+	const char *why = exit_unknown(sb);
+	if (ok && why)
+		ok = json_add(info, "exit_code_unknown", cJSON_CreateString(why));
 	json_add(info, "network", ops_net_info(sb));
 	return ok ? steal_ptr(info) : NULL;
 }

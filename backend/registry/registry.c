@@ -296,6 +296,7 @@ static const struct column sandbox_cols[] = {
     {SB(COL_TEXT, ports)},
     {SB(COL_ENUM, network), NAMES(network_names)},
     {SB(COL_TEXT, egress)},
+    {SB(COL_TEXT, exit_code)},
 };
 
 static const struct column snapshot_cols[] = {

@@ -70,7 +70,8 @@ enum timeout_action {
 const char *timeout_action_name(enum timeout_action a);
 /* A sandbox's network (runtime/net/net.h): none, or its own namespace with egress. */
 enum sandbox_network { SB_NET_NONE, SB_NET_EGRESS };
-#define SB_EGRESS_MAX 2048 /* the egress rules' text, NUL included */
+#define SB_EGRESS_MAX 2048  /* the egress rules' text, NUL included */
+#define SB_EXIT_CODE_MAX 12 /* an exit status in decimal, NUL included */
 const char *sandbox_network_name(enum sandbox_network n);
 int sandbox_network_parse(const char *name, enum sandbox_network *out); /* -EINVAL */
 int timeout_action_parse(const char *name, enum timeout_action *out);	/* -EINVAL */
@@ -109,6 +110,12 @@ struct sandbox {
 	/* Its network (runtime/net/net.h): set while created; forks and resumes keep it. */
 	enum sandbox_network network;
 	char egress[SB_EGRESS_MAX]; /* `allow/deny CIDR` lines; changeable while it runs */
+	/*
+	 * The entrypoint's exit status in decimal (0-255; 128+N for signal N),
+	 * once the monitor reaped its end; "" before it ended, and where
+	 * nobody saw the status (terminated, a daemon restart in between).
+	 */
+	char exit_code[SB_EXIT_CODE_MAX];
 };
 
 struct snapshot {

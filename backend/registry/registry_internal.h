@@ -37,10 +37,10 @@ struct registry {
 	"memory_bytes, cpu_milli, pids, "                                                          \
 	"timeout_s, timeout_action, deadline_at, autosnap_every_s, autosnap_keep, "                \
 	"autosnap_next_at, "                                                                       \
-	"ports, network, egress"
+	"ports, network, egress, exit_code"
 #define SB_PARAMS                                                                                  \
 	"?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, "                       \
-	"?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27"
+	"?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28"
 #define SB_SELECT "SELECT " SB_COLS " FROM sandboxes "
 
 /* The snapshots' columns, in the order of registry.c's snapshot_cols[]. */

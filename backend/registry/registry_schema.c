@@ -13,7 +13,7 @@
 
 #include "lib/util.h"
 
-#define SCHEMA_VERSION 8
+#define SCHEMA_VERSION 9
 #define STR_(x) #x
 #define STR(x) STR_(x)
 
@@ -36,6 +36,8 @@
 #define NETWORK_COLS ", network TEXT NOT NULL DEFAULT 'none', egress TEXT NOT NULL DEFAULT ''"
 /* A snapshot the autosnapshot timer took (ops/ops_timer.c); migrate_v7_sql adds it. */
 #define AUTOSNAP_COL " autosnap INTEGER NOT NULL DEFAULT 0"
+/* A sandbox's entrypoint's exit status, "" when not seen (ops/ops_sandbox.c); v8 adds it. */
+#define EXIT_CODE_COL " exit_code TEXT NOT NULL DEFAULT ''"
 
 /*
  * The snapshots in creation order, with what a listing shows: the index
@@ -56,7 +58,8 @@ static const char schema_sql[] =
     " restore_snapshot TEXT NOT NULL, pid INTEGER NOT NULL,"
     " owner_uid INTEGER NOT NULL DEFAULT 0, owner_gid INTEGER NOT NULL DEFAULT 0,"
     " memory_bytes INTEGER NOT NULL DEFAULT 0, cpu_milli INTEGER NOT NULL DEFAULT 0,"
-    " pids INTEGER NOT NULL DEFAULT 0," LIFETIME_SANDBOX_COLS "," PORTS_COL NETWORK_COLS ");"
+    " pids INTEGER NOT NULL DEFAULT 0," LIFETIME_SANDBOX_COLS "," PORTS_COL NETWORK_COLS
+    "," EXIT_CODE_COL ");"
     "CREATE INDEX IF NOT EXISTS sandboxes_created ON sandboxes (created_at, id);"
     "CREATE INDEX IF NOT EXISTS sandboxes_parent ON sandboxes (parent_snapshot, created_at, id);"
     "CREATE INDEX IF NOT EXISTS sandboxes_restore ON sandboxes (restore_snapshot);"
@@ -137,6 +140,11 @@ static const char migrate_v7_sql[] =
     "BEGIN IMMEDIATE; ALTER TABLE snapshots ADD COLUMN" AUTOSNAP_COL
     "; PRAGMA user_version = 8; COMMIT;";
 
+/* Version 8 kept no exit status: its ended sandboxes read exit_code null. */
+static const char migrate_v8_sql[] =
+    "BEGIN IMMEDIATE; ALTER TABLE sandboxes ADD COLUMN" EXIT_CODE_COL
+    "; PRAGMA user_version = 9; COMMIT;";
+
 static int int_row(sqlite3_stmt *st, void *ctx)
 {
 	*(int *)ctx = sqlite3_column_int(st, 0);
@@ -152,8 +160,9 @@ int reg_migrate(struct registry *reg, const char *path)
 	if (version == SCHEMA_VERSION)
 		return 0;
 	/* A new file gets the whole schema; an older one the steps since its version, in turn. */
-	const char *steps[] = {schema_sql,     migrate_v1_sql, migrate_v2_sql, migrate_v3_sql,
-			       migrate_v4_sql, migrate_v5_sql, migrate_v6_sql, migrate_v7_sql};
+	const char *steps[] = {schema_sql,     migrate_v1_sql, migrate_v2_sql,
+			       migrate_v3_sql, migrate_v4_sql, migrate_v5_sql,
+			       migrate_v6_sql, migrate_v7_sql, migrate_v8_sql};
 	if (version < 0 || version >= (int)ARRAY_SIZE(steps))
 		return error(EIO,
 			     "registry: %s has schema version %d; this snapfs knows version %d",

@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "lib/names.h"
+#include "lib/spawn.h"
 #include "lib/strbuf.h"
 #include "runtime/net/net_nft.h"
 
@@ -321,7 +322,7 @@ static int netns_make(const char *path)
 	_cleanup_close_ int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return -errno;
-	pid_t pid = fork();
+	pid_t pid = spawn_fork(); /* owned: the daemon's reaper leaves it to us (lib/spawn.h) */
 	if (pid < 0)
 		return -errno;
 	if (pid == 0) {
@@ -331,9 +332,9 @@ static int netns_make(const char *path)
 			_exit(1);
 		_exit(0);
 	}
-	int st;
-	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-		;
+	int st = 0;
+	if (spawn_wait(pid, &st) < 0)
+		return -EIO;
 	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -EIO;
 }
 

@@ -258,6 +258,8 @@ int cgroup_usage_at(const char *root, bool v2, const char *parent, const char *c
 {
 	u->memory_bytes = counter(root, v2, parent, cid, "memory",
 				  v2 ? "memory.current" : "memory.usage_in_bytes", NULL);
+	u->memory_peak = counter(root, v2, parent, cid, "memory",
+				 v2 ? "memory.peak" : "memory.max_usage_in_bytes", NULL);
 	u->cpu_ns = v2 ? counter(root, v2, parent, cid, "", "cpu.stat", "usage_usec")
 		       : counter(root, v2, parent, cid, "cpuacct", "cpuacct.usage", NULL);
 	if (v2 && u->cpu_ns >= 0)

@@ -78,6 +78,7 @@ int cgroup_can_limit(const struct resources *r, const char *what, struct err *e)
 /* What a container's cgroup has counted (docs/limits.md). */
 struct cgroup_usage {
 	int64_t memory_bytes; /* memory.usage_in_bytes (v1), memory.current (v2) */
+	int64_t memory_peak;  /* memory.max_usage_in_bytes (v1), memory.peak (v2, Linux 5.19) */
 	int64_t cpu_ns;	      /* cpuacct.usage (v1), cpu.stat usage_usec (v2) */
 	int64_t oom_kills;    /* oom_kill of memory.oom_control (v1), memory.events (v2) */
 	int64_t pids_max;     /* times pids.max refused a task (pids.events max) */

@@ -13,9 +13,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "lib/logfile.h"
+
 #define FIFO_NAME "console.fifo"
 #define LOG_NAME "console.log"
-#define OLD_LOG_NAME "console.log.1"
 #define ID_LEN 128
 #define READ_BYTES (64u << 10)
 #define EVENTS_MAX 32
@@ -23,13 +24,29 @@
 struct console {
 	char id[ID_LEN];
 	char dir[PATH_MAX];
-	int child_fd; /* the sandbox's end (O_RDWR), until attached */
-	int read_fd;  /* O_RDONLY | O_NONBLOCK */
-	int log_fd;
-	int64_t log_size;
-	uint64_t serial; /* its epoll tag, never reused */
+	int child_fd;	     /* the sandbox's end (O_RDWR), until attached */
+	int read_fd;	     /* O_RDONLY | O_NONBLOCK */
+	struct logfile *log; /* console.log and .1, shared with readers (console_log_get) */
+	uint64_t serial;     /* its epoll tag, never reused */
 	struct console *next;
 };
+
+/*
+ * The logs, one per sandbox directory, shared by its console (the writer)
+ * and the readers through the mount, so that a reader's offsets only grow
+ * across the writer's rotations (lib/logfile.h). Counted: freed with the
+ * last holder. A retired one (its sandbox removed) is no longer found.
+ */
+struct console_log {
+	struct logfile lf; /* first: console_log_put() gets it back from &lf */
+	char dir[PATH_MAX];
+	unsigned refs;
+	bool retired;
+	struct console_log *next;
+};
+
+static pthread_mutex_t logs_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct console_log *logs;
 
 /* The attached consoles and the reader's epoll set, under one lock. */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -55,43 +72,105 @@ static int open_in(const struct console *c, const char *name, int flags)
 	return fd < 0 ? -errno : fd;
 }
 
-static int open_log(struct console *c)
+/* Under logs_lock: open @l's file if it is not (it exists, or @create). */
+static int log_open_locked(struct console_log *l, bool create)
 {
+	char path[PATH_MAX];
 	struct stat st;
-	int fd = open_in(c, LOG_NAME, O_WRONLY | O_CREAT | O_APPEND | O_NOCTTY);
-	if (fd < 0)
-		return fd;
-	c->log_fd = fd;
-	c->log_size = fstat(c->log_fd, &st) == 0 ? st.st_size : 0;
-	return 0;
+	if (l->lf.fd >= 0)
+		return 0;
+	if (xsnprintf(path, sizeof(path), "%s/%s", l->dir, LOG_NAME) < 0)
+		return -ENAMETOOLONG;
+	/* A reader of a sandbox never started makes no file: it reads nothing. */
+	if (!create && lstat(path, &st) < 0)
+		return -errno;
+	return logfile_open(&l->lf, path, CONSOLE_LOG_MAX, 0600, -1);
 }
 
-/* console.log becomes console.log.1 (replacing it) and a new one begins. */
-static void rotate(struct console *c)
+static int log_get(const char *dir, bool create, struct logfile **out)
 {
-	char cur[PATH_MAX], old[PATH_MAX];
-	closep(&c->log_fd);
-	c->log_fd = -1;
-	if (path_in(c, LOG_NAME, cur, sizeof(cur)) == 0 &&
-	    path_in(c, OLD_LOG_NAME, old, sizeof(old)) == 0 && rename(cur, old) < 0)
-		unlink(cur); /* cannot keep the old one: at least bound the new one */
-	c->log_size = 0;
-	if (open_log(c) < 0)
-		c->log_fd = -1;
+	struct console_log *l;
+	int rc = 0;
+	pthread_mutex_lock(&logs_lock);
+	for (l = logs; l; l = l->next)
+		if (!l->retired && !strcmp(l->dir, dir))
+			break;
+	if (!l) {
+		l = calloc(1, sizeof(*l));
+		if (!l || xsnprintf(l->dir, sizeof(l->dir), "%s", dir) < 0) {
+			free(l);
+			pthread_mutex_unlock(&logs_lock);
+			return -ENOMEM;
+		}
+		l->lf = (struct logfile)LOGFILE_INIT;
+		l->next = logs;
+		logs = l;
+	}
+	l->refs++;
+	rc = log_open_locked(l, create);
+	pthread_mutex_unlock(&logs_lock);
+	*out = &l->lf;
+	return rc;
+}
+
+struct logfile *console_log_get(const char *dir)
+{
+	struct logfile *lf = NULL;
+	log_get(dir, false, &lf); /* a log not there (yet) reads as empty */
+	return lf;
+}
+
+void console_log_put(struct logfile *lf)
+{
+	if (!lf)
+		return;
+	struct console_log *l = (struct console_log *)lf;
+	pthread_mutex_lock(&logs_lock);
+	bool last = --l->refs == 0;
+	if (last) {
+		for (struct console_log **pp = &logs; *pp; pp = &(*pp)->next) {
+			if (*pp == l) {
+				*pp = l->next;
+				break;
+			}
+		}
+	}
+	pthread_mutex_unlock(&logs_lock);
+	if (last) {
+		logfile_close(&l->lf);
+		pthread_mutex_destroy(&l->lf.lock);
+		free(l);
+	}
+}
+
+void console_log_retire(const char *dir)
+{
+	pthread_mutex_lock(&logs_lock);
+	for (struct console_log *l = logs; l; l = l->next)
+		if (!strcmp(l->dir, dir))
+			l->retired = true;
+	pthread_mutex_unlock(&logs_lock);
+}
+
+ssize_t console_log_read(struct logfile *lf, char *buf, size_t size, int64_t off)
+{
+	int64_t len;
+	struct timespec mtime;
+	/* Not open: no log yet (or it could not be made), an empty file. */
+	if (!lf || logfile_stat(lf, &len, &mtime) < 0)
+		return 0;
+	return logfile_read(lf, buf, size, off);
 }
 
 int console_sink(void *console, const char *data, size_t len)
 {
 	struct console *c = console;
+	/* Pieces no longer than the cap: each generation stays within it. */
 	while (len > 0) {
-		if (c->log_size >= CONSOLE_LOG_MAX)
-			rotate(c);
-		size_t room = (size_t)(CONSOLE_LOG_MAX - c->log_size);
-		size_t n = len < room ? len : room;
-		/* A full disk loses console output, never the sandbox: the count goes on. */
-		if (c->log_fd >= 0)
-			write_all(c->log_fd, data, n);
-		c->log_size += (int64_t)n;
+		size_t n = len < (size_t)CONSOLE_LOG_MAX ? len : (size_t)CONSOLE_LOG_MAX;
+		/* A full disk loses console output, never the sandbox. */
+		if (c->log)
+			logfile_append(c->log, data, n);
 		data += n;
 		len -= n;
 	}
@@ -104,7 +183,7 @@ void console_free(struct console *c)
 		return;
 	closep(&c->child_fd);
 	closep(&c->read_fd);
-	closep(&c->log_fd);
+	console_log_put(c->log);
 	free(c);
 }
 
@@ -113,7 +192,7 @@ static struct console *console_new(const char *dir)
 	struct console *c = calloc(1, sizeof(*c));
 	if (!c)
 		return NULL;
-	c->child_fd = c->read_fd = c->log_fd = -1;
+	c->child_fd = c->read_fd = -1;
 	if (xsnprintf(c->dir, sizeof(c->dir), "%s", dir) < 0) {
 		free(c);
 		return NULL;
@@ -133,7 +212,7 @@ static int open_reader(struct console *c)
 		return -ENOTSUP;
 	/* More room than the default 64 KiB: fewer stalls of a sandbox that writes in bursts. */
 	fcntl(c->read_fd, F_SETPIPE_SZ, CONSOLE_PIPE_BYTES);
-	return open_log(c);
+	return log_get(c->dir, true, &c->log);
 }
 
 int console_open(const char *dir, struct console **out, struct err *e)
@@ -246,12 +325,35 @@ int console_reopen(const char *id, const char *dir)
 	return 0;
 }
 
+/*
+ * What the FIFO still holds, into the log: the last lines a sandbox wrote
+ * before it ended may not have been read yet (the reader thread serves
+ * its consoles in turn). Never more than two FIFOs' worth: a sandbox that
+ * still writes does not hold the caller.
+ */
+static void drain_locked(struct console *c)
+{
+	static char buf[READ_BYTES];
+	size_t total = 0;
+	while (total < 2 * (size_t)CONSOLE_PIPE_BYTES) {
+		ssize_t got = read(c->read_fd, buf, sizeof(buf));
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got <= 0)
+			return;
+		console_sink(c, buf, (size_t)got);
+		total += (size_t)got;
+	}
+}
+
 void console_detach(const char *id)
 {
 	pthread_mutex_lock(&lock);
 	struct console *c = find_locked(id, 0);
-	if (c)
+	if (c) {
+		drain_locked(c);
 		remove_locked(c);
+	}
 	pthread_mutex_unlock(&lock);
 }
 

@@ -20,6 +20,8 @@
  * (console_stdio() gives it the fds and console_sink() as lib/spawn.h's
  * sink); after a start that worked, console_attach() hands the console to
  * one reader thread that serves every attached console (console_start()).
+ * The log is a lib/logfile.h file shared with the readers through the
+ * mount (console_log_get()), so their offsets only grow across rotations.
  *
  * Ownership: console_open() gives the caller a console; console_attach()
  * takes it over (also on failure), console_free() drops one never attached.
@@ -31,6 +33,10 @@
 #define SNAPFS_CONSOLE_H
 
 #include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct logfile;
 
 #include "lib/util.h"
 #include "runtime/runsc/runsc.h"
@@ -51,8 +57,21 @@ void console_attach(struct console *c, const char *id);
 void console_free(struct console *c);
 /* At start-up: read on from the FIFO of running sandbox @id in @dir; -ENOENT if it has none. */
 int console_reopen(const char *id, const char *dir);
-/* Stop reading sandbox @id's console (terminated, removed). */
+/* Stop reading sandbox @id's console (terminated, removed), after reading what the FIFO holds. */
 void console_detach(const char *id);
+
+/*
+ * The reader's view of the log in sandbox directory @dir (lib/logfile.h:
+ * offsets only grow across rotations while it is open), shared with the
+ * console that writes it: console_log_get() takes a hold (NULL: no memory),
+ * console_log_put() drops it. A log not made yet reads as empty
+ * (console_log_read()). console_log_retire(): the sandbox is removed; a
+ * later get of @dir (a new sandbox of the name) gets a log of its own.
+ */
+struct logfile *console_log_get(const char *dir);
+void console_log_put(struct logfile *lf);
+void console_log_retire(const char *dir);
+ssize_t console_log_read(struct logfile *lf, char *buf, size_t size, int64_t off);
 
 int console_start(void);
 void console_stop(void);

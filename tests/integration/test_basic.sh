@@ -29,7 +29,7 @@ sb=$MNT/sandboxes/web
 ok "mkdir sandboxes/web" mkdir "$sb"
 check_eq "a new sandbox is created" created "$(sb_status web)"
 for f in status info.json error image entrypoint env gpu start snapshot suspend resume terminate \
-	exec wait snapshots; do
+	exec wait console usage snapshots; do
 	ok "sandboxes/web/$f exists" test -e "$sb/$f"
 done
 ok "no parent link on a sandbox that was not forked" test ! -L "$sb/parent"

@@ -144,6 +144,9 @@ check_eq "info.json of a sandbox without network" none/null \
 IN=$(rd "$MNT/metrics" | awk -v s="snapfs_sandbox_network_in_bytes_total{sandbox=\"out\"}" '$1 == s { print $2 }')
 OUT=$(rd "$MNT/metrics" | awk -v s="snapfs_sandbox_network_out_bytes_total{sandbox=\"out\"}" '$1 == s { print $2 }')
 ok "metrics count the bytes in ($IN) and out ($OUT)" test "${IN:-0}" -gt 100 -a "${OUT:-0}" -gt 50
+RX=$(rd "$MNT/sandboxes/out/usage" | awk '$1 == "rx_bytes" { print $2 }')
+TX=$(rd "$MNT/sandboxes/out/usage" | awk '$1 == "tx_bytes" { print $2 }')
+ok "usage shows its veth's rx_bytes ($RX) and tx_bytes ($TX)" test "${RX:-0}" -gt 100 -a "${TX:-0}" -gt 50
 check_eq "the sandbox's /etc/resolv.conf is --net-resolv's" "nameserver $WEB" \
 	"$(sb_run out 'cat /etc/resolv.conf')"
 # Every process resolves, root or not: a server that drops to nobody, apt's _apt.

@@ -100,6 +100,11 @@ static void test_usage(void)
 	CHECK(cgroup_usage_at(root, false, "/snapfs.slice", cg + 14, &u) == 0);
 	CHECK(u.memory_bytes == 13164544 && u.cpu_ns == 214673877);
 	CHECK(u.oom_kills == 0 && u.pids_max == 0);
+	CHECK(u.memory_peak == -1); /* no memory.max_usage_in_bytes: unknown */
+	put("v1/memory/snapfs.slice/snapfs-0123456789abcdef01234567/memory.max_usage_in_bytes",
+	    "20971520\n");
+	CHECK(cgroup_usage_at(root, false, "/snapfs.slice", cg + 14, &u) == 0);
+	CHECK(u.memory_peak == 20971520);
 	CHECK(cgroup_limit_hit(&u, NULL, &res, msg, sizeof(msg)) == 0);
 	put("v1/memory/snapfs.slice/snapfs-0123456789abcdef01234567/memory.oom_control",
 	    "oom_kill_disable 0\nunder_oom 0\noom_kill 1\n");
@@ -139,6 +144,10 @@ static void test_usage(void)
 	t_path(root, "v2");
 	CHECK(cgroup_usage_at(root, true, "/snapfs.slice", cg + 14, &u) == 0);
 	CHECK(u.memory_bytes == 4096 && u.cpu_ns == 1500000 && u.oom_kills == 0 && u.pids_max == 2);
+	CHECK(u.memory_peak == -1); /* Linux before 5.19 has no memory.peak */
+	put("v2/snapfs.slice/snapfs-0123456789abcdef01234567/memory.peak", "8192\n");
+	CHECK(cgroup_usage_at(root, true, "/snapfs.slice", cg + 14, &u) == 0);
+	CHECK(u.memory_peak == 8192);
 	CHECK(cgroup_limit_hit(&u, NULL, &res, msg, sizeof(msg)) == 1);
 	CHECK(strncmp(msg, "task limit reached: ", 20) == 0 && strstr(msg, " 64 "));
 	unlimited = res;
@@ -146,7 +155,7 @@ static void test_usage(void)
 	CHECK(cgroup_limit_hit(&u, NULL, &unlimited, msg, sizeof(msg)) == 0);
 	/* Gone: nothing to read. */
 	CHECK(cgroup_usage_at(root, true, "/snapfs.slice", "snapfs-gone", &u) == -ENOENT);
-	CHECK(u.memory_bytes == -1 && u.oom_kills == -1);
+	CHECK(u.memory_bytes == -1 && u.oom_kills == -1 && u.memory_peak == -1);
 }
 
 int main(void)

@@ -424,9 +424,9 @@ static int raw_count(const char *path, const char *sql)
 static void test_foreign_rows(const char *path)
 {
 	struct registry *reg = NULL;
-	raw_exec(path, "PRAGMA user_version = 9");
+	raw_exec(path, "PRAGMA user_version = 10");
 	CHECK(registry_open(path, &reg) == -EIO);
-	raw_exec(path, "PRAGMA user_version = 8");
+	raw_exec(path, "PRAGMA user_version = 9");
 
 	/* 100 bytes into a 40-byte field, and a state this build does not know. */
 	raw_exec(path, "UPDATE sandboxes SET runtime_id = replace(hex(zeroblob(50)), '0', 'r')"
@@ -498,6 +498,9 @@ static void test_migrate_v1(const char *dir)
 	CHECK(sb.network == SB_NET_NONE && sb.egress[0] == '\0' && snap.network == SB_NET_NONE);
 	/* And through version 7 (before the timer's mark): unmarked, so never pruned. */
 	CHECK(!snap.autosnap);
+	/* And through version 8 (before exit statuses): none seen. */
+	CHECK_STR(sb.exit_code, "");
+	snprintf(sb.exit_code, sizeof(sb.exit_code), "7");
 	sb.network = SB_NET_EGRESS;
 	snprintf(sb.egress, sizeof(sb.egress), "deny 0.0.0.0/0\n");
 	sb.owner_uid = 1234;
@@ -519,10 +522,11 @@ static void test_migrate_v1(const char *dir)
 	CHECK(raw_count(path,
 			"SELECT count(*) FROM sqlite_master WHERE name = 'snapshots_created'") ==
 	      0);
-	CHECK(registry_open(path, &reg) == 0); /* version 8 now: opened as it is */
+	CHECK(registry_open(path, &reg) == 0); /* version 9 now: opened as it is */
 	if (!reg)
 		return;
 	CHECK(registry_sandbox_get(reg, "old", &sb) == 0);
+	CHECK_STR(sb.exit_code, "7");
 	CHECK(sb.owner_uid == 1234);
 	CHECK(sb.network == SB_NET_EGRESS);
 	CHECK_STR(sb.egress, "deny 0.0.0.0/0\n");

@@ -472,6 +472,41 @@ static void test_leftovers_many(void)
 	CHECK_MSG(records_after == 0, "%d of %d records stay", records_after, n);
 }
 
+static int adopted_code = -1;
+
+static void adopted(pid_t pid, int code, void *arg)
+{
+	(void)pid, (void)arg;
+	adopted_code = code;
+}
+
+/*
+ * As a subreaper: the orphan a child left is reaped with its status, and
+ * the children spawn_run() and spawn_fork() reap keep theirs (a
+ * waitpid(-1) would steal them). Last: the process stays a subreaper.
+ */
+static void test_reap_adopted(void)
+{
+	CHECK(spawn_become_reaper() == 0);
+	struct spawn s;
+	sh(&s, "(sleep 0.3; exit 5) & exit 3", 0, 60000);
+	run_ends(&s, SPAWN_EXITED);
+	CHECK(spawn_code(s.status) == 3);
+	for (int i = 0; i < 20; i++) {
+		pid_t pid = spawn_fork(); /* an owned child ending meanwhile is never taken */
+		if (pid == 0)
+			_exit(9);
+		spawn_reap_adopted(adopted, NULL);
+		int st = 0;
+		CHECK(pid > 0 && spawn_wait(pid, &st) == 0 && WEXITSTATUS(st) == 9);
+		if (adopted_code >= 0)
+			break;
+		usleep(100000);
+	}
+	CHECK(adopted_code == 5);
+	CHECK(spawn_reap_adopted(adopted, NULL) == 0);
+}
+
 int main(void)
 {
 	test_exit_and_output();
@@ -489,6 +524,7 @@ int main(void)
 		test_leftovers_many();
 		rm_rf(t_base);
 	}
+	test_reap_adopted();
 	strbuf_release(&c.out);
 	return t_done();
 }
