@@ -704,25 +704,26 @@ static void pop_comp(char *out, size_t *len)
 }
 
 /*
- * Resolve @target lexically as the link at @link_path would inside (".." at
- * / stays at /, as it does there), into components below root/; then write
- * it as the host kernel must follow it: one "../" per directory between the
- * link and root/, then those components. The kernel never climbs past
- * root/ through it, whatever the sandbox wrote (docs/security.md).
+ * Does relative @target, followed from @depth directories below root/, stay
+ * under it as the host kernel walks it? Only when its ".."s all lead: the
+ * kernel walks a ".." after a name from wherever that name led, and the
+ * name may be a link (to root/ itself, say: then "x/.." is root/'s parent,
+ * though it reads as the link's own directory). Such a target is resolved
+ * lexically instead.
  */
-/* Does relative @target, followed from @depth directories below root/, stay under it? */
 static bool stays_below(const char *target, size_t depth)
 {
 	if (target[0] == '/')
 		return false;
+	bool named = false;
 	for (const char *p = target; *p;) {
 		size_t n = strcspn(p, "/");
 		if (n == 2 && p[0] == '.' && p[1] == '.') {
-			if (depth == 0)
+			if (named || depth == 0)
 				return false;
 			depth--;
 		} else if (n && !(n == 1 && p[0] == '.')) {
-			depth++;
+			named = true;
 		}
 		p += n;
 		while (*p == '/')
@@ -731,6 +732,15 @@ static bool stays_below(const char *target, size_t depth)
 	return true;
 }
 
+/*
+ * Resolve @target lexically as the link at @link_path would inside (".." at
+ * / stays at /, as it does there), into components below root/; then write
+ * it as the host kernel must follow it: one "../" per directory between the
+ * link and root/, then those components. The kernel never climbs past
+ * root/ through it, whatever the sandbox wrote (docs/security.md): its
+ * ".."s all lead, and each name below is a directory or a link contained
+ * in turn.
+ */
 int inside_link_contain(const char *link_path, const char *target, char *buf, size_t size)
 {
 	char comps[WIRE_PATH_MAX + 1] = "";
