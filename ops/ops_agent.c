@@ -19,6 +19,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -833,4 +834,47 @@ int ops_agent_exec(const struct sandbox *sb, const char *cmdline, struct strbuf 
 		return rc;
 	*code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 	return 0;
+}
+
+/* --- ps (sandboxes/<id>/ps) ---------------------------------------------------- */
+
+/* @s seconds as ps writes a time: [[DD-]HH:]MM:SS. */
+static void ps_time(char *out, size_t size, uint64_t s)
+{
+	uint64_t d = s / 86400, h = s / 3600 % 24, m = s / 60 % 60;
+	if (d)
+		snprintf(out, size, "%" PRIu64 "-%02" PRIu64 ":%02" PRIu64 ":%02" PRIu64, d, h, m,
+			 s % 60);
+	else if (h)
+		snprintf(out, size, "%02" PRIu64 ":%02" PRIu64 ":%02" PRIu64, h, m, s % 60);
+	else
+		snprintf(out, size, "%02" PRIu64 ":%02" PRIu64, m, s % 60);
+}
+
+static int ps_line(const struct agent_proc *p, void *arg)
+{
+	char t[32];
+	ps_time(t, sizeof(t), p->cpu_ms / 1000);
+	strbuf_addf(arg, "%7" PRIu32 " %7" PRIu32 " %5" PRIu32 " %-5c %9" PRIu64 " %8s %s\n",
+		    p->pid, p->ppid, p->uid, p->state, p->rss / 1024, t, p->comm);
+	return strbuf_error(arg);
+}
+
+int ops_sandbox_ps(const struct caller *who, const char *id, struct strbuf *out, struct err *e)
+{
+	struct agent *a;
+	unsigned gen;
+	int rc = inside_agent(who, id, &a, &gen, e);
+	if (rc < 0)
+		return rc;
+	size_t start = out->len;
+	strbuf_addf(out, "%7s %7s %5s %-5s %9s %8s %s\n", "PID", "PPID", "UID", "STATE", "RSS",
+		    "TIME", "COMMAND");
+	rc = agent_rc(agent_ps(a, ps_line, out, e), e);
+	agent_unref(a);
+	if (rc == 0 && strbuf_error(out) < 0)
+		rc = err_set(e, ENOMEM, "out of memory");
+	if (rc < 0)
+		strbuf_setlen(out, start); /* no half a list */
+	return rc;
 }
