@@ -30,6 +30,7 @@ static const char readme[] =
     "                         timeout autosnapshot\n"
     "                         ports (published ports: docs/network.md)\n"
     "                         network egress (docs/network.md)\n"
+    "                         ps (the processes inside, as ps lists them)\n"
     "  snapshots/index        `<id> <status> <sandbox-id>` a line\n"
     "  snapshots/<id>/        status info.json error progress fork delete wait\n"
     "                         restorable manifest.json source\n"

@@ -95,6 +95,13 @@ static int info_read(const struct fs_node *n, const struct caller *who, struct s
 	return view_read(n, who, out, ops_sandbox_info);
 }
 
+/* The processes inside, as its agent lists them (ops/ops_agent.c). */
+static int ps_read(const struct fs_node *n, const struct caller *who, struct strbuf *out)
+{
+	struct err e = {0};
+	return ops_sandbox_ps(who, n->id, out, &e);
+}
+
 /* The lifetime's files (ops/ops_timer.c). */
 static int timeout_read(const struct fs_node *n, const struct caller *who, struct strbuf *out)
 {
@@ -386,6 +393,7 @@ static const struct fs_entry sandbox_files[] = {
     {"usage", S_IFREG | 0400, .flags = FS_NOSIZE, .read = usage_read},
     {"snapshots", S_IFDIR | 0700, .dir = &snaplinks_dir},
     {"root", S_IFDIR | 0700, .flags = FS_INSIDE},
+    {"ps", S_IFREG | 0400, .read = ps_read},
     {"parent", S_IFLNK | 0777, .exists = parent_exists, .link = parent_link},
 };
 

@@ -565,6 +565,13 @@ int ops_inside_link(const struct caller *who, const char *id, const char *from, 
  */
 int ops_inside_readlink(const struct caller *who, const char *id, const char *path, char *buf,
 			size_t size, struct err *e);
+/*
+ * sandboxes/<id>/ps: a header line, then one line per process inside (not
+ * the agent's keeper): PID PPID UID STATE RSS (KiB) TIME ([[DD-]HH:]MM:SS
+ * of CPU) COMMAND, appended to @out; nothing of it on an error. Asks the
+ * agent, so it answers as root/ does when the sandbox is not running.
+ */
+int ops_sandbox_ps(const struct caller *who, const char *id, struct strbuf *out, struct err *e);
 
 /*
  * A sandbox seen from the host without entering it (ops/ops_console.c).

@@ -19,6 +19,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -707,25 +708,26 @@ static void pop_comp(char *out, size_t *len)
 }
 
 /*
- * Resolve @target lexically as the link at @link_path would inside (".." at
- * / stays at /, as it does there), into components below root/; then write
- * it as the host kernel must follow it: one "../" per directory between the
- * link and root/, then those components. The kernel never climbs past
- * root/ through it, whatever the sandbox wrote (docs/security.md).
+ * Does relative @target, followed from @depth directories below root/, stay
+ * under it as the host kernel walks it? Only when its ".."s all lead: the
+ * kernel walks a ".." after a name from wherever that name led, and the
+ * name may be a link (to root/ itself, say: then "x/.." is root/'s parent,
+ * though it reads as the link's own directory). Such a target is resolved
+ * lexically instead.
  */
-/* Does relative @target, followed from @depth directories below root/, stay under it? */
 static bool stays_below(const char *target, size_t depth)
 {
 	if (target[0] == '/')
 		return false;
+	bool named = false;
 	for (const char *p = target; *p;) {
 		size_t n = strcspn(p, "/");
 		if (n == 2 && p[0] == '.' && p[1] == '.') {
-			if (depth == 0)
+			if (named || depth == 0)
 				return false;
 			depth--;
 		} else if (n && !(n == 1 && p[0] == '.')) {
-			depth++;
+			named = true;
 		}
 		p += n;
 		while (*p == '/')
@@ -734,6 +736,15 @@ static bool stays_below(const char *target, size_t depth)
 	return true;
 }
 
+/*
+ * Resolve @target lexically as the link at @link_path would inside (".." at
+ * / stays at /, as it does there), into components below root/; then write
+ * it as the host kernel must follow it: one "../" per directory between the
+ * link and root/, then those components. The kernel never climbs past
+ * root/ through it, whatever the sandbox wrote (docs/security.md): its
+ * ".."s all lead, and each name below is a directory or a link contained
+ * in turn.
+ */
 int inside_link_contain(const char *link_path, const char *target, char *buf, size_t size)
 {
 	char comps[WIRE_PATH_MAX + 1] = "";
@@ -824,4 +835,47 @@ int ops_agent_exec(const struct sandbox *sb, const char *cmdline, struct exec_st
 		return rc;
 	s->code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 	return 0;
+}
+
+/* --- ps (sandboxes/<id>/ps) ---------------------------------------------------- */
+
+/* @s seconds as ps writes a time: [[DD-]HH:]MM:SS. */
+static void ps_time(char *out, size_t size, uint64_t s)
+{
+	uint64_t d = s / 86400, h = s / 3600 % 24, m = s / 60 % 60;
+	if (d)
+		snprintf(out, size, "%" PRIu64 "-%02" PRIu64 ":%02" PRIu64 ":%02" PRIu64, d, h, m,
+			 s % 60);
+	else if (h)
+		snprintf(out, size, "%02" PRIu64 ":%02" PRIu64 ":%02" PRIu64, h, m, s % 60);
+	else
+		snprintf(out, size, "%02" PRIu64 ":%02" PRIu64, m, s % 60);
+}
+
+static int ps_line(const struct agent_proc *p, void *arg)
+{
+	char t[32];
+	ps_time(t, sizeof(t), p->cpu_ms / 1000);
+	strbuf_addf(arg, "%7" PRIu32 " %7" PRIu32 " %5" PRIu32 " %-5c %9" PRIu64 " %8s %s\n",
+		    p->pid, p->ppid, p->uid, p->state, p->rss / 1024, t, p->comm);
+	return strbuf_error(arg);
+}
+
+int ops_sandbox_ps(const struct caller *who, const char *id, struct strbuf *out, struct err *e)
+{
+	struct agent *a;
+	unsigned gen;
+	int rc = inside_agent(who, id, &a, &gen, e);
+	if (rc < 0)
+		return rc;
+	size_t start = out->len;
+	strbuf_addf(out, "%7s %7s %5s %-5s %9s %8s %s\n", "PID", "PPID", "UID", "STATE", "RSS",
+		    "TIME", "COMMAND");
+	rc = agent_rc(agent_ps(a, ps_line, out, e), e);
+	agent_unref(a);
+	if (rc == 0 && strbuf_error(out) < 0)
+		rc = err_set(e, ENOMEM, "out of memory");
+	if (rc < 0)
+		strbuf_setlen(out, start); /* no half a list */
+	return rc;
 }

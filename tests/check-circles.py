@@ -66,13 +66,26 @@ def read_sources():
     return texts
 
 
+# The agent (runtime/agent/inside/, build/snapfs-agent) is a program of its
+# own, linked with the daemon's wire.c alone: its names and the daemon's
+# (main, exec_kill) never meet, so each program's calls are found in it only.
+AGENT = "runtime/agent/inside/"
+SHARED = {"runtime/agent/wire.c"}
+
+
+def program(f):
+    return "agent" if f.startswith(AGENT) else "daemon"
+
+
 def call_edges(texts):
-    owner = {}
+    owners = {"agent": {}, "daemon": {}}
     for f, src in texts.items():
         for name in top_level_definitions(src):
-            owner.setdefault(name, f)
+            for prog in (("agent", "daemon") if f in SHARED else (program(f),)):
+                owners[prog].setdefault(name, f)
     edges = {f: {} for f in texts}
     for f, src in texts.items():
+        owner = owners[program(f)]
         for tok in set(TOKEN.findall(src)):
             g = owner.get(tok)
             if g and g != f:
