@@ -2,10 +2,12 @@
 # walkthrough.sh [MOUNTPOINT] - a tour of snapfs on a mounted tree (default /mnt/snapfs).
 #
 # Starts a sandbox that keeps state in memory (a counter in a shell variable),
-# on its root filesystem and in its in-memory /tmp; snapshots it; forks the
-# snapshot twice; shows each fork starts from the snapshot and then goes its
-# own way; suspends and resumes the source; then cleans up. Every step prints
-# the command it runs. Needs the busybox image (scripts/run-default.sh makes it).
+# on its root filesystem and in its in-memory /tmp; copies a file in through
+# its root/ (the sandbox's own filesystem) and reads files out; snapshots it;
+# forks the snapshot twice; shows each fork starts from the snapshot (the
+# copied file in its own root/) and then goes its own way; suspends and
+# resumes the source; then cleans up. Every step prints the command it runs.
+# Needs the busybox image (scripts/run-default.sh makes it).
 set -euo pipefail
 
 M=${1:-/mnt/snapfs}
@@ -19,6 +21,8 @@ if [ ! -d "$M/images/busybox" ]; then
 fi
 
 m=$(printf '%q' "$M")
+HOSTDIR=$(mktemp -d)
+trap 'rm -rf "$HOSTDIR"' EXIT
 name=walk-$$
 S=$m/sandboxes/$name
 
@@ -48,6 +52,13 @@ step "exec: write a command line, read the output on the same open file"
 run "exec 3<>$S/exec; echo 'cat /root/note /tmp/note /tmp/count' >&3; cat <&3; exec 3>&-"
 echo "(from here on: sx SANDBOX CMD does just that)"
 
+step "root/: the sandbox's own filesystem, read-write while it runs"
+run "ls $S/root"
+run "printf 'copied in through root/\\n' > \$HOSTDIR/data.txt; cp \$HOSTDIR/data.txt $S/root/tmp/data.txt"
+run "sx $name 'cat /tmp/data.txt'"
+run "cat $S/root/root/note $S/root/tmp/count"
+run "ls -ln $S/root/tmp"
+
 step "Snapshot it: the write returns when the snapshot is stored; the sandbox runs on"
 run "echo 1 > $S/snapshot"
 run "SNAP=\$(cat $S/snapshot); echo \$SNAP"
@@ -65,6 +76,7 @@ run "readlink $m/sandboxes/\$F1/parent"
 step "Each fork starts where the snapshot was: the counter goes on from there, the notes are the old ones"
 run "sx \$F1 'cat /tmp/count /root/note /tmp/note'"
 run "sx \$F2 'cat /tmp/count /root/note /tmp/note'"
+run "cat $m/sandboxes/\$F1/root/tmp/data.txt"
 run "sleep 2; sx \$F1 'cat /tmp/count'"
 
 step "Then they diverge: what one writes, the others do not see"
