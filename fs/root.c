@@ -31,6 +31,7 @@ static const char readme[] =
     "                         ports (published ports: docs/network.md)\n"
     "                         network egress (docs/network.md)\n"
     "                         ps (the processes inside, as ps lists them)\n"
+    "                         root/ (the sandbox's own files, read-write while it runs)\n"
     "  snapshots/index        `<id> <status> <sandbox-id>` a line\n"
     "  snapshots/<id>/        status info.json error progress fork delete wait\n"
     "                         restorable manifest.json source\n"

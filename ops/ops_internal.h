@@ -723,7 +723,22 @@ struct exec_stream {
  */
 int ops_agent_exec(const struct sandbox *sb, const char *cmdline, struct exec_stream *s,
 		   struct err *e);
-/* Sandbox @id was removed: the output of its newest execs goes (ops_exec.c). */
+/*
+ * --- one exec's output and who follows it (ops_exec_run.c) -----------------
+ *
+ * exec_run_new() makes @who's exec on @id, its writer (@progress, @done,
+ * @ctx) its first follower, and the newest of (@id, @who's uid): a fresh
+ * `cat exec` follows it (ops_sandbox_exec_follow()). exec_run_progress()
+ * (an exec_stream's progress) hands output to every follower;
+ * exec_run_end() the whole result, kept for later followers.
+ */
+struct exec_run;
+struct exec_run *exec_run_new(const struct caller *who, const char *id, ops_progress_fn progress,
+			      ops_done_fn done, void *ctx);
+void exec_run_progress(void *run, const char *data, size_t len);
+void exec_run_end(struct exec_run *r, int rc, const char *result, size_t len);
+void exec_run_unref(struct exec_run *r);
+/* Sandbox @id was removed: the output of its newest execs goes. */
 void ops_exec_forget(const char *id);
 /* A link target rewritten to stay under root/ (ops_inside_readlink()); -1: too long. */
 int inside_link_contain(const char *link_path, const char *target, char *buf, size_t size);

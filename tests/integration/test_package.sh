@@ -62,6 +62,7 @@ expected="etc/default/snapfs 600
 lib/systemd/system/snapfs.service 644
 usr/bin/snapfs 755
 usr/bin/snapfs-image 755
+usr/libexec/snapfs/snapfs-agent 755
 usr/share/doc/snapfs/changelog.gz 644
 usr/share/doc/snapfs/copyright 644
 usr/share/doc/snapfs/examples/walkthrough.sh 755
@@ -80,6 +81,8 @@ check_eq "the package holds these files and no other" \
 	"$(cd "$ROOT" && find . ! -type d | sed 's|^\./||' | sort)"
 bad_dirs=$(cd "$ROOT" && find . -type d ! -perm 0755 -o -type d ! -user root)
 check_eq "every directory is 0755 root's" "" "$bad_dirs"
+ok "the agent is static (it runs in sandboxes whatever their image)" \
+	bash -c "! readelf -l '$ROOT/usr/libexec/snapfs/snapfs-agent' | grep -q INTERP"
 ok "the binary is the release build (no sanitizer)" bash -c "! nm -D '$ROOT/usr/bin/snapfs' | grep -q __asan"
 check_eq "/usr/bin/snapfs runs (--version)" "snapfs $VERSION" "$("$ROOT/usr/bin/snapfs" --version)"
 check_contains "the unit runs /usr/bin/snapfs" "ExecStart=/usr/bin/snapfs -f" "$(cat "$ROOT/lib/systemd/system/snapfs.service")"

@@ -33,7 +33,7 @@ struct exec {
 	int out;      /* the pipe's read end, -1 once drained */
 	int status;
 	size_t held; /* bytes waiting in buf */
-	char buf[INSIDE_EXEC_BACKLOG_MAX];
+	char *buf;   /* INSIDE_EXEC_BACKLOG_MAX bytes, while it runs: the keeper stays small */
 };
 
 static struct exec execs[INSIDE_EXECS_MAX];
@@ -96,18 +96,24 @@ uint32_t exec_start(uint32_t tag, const char *cmd, size_t n)
 	char line[WIRE_CMD_MAX + 1];
 	memcpy(line, cmd, n);
 	line[n] = '\0';
+	char *buf = malloc(INSIDE_EXEC_BACKLOG_MAX);
+	if (!buf)
+		return ENOMEM;
 	int p[2];
-	if (pipe2(p, O_CLOEXEC) < 0)
+	if (pipe2(p, O_CLOEXEC) < 0) {
+		free(buf);
 		return (uint32_t)errno;
+	}
 	pid_t pid;
 	int rc = spawn_sh(p[1], line, &pid);
 	close(p[1]);
 	if (rc) {
 		close(p[0]);
+		free(buf);
 		return rc == ENOENT ? ENOEXEC : (uint32_t)rc;
 	}
 	fcntl(p[0], F_SETFL, O_NONBLOCK);
-	*x = (struct exec){.tag = tag, .pid = pid, .out = p[0]};
+	*x = (struct exec){.tag = tag, .pid = pid, .out = p[0], .buf = buf};
 	return 0;
 }
 
@@ -123,7 +129,7 @@ size_t exec_poll_fds(struct pollfd *fds, int attached)
 	size_t n = 0;
 	for (int i = 0; i < INSIDE_EXECS_MAX; i++) {
 		struct exec *x = &execs[i];
-		if (x->tag && x->out >= 0 && (attached || x->held < sizeof(x->buf)))
+		if (x->tag && x->out >= 0 && (attached || x->held < INSIDE_EXEC_BACKLOG_MAX))
 			fds[n++] = (struct pollfd){.fd = x->out, .events = POLLIN};
 	}
 	return n;
@@ -132,8 +138,8 @@ size_t exec_poll_fds(struct pollfd *fds, int attached)
 /* Read what the pipe has now; -1 at EOF. */
 static int drain(struct exec *x)
 {
-	while (x->held < sizeof(x->buf)) {
-		ssize_t r = read(x->out, x->buf + x->held, sizeof(x->buf) - x->held);
+	while (x->held < INSIDE_EXEC_BACKLOG_MAX) {
+		ssize_t r = read(x->out, x->buf + x->held, INSIDE_EXEC_BACKLOG_MAX - x->held);
 		if (r > 0) {
 			x->held += (size_t)r;
 			continue;
@@ -162,8 +168,10 @@ static void flush(struct exec *x)
 	uint8_t st[4];
 	struct wire_out w = {.buf = st, .cap = sizeof(st)};
 	wire_put_u32(&w, (uint32_t)x->status);
-	if (channel_send(x->tag, WIRE_EXIT, 0, 0, st, sizeof(st)) == 0)
-		x->tag = 0;
+	if (channel_send(x->tag, WIRE_EXIT, 0, 0, st, sizeof(st)) == 0) {
+		free(x->buf);
+		*x = (struct exec){.out = -1};
+	}
 }
 
 void exec_step(int attached)
@@ -175,7 +183,8 @@ void exec_step(int attached)
 		if (x->pid > 0 && waitpid(x->pid, &x->status, WNOHANG) == x->pid)
 			x->pid = 0;
 		/* Ended: what the pipe holds now is its last output, EOF or not. */
-		if (x->out >= 0 && (drain(x) < 0 || (x->pid == 0 && x->held < sizeof(x->buf)))) {
+		if (x->out >= 0 &&
+		    (drain(x) < 0 || (x->pid == 0 && x->held < INSIDE_EXEC_BACKLOG_MAX))) {
 			close(x->out);
 			x->out = -1;
 		}

@@ -15,8 +15,9 @@
  *                         DETACH or EOF, then waits for the next.
  *
  * The keeper is single-threaded: main.c polls the listening socket, the
- * channel and the pipes of running execs; fs.c answers file requests;
- * exec.c runs commands; ps.c lists processes. Everything it holds is in
+ * channel and the pipes of running execs; channel.c reads and writes the
+ * frames; fs.c answers file requests; exec.c runs commands; ps.c lists
+ * processes. Everything it holds is in
  * the globals below, touched from the one thread only.
  */
 #ifndef SNAPFS_AGENT_INSIDE_H
@@ -59,6 +60,18 @@ size_t exec_poll_fds(struct pollfd *fds, int attached);
 /* After poll: read their output, reap ended commands, send what may go (when @attached). */
 void exec_step(int attached);
 
+/* --- channel.c: the channel the attach handed over --------------------------- */
+
+/* Its read end (to poll), -1 when none is attached. */
+int channel_fd(void);
+/* Take the pipes @in and @out as the channel (a newer attach replaces the older). */
+void channel_attach(int in, int out);
+/* Let go of it: both ends closed, and every file it opened (fs_close_all()). */
+void channel_detach(void);
+/* Where a reply's body is made in place (WIRE_BODY_MAX bytes). */
+uint8_t *channel_body(void);
+/* The next request into @buf (a frame's size); -1 at EOF or a frame that is not one (detached). */
+int channel_read(uint8_t *buf, struct wire_header *h);
 /* Send one frame on the channel; -1 once the channel is gone (it is then detached). */
 int channel_send(uint32_t tag, uint16_t op, uint16_t flags, uint32_t err, const void *body,
 		 size_t len);

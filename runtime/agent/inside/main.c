@@ -32,75 +32,15 @@ extern char **environ;
 
 #include "runtime/agent/inside/inside.h"
 
-/* The channel: -1 when none is attached. */
-static int chan_in = -1, chan_out = -1;
-/* A request's frame, and a reply's: each the largest a frame can be. */
+/* A request's frame: the largest a frame can be. */
 static uint8_t req_buf[WIRE_HEADER_SIZE + WIRE_BODY_MAX];
-static uint8_t rep_buf[WIRE_HEADER_SIZE + WIRE_BODY_MAX];
-
-static int write_all(int fd, const void *p, size_t n)
-{
-	const uint8_t *b = p;
-	while (n) {
-		ssize_t w = write(fd, b, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return -1;
-		b += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
-static int read_all(int fd, void *p, size_t n)
-{
-	uint8_t *b = p;
-	while (n) {
-		ssize_t r = read(fd, b, n);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return -1;
-		b += r;
-		n -= (size_t)r;
-	}
-	return 0;
-}
-
-static void detach(void)
-{
-	if (chan_in >= 0)
-		close(chan_in);
-	if (chan_out >= 0)
-		close(chan_out);
-	chan_in = chan_out = -1;
-	fs_close_all();
-}
-
-int channel_send(uint32_t tag, uint16_t op, uint16_t flags, uint32_t err, const void *body,
-		 size_t len)
-{
-	if (chan_out < 0)
-		return -1;
-	struct wire_header h = {
-	    .len = (uint32_t)len, .tag = tag, .op = op, .flags = flags, .err = err};
-	wire_header_put(rep_buf, &h);
-	if (len && body != rep_buf + WIRE_HEADER_SIZE)
-		memcpy(rep_buf + WIRE_HEADER_SIZE, body, len);
-	if (write_all(chan_out, rep_buf, WIRE_HEADER_SIZE + len) < 0) {
-		detach();
-		return -1;
-	}
-	return 0;
-}
 
 /* --- serving ------------------------------------------------------------- */
 
 static void serve_one(const struct wire_header *h, struct wire_in *in)
 {
 	struct inside_reply r = {
-	    .body = {.buf = rep_buf + WIRE_HEADER_SIZE, .cap = WIRE_BODY_MAX},
+	    .body = {.buf = channel_body(), .cap = WIRE_BODY_MAX},
 	};
 	switch (h->op) {
 	case WIRE_HELLO:
@@ -109,7 +49,7 @@ static void serve_one(const struct wire_header *h, struct wire_in *in)
 		break;
 	case WIRE_DETACH:
 		channel_send(h->tag, h->op, 0, 0, NULL, 0);
-		detach();
+		channel_detach();
 		return;
 	case WIRE_PS:
 		ps_serve(&r);
@@ -136,18 +76,15 @@ static void serve_one(const struct wire_header *h, struct wire_in *in)
 	}
 	if (r.body.overflow && !r.err)
 		r.err = E2BIG;
-	channel_send(h->tag, h->op, 0, r.err, rep_buf + WIRE_HEADER_SIZE, r.err ? 0 : r.body.len);
+	channel_send(h->tag, h->op, 0, r.err, channel_body(), r.err ? 0 : r.body.len);
 }
 
 /* One request off the channel; the channel goes at EOF or a frame that is not one. */
 static void serve_channel(void)
 {
 	struct wire_header h;
-	if (read_all(chan_in, req_buf, WIRE_HEADER_SIZE) < 0 || wire_header_get(req_buf, &h) < 0 ||
-	    read_all(chan_in, req_buf + WIRE_HEADER_SIZE, h.len) < 0) {
-		detach();
+	if (channel_read(req_buf, &h) < 0)
 		return;
-	}
 	struct wire_in in = {.buf = req_buf + WIRE_HEADER_SIZE, .len = h.len};
 	serve_one(&h, &in);
 }
@@ -176,9 +113,7 @@ static void take_channel(int listener)
 		 */
 		fcntl(fds[0], F_SETFD, FD_CLOEXEC);
 		fcntl(fds[1], F_SETFD, FD_CLOEXEC);
-		detach();
-		chan_in = fds[0];
-		chan_out = fds[1];
+		channel_attach(fds[0], fds[1]);
 		(void)!write(c, "k", 1);
 	}
 	close(c);
@@ -222,10 +157,10 @@ static int keep(void)
 		size_t n = 0;
 		fds[n++] = (struct pollfd){.fd = listener, .events = POLLIN};
 		fds[n++] = (struct pollfd){.fd = child_pipe[0], .events = POLLIN};
-		if (chan_in >= 0)
-			fds[n++] = (struct pollfd){.fd = chan_in, .events = POLLIN};
+		if (channel_fd() >= 0)
+			fds[n++] = (struct pollfd){.fd = channel_fd(), .events = POLLIN};
 		const bool has_chan = n == 3;
-		n += exec_poll_fds(fds + n, chan_in >= 0);
+		n += exec_poll_fds(fds + n, channel_fd() >= 0);
 		if (poll(fds, n, 1000) < 0 && errno != EINTR)
 			return 1;
 		char junk[64];
@@ -233,9 +168,9 @@ static int keep(void)
 			;
 		if (fds[0].revents & POLLIN)
 			take_channel(listener);
-		if (has_chan && fds[2].revents && chan_in >= 0)
+		if (has_chan && fds[2].revents && channel_fd() >= 0)
 			serve_channel();
-		exec_step(chan_out >= 0);
+		exec_step(channel_fd() >= 0);
 	}
 }
 
@@ -275,8 +210,9 @@ static void start_keeper(void)
 	static char buf[65536];
 	ssize_t r;
 	while ((r = read(exe, buf, sizeof(buf))) > 0)
-		if (write_all(mem, buf, (size_t)r) < 0)
-			_exit(127);
+		for (ssize_t done = 0, w; done < r; done += w)
+			if ((w = write(mem, buf + done, (size_t)(r - done))) <= 0)
+				_exit(127);
 	close(exe);
 	/* The container's environment, which runsc exec gave us: the keeper's execs get it. */
 	char *argv[] = {"snapfs-agent", "keep", NULL};

@@ -1,0 +1,100 @@
+/*
+ * channel.c - the keeper's end of the channel: the two pipes an attach
+ * handed over (inside.h), frames read off one and written on the other.
+ * One channel at a time; a newer attach replaces it, EOF or a write that
+ * fails ends it, and the files it opened (fs.c) go with it.
+ */
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "runtime/agent/inside/inside.h"
+
+/* The channel: -1 when none is attached. */
+static int chan_in = -1, chan_out = -1;
+/* A reply's frame, the largest a frame can be: replies are made in place (channel_body()). */
+static uint8_t rep_buf[WIRE_HEADER_SIZE + WIRE_BODY_MAX];
+
+static int write_all(int fd, const void *p, size_t n)
+{
+	const uint8_t *b = p;
+	while (n) {
+		ssize_t w = write(fd, b, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -1;
+		b += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+static int read_all(int fd, void *p, size_t n)
+{
+	uint8_t *b = p;
+	while (n) {
+		ssize_t r = read(fd, b, n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return -1;
+		b += r;
+		n -= (size_t)r;
+	}
+	return 0;
+}
+
+int channel_fd(void)
+{
+	return chan_in;
+}
+
+void channel_detach(void)
+{
+	if (chan_in >= 0)
+		close(chan_in);
+	if (chan_out >= 0)
+		close(chan_out);
+	chan_in = chan_out = -1;
+	fs_close_all();
+}
+
+void channel_attach(int in, int out)
+{
+	channel_detach();
+	chan_in = in;
+	chan_out = out;
+}
+
+uint8_t *channel_body(void)
+{
+	return rep_buf + WIRE_HEADER_SIZE;
+}
+
+int channel_read(uint8_t *buf, struct wire_header *h)
+{
+	if (chan_in < 0 || read_all(chan_in, buf, WIRE_HEADER_SIZE) < 0 ||
+	    wire_header_get(buf, h) < 0 || read_all(chan_in, buf + WIRE_HEADER_SIZE, h->len) < 0) {
+		channel_detach();
+		return -1;
+	}
+	return 0;
+}
+
+int channel_send(uint32_t tag, uint16_t op, uint16_t flags, uint32_t err, const void *body,
+		 size_t len)
+{
+	if (chan_out < 0)
+		return -1;
+	struct wire_header h = {
+	    .len = (uint32_t)len, .tag = tag, .op = op, .flags = flags, .err = err};
+	wire_header_put(rep_buf, &h);
+	if (len && body != channel_body())
+		memcpy(channel_body(), body, len);
+	if (write_all(chan_out, rep_buf, WIRE_HEADER_SIZE + len) < 0) {
+		channel_detach();
+		return -1;
+	}
+	return 0;
+}
