@@ -189,7 +189,7 @@ deb:
 	cd $(DEB_SRC) && dpkg-buildpackage -b -us -uc
 
 # Every C source and header the formatter keeps; tests/run.sh checks them with --dry-run.
-FORMAT_SRCS = $(LIB_SRCS) $(MAIN_SRC) $(wildcard */*.h */*/*.h tests/unit/*.c tests/fuzz/*.c bench/*.c)
+FORMAT_SRCS = $(LIB_SRCS) $(MAIN_SRC) $(AGENT_SRCS) $(wildcard */*.h */*/*.h */*/*/*.h tests/unit/*.c tests/fuzz/*.c bench/*.c)
 
 format:
 	clang-format -i $(FORMAT_SRCS)

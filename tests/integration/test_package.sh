@@ -66,6 +66,7 @@ usr/libexec/snapfs/snapfs-agent 755
 usr/share/doc/snapfs/changelog.gz 644
 usr/share/doc/snapfs/copyright 644
 usr/share/doc/snapfs/examples/walkthrough.sh 755
+usr/share/lintian/overrides/snapfs 644
 usr/share/man/man8/snapfs-image.8.gz 644
 usr/share/man/man8/snapfs.8.gz 644
 usr/share/snapfs/make-image.sh 755"
