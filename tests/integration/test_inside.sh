@@ -83,6 +83,22 @@ check_eq "exec runs and streams through the agent" "$(printf 'a\nb\nexit 3')" \
 check_eq "a two-line script runs whole" "$(printf 'one\ntwo\nexit 0')" \
 	"$(sb_exec box "$(printf 'echo one\necho two')")"
 
+check_eq "echo cmd >exec; cat exec: the newest exec's output" "$(printf 'one\ntwo\nexit 0')" \
+	"$(bash -c "echo 'echo one; sleep 1; echo two' >'$MNT/sandboxes/box/exec'" &&
+		timeout 60 cat "$MNT/sandboxes/box/exec")"
+check_eq "bash's printf of two lines (a write each) is one script" "$(printf 'x=5\nexit 0')" \
+	"$(bash -c "printf 'x=5\necho x=\$x\n' >'$MNT/sandboxes/box/exec'" &&
+		timeout 60 cat "$MNT/sandboxes/box/exec")"
+# Streaming: the command waits for a file the test makes only once it read the first
+# line; without streaming the read would wait for the end, which never comes.
+exec 8<>"$MNT/sandboxes/box/exec"
+printf 'echo first; while [ ! -e /tmp/go ]; do sleep 0.1; done; echo second\n' >&8
+first=$(timeout 60 head -n 1 <&8)
+check_eq "a reader sees a line while the command still runs" first "$first"
+ok "the test lets the command go on (through root/)" touch "$R/tmp/go"
+check_eq "then the rest, to the exit line" "$(printf 'second\nexit 0')" "$(timeout 60 cat <&8)"
+exec 8<&-
+
 # --- a sandbox that kills its agent ----------------------------------------------
 keeper=$(sb_run box 'for p in /proc/[0-9]*; do case "$(cat $p/comm 2>/dev/null)" in memfd:snapfs*) echo ${p#/proc/};; esac; done' | head -n 1)
 check_match "the keeper runs in the sandbox" '^[0-9]+$' "$keeper"

@@ -101,6 +101,10 @@ check_eq "start is U1's, 0200" "$UID1 200" "$(owner_mode "$B/start")"
 check_eq "U1 reads its env" "SECRET=u1-secret-value" "$(as "$U1" cat "$B/env")"
 check_eq "U1 execs in it" "$(printf 'hi-from-u1\nexit 0')" \
 	"$(uwr_read "$U1" "$B/exec" 'echo hi-from-u1')"
+check_eq "root/ is U1's, 0700" "$UID1 700" "$(owner_mode "$B/root")"
+check_contains "U1 lists its sandbox's root/" bin "$(as "$U1" ls "$B/root")"
+check_eq "U1 reads a world-readable file inside" "$(cat "$IMAGES/busybox/etc/passwd" 2>/dev/null || echo none)" \
+	"$(as "$U1" cat "$B/root/etc/passwd" 2>/dev/null || echo none)"
 S1=$(uwr_read "$U1" "$B/snapshot" | head -n 1)
 check_match "U1 snapshots it" '^snap-[0-9a-f]{16}$' "$S1"
 check_eq "the snapshot is U1's, 0700" "$UID1 700" "$(owner_mode "$MNT/snapshots/$S1")"
@@ -129,6 +133,9 @@ expect_errno "ENOENT|EACCES" "U2 stats U1's sandbox" as "$U2" stat "$B"
 expect_errno "ENOENT|EACCES" "U2 execs in U1's sandbox" \
 	uwr "$U2" "$B/exec" 'echo pwned >/tmp/pwned'
 expect_errno "ENOENT|EACCES" "U2 reads U1's env" as "$U2" cat "$B/env"
+expect_errno "ENOENT|EACCES" "U2 lists U1's root/" as "$U2" ls "$B/root"
+expect_errno "ENOENT|EACCES" "U2 reads a file in U1's root/" as "$U2" cat "$B/root/bin/busybox"
+expect_errno "ENOENT|EACCES" "U2 writes into U1's root/" as "$U2" bash -c "echo x >'$B/root/tmp/u2'"
 expect_errno "ENOENT|EACCES" "U2 writes U1's env" uwr "$U2" "$B/env" "SECRET=changed"
 expect_errno "ENOENT|EACCES" "U2 snapshots U1's sandbox" uwr "$U2" "$B/snapshot"
 expect_errno "ENOENT|EACCES" "U2 terminates U1's sandbox" uwr "$U2" "$B/terminate"
