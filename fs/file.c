@@ -26,6 +26,7 @@ static void file_ref(struct fs_file *f)
 
 static void file_free(struct fs_file *f)
 {
+	ops_sandbox_exec_unreserve(f->script_slot); /* a script written, never read nor closed */
 	if (f->log)
 		f->node.ent->log->close(f->log);
 	strbuf_release(&f->content);
@@ -851,10 +852,28 @@ int file_script_add(struct fs_file *f, const char *line, file_script_check_fn ch
 	return 0;
 }
 
-int file_script_take(struct fs_file *f, struct strbuf *text)
+void file_script_hold(struct fs_file *f, struct ops_exec_slot *slot)
+{
+	pthread_mutex_lock(&f->lock);
+	struct ops_exec_slot *old = f->script_slot;
+	f->script_slot = slot;
+	pthread_mutex_unlock(&f->lock);
+	ops_sandbox_exec_unreserve(old);
+}
+
+bool file_script_held(struct fs_file *f)
+{
+	pthread_mutex_lock(&f->lock);
+	bool held = f->script_slot != NULL;
+	pthread_mutex_unlock(&f->lock);
+	return held;
+}
+
+int file_script_take(struct fs_file *f, struct strbuf *text, struct ops_exec_slot **slot)
 {
 	pthread_mutex_lock(&f->lock);
 	bool pending = f->collect_pending;
+	*slot = pending ? steal_ptr(f->script_slot) : NULL;
 	if (pending) {
 		struct strbuf old = *text;
 		*text = f->collected;

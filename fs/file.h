@@ -72,6 +72,8 @@ struct fs_file {
 	bool collect_pending;	  /* egress: lines taken, not yet applied (FLUSH) */
 	bool collect_refused;	  /* egress: a line refused or too long: nothing applies */
 	struct ctl_spec spec;	  /* sandboxes/new: the spec being written */
+	/* FS_SCRIPT: the exec queue's place its script holds (ops_exec_slot), or NULL */
+	struct ops_exec_slot *script_slot;
 	uint64_t writer;	  /* lock owner (descriptor table) of the last write */
 	struct fs_file *prev_open, *next_open; /* the list of files not yet freed */
 };
@@ -167,7 +169,14 @@ void file_op_progress(void *ctx, const char *data, size_t len);
 typedef int (*file_script_check_fn)(const struct caller *who, const char *id, const char *text,
 				    struct err *e);
 int file_script_add(struct fs_file *f, const char *line, file_script_check_fn check, struct err *e);
-/* The script written on @f, if any (1; 0 when none), into @text. */
-int file_script_take(struct fs_file *f, struct strbuf *text);
+/*
+ * The script written on @f, if any (1; 0 when none), into @text, and the
+ * queue place it holds into *@slot (NULL: none).
+ */
+int file_script_take(struct fs_file *f, struct strbuf *text, struct ops_exec_slot **slot);
+/* Give @f the queue place @slot its script holds (released with @f if never taken). */
+void file_script_hold(struct fs_file *f, struct ops_exec_slot *slot);
+/* Does @f's script hold a place already? */
+bool file_script_held(struct fs_file *f);
 
 #endif

@@ -257,6 +257,14 @@ static int snapshot_write(struct fs_file *f, const char *line, struct pending *p
 static int exec_write(struct fs_file *f, const char *line, struct pending *p, struct err *e)
 {
 	(void)p;
+	struct ops_exec_slot *slot;
+	/* Its first line takes the script's place in the queue: a full one refuses this write. */
+	if (!file_script_held(f)) {
+		int rc = ops_sandbox_exec_reserve(&f->who, f->node.id, line, &slot, e);
+		if (rc < 0)
+			return rc;
+		file_script_hold(f, slot);
+	}
 	return file_script_add(f, line, ops_sandbox_exec_check, e);
 }
 
@@ -265,14 +273,17 @@ static int exec_start(struct fs_file *f, struct pending *p, struct err *e)
 	(void)p;
 	_cleanup_strbuf_ struct strbuf script = STRBUF_INIT;
 	struct file_op *op;
-	int rc = file_script_take(f, &script);
+	struct ops_exec_slot *slot;
+	int rc = file_script_take(f, &script, &slot);
 	if (rc <= 0)
 		return rc;
-	rc = file_exec_begin(f, &op, e);
-	if (rc < 0)
+	rc = slot ? file_exec_begin(f, &op, e) : err_set(e, EIO, "exec: no place in the queue");
+	if (rc < 0) {
+		ops_sandbox_exec_unreserve(slot);
 		return rc;
-	return file_op_end(op, ops_sandbox_exec(&f->who, f->node.id, strbuf_str(&script),
-						file_op_progress, file_op_done, op, e));
+	}
+	return file_op_end(op, ops_sandbox_exec_start(&f->who, slot, strbuf_str(&script),
+						      file_op_progress, file_op_done, op, e));
 }
 
 static int exec_follow(struct fs_file *f, struct err *e)

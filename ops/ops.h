@@ -283,6 +283,19 @@ typedef void (*ops_progress_fn)(void *ctx, const char *data, size_t len);
  */
 int ops_sandbox_exec(const struct caller *who, const char *id, const char *cmdline,
 		     ops_progress_fn progress, ops_done_fn done, void *ctx, struct err *e);
+/*
+ * The same in two steps, for a script written a line at a time (fs/:
+ * exec): _reserve() checks @cmdline and takes a place in the exec queue
+ * (EAGAIN when it is full); _start() runs the whole script in it and
+ * consumes @slot; _unreserve() gives back one never started.
+ */
+struct ops_exec_slot;
+int ops_sandbox_exec_reserve(const struct caller *who, const char *id, const char *cmdline,
+			     struct ops_exec_slot **out, struct err *e);
+int ops_sandbox_exec_start(const struct caller *who, struct ops_exec_slot *slot,
+			   const char *cmdline, ops_progress_fn progress, ops_done_fn done,
+			   void *ctx, struct err *e);
+void ops_sandbox_exec_unreserve(struct ops_exec_slot *slot);
 /* The checks ops_sandbox_exec() makes before it queues anything: 0, or -errno with @e. */
 int ops_sandbox_exec_check(const struct caller *who, const char *id, const char *cmdline,
 			   struct err *e);

@@ -308,8 +308,13 @@ int ops_sandbox_exec_check(const struct caller *who, const char *id, const char 
 	return 0;
 }
 
-int ops_sandbox_exec(const struct caller *who, const char *id, const char *cmdline,
-		     ops_progress_fn progress, ops_done_fn done, void *ctx, struct err *e)
+/*
+ * A place in the exec queue, taken when a script's first line is written
+ * (a full queue refuses that write with EAGAIN, as it always did) and used
+ * when the script starts, at the read or the close that follows.
+ */
+int ops_sandbox_exec_reserve(const struct caller *who, const char *id, const char *cmdline,
+			     struct ops_exec_slot **out, struct err *e)
 {
 	struct sandbox sb;
 	int rc = ops_sandbox_exec_check(who, id, cmdline, e);
@@ -317,15 +322,39 @@ int ops_sandbox_exec(const struct caller *who, const char *id, const char *cmdli
 		rc = sandbox_find(who, id, &sb, e);
 	if (rc < 0)
 		return rc;
-	/* No completion of its own: the run's followers are told (run_end()). */
+	/* No completion of its own: the run's followers are told (exec_run_end()). */
 	struct sandbox_job *job = sandbox_job_new(JOB_EXEC, id, NULL, NULL, e);
 	if (!job)
 		return -e->code;
 	job->created_at = sb.created_at;
 	job->owner_uid = sb.owner_uid;
-	snprintf(job->cmdline, sizeof(job->cmdline), "%s", cmdline);
-	job->run = exec_run_new(who, id, progress, done, ctx);
+	*out = (struct ops_exec_slot *)job;
+	return 0;
+}
+
+void ops_sandbox_exec_unreserve(struct ops_exec_slot *slot)
+{
+	if (slot)
+		op_job_drop((struct sandbox_job *)slot, 0);
+}
+
+int ops_sandbox_exec_start(const struct caller *who, struct ops_exec_slot *slot,
+			   const char *cmdline, ops_progress_fn progress, ops_done_fn done,
+			   void *ctx, struct err *e)
+{
+	struct sandbox_job *job = (struct sandbox_job *)slot;
+	if (xsnprintf(job->cmdline, sizeof(job->cmdline), "%s", cmdline) < 0)
+		return op_job_drop(job, err_set(e, EFBIG, "exec command line is too long"));
+	job->run = exec_run_new(who, job->id, progress, done, ctx);
 	if (!job->run)
 		return op_job_drop(job, err_set(e, ENOMEM, "exec: out of memory"));
 	return op_job_queue(job, exec_job);
+}
+
+int ops_sandbox_exec(const struct caller *who, const char *id, const char *cmdline,
+		     ops_progress_fn progress, ops_done_fn done, void *ctx, struct err *e)
+{
+	struct ops_exec_slot *slot;
+	int rc = ops_sandbox_exec_reserve(who, id, cmdline, &slot, e);
+	return rc < 0 ? rc : ops_sandbox_exec_start(who, slot, cmdline, progress, done, ctx, e);
 }
