@@ -421,6 +421,13 @@ static int run_attach(struct agent *a, int in, int out, struct err *e)
 	return 0;
 }
 
+/* @fd's pipe to AGENT_PIPE_BYTES, or to pipe-max-size where that is all we may have. */
+static void pipe_grow(int fd)
+{
+	if (fcntl(fd, F_SETPIPE_SZ, AGENT_PIPE_BYTES) < 0)
+		(void)fcntl(fd, F_SETPIPE_SZ, 1 << 20);
+}
+
 int agent_attach(struct agent *a, struct err *e)
 {
 	pthread_mutex_lock(&a->attach_lock);
@@ -432,8 +439,17 @@ int agent_attach(struct agent *a, struct err *e)
 	int rc = pipe2(req, O_CLOEXEC) < 0 || pipe2(rep, O_CLOEXEC) < 0 ? -errno : 0;
 	if (rc < 0)
 		rc = err_set(e, -rc, "cannot make the agent's channel: %s", strerror(-rc));
-	if (rc == 0)
+	if (rc == 0) {
+		/*
+		 * Room for a whole READ reply or WRITE request (1 MiB and its
+		 * header) in each pipe: a frame then crosses in one write and one
+		 * read, not 16 wake-ups of 64 KiB. Best effort: a smaller pipe
+		 * only costs time.
+		 */
+		pipe_grow(req[1]);
+		pipe_grow(rep[0]);
 		rc = run_attach(a, req[0], rep[1], e);
+	}
 	/* Only the keeper holds the far ends now. */
 	closep(&req[0]);
 	closep(&rep[1]);

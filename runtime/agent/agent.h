@@ -43,6 +43,8 @@
 #define AGENT_INFLIGHT_MAX 64
 /* How long a request may wait for its reply before the agent is taken for dead. */
 #define AGENT_REPLY_TIMEOUT_MS 30000
+/* Each channel pipe's size (F_SETPIPE_SZ): a largest frame, WIRE_BODY_MAX and its header, fits. */
+#define AGENT_PIPE_BYTES (2u << 20)
 /* How long a detach waits for the keeper to let go before it kills it. */
 #define AGENT_DETACH_WAIT_MS 1000
 
