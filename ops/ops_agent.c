@@ -582,7 +582,7 @@ void ops_inside_close(struct ops_inside_file *f)
 		return;
 	/* Only in the attachment it was opened in: a detach closed it inside already. */
 	if (agent_attached(f->agent))
-		agent_handle_op(f->agent, WIRE_CLOSE, f->handle, NULL);
+		agent_close_nowait(f->agent, f->handle);
 	agent_unref(f->agent);
 	free(f);
 }

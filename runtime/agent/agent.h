@@ -81,6 +81,13 @@ struct agent_reply {
  */
 int agent_call(struct agent *a, uint16_t op, const void *body, size_t len, struct agent_reply *rep,
 	       struct err *e);
+/*
+ * A request whose reply nobody waits for (a CLOSE: the kernel ignores what a
+ * release answers): sent, and its slot freed when the reply comes or the
+ * attachment ends. The keeper answers in order, so what is sent after it is
+ * served after it. 0, -EAGAIN with every slot in use, -ENOTCONN, -EIO.
+ */
+int agent_send(struct agent *a, uint16_t op, const void *body, size_t len);
 
 /* --- typed requests (agent_ops.c) --------------------------------------- */
 
@@ -98,6 +105,8 @@ ssize_t agent_write(struct agent *a, uint32_t handle, uint64_t off, const void *
 		    struct err *e);
 /* CLOSE, FSYNC: @op. */
 int agent_handle_op(struct agent *a, uint16_t op, uint32_t handle, struct err *e);
+/* CLOSE without waiting for its answer (agent_send()); waits only when every slot is in use. */
+void agent_close_nowait(struct agent *a, uint32_t handle);
 /* UNLINK, RMDIR, CHMOD (@x mode), CHOWN (@x uid, @y gid), TRUNCATE (@x size). */
 int agent_path_op(struct agent *a, uint16_t op, const char *path, uint64_t x, uint32_t y,
 		  struct err *e);

@@ -160,6 +160,15 @@ int agent_handle_op(struct agent *a, uint16_t op, uint32_t handle, struct err *e
 	return call(a, op, &b, NULL, e);
 }
 
+void agent_close_nowait(struct agent *a, uint32_t handle)
+{
+	struct body b;
+	body_init(&b);
+	wire_put_u32(&b.w, handle);
+	if (agent_send(a, WIRE_CLOSE, b.buf, b.w.len) == -EAGAIN)
+		agent_handle_op(a, WIRE_CLOSE, handle, NULL);
+}
+
 int agent_path_op(struct agent *a, uint16_t op, const char *path, uint64_t x, uint32_t y,
 		  struct err *e)
 {
