@@ -92,6 +92,19 @@ raw true
 pair exec 20 exec_agent "time_ms raw true"
 row "exec \`true\`, median of 20" "$(median <"$T/exec.a")" "$(median <"$T/exec.b")" 0.25
 row "exec \`true\`, p90 of 20" "$(p90 <"$T/exec.a")" "$(p90 <"$T/exec.b")" 0.25
+# The floor under any exec: one fork+exec of /bin/sh inside gVisor, timed as
+# 20 of them in one raw exec less the same loop without them, per exec.
+# shellcheck disable=SC2016 # expanded by the sandbox's shell
+floor_once() {
+	local with without
+	with=$(time_ms raw sh -c 'i=0; while [ $i -lt 20 ]; do /bin/sh -c true; i=$((i + 1)); done')
+	without=$(time_ms raw sh -c 'i=0; while [ $i -lt 20 ]; do i=$((i + 1)); done')
+	awk -v a="$with" -v b="$without" 'BEGIN { printf "%.1f\n", (a - b) / 20 }'
+}
+: >"$T/floor.a"
+for _ in $(seq "$ROUNDS"); do floor_once >>"$T/floor.a"; done
+FLOOR=$(median <"$T/floor.a")
+row "fork+exec of sh inside gVisor alone (the floor under exec)" "$FLOOR" "$(median <"$T/exec.b")" 0.25
 
 # --- 64 MiB read and write ---------------------------------------------------------
 head -c $((64 << 20)) /dev/urandom >"$T/src64"
@@ -196,6 +209,10 @@ MEM_AFTER=$(mem)
 	echo "|---|---|---|---|---|---|"
 	cat "$ROWS"
 	echo
+	echo "The floor row: what one fork+exec of /bin/sh costs inside the sandbox (20 in one raw"
+	echo "exec, less the same loop without them), against raw \`runsc exec true\`: an exec through"
+	echo "the agent is that fork+exec plus two crossings of the channel and the FUSE write/read."
+	echo
 	echo "The pause row compares snapfs with itself: the snapshot's pause_ms while a reader"
 	echo "loops over root/bin/busybox, against the same snapshot with root/ idle."
 	echo
@@ -203,6 +220,7 @@ MEM_AFTER=$(mem)
 	echo
 	echo "Each run's figures (snapfs; raw):"
 	echo
+	echo "- floor (ms per fork+exec of /bin/sh inside): $(paste -sd' ' "$T/floor.a")"
 	for f in exec read write ls cpin cpout pause; do
 		echo "- $f: $(paste -sd' ' "$T/$f.a"); $(paste -sd' ' "$T/$f.b")"
 	done
