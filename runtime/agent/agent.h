@@ -96,8 +96,12 @@ int agent_lstat(struct agent *a, const char *path, struct wire_attr *attr, struc
 typedef int (*agent_dir_fn)(const char *name, const struct wire_attr *attr, void *arg);
 int agent_readdir(struct agent *a, const char *path, uint64_t cookie, agent_dir_fn fn, void *arg,
 		  uint64_t *next, struct err *e);
+/*
+ * With @head (room for WIRE_PEEK_MAX; @flags O_RDONLY alone) the file's first
+ * bytes come with the open (WIRE_OPEN_PEEK), *@head_len of them.
+ */
 int agent_open(struct agent *a, const char *path, uint32_t flags, uint32_t mode, uint32_t *handle,
-	       struct wire_attr *attr, struct err *e);
+	       struct wire_attr *attr, void *head, size_t *head_len, struct err *e);
 /* Into @buf, at most @n (<= WIRE_DATA_MAX); the count, or -errno. */
 ssize_t agent_read(struct agent *a, uint32_t handle, uint64_t off, void *buf, size_t n,
 		   struct err *e);
@@ -150,6 +154,9 @@ int agent_decode_ps(const uint8_t *body, size_t len, agent_ps_fn fn, void *arg);
 int agent_decode_u32(const uint8_t *body, size_t len, uint32_t *v);
 /* A READ reply's bytes: *@data points into @body. */
 int agent_decode_data(const uint8_t *body, size_t len, size_t max, const void **data, size_t *n);
+/* OPEN's reply; with @head (a WIRE_OPEN_PEEK open) its head too, pointing into @body. */
+int agent_decode_open(const uint8_t *body, size_t len, uint32_t *handle, struct wire_attr *attr,
+		      const void **head, size_t *head_len);
 int agent_decode_link(const uint8_t *body, size_t len, char *buf, size_t size);
 
 #endif
