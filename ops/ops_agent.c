@@ -369,7 +369,12 @@ static void stat_of(const struct wire_attr *a, struct stat *st)
 	    .st_blocks = (blkcnt_t)(a->blocks > INT64_MAX ? INT64_MAX : a->blocks),
 	    .st_ino = a->ino,
 	    .st_rdev = a->rdev,
-	    .st_blksize = 4096,
+	    /*
+	     * The best I/O size: one request's most. cat and cp size their
+	     * buffers by it, and each write(2) is one crossing to the agent
+	     * (no writeback cache: a write is seen inside at once).
+	     */
+	    .st_blksize = WIRE_DATA_MAX,
 	};
 	st->st_atim = (struct timespec){a->sec[0], a->nsec[0]};
 	st->st_mtim = (struct timespec){a->sec[1], a->nsec[1]};
