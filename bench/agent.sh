@@ -104,7 +104,7 @@ floor_once() {
 : >"$T/floor.a"
 for _ in $(seq "$ROUNDS"); do floor_once >>"$T/floor.a"; done
 FLOOR=$(median <"$T/floor.a")
-row "fork+exec of sh inside gVisor alone (the floor under exec)" "$FLOOR" "$(median <"$T/exec.b")" 0.25
+row "fork+exec of /bin/sh by busybox sh inside (what each exec spawns)" "$FLOOR" "$(median <"$T/exec.b")" 0.25
 
 # --- 64 MiB read and write ---------------------------------------------------------
 head -c $((64 << 20)) /dev/urandom >"$T/src64"
@@ -209,9 +209,11 @@ MEM_AFTER=$(mem)
 	echo "|---|---|---|---|---|---|"
 	cat "$ROWS"
 	echo
-	echo "The floor row: what one fork+exec of /bin/sh costs inside the sandbox (20 in one raw"
-	echo "exec, less the same loop without them), against raw \`runsc exec true\`: an exec through"
-	echo "the agent is that fork+exec plus two crossings of the channel and the FUSE write/read."
+	echo "The fork+exec row: what one fork+exec of /bin/sh costs inside the sandbox when busybox sh"
+	echo "makes it (20 in one raw exec, less the same loop without them), against raw \`runsc exec true\`."
+	echo "Every exec runs \`/bin/sh -c\`, so this (or the agent's own, cheaper fork of a small static"
+	echo "process) is the floor under an exec through the agent: at 0.25x raw it alone would have to"
+	echo "fit in the budget."
 	echo
 	echo "The pause row compares snapfs with itself: the snapshot's pause_ms while a reader"
 	echo "loops over root/bin/busybox, against the same snapshot with root/ idle."
