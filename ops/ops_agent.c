@@ -77,6 +77,16 @@ struct ops_inside_file {
 	uint32_t handle;
 	unsigned generation;
 	struct agent *agent; /* a reference */
+	/*
+	 * A read-only open's head: the file's first bytes as the open found
+	 * them (WIRE_OPEN_PEEK), served to reads within it without a crossing,
+	 * as if the kernel had read them ahead; freed once read to its end.
+	 * head_whole: the file ended within it. Guarded by lock.
+	 */
+	pthread_mutex_t lock;
+	uint8_t *head;
+	size_t head_len;
+	bool head_whole;
 };
 
 /* --- the program --------------------------------------------------------- */
@@ -363,7 +373,12 @@ static void stat_of(const struct wire_attr *a, struct stat *st)
 	    .st_blocks = (blkcnt_t)(a->blocks > INT64_MAX ? INT64_MAX : a->blocks),
 	    .st_ino = a->ino,
 	    .st_rdev = a->rdev,
-	    .st_blksize = 4096,
+	    /*
+	     * The best I/O size: one request's most. cat and cp size their
+	     * buffers by it, and each write(2) is one crossing to the agent
+	     * (no writeback cache: a write is seen inside at once).
+	     */
+	    .st_blksize = WIRE_DATA_MAX,
 	};
 	st->st_atim = (struct timespec){a->sec[0], a->nsec[0]};
 	st->st_mtim = (struct timespec){a->sec[1], a->nsec[1]};
@@ -487,9 +502,22 @@ static int file_open_in(struct ops_inside_file *f, struct agent *a, unsigned gen
 {
 	struct wire_attr attr;
 	uint32_t flags = (uint32_t)f->flags & (O_ACCMODE | O_CREAT | O_EXCL | O_TRUNC | O_APPEND);
-	int rc = agent_rc(agent_open(a, f->path, flags, mode, &f->handle, &attr, e), e);
-	if (rc < 0)
+	uint8_t *head = flags == O_RDONLY ? malloc(WIRE_PEEK_MAX) : NULL;
+	size_t head_len = 0;
+	int rc =
+	    agent_rc(agent_open(a, f->path, flags, mode, &f->handle, &attr, head, &head_len, e), e);
+	if (rc < 0) {
+		free(head);
 		return rc;
+	}
+	pthread_mutex_lock(&f->lock);
+	free(f->head);
+	f->head = head && head_len ? realloc(head, head_len) : NULL;
+	if (!f->head)
+		free(head);
+	f->head_len = f->head ? head_len : 0;
+	f->head_whole = head_len < WIRE_PEEK_MAX;
+	pthread_mutex_unlock(&f->lock);
 	f->generation = gen;
 	f->flags &= ~(O_CREAT | O_EXCL | O_TRUNC);
 	if (st)
@@ -503,8 +531,10 @@ int ops_inside_open(const struct caller *who, const char *id, const char *path, 
 	struct ops_inside_file *f = calloc(1, sizeof(*f));
 	if (!f)
 		return err_set(e, ENOMEM, "out of memory");
+	pthread_mutex_init(&f->lock, NULL);
 	snprintf(f->id, sizeof(f->id), "%s", id);
 	if (xsnprintf(f->path, sizeof(f->path), "%s", path) < 0) {
+		pthread_mutex_destroy(&f->lock);
 		free(f);
 		return err_set(e, ENAMETOOLONG, "path too long");
 	}
@@ -518,6 +548,7 @@ int ops_inside_open(const struct caller *who, const char *id, const char *path, 
 	if (rc < 0) {
 		if (f->agent)
 			agent_unref(f->agent);
+		pthread_mutex_destroy(&f->lock);
 		free(f);
 		return rc;
 	}
@@ -544,6 +575,25 @@ static int file_ready(struct ops_inside_file *f, const struct caller *who, struc
 	return rc;
 }
 
+/* A read of @n at @off from @f's head: the count, or -1 when the head does not hold it. */
+static ssize_t head_read(struct ops_inside_file *f, void *buf, size_t n, off_t off)
+{
+	ssize_t got = -1;
+	pthread_mutex_lock(&f->lock);
+	size_t at = (size_t)off;
+	if (f->head && off >= 0 && at < f->head_len && (n <= f->head_len - at || f->head_whole)) {
+		got = (ssize_t)(n < f->head_len - at ? n : f->head_len - at);
+		memcpy(buf, f->head + at, (size_t)got);
+		if (at + (size_t)got == f->head_len) {
+			free(f->head);
+			f->head = NULL;
+			f->head_len = 0;
+		}
+	}
+	pthread_mutex_unlock(&f->lock);
+	return got;
+}
+
 ssize_t ops_inside_read(struct ops_inside_file *f, const struct caller *who, void *buf, size_t n,
 			off_t off, struct err *e)
 {
@@ -551,7 +601,12 @@ ssize_t ops_inside_read(struct ops_inside_file *f, const struct caller *who, voi
 	int rc = file_ready(f, who, &a, e);
 	if (rc < 0)
 		return rc;
-	ssize_t got = agent_read(a, f->handle, (uint64_t)off, buf, n, e);
+	ssize_t got = head_read(f, buf, n, off);
+	if (got >= 0) {
+		agent_unref(a);
+		return got;
+	}
+	got = agent_read(a, f->handle, (uint64_t)off, buf, n, e);
 	agent_unref(a);
 	return got < 0 ? agent_rc((int)got, e) : got;
 }
@@ -586,8 +641,10 @@ void ops_inside_close(struct ops_inside_file *f)
 		return;
 	/* Only in the attachment it was opened in: a detach closed it inside already. */
 	if (agent_attached(f->agent))
-		agent_handle_op(f->agent, WIRE_CLOSE, f->handle, NULL);
+		agent_close_nowait(f->agent, f->handle);
 	agent_unref(f->agent);
+	free(f->head);
+	pthread_mutex_destroy(&f->lock);
 	free(f);
 }
 

@@ -31,7 +31,8 @@ struct slot {
 	uint32_t tag; /* 0: free */
 	uint16_t op;
 	bool done;
-	int rc; /* once done: 0 or -errno */
+	bool orphan; /* agent_send(): nobody waits; the reply frees the slot */
+	int rc;	     /* once done: 0 or -errno */
 	struct agent_reply rep;
 	/* An exec's: where its output goes, its wait status. */
 	agent_out_fn fn;
@@ -162,6 +163,8 @@ static struct slot *slot_of(struct agent *a, uint32_t tag)
 	return NULL;
 }
 
+static void slot_free_locked(struct slot *s);
+
 static void finish(struct slot *s, int rc)
 {
 	s->done = true;
@@ -178,7 +181,9 @@ static void end_attachment_locked(struct agent *a)
 	a->eof = true;
 	for (int i = 0; i < AGENT_INFLIGHT_MAX; i++) {
 		struct slot *s = &a->slots[i];
-		if (s->tag && !s->done && !(s->op == WIRE_EXEC && a->detaching))
+		if (s->tag && s->orphan)
+			slot_free_locked(s);
+		else if (s->tag && !s->done && !(s->op == WIRE_EXEC && a->detaching))
 			finish(s, -EIO);
 	}
 	pthread_cond_broadcast(&a->eof_cond);
@@ -198,6 +203,12 @@ static int deliver_locked(struct agent *a, const struct wire_header *h, uint8_t 
 		free(body);
 		/* An exec of an earlier daemon's, which the keeper still reports: dropped. */
 		return stream ? 0 : -EIO;
+	}
+	if (s->orphan && !stream && h->op == s->op) {
+		/* Its errno, if any, had nobody to go to (a CLOSE's never does). */
+		free(body);
+		slot_free_locked(s);
+		return 0;
 	}
 	if (stream != (s->op == WIRE_EXEC) || (!stream && h->op != s->op)) {
 		free(body);
@@ -333,7 +344,7 @@ static struct slot *slot_take_locked(struct agent *a, uint16_t op)
 		a->next_tag = 1;
 	s->tag = a->next_tag;
 	s->op = op;
-	s->done = s->stopped = false;
+	s->done = s->stopped = s->orphan = false;
 	s->rc = 0;
 	s->rep = (struct agent_reply){0};
 	s->fn = NULL;
@@ -389,6 +400,28 @@ int agent_call(struct agent *a, uint16_t op, const void *body, size_t len, struc
 	return call_error(a, rc, op, e);
 }
 
+int agent_send(struct agent *a, uint16_t op, const void *body, size_t len)
+{
+	pthread_mutex_lock(&a->lock);
+	bool up = a->rep_r >= 0 && !a->eof && !a->detaching;
+	struct slot *s = up ? slot_take_locked(a, op) : NULL;
+	if (s)
+		s->orphan = true;
+	uint32_t tag = s ? s->tag : 0;
+	pthread_mutex_unlock(&a->lock);
+	if (!s)
+		return up ? -EAGAIN : -ENOTCONN;
+	int rc = send_frame(a, tag, op, body, len);
+	if (rc < 0) {
+		/* Not sent whole: the reader may have freed the slot already at EOF. */
+		pthread_mutex_lock(&a->lock);
+		if (s->tag == tag && s->orphan)
+			slot_free_locked(s);
+		pthread_mutex_unlock(&a->lock);
+	}
+	return rc;
+}
+
 /* --- attach and detach ----------------------------------------------------- */
 
 static int hello(struct agent *a, struct err *e)
@@ -436,6 +469,13 @@ static int run_attach(struct agent *a, int in, int out, struct err *e)
 	return 0;
 }
 
+/* @fd's pipe to AGENT_PIPE_BYTES, or to pipe-max-size where that is all we may have. */
+static void pipe_grow(int fd)
+{
+	if (fcntl(fd, F_SETPIPE_SZ, AGENT_PIPE_BYTES) < 0)
+		(void)fcntl(fd, F_SETPIPE_SZ, 1 << 20);
+}
+
 int agent_attach(struct agent *a, struct err *e)
 {
 	pthread_mutex_lock(&a->attach_lock);
@@ -447,8 +487,17 @@ int agent_attach(struct agent *a, struct err *e)
 	int rc = pipe2(req, O_CLOEXEC) < 0 || pipe2(rep, O_CLOEXEC) < 0 ? -errno : 0;
 	if (rc < 0)
 		rc = err_set(e, -rc, "cannot make the agent's channel: %s", strerror(-rc));
-	if (rc == 0)
+	if (rc == 0) {
+		/*
+		 * Room for a whole READ reply or WRITE request (1 MiB and its
+		 * header) in each pipe: a frame then crosses in one write and one
+		 * read, not 16 wake-ups of 64 KiB. Best effort: a smaller pipe
+		 * only costs time.
+		 */
+		pipe_grow(req[1]);
+		pipe_grow(rep[0]);
 		rc = run_attach(a, req[0], rep[1], e);
+	}
 	/* Only the keeper holds the far ends now. */
 	closep(&req[0]);
 	closep(&rep[1]);

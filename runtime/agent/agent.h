@@ -43,6 +43,8 @@
 #define AGENT_INFLIGHT_MAX 64
 /* How long a request may wait for its reply before the agent is taken for dead. */
 #define AGENT_REPLY_TIMEOUT_MS 30000
+/* Each channel pipe's size (F_SETPIPE_SZ): a largest frame, WIRE_BODY_MAX and its header, fits. */
+#define AGENT_PIPE_BYTES (2u << 20)
 /* How long a detach waits for the keeper to let go before it kills it. */
 #define AGENT_DETACH_WAIT_MS 1000
 
@@ -79,6 +81,13 @@ struct agent_reply {
  */
 int agent_call(struct agent *a, uint16_t op, const void *body, size_t len, struct agent_reply *rep,
 	       struct err *e);
+/*
+ * A request whose reply nobody waits for (a CLOSE: the kernel ignores what a
+ * release answers): sent, and its slot freed when the reply comes or the
+ * attachment ends. The keeper answers in order, so what is sent after it is
+ * served after it. 0, -EAGAIN with every slot in use, -ENOTCONN, -EIO.
+ */
+int agent_send(struct agent *a, uint16_t op, const void *body, size_t len);
 
 /* --- typed requests (agent_ops.c) --------------------------------------- */
 
@@ -87,8 +96,12 @@ int agent_lstat(struct agent *a, const char *path, struct wire_attr *attr, struc
 typedef int (*agent_dir_fn)(const char *name, const struct wire_attr *attr, void *arg);
 int agent_readdir(struct agent *a, const char *path, uint64_t cookie, agent_dir_fn fn, void *arg,
 		  uint64_t *next, struct err *e);
+/*
+ * With @head (room for WIRE_PEEK_MAX; @flags O_RDONLY alone) the file's first
+ * bytes come with the open (WIRE_OPEN_PEEK), *@head_len of them.
+ */
 int agent_open(struct agent *a, const char *path, uint32_t flags, uint32_t mode, uint32_t *handle,
-	       struct wire_attr *attr, struct err *e);
+	       struct wire_attr *attr, void *head, size_t *head_len, struct err *e);
 /* Into @buf, at most @n (<= WIRE_DATA_MAX); the count, or -errno. */
 ssize_t agent_read(struct agent *a, uint32_t handle, uint64_t off, void *buf, size_t n,
 		   struct err *e);
@@ -96,6 +109,8 @@ ssize_t agent_write(struct agent *a, uint32_t handle, uint64_t off, const void *
 		    struct err *e);
 /* CLOSE, FSYNC: @op. */
 int agent_handle_op(struct agent *a, uint16_t op, uint32_t handle, struct err *e);
+/* CLOSE without waiting for its answer (agent_send()); waits only when every slot is in use. */
+void agent_close_nowait(struct agent *a, uint32_t handle);
 /* UNLINK, RMDIR, CHMOD (@x mode), CHOWN (@x uid, @y gid), TRUNCATE (@x size). */
 int agent_path_op(struct agent *a, uint16_t op, const char *path, uint64_t x, uint32_t y,
 		  struct err *e);
@@ -139,6 +154,9 @@ int agent_decode_ps(const uint8_t *body, size_t len, agent_ps_fn fn, void *arg);
 int agent_decode_u32(const uint8_t *body, size_t len, uint32_t *v);
 /* A READ reply's bytes: *@data points into @body. */
 int agent_decode_data(const uint8_t *body, size_t len, size_t max, const void **data, size_t *n);
+/* OPEN's reply; with @head (a WIRE_OPEN_PEEK open) its head too, pointing into @body. */
+int agent_decode_open(const uint8_t *body, size_t len, uint32_t *handle, struct wire_attr *attr,
+		      const void **head, size_t *head_len);
 int agent_decode_link(const uint8_t *body, size_t len, char *buf, size_t size);
 
 #endif

@@ -112,6 +112,17 @@ int agent_decode_data(const uint8_t *body, size_t len, size_t max, const void **
 	return wire_in_done(&in) ? 0 : -EIO;
 }
 
+int agent_decode_open(const uint8_t *body, size_t len, uint32_t *handle, struct wire_attr *attr,
+		      const void **head, size_t *head_len)
+{
+	struct wire_in in = {.buf = body, .len = len};
+	*handle = wire_get_u32(&in);
+	wire_get_attr(&in, attr);
+	if (head)
+		wire_get_bytes(&in, WIRE_PEEK_MAX, head, head_len);
+	return wire_in_done(&in) && attr_ok(attr) ? 0 : -EIO;
+}
+
 int agent_decode_link(const uint8_t *body, size_t len, char *buf, size_t size)
 {
 	struct wire_in in = {.buf = body, .len = len};

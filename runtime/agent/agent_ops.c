@@ -88,21 +88,27 @@ int agent_readdir(struct agent *a, const char *path, uint64_t cookie, agent_dir_
 }
 
 int agent_open(struct agent *a, const char *path, uint32_t flags, uint32_t mode, uint32_t *handle,
-	       struct wire_attr *attr, struct err *e)
+	       struct wire_attr *attr, void *head, size_t *head_len, struct err *e)
 {
 	struct body b;
-	struct agent_reply r;
+	struct agent_reply r = {0};
 	body_init(&b);
 	int rc = put_path(&b, path, e);
-	wire_put_u32(&b.w, flags);
+	wire_put_u32(&b.w, head ? flags | WIRE_OPEN_PEEK : flags);
 	wire_put_u32(&b.w, mode);
 	if (rc == 0)
 		rc = call(a, WIRE_OPEN, &b, &r, e);
+	/* A keeper older than WIRE_OPEN_PEEK (it outlives daemons) refuses it: open plainly. */
+	if (rc == -EINVAL && head)
+		return agent_open(a, path, flags, mode, handle, attr, NULL, head_len, e);
 	if (rc < 0)
 		return rc;
-	struct wire_in in = {.buf = r.body, .len = r.len};
-	*handle = wire_get_u32(&in);
-	rc = in.bad ? -EIO : agent_decode_attr(r.body + 4, r.len - 4, attr);
+	const void *h = NULL;
+	rc = agent_decode_open(r.body, r.len, handle, attr, head ? &h : NULL, head_len);
+	if (rc == 0 && head)
+		memcpy(head, h, *head_len);
+	else if (head_len)
+		*head_len = 0;
 	free(r.body);
 	return rc < 0 ? err_set(e, EIO, "the agent's open of /%s is not an answer", path) : 0;
 }
@@ -158,6 +164,15 @@ int agent_handle_op(struct agent *a, uint16_t op, uint32_t handle, struct err *e
 	body_init(&b);
 	wire_put_u32(&b.w, handle);
 	return call(a, op, &b, NULL, e);
+}
+
+void agent_close_nowait(struct agent *a, uint32_t handle)
+{
+	struct body b;
+	body_init(&b);
+	wire_put_u32(&b.w, handle);
+	if (agent_send(a, WIRE_CLOSE, b.buf, b.w.len) == -EAGAIN)
+		agent_handle_op(a, WIRE_CLOSE, handle, NULL);
 }
 
 int agent_path_op(struct agent *a, uint16_t op, const char *path, uint64_t x, uint32_t y,

@@ -57,6 +57,14 @@
 #define WIRE_F_MORE 1u
 
 /*
+ * OPEN's flag for a read-only open: the reply also carries the file's first
+ * bytes, at most WIRE_PEEK_MAX (fewer: the file ends there), so that a small
+ * file's read needs no second crossing.
+ */
+#define WIRE_OPEN_PEEK (1u << 31)
+#define WIRE_PEEK_MAX (64u << 10)
+
+/*
  * The ops. "path" is a string: relative to the sandbox's /, "" for / itself,
  * components without "." or ".." (the daemon builds it, the agent checks it).
  * attr is tabled at struct wire_attr.
@@ -67,6 +75,7 @@
  *   READDIR    path, u64 cookie                      u64 next (0: the end), u32 n,
  *                                                    n x (attr, string name)
  *   OPEN       path, u32 flags, u32 mode             u32 handle, attr
+ *                                                    [, bytes head: with WIRE_OPEN_PEEK]
  *   READ       u32 handle, u64 off, u32 n            bytes
  *   WRITE      u32 handle, u64 off, bytes            u32 n
  *   CLOSE      u32 handle                            -

@@ -138,9 +138,11 @@ static uint32_t do_readdir(struct wire_in *in, const char *abs, struct inside_re
 
 static uint32_t do_open(struct wire_in *in, const char *abs, struct inside_reply *r)
 {
-	const uint32_t allowed = O_ACCMODE | O_CREAT | O_EXCL | O_TRUNC | O_APPEND;
+	const uint32_t allowed = O_ACCMODE | O_CREAT | O_EXCL | O_TRUNC | O_APPEND | WIRE_OPEN_PEEK;
 	uint32_t flags = wire_get_u32(in), mode = wire_get_u32(in);
-	if (!wire_in_done(in) || (flags & ~allowed))
+	bool peek = flags & WIRE_OPEN_PEEK;
+	flags &= ~WIRE_OPEN_PEEK;
+	if (!wire_in_done(in) || (flags & ~allowed) || (peek && flags != O_RDONLY))
 		return EINVAL;
 	handles_init();
 	int slot = 0;
@@ -161,9 +163,27 @@ static uint32_t do_open(struct wire_in *in, const char *abs, struct inside_reply
 	}
 	struct wire_attr a;
 	attr_of(&st, &a);
-	handles[slot] = fd;
 	wire_put_u32(&r->body, (uint32_t)slot);
 	wire_put_attr(&r->body, &a);
+	if (peek) {
+		/* The head straight into the reply, after its u32 length written last. */
+		size_t at = r->body.len;
+		wire_put_u32(&r->body, 0);
+		ssize_t got;
+		do
+			got = pread(fd, r->body.buf + r->body.len, WIRE_PEEK_MAX, 0);
+		while (got < 0 && errno == EINTR);
+		if (got < 0) {
+			/* A head we cannot read must not read as an empty file. */
+			err = (uint32_t)errno;
+			close(fd);
+			return err;
+		}
+		r->body.len += (size_t)got;
+		struct wire_out len = {.buf = r->body.buf + at, .cap = 4};
+		wire_put_u32(&len, (uint32_t)got);
+	}
+	handles[slot] = fd;
 	return 0;
 }
 
