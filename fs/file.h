@@ -74,7 +74,7 @@ struct fs_file {
 	struct ctl_spec spec;	  /* sandboxes/new: the spec being written */
 	/* FS_SCRIPT: the exec queue's place its script holds (ops_exec_slot), or NULL */
 	struct ops_exec_slot *script_slot;
-	uint64_t writer;	  /* lock owner (descriptor table) of the last write */
+	uint64_t writer;		       /* lock owner (descriptor table) of the last write */
 	struct fs_file *prev_open, *next_open; /* the list of files not yet freed */
 };
 
