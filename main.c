@@ -533,7 +533,7 @@ int main(int argc, char **argv)
 	    make_absolute(&o.images_dir, images_abs) < 0 ||
 	    make_absolute(&o.mountpoint, mount_abs) < 0 ||
 	    (o.cuda_checkpoint && make_absolute(&o.cuda_checkpoint, cuda_abs) < 0) ||
-	    (o.agent && make_absolute(&o.agent, agent_abs) < 0) ||
+	    (o.agent && *o.agent && make_absolute(&o.agent, agent_abs) < 0) ||
 	    (o.net_resolv && make_absolute(&o.net_resolv, resolv_abs) < 0) ||
 	    build_fuse_args(&o, &args) < 0 || catch_signals(true) < 0)
 		return 1;
