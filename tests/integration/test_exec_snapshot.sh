@@ -66,7 +66,8 @@ uc_running() { [ "$(sb_status uc)" = running ]; }
 ok "uc runs" poll_until 30 uc_running
 check_eq "exec in an image without /bin/cat" "$(printf 'hello\nexit 0')" "$(sb_exec uc 'echo hello')"
 sb_exec uc 'true' >/dev/null
-check_eq "the fetches left no output file behind" 1 "$(sb_run uc 'ls -a /tmp | grep -c snapfs-exec')"
+# Through the agent no exec makes an output file; the slow way removes each of its own.
+check_eq "the execs left no output file behind" 0 "$(sb_run uc 'ls -a /tmp | grep -c snapfs-exec')"
 
 stop_daemon
 finish
