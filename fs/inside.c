@@ -255,34 +255,52 @@ static fuse_ino_t parent_ino(fuse_ino_t parent, const struct fs_node *root)
 	return root && !inside_owns(parent) ? root->ino : parent;
 }
 
+/* What every request here starts with: who asks, and the sandbox and path it names. */
+struct inside_req {
+	struct caller who;
+	struct err e;
+	char id[ID_MAX];
+	char path[WIRE_PATH_MAX + 1];
+};
+
+/* @r for node @ino (root/ itself when @root), or its child @name when @name is set. */
+static int req_begin(fuse_req_t req, fuse_ino_t ino, const struct fs_node *root, const char *name,
+		     struct inside_req *r)
+{
+	who_of(req, &r->who);
+	r->e = (struct err){0};
+	return path_of(ino, root, name, r->id, r->path);
+}
+
+/* The answer of a request that made or found @name under @parent: its entry, or @rc. */
+static void reply_made(fuse_req_t req, int rc, fuse_ino_t parent, const struct fs_node *root,
+		       const char *id, const char *name, const struct stat *st)
+{
+	if (rc < 0)
+		fuse_reply_err(req, -rc);
+	else
+		reply_entry(req, parent_ino(parent, root), id, name, st);
+}
+
 /* --- names ----------------------------------------------------------------------- */
 
 void inside_lookup(fuse_req_t req, fuse_ino_t parent, const struct fs_node *root, const char *name)
 {
-	char id[ID_MAX], path[WIRE_PATH_MAX + 1];
+	struct inside_req r;
 	struct stat st;
-	struct caller who;
-	struct err e = {0};
-	who_of(req, &who);
-	int rc = path_of(parent, root, name, id, path);
+	int rc = req_begin(req, parent, root, name, &r);
 	if (rc == 0)
-		rc = ops_inside_stat(&who, id, path, &st, &e);
-	if (rc < 0)
-		fuse_reply_err(req, -rc);
-	else
-		reply_entry(req, parent_ino(parent, root), id, name, &st);
+		rc = ops_inside_stat(&r.who, r.id, r.path, &st, &r.e);
+	reply_made(req, rc, parent, root, r.id, name, &st);
 }
 
 void inside_getattr(fuse_req_t req, fuse_ino_t ino)
 {
-	char id[ID_MAX], path[WIRE_PATH_MAX + 1];
+	struct inside_req r;
 	struct stat st;
-	struct caller who;
-	struct err e = {0};
-	who_of(req, &who);
-	int rc = path_of(ino, NULL, NULL, id, path);
+	int rc = req_begin(req, ino, NULL, NULL, &r);
 	if (rc == 0)
-		rc = ops_inside_stat(&who, id, path, &st, &e);
+		rc = ops_inside_stat(&r.who, r.id, r.path, &st, &r.e);
 	if (rc < 0)
 		fuse_reply_err(req, -rc);
 	else
@@ -316,18 +334,15 @@ static void attr_set_of(const struct stat *attr, int to_set, struct ops_inside_a
 
 void inside_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set)
 {
-	char id[ID_MAX], path[WIRE_PATH_MAX + 1];
+	struct inside_req r;
 	struct stat st;
-	struct caller who;
-	struct err e = {0};
 	struct ops_inside_attr set;
-	who_of(req, &who);
 	attr_set_of(attr, to_set, &set);
-	int rc = path_of(ino, NULL, NULL, id, path);
+	int rc = req_begin(req, ino, NULL, NULL, &r);
 	if (rc == 0)
-		rc = ops_inside_setattr(&who, id, path, &set, &e);
+		rc = ops_inside_setattr(&r.who, r.id, r.path, &set, &r.e);
 	if (rc == 0)
-		rc = ops_inside_stat(&who, id, path, &st, &e);
+		rc = ops_inside_stat(&r.who, r.id, r.path, &st, &r.e);
 	if (rc < 0)
 		fuse_reply_err(req, -rc);
 	else
@@ -336,13 +351,11 @@ void inside_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_se
 
 void inside_readlink(fuse_req_t req, fuse_ino_t ino)
 {
-	char id[ID_MAX], path[WIRE_PATH_MAX + 1], target[WIRE_PATH_MAX + 1];
-	struct caller who;
-	struct err e = {0};
-	who_of(req, &who);
-	int rc = path_of(ino, NULL, NULL, id, path);
+	struct inside_req r;
+	char target[WIRE_PATH_MAX + 1];
+	int rc = req_begin(req, ino, NULL, NULL, &r);
 	if (rc == 0)
-		rc = ops_inside_readlink(&who, id, path, target, sizeof(target), &e);
+		rc = ops_inside_readlink(&r.who, r.id, r.path, target, sizeof(target), &r.e);
 	if (rc < 0)
 		fuse_reply_err(req, -rc);
 	else
@@ -352,30 +365,21 @@ void inside_readlink(fuse_req_t req, fuse_ino_t ino)
 void inside_mkdir(fuse_req_t req, fuse_ino_t parent, const struct fs_node *root, const char *name,
 		  mode_t mode)
 {
-	char id[ID_MAX], path[WIRE_PATH_MAX + 1];
+	struct inside_req r;
 	struct stat st;
-	struct caller who;
-	struct err e = {0};
-	who_of(req, &who);
-	int rc = path_of(parent, root, name, id, path);
+	int rc = req_begin(req, parent, root, name, &r);
 	if (rc == 0)
-		rc = ops_inside_mkdir(&who, id, path, mode, &st, &e);
-	if (rc < 0)
-		fuse_reply_err(req, -rc);
-	else
-		reply_entry(req, parent_ino(parent, root), id, name, &st);
+		rc = ops_inside_mkdir(&r.who, r.id, r.path, mode, &st, &r.e);
+	reply_made(req, rc, parent, root, r.id, name, &st);
 }
 
 void inside_remove(fuse_ino_t parent, fuse_req_t req, const struct fs_node *root, const char *name,
 		   bool dir)
 {
-	char id[ID_MAX], path[WIRE_PATH_MAX + 1];
-	struct caller who;
-	struct err e = {0};
-	who_of(req, &who);
-	int rc = path_of(parent, root, name, id, path);
+	struct inside_req r;
+	int rc = req_begin(req, parent, root, name, &r);
 	if (rc == 0)
-		rc = ops_inside_remove(&who, id, path, dir, &e);
+		rc = ops_inside_remove(&r.who, r.id, r.path, dir, &r.e);
 	if (rc == 0)
 		name_gone(parent_ino(parent, root), name);
 	fuse_reply_err(req, -rc);
@@ -384,18 +388,12 @@ void inside_remove(fuse_ino_t parent, fuse_req_t req, const struct fs_node *root
 void inside_symlink(fuse_req_t req, const char *target, fuse_ino_t parent,
 		    const struct fs_node *root, const char *name)
 {
-	char id[ID_MAX], path[WIRE_PATH_MAX + 1];
+	struct inside_req r;
 	struct stat st;
-	struct caller who;
-	struct err e = {0};
-	who_of(req, &who);
-	int rc = path_of(parent, root, name, id, path);
+	int rc = req_begin(req, parent, root, name, &r);
 	if (rc == 0)
-		rc = ops_inside_symlink(&who, id, target, path, &st, &e);
-	if (rc < 0)
-		fuse_reply_err(req, -rc);
-	else
-		reply_entry(req, parent_ino(parent, root), id, name, &st);
+		rc = ops_inside_symlink(&r.who, r.id, target, r.path, &st, &r.e);
+	reply_made(req, rc, parent, root, r.id, name, &st);
 }
 
 void inside_rename(fuse_req_t req, fuse_ino_t parent, const struct fs_node *root, const char *name,
@@ -434,10 +432,7 @@ void inside_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 		rc = -EXDEV;
 	if (rc == 0)
 		rc = ops_inside_link(&who, id, from, to, &st, &e);
-	if (rc < 0)
-		fuse_reply_err(req, -rc);
-	else
-		reply_entry(req, parent_ino(newparent, newroot), id, newname, &st);
+	reply_made(req, rc, newparent, newroot, id, newname, &st);
 }
 
 /* --- files ------------------------------------------------------------------------ */
