@@ -140,7 +140,7 @@ void limit_seen_note(const char *runtime_id, const struct cgroup_usage *u)
 }
 
 int container_start(const char *id, const char *runtime_id, bool gpu, const char *image_dir,
-		    struct err *e)
+		    pid_t *pid, struct err *e)
 {
 	char bundle[PATH_MAX], dir[PATH_MAX];
 	struct console *con = NULL;
@@ -155,8 +155,9 @@ int container_start(const char *id, const char *runtime_id, bool gpu, const char
 		return rc;
 	console_stdio(con, &io);
 	limit_seen_note(runtime_id, NULL); /* a new cgroup counts from 0 */
-	rc = image_dir ? runsc_restore(&ops.runsc, flags, runtime_id, bundle, image_dir, &io, e)
-		       : runsc_run(&ops.runsc, flags, runtime_id, bundle, &io, e);
+	rc = image_dir
+		 ? runsc_restore(&ops.runsc, flags, runtime_id, bundle, image_dir, &io, pid, e)
+		 : runsc_run(&ops.runsc, flags, runtime_id, bundle, &io, pid, e);
 	if (rc == 0)
 		adopt_or_warn(id, runtime_id);
 	if (rc < 0) {
@@ -169,14 +170,14 @@ int container_start(const char *id, const char *runtime_id, bool gpu, const char
 	return 0;
 }
 
-int container_run(const struct sandbox *sb, char digest[DIGEST_MAX], struct err *e)
+int container_run(const struct sandbox *sb, char digest[DIGEST_MAX], pid_t *pid, struct err *e)
 {
 	const char *entry = sb->entrypoint[0] ? sb->entrypoint : OPS_DEFAULT_ENTRYPOINT;
 	int rc = container_prepare(sb->id, sb->runtime_id, sb->image, entry, sb->env, sb->gpu,
 				   &sb->res, digest, e);
 	if (rc < 0)
 		return rc;
-	return container_start(sb->id, sb->runtime_id, sb->gpu, NULL, e);
+	return container_start(sb->id, sb->runtime_id, sb->gpu, NULL, pid, e);
 }
 
 /* A job that made a container for @id which a terminate took over meanwhile: remove it. */

@@ -526,12 +526,12 @@ int container_prepare(const char *id, const char *runtime_id, const char *image,
  * (runtime/runsc/console.h), read from then on; its processes then leave the
  * daemon's cgroup on a hybrid host too (cgroup_adopt(): a failure there is
  * warned and journalled, the container kept); a failure to start deletes
- * the container.
+ * the container. *@pid: the sandbox process's (runsc_run()), 0 if unknown.
  */
 int container_start(const char *id, const char *runtime_id, bool gpu, const char *image_dir,
-		    struct err *e);
+		    pid_t *pid, struct err *e);
 /* container_prepare() then container_start() for @sb's first run (a start). */
-int container_run(const struct sandbox *sb, char digest[DIGEST_MAX], struct err *e);
+int container_run(const struct sandbox *sb, char digest[DIGEST_MAX], pid_t *pid, struct err *e);
 /* Kill and delete container @runtime_id; -EIO if runsc still knows it afterwards. */
 int container_stop(const char *runtime_id, struct err *e);
 /* The same without the kill: a paused or stopped container. */
@@ -630,6 +630,11 @@ void monitor_sandboxes(void);
  * until the sandbox whose pid it was is marked ended (exit_take()).
  */
 void exits_collect(void);
+/*
+ * Has process @pid ended, waiting up to @wait_ms for it? A zombie has
+ * (kill(pid, 0) still succeeds on one, and runsc asks just that).
+ */
+bool process_ended(pid_t pid, int wait_ms);
 /*
  * Pidfds of up to @max running sandboxes' processes whose end is yet to
  * come, into @p (POLLIN): the monitor sleeps on them, so that an end is

@@ -166,6 +166,20 @@ static void reconcile_one(struct sandbox *sb)
 			sb->id);
 		return;
 	}
+	/*
+	 * runsc calls a container running while kill(pid, 0) succeeds, and so
+	 * on a zombie: the sandbox's process ended while no daemon ran, and a
+	 * PID 1 that does not reap leaves it one (seen in CI). It is stopped,
+	 * and `runsc delete` would wait for its end until our deadline (60 s
+	 * here, at every start-up): rmdir deletes it.
+	 */
+	bool zombie = st == RUNSC_RUNNING && pid > 0 && process_ended(pid, 0);
+	if (zombie) {
+		warning("sandbox %s's process %d ended while no daemon ran and nothing reaps it "
+			"(the host's PID 1 should): its container is deleted at rmdir",
+			sb->id, (int)pid);
+		st = RUNSC_STOPPED;
+	}
 	bool alive = st == RUNSC_RUNNING;
 	sb->pid = alive ? pid : 0;
 	if (was == SB_TERMINATING) {
@@ -183,7 +197,8 @@ static void reconcile_one(struct sandbox *sb)
 		if (was == SB_SNAPSHOTTING)
 			ops_gpu_reconcile(sb); /* CUDA processes it may have left locked */
 	} else {
-		runsc_delete(&ops.runsc, sb->runtime_id, NULL);
+		if (!zombie)
+			runsc_delete(&ops.runsc, sb->runtime_id, NULL);
 		sb->state = SB_FAILED;
 		snprintf(sb->message, sizeof(sb->message),
 			 "sandbox %s was %s and its container is %s after a daemon restart", sb->id,

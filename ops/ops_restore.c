@@ -81,7 +81,7 @@ OP_JOB_CHECK(struct restore_job);
  */
 static int restore_image(const char *sandbox_id, const struct snapshot *snap,
 			 const struct resources *res, const char *image_dir, const char *runtime_id,
-			 char digest[DIGEST_MAX], struct err *e)
+			 char digest[DIGEST_MAX], pid_t *pid, struct err *e)
 {
 	const char *entry = snap->entrypoint[0] ? snap->entrypoint : OPS_DEFAULT_ENTRYPOINT;
 	/* Held to the snapshot's digest: the image may have been re-imported since the fork was
@@ -92,7 +92,7 @@ static int restore_image(const char *sandbox_id, const struct snapshot *snap,
 	if (rc < 0)
 		return rc;
 	int64_t t0 = mono_ms();
-	rc = container_start(sandbox_id, runtime_id, snap->gpu, image_dir, e);
+	rc = container_start(sandbox_id, runtime_id, snap->gpu, image_dir, pid, e);
 	int64_t restore_ms = mono_ms() - t0;
 	if (rc == 0)
 		rc = ops_gpu_after_restore(sandbox_id, snap->id, runtime_id, image_dir, e);
@@ -147,14 +147,11 @@ int restore_from_spool(struct sandbox *sb, const char *snap_id, struct err *e)
 	rc = record_container(sb->id, STATE_BIT(SB_SUSPENDING), id_only, e);
 	if (rc < 0)
 		return rc;
-	rc = restore_image(sb->id, &snap, &sb->res, spool, sb->runtime_id, digest, e);
-	if (rc == 0)
-		runsc_state(&ops.runsc, sb->runtime_id, &sb->pid, NULL);
-	return rc;
+	return restore_image(sb->id, &snap, &sb->res, spool, sb->runtime_id, digest, &sb->pid, e);
 }
 
 static int restore_container(const struct restore_job *job, const char *runtime_id,
-			     char digest[DIGEST_MAX], struct err *e)
+			     char digest[DIGEST_MAX], pid_t *pid, struct err *e)
 {
 	char image_dir[PATH_MAX];
 	struct snapshot snap;
@@ -165,7 +162,7 @@ static int restore_container(const struct restore_job *job, const char *runtime_
 	int rc = cache_materialize(ops.store, snap.id, same_source, &snap, image_dir, e);
 	if (rc == 0)
 		rc = restore_image(job->sandbox_id, &snap, &job->res, image_dir, runtime_id, digest,
-				   e);
+				   pid, e);
 	cache_release(snap.id);
 	cache_trim();
 	return rc;
@@ -199,9 +196,7 @@ static void restore_job_run(void *arg)
 		rc = record_container(job->sandbox_id, mine, id_only, &e);
 	}
 	if (rc == 0)
-		rc = restore_container(job, runtime_id, digest, &e);
-	if (rc == 0)
-		runsc_state(&ops.runsc, runtime_id, &pid, NULL);
+		rc = restore_container(job, runtime_id, digest, &pid, &e);
 	snapshot_restore_end(job->snap_id);
 	struct sb_patch p = SB_PATCH(SB_RUNNING);
 	if (rc < 0) {

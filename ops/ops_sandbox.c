@@ -226,22 +226,16 @@ int ops_sandbox_set(const struct caller *who, const char *id, enum sandbox_field
 /* --- start ---------------------------------------------------------------- */
 
 /* Ask runsc for the sandbox pid; 0 if it cannot say. */
-static pid_t sandbox_pid(const char *runtime_id)
-{
-	pid_t pid = 0;
-	runsc_state(&ops.runsc, runtime_id, &pid, NULL);
-	return pid;
-}
-
 static void start_job(void *arg)
 {
 	struct sandbox_job *job = arg;
 	struct err e = {0};
 	char digest[DIGEST_MAX] = "";
 	struct sandbox sb;
+	pid_t pid = 0;
 	int rc = row_sandbox_get(job->id, &sb);
 	if (rc == 0)
-		rc = container_run(&sb, digest, &e);
+		rc = container_run(&sb, digest, &pid, &e);
 	/* Only while still starting: a terminate may have taken the sandbox over. */
 	if (rc < 0) {
 		if (!e.code)
@@ -253,7 +247,8 @@ static void start_job(void *arg)
 	} else {
 		struct sb_patch p = SB_PATCH(SB_RUNNING);
 		p.image_digest = digest;
-		p.pid = sandbox_pid(sb.runtime_id);
+		/* From runsc's pid file: an entrypoint that already ended is seen ended. */
+		p.pid = pid;
 		p.arm_timeout = true;
 		if (sandbox_apply_if(job->id, STATE_BIT(SB_STARTING), p) < 0) {
 			container_drop(job->id, sb.runtime_id);
@@ -421,7 +416,7 @@ int ops_sandbox_wait(const struct caller *who, const char *id, ops_done_fn done,
  * under a slow init), while kill(pid, 0) still succeeds. A pidfd is
  * readable from the exit on.
  */
-static bool process_ended(pid_t pid, int wait_ms)
+bool process_ended(pid_t pid, int wait_ms)
 {
 	_cleanup_close_ int fd = pidfd_open(pid, 0);
 	/*

@@ -407,16 +407,64 @@ int runsc_new_container_id(char out[RUNTIME_ID_MAX])
 	return random_name(RUNTIME_ID_PREFIX, RUNTIME_ID_HEX, out, RUNTIME_ID_MAX);
 }
 
+/* The pid runsc wrote into @fd (--internal-pid-file, --pid-file); 0 if none. */
+static int read_pid(int fd)
+{
+	char buf[32] = "";
+	ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+	long pid = n > 0 ? strtol(buf, NULL, 10) : 0;
+	return pid > 0 && pid <= INT_MAX ? (int)pid : 0;
+}
+
+/*
+ * Where runsc writes the sandbox process's pid (--pid-file): in the bundle,
+ * root's alone. runsc state gives no pid once that process has ended, and an
+ * entrypoint that exits at once ends before a state could be asked; the
+ * file still names it, and the monitor sees it ended (ops_sandbox.c).
+ */
+static int pid_file_path(const char *bundle, char *out, size_t size, struct err *e)
+{
+	if (xsnprintf(out, size, "%s/runsc.pid", bundle) < 0)
+		return err_set(e, ENAMETOOLONG, "runsc: bundle path %s too long", bundle);
+	if (unlink(out) < 0 && errno != ENOENT)
+		return err_set(e, EIO, "runsc: cannot remove %s: %s", out, strerror(errno));
+	return 0;
+}
+
+/* The pid in @path (runsc's --pid-file), 0 if none can be read. */
+static pid_t pid_file_read(const char *path)
+{
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	return fd < 0 ? 0 : read_pid(fd);
+}
+
+/* Run @c detached with --pid-file in @bundle: *@pid the sandbox process's (0 if unknown). */
+static int run_sandbox(struct cmd *c, const char *bundle, const char *cid,
+		       const struct runsc_stdio *io, pid_t *pid, struct err *e)
+{
+	char path[PATH_MAX];
+	*pid = 0;
+	int rc = pid_file_path(bundle, path, sizeof(path), e);
+	if (rc < 0)
+		return rc;
+	cmd_add(c, "--pid-file");
+	cmd_add(c, path);
+	cmd_add(c, "--bundle");
+	cmd_add(c, bundle);
+	cmd_target(c, cid, true);
+	rc = run_detached(c, io, e);
+	if (rc == 0)
+		*pid = pid_file_read(path);
+	return rc;
+}
+
 int runsc_run(const struct runsc *rs, unsigned flags, const char *cid, const char *bundle,
-	      const struct runsc_stdio *io, struct err *e)
+	      const struct runsc_stdio *io, pid_t *pid, struct err *e)
 {
 	struct cmd c;
 	cmd_init_sandbox(&c, rs, "run", flags);
 	cmd_add(&c, "--detach");
-	cmd_add(&c, "--bundle");
-	cmd_add(&c, bundle);
-	cmd_target(&c, cid, true);
-	return run_detached(&c, io, e);
+	return run_sandbox(&c, bundle, cid, io, pid, e);
 }
 
 /* The bytes of the regular files in @dir: what a restore reads. */
@@ -439,18 +487,15 @@ static int64_t image_bytes(const char *dir)
 }
 
 int runsc_restore(const struct runsc *rs, unsigned flags, const char *cid, const char *bundle,
-		  const char *image_dir, const struct runsc_stdio *io, struct err *e)
+		  const char *image_dir, const struct runsc_stdio *io, pid_t *pid, struct err *e)
 {
 	struct cmd c;
 	cmd_init_sandbox(&c, rs, "restore", flags);
 	cmd_add(&c, "--detach");
 	cmd_add(&c, "--image-path");
 	cmd_add(&c, image_dir);
-	cmd_add(&c, "--bundle");
-	cmd_add(&c, bundle);
-	cmd_target(&c, cid, true);
 	c.timeout_ms = runsc_scaled_timeout_ms(rs, image_bytes(image_dir));
-	return run_detached(&c, io, e);
+	return run_sandbox(&c, bundle, cid, io, pid, e);
 }
 
 int runsc_checkpoint(const struct runsc *rs, const char *cid, const struct runsc_checkpoint_opts *o,
@@ -506,15 +551,6 @@ static int exec_sink(void *arg, const char *data, size_t len)
 	strbuf_add(x->out, data, room);
 	x->truncated = true;
 	return 1;
-}
-
-/* The pid runsc wrote into @fd (--internal-pid-file): the process in the sandbox; 0 if none. */
-static int read_pid(int fd)
-{
-	char buf[32] = "";
-	ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
-	long pid = n > 0 ? strtol(buf, NULL, 10) : 0;
-	return pid > 0 && pid <= INT_MAX ? (int)pid : 0;
 }
 
 int runsc_exec(const struct runsc *rs, const char *cid, struct runsc_exec *x, struct err *e)

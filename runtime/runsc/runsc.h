@@ -107,17 +107,19 @@ struct runsc_stdio {
 
 /*
  * `runsc [RUNSC_* @flags] run --detach --bundle B CID`, stdio @io; deadline
- * rs->timeout_ms. The bundle is runtime/runsc/bundle.h's.
+ * rs->timeout_ms. The bundle is runtime/runsc/bundle.h's. *@pid: the
+ * sandbox process's, from runsc's --pid-file (B/runsc.pid), so known even
+ * when the entrypoint has already ended; 0 if runsc wrote none.
  */
 int runsc_run(const struct runsc *rs, unsigned flags, const char *cid, const char *bundle,
-	      const struct runsc_stdio *io, struct err *e);
+	      const struct runsc_stdio *io, pid_t *pid, struct err *e);
 
 /*
  * `runsc [@flags] restore --detach --image-path IMG --bundle B CID`, stdio @io;
- * the deadline scaled to the size of IMG's files.
+ * the deadline scaled to the size of IMG's files; *@pid as runsc_run()'s.
  */
 int runsc_restore(const struct runsc *rs, unsigned flags, const char *cid, const char *bundle,
-		  const char *image_dir, const struct runsc_stdio *io, struct err *e);
+		  const char *image_dir, const struct runsc_stdio *io, pid_t *pid, struct err *e);
 
 /* What a checkpoint is asked for; every field but @image_dir may be left zero. */
 struct runsc_checkpoint_opts {

@@ -119,4 +119,32 @@ check_match "its error says its container stopped" 'stopped after a daemon resta
 check_eq "seven's exit_code outlives the restart" 7 "$(jget "$MNT/sandboxes/seven/info.json" .exit_code)"
 check_contains "the console outlives the restart" the-last-line-2 "$(rd "$MNT/sandboxes/last2/console")"
 
+# --- the same end under a PID 1 that does not reap (CI's): the sandbox's
+# process is a zombie, which runsc calls running (kill(pid, 0) succeeds);
+# the restart must still call it failed, not running and then terminated.
+stop_daemon
+python3 "$(dirname "$0")/hold_orphans.py" "$T/held" "$SNAPFS_BIN" -f --state "$STATE" \
+	--images "$IMAGES" "${DAEMON_ARGS[@]}" "$MNT" >>"$DAEMON_LOG" 2>&1 &
+holder=$!
+BG_PIDS+=("$holder")
+ok "the daemon mounts under a subreaper that never reaps" poll_until 30 test -s "$MNT/version"
+DAEMON_PID=$(cat "$T/held.pid")
+ok "start a sandbox that exits 4 after 4 s, held" make_sandbox held 'sleep 4; exit 4'
+held_pid=$(jget "$MNT/sandboxes/held/info.json" .pid)
+unmount_mnt
+ok "that daemon exits" poll_until 60 test -s "$T/held.rc"
+check_eq "with status 0" 0 "$(cat "$T/held.rc" 2>/dev/null)"
+DAEMON_PID=""
+ok "its sandbox's process ends as a zombie" \
+	poll_until 60 grep -q '^State:.*zombie' "/proc/$held_pid/status"
+start_daemon || bail "the daemon mounts again"
+ok "held is failed after the restart" poll_until 30 status_is held failed
+check_match "its error says its container stopped" 'container is stopped after a daemon restart' \
+	"$(rd "$MNT/sandboxes/held/error")"
+ok "the restart did not wait on the zombie" grep -q 'nothing reaps it' "$DAEMON_LOG"
+# The holder reaps it now, so that its container can be deleted.
+kill -TERM "$holder"
+ok "the zombie is reaped" poll_until 30 test ! -e "/proc/$held_pid"
+ok "rmdir held" rmdir "$MNT/sandboxes/held"
+
 finish

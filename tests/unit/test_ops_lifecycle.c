@@ -126,6 +126,22 @@ static void check_exit(const char *id)
 	CHECK_EVENTS(id, "starting running terminated");
 }
 
+/*
+ * An entrypoint that ends before the start returns (runsc then names no
+ * pid): terminated all the same. It stayed running, pid 0, before the pid
+ * came from runsc's --pid-file.
+ */
+static void check_exit_at_once(const char *id)
+{
+	fake_set("FAKE_RUNSC_SANDBOX_SECONDS=0");
+	make_sandbox(id);
+	int rc = sb_start(id);
+	fake_set("");
+	CHECK(rc == 0);
+	CHECK(sb_wait_state(id, SB_TERMINATED));
+	CHECK_EVENTS(id, "created starting running terminated");
+}
+
 static void lifecycle_steps(void)
 {
 	char mem[64], snap[ID_MAX], fork_id[ID_MAX], id[ID_MAX];
@@ -138,6 +154,7 @@ static void lifecycle_steps(void)
 	CHECK_EVENTS("a", "created starting running snapshotting running suspending suspended "
 			  "resuming running terminating terminated removed");
 	check_exit(fork_id);
+	check_exit_at_once("quick");
 	CHECK(snap_delete(snap) == 0);
 	CHECK_SNAP(snap, -1);
 	CHECK_EVENTS(snap, "pending in_progress completed deleted");
