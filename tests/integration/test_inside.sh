@@ -99,6 +99,24 @@ ok "the test lets the command go on (through root/)" touch "$R/tmp/go"
 check_eq "then the rest, to the exit line" "$(printf 'second\nexit 0')" "$(timeout 60 cat <&8)"
 exec 8<&-
 
+# --- the ready shell: an exec after the first runs in a shell spawned ahead ---------
+# shellcheck disable=SC2016 # $$ is the sandbox shell's
+ready_q='tr "\\0" " " </proc/$$/cmdline'
+sb_run box true >/dev/null
+check_eq "a later exec runs in the shell spawned ahead" "sh /proc/self/fd/3 " \
+	"$(sb_run box "$ready_q")"
+check_eq "its stdin is /dev/null, not the script" "" "$(sb_run box 'cat')"
+check_eq "its command holds no fd 3 (only 0 1 2 and ls's own)" "0 1 2 3" \
+	"$(sb_run box 'ls /proc/self/fd | sort -n | tr "\n" " " | sed "s/ \$//"')"
+check_eq "a script of several lines runs whole" "$(printf '1\n2\nexit 4')" \
+	"$(sb_exec box "$(printf 'echo 1\necho 2\nexit 4')")"
+check_lacks "ps leaves the waiting shell out" "/proc/self/fd/3" "$(rd "$MNT/sandboxes/box/ps")"
+# The sandbox kills the waiting shell: the next exec spawns its own, and the one after is ready again.
+ok "the sandbox kills the waiting shell" sb_run box \
+	'for p in /proc/[0-9]*; do [ "${p#/proc/}" = $$ ] && continue; case "$(tr "\\0" " " <$p/cmdline 2>/dev/null)" in "sh /proc/self/fd/3 ") kill -9 ${p#/proc/};; esac; done'
+check_eq "an exec after it works" "$(printf 'still\nexit 0')" "$(sb_exec box 'echo still')"
+check_eq "the one after runs in a ready shell again" "sh /proc/self/fd/3 " "$(sb_run box "$ready_q")"
+
 # --- a sandbox that kills its agent ----------------------------------------------
 keeper=$(sb_run box 'for p in /proc/[0-9]*; do case "$(cat $p/comm 2>/dev/null)" in memfd:snapfs*) echo ${p#/proc/};; esac; done' | head -n 1)
 check_match "the keeper runs in the sandbox" '^[0-9]+$' "$keeper"

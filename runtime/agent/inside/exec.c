@@ -9,6 +9,18 @@
  * The command leads a process group of its own: KILL ends the group. Its
  * output ends when the command has ended and nothing more can be read at
  * once: a background job left holding the pipe does not keep the exec open.
+ *
+ * The ready shell: once a sandbox has run an exec, one `sh` waits here,
+ * already spawned with its output pipe, blocked reading its script from a
+ * pipe on its fd 3 (`sh /proc/self/fd/3`). The next exec writes `exec
+ * 3<&-` and the command to that pipe and closes it: the exec of /bin/sh
+ * (about 14 ms in gVisor, most of an exec of `true`) was paid before the
+ * request came. A shell reading a script forks for an external command
+ * where `sh -c` would exec it: about the same cost as the exec of sh it
+ * saves, so no command is slower. The keeper makes the next one when it is
+ * idle (exec_ready_fill()); it is left out of `ps`. If the sandbox's code
+ * killed it, the exec spawns `sh -c` as without one. The shell ends by
+ * itself (an empty script) when the keeper does.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -52,7 +64,7 @@ static struct exec *find(uint32_t tag)
  * keeper's address space (a new one on the host, with systrap), and that
  * costs most of an exec's round trip; musl spawns with CLONE_VM|CLONE_VFORK.
  */
-static int spawn_sh(int out, const char *cmd, pid_t *pid)
+static int spawn_sh(int out, int script, char *const argv[], pid_t *pid)
 {
 	static const char *const shells[] = {"/bin/sh", "/usr/bin/sh"};
 	posix_spawn_file_actions_t fa;
@@ -61,6 +73,8 @@ static int spawn_sh(int out, const char *cmd, pid_t *pid)
 	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
 	posix_spawn_file_actions_adddup2(&fa, out, 1);
 	posix_spawn_file_actions_adddup2(&fa, out, 2);
+	if (script >= 0)
+		posix_spawn_file_actions_adddup2(&fa, script, 3);
 	posix_spawnattr_init(&at);
 	posix_spawnattr_setpgroup(&at, 0);
 	sigset_t none;
@@ -74,7 +88,6 @@ static int spawn_sh(int out, const char *cmd, pid_t *pid)
 	posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
 					  POSIX_SPAWN_SETSIGDEF);
 	/* The environment is the container's: runsc exec gave it to the attach, which kept it. */
-	char *argv[] = {"sh", "-c", (char *)cmd, NULL};
 	int rc = ENOENT;
 	for (size_t i = 0; i < sizeof(shells) / sizeof(shells[0]) && rc == ENOENT; i++)
 		rc = posix_spawn(pid, shells[i], &fa, &at, argv, environ);
@@ -83,9 +96,102 @@ static int spawn_sh(int out, const char *cmd, pid_t *pid)
 	return rc;
 }
 
+/* The ready shell (above), or pid 0: its script pipe's write end and its output's read end. */
+static struct {
+	pid_t pid;
+	int script, out;
+	int wanted; /* an exec ran: keep one ready (no shell in the image: never again) */
+} ready = {.script = -1, .out = -1};
+
+static void ready_drop(void)
+{
+	if (ready.pid > 0) {
+		kill(-ready.pid, SIGKILL);
+		waitpid(ready.pid, NULL, 0);
+	}
+	if (ready.script >= 0)
+		close(ready.script);
+	if (ready.out >= 0)
+		close(ready.out);
+	ready.pid = 0, ready.script = -1, ready.out = -1;
+}
+
+void exec_ready_fill(void)
+{
+	if (!ready.wanted || ready.pid > 0)
+		return;
+	int out[2], script[2];
+	if (pipe2(out, O_CLOEXEC) < 0)
+		return;
+	if (pipe2(script, O_CLOEXEC) < 0) {
+		close(out[0]), close(out[1]);
+		return;
+	}
+	char *argv[] = {"sh", "/proc/self/fd/3", NULL};
+	int rc = spawn_sh(out[1], script[0], argv, &ready.pid);
+	close(out[1]), close(script[0]);
+	ready.script = script[1], ready.out = out[0];
+	if (rc) {
+		ready.pid = 0;
+		ready_drop();
+		ready.wanted = rc != ENOENT;
+	}
+}
+
+pid_t exec_ready_pid(void)
+{
+	return ready.pid;
+}
+
+/*
+ * Hand @line to the ready shell: its pid and output into *@pid and *@out;
+ * -1 if there is none, or it is gone (the sandbox's code may kill it).
+ */
+static int ready_take(const char *line, size_t n, pid_t *pid, int *out)
+{
+	static const char prefix[] = "exec 3<&-\n";
+	char script[sizeof(prefix) + WIRE_CMD_MAX + 1];
+	if (ready.pid <= 0 || waitpid(ready.pid, NULL, WNOHANG) != 0) {
+		ready_drop();
+		return -1;
+	}
+	size_t len = sizeof(prefix) - 1;
+	memcpy(script, prefix, len);
+	memcpy(script + len, line, n);
+	len += n;
+	script[len++] = '\n';
+	/* Less than a pipe's capacity, into an empty pipe: all of it or nothing. */
+	fcntl(ready.script, F_SETFL, O_NONBLOCK);
+	if (write(ready.script, script, len) != (ssize_t)len) {
+		ready_drop();
+		return -1;
+	}
+	close(ready.script);
+	*pid = ready.pid, *out = ready.out;
+	ready.pid = 0, ready.script = -1, ready.out = -1;
+	return 0;
+}
+
+/* Start @line (NUL-terminated) by `sh -c`: its pid and output into *@pid and *@out. */
+static uint32_t spawn_cmd(char *line, pid_t *pid, int *out)
+{
+	int p[2];
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return (uint32_t)errno;
+	char *argv[] = {"sh", "-c", line, NULL};
+	int rc = spawn_sh(p[1], -1, argv, pid);
+	close(p[1]);
+	if (rc) {
+		close(p[0]);
+		return rc == ENOENT ? ENOEXEC : (uint32_t)rc;
+	}
+	*out = p[0];
+	return 0;
+}
+
 uint32_t exec_start(uint32_t tag, const char *cmd, size_t n)
 {
-	if (!tag || find(tag) || n == 0 || memchr(cmd, '\0', n))
+	if (!tag || find(tag) || n == 0 || n > WIRE_CMD_MAX || memchr(cmd, '\0', n))
 		return EINVAL;
 	struct exec *x = find(0);
 	for (int i = 0; !x && i < INSIDE_EXECS_MAX; i++)
@@ -99,21 +205,18 @@ uint32_t exec_start(uint32_t tag, const char *cmd, size_t n)
 	char *buf = malloc(INSIDE_EXEC_BACKLOG_MAX);
 	if (!buf)
 		return ENOMEM;
-	int p[2];
-	if (pipe2(p, O_CLOEXEC) < 0) {
-		free(buf);
-		return (uint32_t)errno;
-	}
-	pid_t pid;
-	int rc = spawn_sh(p[1], line, &pid);
-	close(p[1]);
+	pid_t pid = 0;
+	int out = -1;
+	uint32_t rc = 0;
+	if (ready_take(line, n, &pid, &out) < 0)
+		rc = spawn_cmd(line, &pid, &out);
 	if (rc) {
-		close(p[0]);
 		free(buf);
-		return rc == ENOENT ? ENOEXEC : (uint32_t)rc;
+		return rc;
 	}
-	fcntl(p[0], F_SETFL, O_NONBLOCK);
-	*x = (struct exec){.tag = tag, .pid = pid, .out = p[0], .buf = buf};
+	ready.wanted = 1;
+	fcntl(out, F_SETFL, O_NONBLOCK);
+	*x = (struct exec){.tag = tag, .pid = pid, .out = out, .buf = buf};
 	return 0;
 }
 

@@ -26,6 +26,7 @@
 #include <stddef.h>
 #include <poll.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "runtime/agent/wire.h"
 
@@ -59,6 +60,10 @@ void exec_kill(uint32_t tag);
 size_t exec_poll_fds(struct pollfd *fds, int attached);
 /* After poll: read their output, reap ended commands, send what may go (when @attached). */
 void exec_step(int attached);
+/* Make the ready shell (exec.c) if an exec ran and none waits: main.c calls it when idle. */
+void exec_ready_fill(void);
+/* Its pid (left out of PS), 0 if none. */
+pid_t exec_ready_pid(void);
 
 /* --- channel.c: the channel the attach handed over --------------------------- */
 

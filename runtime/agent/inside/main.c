@@ -171,6 +171,8 @@ static int keep(void)
 		if (has_chan && fds[2].revents && channel_fd() >= 0)
 			serve_channel();
 		exec_step(channel_fd() >= 0);
+		/* After the requests this wakeup brought: the next exec finds its shell waiting. */
+		exec_ready_fill();
 	}
 }
 

@@ -1,7 +1,7 @@
 /*
  * ps.c - the agent's PS: the sandbox's processes from its own /proc, the
- * keeper left out. What the sentry's /proc says is copied as is; the daemon
- * checks every field before it shows one (ops/ops_agent.c).
+ * keeper and its ready shell (exec.c) left out. What the sentry's /proc says is copied as is; the
+ * daemon checks every field before it shows one (ops/ops_agent.c).
  */
 #define _GNU_SOURCE
 #include <ctype.h>
@@ -109,7 +109,7 @@ void ps_serve(struct inside_reply *r)
 		if (!isdigit((unsigned char)de->d_name[0]))
 			continue;
 		long pid = strtol(de->d_name, NULL, 10);
-		if (pid != self)
+		if (pid != self && pid != (long)exec_ready_pid())
 			n += (uint32_t)one(pid, r);
 	}
 	closedir(d);
