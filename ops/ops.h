@@ -440,12 +440,22 @@ int ops_sandbox_get(const struct caller *who, const char *id, struct sandbox *ou
 int ops_snapshot_get(const struct caller *who, const char *id, struct snapshot *out);
 /*
  * The sandboxes, and the snapshots, that @who may see; a snapshot as a
- * listing shows it: its id, state, sandbox_id and owner_uid (the rest 0).
+ * listing shows it: its id, state, sandbox_id, owner_uid, name and
+ * created_at (the rest 0).
  */
 int ops_sandboxes_each(const struct caller *who, int (*fn)(const struct sandbox *sb, void *arg),
 		       void *arg);
 int ops_snapshots_each(const struct caller *who, int (*fn)(const struct snapshot *snap, void *arg),
 		       void *arg);
+/*
+ * Snapshots by name (snapshots/by-name/): the id of the newest snapshot
+ * named @name that @who may see (by created_at, then id) into @id_out;
+ * -ENOENT when none is (or @name is no label_file_ok() name).
+ */
+int ops_snapshot_named(const struct caller *who, const char *name, char id_out[ID_MAX]);
+/* Each name (label_file_ok()) of a snapshot @who may see, once, in byte order. */
+int ops_snapshot_names_each(const struct caller *who, int (*fn)(const char *name, void *arg),
+			    void *arg);
 /* The sandboxes forked from snapshot @snap_id that @who may see, oldest first. */
 int ops_snapshot_forks_each(const struct caller *who, const char *snap_id,
 			    int (*fn)(const struct sandbox *sb, void *arg), void *arg);

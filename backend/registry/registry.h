@@ -186,8 +186,9 @@ int registry_snapshot_delete(struct registry *reg, const char *id);
 int registry_snapshot_each(struct registry *reg, int (*fn)(const struct snapshot *snap, void *arg),
 			   void *arg);
 /*
- * The same walk for a listing (snapshots/index, ls): each row has its id,
- * state, sandbox_id and owner_uid only, the rest 0. At 10,000 snapshots
+ * The same walk for a listing (snapshots/index, ls, by-name/): each row
+ * has its id, state, sandbox_id, owner_uid, name and created_at only, the
+ * rest 0. At 10,000 snapshots
  * it is a walk of one index, not of every row's 30 KiB record.
  */
 int registry_snapshot_each_listed(struct registry *reg,

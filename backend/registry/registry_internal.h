@@ -56,7 +56,7 @@ struct registry {
 	"?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28"
 #define SNAP_SELECT "SELECT " SNAP_COLS " FROM snapshots "
 /* What a listing shows (registry_snapshot_each_listed()), all in the index snapshots_listed. */
-#define SNAP_LISTED_COLS "id, state, sandbox_id, owner_uid"
+#define SNAP_LISTED_COLS "id, state, sandbox_id, owner_uid, name, created_at"
 
 /* Which table's records a statement binds or reads (registry.c holds their columns). */
 enum reg_table {

@@ -13,7 +13,7 @@
 
 #include "lib/util.h"
 
-#define SCHEMA_VERSION 9
+#define SCHEMA_VERSION 10
 #define STR_(x) #x
 #define STR(x) STR_(x)
 
@@ -42,11 +42,12 @@
 /*
  * The snapshots in creation order, with what a listing shows: the index
  * covers registry_snapshot_each_listed(); migrate_v6_sql adds it in place
- * of snapshots_created (created_at, id), which it also serves.
+ * of snapshots_created (created_at, id), which it also serves, and
+ * migrate_v9_sql makes it again with the name (snapshots/index, by-name/).
  */
 #define SNAPSHOTS_LISTED_INDEX                                                                     \
 	"CREATE INDEX IF NOT EXISTS snapshots_listed ON snapshots"                                 \
-	" (created_at, id, state, sandbox_id, owner_uid);"
+	" (created_at, id, state, sandbox_id, owner_uid, name);"
 
 static const char schema_sql[] =
     "BEGIN IMMEDIATE;"
@@ -145,6 +146,11 @@ static const char migrate_v8_sql[] =
     "BEGIN IMMEDIATE; ALTER TABLE sandboxes ADD COLUMN" EXIT_CODE_COL
     "; PRAGMA user_version = 9; COMMIT;";
 
+/* Version 9's listing index had no name: a listing would read every row for it. */
+static const char migrate_v9_sql[] =
+    "BEGIN IMMEDIATE; DROP INDEX IF EXISTS snapshots_listed;" SNAPSHOTS_LISTED_INDEX
+    "PRAGMA user_version = 10; COMMIT;";
+
 static int int_row(sqlite3_stmt *st, void *ctx)
 {
 	*(int *)ctx = sqlite3_column_int(st, 0);
@@ -160,9 +166,9 @@ int reg_migrate(struct registry *reg, const char *path)
 	if (version == SCHEMA_VERSION)
 		return 0;
 	/* A new file gets the whole schema; an older one the steps since its version, in turn. */
-	const char *steps[] = {schema_sql,     migrate_v1_sql, migrate_v2_sql,
-			       migrate_v3_sql, migrate_v4_sql, migrate_v5_sql,
-			       migrate_v6_sql, migrate_v7_sql, migrate_v8_sql};
+	const char *steps[] = {schema_sql,     migrate_v1_sql, migrate_v2_sql, migrate_v3_sql,
+			       migrate_v4_sql, migrate_v5_sql, migrate_v6_sql, migrate_v7_sql,
+			       migrate_v8_sql, migrate_v9_sql};
 	if (version < 0 || version >= (int)ARRAY_SIZE(steps))
 		return error(EIO,
 			     "registry: %s has schema version %d; this snapfs knows version %d",
