@@ -212,12 +212,14 @@ const struct fs_dir fs_images_dir = {
 static const struct fs_entry root_files[] = {
     {"README", S_IFREG | 0444, .read = readme_read},
     {"version", S_IFREG | 0444, .read = version_read},
-    {"metrics", S_IFREG | 0444, .read = metrics_read},
+    {"metrics", S_IFREG | 0444, .flags = FS_LIVE_TIME, .read = metrics_read},
     {"events", S_IFREG | 0400, .journal = ops_events_journal},
     {"errors", S_IFREG | 0400, .journal = ops_errors_journal},
     {"images", S_IFDIR | 0755, .dir = &fs_images_dir},
-    {"sandboxes", S_IFDIR | 01775, .flags = FS_CREATORS, .dir = &fs_sandboxes_dir},
-    {"snapshots", S_IFDIR | 01775, .flags = FS_CREATORS, .dir = &fs_snapshots_dir},
+    {"sandboxes", S_IFDIR | 01775, .flags = FS_CREATORS | FS_SANDBOXES_TIME,
+     .dir = &fs_sandboxes_dir},
+    {"snapshots", S_IFDIR | 01775, .flags = FS_CREATORS | FS_SNAPSHOTS_TIME,
+     .dir = &fs_snapshots_dir},
 };
 
 static const struct fs_dir root_dir = FS_DIR(root_files);

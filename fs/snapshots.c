@@ -213,8 +213,8 @@ static const struct fs_entry named_entry = {
 static const struct fs_dir names_dir = {.child = &named_entry, .each = names_list};
 
 static const struct fs_entry snapshots_files[] = {
-    {"index", S_IFREG | 0444, .read = index_read},
-    {"by-name", S_IFDIR | 0555, .dir = &names_dir},
+    {"index", S_IFREG | 0444, .flags = FS_SNAPSHOTS_TIME, .read = index_read},
+    {"by-name", S_IFDIR | 0555, .flags = FS_SNAPSHOTS_TIME, .dir = &names_dir},
 };
 
 static const struct fs_entry snapshot_entry = {

@@ -495,6 +495,19 @@ enum ops_object {
 };
 
 /*
+ * Times for the tree's mtimes (docs/design.md, "Times"), ms since the
+ * epoch: when what a loaded row shows last changed (state, message,
+ * settings; created_at for a row from before schema 10), when any row of
+ * @kind (OPS_OBJ_SANDBOX or OPS_OBJ_SNAPSHOT) was last made, changed or
+ * removed (their index and directory), and the daemon's start
+ * (files whose content never changes while it runs).
+ */
+int64_t ops_sandbox_changed_at(const struct sandbox *sb);
+int64_t ops_snapshot_changed_at(const struct snapshot *snap);
+int64_t ops_tree_changed_at(enum ops_object kind);
+int64_t ops_started_at(void);
+
+/*
  * Record a refused or failed request of @who: append {time, path, errno,
  * error} to the errors journal and, for OPS_OBJ_SANDBOX when @who may see
  * the sandbox, store e->msg as its `error` (no user writes into another's).

@@ -547,7 +547,7 @@ static int insert_snapshot(const struct sandbox *sb, enum snapshot_kind kind, co
 	snap.owner_uid = sb->owner_uid;
 	snap.owner_gid = sb->owner_gid;
 	pthread_mutex_lock(&ops.lock);
-	rc = registry_snapshot_insert(ops.reg, &snap);
+	rc = row_snapshot_insert(&snap);
 	pthread_mutex_unlock(&ops.lock);
 	if (rc < 0)
 		return err_set(e, EIO, "cannot record a snapshot of %s: %s", sb->id, strerror(-rc));

@@ -116,6 +116,12 @@ struct sandbox {
 	 * nobody saw the status (terminated, a daemon restart in between).
 	 */
 	char exit_code[SB_EXIT_CODE_MAX];
+	/*
+	 * When what the tree shows of it last changed (ms since the epoch; its
+	 * files' mtime: ops/ops_rows.c sets it); 0 in rows from before the
+	 * column (schema 9): created_at stands in.
+	 */
+	int64_t changed_at;
 };
 
 struct snapshot {
@@ -153,6 +159,7 @@ struct snapshot {
 	 * the column (schema 7): those are never pruned.
 	 */
 	bool autosnap;
+	int64_t changed_at; /* as a sandbox's: its files' mtime; 0 before schema 10 */
 };
 
 struct registry;

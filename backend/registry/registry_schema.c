@@ -38,6 +38,8 @@
 #define AUTOSNAP_COL " autosnap INTEGER NOT NULL DEFAULT 0"
 /* A sandbox's entrypoint's exit status, "" when not seen (ops/ops_sandbox.c); v8 adds it. */
 #define EXIT_CODE_COL " exit_code TEXT NOT NULL DEFAULT ''"
+/* When what the tree shows of a row last changed (its files' mtime); migrate_v9_sql adds it. */
+#define CHANGED_AT_COL " changed_at INTEGER NOT NULL DEFAULT 0"
 
 /*
  * The snapshots in creation order, with what a listing shows: the index
@@ -60,7 +62,7 @@ static const char schema_sql[] =
     " owner_uid INTEGER NOT NULL DEFAULT 0, owner_gid INTEGER NOT NULL DEFAULT 0,"
     " memory_bytes INTEGER NOT NULL DEFAULT 0, cpu_milli INTEGER NOT NULL DEFAULT 0,"
     " pids INTEGER NOT NULL DEFAULT 0," LIFETIME_SANDBOX_COLS "," PORTS_COL NETWORK_COLS
-    "," EXIT_CODE_COL ");"
+    "," EXIT_CODE_COL "," CHANGED_AT_COL ");"
     "CREATE INDEX IF NOT EXISTS sandboxes_created ON sandboxes (created_at, id);"
     "CREATE INDEX IF NOT EXISTS sandboxes_parent ON sandboxes (parent_snapshot, created_at, id);"
     "CREATE INDEX IF NOT EXISTS sandboxes_restore ON sandboxes (restore_snapshot);"
@@ -74,7 +76,7 @@ static const char schema_sql[] =
     " owner_uid INTEGER NOT NULL DEFAULT 0, owner_gid INTEGER NOT NULL DEFAULT 0,"
     " memory_bytes INTEGER NOT NULL DEFAULT 0, cpu_milli INTEGER NOT NULL DEFAULT 0,"
     " pids INTEGER NOT NULL DEFAULT 0," LIFETIME_TIMEOUT_COLS "," PORTS_COL NETWORK_COLS
-    "," AUTOSNAP_COL ");" SNAPSHOTS_LISTED_INDEX
+    "," AUTOSNAP_COL "," CHANGED_AT_COL ");" SNAPSHOTS_LISTED_INDEX
     "CREATE INDEX IF NOT EXISTS snapshots_sandbox ON snapshots (sandbox_id, created_at, id);"
     "PRAGMA user_version = " STR(SCHEMA_VERSION) "; COMMIT;";
 
@@ -146,9 +148,14 @@ static const char migrate_v8_sql[] =
     "BEGIN IMMEDIATE; ALTER TABLE sandboxes ADD COLUMN" EXIT_CODE_COL
     "; PRAGMA user_version = 9; COMMIT;";
 
-/* Version 9's listing index had no name: a listing would read every row for it. */
+/*
+ * Version 9's listing index had no name (a listing would read every row
+ * for it), and its rows no change time: created_at stands in (ops_rows.c).
+ */
 static const char migrate_v9_sql[] =
     "BEGIN IMMEDIATE; DROP INDEX IF EXISTS snapshots_listed;" SNAPSHOTS_LISTED_INDEX
+    "ALTER TABLE sandboxes ADD COLUMN" CHANGED_AT_COL ";"
+    "ALTER TABLE snapshots ADD COLUMN" CHANGED_AT_COL ";"
     "PRAGMA user_version = 10; COMMIT;";
 
 static int int_row(sqlite3_stmt *st, void *ctx)

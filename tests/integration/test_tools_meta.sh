@@ -68,4 +68,66 @@ expect_errno ENOENT "a name whose last snapshot is gone is ENOENT" \
 check_eq "and by-name/ no longer lists it" base "$(find "$MNT/snapshots/by-name" -mindepth 1 -printf "%f\n" | sort | paste -sd' ')"
 check_eq "sandboxes/index keeps <id> <status>" "" "$(rd "$MNT/sandboxes/index" | awk 'NF != 2')"
 
+# --- item 7: times that move ----------------------------------------------
+mkdir "$MNT/sandboxes/still" || bail "mkdir sandboxes/still"
+S=$MNT/sandboxes/still
+mtime() { stat -c %Y "$1"; }
+mtime_ns() { date -r "$1" +%s%N; }
+t_readme=$(mtime_ns "$MNT/README")
+t_status=$(mtime_ns "$U/status")
+t_still=$(mtime_ns "$S/status")
+sleep 1.1
+check_eq "README keeps its time (its content never changes)" "$t_readme" "$(mtime_ns "$MNT/README")"
+check_eq "an unchanged status keeps its time" "$t_status" "$(mtime_ns "$U/status")"
+before=$(mtime "$U/info.json")
+ok "a setting changes (memory of units)" wr "$U/memory" 64M
+check_match "info.json's time moved with the setting" '^[0-9]+$' "$(mtime "$U/info.json")"
+[ "$(mtime "$U/info.json")" -gt "$before" ] && pass "stat -c %Y info.json moved after the setting" ||
+	fail "stat -c %Y info.json moved after the setting" "before $before" "after $(mtime "$U/info.json")"
+check_eq "a write of the same value moves nothing" "$(mtime_ns "$U/memory")" \
+	"$(wr "$U/memory" 64M && sleep 0.05 && mtime_ns "$U/memory")"
+check_eq "another sandbox's status keeps its time" "$t_still" "$(mtime_ns "$S/status")"
+
+# find -newer: only what changed since the reference.
+touch "$T/ref"
+sleep 0.05
+ok "a state change (terminate the created sandbox still)" wr "$S/terminate"
+check_eq "still is terminated" terminated "$(sb_status still)"
+[ "$(mtime "$S/status")" -gt "$((t_still / 1000000000))" ] &&
+	pass "stat -c %Y status moved after the state change" ||
+	fail "stat -c %Y status moved after the state change" "before $t_still" "after $(mtime "$S/status")"
+newer=$(cd "$MNT" && find sandboxes/still sandboxes/units sandboxes/index snapshots/index README version \
+	-maxdepth 1 -newer "$T/ref" -name status -o -maxdepth 1 -newer "$T/ref" -name index -o \
+	-maxdepth 1 -newer "$T/ref" -name README -o -maxdepth 1 -newer "$T/ref" -name version | sort |
+	paste -sd' ')
+check_eq "find -newer REF lists the changed status and sandboxes/index only" \
+	"sandboxes/index sandboxes/still/status" "$newer"
+
+# make: a rule on a status file reruns only after a change.
+mkdir -p "$T/mk"
+printf 'out: %s\n\tcat $< > $@; echo ran >> runs\n' "$U/status" >"$T/mk/Makefile"
+ok "make builds from status" make -s -C "$T/mk"
+ok "make again: nothing to do" make -s -C "$T/mk"
+check_eq "the recipe ran once" 1 "$(wc -l <"$T/mk/runs")"
+sleep 1.1 # make compares at a second here at worst
+ok "a state change of units (terminate)" wr "$U/terminate"
+ok "make after the change" make -s -C "$T/mk"
+check_eq "the recipe ran again, once" 2 "$(wc -l <"$T/mk/runs")"
+check_eq "with the new status" terminated "$(cat "$T/mk/out")"
+
+# rsync -a, then rsync -ai --dry-run: only what changed is copied again.
+files=(status info.json error memory image entrypoint)
+mkdir -p "$T/copy/units" "$T/copy/src"
+ok "rsync -a units' files" rsync -a "${files[@]/#/$U/}" "$T/copy/units/"
+ok "rsync -a src's files" rsync -a "${files[@]/#/$MNT/sandboxes/src/}" "$T/copy/src/"
+check_eq "rsync -ai --dry-run at once: nothing to copy" "" \
+	"$(rsync -ai --dry-run "${files[@]/#/$U/}" "$T/copy/units/")"
+sleep 0.05
+snap=$(snapshot_of src) # running -> snapshotting -> running: src's row changed
+check_match "a snapshot of src" '^snap-[0-9a-f]{16}$' "$snap"
+check_eq "rsync -ai --dry-run: units unchanged, nothing to copy" "" \
+	"$(rsync -ai --dry-run "${files[@]/#/$U/}" "$T/copy/units/")"
+check_match "rsync -ai --dry-run: src's status is copied again" 'status' \
+	"$(rsync -ai --dry-run "${files[@]/#/$MNT/sandboxes/src/}" "$T/copy/src/")"
+
 finish
