@@ -32,7 +32,8 @@ static const char readme[] =
     "                         network egress (docs/network.md)\n"
     "                         ps (the processes inside, as ps lists them)\n"
     "                         root/ (the sandbox's own files, read-write while it runs)\n"
-    "  snapshots/index        `<id> <status> <sandbox-id>` a line\n"
+    "  snapshots/index        `<id> <status> <sandbox-id> <name>` a line (`-`: no name)\n"
+    "  snapshots/by-name/     <name> -> ../<id>: the newest snapshot of each name\n"
     "  snapshots/<id>/        status info.json error progress fork delete wait\n"
     "                         restorable manifest.json source\n"
     "\n"
@@ -52,7 +53,7 @@ static const char readme[] =
     "  echo 'httpd -f -p 8080' > sandboxes/web/entrypoint\n"
     "  printf 'PORT=8080\\nMODE=dev\\n' > sandboxes/web/env   # the lines are the whole env\n"
     "  echo 0 > sandboxes/web/gpu\n"
-    "  echo 512M > sandboxes/web/memory              # limits; 0: unlimited\n"
+    "  echo 512MiB > sandboxes/web/memory            # limits (512M, 0.5G too); 0: unlimited\n"
     "  echo 0.5 > sandboxes/web/cpus\n"
     "  echo 256 > sandboxes/web/pids\n"
     "  echo egress > sandboxes/web/network          # its own namespace, NAT out\n"
@@ -89,6 +90,7 @@ static const char readme[] =
     "  cat snapshots/snap-0123456789abcdef/wait         # blocks until completed or failed\n"
     "  cat snapshots/snap-0123456789abcdef/restorable   # `yes`, or why not\n"
     "  echo 1 > snapshots/snap-0123456789abcdef/fork    # restore into a new sandbox\n"
+    "  echo 1 > snapshots/by-name/base/fork             # ... the newest one named base\n"
     "  echo memory=4G > snapshots/snap-0123456789abcdef/fork   # with more memory\n"
     "  echo timeout=60 > snapshots/snap-0123456789abcdef/fork   # ... whose timeout is 60 s\n"
     "  cat snapshots/snap-0123456789abcdef/fork         # the sandboxes forked from it\n"
@@ -210,12 +212,14 @@ const struct fs_dir fs_images_dir = {
 static const struct fs_entry root_files[] = {
     {"README", S_IFREG | 0444, .read = readme_read},
     {"version", S_IFREG | 0444, .read = version_read},
-    {"metrics", S_IFREG | 0444, .read = metrics_read},
+    {"metrics", S_IFREG | 0444, .flags = FS_LIVE_TIME, .read = metrics_read},
     {"events", S_IFREG | 0400, .journal = ops_events_journal},
     {"errors", S_IFREG | 0400, .journal = ops_errors_journal},
     {"images", S_IFDIR | 0755, .dir = &fs_images_dir},
-    {"sandboxes", S_IFDIR | 01775, .flags = FS_CREATORS, .dir = &fs_sandboxes_dir},
-    {"snapshots", S_IFDIR | 01775, .flags = FS_CREATORS, .dir = &fs_snapshots_dir},
+    {"sandboxes", S_IFDIR | 01775, .flags = FS_CREATORS | FS_SANDBOXES_TIME,
+     .dir = &fs_sandboxes_dir},
+    {"snapshots", S_IFDIR | 01775, .flags = FS_CREATORS | FS_SNAPSHOTS_TIME,
+     .dir = &fs_snapshots_dir},
 };
 
 static const struct fs_dir root_dir = FS_DIR(root_files);

@@ -483,7 +483,7 @@ static int sandbox_rmdir(const struct fs_node *child, const struct caller *who, 
 
 /* index lists what the reader may see; new is for who may create (FS_CREATORS). */
 static const struct fs_entry sandboxes_files[] = {
-    {"index", S_IFREG | 0444, .read = index_read},
+    {"index", S_IFREG | 0444, .flags = FS_SANDBOXES_TIME, .read = index_read},
     {"new", S_IFREG | 0660, .flags = FS_STREAM | FS_CREATORS, .write = new_write,
      .flush = new_flush},
 };

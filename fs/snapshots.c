@@ -147,10 +147,11 @@ static const struct fs_dir snapshot_dir = FS_DIR(snapshot_files);
 
 /* --- snapshots/ ------------------------------------------------------------ */
 
+/* `<id> <status> <sandbox-id> <name>`, `-` for no name (a name has no blank: label_ok()). */
 static int index_line(const struct snapshot *snap, void *out)
 {
-	strbuf_addf(out, "%s %s %s\n", snap->id, snapshot_state_name(snap->state),
-		    snap->sandbox_id);
+	strbuf_addf(out, "%s %s %s %s\n", snap->id, snapshot_state_name(snap->state),
+		    snap->sandbox_id, snap->name[0] ? snap->name : "-");
 	return strbuf_error(out);
 }
 
@@ -180,8 +181,40 @@ static int snapshot_rmdir(const struct fs_node *child, const struct caller *who,
 	return file_op_end(op, ops_snapshot_delete(who, child->id, file_op_done, op, e));
 }
 
+/* --- snapshots/by-name/ ---------------------------------------------------- */
+
+/* by-name/<name>: the newest snapshot of that name @who may see (ops_snapshot_named). */
+static int named_exists(const struct fs_node *n, const struct caller *who)
+{
+	char id[ID_MAX];
+	return ops_snapshot_named(who, n->name, id);
+}
+
+static int named_link(const struct fs_node *n, const struct caller *who, char *buf, size_t size)
+{
+	char id[ID_MAX];
+	int rc = ops_snapshot_named(who, n->name, id);
+	return rc < 0 ? rc : xsnprintf(buf, size, "../%s", id);
+}
+
+static int names_list(const struct fs_node *dir, const struct caller *who,
+		      int (*fn)(const char *name, void *arg), void *arg)
+{
+	(void)dir;
+	return ops_snapshot_names_each(who, fn, arg);
+}
+
+static const struct fs_entry named_entry = {
+    .mode = S_IFLNK | 0777,
+    .exists = named_exists,
+    .link = named_link,
+};
+
+static const struct fs_dir names_dir = {.child = &named_entry, .each = names_list};
+
 static const struct fs_entry snapshots_files[] = {
-    {"index", S_IFREG | 0444, .read = index_read},
+    {"index", S_IFREG | 0444, .flags = FS_SNAPSHOTS_TIME, .read = index_read},
+    {"by-name", S_IFDIR | 0555, .flags = FS_SNAPSHOTS_TIME, .dir = &names_dir},
 };
 
 static const struct fs_entry snapshot_entry = {

@@ -44,7 +44,7 @@ int tree_snapshot(const struct caller *who, const char *id, struct snapshot **ou
 
 /* What stat shows of a node besides its row. */
 struct node_attr {
-	int64_t ms; /* its object's creation time; now when it has none */
+	int64_t ms; /* its mtime: its object's last change; the daemon's start when it has none */
 	uid_t uid;  /* its object's owner; root's when it has none */
 	gid_t gid;
 };
@@ -56,7 +56,7 @@ static int scope_load(const struct fs_node *n, const struct caller *who, struct 
 	_cleanup_free_ struct snapshot *snap = NULL;
 	int rc = 0;
 
-	*a = (struct node_attr){now_ms(), access_root_uid(), access_root_gid()};
+	*a = (struct node_attr){ops_started_at(), access_root_uid(), access_root_gid()};
 	switch (n->scope) {
 	case SCOPE_NONE:
 		break;
@@ -66,12 +66,14 @@ static int scope_load(const struct fs_node *n, const struct caller *who, struct 
 	case SCOPE_SANDBOX:
 		rc = tree_sandbox(who, n->id, &sb);
 		if (rc == 0)
-			*a = (struct node_attr){sb->created_at, sb->owner_uid, sb->owner_gid};
+			*a = (struct node_attr){ops_sandbox_changed_at(sb), sb->owner_uid,
+						sb->owner_gid};
 		break;
 	case SCOPE_SNAPSHOT:
 		rc = tree_snapshot(who, n->id, &snap);
 		if (rc == 0)
-			*a = (struct node_attr){snap->created_at, snap->owner_uid, snap->owner_gid};
+			*a = (struct node_attr){ops_snapshot_changed_at(snap), snap->owner_uid,
+						snap->owner_gid};
 		break;
 	}
 	return rc;
@@ -84,6 +86,12 @@ static int node_load(const struct fs_node *n, const struct caller *who, struct n
 		rc = n->ent->exists(n, who);
 	if (n->ent->flags & FS_CREATORS)
 		a->gid = access_create_gid();
+	if (n->ent->flags & FS_SANDBOXES_TIME)
+		a->ms = ops_tree_changed_at(OPS_OBJ_SANDBOX);
+	if (n->ent->flags & FS_SNAPSHOTS_TIME)
+		a->ms = ops_tree_changed_at(OPS_OBJ_SNAPSHOT);
+	if (n->ent->flags & FS_LIVE_TIME)
+		a->ms = now_ms();
 	return rc;
 }
 

@@ -95,6 +95,11 @@ enum fs_flags {
 	FS_INSIDE = 1 << 5,   /* root/: what is under it is the sandbox's own (fs/inside.h) */
 	FS_SCRIPT = 1 << 6,   /* lines make one script, run at a read or the close (exec) */
 	FS_NOSIZE = 1 << 7,   /* st_size 0, as /proc's: a read costs a runsc call (usage) */
+	/* mtime: the last change of any sandbox, or snapshot (ops_tree_changed_at: indexes) */
+	FS_SANDBOXES_TIME = 1 << 8,
+	FS_SNAPSHOTS_TIME = 1 << 9,
+	/* mtime: now (metrics: made afresh at each read) */
+	FS_LIVE_TIME = 1 << 10,
 };
 
 struct fs_entry {

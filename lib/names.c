@@ -74,6 +74,12 @@ bool label_ok(const char *s, size_t size)
 	return true;
 }
 
+bool label_file_ok(const char *s, size_t size)
+{
+	return label_ok(s, size) && s[0] && !strchr(s, '/') && strcmp(s, ".") != 0 &&
+	       strcmp(s, "..") != 0 && strcmp(s, "-") != 0;
+}
+
 bool text_ok(const char *s, size_t size)
 {
 	size_t n = strnlen(s, size);

@@ -47,6 +47,12 @@ bool image_digest_ok(const char *s);
 /* A snapshot label (`name=LABEL`): fewer than @size bytes, no space, no control. */
 bool label_ok(const char *s, size_t size);
 /*
+ * A label that is also a file name, as snapshots/by-name/<label> shows it:
+ * label_ok(), not empty, no '/', not "." or "..", and not "-" (what
+ * snapshots/index shows for no name). What `name=` takes from now on.
+ */
+bool label_file_ok(const char *s, size_t size);
+/*
  * Text shown as one line (an entrypoint, a version string): fewer than
  * @size bytes and no control character but tab, so it can neither end a
  * line nor start another.

@@ -26,18 +26,32 @@ static int digits(const char **p, unsigned __int128 max, unsigned __int128 *out,
 	return 0;
 }
 
-/* The power of 1024 unit letter @c stands for, or -1. */
-static int unit_shift(char c)
+/*
+ * The unit at *@p (K, M, G, T, P or E in either case, then an optional
+ * "i", then an optional "B": "M", "Mi", "MiB", "MB", "mb") as a power of
+ * 1024 into @shift, *@p moved past it; a lone "B" or nothing is 0. The
+ * letter decides alone: "MB" and "MiB" are both 2^20
+ * (docs/control-files.md, "Sizes": why GB is 2^30 here and not 10^9).
+ */
+static void unit(const char **p, int *shift)
 {
-	static const char units[] = "kmgt";
-	const char *u = c ? strchr(units, c | 0x20) : NULL;
-	return u ? 10 * (int)(u - units + 1) : -1;
+	static const char units[] = "kmgtpe";
+	const char *u = **p ? strchr(units, **p | 0x20) : NULL;
+	*shift = 0;
+	if (u) {
+		*shift = 10 * (int)(u - units + 1);
+		(*p)++;
+		if (**p == 'i' || **p == 'I')
+			(*p)++;
+	}
+	if (**p == 'b' || **p == 'B')
+		(*p)++;
 }
 
 int size_parse(const char *s, int64_t *out)
 {
 	unsigned __int128 whole, frac = 0, scale = 1;
-	int nwhole, nfrac = 0, shift = 0;
+	int nwhole, nfrac = 0, shift;
 	const char *p = s;
 	if (strnlen(s, RES_WORD_MAX) == RES_WORD_MAX)
 		return -EINVAL;
@@ -52,12 +66,10 @@ int size_parse(const char *s, int64_t *out)
 		for (int i = 0; i < nfrac; i++)
 			scale *= 10;
 	}
-	if (unit_shift(*p) >= 0)
-		shift = unit_shift(*p++);
-	if (*p == 'b' || *p == 'B')
-		p++;
+	unit(&p, &shift);
 	if (*p)
 		return -EINVAL;
+	/* whole < 2^63 and shift <= 60: no overflow in 128 bits; nor frac < 10^18 << 60. */
 	unsigned __int128 bytes = (whole << shift) + ((frac << shift) / scale);
 	if (bytes > INT64_MAX)
 		return -ERANGE;
@@ -143,7 +155,7 @@ void res_set(struct resources *r, enum res_kind kind, int64_t v)
 static int bad_value(enum res_kind kind, const char *value, const char *what, struct err *e)
 {
 	static const char *const forms[] = {
-	    [RES_MEMORY] = "bytes as 512M, 2G or 1073741824, at least 32M, or 0 for unlimited",
+	    [RES_MEMORY] = "bytes as 512M, 512MiB, 0.5G, 2GB or 1073741824, at least 32M, or 0",
 	    [RES_CPUS] = "a CPU count as 0.5 or 2, from 0.01 to 1024, or 0 for unlimited",
 	    [RES_PIDS] = "a task count from 32 to 4194304, or 0 for unlimited",
 	};

@@ -5,10 +5,14 @@
  * One parser for every place a user hands us a size or a CPU count: the
  * command line (--journal-max, --cache-max, --default-memory, ...), the
  * `memory`, `cpus` and `pids` control files, the keys of sandboxes/new
- * and the words of a fork. Sizes are written as Docker writes them:
- * "1073741824", "512M", "512m", "2G", "1.5G", "64MB" (K, M, G, T are powers
- * of 1024; a trailing B is allowed). CPUs are a decimal count with at most
- * three decimals ("0.5", "2"), kept in thousandths.
+ * and the words of a fork. Sizes are written as Docker, systemd and
+ * Kubernetes write them: digits with an optional fraction, then an optional
+ * unit K, M, G, T, P or E (either case), "i" and "B" each optional after it:
+ * "1073741824", "512M", "512m", "512Mi", "512MiB", "0.5G", "2GB", "64mb",
+ * "100B". Every unit is a power of 1024, with or without the "i": "2GB" is
+ * 2^31 bytes as Docker and systemd read it, not Kubernetes' 2 * 10^9
+ * (docs/control-files.md, "Sizes", says why). CPUs are a decimal count
+ * with at most three decimals ("0.5", "2"), kept in thousandths.
  *
  * Pure functions of their arguments: any thread may call them.
  */
@@ -41,8 +45,9 @@ enum res_kind {
 
 /*
  * @s as bytes (0 allowed) into @out: -EINVAL for anything but the forms
- * above (a sign, blanks, an unknown unit, more than RES_WORD_MAX bytes),
- * -ERANGE past INT64_MAX. A fraction is rounded down to whole bytes.
+ * above (a sign, blanks, an unknown unit, an exponent, trailing bytes, more
+ * than RES_WORD_MAX bytes), -ERANGE past INT64_MAX. A fraction is rounded
+ * down to whole bytes, as Docker does ("0.001K" is 1).
  */
 int size_parse(const char *s, int64_t *out);
 /* "0.5" as 500: -EINVAL past three decimals or for anything but digits and one '.'. */

@@ -440,12 +440,22 @@ int ops_sandbox_get(const struct caller *who, const char *id, struct sandbox *ou
 int ops_snapshot_get(const struct caller *who, const char *id, struct snapshot *out);
 /*
  * The sandboxes, and the snapshots, that @who may see; a snapshot as a
- * listing shows it: its id, state, sandbox_id and owner_uid (the rest 0).
+ * listing shows it: its id, state, sandbox_id, owner_uid, name and
+ * created_at (the rest 0).
  */
 int ops_sandboxes_each(const struct caller *who, int (*fn)(const struct sandbox *sb, void *arg),
 		       void *arg);
 int ops_snapshots_each(const struct caller *who, int (*fn)(const struct snapshot *snap, void *arg),
 		       void *arg);
+/*
+ * Snapshots by name (snapshots/by-name/): the id of the newest snapshot
+ * named @name that @who may see (by created_at, then id) into @id_out;
+ * -ENOENT when none is (or @name is no label_file_ok() name).
+ */
+int ops_snapshot_named(const struct caller *who, const char *name, char id_out[ID_MAX]);
+/* Each name (label_file_ok()) of a snapshot @who may see, once, in byte order. */
+int ops_snapshot_names_each(const struct caller *who, int (*fn)(const char *name, void *arg),
+			    void *arg);
 /* The sandboxes forked from snapshot @snap_id that @who may see, oldest first. */
 int ops_snapshot_forks_each(const struct caller *who, const char *snap_id,
 			    int (*fn)(const struct sandbox *sb, void *arg), void *arg);
@@ -483,6 +493,19 @@ enum ops_object {
 	OPS_OBJ_ERRORS, /* the errors journal grew; id is "" */
 	OPS_OBJ_LIST,	/* an object appeared or went away; id is the object's */
 };
+
+/*
+ * Times for the tree's mtimes (docs/design.md, "Times"), ms since the
+ * epoch: when what a loaded row shows last changed (state, message,
+ * settings; created_at for a row from before schema 10), when any row of
+ * @kind (OPS_OBJ_SANDBOX or OPS_OBJ_SNAPSHOT) was last made, changed or
+ * removed (their index and directory), and the daemon's start
+ * (files whose content never changes while it runs).
+ */
+int64_t ops_sandbox_changed_at(const struct sandbox *sb);
+int64_t ops_snapshot_changed_at(const struct snapshot *snap);
+int64_t ops_tree_changed_at(enum ops_object kind);
+int64_t ops_started_at(void);
 
 /*
  * Record a refused or failed request of @who: append {time, path, errno,

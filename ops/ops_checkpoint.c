@@ -481,6 +481,11 @@ static int check_label(const char *label, struct err *e)
 		return err_set(e, EINVAL, "snapshot name is longer than %d bytes", LABEL_MAX - 1);
 	if (!label_ok(label, LABEL_MAX))
 		return err_set(e, EINVAL, "snapshot name may not hold spaces or controls");
+	/* It names a file in snapshots/by-name/ (an empty label is no name: none given). */
+	if (label[0] && !label_file_ok(label, LABEL_MAX))
+		return err_set(
+		    e, EINVAL,
+		    "snapshot name '%s' is no file name: no '/', and not '.', '..' or '-'", label);
 	return 0;
 }
 
@@ -542,7 +547,7 @@ static int insert_snapshot(const struct sandbox *sb, enum snapshot_kind kind, co
 	snap.owner_uid = sb->owner_uid;
 	snap.owner_gid = sb->owner_gid;
 	pthread_mutex_lock(&ops.lock);
-	rc = registry_snapshot_insert(ops.reg, &snap);
+	rc = row_snapshot_insert(&snap);
 	pthread_mutex_unlock(&ops.lock);
 	if (rc < 0)
 		return err_set(e, EIO, "cannot record a snapshot of %s: %s", sb->id, strerror(-rc));

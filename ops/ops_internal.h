@@ -115,6 +115,11 @@ extern struct ops_context ops;
  */
 int row_sandbox_get(const char *id, struct sandbox *out);
 int row_snapshot_get(const char *id, struct snapshot *out);
+/* A new row into the registry, its changed_at stamped (now); the tree's change time moves. */
+int row_sandbox_insert(struct sandbox *sb);
+int row_snapshot_insert(struct snapshot *snap);
+/* The daemon's start, the first tree change time: ops_open() calls it first. */
+void rows_times_init(void);
 int row_sandbox_update(const struct sandbox *sb);
 /* The same, but in the registry itself or not at all: a refused write fails, nothing kept. */
 int row_sandbox_update_durable(const struct sandbox *sb);

@@ -254,6 +254,7 @@ static void reconcile_all(void)
 int ops_open(const struct ops_config *cfg, struct err *e)
 {
 	struct cancel start;
+	rows_times_init();
 	cancel_init(&start);
 	cancel_init(&ops.store_stop);
 	cancel_set_deadline(&start, mono_ms() + STORE_START_WAIT_MS);

@@ -380,7 +380,7 @@ int fork_submit(void *job, const struct snapshot *snap, struct sandbox *sb, char
 	pthread_mutex_lock(&ops.lock);
 	rc = quota_owner_locked(&owner, 1, quota_ports_published(sb), e);
 	if (rc == 0)
-		rc = registry_sandbox_insert(ops.reg, sb);
+		rc = row_sandbox_insert(sb);
 	pthread_mutex_unlock(&ops.lock);
 	if (rc < 0) {
 		snapshot_restore_end(snap->id);

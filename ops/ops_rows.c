@@ -25,6 +25,13 @@
  * one written meanwhile. It is a leaf below ops.lock: nothing else is
  * taken with it held.
  *
+ * Change times (docs/design.md, "Times"): every insert and update here
+ * stamps the row's changed_at when what it holds differs from the row
+ * before, and every insert, such change and delete moves the tree's
+ * change time, the indexes' mtime. The tree's is the daemon's memory: a
+ * restart starts it at the start (what changed while no daemon ran is not
+ * known), as ops_started_at() is.
+ *
  * Also the walks over these rows that name a sandbox's own snapshots
  * (ops_snapshot_of(), ops_sandbox_snapshots_each()), used by the verbs and
  * the GPU hooks alike: no lock of their own, as the walks they wrap.
@@ -55,6 +62,93 @@ static struct pending_row *pending; /* newest first */
 static unsigned pending_n;
 static int64_t retry_at_ms; /* mono_ms() of the next retry */
 static int64_t retry_delay_ms = RETRY_FIRST_MS;
+
+/* --- change times ------------------------------------------------------- */
+
+/* __atomic: read by every stat of an index. [0] the sandboxes' rows, [1] the snapshots'. */
+static int64_t started_ms, tree_changed_ms[2];
+
+void rows_times_init(void)
+{
+	int64_t now = now_ms();
+	__atomic_store_n(&started_ms, now, __ATOMIC_RELAXED);
+	__atomic_store_n(&tree_changed_ms[0], now, __ATOMIC_RELAXED);
+	__atomic_store_n(&tree_changed_ms[1], now, __ATOMIC_RELAXED);
+}
+
+static void tree_changed(enum ops_object kind, int64_t at)
+{
+	int64_t *t = &tree_changed_ms[kind == OPS_OBJ_SNAPSHOT];
+	int64_t was = __atomic_load_n(t, __ATOMIC_RELAXED);
+	while (at > was && !__atomic_compare_exchange_n(t, &was, at, true, __ATOMIC_RELAXED,
+							__ATOMIC_RELAXED)) {
+	}
+}
+
+int64_t ops_started_at(void)
+{
+	return __atomic_load_n(&started_ms, __ATOMIC_RELAXED);
+}
+
+int64_t ops_tree_changed_at(enum ops_object kind)
+{
+	return __atomic_load_n(&tree_changed_ms[kind == OPS_OBJ_SNAPSHOT], __ATOMIC_RELAXED);
+}
+
+int64_t ops_sandbox_changed_at(const struct sandbox *sb)
+{
+	return sb->changed_at > sb->created_at ? sb->changed_at : sb->created_at;
+}
+
+int64_t ops_snapshot_changed_at(const struct snapshot *snap)
+{
+	return snap->changed_at > snap->created_at ? snap->changed_at : snap->created_at;
+}
+
+/*
+ * @next's changed_at: now when it differs from @prev (@size bytes; NULL:
+ * a new row), else @prev's @prev_at. Rows are compared whole: a write of
+ * the same value (the same memory limit again) changes no time.
+ */
+static void stamp(enum ops_object kind, void *next, int64_t *next_at, const void *prev,
+		  int64_t prev_at, size_t size)
+{
+	*next_at = prev_at;
+	if (prev && memcmp(prev, next, size) == 0)
+		return;
+	*next_at = now_ms();
+	tree_changed(kind, *next_at);
+}
+
+static void stamp_sandbox(struct sandbox *next)
+{
+	struct sandbox prev;
+	bool had = row_sandbox_get(next->id, &prev) == 0;
+	stamp(OPS_OBJ_SANDBOX, next, &next->changed_at, had ? &prev : NULL,
+	      had ? prev.changed_at : 0, sizeof(prev));
+}
+
+static void stamp_snapshot(struct snapshot *next)
+{
+	struct snapshot prev;
+	bool had = row_snapshot_get(next->id, &prev) == 0;
+	stamp(OPS_OBJ_SNAPSHOT, next, &next->changed_at, had ? &prev : NULL,
+	      had ? prev.changed_at : 0, sizeof(prev));
+}
+
+int row_sandbox_insert(struct sandbox *sb)
+{
+	stamp(OPS_OBJ_SANDBOX, sb, &sb->changed_at, NULL, 0, sizeof(*sb));
+	return registry_sandbox_insert(ops.reg, sb);
+}
+
+int row_snapshot_insert(struct snapshot *snap)
+{
+	stamp(OPS_OBJ_SNAPSHOT, snap, &snap->changed_at, NULL, 0, sizeof(*snap));
+	return registry_snapshot_insert(ops.reg, snap);
+}
+
+/* --- kept rows -------------------------------------------------------------- */
 
 static const char *row_id(const struct pending_row *p)
 {
@@ -163,18 +257,21 @@ static int row_update(const struct pending_row *p, bool keep)
 int row_sandbox_update(const struct sandbox *sb)
 {
 	struct pending_row p = {.kind = OPS_OBJ_SANDBOX, .row.sb = *sb};
+	stamp_sandbox(&p.row.sb);
 	return row_update(&p, true);
 }
 
 int row_sandbox_update_durable(const struct sandbox *sb)
 {
 	struct pending_row p = {.kind = OPS_OBJ_SANDBOX, .row.sb = *sb};
+	stamp_sandbox(&p.row.sb);
 	return row_update(&p, false);
 }
 
 int row_snapshot_update(const struct snapshot *snap)
 {
 	struct pending_row p = {.kind = OPS_OBJ_SNAPSHOT, .row.snap = *snap};
+	stamp_snapshot(&p.row.snap);
 	return row_update(&p, true);
 }
 
@@ -187,6 +284,8 @@ static int row_delete(enum ops_object kind, const char *id)
 	if (rc == 0)
 		pending_drop(kind, id);
 	pthread_mutex_unlock(&rows_lock);
+	if (rc == 0)
+		tree_changed(kind, now_ms());
 	return rc;
 }
 

@@ -73,7 +73,7 @@ static int insert_sandbox(const struct caller *who, const char *id, const struct
 	pthread_mutex_lock(&ops.lock);
 	rc = quota_owner_locked(who, 1, quota_ports_published(&sb), e);
 	if (rc == 0)
-		rc = registry_sandbox_insert(ops.reg, &sb);
+		rc = row_sandbox_insert(&sb);
 	pthread_mutex_unlock(&ops.lock);
 	if (rc == -EDQUOT)
 		return rc;

@@ -157,7 +157,7 @@ static void adopt(struct sync_walk *w, const char *id)
 	    adoptable(w, id, &snap) < 0)
 		return;
 	pthread_mutex_lock(&ops.lock);
-	int rc = registry_snapshot_insert(ops.reg, &snap);
+	int rc = row_snapshot_insert(&snap);
 	pthread_mutex_unlock(&ops.lock);
 	if (rc == 0) {
 		announce_snapshot(id, SNAP_COMPLETED, NULL);

@@ -21,6 +21,8 @@
 #include "backend/store/store.h"
 #include "lib/cancel.h"
 #include "lib/json.h"
+#include "lib/names.h"
+#include "lib/strset.h"
 #include "ops/jobs.h"
 #include "runtime/snapmeta.h"
 
@@ -80,6 +82,59 @@ int ops_snapshots_each(const struct caller *who, int (*fn)(const struct snapshot
 {
 	struct seen_walk w = {who, {.snapshot = fn}, arg};
 	return row_snapshot_each_listed(snapshot_seen, &w);
+}
+
+/* The newest snapshot of a name so far (snapshots/by-name/). */
+struct named_walk {
+	const char *name;
+	char id[ID_MAX]; /* "" until one is found */
+	int64_t created_at;
+};
+
+static int newest_named(const struct snapshot *snap, void *arg)
+{
+	struct named_walk *w = arg;
+	if (strcmp(snap->name, w->name) != 0)
+		return 0;
+	/* Not the walk's order: a kept row (a registry write to retry) may come out of it. */
+	if (!w->id[0] || snap->created_at > w->created_at ||
+	    (snap->created_at == w->created_at && strcmp(snap->id, w->id) > 0)) {
+		memcpy(w->id, snap->id, ID_MAX);
+		w->created_at = snap->created_at;
+	}
+	return 0;
+}
+
+int ops_snapshot_named(const struct caller *who, const char *name, char id_out[ID_MAX])
+{
+	struct named_walk w = {.name = name};
+	if (!label_file_ok(name, LABEL_MAX))
+		return -ENOENT;
+	int rc = ops_snapshots_each(who, newest_named, &w);
+	if (rc < 0)
+		return rc;
+	if (!w.id[0])
+		return -ENOENT;
+	memcpy(id_out, w.id, ID_MAX);
+	return 0;
+}
+
+/* A name another host or an older snapfs gave ('a/b', '..') is listed by id only. */
+static int add_name(const struct snapshot *snap, void *names)
+{
+	return label_file_ok(snap->name, LABEL_MAX) ? strset_add(names, snap->name) : 0;
+}
+
+int ops_snapshot_names_each(const struct caller *who, int (*fn)(const char *name, void *arg),
+			    void *arg)
+{
+	_cleanup_strset_ struct strset names = STRSET_INIT;
+	int rc = ops_snapshots_each(who, add_name, &names);
+	if (rc == 0)
+		rc = strset_seal(&names);
+	for (size_t i = 0; rc == 0 && i < names.n; i++)
+		rc = fn(names.v[i], arg);
+	return rc;
 }
 
 int ops_snapshot_forks_each(const struct caller *who, const char *snap_id,

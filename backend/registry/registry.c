@@ -297,6 +297,7 @@ static const struct column sandbox_cols[] = {
     {SB(COL_ENUM, network), NAMES(network_names)},
     {SB(COL_TEXT, egress)},
     {SB(COL_TEXT, exit_code)},
+    {SB(COL_I64, changed_at)},
 };
 
 static const struct column snapshot_cols[] = {
@@ -327,14 +328,14 @@ static const struct column snapshot_cols[] = {
     {SNAP(COL_ENUM, network), NAMES(network_names)},
     {SNAP(COL_TEXT, egress)},
     {SNAP(COL_BOOL, autosnap)},
+    {SNAP(COL_I64, changed_at)},
 };
 
 /* What a listing shows of a snapshot, in SNAP_LISTED_COLS order: the index covers them. */
 static const struct column snapshot_listed_cols[] = {
-    {SNAP(COL_TEXT, id)},
-    {SNAP(COL_ENUM, state), NAMES(snap_state_names)},
-    {SNAP(COL_TEXT, sandbox_id)},
-    {SNAP(COL_UID, owner_uid)},
+    {SNAP(COL_TEXT, id)},	  {SNAP(COL_ENUM, state), NAMES(snap_state_names)},
+    {SNAP(COL_TEXT, sandbox_id)}, {SNAP(COL_UID, owner_uid)},
+    {SNAP(COL_TEXT, name)},	  {SNAP(COL_I64, created_at)},
 };
 
 /* A listed record is not cleared row by row (size 0): its walk's record starts zeroed. */

@@ -116,6 +116,12 @@ struct sandbox {
 	 * nobody saw the status (terminated, a daemon restart in between).
 	 */
 	char exit_code[SB_EXIT_CODE_MAX];
+	/*
+	 * When what the tree shows of it last changed (ms since the epoch; its
+	 * files' mtime: ops/ops_rows.c sets it); 0 in rows from before the
+	 * column (schema 9): created_at stands in.
+	 */
+	int64_t changed_at;
 };
 
 struct snapshot {
@@ -153,6 +159,7 @@ struct snapshot {
 	 * the column (schema 7): those are never pruned.
 	 */
 	bool autosnap;
+	int64_t changed_at; /* as a sandbox's: its files' mtime; 0 before schema 10 */
 };
 
 struct registry;
@@ -186,8 +193,9 @@ int registry_snapshot_delete(struct registry *reg, const char *id);
 int registry_snapshot_each(struct registry *reg, int (*fn)(const struct snapshot *snap, void *arg),
 			   void *arg);
 /*
- * The same walk for a listing (snapshots/index, ls): each row has its id,
- * state, sandbox_id and owner_uid only, the rest 0. At 10,000 snapshots
+ * The same walk for a listing (snapshots/index, ls, by-name/): each row
+ * has its id, state, sandbox_id, owner_uid, name and created_at only, the
+ * rest 0. At 10,000 snapshots
  * it is a walk of one index, not of every row's 30 KiB record.
  */
 int registry_snapshot_each_listed(struct registry *reg,

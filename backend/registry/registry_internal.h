@@ -37,10 +37,10 @@ struct registry {
 	"memory_bytes, cpu_milli, pids, "                                                          \
 	"timeout_s, timeout_action, deadline_at, autosnap_every_s, autosnap_keep, "                \
 	"autosnap_next_at, "                                                                       \
-	"ports, network, egress, exit_code"
+	"ports, network, egress, exit_code, changed_at"
 #define SB_PARAMS                                                                                  \
 	"?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, "                       \
-	"?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28"
+	"?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29"
 #define SB_SELECT "SELECT " SB_COLS " FROM sandboxes "
 
 /* The snapshots' columns, in the order of registry.c's snapshot_cols[]. */
@@ -50,13 +50,13 @@ struct registry {
 	"owner_uid, owner_gid, "                                                                   \
 	"memory_bytes, cpu_milli, pids, "                                                          \
 	"timeout_s, timeout_action, "                                                              \
-	"ports, network, egress, autosnap"
+	"ports, network, egress, autosnap, changed_at"
 #define SNAP_PARAMS                                                                                \
 	"?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, "   \
-	"?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28"
+	"?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29"
 #define SNAP_SELECT "SELECT " SNAP_COLS " FROM snapshots "
 /* What a listing shows (registry_snapshot_each_listed()), all in the index snapshots_listed. */
-#define SNAP_LISTED_COLS "id, state, sandbox_id, owner_uid"
+#define SNAP_LISTED_COLS "id, state, sandbox_id, owner_uid, name, created_at"
 
 /* Which table's records a statement binds or reads (registry.c holds their columns). */
 enum reg_table {

@@ -13,7 +13,7 @@
 
 #include "lib/util.h"
 
-#define SCHEMA_VERSION 9
+#define SCHEMA_VERSION 10
 #define STR_(x) #x
 #define STR(x) STR_(x)
 
@@ -38,15 +38,18 @@
 #define AUTOSNAP_COL " autosnap INTEGER NOT NULL DEFAULT 0"
 /* A sandbox's entrypoint's exit status, "" when not seen (ops/ops_sandbox.c); v8 adds it. */
 #define EXIT_CODE_COL " exit_code TEXT NOT NULL DEFAULT ''"
+/* When what the tree shows of a row last changed (its files' mtime); migrate_v9_sql adds it. */
+#define CHANGED_AT_COL " changed_at INTEGER NOT NULL DEFAULT 0"
 
 /*
  * The snapshots in creation order, with what a listing shows: the index
  * covers registry_snapshot_each_listed(); migrate_v6_sql adds it in place
- * of snapshots_created (created_at, id), which it also serves.
+ * of snapshots_created (created_at, id), which it also serves, and
+ * migrate_v9_sql makes it again with the name (snapshots/index, by-name/).
  */
 #define SNAPSHOTS_LISTED_INDEX                                                                     \
 	"CREATE INDEX IF NOT EXISTS snapshots_listed ON snapshots"                                 \
-	" (created_at, id, state, sandbox_id, owner_uid);"
+	" (created_at, id, state, sandbox_id, owner_uid, name);"
 
 static const char schema_sql[] =
     "BEGIN IMMEDIATE;"
@@ -59,7 +62,7 @@ static const char schema_sql[] =
     " owner_uid INTEGER NOT NULL DEFAULT 0, owner_gid INTEGER NOT NULL DEFAULT 0,"
     " memory_bytes INTEGER NOT NULL DEFAULT 0, cpu_milli INTEGER NOT NULL DEFAULT 0,"
     " pids INTEGER NOT NULL DEFAULT 0," LIFETIME_SANDBOX_COLS "," PORTS_COL NETWORK_COLS
-    "," EXIT_CODE_COL ");"
+    "," EXIT_CODE_COL "," CHANGED_AT_COL ");"
     "CREATE INDEX IF NOT EXISTS sandboxes_created ON sandboxes (created_at, id);"
     "CREATE INDEX IF NOT EXISTS sandboxes_parent ON sandboxes (parent_snapshot, created_at, id);"
     "CREATE INDEX IF NOT EXISTS sandboxes_restore ON sandboxes (restore_snapshot);"
@@ -73,7 +76,7 @@ static const char schema_sql[] =
     " owner_uid INTEGER NOT NULL DEFAULT 0, owner_gid INTEGER NOT NULL DEFAULT 0,"
     " memory_bytes INTEGER NOT NULL DEFAULT 0, cpu_milli INTEGER NOT NULL DEFAULT 0,"
     " pids INTEGER NOT NULL DEFAULT 0," LIFETIME_TIMEOUT_COLS "," PORTS_COL NETWORK_COLS
-    "," AUTOSNAP_COL ");" SNAPSHOTS_LISTED_INDEX
+    "," AUTOSNAP_COL "," CHANGED_AT_COL ");" SNAPSHOTS_LISTED_INDEX
     "CREATE INDEX IF NOT EXISTS snapshots_sandbox ON snapshots (sandbox_id, created_at, id);"
     "PRAGMA user_version = " STR(SCHEMA_VERSION) "; COMMIT;";
 
@@ -145,6 +148,16 @@ static const char migrate_v8_sql[] =
     "BEGIN IMMEDIATE; ALTER TABLE sandboxes ADD COLUMN" EXIT_CODE_COL
     "; PRAGMA user_version = 9; COMMIT;";
 
+/*
+ * Version 9's listing index had no name (a listing would read every row
+ * for it), and its rows no change time: created_at stands in (ops_rows.c).
+ */
+static const char migrate_v9_sql[] =
+    "BEGIN IMMEDIATE; DROP INDEX IF EXISTS snapshots_listed;" SNAPSHOTS_LISTED_INDEX
+    "ALTER TABLE sandboxes ADD COLUMN" CHANGED_AT_COL ";"
+    "ALTER TABLE snapshots ADD COLUMN" CHANGED_AT_COL ";"
+    "PRAGMA user_version = 10; COMMIT;";
+
 static int int_row(sqlite3_stmt *st, void *ctx)
 {
 	*(int *)ctx = sqlite3_column_int(st, 0);
@@ -160,9 +173,9 @@ int reg_migrate(struct registry *reg, const char *path)
 	if (version == SCHEMA_VERSION)
 		return 0;
 	/* A new file gets the whole schema; an older one the steps since its version, in turn. */
-	const char *steps[] = {schema_sql,     migrate_v1_sql, migrate_v2_sql,
-			       migrate_v3_sql, migrate_v4_sql, migrate_v5_sql,
-			       migrate_v6_sql, migrate_v7_sql, migrate_v8_sql};
+	const char *steps[] = {schema_sql,     migrate_v1_sql, migrate_v2_sql, migrate_v3_sql,
+			       migrate_v4_sql, migrate_v5_sql, migrate_v6_sql, migrate_v7_sql,
+			       migrate_v8_sql, migrate_v9_sql};
 	if (version < 0 || version >= (int)ARRAY_SIZE(steps))
 		return error(EIO,
 			     "registry: %s has schema version %d; this snapfs knows version %d",

@@ -6,10 +6,53 @@
  * An accepted value is what size.h promises: size_parse() never negative,
  * res_parse() within the bounds of lib/limits.h (or 0), and the text
  * res_format() gives back parses to the same value. A refused one is
- * -EINVAL or -ERANGE, and res_parse() says why.
+ * -EINVAL or -ERANGE, and res_parse() says why. size_parse() takes
+ * exactly the grammar size.h writes down (checked against a second,
+ * plainer reading of it below): no other text, and every text of it short
+ * enough, with its unit's "i" and "B" optional and in either case.
  */
+#include <ctype.h>
+#include <stdbool.h>
+
 #include "lib/size.h"
 #include "tests/fuzz/fuzz.h"
+
+/* Does @s read as DIGITS[.DIGITS][K|M|G|T|P|E[i]][B], the unit in either case? */
+static bool size_grammar(const char *s, size_t *fraction_digits)
+{
+	const char *p = s;
+	while (isdigit((unsigned char)*p))
+		p++;
+	if (p == s)
+		return false;
+	*fraction_digits = 0;
+	if (*p == '.') {
+		const char *f = ++p;
+		while (isdigit((unsigned char)*p))
+			p++;
+		if (p == f)
+			return false;
+		*fraction_digits = (size_t)(p - f);
+	}
+	if (*p && strchr("kmgtpeKMGTPE", *p)) {
+		p++;
+		if (*p == 'i' || *p == 'I')
+			p++;
+	}
+	if (*p == 'b' || *p == 'B')
+		p++;
+	return *p == '\0';
+}
+
+/* The grammar and size_parse() agree: accepted is in it; in it is accepted unless too long. */
+static void check_grammar(const char *s, int rc)
+{
+	size_t frac = 0;
+	bool in = size_grammar(s, &frac);
+	FUZZ_CHECK(rc != 0 || in);
+	if (in && strlen(s) < RES_WORD_MAX && frac <= 18)
+		FUZZ_CHECK(rc == 0 || rc == -ERANGE);
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -17,6 +60,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	int64_t v = 0;
 	int rc = size_parse(s, &v);
 	FUZZ_CHECK(rc == 0 ? v >= 0 : rc == -EINVAL || rc == -ERANGE);
+	check_grammar(s, rc);
 	rc = cpus_parse(s, &v);
 	FUZZ_CHECK(rc == 0 ? v >= 0 : rc == -EINVAL || rc == -ERANGE);
 	for (enum res_kind k = RES_MEMORY; k <= RES_PIDS; k++) {

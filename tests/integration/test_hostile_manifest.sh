@@ -65,7 +65,7 @@ forge "$claims_us" '.created_at_ms = $now' || bail "forge $claims_us"
 forge "$other_suspend" ".created_at_ms = \$now | .kind = \"suspend\" | .host.host_id = \"$OTHER_HOST\"" ||
 	bail "forge $other_suspend"
 
-listed() { grep -q "^$1 completed web\$" "$MNT/snapshots/index"; }
+listed() { grep -Eq "^$1 completed web [^ ]+\$" "$MNT/snapshots/index"; }
 ok "another host's snapshot of its own web is listed within 10 s" poll_until 10 listed "$other"
 ok "so is one that claims this host" poll_until 10 listed "$claims_us"
 ok "and another host's suspend snapshot" poll_until 10 listed "$other_suspend"
@@ -77,11 +77,11 @@ for id in "${rejected[@]}"; do
 done
 
 index=$(rd "$MNT/snapshots/index")
-entries=$(find "$MNT/snapshots" -mindepth 1 -maxdepth 1 -type d | wc -l)
+entries=$(find "$MNT/snapshots" -mindepth 1 -maxdepth 1 -type d -name 'snap-*' | wc -l)
 check_eq "snapshots/index has one line per snapshot" "$entries" "$(wc -l <<<"$index")"
-bad=$(grep -Ev '^snap-[0-9a-f]{16} (pending|in_progress|completed|failed) [a-z0-9][a-z0-9._-]{0,62}$' \
+bad=$(grep -Ev '^snap-[0-9a-f]{16} (pending|in_progress|completed|failed) [a-z0-9][a-z0-9._-]{0,62} [^ ]+$' \
 	<<<"$index")
-check_eq "every line of snapshots/index is <id> <status> <sandbox-id>" "" "$bad"
+check_eq "every line of snapshots/index is <id> <status> <sandbox-id> <name>" "" "$bad"
 for id in "${rejected[@]}"; do
 	check_lacks "the index does not list $id" "$id" "$index"
 done

@@ -70,7 +70,7 @@ snap=$(snapshot_of src)
 check_match "snapshot on A" '^snap-[0-9a-f]{16}$' "$snap"
 at_snap=$(counter src)
 
-listed_on_b() { grep -q "^$snap completed src$" "$B_MNT/snapshots/index"; }
+listed_on_b() { grep -q "^$snap completed src -$" "$B_MNT/snapshots/index"; }
 ok "B lists A's snapshot within 10 s" poll_until 10 listed_on_b
 check_eq "B's restorable says yes" yes "$(rd "$B_MNT/snapshots/$snap/restorable")"
 check_eq "B's info.json names the source" src "$(jget "$B_MNT/snapshots/$snap/info.json" .sandbox_id)"
@@ -96,7 +96,7 @@ get_bytes() {
 sb_run src 'echo second > /root/second' >/dev/null
 snap2=$(snapshot_of src)
 at_snap2=$(counter src)
-listed2_on_b() { grep -q "^$snap2 completed src$" "$B_MNT/snapshots/index"; }
+listed2_on_b() { grep -q "^$snap2 completed src -$" "$B_MNT/snapshots/index"; }
 ok "B lists A's second snapshot within 10 s" poll_until 10 listed2_on_b
 local0=$(get_bytes local) store0=$(get_bytes store)
 fork2=$(as_host_b fork_of "$snap2")
@@ -167,7 +167,7 @@ ok "A suspends held" wr "$MNT/sandboxes/held/suspend"
 susp=$(suspend_snapshot_of held)
 check_match "held's suspend snapshot" '^snap-[0-9a-f]{16}$' "$susp"
 check_contains "the store holds it for held" "holds/$susp/" "$(store_keys)"
-listed_susp_on_b() { grep -q "^$susp completed held$" "$B_MNT/snapshots/index"; }
+listed_susp_on_b() { grep -q "^$susp completed held -$" "$B_MNT/snapshots/index"; }
 ok "B lists A's suspend snapshot within 10 s" poll_until 10 listed_susp_on_b
 expect_errno EBUSY "B's delete of A's suspend snapshot" wr "$B_MNT/snapshots/$susp/delete"
 check_contains "B's errors name the holder" "sandbox held of host" "$(rd "$B_MNT/errors" | tail -n 1)"

@@ -79,6 +79,10 @@ static void test_kinds(void)
 	/* An abbreviation that names one option is that option, as getopt_long has it. */
 	v = (struct vals){0};
 	CHECK(PARSE(&v, "--ti", "7", "op") == 3 && v.timeout_ms == 7000);
+	/* A size option takes every unit a file does (lib/size.h): one parser. */
+	v = (struct vals){0};
+	CHECK(PARSE(&v, "--size", "512MiB", "op") == 3 && v.size == 512LL << 20);
+	CHECK(PARSE(&v, "--size=0.5GB", "op") == 2 && v.size == 1LL << 29);
 	/* No operand: the index past the options, for the caller to judge. */
 	v = (struct vals){0};
 	CHECK(PARSE(&v, "-f") == 2 && v.flag);

@@ -3,6 +3,7 @@
 
 #include <string.h>
 
+#include "lib/util.h"
 #include "tests/unit/t.h"
 
 static void test_names(void)
@@ -76,6 +77,12 @@ static void test_text(void)
 	CHECK(!label_ok(big, 128));
 	CHECK(!label_ok("a b", 128) && !label_ok("a\tb", 128) && !label_ok("a\nb", 128));
 	CHECK(!label_ok("\x7f", 128));
+	/* A name that is also a file name in snapshots/by-name/. */
+	CHECK(label_file_ok("v1.0", 128) && label_file_ok("auto-20260101T000000Z", 128));
+	CHECK(label_file_ok("...", 128) && label_file_ok("-x", 128) && label_file_ok(".a", 128));
+	const char *not_files[] = {"", ".", "..", "-", "a/b", "/", "a b", "a\nb"};
+	for (size_t i = 0; i < ARRAY_SIZE(not_files); i++)
+		CHECK_MSG(!label_file_ok(not_files[i], 128), "'%s' is no file name", not_files[i]);
 
 	CHECK(text_ok("", 16) && text_ok("sleep 1; echo a", 16) && text_ok("a\tb", 16));
 	CHECK(text_ok("0123456789abcde", 16) && !text_ok("0123456789abcdef", 16));

@@ -85,7 +85,8 @@ static int collect_snapshot(const struct snapshot *snap, void *arg)
 static int collect_listed(const struct snapshot *snap, void *arg)
 {
 	CHECK(snap->state == SNAP_COMPLETED && snap->sandbox_id[0] == 's');
-	CHECK(snap->owner_uid == 1001 && snap->name[0] == '\0' && snap->created_at == 0);
+	CHECK(snap->owner_uid == 1001 && snap->created_at > 0);
+	CHECK(strncmp(snap->name, "label-", 6) == 0 && strcmp(snap->name + 6, snap->id) == 0);
 	CHECK(snap->host_json[0] == '\0' && snap->pause_ms == 0);
 	return collect(arg, snap->id);
 }
@@ -424,9 +425,9 @@ static int raw_count(const char *path, const char *sql)
 static void test_foreign_rows(const char *path)
 {
 	struct registry *reg = NULL;
-	raw_exec(path, "PRAGMA user_version = 10");
+	raw_exec(path, "PRAGMA user_version = 11");
 	CHECK(registry_open(path, &reg) == -EIO);
-	raw_exec(path, "PRAGMA user_version = 9");
+	raw_exec(path, "PRAGMA user_version = 10");
 
 	/* 100 bytes into a 40-byte field, and a state this build does not know. */
 	raw_exec(path, "UPDATE sandboxes SET runtime_id = replace(hex(zeroblob(50)), '0', 'r')"
@@ -522,7 +523,10 @@ static void test_migrate_v1(const char *dir)
 	CHECK(raw_count(path,
 			"SELECT count(*) FROM sqlite_master WHERE name = 'snapshots_created'") ==
 	      0);
-	CHECK(registry_open(path, &reg) == 0); /* version 9 now: opened as it is */
+	/* And through version 9: the listing's index holds the name. */
+	CHECK(raw_count(path, "SELECT count(*) FROM pragma_index_info('snapshots_listed')"
+			      " WHERE name = 'name'") == 1);
+	CHECK(registry_open(path, &reg) == 0); /* version 10 now: opened as it is */
 	if (!reg)
 		return;
 	CHECK(registry_sandbox_get(reg, "old", &sb) == 0);

@@ -19,32 +19,86 @@ static int64_t milli_of(const char *s)
 	return cpus_parse(s, &v) == 0 ? v : -1;
 }
 
+/* Every form Docker, systemd and Kubernetes take for a memory size; each unit is a power of 1024.
+ */
+static const struct {
+	const char *text;
+	int64_t bytes;
+} sizes[] = {
+    {"0", 0},
+    {"1073741824", 1073741824},
+    {"100b", 100},
+    {"100B", 100},
+    {"1k", 1024},
+    {"1K", 1024},
+    {"1Ki", 1024},
+    {"1KiB", 1024},
+    {"1kb", 1024},
+    {"1KB", 1024},
+    {"512M", 512LL << 20},
+    {"512m", 512LL << 20},
+    {"512Mi", 512LL << 20},
+    {"512MiB", 512LL << 20},
+    {"512mib", 512LL << 20},
+    {"512MB", 512LL << 20},
+    {"64MB", 64LL << 20},
+    {"2G", 2LL << 30},
+    {"2g", 2LL << 30},
+    {"1g", 1LL << 30},
+    {"2GB", 2LL << 30}, /* not 2 * 10^9: docs/control-files.md, "Sizes" */
+    {"2Gi", 2LL << 30},
+    {"2GiB", 2LL << 30},
+    {"1T", 1LL << 40},
+    {"1Ti", 1LL << 40},
+    {"1TB", 1LL << 40},
+    {"1P", 1LL << 50},
+    {"1PiB", 1LL << 50},
+    {"1E", 1LL << 60},
+    {"7Ei", 7LL << 60},
+    {"0.5G", 1LL << 29},
+    {"0.5Gi", 1LL << 29},
+    {"1.5G", 3LL << 29},
+    {"1.5GB", 3LL << 29},
+    {"0.5k", 512},
+    {"0.25KiB", 256},
+    {"0.001k", 1}, /* 1.024 bytes: a fraction of a byte is rounded down */
+    {"1.0000001", 1},
+    {"0.0000001M", 0},
+    {"9223372036854775807", INT64_MAX},
+    {"007M", 7LL << 20},
+};
+
 static void test_sizes(void)
 {
 	int64_t v;
-	CHECK(size_of("0") == 0);
-	CHECK(size_of("1073741824") == 1073741824);
-	CHECK(size_of("512M") == 512LL << 20);
-	CHECK(size_of("512m") == 512LL << 20);
-	CHECK(size_of("2G") == 2LL << 30);
-	CHECK(size_of("2g") == 2LL << 30);
-	CHECK(size_of("64MB") == 64LL << 20);
-	CHECK(size_of("100b") == 100);
-	CHECK(size_of("1k") == 1024);
-	CHECK(size_of("1T") == 1LL << 40);
-	CHECK(size_of("1.5G") == 3LL << 29);
-	CHECK(size_of("0.5k") == 512);
-	CHECK(size_of("1.0000001") == 1); /* a fraction of a byte is rounded down */
-	CHECK(size_of("9223372036854775807") == INT64_MAX);
-	CHECK(size_parse("9223372036854775808", &v) == -ERANGE);
-	CHECK(size_parse("8E", &v) == -EINVAL);
-	CHECK(size_parse("8388608T", &v) == -ERANGE);
-	CHECK(size_parse("99999999999999999999G", &v) == -ERANGE);
-	const char *bad[] = {
-	    "",	  "-1",	  "+1",	  " 1",	 "1 ",	 "1X",	"M",   "1.",
-	    ".5", "1..5", "1MBB", "1Mi", "0x10", "1e9", "1,5", "12345678901234567890123456789012"};
+	for (size_t i = 0; i < ARRAY_SIZE(sizes); i++)
+		CHECK_MSG(size_of(sizes[i].text) == sizes[i].bytes,
+			  "size '%s': want %lld, got %lld", sizes[i].text,
+			  (long long)sizes[i].bytes, (long long)size_of(sizes[i].text));
+	const char *too_big[] = {"9223372036854775808",	  "8E",	 "8EiB", "8388608T", "8192P",
+				 "99999999999999999999G", "8.5E"};
+	for (size_t i = 0; i < ARRAY_SIZE(too_big); i++)
+		CHECK_MSG(size_parse(too_big[i], &v) == -ERANGE, "size '%s' is too big",
+			  too_big[i]);
+	const char *bad[] = {"",      "-1",    "+1",	" 1",
+			     "1 ",    "1X",    "M",	"Mi",
+			     "1.",    ".5",    "1..5",	"1MBB",
+			     "1MiBB", "1iB",   "1i",	"1Bi",
+			     "1M B",  "1 MiB", "0x10",	"1e9",
+			     "1,5",   "1Z",    "1Y",	"1KiBi",
+			     "1.5.5", "1M\n",  "-0.5G", "1GiB ",
+			     "\t1G",  "1m1",   "1Gb1",	"12345678901234567890123456789012"};
 	for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
 		CHECK_MSG(size_parse(bad[i], &v) == -EINVAL, "size '%s' is refused", bad[i]);
+	/* What a memory file reads back is a size again, the same one. */
+	struct resources r = {.memory_bytes = 3LL << 29}, back = {0};
+	struct err e = {0};
+	char text[RES_WORD_MAX];
+	res_format(&r, RES_MEMORY, text);
+	CHECK(res_parse(RES_MEMORY, text, "x", &back, &e) == 0 && back.memory_bytes == 3LL << 29);
+	/* A refusal says what a size looks like, Mi included. */
+	CHECK(res_parse(RES_MEMORY, "512XB", "sandbox web", &back, &e) == -EINVAL);
+	CHECK_MSG(strstr(e.msg, "512MiB") && strstr(e.msg, "'512XB'"), "%s", e.msg);
 }
 
 static void test_cpus(void)
