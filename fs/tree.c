@@ -264,6 +264,10 @@ struct list_walk {
 static int list_one(const struct fs_entry *ent, const char *name, struct list_walk *w)
 {
 	struct fs_node child;
+	/* A file that blocks (wait) or leads into a sandbox (.root): `grep -r`, `tar` never meet
+	 * it. */
+	if (ent->flags & FS_UNLISTED)
+		return 0;
 	if (node_make(w->dir, ent, name, &child) < 0)
 		return 0;
 	if (ent->exists && ent->exists(&child, w->who) < 0)

@@ -95,6 +95,9 @@ enum fs_flags {
 	FS_INSIDE = 1 << 5,   /* root/: what is under it is the sandbox's own (fs/inside.h) */
 	FS_SCRIPT = 1 << 6,   /* lines make one script, run at a read or the close (exec) */
 	FS_NOSIZE = 1 << 7,   /* st_size 0, as /proc's: a read costs a runsc call (usage) */
+	/* Left out of listings, found by name, as /proc's thread ids: what crawlers must not read.
+	 */
+	FS_UNLISTED = 1 << 8,
 };
 
 struct fs_entry {
@@ -182,7 +185,10 @@ double tree_timeout(const struct fs_node *n);
  * be found by anybody else without asking, so none is cached then.
  */
 void tree_set_shared(bool on);
-/* Call @fn for each entry of directory @dir @who may see, "." and ".." first. */
+/*
+ * Call @fn for each entry of directory @dir @who may see, "." and ".." first;
+ * FS_UNLISTED rows are not among them (they answer a lookup by name only).
+ */
 typedef int (*tree_fill_fn)(const char *name, mode_t mode, fuse_ino_t ino, void *arg);
 int tree_list(const struct fs_node *dir, const struct caller *who, tree_fill_fn fn, void *arg);
 

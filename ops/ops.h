@@ -585,6 +585,8 @@ int ops_inside_readlink(const struct caller *who, const char *id, const char *pa
  * agent, so it answers as root/ does when the sandbox is not running.
  */
 int ops_sandbox_ps(const struct caller *who, const char *id, struct strbuf *out, struct err *e);
+/* Has @sb processes ps may list (it has not ended, nor is it only `created`)? */
+bool ops_sandbox_has_ps(const struct sandbox *sb);
 
 /*
  * A sandbox seen from the host without entering it (ops/ops_console.c).
