@@ -282,6 +282,38 @@ static void ll_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 		fuse_reply_err(req, -rc);
 }
 
+/*
+ * A name of the tree removed by unlink, or a fixed directory of it by
+ * rmdir: `rm -rf sandboxes/<id>` removes each file and subdirectory of the
+ * directory before the directory itself. A sandbox's own names go with the
+ * sandbox: while rmdir would take it (created, terminated, failed) their
+ * removal is accepted and changes nothing (the rmdir after it removes the
+ * whole); otherwise EBUSY and nothing changes. Anything else is EPERM.
+ * Recorded nowhere: the directory's rmdir is the request, and reports its
+ * refusal once, not once per file.
+ */
+static int remove_part(const struct fs_node *dir, const char *name, const struct caller *who)
+{
+	struct fs_node child;
+	struct err e = {0};
+	int rc = tree_child(dir, name, who, &child);
+	if (rc < 0)
+		return rc;
+	if (child.scope != SCOPE_SANDBOX || (child.ent->flags & (FS_OBJECT | FS_INSIDE)))
+		return -EPERM;
+	return ops_sandbox_may_remove(who, child.id, &e);
+}
+
+/* rmdir of a fixed directory (a sandbox's snapshots/): as an unlink (remove_part()). */
+static bool is_part(const struct fs_node *dir, const char *name)
+{
+	const struct fs_dir *d = dir->ent->dir;
+	for (size_t i = 0; d && i < d->nentries; i++)
+		if (strcmp(d->entries[i].name, name) == 0)
+			return dir->scope == SCOPE_SANDBOX;
+	return false;
+}
+
 static void ll_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct fs_node dir, child = {0};
@@ -293,6 +325,10 @@ static void ll_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 	}
 	caller_of(req, false, &who);
 	int rc = inode_get(parent, &dir);
+	if (rc == 0 && is_part(&dir, name)) {
+		fuse_reply_err(req, -remove_part(&dir, name, &who));
+		return;
+	}
 	if (rc == 0)
 		rc = tree_child(&dir, name, &who, &child);
 	if (rc < 0) {
@@ -315,9 +351,10 @@ static void ll_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 }
 
 /*
- * The tree's names are fixed: nothing is created, linked, renamed or
- * unlinked, but under root/ (fs/inside.c), where only device nodes, FIFOs
- * and sockets are not made (EPERM: the mount is nodev).
+ * The tree's names are fixed: nothing is created, linked or renamed, nor
+ * unlinked but with its sandbox (remove_part()), but under root/
+ * (fs/inside.c), where only device nodes, FIFOs and sockets are not made
+ * (EPERM: the mount is nodev).
  */
 static void ll_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
 {
@@ -339,10 +376,16 @@ static void ll_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 static void ll_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct fs_node dir;
-	if (goes_inside(parent, &dir))
+	struct caller who;
+	if (goes_inside(parent, &dir)) {
 		inside_remove(parent, req, &dir, name, false);
-	else
-		fuse_reply_err(req, EPERM);
+		return;
+	}
+	caller_of(req, false, &who);
+	int rc = inode_get(parent, &dir);
+	if (rc == 0)
+		rc = remove_part(&dir, name, &who);
+	fuse_reply_err(req, -rc);
 }
 
 static void ll_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
@@ -394,6 +437,29 @@ static int reply_open(fuse_req_t req, const struct fuse_file_info *fi, bool writ
 	return fuse_reply_buf(req, (const char *)&out, sizeof(out));
 }
 
+/*
+ * The kernel lets several writers of one file in at once only for writes
+ * that end within the size it knows (a write past it takes the inode lock
+ * alone). The files that answer their writes (fork, snapshot, new, exec)
+ * show their honest size, often 0, so that tar and rsync copy what cat
+ * shows; a writable open of one raises the size the kernel knows to a
+ * line's most first, with a FUSE_NOTIFY_STORE of one byte at its end (a
+ * page never marked up to date: direct_io reads do not use it). The next
+ * GETATTR, a stat's, makes it honest again; meanwhile writers only run one
+ * after another, as a shell's `>` does: its truncate waits for them all.
+ */
+static void open_for_writers(fuse_req_t req, fuse_ino_t ino, const struct fs_node *n, int flags)
+{
+	static const char end = '\n';
+	const struct fs *fs = fuse_req_userdata(req);
+	if ((flags & O_ACCMODE) == O_RDONLY || !(n->ent->flags & FS_STREAM) || !n->ent->write)
+		return;
+	struct fuse_bufvec one = FUSE_BUFVEC_INIT(1);
+	one.buf[0].mem = (void *)&end;
+	/* Best effort: without it the writes are right, only one at a time. */
+	fuse_lowlevel_notify_store(fs->se, ino, CTL_LINE_MAX - 1, &one, 0);
+}
+
 static void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct fs_node n;
@@ -418,6 +484,7 @@ static void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	fi->fh = (uintptr_t)f;
+	open_for_writers(req, ino, &n, fi->flags);
 	if (reply_open(req, fi, n.ent->write != NULL) != 0)
 		file_release(f);
 }

@@ -95,11 +95,25 @@ static int info_read(const struct fs_node *n, const struct caller *who, struct s
 	return view_read(n, who, out, ops_sandbox_info);
 }
 
-/* The processes inside, as its agent lists them (ops/ops_agent.c). */
+/*
+ * The processes inside, as its agent lists them (ops/ops_agent.c). A read
+ * asks the agent (and starts it, as root/ does: the list is the agent's);
+ * a stat does not (FS_NOSIZE), so `ls -l` and `du` start nothing.
+ */
 static int ps_read(const struct fs_node *n, const struct caller *who, struct strbuf *out)
 {
 	struct err e = {0};
 	return ops_sandbox_ps(who, n->id, out, &e);
+}
+
+/* ps is there while it may answer: a listing leaves out one that would fail tar's stat. */
+static int ps_exists(const struct fs_node *n, const struct caller *who)
+{
+	_cleanup_free_ struct sandbox *sb = NULL;
+	int rc = tree_sandbox(who, n->id, &sb);
+	if (rc < 0)
+		return rc;
+	return ops_sandbox_has_ps(sb) ? 0 : -ENOENT;
 }
 
 /* The lifetime's files (ops/ops_timer.c). */
@@ -373,6 +387,21 @@ static const struct fs_entry snaplink_entry = {
 
 static const struct fs_dir snaplinks_dir = {.child = &snaplink_entry, .each = snaplinks_list};
 
+/*
+ * root is a symlink to .root, the directory itself, as /proc/<pid>/root is
+ * a link: crawlers (grep -r, find, tar, rsync -a, cp -r, du, ls -R) follow
+ * no links, so a walk of the mount never walks a sandbox's own filesystem,
+ * starts no agent and meets no EBUSY of a transition. .root is unlisted and
+ * answers its name (FS_UNLISTED).
+ */
+#define INSIDE_DIR ".root"
+
+static int root_link(const struct fs_node *n, const struct caller *who, char *buf, size_t size)
+{
+	(void)n, (void)who;
+	return xsnprintf(buf, size, "%s", INSIDE_DIR);
+}
+
 /* --- sandboxes/<id>/ ------------------------------------------------------ */
 
 /* Its owner's alone (ops/access.h): no group or other bits, env's values are secrets. */
@@ -399,12 +428,14 @@ static const struct fs_entry sandbox_files[] = {
     {"terminate", S_IFREG | 0200, .write = file_action_write, .action = ops_sandbox_terminate},
     {"exec", S_IFREG | 0600, .flags = FS_STREAM | FS_SCRIPT, .write = exec_write,
      .flush = exec_start, .follow = exec_follow},
-    {"wait", S_IFREG | 0400, .flags = FS_WAIT, .action = ops_sandbox_wait, .settled = settled},
+    {"wait", S_IFREG | 0400, .flags = FS_WAIT | FS_UNLISTED, .action = ops_sandbox_wait,
+     .settled = settled},
     {"console", S_IFREG | 0400, .log = &console_log},
     {"usage", S_IFREG | 0400, .flags = FS_NOSIZE, .read = usage_read},
     {"snapshots", S_IFDIR | 0700, .dir = &snaplinks_dir},
-    {"root", S_IFDIR | 0700, .flags = FS_INSIDE},
-    {"ps", S_IFREG | 0400, .read = ps_read},
+    {"root", S_IFLNK | 0777, .link = root_link},
+    {INSIDE_DIR, S_IFDIR | 0700, .flags = FS_INSIDE | FS_UNLISTED},
+    {"ps", S_IFREG | 0400, .flags = FS_NOSIZE, .read = ps_read, .exists = ps_exists},
     {"parent", S_IFLNK | 0777, .exists = parent_exists, .link = parent_link},
 };
 

@@ -224,15 +224,13 @@ int tree_stat(const struct fs_node *n, const struct caller *who, struct stat *st
 	st->st_mtim = (struct timespec){.tv_sec = a.ms / 1000, .tv_nsec = (a.ms % 1000) * 1000000};
 	st->st_atim = st->st_mtim;
 	st->st_ctim = st->st_mtim;
-	rc = content_size(n, who, st);
 	/*
-	 * A file that answers its writes (fork, snapshot, new, exec) is read as
-	 * a stream, whatever the offset, so its size bounds no read; the kernel
-	 * lets several writers in at once only for writes that end within the
-	 * size it knows (fs.c, reply_open()), so it is at least a line's most.
+	 * Honest, the files that answer their writes (fork, snapshot, new,
+	 * exec) too, so that tar and rsync archive what cat shows; the size
+	 * their parallel writers need is raised for them alone (fs.c,
+	 * open_for_writers()).
 	 */
-	if ((n->ent->flags & FS_STREAM) && n->ent->write && st->st_size < CTL_LINE_MAX)
-		st->st_size = CTL_LINE_MAX;
+	rc = content_size(n, who, st);
 	st->st_blocks = (st->st_size + 511) / 512;
 	/* A failing generator (the store unreachable, say) is for read to report, not stat. */
 	return rc == -ENOENT ? rc : 0;
@@ -272,6 +270,10 @@ struct list_walk {
 static int list_one(const struct fs_entry *ent, const char *name, struct list_walk *w)
 {
 	struct fs_node child;
+	/* A file that blocks (wait) or leads into a sandbox (.root): `grep -r`, `tar` never meet
+	 * it. */
+	if (ent->flags & FS_UNLISTED)
+		return 0;
 	if (node_make(w->dir, ent, name, &child) < 0)
 		return 0;
 	if (ent->exists && ent->exists(&child, w->who) < 0)

@@ -100,6 +100,9 @@ enum fs_flags {
 	FS_SNAPSHOTS_TIME = 1 << 9,
 	/* mtime: now (metrics: made afresh at each read) */
 	FS_LIVE_TIME = 1 << 10,
+	/* Left out of listings, found by name, as /proc's thread ids: what crawlers must not read.
+	 */
+	FS_UNLISTED = 1 << 11,
 };
 
 struct fs_entry {
@@ -187,7 +190,10 @@ double tree_timeout(const struct fs_node *n);
  * be found by anybody else without asking, so none is cached then.
  */
 void tree_set_shared(bool on);
-/* Call @fn for each entry of directory @dir @who may see, "." and ".." first. */
+/*
+ * Call @fn for each entry of directory @dir @who may see, "." and ".." first;
+ * FS_UNLISTED rows are not among them (they answer a lookup by name only).
+ */
 typedef int (*tree_fill_fn)(const char *name, mode_t mode, fuse_ino_t ino, void *arg);
 int tree_list(const struct fs_node *dir, const struct caller *who, tree_fill_fn fn, void *arg);
 

@@ -307,8 +307,13 @@ int ops_sandbox_exec_check(const struct caller *who, const char *id, const char 
  */
 int ops_sandbox_exec_follow(const struct caller *who, const char *id, ops_progress_fn progress,
 			    ops_done_fn done, void *ctx, struct err *e);
-/* rmdir: only `terminated` or `failed` (-EBUSY otherwise); synchronous. */
+/* rmdir: only `created`, `terminated` or `failed` (-EBUSY otherwise); synchronous. */
 int ops_sandbox_remove(const struct caller *who, const char *id, struct err *e);
+/*
+ * Would ops_sandbox_remove() take it now? 0, -EBUSY (the sentence in @e),
+ * -ENOENT; changes nothing (`rm -rf`'s unlinks of its files before its rmdir).
+ */
+int ops_sandbox_may_remove(const struct caller *who, const char *id, struct err *e);
 /* done(ctx, 0, "status\n") once the sandbox is not in a transitional state. */
 int ops_sandbox_wait(const struct caller *who, const char *id, ops_done_fn done, void *ctx,
 		     struct err *e);
@@ -608,6 +613,8 @@ int ops_inside_readlink(const struct caller *who, const char *id, const char *pa
  * agent, so it answers as root/ does when the sandbox is not running.
  */
 int ops_sandbox_ps(const struct caller *who, const char *id, struct strbuf *out, struct err *e);
+/* Has @sb processes ps may list (it has not ended, nor is it only `created`)? */
+bool ops_sandbox_has_ps(const struct sandbox *sb);
 
 /*
  * A sandbox seen from the host without entering it (ops/ops_console.c).

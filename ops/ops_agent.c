@@ -918,6 +918,11 @@ static int ps_line(const struct agent_proc *p, void *arg)
 	return strbuf_error(arg);
 }
 
+bool ops_sandbox_has_ps(const struct sandbox *sb)
+{
+	return state_errno(sb->state) != ENOENT;
+}
+
 int ops_sandbox_ps(const struct caller *who, const char *id, struct strbuf *out, struct err *e)
 {
 	struct agent *a;

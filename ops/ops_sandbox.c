@@ -342,18 +342,37 @@ int ops_sandbox_terminate(const struct caller *who, const char *id, ops_done_fn 
 	return op_job_queue(job, terminate_job);
 }
 
+/* May @sb be removed? Only once nothing runs it: created, terminated or failed; else EBUSY. */
+static int remove_check(const struct sandbox *sb, struct err *e)
+{
+	const unsigned removable =
+	    STATE_BIT(SB_CREATED) | STATE_BIT(SB_TERMINATED) | STATE_BIT(SB_FAILED);
+	if (removable & STATE_BIT(sb->state))
+		return 0;
+	return err_set(e, EBUSY, "cannot remove sandbox %s: it is %s (terminate it first)", sb->id,
+		       sandbox_state_name(sb->state));
+}
+
+int ops_sandbox_may_remove(const struct caller *who, const char *id, struct err *e)
+{
+	struct sandbox sb;
+	pthread_mutex_lock(&ops.lock);
+	int rc = sandbox_find(who, id, &sb, e);
+	if (rc == 0)
+		rc = remove_check(&sb, e);
+	pthread_mutex_unlock(&ops.lock);
+	return rc;
+}
+
 int ops_sandbox_remove(const struct caller *who, const char *id, struct err *e)
 {
 	struct sandbox sb;
 	char tomb[PATH_MAX] = "";
-	unsigned removable =
-	    STATE_BIT(SB_CREATED) | STATE_BIT(SB_TERMINATED) | STATE_BIT(SB_FAILED);
 	pthread_mutex_lock(&ops.lock);
 	int rc = sandbox_find(who, id, &sb, e);
-	if (rc == 0 && !(removable & STATE_BIT(sb.state)))
-		rc = err_set(e, EBUSY, "cannot remove sandbox %s: it is %s (terminate it first)",
-			     id, sandbox_state_name(sb.state));
-	else if (rc == 0)
+	if (rc == 0)
+		rc = remove_check(&sb, e);
+	if (rc == 0)
 		rc = row_sandbox_delete(id);
 	/*
 	 * Its console and directory go under the lock: once it is unlocked a new

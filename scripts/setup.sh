@@ -131,6 +131,7 @@ command -v zstd >/dev/null 2>&1 || test_pkgs+=(zstd)
 command -v nft >/dev/null 2>&1 || test_pkgs+=(nftables) # the network test lists the ruleset
 command -v ip >/dev/null 2>&1 || test_pkgs+=(iproute2)   # and makes its namespaces
 command -v curl >/dev/null 2>&1 || test_pkgs+=(curl)     # and fetches a published port
+command -v rsync >/dev/null 2>&1 || test_pkgs+=(rsync)   # test_crawl_tools.sh: rsync -a of the mount
 # NodeSource's nodejs ships npm itself; ask for Debian's npm only when there is none.
 command -v node >/dev/null 2>&1 || test_pkgs+=(nodejs)
 command -v npm >/dev/null 2>&1 || test_pkgs+=(npm)

@@ -9,8 +9,9 @@
 # replaced `error` with "<path> is write-only" and added a line to `errors`
 # (issue 21, item 12).
 #
-# The `wait` files are left out of every crawl: a read of one is held until
-# its object's state changes.
+# The `wait` files are in no listing (a read of one is held until its
+# object's state changes), so no crawl needs to leave them out by hand
+# (issue 24, item 3; test_crawl_tools.sh crawls the mount mid-suspend).
 . "$(dirname "$0")/lib.sh"
 
 start_daemon || bail "the daemon mounts"
@@ -46,15 +47,15 @@ expect_errno EACCES "a write to the read-only info.json" wr "$A/info.json" '{}'
 
 # The crawls. Their own refusals go to /dev/null; their exit status is not the point.
 crawl() { timeout -k 5 120 bash -c "$1" crawl "$A" "$MNT/snapshots/$S" >/dev/null 2>&1; }
-crawl 'shopt -s extglob; cat "$1"/!(wait); cat "$2"/!(wait)'
-pass "cat sandboxes/a/* and snapshots/S/* (wait left out) ran"
-crawl 'grep -r --exclude=wait . "$1" "$2"'
+crawl 'cat "$1"/*; cat "$2"/*'
+pass "cat sandboxes/a/* and snapshots/S/* ran"
+crawl 'grep -r . "$1" "$2"'
 pass "grep -r of both directories ran"
-crawl 'tar -cf - --exclude=wait "$1" "$2" | wc -c'
+crawl 'tar -cf - "$1" "$2" | wc -c'
 pass "tar -cf - of both directories ran"
-crawl 'find "$1" "$2" -type f ! -name wait -exec cat {} +'
+crawl 'find "$1" "$2" -type f -exec cat {} +'
 pass "find -exec cat of both directories ran"
-crawl 'head -c 64 "$1"/[!w]* "$2"/[!w]*'
+crawl 'head -c 64 "$1"/* "$2"/*'
 pass "head of both directories ran"
 crawl 'ls -laR "$1" "$2"; stat "$1"/* "$2"/*'
 pass "ls -laR and stat ran"

@@ -14,7 +14,7 @@ R=$MNT/sandboxes/box/root
 
 # --- reading what is inside -----------------------------------------------
 ok "root/ is a directory" test -d "$R"
-check_eq "root/ is 0700 and the owner's" "700 0" "$(stat -c '%a %u' "$R")"
+check_eq "root/ is 0700 and the owner's" "700 0" "$(stat -c '%a %u' "$R/")"
 check_contains "ls root/ shows the image's /bin" bin "$(ls "$R")"
 ok "root/bin/busybox is a regular file" test -f "$R/bin/busybox"
 check_eq "root/bin/busybox is the image's" "$(sha256sum <"$IMAGES/busybox/bin/busybox")" \
@@ -68,7 +68,7 @@ check_eq "an absolute link reads the sandbox's file" inside-secret "$(cat "$R/es
 check_eq "a climbing link reads the sandbox's file" inside-secret "$(cat "$R/esc/climb" 2>&1)"
 check_eq "readlink of an absolute link stays under root/" ../etc/shadow "$(readlink "$R/esc/abs")"
 check_eq "readlink of a climbing link stays under root/" ../etc/shadow "$(readlink "$R/esc/climb")"
-check_eq "a link to / is root/ itself" "$(stat -c %i "$R")" "$(stat -L -c %i "$R/esc/root")"
+check_eq "a link to / is root/ itself" "$(stat -c %i "$R/")" "$(stat -L -c %i "$R/esc/root")"
 bash -c "echo pwned >'$R/esc/wabs'" 2>/dev/null
 bash -c "echo pwned >'$R/esc/wclimb'" 2>/dev/null
 check_eq "a write through an absolute link leaves the host's file alone" host-canary "$(cat "$T/canary")"
