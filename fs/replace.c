@@ -46,8 +46,8 @@ static int scratch_content(const struct fs_node *n, const struct caller *who, st
 	return strbuf_error(out);
 }
 
-const struct fs_entry replace_scratch_entry = {
-    "", S_IFREG | 0600, .read = scratch_content, .exists = scratch_exists};
+const struct fs_entry replace_scratch_entry = {"", S_IFREG | 0600, .read = scratch_content,
+					       .exists = scratch_exists};
 
 /* --- names ------------------------------------------------------------ */
 
@@ -70,8 +70,8 @@ static bool scratch_dir(const struct fs_node *dir)
 
 static int scratch_node(const struct fs_node *dir, const char *name, struct fs_node *out)
 {
-	*out = (struct fs_node){.parent = dir->ino, .ent = &replace_scratch_entry,
-				.scope = dir->scope};
+	*out = (struct fs_node){
+	    .parent = dir->ino, .ent = &replace_scratch_entry, .scope = dir->scope};
 	memcpy(out->id, dir->id, sizeof(out->id));
 	if (xsnprintf(out->name, sizeof(out->name), "%s", name) < 0 ||
 	    xsnprintf(out->path, sizeof(out->path), "%s/%s", dir->path, name) < 0)
@@ -107,6 +107,28 @@ int replace_lookup(const struct fs_node *dir, const char *name, const struct cal
 	return rc;
 }
 
+struct list_walk {
+	const struct fs_node *dir;
+	tree_fill_fn fn;
+	void *arg;
+};
+
+static int list_one(const char *name, void *arg)
+{
+	struct list_walk *w = arg;
+	struct fs_node n;
+	if (scratch_node(w->dir, name, &n) < 0)
+		return 0;
+	fuse_ino_t ino = inode_find(n.path);
+	return w->fn(name, S_IFREG, ino ? ino : fnv1a(n.path) | (1ull << 63), w->arg);
+}
+
+int replace_list(const struct fs_node *dir, const struct caller *who, tree_fill_fn fn, void *arg)
+{
+	struct list_walk w = {dir, fn, arg};
+	return scratch_dir(dir) ? scratch_each(who->uid, dir->path, list_one, &w) : 0;
+}
+
 /*
  * What a create of @name in @dir by @who makes: 0 and *@bound for a
  * scratch file (bound: over @who's mark of a control file @who may
@@ -133,8 +155,8 @@ static int create_kind(const struct fs_node *dir, const struct caller *who, cons
 	return tree_open_check(&child, who, O_WRONLY) < 0 ? -EACCES : 0;
 }
 
-static void reply_created(fuse_req_t req, const struct caller *who, struct fs_node *n,
-			  uint64_t id, struct fuse_file_info *fi)
+static void reply_created(fuse_req_t req, const struct caller *who, struct fs_node *n, uint64_t id,
+			  struct fuse_file_info *fi)
 {
 	struct fuse_entry_param ep = {0};
 	struct replace_file *rf = calloc(1, sizeof(*rf));
@@ -243,6 +265,9 @@ void replace_rename(fuse_req_t req, const struct fs_node *dir, const char *name,
 		rc = rename_target(newdir, newname, who, &to);
 	if (rc > 0 && (flags & RENAME_NOREPLACE))
 		rc = -EEXIST;
+	if (rc == -EACCES)
+		scratch_unlink(who->uid,
+			       from.path); /* refused by the tree's file: gone, as its write */
 	if (rc == 0)
 		rc = scratch_rename(who->uid, from.path, to.path);
 	if (rc <= 0) {

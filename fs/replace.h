@@ -57,6 +57,8 @@ static inline bool replace_handle(const struct fuse_file_info *fi)
  */
 int replace_lookup(const struct fs_node *dir, const char *name, const struct caller *who,
 		   struct fs_node *out);
+/* readdir: each of @who's scratch files in @dir, as tree_list's @fn takes them. */
+int replace_list(const struct fs_node *dir, const struct caller *who, tree_fill_fn fn, void *arg);
 void replace_create(fuse_req_t req, const struct fs_node *dir, const struct caller *who,
 		    const char *name, struct fuse_file_info *fi);
 void replace_unlink(fuse_req_t req, const struct fs_node *dir, const struct caller *who,

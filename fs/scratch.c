@@ -192,7 +192,8 @@ void scratch_close(uint64_t id)
 	struct entry *e = find_id(id);
 	if (e && e->opens > 0 && --e->opens == 0) {
 		if (e->bound && e->named)
-			e->named = false; /* applied at its close: it was the control file's for a while */
+			e->named =
+			    false; /* applied at its close: it was the control file's for a while */
 		else
 			e->expires = mono_ms() + SCRATCH_LINGER_MS;
 	}
@@ -208,7 +209,8 @@ ssize_t scratch_read(uint64_t id, char *buf, size_t size, off_t off)
 	if (e) {
 		size_t from = off < 0 ? 0 : (size_t)off < e->len ? (size_t)off : e->len;
 		n = (ssize_t)(e->len - from < size ? e->len - from : size);
-		memcpy(buf, e->data + from, (size_t)n);
+		if (n > 0)
+			memcpy(buf, e->data + from, (size_t)n);
 	}
 	pthread_mutex_unlock(&store.lock);
 	return n;
@@ -340,6 +342,25 @@ int scratch_unlink(uid_t uid, const char *path)
 		unname(e);
 	pthread_mutex_unlock(&store.lock);
 	return e ? 0 : -ENOENT;
+}
+
+int scratch_each(uid_t uid, const char *dir, int (*fn)(const char *name, void *arg), void *arg)
+{
+	char names[SCRATCH_FILES_MAX][SCRATCH_PATH_MAX];
+	size_t n = 0, len = strlen(dir);
+	pthread_mutex_lock(&store.lock);
+	prune_locked();
+	for (struct entry *e = store.head; e && n < SCRATCH_FILES_MAX; e = e->next) {
+		const char *p = e->path;
+		if (e->named && e->kind == KIND_FILE && e->uid == uid &&
+		    strncmp(p, dir, len) == 0 && p[len] == '/' && !strchr(p + len + 1, '/'))
+			memcpy(names[n++], p + len + 1, strlen(p + len + 1) + 1);
+	}
+	pthread_mutex_unlock(&store.lock);
+	int rc = 0;
+	for (size_t i = 0; rc == 0 && i < n; i++)
+		rc = fn(names[i], arg);
+	return rc;
 }
 
 void scratch_usage(uid_t uid, unsigned *files, size_t *bytes)

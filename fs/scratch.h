@@ -98,6 +98,11 @@ int scratch_rename(uid_t uid, const char *from, const char *to);
 /* Unlink @uid's scratch file @path (or take back its mark): 0 or -ENOENT. */
 int scratch_unlink(uid_t uid, const char *path);
 
+/*
+ * Call @fn with the name of each of @uid's scratch files in directory
+ * @dir (a node path), the lock not held; a non-zero return stops.
+ */
+int scratch_each(uid_t uid, const char *dir, int (*fn)(const char *name, void *arg), void *arg);
 /* Entries @uid holds now, and their bytes (metrics, tests). */
 void scratch_usage(uid_t uid, unsigned *files, size_t *bytes);
 /* Drop every entry, open or not (shutdown, tests). */
