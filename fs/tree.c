@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include "fs/control.h"
-#include "fs/replace.h"
 #include "lib/logfile.h"
 #include "lib/util.h"
 #include "runtime/images.h"
@@ -293,8 +292,6 @@ int tree_list(const struct fs_node *dir, const struct caller *who, tree_fill_fn 
 		rc = list_one(&d->entries[i], d->entries[i].name, &w);
 	if (rc == 0 && d->each)
 		rc = d->each(dir, who, list_dynamic, &w);
-	if (rc == 0)
-		rc = replace_list(dir, who, fn, arg); /* the caller's scratch files */
 	return rc;
 }
 

@@ -22,7 +22,16 @@ ok "memory 512M" wr "$C/memory" 512M
 
 # scratch_left: names in c that are not the tree's own (a scratch file left behind).
 scratch_left() {
-	ls -A "$C" | grep -Ev '^(root|status|info.json|error|image|entrypoint|env|gpu|memory|cpus|pids|timeout|autosnapshot|network|egress|ports|start|snapshot|suspend|resume|terminate|exec|wait|console|usage|ps|snapshots|parent)$'
+	local f
+	for f in "$C"/* "$C"/.[!.]*; do
+		[ -e "$f" ] || continue
+		case ${f##*/} in
+		root | status | info.json | error | image | entrypoint | env | gpu | memory | cpus | pids) ;;
+		timeout | autosnapshot | network | egress | ports | start | snapshot | suspend) ;;
+		resume | terminate | exec | wait | console | usage | ps | snapshots | parent) ;;
+		*) echo "${f##*/}" ;;
+		esac
+	done
 }
 
 # --- sed -i --------------------------------------------------------------------------
