@@ -343,7 +343,8 @@ static void ll_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 		inside_create(req, parent, &dir, name, mode, fi);
 		return;
 	}
-	caller_of(req, false, &who);
+	/* Groups too: a bound scratch file's close writes as an open file would (fork). */
+	caller_of(req, true, &who);
 	int rc = inode_get(parent, &dir);
 	if (rc < 0)
 		fuse_reply_err(req, -rc);
@@ -595,6 +596,8 @@ static void ll_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		caller_of(req, false, &who);
 		strbuf_reset(&dh->buf);
 		rc = tree_list(&dh->node, &who, dir_add, &df);
+		if (rc == 0) /* and the caller's scratch files (fs/replace.h) */
+			rc = replace_list(&dh->node, &who, dir_add, &df);
 	}
 	/* The kernel stops at a record cut by @size and asks again from its offset. */
 	if (rc == 0) {
