@@ -525,8 +525,10 @@ static void report_framing(struct fs_file *f, int rc)
 	tree_report(&f->node, &f->who, rc, &e);
 }
 
-static void write_lines(fuse_req_t req, struct fs_file *f, const char *buf, size_t size,
-			uint64_t owner)
+/* Frame @size bytes written by @owner and act on the lines they complete, under @p: the write's
+ * answer. */
+static int write_act(struct fs_file *f, const char *buf, size_t size, uint64_t owner,
+		     struct pending *p)
 {
 	_cleanup_strbuf_ struct strbuf lines = STRBUF_INIT;
 	pthread_mutex_lock(&f->lock);
@@ -540,22 +542,31 @@ static void write_lines(fuse_req_t req, struct fs_file *f, const char *buf, size
 		f->collect_refused = true;
 	pthread_mutex_unlock(&f->lock);
 
+	/* The line too long is refused first and answers the write; the others still act. */
+	if (framing < 0)
+		report_framing(f, framing);
+	int rc = act_lines(f, &lines, p);
+	return framing < 0 ? framing : rc;
+}
+
+static void write_lines(fuse_req_t req, struct fs_file *f, const char *buf, size_t size,
+			uint64_t owner)
+{
 	struct pending *p = pending_start(req, PENDING_WRITE, size, 0);
 	if (!p) {
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	/* The line too long is refused first and answers the write; the others still act. */
-	if (framing < 0)
-		report_framing(f, framing);
-	int rc = act_lines(f, &lines, p);
-	pending_done(p, framing < 0 ? framing : rc, NULL, 0);
+	pending_done(p, write_act(f, buf, size, owner, p), NULL, 0);
 }
 
-static void flush_lines(fuse_req_t req, struct fs_file *f, uint64_t owner)
+/*
+ * Is @owner's FLUSH of @f the writer's close? Then the line left without a
+ * newline goes into @lines (*@framing: its framing error).
+ */
+static bool flush_take(struct fs_file *f, uint64_t owner, struct strbuf *lines, int *framing)
 {
 	const struct fs_entry *ent = f->node.ent;
-	_cleanup_strbuf_ struct strbuf lines = STRBUF_INIT;
 	pthread_mutex_lock(&f->lock);
 	/*
 	 * Another descriptor table closing its copy: the writer may go on
@@ -564,26 +575,66 @@ static void flush_lines(fuse_req_t req, struct fs_file *f, uint64_t owner)
 	 */
 	bool writers = ent->write && (f->flags & O_ACCMODE) != O_RDONLY &&
 		       (f->writer == 0 || f->writer == owner);
-	int framing = writers ? ctl_lines_flush(&f->lines, collect_line, &lines) : 0;
+	*framing = writers ? ctl_lines_flush(&f->lines, collect_line, lines) : 0;
 	pthread_mutex_unlock(&f->lock);
-	if (!writers) {
-		fuse_reply_err(req, 0);
-		return;
-	}
+	return writers;
+}
 
-	struct pending *p = pending_start(req, PENDING_ERR, 0, 0);
-	if (!p) {
-		fuse_reply_err(req, ENOMEM);
-		return;
-	}
-	int rc = framing < 0 ? framing : act_lines(f, &lines, p);
+/* The writer's close: the last line and the row's .flush act under @p; the close's answer. */
+static int flush_act(struct fs_file *f, const struct strbuf *lines, int framing, struct pending *p)
+{
+	const struct fs_entry *ent = f->node.ent;
+	int rc = framing < 0 ? framing : act_lines(f, lines, p);
 	if (rc == 0 && ent->flush) {
 		struct err e = {0};
 		rc = ent->flush(f, p, &e);
 		if (rc < 0)
 			tree_report(&f->node, &f->who, rc, &e);
 	}
-	pending_done(p, rc, NULL, 0);
+	return rc;
+}
+
+static void flush_lines(fuse_req_t req, struct fs_file *f, uint64_t owner)
+{
+	_cleanup_strbuf_ struct strbuf lines = STRBUF_INIT;
+	int framing;
+	if (!flush_take(f, owner, &lines, &framing)) {
+		fuse_reply_err(req, 0);
+		return;
+	}
+	struct pending *p = pending_start(req, PENDING_ERR, 0, 0);
+	if (!p) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	pending_done(p, flush_act(f, &lines, framing, p), NULL, 0);
+}
+
+/*
+ * What open(O_WRONLY), one write of @data and close() do, as one request:
+ * the open file is @who's, so the lines act, are refused and are reported
+ * exactly as a shell's `printf ... > file` would; @req gets the write's
+ * error, else the close's, once all the work they started has completed.
+ */
+void file_replace(fuse_req_t req, const struct fs_node *n, const struct caller *who,
+		  const char *data, size_t len)
+{
+	struct fs_file *f;
+	int rc = file_open(n, who, O_WRONLY, &f);
+	struct pending *p = rc == 0 ? pending_start(req, PENDING_ERR, 0, 0) : NULL;
+	if (!p) {
+		fuse_reply_err(req, rc < 0 ? -rc : ENOMEM);
+		if (rc == 0)
+			file_release(f);
+		return;
+	}
+	const uint64_t owner = (uintptr_t)f; /* the one writer: this call */
+	_cleanup_strbuf_ struct strbuf lines = STRBUF_INIT;
+	int framing;
+	rc = len ? write_act(f, data, len, owner, p) : 0;
+	int closed = flush_take(f, owner, &lines, &framing) ? flush_act(f, &lines, framing, p) : 0;
+	pending_done(p, rc < 0 ? rc : closed, NULL, 0);
+	file_release(f);
 }
 
 /* An early answer (EINTR) lets the kernel release @f while these still run. */

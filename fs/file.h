@@ -90,6 +90,13 @@ void file_read(fuse_req_t req, struct fs_file *f, size_t size, off_t off);
 void file_write(fuse_req_t req, struct fs_file *f, const char *buf, size_t size, uint64_t owner);
 void file_flush(fuse_req_t req, struct fs_file *f, uint64_t owner);
 void file_poll(fuse_req_t req, struct fs_file *f, struct fuse_pollhandle *ph);
+/*
+ * A rename onto @n (fs/replace.c): @data as one open(O_WRONLY), write and
+ * close of @n by @who would write it, through the same framing, acts and
+ * reports; @req is answered with the result once the work is done.
+ */
+void file_replace(fuse_req_t req, const struct fs_node *n, const struct caller *who,
+		  const char *data, size_t len);
 
 /* --- for the row functions of sandboxes.c and snapshots.c ------------- */
 

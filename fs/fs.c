@@ -14,6 +14,7 @@
 #include "fs/inside.h"
 #include "fs/inode.h"
 #include "fs/notify.h"
+#include "fs/replace.h"
 #include "fs/tree.h"
 
 struct fs {
@@ -107,8 +108,10 @@ static void ll_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	caller_of(req, false, &who);
 	int rc = inode_get(parent, &dir);
 	if (rc == 0)
-		rc = tree_child(&dir, name, &who, &child);
+		rc = replace_lookup(&dir, name, &who, &child); /* 1: a scratch file */
 	if (rc == 0)
+		rc = tree_child(&dir, name, &who, &child);
+	if (rc >= 0)
 		rc = reply_entry(req, &who, &child);
 	/* A plain error, not an entry with ino 0: the kernel caches no negative entry. */
 	if (rc < 0)
@@ -182,8 +185,9 @@ static int setattr_check(const struct fs_node *n, const struct caller *who, cons
 		rc = err_set(&e, EINVAL, "%s: only a truncate to 0 is accepted", n->path);
 	if (rc < 0)
 		tree_report(n, who, rc, &e);
-	else if (to_set & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID))
-		rc = -EPERM;
+	else if ((to_set & (FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) &&
+		 !n->ent->write)
+		rc = -EPERM; /* a writable file's are taken and ignored: fs/replace.h */
 	return rc;
 }
 
@@ -203,7 +207,6 @@ static void truncate_size(const struct fs_node *n, int to_set, struct stat *st)
 static void ll_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 		       struct fuse_file_info *fi)
 {
-	(void)fi;
 	struct fs_node n;
 	struct stat st;
 	struct caller who;
@@ -212,6 +215,10 @@ static void ll_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		return;
 	}
 	int rc = node_stat(req, ino, &n, &who, &st);
+	if (rc == 0 && replace_is_scratch(&n)) {
+		replace_setattr(req, &n, &who, attr, to_set, fi);
+		return;
+	}
 	if (rc == 0)
 		rc = setattr_check(&n, &who, attr, to_set);
 	if (rc == 0)
@@ -351,8 +358,9 @@ static void ll_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 }
 
 /*
- * The tree's names are fixed: nothing is created, linked or renamed, nor
- * unlinked but with its sandbox (remove_part()), but under root/
+ * The tree's names are fixed: nothing is linked, only scratch files are
+ * created and renamed (fs/replace.h), and unlinked but with their sandbox
+ * (remove_part()), but under root/
  * (fs/inside.c), where only device nodes, FIFOs and sockets are not made
  * (EPERM: the mount is nodev).
  */
@@ -367,10 +375,18 @@ static void ll_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 		      struct fuse_file_info *fi)
 {
 	struct fs_node dir;
-	if (goes_inside(parent, &dir))
+	struct caller who;
+	if (goes_inside(parent, &dir)) {
 		inside_create(req, parent, &dir, name, mode, fi);
+		return;
+	}
+	/* Groups too: a bound scratch file's close writes as an open file would (fork). */
+	caller_of(req, true, &who);
+	int rc = inode_get(parent, &dir);
+	if (rc < 0)
+		fuse_reply_err(req, -rc);
 	else
-		fuse_reply_err(req, EACCES);
+		replace_create(req, &dir, &who, name, fi);
 }
 
 static void ll_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -383,7 +399,11 @@ static void ll_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 	}
 	caller_of(req, false, &who);
 	int rc = inode_get(parent, &dir);
+	/* A scratch file, or a file the caller may write (install, mv); else a part of its sandbox.
+	 */
 	if (rc == 0)
+		rc = replace_unlink(&dir, &who, name);
+	if (rc == -EPERM)
 		rc = remove_part(&dir, name, &who);
 	fuse_reply_err(req, -rc);
 }
@@ -402,10 +422,24 @@ static void ll_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
 {
 	struct fs_node dir, newdir;
 	bool from = goes_inside(parent, &dir), to = goes_inside(newparent, &newdir);
-	if (from && to)
+	struct caller who;
+	if (from && to) {
 		inside_rename(req, parent, &dir, name, newparent, &newdir, newname, flags);
+		return;
+	}
+	if (from || to) {
+		fuse_reply_err(req, EXDEV);
+		return;
+	}
+	/* Groups too: a rename onto sandboxes' files writes as an open file would (file.c). */
+	caller_of(req, true, &who);
+	int rc = inode_get(parent, &dir);
+	if (rc == 0)
+		rc = inode_get(newparent, &newdir);
+	if (rc < 0)
+		fuse_reply_err(req, -rc);
 	else
-		fuse_reply_err(req, from || to ? EXDEV : EPERM);
+		replace_rename(req, &dir, name, &newdir, newname, flags, &who);
 }
 
 static void ll_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
@@ -472,6 +506,10 @@ static void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 	caller_of(req, true, &who);
 	int rc = inode_get(ino, &n);
+	if (rc == 0 && replace_is_scratch(&n)) {
+		replace_open(req, &n, &who, fi);
+		return;
+	}
 	if (rc == 0 && S_ISDIR(n.ent->mode))
 		rc = -EISDIR;
 	/* A refusal here is the mode's, not a request's: nothing is recorded (fs/tree.h). */
@@ -494,6 +532,8 @@ static void ll_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 {
 	if (inside_owns(ino))
 		inside_read(req, size, off, fi);
+	else if (replace_handle(fi))
+		replace_read(req, size, off, fi);
 	else
 		file_read(req, file_of(fi), size, off);
 }
@@ -503,6 +543,8 @@ static void ll_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 {
 	if (inside_owns(ino))
 		inside_write(req, buf, size, off, fi);
+	else if (replace_handle(fi))
+		replace_write(req, buf, size, off, fi);
 	else /* control files are streams of lines: no offset */
 		file_write(req, file_of(fi), buf, size, fi->lock_owner);
 }
@@ -511,6 +553,8 @@ static void ll_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	if (inside_owns(ino))
 		fuse_reply_err(req, 0); /* each write reached the sandbox already */
+	else if (replace_handle(fi))
+		replace_flush(req, fi);
 	else
 		file_flush(req, file_of(fi), fi->lock_owner);
 }
@@ -519,6 +563,10 @@ static void ll_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 {
 	if (inside_owns(ino)) {
 		inside_release(req, fi);
+		return;
+	}
+	if (replace_handle(fi)) {
+		replace_release(req, fi);
 		return;
 	}
 	file_release(file_of(fi));
@@ -537,7 +585,7 @@ static void ll_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_f
 static void ll_poll(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 		    struct fuse_pollhandle *ph)
 {
-	if (inside_owns(ino))
+	if (inside_owns(ino) || replace_handle(fi))
 		fuse_reply_err(req, ENOSYS); /* the kernel then takes files as always ready */
 	else
 		file_poll(req, file_of(fi), ph);
@@ -612,6 +660,8 @@ static void ll_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		caller_of(req, false, &who);
 		strbuf_reset(&dh->buf);
 		rc = tree_list(&dh->node, &who, dir_add, &df);
+		if (rc == 0) /* and the caller's scratch files (fs/replace.h) */
+			rc = replace_list(&dh->node, &who, dir_add, &df);
 	}
 	/* The kernel stops at a record cut by @size and asks again from its offset. */
 	if (rc == 0) {

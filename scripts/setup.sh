@@ -9,7 +9,8 @@
 #                              clang-format (the format check),
 #                              debhelper, lintian, scdoc, man-db, systemd-analyze and
 #                              python3 (make deb, the package and unit tests),
-#                              promtool (Debian's prometheus: the metrics test)
+#                              promtool (Debian's prometheus: the metrics test),
+#                              ansible-core (test_replace.sh: Ansible's copy and lineinfile)
 #
 # Idempotent: every step is skipped when what it installs is already there, and
 # `apt-get update` runs only when something has to be installed.
@@ -127,6 +128,7 @@ fi
 test_pkgs=()
 [ -x /usr/bin/aws ] || test_pkgs+=(awscli) # Debian's, not another on PATH
 command -v jq >/dev/null 2>&1 || test_pkgs+=(jq)
+command -v ansible >/dev/null 2>&1 || test_pkgs+=(ansible-core) # test_replace.sh
 command -v zstd >/dev/null 2>&1 || test_pkgs+=(zstd)
 command -v nft >/dev/null 2>&1 || test_pkgs+=(nftables) # the network test lists the ruleset
 command -v ip >/dev/null 2>&1 || test_pkgs+=(iproute2)   # and makes its namespaces
