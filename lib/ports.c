@@ -1,6 +1,7 @@
 /* ports.c - published ports as text (ports.h). */
 #include "lib/ports.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -8,7 +9,7 @@
 _Static_assert(PORTS_SANDBOX_MAX * sizeof("65535 65535\n") <= PORTS_TEXT_MAX,
 	       "a whole record fits its field");
 
-#define USAGE "write PORT, PORT HOSTPORT or close PORT (each 1 to 65535)"
+#define USAGE "write PORT, PORT HOSTPORT, PORT ADDRESS:HOSTPORT or close PORT (each 1 to 65535)"
 
 /*
  * The decimal number at *@s, up to a space, newline or the end, from @min
@@ -35,6 +36,30 @@ static void skip_spaces(const char **s)
 		(*s)++;
 }
 
+/*
+ * `ADDRESS:` at *@s, a dotted IPv4 address as a read of `ports` shows it
+ * (at most 15 bytes, then a colon): advances *@s past the colon. No colon
+ * in the word: nothing named, true. A bad address: false.
+ */
+static bool address(const char **s, struct ports_line *out)
+{
+	char text[INET_ADDRSTRLEN];
+	size_t n = strcspn(*s, ": \t\n");
+	if ((*s)[n] != ':')
+		return true;
+	if (n == 0 || n >= sizeof(text))
+		return false;
+	memcpy(text, *s, n);
+	text[n] = '\0';
+	struct in_addr a;
+	if (inet_pton(AF_INET, text, &a) != 1)
+		return false;
+	out->has_address = true;
+	out->address = a.s_addr;
+	*s += n + 1;
+	return true;
+}
+
 int ports_line_parse(const char *line, struct ports_line *out, struct err *e)
 {
 	const char *s = line;
@@ -48,7 +73,7 @@ int ports_line_parse(const char *line, struct ports_line *out, struct err *e)
 	bool ok = number(&s, 1, &out->port);
 	skip_spaces(&s);
 	if (ok && out->verb == PORTS_PUBLISH && *s) {
-		ok = number(&s, 1, &out->host_port);
+		ok = address(&s, out) && number(&s, 1, &out->host_port);
 		skip_spaces(&s);
 	}
 	if (ok && !*s)

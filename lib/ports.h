@@ -29,7 +29,7 @@ struct ports {
 };
 
 enum ports_verb {
-	PORTS_PUBLISH, /* `PORT` or `PORT HOSTPORT` */
+	PORTS_PUBLISH, /* `PORT`, `PORT HOSTPORT` or `PORT ADDRESS:HOSTPORT` (a read's line) */
 	PORTS_CLOSE,   /* `close PORT` */
 };
 
@@ -37,9 +37,15 @@ struct ports_line {
 	enum ports_verb verb;
 	uint16_t port;
 	uint16_t host_port; /* 0: one the kernel picks */
+	bool has_address;   /* `ADDRESS:HOSTPORT`: the line names the address it listens on */
+	uint32_t address;   /* that IPv4 address, in network byte order */
 };
 
-/* One line written to `ports`: 0, or -EINVAL with the sentence in @e. */
+/*
+ * One line written to `ports`: 0, or -EINVAL with the sentence in @e. A
+ * publish may give its host port as a read shows it, `ADDRESS:HOSTPORT`
+ * (a dotted IPv4 address), so that a read's lines can be written back.
+ */
 int ports_line_parse(const char *line, struct ports_line *out, struct err *e);
 /* A spec's `ports`: sandbox ports separated by spaces (host ports 0); -EINVAL with a sentence. */
 int ports_list_parse(const char *words, struct ports *out, struct err *e);

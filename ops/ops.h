@@ -397,13 +397,20 @@ bool ops_wait_cancel(void *ctx);
 int ops_timeout_parse(const char *text, int64_t *seconds, enum timeout_action *action,
 		      struct err *e);
 int ops_autosnap_parse(const char *text, int64_t *every_s, int64_t *keep, struct err *e);
-/* Write `timeout` or `autosnapshot` of sandbox @id (any state but terminated or failed). */
+/*
+ * Write `timeout` or `autosnapshot` of sandbox @id (any state but terminated
+ * or failed). The setting in force written again changes nothing, its
+ * countdown included; another arms the clock anew.
+ */
 int ops_sandbox_set_timeout(const struct caller *who, const char *id, const char *text,
 			    struct err *e);
 int ops_sandbox_set_autosnap(const struct caller *who, const char *id, const char *text,
 			     struct err *e);
-/* What a read of them shows of row @sb: "SECONDS-LEFT ACTION\n" or "0\n"; "every=S keep=N\n" or
- * "0\n". */
+/*
+ * What a read of them shows of row @sb, the settings as written:
+ * "SECONDS ACTION\n" or "0\n" (the seconds left are info.json's);
+ * "every=S keep=N\n" or "0\n".
+ */
 int ops_sandbox_timeout_text(const struct sandbox *sb, struct strbuf *out);
 /*
  * The `egress` file (runtime/net/net.h): allow/deny CIDR lines, first match
@@ -420,9 +427,13 @@ int ops_sandbox_autosnap_text(const struct sandbox *sb, struct strbuf *out);
  * --- published ports (ops/ops_ports.c, docs/network.md) ---------------
  *
  * A line written to `ports`: `PORT` publishes the sandbox's port on a host
- * port the kernel picks, `PORT HOSTPORT` on that one, `close PORT` stops
- * it (EINVAL for another line, EADDRINUSE for a host port taken, EEXIST
- * for a port published already, ENOENT to close one that is not, EACCES
+ * port the kernel picks, `PORT HOSTPORT` (or `PORT ADDRESS:HOSTPORT`, as a
+ * read shows it) on that one, `close PORT` stops it. A line asking for a
+ * port published already on that host port changes nothing, so a read's
+ * lines written back are taken (EINVAL for another line or another
+ * address, EADDRINUSE for a host port taken, EEXIST for a port published
+ * already on another host port, or named bare, ENOENT to close one that
+ * is not, EACCES
  * for a host port below 1024 but for root, ENOSPC past PORTS_SANDBOX_MAX,
  * EBUSY once the sandbox is terminating, terminated or failed).
  */

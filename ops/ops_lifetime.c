@@ -167,42 +167,54 @@ struct lifetime_set {
 	int64_t a, b;	  /* its values: seconds and action, or every and keep */
 };
 
-static void apply_timeout(struct sandbox *sb, const struct lifetime_set *s, int64_t now)
+/*
+ * Each apply sets @s in @sb and says whether anything changed. The
+ * setting in force written again changes nothing: its running countdown
+ * (the deadline, the next tick) is kept, so a tool that writes back what
+ * it read (Ansible's unsafe_writes, a config-management run) re-arms
+ * nothing. Another setting arms the clock anew from @now.
+ */
+static bool apply_timeout(struct sandbox *sb, const struct lifetime_set *s, int64_t now)
 {
+	bool runs = CLOCK_RUNS & STATE_BIT(sb->state);
+	bool same = sb->timeout_s == s->a && (int64_t)sb->timeout_action == s->b;
+	/* A running clock without a deadline (one spent) is armed by the write. */
+	if (same && (!runs || sb->deadline_at || s->a == 0))
+		return false;
 	sb->timeout_s = s->a;
 	sb->timeout_action = (enum timeout_action)s->b;
-	sb->deadline_at = CLOCK_RUNS & STATE_BIT(sb->state) ? timeout_deadline(s->a, now) : 0;
+	sb->deadline_at = runs ? timeout_deadline(s->a, now) : 0;
+	return true;
 }
 
-static void apply_autosnap(struct sandbox *sb, const struct lifetime_set *s, int64_t now)
+static bool apply_autosnap(struct sandbox *sb, const struct lifetime_set *s, int64_t now)
 {
+	if (sb->autosnap_every_s == s->a && (s->a == 0 || sb->autosnap_keep == s->b))
+		return false;
 	sb->autosnap_every_s = s->a;
 	if (s->a > 0)
 		sb->autosnap_keep = s->b;
 	sb->autosnap_next_at = timeout_deadline(s->a, now);
+	return true;
 }
 
-/* Write setting @s of sandbox @id under the lock, then wake the timer. */
+/* Write setting @s of sandbox @id under the lock, then wake the timer (if it changed). */
 static int lifetime_write(const struct caller *who, const char *id, const struct lifetime_set *s,
-			  void (*apply)(struct sandbox *, const struct lifetime_set *, int64_t),
+			  bool (*apply)(struct sandbox *, const struct lifetime_set *, int64_t),
 			  struct err *e)
 {
+	bool changed = false;
 	struct sandbox sb;
 	pthread_mutex_lock(&ops.lock);
 	int rc = sandbox_find(who, id, &sb, e);
 	if (rc == 0 && !(LIFETIME_SETTABLE & STATE_BIT(sb.state)))
 		rc = err_set(e, EBUSY, "cannot set the %s of sandbox %s: it is %s", s->what, id,
 			     sandbox_state_name(sb.state));
-	if (rc == 0) {
-		apply(&sb, s, now_ms());
-		rc = row_sandbox_update(&sb);
-		if (rc < 0)
-			rc = err_set(e, EIO,
-				     "cannot set the %s of sandbox %s: registry write failed",
-				     s->what, id);
-	}
+	if (rc == 0 && (changed = apply(&sb, s, now_ms())) && row_sandbox_update(&sb) < 0)
+		rc = err_set(e, EIO, "cannot set the %s of sandbox %s: registry write failed",
+			     s->what, id);
 	pthread_mutex_unlock(&ops.lock);
-	if (rc == 0) {
+	if (rc == 0 && changed) {
 		ops_notify(OPS_OBJ_SANDBOX, id);
 		lifetime_kick();
 	}
@@ -248,12 +260,14 @@ static int64_t seconds_left(const struct sandbox *sb, int64_t now)
 	return ms > 0 ? (ms + 999) / 1000 : 0;
 }
 
+/* The setting as written, `SECONDS ACTION`: the countdown is info.json's, so a read is writable as
+ * is. */
 int ops_sandbox_timeout_text(const struct sandbox *sb, struct strbuf *out)
 {
 	if (sb->timeout_s <= 0)
 		strbuf_adds(out, "0\n");
 	else
-		strbuf_addf(out, "%lld %s\n", (long long)seconds_left(sb, now_ms()),
+		strbuf_addf(out, "%lld %s\n", (long long)sb->timeout_s,
 			    timeout_action_name(sb->timeout_action));
 	return strbuf_error(out);
 }

@@ -16,6 +16,7 @@
  */
 #include "ops/ops_internal.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -153,7 +154,28 @@ void ops_ports_snapshot(struct snapshot *snap, const struct sandbox *sb)
 		ports_encode(&p, false, snap->ports);
 }
 
-/* Publish or close per @pl in @sb (its row, read under ops.lock); @sb->ports changed on success. */
+/*
+ * A line that names the address (`PORT ADDRESS:HOSTPORT`, as a read shows
+ * it) names the one the listeners bind (--publish-address): another is
+ * EINVAL, since no port listens there.
+ */
+static int ports_address_check(const struct ports_line *pl, struct err *e)
+{
+	struct in_addr listen;
+	char named[INET_ADDRSTRLEN];
+	if (!pl->has_address ||
+	    (inet_pton(AF_INET, forward_address(), &listen) == 1 && listen.s_addr == pl->address))
+		return 0;
+	inet_ntop(AF_INET, &(struct in_addr){pl->address}, named, sizeof(named));
+	return err_set(e, EINVAL, "ports listen on %s only (--publish-address), not %s",
+		       forward_address(), named);
+}
+
+/*
+ * Publish or close per @pl in @sb (its row, read under ops.lock): 0 with
+ * @sb->ports changed; 1 when the line asks for what is already so (a read's
+ * line written back: that port published on that host port), nothing done.
+ */
 static int ops_ports_change(const struct caller *who, struct sandbox *sb,
 			    const struct ports_line *pl, struct err *e)
 {
@@ -163,7 +185,12 @@ static int ops_ports_change(const struct caller *who, struct sandbox *sb,
 	int at = ports_find(&p, pl->port);
 	uint16_t bound = 0;
 	unsigned below;
-	int rc = 0;
+	int rc = ports_address_check(pl, e);
+	if (rc < 0)
+		return rc;
+	if (pl->verb == PORTS_PUBLISH && at >= 0 && pl->host_port &&
+	    p.v[at].host_port == pl->host_port)
+		return 1;
 	if (pl->verb == PORTS_CLOSE) {
 		if (at < 0)
 			return err_set(e, ENOENT, "port %u of sandbox %s is not published",
@@ -206,16 +233,17 @@ int ops_sandbox_ports(const struct caller *who, const char *id, const char *line
 	if (rc == 0 && !(PORTS_LIVE & STATE_BIT(sb.state)))
 		rc = err_set(e, EBUSY, "cannot change the ports of sandbox %s: it is %s", id,
 			     sandbox_state_name(sb.state));
-	if (rc == 0)
-		rc = ops_ports_change(who, &sb, &pl, e);
-	if (rc == 0 && row_sandbox_update(&sb) < 0) {
+	int same = 0;
+	if (rc == 0 && (same = ops_ports_change(who, &sb, &pl, e)) < 0)
+		rc = same;
+	if (rc == 0 && !same && row_sandbox_update(&sb) < 0) {
 		if (pl.verb == PORTS_PUBLISH)
 			forward_close(id, pl.port);
 		rc = err_set(e, EIO, "cannot change the ports of sandbox %s: registry write failed",
 			     id);
 	}
 	pthread_mutex_unlock(&ops.lock);
-	if (rc == 0)
+	if (rc == 0 && !same)
 		ops_notify(OPS_OBJ_SANDBOX, id);
 	return rc;
 }

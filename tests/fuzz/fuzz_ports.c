@@ -8,6 +8,10 @@
  * agrees; and ports_encode() of it writes back exactly the input (the
  * record has one spelling: no sign, no leading zero, one space, a newline
  * after each line). A refused one is -EINVAL.
+ *
+ * The same input is also a line written to `ports` (ports_line_parse(), a
+ * user's bytes): taken, it names a port 1..65535, a close names no host
+ * port and no address, and an address comes only with a host port.
  */
 #include "lib/ports.h"
 #include "tests/fuzz/fuzz.h"
@@ -32,6 +36,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		FUZZ_CHECK(memcmp(again.v, p.v, p.n * sizeof(p.v[0])) == 0);
 	} else {
 		FUZZ_CHECK(rc == -EINVAL);
+	}
+	struct ports_line pl;
+	struct err e = {0};
+	rc = ports_line_parse(record, &pl, &e);
+	FUZZ_CHECK(rc == 0 || (rc == -EINVAL && e.code == EINVAL));
+	if (rc == 0) {
+		FUZZ_CHECK(pl.port >= 1);
+		FUZZ_CHECK(pl.verb == PORTS_PUBLISH || (pl.host_port == 0 && !pl.has_address));
+		FUZZ_CHECK(!pl.has_address || pl.host_port >= 1);
 	}
 	free(record);
 	return 0;

@@ -73,6 +73,14 @@ static void ports_steps(void)
 	unsigned host = host_port_of("p", echo.port);
 	CHECK(host != 0 && echoes(host));
 	CHECK(ports_line("p", "%u", echo.port, 0) == -EEXIST);
+	/* A read's line written back (issue 24): taken, and nothing changes. */
+	xsnprintf(text, sizeof(text), "%u 127.0.0.1:%u", echo.port, host);
+	CHECK(ops_sandbox_ports(root, "p", text, &e) == 0 && host_port_of("p", echo.port) == host);
+	CHECK(ports_line("p", "%u %u", echo.port, host) == 0 &&
+	      host_port_of("p", echo.port) == host);
+	xsnprintf(text, sizeof(text), "%u 127.0.0.2:%u", echo.port, host);
+	CHECK(ops_sandbox_ports(root, "p", text, &e) == -EINVAL && strstr(e.msg, "127.0.0.1"));
+	CHECK(ports_line("p", "%u %u", echo.port, host == 65535 ? 65534 : host + 1) == -EEXIST);
 	CHECK(ports_line("p", "%u %u", 1, host) == -EADDRINUSE); /* taken: by p's own */
 	CHECK(host_port_of("p", 1) == 0);
 	uint16_t chosen = 0;

@@ -91,6 +91,47 @@ static void timeout_values_steps(void)
 	CHECK(sb_get("tv").deadline_at == 0 && sb_get("tv").timeout_s == 0);
 }
 
+/* @id's `timeout` as a read shows it. */
+static void timeout_reads(const char *id, const char *want)
+{
+	_cleanup_strbuf_ struct strbuf out = STRBUF_INIT;
+	struct sandbox sb = sb_get(id);
+	CHECK(ops_sandbox_timeout_text(&sb, &out) == 0);
+	CHECK_STR(strbuf_str(&out), want);
+}
+
+/*
+ * Settings read back as written (issue 24): `timeout` reads the setting,
+ * not a countdown; the setting in force written again keeps the deadline
+ * (and autosnapshot's next tick); another one arms it anew.
+ */
+static void timeout_rewrite_steps(void)
+{
+	struct err e = {0};
+	if (!run_sandbox("tw"))
+		return;
+	CHECK(ops_sandbox_set_timeout(root, "tw", "300", &e) == 0);
+	int64_t at = sb_get("tw").deadline_at;
+	CHECK(at > 0);
+	timeout_reads("tw", "300 terminate\n");
+	usleep(20 * 1000);
+	CHECK(ops_sandbox_set_timeout(root, "tw", "300 terminate", &e) == 0);
+	CHECK_MSG(sb_get("tw").deadline_at == at, "the same setting kept the deadline (%lld, %lld)",
+		  (long long)sb_get("tw").deadline_at, (long long)at);
+	CHECK(ops_sandbox_set_timeout(root, "tw", "300 suspend", &e) == 0);
+	CHECK_MSG(sb_get("tw").deadline_at > at, "another setting re-armed it");
+	timeout_reads("tw", "300 suspend\n");
+	CHECK(ops_sandbox_set_autosnap(root, "tw", "every=3600 keep=2", &e) == 0);
+	at = sb_get("tw").autosnap_next_at;
+	usleep(20 * 1000);
+	CHECK(ops_sandbox_set_autosnap(root, "tw", "keep=2 every=3600", &e) == 0);
+	CHECK_MSG(sb_get("tw").autosnap_next_at == at, "the same autosnapshot kept its next tick");
+	CHECK(ops_sandbox_set_autosnap(root, "tw", "every=3600 keep=3", &e) == 0);
+	CHECK(sb_get("tw").autosnap_next_at > at && sb_get("tw").autosnap_keep == 3);
+	CHECK(ops_sandbox_set_timeout(root, "tw", "0", &e) == 0);
+	timeout_reads("tw", "0\n");
+}
+
 /* Run sandbox @id with timeout @text; note its deadline for the next life. */
 static void timeout_noted(const char *id, const char *text)
 {
@@ -152,6 +193,7 @@ int main(void)
 		return t_done() || 1;
 	one_life("timeout-transitional", timeout_transitional_steps, NULL);
 	one_life("timeout-values", timeout_values_steps, NULL);
+	one_life("timeout-rewrite", timeout_rewrite_steps, NULL);
 	one_life("timeout-suspend-fails", timeout_suspend_fails_steps, NULL);
 	timeout_restart();
 	return t_ops_done("test_ops_timer");

@@ -1,6 +1,7 @@
 /* The `ports` file's lines and the record of published ports (lib/ports.h). */
 #include "lib/ports.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <string.h>
 
@@ -30,6 +31,20 @@ static void test_lines(void)
 	CHECK(parses("65535 65535", PORTS_PUBLISH, 65535, 65535));
 	CHECK(parses("close 8080", PORTS_CLOSE, 8080, 0));
 	CHECK(parses("close\t22", PORTS_CLOSE, 22, 0));
+	/* A read's line, `PORT ADDRESS:HOSTPORT`, is written back as it is. */
+	CHECK(parses("8080 127.0.0.1:40001", PORTS_PUBLISH, 8080, 40001));
+	struct ports_line pl;
+	struct err e = {0};
+	CHECK(ports_line_parse("80 10.1.2.3:81", &pl, &e) == 0 && pl.has_address &&
+	      pl.address == htonl(0x0a010203));
+	CHECK(ports_line_parse("80 81", &pl, &e) == 0 && !pl.has_address);
+	CHECK(refused("8080 127.0.0.1:"));
+	CHECK(refused("8080 127.0.0.1:0"));
+	CHECK(refused("8080 :40001"));
+	CHECK(refused("8080 localhost:40001"));
+	CHECK(refused("8080 1.2.3.4.5:40001"));
+	CHECK(refused("8080 127.0.0.1:40001 x"));
+	CHECK(refused("close 127.0.0.1:8080"));
 	CHECK(refused(""));
 	CHECK(refused("close"));
 	CHECK(refused("close "));
