@@ -123,6 +123,12 @@ static inline ops_done_fn file_op_fn(const struct file_op *op)
 
 /* A one-word control file: parse the words, run the row's action. */
 int file_action_write(struct fs_file *f, const char *line, struct pending *p, struct err *e);
+/*
+ * Its read: nothing. An action has no value to give back, but the file is
+ * 0600, not 0200: `tar`, `rsync -a` and `cat *` of a directory then take it
+ * as an empty file instead of failing on it (issue 24).
+ */
+int file_empty_read(const struct fs_node *n, const struct caller *who, struct strbuf *out);
 /* An ops_* call that makes an object for object @id (snapshot, fork, new): its id into @made. */
 typedef int (*file_make_fn)(const struct caller *who, const char *id, const void *arg,
 			    char made[ID_MAX], ops_done_fn done, void *ctx, struct err *e);

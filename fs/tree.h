@@ -31,10 +31,12 @@
  *     ops/ops_view.c.
  *  2. The row, in its directory's table: sandbox_files[] in
  *     fs/sandboxes.c, snapshot_files[] in fs/snapshots.c, root_files[] in
- *     fs/root.c. Its name, its mode (0400 read, 0200 write, 0600 both:
- *     owner-only under an object, see ops/access.h) and how it acts:
- *       - one-word actions ("1", "async"): .write = file_action_write and
- *         .action = the ops call (start, suspend, delete);
+ *     fs/root.c. Its name, its mode (0400 read, 0600 read and write:
+ *     owner-only under an object, see ops/access.h; no file is write-only,
+ *     so tar and rsync of a directory read every file) and how it acts:
+ *       - one-word actions ("1", "async"): .write = file_action_write,
+ *         .read = file_empty_read and .action = the ops call (start,
+ *         suspend, delete);
  *       - a line that sets a value: a .write (and a .read that gives it
  *         back), a small function beside the others (timeout_write);
  *       - work that makes objects and answers their ids (snapshot, fork,
@@ -107,7 +109,7 @@ enum fs_flags {
 
 struct fs_entry {
 	const char *name;     /* NULL for the dynamic child row */
-	mode_t mode;	      /* S_IFDIR | 0700, S_IFREG | 0400 / 0200 / 0600 ... */
+	mode_t mode;	      /* S_IFDIR | 0700, S_IFREG | 0400 / 0600 ... */
 	enum fs_scope scope;  /* FS_OBJECT rows: the scope they open */
 	unsigned flags;	      /* enum fs_flags */
 	fs_read_fn read;      /* regular files: content (the fresh read for rw files) */

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # shellcheck source-path=SCRIPTDIR disable=SC2016
 # Reading a directory of the tree whole (`cat *`, `grep -r`, `tar`, `find
-# -exec cat`) as root opens its write-only control files too (start,
-# terminate, suspend, resume, a snapshot's delete), and root's open of one is
-# refused by its mode (EACCES). Such an open is no request: it leaves the
+# -exec cat`) as root opens its action files too (start, terminate, suspend,
+# resume, a snapshot's delete). They read empty (issue 24: they were
+# write-only, and root's open of one was refused by its mode, EACCES); and a
+# refused open (a write to a read-only file) is no request: it leaves the
 # sandbox's `error` (and info.json's `message`) as they were and adds no line
-# to `errors` (docs/control-files.md, "Errors"). Before the fix each refusal
+# to `errors` (docs/control-files.md, "Errors"). Before issue 21 each refusal
 # replaced `error` with "<path> is write-only" and added a line to `errors`
 # (issue 21, item 12).
 #
@@ -35,11 +36,15 @@ before=$(what_is_recorded)
 error_before=$(rd "$A/error")
 check_match "a's error has a sentence" '[[:alpha:]]' "$error_before"
 
-# Each write-only file refuses root's read: the crawl below does meet refusals.
+# The action files read empty (0600 since issue 24; they were write-only, and
+# root's read of one was refused): a read of one starts nothing.
 for f in start suspend resume terminate; do
-	expect_errno EACCES "cat sandboxes/a/$f (write-only)" rd "$A/$f"
+	check_eq "cat sandboxes/a/$f reads empty" "" "$(rd "$A/$f")"
+	check_eq "sandboxes/a/$f is 0600" 600 "$(stat -c %a "$A/$f")"
 done
-expect_errno EACCES "cat snapshots/S/delete (write-only)" rd "$MNT/snapshots/$S/delete"
+check_eq "cat snapshots/S/delete reads empty" "" "$(rd "$MNT/snapshots/$S/delete")"
+check_eq "the snapshot is still there" completed "$(snap_status "$S")"
+check_eq "a still runs" running "$(sb_status a)"
 # A write the mode refuses, and a truncate: refused, and no request either.
 expect_errno EACCES "a write to the read-only status" wr "$A/status" running
 expect_errno EACCES "truncate -s 0 of the read-only status" truncate -s 0 "$A/status"

@@ -99,11 +99,12 @@ ansible_twice() {
 		"$(tr -d '\n' <<<"$out")"
 }
 if command -v ansible >/dev/null; then
-	for f in memory env entrypoint; do
+	for f in memory env entrypoint timeout; do
 		case $f in
 		memory) v=536870912 ;;
 		env) v=$'A=9\nB=2\nC=3' ;;
 		entrypoint) v='sleep 3' ;;
+		timeout) v='300 terminate' ;;
 		esac
 		ansible_twice "ansible copy to $f" copy \
 			"$(jq -cn --arg c "$v"$'\n' --arg d "$C/$f" '{content: $c, dest: $d}')" \
@@ -119,6 +120,11 @@ if command -v ansible >/dev/null; then
 	ansible_twice "ansible lineinfile on memory" lineinfile \
 		"$(jq -cn --arg p "$C/memory" '{path: $p, regexp: ".*", line: "268435456"}')" \
 		"$C/memory" 268435456
+	# unsafe_writes: Ansible writes the file in place; timeout reads back the setting, so
+	# the second run is ok (it re-armed the deadline every run when timeout read a countdown).
+	ansible_twice "ansible copy to timeout with unsafe_writes" copy \
+		"$(jq -cn --arg d "$C/timeout" '{content: "600 suspend\n", dest: $d, unsafe_writes: true}')" \
+		"$C/timeout" '600 suspend'
 	check_eq "Ansible left no scratch file" "" "$(scratch_left)"
 else
 	skip "ansible (ansible-core) is not installed: scripts/setup.sh --test"
