@@ -15,6 +15,7 @@
 #include "fs/inode.h"
 #include "fs/notify.h"
 #include "fs/replace.h"
+#include "fs/scratch.h"
 #include "fs/tree.h"
 
 struct fs {
@@ -352,6 +353,8 @@ static void ll_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 		rc = err_set(&e, EPERM, "%s is part of the tree and cannot be removed", child.path);
 	else
 		rc = d->rmdir(&child, &who, p, &e);
+	if (rc == 0) /* its scratch files and marks go with it (a new one may take the name) */
+		scratch_forget_dir(child.path);
 	if (rc < 0)
 		tree_report(&child, &who, rc, &e);
 	pending_done(p, rc, NULL, 0);
@@ -389,6 +392,22 @@ static void ll_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 		replace_create(req, &dir, &who, name, fi);
 }
 
+/*
+ * An unlink's answer from remove_part()'s @part (0: a part of a sandbox
+ * rmdir would remove, rm -rf's) and replace_unlink()'s @scratch (0: a
+ * scratch file gone, or a writable file marked for the create of install
+ * or mv). Either taken is 0: a removable sandbox's file is taken even when
+ * no mark could be made (EDQUOT), so rm -rf never fails on the count.
+ * Else the scratch store's errno, unless it only says "not mine" (EPERM)
+ * of a tree file remove_part() refused (EBUSY while its sandbox runs).
+ */
+static int unlink_answer(int part, int scratch)
+{
+	if (part == 0 || scratch == 0)
+		return 0;
+	return scratch == -EPERM && part != -ENOENT ? part : scratch;
+}
+
 static void ll_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct fs_node dir;
@@ -399,12 +418,8 @@ static void ll_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 	}
 	caller_of(req, false, &who);
 	int rc = inode_get(parent, &dir);
-	/* A scratch file, or a file the caller may write (install, mv); else a part of its sandbox.
-	 */
 	if (rc == 0)
-		rc = replace_unlink(&dir, &who, name);
-	if (rc == -EPERM)
-		rc = remove_part(&dir, name, &who);
+		rc = unlink_answer(remove_part(&dir, name, &who), replace_unlink(&dir, &who, name));
 	fuse_reply_err(req, -rc);
 }
 

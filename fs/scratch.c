@@ -344,6 +344,18 @@ int scratch_unlink(uid_t uid, const char *path)
 	return e ? 0 : -ENOENT;
 }
 
+void scratch_forget_dir(const char *dir)
+{
+	const size_t len = strlen(dir);
+	pthread_mutex_lock(&store.lock);
+	for (struct entry *e = store.head, *next; e; e = next) {
+		next = e->next; /* unname() may free e */
+		if (e->named && strncmp(e->path, dir, len) == 0 && e->path[len] == '/')
+			unname(e);
+	}
+	pthread_mutex_unlock(&store.lock);
+}
+
 int scratch_each(uid_t uid, const char *dir, int (*fn)(const char *name, void *arg), void *arg)
 {
 	char names[SCRATCH_FILES_MAX][SCRATCH_PATH_MAX];

@@ -103,6 +103,13 @@ int scratch_unlink(uid_t uid, const char *path);
  * @dir (a node path), the lock not held; a non-zero return stops.
  */
 int scratch_each(uid_t uid, const char *dir, int (*fn)(const char *name, void *arg), void *arg);
+/*
+ * Every uid's names under directory @dir (a node path) go: its object was
+ * removed (rmdir, rm -rf), and a sandbox made again under the same name
+ * must not find its files hidden by marks or its directory holding old
+ * scratch files. Open files keep their entries until their last close.
+ */
+void scratch_forget_dir(const char *dir);
 /* Entries @uid holds now, and their bytes (metrics, tests). */
 void scratch_usage(uid_t uid, unsigned *files, size_t *bytes);
 /* Drop every entry, open or not (shutdown, tests). */

@@ -36,10 +36,18 @@ ok "it is gone" test ! -e "$MNT/sandboxes/live"
 check_lacks "sandboxes/index no longer lists it" live "$(rd "$MNT/sandboxes/index")"
 check_eq "its snapshot stays" completed "$(snap_status "$S")"
 
+# The marks the rm -rf above left (2 s each, 16 at most a uid) expire first, so that
+# this one's make their own.
+sleep 2.2
 ok "mkdir sandboxes/fresh" mkdir "$MNT/sandboxes/fresh"
 ok "rm -rf of a created sandbox succeeds" rm -rf "$MNT/sandboxes/fresh"
 ok "fresh is gone" test ! -e "$MNT/sandboxes/fresh"
 ok "the name can be made again" mkdir "$MNT/sandboxes/fresh"
+# rm -rf's unlinks of writable files leave marks (fs/replace.h: for install); they go
+# with the sandbox, so the new one's files are seen at once.
+check_eq "the new fresh's memory is there at once" 2147483648 "$(rd "$MNT/sandboxes/fresh/memory")"
+ok "and takes a write" wr "$MNT/sandboxes/fresh/image" busybox
+check_eq "which reads back" busybox "$(rd "$MNT/sandboxes/fresh/image")"
 
 stop_daemon
 finish

@@ -101,7 +101,7 @@ check_eq "start is U1's, 0600 (an action file reads empty)" "$UID1 600" "$(owner
 check_eq "U1 reads its env" "SECRET=u1-secret-value" "$(as "$U1" cat "$B/env")"
 check_eq "U1 execs in it" "$(printf 'hi-from-u1\nexit 0')" \
 	"$(uwr_read "$U1" "$B/exec" 'echo hi-from-u1')"
-check_eq "root/ is U1's, 0700" "$UID1 700" "$(owner_mode "$B/root")"
+check_eq "root/ (root's target) is U1's, 0700" "$UID1 700" "$(owner_mode "$B/root/")"
 check_contains "U1 lists its sandbox's root/" bin "$(as "$U1" ls "$B/root")"
 check_eq "U1 reads a world-readable file inside" "$(cat "$IMAGES/busybox/etc/passwd" 2>/dev/null || echo none)" \
 	"$(as "$U1" cat "$B/root/etc/passwd" 2>/dev/null || echo none)"

@@ -84,10 +84,27 @@ static void test_bounds(void)
 	scratch_reset();
 }
 
+/* A removed directory takes every uid's names under it, marks and files, and only those. */
+static void test_forget_dir(void)
+{
+	uint64_t id, found;
+	CHECK(scratch_mark(7, "sandboxes/a/memory") == 0);
+	CHECK(scratch_create(8, "sandboxes/a/sedX", false, &id) == 0);
+	scratch_close(id);
+	CHECK(scratch_create(8, "sandboxes/ab/sedY", false, &id) == 0);
+	scratch_close(id);
+	scratch_forget_dir("sandboxes/a");
+	CHECK(scratch_lookup(7, "sandboxes/a/memory", &found) == 0);
+	CHECK(scratch_lookup(8, "sandboxes/a/sedX", &found) == 0);
+	CHECK(scratch_lookup(8, "sandboxes/ab/sedY", &found) == 1);
+	scratch_reset();
+}
+
 int main(void)
 {
 	test_names();
 	test_marks();
+	test_forget_dir();
 	test_bounds();
 	return t_done();
 }
