@@ -16,6 +16,12 @@ struct replace_file {
 	struct fs_node node; /* a copy: the inode may be forgotten while the file is open */
 	struct caller who;   /* who opened it: a bound file's close writes as them */
 	atomic_bool wrote;   /* written since the last FLUSH */
+	/*
+	 * The descriptor table (lock_owner) of the last write: only its close
+	 * applies a bound file, as fs/file.c's flush_take() decides, so a
+	 * child that inherited the descriptor and exits applies nothing.
+	 */
+	_Atomic uint64_t writer;
 };
 
 static struct replace_file *rfile_of(const struct fuse_file_info *fi)
@@ -237,7 +243,8 @@ static int rename_target(const struct fs_node *newdir, const char *newname,
 	rc = tree_child(newdir, newname, who, target);
 	if (rc == -ENOENT)
 		return target->ent ? -EACCES : 0;
-	if (rc == 0 && tree_open_check(target, who, O_WRONLY) < 0)
+	/* A file without a write (a link: root, parent, source) is no target, whatever its mode. */
+	if (rc == 0 && (!target->ent->write || tree_open_check(target, who, O_WRONLY) < 0))
 		rc = -EACCES;
 	if (rc == 0 && seen == -ENOENT)
 		scratch_unlink(who->uid, target->path);
@@ -328,6 +335,7 @@ void replace_write(fuse_req_t req, const char *buf, size_t size, off_t off,
 		fuse_reply_err(req, (int)-n);
 		return;
 	}
+	atomic_store(&rf->writer, fi->lock_owner);
 	atomic_store(&rf->wrote, true);
 	fuse_reply_write(req, (size_t)n);
 }
@@ -343,7 +351,9 @@ void replace_flush(fuse_req_t req, struct fuse_file_info *fi)
 	struct scratch_info si;
 	struct fs_node dir, target;
 	_cleanup_strbuf_ struct strbuf data = STRBUF_INIT;
-	if (!atomic_exchange(&rf->wrote, false) || scratch_info(rf->id, &si) < 0 || !si.bound) {
+	const uint64_t writer = atomic_load(&rf->writer);
+	if ((writer && writer != fi->lock_owner) || !atomic_exchange(&rf->wrote, false) ||
+	    scratch_info(rf->id, &si) < 0 || !si.bound) {
 		fuse_reply_err(req, 0);
 		return;
 	}

@@ -82,6 +82,21 @@ expect_errno EINVAL "printf junk > memory: the same errno" wr "$C/memory" junk
 ok "a temp file for a read-only target" bash -c 'printf "running\n" >"$1"' - "$C/s.tmp"
 expect_errno EACCES "mv s.tmp status (read-only)" mv "$C/s.tmp" "$C/status"
 check_eq "the refused rename onto status left no scratch file" "" "$(scratch_left)"
+# A link (root) has no write, whatever its 0777 says: EACCES, not a write through it
+# (before: the daemon called the row's missing write and died, SEGV).
+ok "a temp file for a link" bash -c 'printf "x\n" >"$1"' - "$C/l.tmp"
+expect_errno EACCES "rename(2) of l.tmp onto root (a link)" replace "$C/l.tmp" "$C/root"
+ok "the daemon still answers" test -f "$C/status"
+check_eq "root is still the link" .root "$(readlink "$C/root")"
+check_eq "the refused rename onto root left no scratch file" "" "$(scratch_left)"
+
+# A bound file is applied by its writer's close only: a child that inherited the
+# descriptor and exits (/bin/true) applies nothing (before: junk refused twice).
+n_errors=$(count_lines "$MNT/errors")
+ok "rm memory, then a group with a child writes it" bash -c \
+	'rm "$1" && { echo junk; /bin/true; echo 256M; } >"$1"' - "$C/memory"
+check_eq "the junk line was refused once" $((n_errors + 1)) "$(count_lines "$MNT/errors")"
+check_eq "memory unchanged by the refused write" 268435456 "$(rd "$C/memory")"
 
 # --- Ansible copy and lineinfile, twice each: the second run changes nothing ----------
 ansible_run() {
