@@ -77,7 +77,7 @@ static void usage_locked(uid_t uid, unsigned *files, size_t *bytes)
 		if (e->uid != uid)
 			continue;
 		(*files)++;
-		*bytes += e->len;
+		*bytes += e->cap; /* allocated, not written: resize_locked() */
 	}
 }
 
@@ -216,26 +216,43 @@ ssize_t scratch_read(uint64_t id, char *buf, size_t size, off_t off)
 	return n;
 }
 
-/* Make @e @len bytes long (new bytes zero), within the bounds. */
+/* What a file of @len bytes is given: a power of two from 4 KiB, at most SCRATCH_FILE_MAX. */
+static size_t cap_for(size_t len)
+{
+	if (len == 0)
+		return 0;
+	size_t cap = 4096;
+	while (cap < len)
+		cap *= 2;
+	return cap > SCRATCH_FILE_MAX ? SCRATCH_FILE_MAX : cap;
+}
+
+/*
+ * Make @e @len bytes long (new bytes zero), within the bounds. The bytes
+ * counted are the ones allocated (usage_locked() sums cap): a file grown
+ * and then truncated gives its memory back, so what a uid holds in the
+ * daemon is what its count says.
+ */
 static int resize_locked(struct entry *e, size_t len)
 {
 	if (len > SCRATCH_FILE_MAX)
 		return -EFBIG;
-	unsigned files;
-	size_t bytes;
-	usage_locked(e->uid, &files, &bytes);
-	if (len > e->len && bytes + (len - e->len) > SCRATCH_BYTES_MAX)
-		return -EDQUOT;
-	if (len > e->cap) {
-		size_t cap = e->cap ? e->cap : 4096;
-		while (cap < len)
-			cap *= 2;
-		cap = cap > SCRATCH_FILE_MAX ? SCRATCH_FILE_MAX : cap;
-		char *data = realloc(e->data, cap);
-		if (!data)
+	size_t cap = cap_for(len);
+	if (cap > e->cap || cap < e->cap / 4) {
+		unsigned files;
+		size_t bytes;
+		usage_locked(e->uid, &files, &bytes);
+		if (cap > e->cap && bytes - e->cap + cap > SCRATCH_BYTES_MAX)
+			return -EDQUOT;
+		char *data = cap ? realloc(e->data, cap) : NULL;
+		if (cap && !data && cap > e->cap)
 			return -ENOMEM;
-		e->data = data;
-		e->cap = cap;
+		if (!cap)
+			free(e->data);
+		if (data || !cap) { /* a shrink that failed keeps the old block */
+			e->data = data;
+			e->cap = cap;
+		}
 	}
 	if (len > e->len)
 		memset(e->data + e->len, 0, len - e->len);
