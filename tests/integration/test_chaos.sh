@@ -92,7 +92,7 @@ inv() {
 
 sql() { sqlite3 -cmd ".timeout 5000" "$STATE/registry.db" "$1" 2>/dev/null; }
 sb_list() { rd "$MNT/sandboxes/index"; }   # "<id> <status>" a line
-snap_list() { rd "$MNT/snapshots/index"; } # "<id> <status> <sandbox>" a line
+snap_list() { rd "$MNT/snapshots/index"; } # "<id> <status> <sandbox> <name>" a line
 sbs_in() { sb_list | awk -v s="$1" '$2 == s { print $1 }'; }
 snaps_in() { snap_list | awk -v s="$1" '$2 == s { print $1 }'; }
 in_pool() {
@@ -288,7 +288,7 @@ start_op() {
 	snapshot | suspend | resume | terminate) file=$MNT/sandboxes/$TARGET/$OP ;;
 	fork | delete) file=$MNT/snapshots/$TARGET/$OP ;;
 	esac
-	# snapshot and fork answer the new id on the same open file; the others are write-only.
+	# snapshot and fork answer the new id on the same open file; the others answer nothing.
 	[ "$OP" = snapshot ] || [ "$OP" = fork ] && how=wr_read
 	rm -f "$T/op.out" "$T/op.rc"
 	(
@@ -341,7 +341,7 @@ settle() {
 # record_new_snapshots SB: a snapshot of SB this round made holds the token written before it.
 record_new_snapshots() {
 	local id st sb
-	while read -r id st sb; do
+	while read -r id st sb _; do
 		[ -n "${SNAP_TOK[$id]+x}" ] && continue
 		if [ "$sb" = "$1" ] && [ -n "${SB_CTR[$sb]+x}" ]; then
 			SNAP_TOK[$id]=${SB_TOK[$sb]}
