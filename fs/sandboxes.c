@@ -437,7 +437,7 @@ static const struct fs_entry sandbox_files[] = {
     {"console", S_IFREG | 0400, .log = &console_log},
     {"usage", S_IFREG | 0400, .flags = FS_NOSIZE, .read = usage_read},
     {"snapshots", S_IFDIR | 0700, .dir = &snaplinks_dir},
-    {"root", S_IFLNK | 0777, .link = root_link},
+    {"root", S_IFLNK | 0777, .flags = FS_STABLE_LINK, .link = root_link},
     {INSIDE_DIR, S_IFDIR | 0700, .flags = FS_INSIDE | FS_UNLISTED},
     {"ps", S_IFREG | 0400, .flags = FS_NOSIZE, .read = ps_read, .exists = ps_exists},
     {"parent", S_IFLNK | 0777, .exists = parent_exists, .link = parent_link},

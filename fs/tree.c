@@ -248,7 +248,7 @@ double tree_timeout(const struct fs_node *n)
 {
 	if (shared && (n->ent->flags & FS_OBJECT))
 		return 0.0;
-	return S_ISDIR(n->ent->mode) ? DIR_TIMEOUT : 0.0;
+	return S_ISDIR(n->ent->mode) || (n->ent->flags & FS_STABLE_LINK) ? DIR_TIMEOUT : 0.0;
 }
 
 /* The inode number a listing shows: the kernel's if it holds one, else a stable made-up one. */

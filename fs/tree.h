@@ -105,6 +105,12 @@ enum fs_flags {
 	/* Left out of listings, found by name, as /proc's thread ids: what crawlers must not read.
 	 */
 	FS_UNLISTED = 1 << 11,
+	/*
+	 * A link whose target never changes (root -> .root): the kernel keeps
+	 * its entry as a directory's, so a path through root/ costs no lookup
+	 * of it each time, only its readlink.
+	 */
+	FS_STABLE_LINK = 1 << 12,
 };
 
 struct fs_entry {
