@@ -6,14 +6,7 @@
 # close and terminate stopping them, a restart opening them again on the
 # same host ports. The daemon runs in a network namespace of the test's own
 # (unshare -n, its loopback brought up), so nothing listens on the host's.
-if [ "${SNAPFS_PORTS_NETNS:-}" != 1 ]; then
-	SNAPFS_PORTS_NETNS=1 exec unshare -n -- "$BASH" "$0" "$@"
-fi
-if [ "$(readlink /proc/self/ns/net)" = "$(readlink /proc/1/ns/net)" ]; then
-	echo "not in a network namespace of our own: refusing to touch any interface" >&2
-	exit 1
-fi
-ip link set lo up || exit 1 # the loopback of our own namespace, made by unshare
+. "$(dirname "$0")/lib_netns.sh"
 . "$(dirname "$0")/lib.sh"
 
 start_daemon || bail "the daemon mounts"

@@ -17,14 +17,7 @@
 #
 # The daemon runs in a network namespace of the test's own (unshare -n), as
 # test_ports.sh's does, so the published ports listen on no host address.
-if [ "${SNAPFS_READBACK_NETNS:-}" != 1 ]; then
-	SNAPFS_READBACK_NETNS=1 exec unshare -n -- "$BASH" "$0" "$@"
-fi
-if [ "$(readlink /proc/self/ns/net)" = "$(readlink /proc/1/ns/net)" ]; then
-	echo "not in a network namespace of our own: refusing to touch any interface" >&2
-	exit 1
-fi
-ip link set lo up || exit 1 # the loopback of our own namespace, made by unshare
+. "$(dirname "$0")/lib_netns.sh"
 . "$(dirname "$0")/lib.sh"
 
 start_daemon || bail "the daemon mounts"
