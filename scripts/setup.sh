@@ -12,6 +12,7 @@
 #                              promtool (Debian's prometheus: the metrics test),
 #                              ansible-core (test_replace.sh: Ansible's copy and lineinfile)
 #                              inotify-tools (test_watch.sh)
+#                              shellcheck (tests/check-shell.sh: every shell script)
 #
 # Idempotent: every step is skipped when what it installs is already there, and
 # `apt-get update` runs only when something has to be installed.
@@ -136,6 +137,7 @@ command -v ip >/dev/null 2>&1 || test_pkgs+=(iproute2)   # and makes its namespa
 command -v curl >/dev/null 2>&1 || test_pkgs+=(curl)     # and fetches a published port
 command -v rsync >/dev/null 2>&1 || test_pkgs+=(rsync)   # test_crawl_tools.sh: rsync -a of the mount
 command -v inotifywait >/dev/null 2>&1 || test_pkgs+=(inotify-tools) # test_watch.sh
+command -v shellcheck >/dev/null 2>&1 || test_pkgs+=(shellcheck) # tests/check-shell.sh
 # NodeSource's nodejs ships npm itself; ask for Debian's npm only when there is none.
 command -v node >/dev/null 2>&1 || test_pkgs+=(nodejs)
 command -v npm >/dev/null 2>&1 || test_pkgs+=(npm)

@@ -472,6 +472,7 @@ use_s3rver_credentials() {
 
 # start_s3rver [PORT]: s3rver on PORT (default: a free one) over $S3_DIR (kept across
 # restarts); sets S3_PID, S3_PORT.
+# shellcheck disable=SC2120 # test_s3_restart and test_s3_daemons pass the port of a restart
 start_s3rver() {
 	local log=$T/s3rver.log i
 	: >"$log"

@@ -92,7 +92,7 @@ ok "the runsc container is gone or stopped" \
 ok "rmdir a terminated sandbox" rmdir "$sb"
 ok "it is gone" test ! -e "$sb"
 check_eq "its files are gone from the state directory, nothing set aside left" "" \
-	"$(ls -A "$STATE/sandboxes" | grep -E '^(web|\.removed-)')"
+	"$(find "$STATE/sandboxes" -mindepth 1 -maxdepth 1 \( -name web -o -name '.removed-*' \) -printf '%f\n')"
 check_lacks "index no longer lists it" "web " "$(rd "$MNT/sandboxes/index")"
 ok "a gone sandbox's name can be used again" mkdir "$sb"
 ok "rmdir of a sandbox never started (docs/control-files.md)" rmdir "$sb"

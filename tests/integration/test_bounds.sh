@@ -226,7 +226,7 @@ for j in events errors; do
 	ok "$j.jsonl was rotated" test -f "$STATE/$j.jsonl.1"
 	ok "$j.jsonl stays under the cap" test "$size" -le "$JOURNAL_MAX"
 	ok "$j.jsonl.1 stays under the cap" test "${prev/none/0}" -le "$JOURNAL_MAX"
-	check_eq "no third generation of $j.jsonl" "" "$(ls "$STATE" | grep -E "^$j\.jsonl\.[2-9]")"
+	check_eq "no third generation of $j.jsonl" "" "$(find "$STATE" -maxdepth 1 -name "$j.jsonl.[2-9]" -printf '%f\n')"
 done
 ok "mkdir sandboxes/after-rotations" mkdir "$MNT/sandboxes/after-rotations"
 ok "events keeps being appended" poll_until 15 events_have '"after-rotations"'
