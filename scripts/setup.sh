@@ -12,7 +12,7 @@
 #                              promtool (Debian's prometheus: the metrics test),
 #                              ansible-core (test_replace.sh: Ansible's copy and lineinfile)
 #                              inotify-tools (test_watch.sh)
-#                              shellcheck (tests/check-shell.sh: every shell script)
+#                              the shellcheck package (tests/check-shell.sh)
 #
 # Idempotent: every step is skipped when what it installs is already there, and
 # `apt-get update` runs only when something has to be installed.
