@@ -98,6 +98,9 @@ build/asan/tests/unit/test_store_oom: LDLIBS += -Wl,--wrap=calloc
 # test_store_records counts the manifests a store reads: its objstore's gets go through the test.
 build/asan/tests/unit/test_store_records: LDLIBS += -Wl,--wrap=objstore_local_open
 
+# test_agent_plain tests a file of the agent (built with musl, not in LIB_SRCS) with the host's compiler.
+build/asan/tests/unit/test_agent_plain: build/asan/runtime/agent/inside/plain.o
+
 unit: $(UNIT_BINS)
 	@tests/run-unit.sh $(UNIT_BINS)
 

@@ -111,6 +111,17 @@ check_eq "its command holds no fd 3 (only 0 1 2 and ls's own)" "0 1 2 3" \
 check_eq "a script of several lines runs whole" "$(printf '1\n2\nexit 4')" \
 	"$(sb_exec box "$(printf 'echo 1\necho 2\nexit 4')")"
 check_lacks "ps leaves the waiting shell out" "/proc/self/fd/3" "$(rd "$MNT/sandboxes/box/ps")"
+# One simple command naming a program: the ready shell execs it in place (no fork), so it is
+# the leader of the exec's process group; with any syntax it runs as a child of the shell.
+stat=$(sb_run box 'cat /proc/self/stat')
+check_eq "a plain command runs in the shell's own process (pid = its group)" \
+	"$(echo "$stat" | cut -d' ' -f1)" "$(echo "$stat" | cut -d' ' -f5)"
+stat=$(sb_run box 'cat /proc/self/stat | cat')
+check_match "a pipeline runs as children of the shell" '^[0-9]+ \(cat\) ' "$stat"
+ok "whose pid is not its group's" test "$(echo "$stat" | cut -d' ' -f1)" != "$(echo "$stat" | cut -d' ' -f5)"
+check_eq "a plain command that is not there exits 127" "exit 127" \
+	"$(sb_exec box 'no-such-program-here' | tail -n 1)"
+check_eq "a builtin is still the shell's own" "$(printf 'x\nexit 0')" "$(sb_exec box 'echo x')"
 # The sandbox kills the waiting shell: the next exec spawns its own, and the one after is ready again.
 ok "the sandbox kills the waiting shell" sb_run box \
 	'for p in /proc/[0-9]*; do [ "${p#/proc/}" = $$ ] && continue; case "$(tr "\\0" " " <$p/cmdline 2>/dev/null)" in "sh /proc/self/fd/3 ") kill -9 ${p#/proc/};; esac; done'

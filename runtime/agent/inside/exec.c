@@ -18,7 +18,9 @@
  * request came. A shell reading a script forks for an external command
  * where `sh -c` would exec it: about the same cost as the exec of sh it
  * saves, so no command is slower. The keeper makes the next one when it is
- * idle (exec_ready_fill()); it is left out of `ps`. If the sandbox's code
+ * idle (exec_ready_fill()); it is left out of `ps`. One simple command
+ * naming a program is written as `exec CMD`, so the shell becomes it without
+ * a fork (plain.c says which). If the sandbox's code
  * killed it, the exec spawns `sh -c` as without one. The shell ends by
  * itself (an empty script) when the keeper does.
  */
@@ -149,14 +151,18 @@ pid_t exec_ready_pid(void)
  */
 static int ready_take(const char *line, size_t n, pid_t *pid, int *out)
 {
-	static const char prefix[] = "exec 3<&-\n";
-	char script[sizeof(prefix) + WIRE_CMD_MAX + 1];
+	static const char prefix[] = "exec 3<&-\n", in_place[] = "exec ";
+	char script[sizeof(prefix) + sizeof(in_place) + WIRE_CMD_MAX + 1];
 	if (ready.pid <= 0 || waitpid(ready.pid, NULL, WNOHANG) != 0) {
 		ready_drop();
 		return -1;
 	}
 	size_t len = sizeof(prefix) - 1;
 	memcpy(script, prefix, len);
+	if (exec_is_plain(line, n)) { /* plain.c: no fork for one external command */
+		memcpy(script + len, in_place, sizeof(in_place) - 1);
+		len += sizeof(in_place) - 1;
+	}
 	memcpy(script + len, line, n);
 	len += n;
 	script[len++] = '\n';

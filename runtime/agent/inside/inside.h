@@ -23,6 +23,7 @@
 #ifndef SNAPFS_AGENT_INSIDE_H
 #define SNAPFS_AGENT_INSIDE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <poll.h>
 #include <stdint.h>
@@ -64,6 +65,8 @@ void exec_step(int attached);
 void exec_ready_fill(void);
 /* Its pid (left out of PS), 0 if none. */
 pid_t exec_ready_pid(void);
+/* plain.c: may the ready shell `exec` @cmd (@n bytes) in its own process, without a fork? */
+bool exec_is_plain(const char *cmd, size_t n);
 
 /* --- channel.c: the channel the attach handed over --------------------------- */
 
