@@ -157,6 +157,16 @@ check_eq "an unreachable registry, in one line" \
 	"snapfs-image: cannot reach registry 127.0.0.1:1 (network unreachable or registry down): connection refused" \
 	"$(err1 x "docker://127.0.0.1:1/app:v1")"
 
+# Docker's own manifest format (what docker push writes): converted to OCI's to unpack.
+ok "push this platform's image in Docker's format" \
+	skopeo copy --quiet --format v2s2 --dest-tls-verify=false "oci:$T/idx1:v1" "docker://$REG/dock:v1"
+check_contains "the registry holds a Docker manifest" application/vnd.docker.distribution.manifest.v2+json \
+	"$(skopeo inspect --raw --tls-verify=false "docker://$REG/dock:v1")"
+check_match "it imports" '^sha256:[0-9a-f]{64}$' "$(import dock "docker://$REG/dock:v1" 2>&1)"
+check_eq "its tree" "$ARCH one" "$(cat "$IMAGES/dock/etc/platform" 2>&1)"
+ok "a single manifest has no index digest" test ! -e "$IMAGES/.oci/dock/$(tool digest dock | cut -d: -f2)/index-digest"
+ok "rm it" tool rm dock
+
 start_daemon || bail "the daemon mounts"
 
 check_eq "images/app/digest is the platform manifest's" "$d1" "$(rd "$MNT/images/app/digest")"
