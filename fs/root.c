@@ -162,15 +162,23 @@ static int image_info_read(const struct fs_node *n, const struct caller *who, st
 	(void)who;
 	char digest[DIGEST_MAX];
 	char path[PATH_MAX];
-	int rc = image_digest(n, digest);
-	if (rc == 0)
-		rc = images_path(ops_images(), n->id, path, sizeof(path));
+	struct image_source src;
+	struct err e = {0};
+	int rc = images_info(ops_images(), n->id, digest, &src, &e);
+	if (rc < 0)
+		return rc == -ENOENT ? rc : -EIO;
+	rc = images_path(ops_images(), n->id, path, sizeof(path));
 	if (rc < 0)
 		return rc;
 	cJSON *info = cJSON_CreateObject();
 	cJSON_AddStringToObject(info, "name", n->id);
 	cJSON_AddStringToObject(info, "digest", digest);
 	cJSON_AddStringToObject(info, "path", path);
+	/* Where an imported image came from (snapfs-image import): only when known. */
+	if (src.reference[0])
+		cJSON_AddStringToObject(info, "reference", src.reference);
+	if (src.index_digest[0])
+		cJSON_AddStringToObject(info, "index_digest", src.index_digest);
 	return json_print(out, info);
 }
 

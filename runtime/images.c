@@ -546,3 +546,52 @@ int images_each(struct images *im, int (*fn)(const char *name, void *arg), void 
 	free(list);
 	return rc;
 }
+
+/*
+ * One line of version @hex's file @file into @out ("" when it is absent),
+ * read bounded as untrusted text: without its newline it must pass
+ * text_ok(), and an index digest image_digest_ok() too.
+ */
+static int oci_read_line(struct images *im, const char *name, const char *hex, const char *file,
+			 char *out, size_t len, struct err *e)
+{
+	char path[PATH_MAX];
+	_cleanup_free_ char *buf = NULL;
+	size_t n = 0;
+	out[0] = '\0';
+	if (xsnprintf(path, sizeof(path), "%s/" OCI_DIR "/%s/%s/%s", im->dir, name, hex, file) < 0)
+		return err_set(e, ENAMETOOLONG, "image %s: path too long", name);
+	int rc = read_file(path, &buf, &n, len);
+	if (rc == -ENOENT)
+		return 0;
+	if (rc < 0)
+		return err_set(e, EIO, "image %s: cannot read %s: %s", name, path, strerror(-rc));
+	if (n > 0 && buf[n - 1] == '\n')
+		buf[--n] = '\0';
+	bool digest = strcmp(file, "index-digest") == 0;
+	if (n == 0 || strlen(buf) != n || !text_ok(buf, len) || (digest && !image_digest_ok(buf)))
+		return err_set(e, EIO, "image %s: %s is not %s", name, path,
+			       digest ? "a digest sha256:HEX" : "one line of text");
+	snprintf(out, len, "%s", buf);
+	return 0;
+}
+
+int images_info(struct images *im, const char *name, char digest[DIGEST_MAX],
+		struct image_source *src, struct err *e)
+{
+	char root[PATH_MAX], hex[IMAGES_OCI_HEX + 1];
+	memset(src, 0, sizeof(*src));
+	int rc = images_resolve(im, name, root, sizeof(root), hex, e);
+	if (rc < 0)
+		return rc;
+	if (!hex[0])
+		return tree_digest(im, name, root, digest, e);
+	rc = oci_read_digest(im, name, hex, digest, e);
+	if (rc == 0)
+		rc = oci_read_line(im, name, hex, "reference", src->reference,
+				   sizeof(src->reference), e);
+	if (rc == 0)
+		rc = oci_read_line(im, name, hex, "index-digest", src->index_digest,
+				   sizeof(src->index_digest), e);
+	return rc;
+}

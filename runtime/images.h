@@ -67,6 +67,27 @@ bool images_oci_link(const char *name, const char *target, char hex[IMAGES_OCI_H
  */
 int images_resolve(struct images *im, const char *name, char *root, size_t len,
 		   char hex[IMAGES_OCI_HEX + 1], struct err *e);
+/*
+ * Where an imported image's version came from, as snapfs-image left it
+ * beside the version (docs/images.md): the SOURCE it was last imported
+ * from (`docker://HOST/REPO:TAG`, a layout's path) and, for a registry's
+ * multi-platform index, that index's digest (the version's own digest is
+ * this host's platform manifest's). "" where unknown: a hand-made tree, or
+ * an image imported before snapfs-image kept them.
+ */
+#define IMAGES_REF_MAX 1024 /* a reference, NUL included (snapfs-image writes <= 1000 bytes) */
+struct image_source {
+	char reference[IMAGES_REF_MAX];
+	char index_digest[DIGEST_MAX];
+};
+/*
+ * images_pin()'s digest of @name and, for an imported image, the source of
+ * that same version (one look at the link, so the two always agree).
+ * Files that are there but not one line of text (a reference) or not a
+ * digest (the index's) fail with EIO and a sentence, as a bad digest does.
+ */
+int images_info(struct images *im, const char *name, char digest[DIGEST_MAX],
+		struct image_source *src, struct err *e);
 /* Image names, sorted. @fn returning non-zero stops the walk. */
 int images_each(struct images *im, int (*fn)(const char *name, void *arg), void *arg);
 

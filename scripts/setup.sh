@@ -2,7 +2,8 @@
 # setup.sh [--test] - install what snapfs needs on a Debian bookworm machine (run as root).
 #
 #   scripts/setup.sh           build dependencies, fuse3, busybox-static, runsc 20240729,
-#                              skopeo and umoci (snapfs-image import)
+#                              skopeo and umoci (snapfs-image import), sqlite3
+#                              (snapfs-image list and rm read the daemon's registry)
 #   scripts/setup.sh --test    the same, plus what the test suite uses: awscli, jq,
 #                              node/npm and @20minutes/s3rver (into tests/doubles/node_modules),
 #                              clang and its libFuzzer runtime (the fuzz targets),
@@ -13,6 +14,7 @@
 #                              ansible-core (test_replace.sh: Ansible's copy and lineinfile)
 #                              inotify-tools (test_watch.sh)
 #                              the shellcheck package (tests/check-shell.sh)
+#                              docker-registry, its service left stopped (test_image_registry.sh)
 #
 # Idempotent: every step is skipped when what it installs is already there, and
 # `apt-get update` runs only when something has to be installed.
@@ -118,6 +120,8 @@ oci_pkgs=()
 command -v skopeo >/dev/null 2>&1 || oci_pkgs+=(skopeo)
 command -v umoci >/dev/null 2>&1 || oci_pkgs+=(umoci)
 install_missing "skopeo, umoci" "${oci_pkgs[@]}"
+# snapfs-image list and rm: which sandboxes and snapshots use an image (the daemon's registry).
+if command -v sqlite3 >/dev/null 2>&1; then say "sqlite3: already installed"; else install_missing sqlite3 sqlite3; fi
 
 if [ ! -e /dev/fuse ]; then
 	say "loading the fuse module"
@@ -153,6 +157,18 @@ command -v man >/dev/null 2>&1 || test_pkgs+=(man-db)
 command -v systemd-analyze >/dev/null 2>&1 || test_pkgs+=(systemd)
 command -v python3 >/dev/null 2>&1 || test_pkgs+=(python3)
 install_missing "test tools" "${test_pkgs[@]}"
+
+# test_image_registry.sh runs its own docker-registry on 127.0.0.1 and a port
+# of its own; the package's service (every address, port 5000) is stopped and
+# disabled when this run installed it.
+if command -v docker-registry >/dev/null 2>&1; then
+	say "docker-registry: already installed"
+else
+	install_missing docker-registry docker-registry
+	if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
+		systemctl disable --now docker-registry.service || true
+	fi
+fi
 
 # promtool checks the metrics file (test_metrics.sh). Debian ships it only in
 # prometheus, whose install would start a Prometheus server on this host: take

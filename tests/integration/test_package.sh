@@ -46,7 +46,7 @@ depends=$(dpkg-deb -f "$DEB" Depends)
 check_contains "Depends: runsc (>= 0.0~20240729)" "runsc (>= 0.0~20240729)" "$depends"
 check_match "Depends: fuse3 (fusermount3 of ExecStop)" '(^|, )fuse3(,|$)' "$depends"
 recommends=$(dpkg-deb -f "$DEB" Recommends)
-for tool in skopeo umoci; do
+for tool in skopeo umoci sqlite3; do
 	check_match "Recommends: $tool (snapfs-image)" "(^|, )$tool(,|\$)" "$recommends"
 done
 check_contains "the description names snapfs-image" snapfs-image "$(dpkg-deb -f "$DEB" Description)"

@@ -218,6 +218,49 @@ static void link_image(const char *name, const char *target)
 	CHECK(symlink(target, path) == 0);
 }
 
+/* Where an imported version came from: its reference and index digest, each checked. */
+static void test_info(struct images *im)
+{
+	char d[DIGEST_MAX], big[IMAGES_REF_MAX + 8];
+	struct image_source src;
+	struct err e = {0};
+	make_tree("images/.oci/five/" HEX_A "/rootfs");
+	put("images/.oci/five/" HEX_A "/digest", "sha256:" HEX_A "\n");
+	link_image("five", ".oci/five/" HEX_A "/rootfs");
+	/* Neither file: both left empty (imported before snapfs-image kept them). */
+	CHECK(images_info(im, "five", d, &src, &e) == 0);
+	CHECK_STR(d, "sha256:" HEX_A);
+	CHECK_STR(src.reference, "");
+	CHECK_STR(src.index_digest, "");
+	put("images/.oci/five/" HEX_A "/reference", "docker://127.0.0.1:5000/app:v1\n");
+	put("images/.oci/five/" HEX_A "/index-digest", "sha256:" HEX_B "\n");
+	CHECK(images_info(im, "five", d, &src, &e) == 0);
+	CHECK_STR(src.reference, "docker://127.0.0.1:5000/app:v1");
+	CHECK_STR(src.index_digest, "sha256:" HEX_B);
+	/* Two lines, a control character, empty, too long, or an index digest that is none: EIO. */
+	put("images/.oci/five/" HEX_A "/reference", "a\nb\n");
+	CHECK(images_info(im, "five", d, &src, &e) == -EIO);
+	CHECK(strstr(e.msg, "/reference is not one line of text") != NULL);
+	put("images/.oci/five/" HEX_A "/reference", "a\033[2Jb");
+	CHECK(images_info(im, "five", d, &src, &e) == -EIO);
+	put("images/.oci/five/" HEX_A "/reference", "\n");
+	CHECK(images_info(im, "five", d, &src, &e) == -EIO);
+	memset(big, 'a', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	put("images/.oci/five/" HEX_A "/reference", big);
+	CHECK(images_info(im, "five", d, &src, &e) == -EIO);
+	big[IMAGES_REF_MAX - 1] = '\0'; /* the longest that fits */
+	put("images/.oci/five/" HEX_A "/reference", big);
+	CHECK(images_info(im, "five", d, &src, &e) == 0);
+	CHECK(strlen(src.reference) == IMAGES_REF_MAX - 1);
+	put("images/.oci/five/" HEX_A "/index-digest", "sha256:" HEX_B "x\n");
+	CHECK(images_info(im, "five", d, &src, &e) == -EIO);
+	CHECK(strstr(e.msg, "/index-digest is not a digest sha256:HEX") != NULL);
+	/* A hand-made tree: its tree digest, no source. */
+	CHECK(images_info(im, "one", d, &src, &e) == 0);
+	CHECK_STR(src.reference, "");
+}
+
 /* pin NAME: images_pin()'s result; its sentence into @e. */
 static int pin(struct images *im, const char *name, struct err *e)
 {
@@ -356,6 +399,7 @@ int main(void)
 		test_names(im);
 		test_oci_link();
 		test_oci(im);
+		test_info(im);
 		test_links_out(im);
 		test_subdir_trust(im);
 		test_digest(im);
