@@ -212,6 +212,30 @@ static int view_restore(const char *snap_id, const char *runtime_id, struct err 
 	return rc;
 }
 
+/* What `error` of a snapshot says of its view: a failure, cleared by a later success. */
+#define VIEW_ERROR_PREFIX "root/: "
+
+/* Snapshot @snap_id's `error`: why its view failed (@e), or none once one is ready. */
+static void view_note(const char *snap_id, const struct err *e)
+{
+	struct snapshot snap;
+	bool changed = false;
+	pthread_mutex_lock(&ops.lock);
+	if (row_snapshot_get(snap_id, &snap) == 0) {
+		if (e)
+			snprintf(snap.message, sizeof(snap.message), VIEW_ERROR_PREFIX "%.*s",
+				 (int)(sizeof(snap.message) - sizeof(VIEW_ERROR_PREFIX)), e->msg);
+		else if (str_has_prefix(snap.message, VIEW_ERROR_PREFIX))
+			snap.message[0] = '\0';
+		changed = e || !snap.message[0];
+		if (changed)
+			row_snapshot_update(&snap);
+	}
+	pthread_mutex_unlock(&ops.lock);
+	if (changed)
+		ops_notify(OPS_OBJ_SNAPSHOT, snap_id);
+}
+
 /* --- the jobs ------------------------------------------------------------------- */
 
 struct view_job {
@@ -246,6 +270,7 @@ static void start_job_run(void *arg)
 	struct err e = {0};
 	int64_t t0 = mono_ms();
 	int rc = view_restore(job->snap_id, job->runtime_id, &e);
+	view_note(job->snap_id, rc < 0 ? &e : NULL);
 	if (rc < 0)
 		report_job_failure(OPS_OBJ_SNAPSHOT, job->snap_id, "root", &e);
 	else

@@ -15,7 +15,14 @@ view_dirs() { find "$STATE/sandboxes" -mindepth 1 -maxdepth 1 -name '.view-*'; }
 # container_gone CID: runsc list of the daemon's root does not have it.
 container_gone() { [ -z "$(runsc_state_of "$1")" ]; }
 no_views() { [ -z "$(view_dirs)" ]; }
-no_process() { ! runsc_process_alive "$1"; }
+# no_process CID: no host process (sandbox, gofer, runsc) names container CID.
+no_process() {
+	local f
+	for f in /proc/[0-9]*/cmdline; do
+		tr '\0' ' ' 2>/dev/null <"$f" | grep -q -- "$1" && return 1
+	done
+	return 0
+}
 
 # A sandbox that writes its files once, then only sleeps: nothing in it moves
 # between a snapshot and its view but what the test changes through exec.
@@ -50,8 +57,10 @@ p1=$!
 timeout 120 cat "$RA/work/data/a.txt" >"$T/first2" 2>&1 &
 p2=$!
 BG_PIDS+=("$p1" "$p2")
-ok "a first read of A's file answers" wait "$p1"
-ok "a second first read at once answers too" wait "$p2"
+wait "$p1"
+check_eq "a first read of A's file answers" 0 "$?"
+wait "$p2"
+check_eq "a second first read at once answers too" 0 "$?"
 check_eq "A's a.txt is A's content" one "$(cat "$T/first1")"
 check_eq "and so is the other read's" one "$(cat "$T/first2")"
 check_eq "B's a.txt is B's content" two "$(rd "$RB/work/data/a.txt")"
@@ -67,7 +76,7 @@ check_contains "diff -r shows a.txt's change" "> two" "$diff_out"
 check_contains "diff -r names c.txt as only in B" "Only in $RB/work/data: c.txt" "$diff_out"
 check_lacks "diff -r does not name sub/b.txt" "b.txt" "$diff_out"
 
-ok "ls -lR of A's tree" timeout 120 ls -lR "$RA/work" >"$T/ls" 2>&1
+ok "ls -lR of A's tree" timeout 120 sh -c 'ls -lR "$1" >"$2"' sh "$RA/work" "$T/ls"
 check_contains "ls -lR lists sub/b.txt" "b.txt" "$(cat "$T/ls")"
 check_eq "grep -r finds A's content" "$RA/work/data/sub/b.txt:deep" \
 	"$(timeout 120 grep -r deep "$RA/work/data")"
