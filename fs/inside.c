@@ -21,7 +21,7 @@
 #define INSIDE_TIMEOUT_S 1.0
 
 struct node {
-	fuse_ino_t ino, parent; /* parent: an inside number, or root/'s tree number */
+	fuse_ino_t ino, parent;	  /* parent: an inside number, or root/'s tree number */
 	char id[OPS_VIEW_ID_MAX]; /* the sandbox, or a snapshot's view (ops/ops.h) */
 	char *name;
 	uint64_t nlookup;
@@ -111,8 +111,7 @@ static void root_id(const struct fs_node *root, char id[OPS_VIEW_ID_MAX])
  * number the kernel forgot; -ENAMETOOLONG past WIRE_PATH_MAX.
  */
 static int path_of(fuse_ino_t ino, const struct fs_node *root, const char *name,
-		   char id[OPS_VIEW_ID_MAX],
-		   char path[WIRE_PATH_MAX + 1])
+		   char id[OPS_VIEW_ID_MAX], char path[WIRE_PATH_MAX + 1])
 {
 	const char *parts[WIRE_PATH_MAX / 2];
 	size_t n = 0, len = 0;
@@ -392,8 +391,8 @@ void inside_lookup(fuse_req_t req, fuse_ino_t parent, const struct fs_node *root
 	struct inside_req r;
 	struct stat st;
 	int rc = req_begin(req, parent, root, name, &r);
-	if (rc == 0 &&
-	    view_wait(r.id, &(struct held_args){HELD_LOOKUP, req, parent, .root = root, .name = name}))
+	if (rc == 0 && view_wait(r.id, &(struct held_args){HELD_LOOKUP, req, parent, .root = root,
+							   .name = name}))
 		return;
 	if (rc == 0)
 		rc = ops_inside_stat(&r.who, r.id, r.path, &st, &r.e);
@@ -510,7 +509,8 @@ void inside_rename(fuse_req_t req, fuse_ino_t parent, const struct fs_node *root
 		   fuse_ino_t newparent, const struct fs_node *newroot, const char *newname,
 		   unsigned flags)
 {
-	char id[OPS_VIEW_ID_MAX], to_id[OPS_VIEW_ID_MAX], from[WIRE_PATH_MAX + 1], to[WIRE_PATH_MAX + 1];
+	char id[OPS_VIEW_ID_MAX], to_id[OPS_VIEW_ID_MAX], from[WIRE_PATH_MAX + 1],
+	    to[WIRE_PATH_MAX + 1];
 	struct caller who;
 	struct err e = {0};
 	who_of(req, &who);
@@ -531,7 +531,8 @@ void inside_rename(fuse_req_t req, fuse_ino_t parent, const struct fs_node *root
 void inside_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 		 const struct fs_node *newroot, const char *newname)
 {
-	char id[OPS_VIEW_ID_MAX], to_id[OPS_VIEW_ID_MAX], from[WIRE_PATH_MAX + 1], to[WIRE_PATH_MAX + 1];
+	char id[OPS_VIEW_ID_MAX], to_id[OPS_VIEW_ID_MAX], from[WIRE_PATH_MAX + 1],
+	    to[WIRE_PATH_MAX + 1];
 	struct stat st;
 	struct caller who;
 	struct err e = {0};
@@ -746,8 +747,8 @@ void inside_readdir(fuse_req_t req, size_t size, off_t off, struct fuse_file_inf
 	char id[OPS_VIEW_ID_MAX], path[WIRE_PATH_MAX + 1];
 	/* A listing is made at offset 0: of a view, once it is ready. */
 	if (off == 0 && path_of(dh->ino, dh->is_root ? &dh->root : NULL, NULL, id, path) == 0 &&
-	    view_wait(id, &(struct held_args){HELD_READDIR, req, 0, .size = size, .off = off,
-					       .fi = fi}))
+	    view_wait(
+		id, &(struct held_args){HELD_READDIR, req, 0, .size = size, .off = off, .fi = fi}))
 		return;
 	pthread_mutex_lock(&dh->lock);
 	if (off == 0)

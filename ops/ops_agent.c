@@ -211,6 +211,41 @@ void ops_agent_forget(const char *id)
 		entry_free(gone);
 }
 
+#define PRUNE_MAX 64
+
+void ops_agent_prune_views(void)
+{
+	struct {
+		char id[OPS_VIEW_ID_MAX];
+		char runtime_id[RUNTIME_ID_MAX];
+	} seen[PRUNE_MAX];
+	size_t n = 0;
+	pthread_mutex_lock(&agents.lock);
+	for (struct agent_entry *en = agents.list; en && n < PRUNE_MAX; en = en->next)
+		if (ops_is_view(en->id)) {
+			memcpy(seen[n].id, en->id, sizeof(seen[n].id));
+			memcpy(seen[n].runtime_id, en->runtime_id, sizeof(seen[n].runtime_id));
+			n++;
+		}
+	pthread_mutex_unlock(&agents.lock);
+	for (size_t i = 0; i < n; i++) {
+		if (snapview_current(seen[i].id, seen[i].runtime_id))
+			continue;
+		struct agent_entry **p = &agents.list, *gone = NULL;
+		pthread_mutex_lock(&agents.lock);
+		for (; *p; p = &(*p)->next)
+			if (!strcmp((*p)->id, seen[i].id) &&
+			    !strcmp((*p)->runtime_id, seen[i].runtime_id)) {
+				gone = *p;
+				*p = gone->next;
+				break;
+			}
+		pthread_mutex_unlock(&agents.lock);
+		if (gone)
+			entry_free(gone);
+	}
+}
+
 /*
  * The entry of @id's container @runtime_id (a new one for a new container),
  * with a reference to its agent.

@@ -714,6 +714,8 @@ int ops_agent_detach(const struct sandbox *sb, struct err *e);
 void ops_agent_after_checkpoint(const struct sandbox *sb, bool still_running);
 /* Sandbox @id's container is gone: its agent with it. */
 void ops_agent_forget(const char *id);
+/* The monitor's pass: forget the agents of views no longer up (snapview_current()). */
+void ops_agent_prune_views(void);
 /* An exec's output on its way (ops_agent_exec()). */
 struct exec_stream {
 	struct strbuf *out;					   /* appended to */
@@ -759,6 +761,8 @@ void ops_exec_forget(const char *id);
  */
 int snapview_container(const struct caller *who, const char *view_id,
 		       char runtime_id[RUNTIME_ID_MAX], struct err *e);
+/* Is @runtime_id the container of view @view_id, and is it ready? */
+bool snapview_current(const char *view_id, const char *runtime_id);
 /* The monitor's pass: tear down the views idle past their time. */
 void snapview_tick(void);
 /* Start-up: delete the views a daemon that ended left (their containers, directories). */

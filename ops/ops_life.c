@@ -152,6 +152,7 @@ static void *monitor_main(void *arg)
 			rows_flush(false);
 			monitor_sandboxes(); /* never the store: ops_sync.c's thread follows it */
 			snapview_tick();
+			ops_agent_prune_views();
 		}
 		first = false;
 		monitor_fds[0] = (struct pollfd){.fd = monitor_wake_fd, .events = POLLIN};

@@ -125,10 +125,9 @@ static int view_path(const char *snap_id, const char *leaf, char *out, size_t si
 /* Delete view container @runtime_id and the directory of @snap_id's view. */
 static void view_remove(const char *snap_id, const char *runtime_id)
 {
-	char dir[PATH_MAX], view_id[OPS_VIEW_ID_MAX];
+	char dir[PATH_MAX];
 	struct err e = {0};
-	snprintf(view_id, sizeof(view_id), "%c%s", OPS_VIEW_MARK, snap_id);
-	ops_agent_forget(view_id);
+	/* Its agent entry goes at the monitor's next pass (ops_agent_prune_views()). */
 	if (runtime_id[0] && runsc_delete(&ops.runsc, runtime_id, &e) < 0)
 		warning("cannot delete the view of snapshot %s (container %s): %s", snap_id,
 			runtime_id, e.msg);
@@ -406,6 +405,15 @@ int ops_snapview_want(const struct caller *who, const char *view_id, ops_view_re
 	pthread_mutex_unlock(&views.lock);
 	free(w);
 	return rc;
+}
+
+bool snapview_current(const char *view_id, const char *runtime_id)
+{
+	pthread_mutex_lock(&views.lock);
+	struct view *v = find_locked(view_id + 1);
+	bool current = v && v->state == VIEW_READY && strcmp(v->runtime_id, runtime_id) == 0;
+	pthread_mutex_unlock(&views.lock);
+	return current;
 }
 
 int snapview_container(const struct caller *who, const char *view_id,
