@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <search.h>
 #include <stdlib.h>
@@ -20,8 +21,8 @@
 #define INSIDE_TIMEOUT_S 1.0
 
 struct node {
-	fuse_ino_t ino, parent; /* parent: an inside number, or root/'s tree number */
-	char id[ID_MAX];	/* the sandbox */
+	fuse_ino_t ino, parent;	  /* parent: an inside number, or root/'s tree number */
+	char id[OPS_VIEW_ID_MAX]; /* the sandbox, or a snapshot's view (ops/ops.h) */
 	char *name;
 	uint64_t nlookup;
 	bool detached; /* removed or replaced: no longer found by name */
@@ -95,13 +96,22 @@ void inside_fini(void)
 	pthread_mutex_unlock(&table.lock);
 }
 
+/* The id root/ @root serves: its sandbox's, or its snapshot's view's (snapshots/<id>/root/). */
+static void root_id(const struct fs_node *root, char id[OPS_VIEW_ID_MAX])
+{
+	if (root->scope == SCOPE_SNAPSHOT)
+		snprintf(id, OPS_VIEW_ID_MAX, "%c%.*s", OPS_VIEW_MARK, ID_MAX - 1, root->id);
+	else
+		snprintf(id, OPS_VIEW_ID_MAX, "%.*s", ID_MAX - 1, root->id);
+}
+
 /*
  * The sandbox and the path inside it of @ino (a child of @parent named
  * @name, when @name is set): names joined from root/ down. -ESTALE for a
  * number the kernel forgot; -ENAMETOOLONG past WIRE_PATH_MAX.
  */
-static int path_of(fuse_ino_t ino, const struct fs_node *root, const char *name, char id[ID_MAX],
-		   char path[WIRE_PATH_MAX + 1])
+static int path_of(fuse_ino_t ino, const struct fs_node *root, const char *name,
+		   char id[OPS_VIEW_ID_MAX], char path[WIRE_PATH_MAX + 1])
 {
 	const char *parts[WIRE_PATH_MAX / 2];
 	size_t n = 0, len = 0;
@@ -112,7 +122,7 @@ static int path_of(fuse_ino_t ino, const struct fs_node *root, const char *name,
 		parts[n++] = name;
 	pthread_mutex_lock(&table.lock);
 	if (root && !inside_owns(ino))
-		snprintf(id, ID_MAX, "%.*s", ID_MAX - 1, root->id);
+		root_id(root, id);
 	while (inside_owns(ino) && rc == 0) {
 		struct node *nd = by_ino_locked(ino);
 		if (!nd || n == sizeof(parts) / sizeof(parts[0]))
@@ -120,7 +130,7 @@ static int path_of(fuse_ino_t ino, const struct fs_node *root, const char *name,
 		else {
 			parts[n++] = nd->name;
 			ino = nd->parent;
-			snprintf(id, ID_MAX, "%s", nd->id);
+			snprintf(id, OPS_VIEW_ID_MAX, "%s", nd->id);
 		}
 	}
 	path[0] = '\0';
@@ -259,7 +269,7 @@ static fuse_ino_t parent_ino(fuse_ino_t parent, const struct fs_node *root)
 struct inside_req {
 	struct caller who;
 	struct err e;
-	char id[ID_MAX];
+	char id[OPS_VIEW_ID_MAX];
 	char path[WIRE_PATH_MAX + 1];
 };
 
@@ -270,6 +280,98 @@ static int req_begin(fuse_req_t req, fuse_ino_t ino, const struct fs_node *root,
 	who_of(req, &r->who);
 	r->e = (struct err){0};
 	return path_of(ino, root, name, r->id, r->path);
+}
+
+/* @rc, or EROFS for a change asked of a snapshot's view (@id): its files are read-only. */
+static int writable(int rc, const char *id)
+{
+	return rc == 0 && ops_is_view(id) ? -EROFS : rc;
+}
+
+/* --- a snapshot's view: requests held until it is restored ------------------------- */
+
+enum held_kind { HELD_LOOKUP, HELD_GETATTR, HELD_READLINK, HELD_OPEN, HELD_READ, HELD_READDIR };
+
+/* What a held request needs to be made again: the arguments of its inside_*() call. */
+struct held_args {
+	enum held_kind kind;
+	fuse_req_t req;
+	fuse_ino_t ino;
+	const struct fs_node *root; /* HELD_LOOKUP of root/'s child */
+	const char *name;	    /* HELD_LOOKUP */
+	size_t size;		    /* HELD_READ, HELD_READDIR */
+	off_t off;
+	struct fuse_file_info *fi; /* HELD_OPEN, HELD_READ, HELD_READDIR */
+};
+
+/* A copy of them, kept until the view is ready (ops_snapview_want()). */
+struct held {
+	struct held_args a;
+	struct fs_node root;
+	char name[NAME_MAX + 1];
+	struct fuse_file_info fi;
+};
+
+static void held_replay(void *arg, int rc)
+{
+	struct held *h = arg;
+	struct held_args *a = &h->a;
+	if (rc < 0)
+		fuse_reply_err(a->req, -rc);
+	else if (a->kind == HELD_LOOKUP)
+		inside_lookup(a->req, a->ino, a->root ? &h->root : NULL, h->name);
+	else if (a->kind == HELD_GETATTR)
+		inside_getattr(a->req, a->ino);
+	else if (a->kind == HELD_READLINK)
+		inside_readlink(a->req, a->ino);
+	else if (a->kind == HELD_OPEN)
+		inside_open(a->req, a->ino, &h->fi);
+	else if (a->kind == HELD_READ)
+		inside_read(a->req, a->size, a->off, &h->fi);
+	else
+		inside_readdir(a->req, a->size, a->off, &h->fi);
+	free(h);
+}
+
+static struct held *held_copy(const struct held_args *a)
+{
+	struct held *h = calloc(1, sizeof(*h));
+	if (!h)
+		return NULL;
+	h->a = *a;
+	if (a->root)
+		h->root = *a->root;
+	if (a->name)
+		snprintf(h->name, sizeof(h->name), "%s", a->name);
+	if (a->fi)
+		h->fi = *a->fi;
+	return h;
+}
+
+/*
+ * For a request on @id: false when it may go on (a sandbox, or a view that
+ * is ready); true when it was answered (an error) or is held, never
+ * blocking this thread, until the view is restored: the thread that
+ * restored it then makes the request again from @a (a restore takes
+ * seconds; an interrupt does not end the wait, the restore's deadline does).
+ */
+static bool view_wait(const char *id, const struct held_args *a)
+{
+	struct caller who;
+	struct err e = {0};
+	if (!ops_is_view(id))
+		return false;
+	who_of(a->req, &who);
+	int rc = ops_snapview_want(&who, id, NULL, NULL, &e);
+	if (rc == 1) {
+		struct held *h = held_copy(a);
+		rc = h ? ops_snapview_want(&who, id, held_replay, h, &e) : -ENOMEM;
+		if (h && rc != 1)
+			free(h);
+	}
+	if (rc < 0)
+		fuse_reply_err(a->req, -rc);
+	return rc != 0;
 }
 
 /* The answer of a request that made or found @name under @parent: its entry, or @rc. */
@@ -289,6 +391,9 @@ void inside_lookup(fuse_req_t req, fuse_ino_t parent, const struct fs_node *root
 	struct inside_req r;
 	struct stat st;
 	int rc = req_begin(req, parent, root, name, &r);
+	if (rc == 0 && view_wait(r.id, &(struct held_args){HELD_LOOKUP, req, parent, .root = root,
+							   .name = name}))
+		return;
 	if (rc == 0)
 		rc = ops_inside_stat(&r.who, r.id, r.path, &st, &r.e);
 	reply_made(req, rc, parent, root, r.id, name, &st);
@@ -299,6 +404,8 @@ void inside_getattr(fuse_req_t req, fuse_ino_t ino)
 	struct inside_req r;
 	struct stat st;
 	int rc = req_begin(req, ino, NULL, NULL, &r);
+	if (rc == 0 && view_wait(r.id, &(struct held_args){HELD_GETATTR, req, ino, .root = NULL}))
+		return;
 	if (rc == 0)
 		rc = ops_inside_stat(&r.who, r.id, r.path, &st, &r.e);
 	if (rc < 0)
@@ -338,7 +445,7 @@ void inside_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_se
 	struct stat st;
 	struct ops_inside_attr set;
 	attr_set_of(attr, to_set, &set);
-	int rc = req_begin(req, ino, NULL, NULL, &r);
+	int rc = writable(req_begin(req, ino, NULL, NULL, &r), r.id);
 	if (rc == 0)
 		rc = ops_inside_setattr(&r.who, r.id, r.path, &set, &r.e);
 	if (rc == 0)
@@ -354,6 +461,8 @@ void inside_readlink(fuse_req_t req, fuse_ino_t ino)
 	struct inside_req r;
 	char target[WIRE_PATH_MAX + 1];
 	int rc = req_begin(req, ino, NULL, NULL, &r);
+	if (rc == 0 && view_wait(r.id, &(struct held_args){HELD_READLINK, req, ino, .root = NULL}))
+		return;
 	if (rc == 0)
 		rc = ops_inside_readlink(&r.who, r.id, r.path, target, sizeof(target), &r.e);
 	if (rc < 0)
@@ -367,7 +476,7 @@ void inside_mkdir(fuse_req_t req, fuse_ino_t parent, const struct fs_node *root,
 {
 	struct inside_req r;
 	struct stat st;
-	int rc = req_begin(req, parent, root, name, &r);
+	int rc = writable(req_begin(req, parent, root, name, &r), r.id);
 	if (rc == 0)
 		rc = ops_inside_mkdir(&r.who, r.id, r.path, mode, &st, &r.e);
 	reply_made(req, rc, parent, root, r.id, name, &st);
@@ -377,7 +486,7 @@ void inside_remove(fuse_ino_t parent, fuse_req_t req, const struct fs_node *root
 		   bool dir)
 {
 	struct inside_req r;
-	int rc = req_begin(req, parent, root, name, &r);
+	int rc = writable(req_begin(req, parent, root, name, &r), r.id);
 	if (rc == 0)
 		rc = ops_inside_remove(&r.who, r.id, r.path, dir, &r.e);
 	if (rc == 0)
@@ -390,7 +499,7 @@ void inside_symlink(fuse_req_t req, const char *target, fuse_ino_t parent,
 {
 	struct inside_req r;
 	struct stat st;
-	int rc = req_begin(req, parent, root, name, &r);
+	int rc = writable(req_begin(req, parent, root, name, &r), r.id);
 	if (rc == 0)
 		rc = ops_inside_symlink(&r.who, r.id, target, r.path, &st, &r.e);
 	reply_made(req, rc, parent, root, r.id, name, &st);
@@ -400,13 +509,15 @@ void inside_rename(fuse_req_t req, fuse_ino_t parent, const struct fs_node *root
 		   fuse_ino_t newparent, const struct fs_node *newroot, const char *newname,
 		   unsigned flags)
 {
-	char id[ID_MAX], to_id[ID_MAX], from[WIRE_PATH_MAX + 1], to[WIRE_PATH_MAX + 1];
+	char id[OPS_VIEW_ID_MAX], to_id[OPS_VIEW_ID_MAX], from[WIRE_PATH_MAX + 1],
+	    to[WIRE_PATH_MAX + 1];
 	struct caller who;
 	struct err e = {0};
 	who_of(req, &who);
 	int rc = path_of(parent, root, name, id, from);
 	if (rc == 0)
-		rc = path_of(newparent, newroot, newname, to_id, to);
+		rc = writable(path_of(newparent, newroot, newname, to_id, to), to_id);
+	rc = writable(rc, id);
 	/* Within one sandbox's root/: between two, a copy (the kernel's EXDEV makes mv copy). */
 	if (rc == 0 && strcmp(id, to_id) != 0)
 		rc = -EXDEV;
@@ -420,14 +531,16 @@ void inside_rename(fuse_req_t req, fuse_ino_t parent, const struct fs_node *root
 void inside_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 		 const struct fs_node *newroot, const char *newname)
 {
-	char id[ID_MAX], to_id[ID_MAX], from[WIRE_PATH_MAX + 1], to[WIRE_PATH_MAX + 1];
+	char id[OPS_VIEW_ID_MAX], to_id[OPS_VIEW_ID_MAX], from[WIRE_PATH_MAX + 1],
+	    to[WIRE_PATH_MAX + 1];
 	struct stat st;
 	struct caller who;
 	struct err e = {0};
 	who_of(req, &who);
 	int rc = path_of(ino, NULL, NULL, id, from);
 	if (rc == 0)
-		rc = path_of(newparent, newroot, newname, to_id, to);
+		rc = writable(path_of(newparent, newroot, newname, to_id, to), to_id);
+	rc = writable(rc, id);
 	if (rc == 0 && strcmp(id, to_id) != 0)
 		rc = -EXDEV;
 	if (rc == 0)
@@ -452,7 +565,7 @@ static void open_flags(struct fuse_file_info *fi)
 void inside_create(fuse_req_t req, fuse_ino_t parent, const struct fs_node *root, const char *name,
 		   mode_t mode, struct fuse_file_info *fi)
 {
-	char id[ID_MAX], path[WIRE_PATH_MAX + 1];
+	char id[OPS_VIEW_ID_MAX], path[WIRE_PATH_MAX + 1];
 	struct stat st;
 	struct caller who;
 	struct err e = {0};
@@ -460,7 +573,7 @@ void inside_create(fuse_req_t req, fuse_ino_t parent, const struct fs_node *root
 	struct fuse_entry_param ep = {
 	    .generation = 1, .attr_timeout = INSIDE_TIMEOUT_S, .entry_timeout = INSIDE_TIMEOUT_S};
 	who_of(req, &who);
-	int rc = path_of(parent, root, name, id, path);
+	int rc = writable(path_of(parent, root, name, id, path), id);
 	if (rc == 0)
 		rc =
 		    ops_inside_open(&who, id, path, fi->flags | O_CREAT, mode & 07777, &f, &st, &e);
@@ -483,12 +596,16 @@ void inside_create(fuse_req_t req, fuse_ino_t parent, const struct fs_node *root
 
 void inside_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	char id[ID_MAX], path[WIRE_PATH_MAX + 1];
+	char id[OPS_VIEW_ID_MAX], path[WIRE_PATH_MAX + 1];
 	struct caller who;
 	struct err e = {0};
 	struct ops_inside_file *f = NULL;
 	who_of(req, &who);
 	int rc = path_of(ino, NULL, NULL, id, path);
+	if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC))
+		rc = writable(rc, id);
+	if (rc == 0 && view_wait(id, &(struct held_args){HELD_OPEN, req, ino, .fi = fi}))
+		return;
 	if (rc == 0)
 		rc = ops_inside_open(&who, id, path, fi->flags & ~O_CREAT, 0, &f, NULL, &e);
 	if (rc < 0) {
@@ -505,6 +622,9 @@ void inside_read(fuse_req_t req, size_t size, off_t off, struct fuse_file_info *
 {
 	struct caller who;
 	struct err e = {0};
+	if (view_wait(ops_inside_file_id(file_of(fi)),
+		      &(struct held_args){HELD_READ, req, 0, .size = size, .off = off, .fi = fi}))
+		return;
 	who_of(req, &who);
 	size = size < WIRE_DATA_MAX ? size : WIRE_DATA_MAX;
 	_cleanup_free_ char *buf = malloc(size ? size : 1);
@@ -602,7 +722,7 @@ void inside_opendir(fuse_req_t req, fuse_ino_t ino, const struct fs_node *root,
 
 static int dir_list(fuse_req_t req, struct inside_dirh *dh)
 {
-	char id[ID_MAX], path[WIRE_PATH_MAX + 1];
+	char id[OPS_VIEW_ID_MAX], path[WIRE_PATH_MAX + 1];
 	struct caller who;
 	struct err e = {0};
 	struct dir_fill df = {req, &dh->buf};
@@ -624,6 +744,12 @@ void inside_readdir(fuse_req_t req, size_t size, off_t off, struct fuse_file_inf
 	_cleanup_free_ char *copy = NULL;
 	size_t n = 0;
 	int rc = 0;
+	char id[OPS_VIEW_ID_MAX], path[WIRE_PATH_MAX + 1];
+	/* A listing is made at offset 0: of a view, once it is ready. */
+	if (off == 0 && path_of(dh->ino, dh->is_root ? &dh->root : NULL, NULL, id, path) == 0 &&
+	    view_wait(
+		id, &(struct held_args){HELD_READDIR, req, 0, .size = size, .off = off, .fi = fi}))
+		return;
 	pthread_mutex_lock(&dh->lock);
 	if (off == 0)
 		rc = dir_list(req, dh);

@@ -129,6 +129,19 @@ static int fork_write(struct fs_file *f, const char *line, struct pending *p, st
 	return rc < 0 ? rc : file_ids_action(f, p, w.async, fork_make, &opts, e);
 }
 
+/*
+ * root -> .root: the snapshot's own files, read-only, as sandboxes/<id>/root
+ * is a sandbox's (fs/sandboxes.c): a crawler follows no link, so a walk of
+ * the mount starts no view (a hidden restore, ops/ops_snapview.c).
+ */
+#define VIEW_DIR ".root"
+
+static int root_link(const struct fs_node *n, const struct caller *who, char *buf, size_t size)
+{
+	(void)n, (void)who;
+	return xsnprintf(buf, size, "%s", VIEW_DIR);
+}
+
 /* Its owner's alone (ops/access.h), as the sandbox it was taken of. */
 static const struct fs_entry snapshot_files[] = {
     {"status", S_IFREG | 0400, .flags = FS_STATUS, .read = status_read},
@@ -143,6 +156,8 @@ static const struct fs_entry snapshot_files[] = {
     {"restorable", S_IFREG | 0400, .read = restorable_read},
     {"manifest.json", S_IFREG | 0400, .read = manifest_read},
     {"source", S_IFLNK | 0777, .exists = source_exists, .link = source_link},
+    {"root", S_IFLNK | 0777, .flags = FS_STABLE_LINK, .link = root_link},
+    {VIEW_DIR, S_IFDIR | 0500, .flags = FS_INSIDE | FS_UNLISTED},
 };
 
 static const struct fs_dir snapshot_dir = FS_DIR(snapshot_files);

@@ -567,6 +567,31 @@ int ops_sync_snapshots(void);
  */
 struct ops_inside_file;
 
+/*
+ * snapshots/<id>/root/ (ops/ops_snapview.c) uses the same calls with a view
+ * id: OPS_VIEW_MARK then the snapshot's id (no sandbox id starts with it).
+ * Every call that would change a view answers EROFS; a view is asked only
+ * once ops_snapview_want() said it is ready.
+ */
+#define OPS_VIEW_MARK '@'
+#define OPS_VIEW_ID_MAX (ID_MAX + 1)
+static inline bool ops_is_view(const char *id)
+{
+	return id[0] == OPS_VIEW_MARK;
+}
+typedef void (*ops_view_ready_fn)(void *arg, int rc);
+/*
+ * Is the view @view_id ready for @who (who may see the snapshot)? 0: ask
+ * it now. 1: it is being restored: with @fn, @fn(@arg, 0 or -errno) is
+ * called once, from another thread, when it is ready or failed; without,
+ * nothing is kept. -errno: ENOENT (no such snapshot), EBUSY (not
+ * completed), EIO (its restore failed: the snapshot's `error` says why).
+ */
+int ops_snapview_want(const struct caller *who, const char *view_id, ops_view_ready_fn fn,
+		      void *arg, struct err *e);
+/* The sandbox or view id an open file is of. */
+const char *ops_inside_file_id(const struct ops_inside_file *f);
+
 typedef int (*ops_inside_list_fn)(const char *name, uint64_t ino, mode_t type, void *arg);
 
 enum {

@@ -52,7 +52,7 @@ struct listing {
 };
 
 struct agent_entry {
-	char id[ID_MAX];
+	char id[OPS_VIEW_ID_MAX]; /* a sandbox's, or a snapshot's view's (ops_snapview.c) */
 	char runtime_id[RUNTIME_ID_MAX];
 	struct agent *agent;
 	unsigned generation; /* attachments made: an open file's handle is of one */
@@ -71,7 +71,7 @@ static struct {
 } agents = {.lock = PTHREAD_MUTEX_INITIALIZER, .exe_fd = -1};
 
 struct ops_inside_file {
-	char id[ID_MAX];
+	char id[OPS_VIEW_ID_MAX];
 	char path[WIRE_PATH_MAX + 1];
 	int flags; /* the open's, less O_CREAT, O_EXCL and O_TRUNC once it is open */
 	uint32_t handle;
@@ -211,30 +211,69 @@ void ops_agent_forget(const char *id)
 		entry_free(gone);
 }
 
-/* The entry of @sb's container (a new one for a new container), with a reference to its agent. */
-static int entry_get(const struct sandbox *sb, struct agent **out, unsigned *gen, struct err *e)
+#define PRUNE_MAX 64
+
+void ops_agent_prune_views(void)
+{
+	struct {
+		char id[OPS_VIEW_ID_MAX];
+		char runtime_id[RUNTIME_ID_MAX];
+	} seen[PRUNE_MAX];
+	size_t n = 0;
+	pthread_mutex_lock(&agents.lock);
+	for (struct agent_entry *en = agents.list; en && n < PRUNE_MAX; en = en->next)
+		if (ops_is_view(en->id)) {
+			memcpy(seen[n].id, en->id, sizeof(seen[n].id));
+			memcpy(seen[n].runtime_id, en->runtime_id, sizeof(seen[n].runtime_id));
+			n++;
+		}
+	pthread_mutex_unlock(&agents.lock);
+	for (size_t i = 0; i < n; i++) {
+		if (snapview_current(seen[i].id, seen[i].runtime_id))
+			continue;
+		struct agent_entry **p = &agents.list, *gone = NULL;
+		pthread_mutex_lock(&agents.lock);
+		for (; *p; p = &(*p)->next)
+			if (!strcmp((*p)->id, seen[i].id) &&
+			    !strcmp((*p)->runtime_id, seen[i].runtime_id)) {
+				gone = *p;
+				*p = gone->next;
+				break;
+			}
+		pthread_mutex_unlock(&agents.lock);
+		if (gone)
+			entry_free(gone);
+	}
+}
+
+/*
+ * The entry of @id's container @runtime_id (a new one for a new container),
+ * with a reference to its agent.
+ */
+static int entry_get(const char *id, const char *runtime_id, struct agent **out, unsigned *gen,
+		     struct err *e)
 {
 	if (agents.exe_fd < 0)
 		return err_set(e, EIO,
 			       "no snapfs-agent is installed: the inside of sandbox %s "
 			       "cannot be reached",
-			       sb->id);
+			       id);
 	pthread_mutex_lock(&agents.lock);
-	struct agent_entry *en = find_locked(sb->id);
-	bool stale = en && strcmp(en->runtime_id, sb->runtime_id) != 0;
+	struct agent_entry *en = find_locked(id);
+	bool stale = en && strcmp(en->runtime_id, runtime_id) != 0;
 	pthread_mutex_unlock(&agents.lock);
 	if (stale)
-		ops_agent_forget(sb->id);
+		ops_agent_forget(id);
 	pthread_mutex_lock(&agents.lock);
-	en = find_locked(sb->id);
+	en = find_locked(id);
 	int rc = 0;
 	if (!en) {
 		en = calloc(1, sizeof(*en));
-		rc = en ? agent_new(&ops.runsc, sb->runtime_id, agents.exe_fd, &en->agent, e)
+		rc = en ? agent_new(&ops.runsc, runtime_id, agents.exe_fd, &en->agent, e)
 			: err_set(e, ENOMEM, "out of memory");
 		if (rc == 0) {
-			snprintf(en->id, sizeof(en->id), "%s", sb->id);
-			snprintf(en->runtime_id, sizeof(en->runtime_id), "%s", sb->runtime_id);
+			snprintf(en->id, sizeof(en->id), "%s", id);
+			snprintf(en->runtime_id, sizeof(en->runtime_id), "%s", runtime_id);
 			en->next = agents.list;
 			agents.list = en;
 		} else {
@@ -287,10 +326,30 @@ static int backoff_check(const char *id, struct err *e)
  * The attached agent of sandbox @id as @who may use it, with a reference
  * (agent_unref() it), and the generation of its attachment.
  */
+/* The agent of snapshot view @id (ops_snapview.c), as inside_agent()'s. */
+static int view_agent(const struct caller *who, const char *id, struct agent **out, unsigned *gen,
+		      struct err *e)
+{
+	char runtime_id[RUNTIME_ID_MAX];
+	int rc = snapview_container(who, id, runtime_id, e);
+	if (rc == 0)
+		rc = entry_get(id, runtime_id, out, gen, e);
+	if (rc < 0 || agent_attached(*out))
+		return rc;
+	rc = backoff_check(id, e);
+	if (rc == 0)
+		rc = note_attach(id, agent_attach(*out, e), gen, e);
+	if (rc < 0)
+		agent_unref(*out);
+	return rc;
+}
+
 static int inside_agent(const struct caller *who, const char *id, struct agent **out, unsigned *gen,
 			struct err *e)
 {
 	struct sandbox sb;
+	if (ops_is_view(id))
+		return view_agent(who, id, out, gen, e);
 	int rc = sandbox_find(who, id, &sb, e);
 	if (rc < 0)
 		return rc;
@@ -298,7 +357,7 @@ static int inside_agent(const struct caller *who, const char *id, struct agent *
 	if (busy)
 		return err_set(e, busy, "sandbox %s is %s, not running", id,
 			       sandbox_state_name(sb.state));
-	rc = entry_get(&sb, out, gen, e);
+	rc = entry_get(sb.id, sb.runtime_id, out, gen, e);
 	if (rc < 0 || agent_attached(*out))
 		return rc;
 	rc = backoff_check(id, e);
@@ -479,7 +538,8 @@ int ops_inside_list(const struct caller *who, const char *id, const char *path,
 	unsigned gen;
 	struct sandbox sb;
 	/* root/ of a sandbox that does not run lists nothing (docs/design.md). */
-	if (!*path && sandbox_find(who, id, &sb, e) == 0 && state_errno(sb.state))
+	if (!*path && !ops_is_view(id) && sandbox_find(who, id, &sb, e) == 0 &&
+	    state_errno(sb.state))
 		return 0;
 	int rc = inside_agent(who, id, &a, &gen, e);
 	if (rc < 0)
@@ -539,6 +599,11 @@ int ops_inside_open(const struct caller *who, const char *id, const char *path, 
 		return err_set(e, ENAMETOOLONG, "path too long");
 	}
 	f->flags = flags;
+	if (ops_is_view(id) && ((flags & O_ACCMODE) != O_RDONLY || (flags & (O_CREAT | O_TRUNC)))) {
+		pthread_mutex_destroy(&f->lock);
+		free(f);
+		return err_set(e, EROFS, "a snapshot's files are read-only");
+	}
 	if (flags & (O_CREAT | O_TRUNC))
 		listing_drop(id);
 	unsigned gen;
@@ -615,6 +680,8 @@ ssize_t ops_inside_write(struct ops_inside_file *f, const struct caller *who, co
 			 size_t n, off_t off, struct err *e)
 {
 	struct agent *a;
+	if (ops_is_view(f->id))
+		return err_set(e, EROFS, "a snapshot's files are read-only");
 	int rc = file_ready(f, who, &a, e);
 	if (rc < 0)
 		return rc;
@@ -635,6 +702,11 @@ int ops_inside_fsync(struct ops_inside_file *f, const struct caller *who, struct
 	return rc;
 }
 
+const char *ops_inside_file_id(const struct ops_inside_file *f)
+{
+	return f->id;
+}
+
 void ops_inside_close(struct ops_inside_file *f)
 {
 	if (!f)
@@ -648,13 +720,14 @@ void ops_inside_close(struct ops_inside_file *f)
 	free(f);
 }
 
-/* One path request on sandbox @id. */
+/* One path request that changes sandbox @id (never a snapshot's view: EROFS). */
 #define INSIDE_CALL(who, id, e, call)                                                              \
 	({                                                                                         \
 		struct agent *a;                                                                   \
 		unsigned gen_;                                                                     \
 		listing_drop(id);                                                                  \
-		int rc_ = inside_agent(who, id, &a, &gen_, e);                                     \
+		int rc_ = ops_is_view(id) ? err_set(e, EROFS, "a snapshot's files are read-only")  \
+					  : inside_agent(who, id, &a, &gen_, e);                   \
 		if (rc_ == 0) {                                                                    \
 			rc_ = agent_rc(call, e);                                                   \
 			agent_unref(a);                                                            \

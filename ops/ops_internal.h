@@ -714,6 +714,8 @@ int ops_agent_detach(const struct sandbox *sb, struct err *e);
 void ops_agent_after_checkpoint(const struct sandbox *sb, bool still_running);
 /* Sandbox @id's container is gone: its agent with it. */
 void ops_agent_forget(const char *id);
+/* The monitor's pass: forget the agents of views no longer up (snapview_current()). */
+void ops_agent_prune_views(void);
 /* An exec's output on its way (ops_agent_exec()). */
 struct exec_stream {
 	struct strbuf *out;					   /* appended to */
@@ -750,6 +752,28 @@ void exec_run_end(struct exec_run *r, int rc, const char *result, size_t len);
 void exec_run_unref(struct exec_run *r);
 /* Sandbox @id was removed: the output of its newest execs goes. */
 void ops_exec_forget(const char *id);
+/*
+ * --- snapshots' views (ops_snapview.c) --------------------------------------
+ *
+ * The container of view @view_id when it is ready, and its use noted (the
+ * idle clock starts again): -EAGAIN when it is not (torn down since the
+ * caller's ops_snapview_want()).
+ */
+int snapview_container(const struct caller *who, const char *view_id,
+		       char runtime_id[RUNTIME_ID_MAX], struct err *e);
+/* Is @runtime_id the container of view @view_id, and is it ready? */
+bool snapview_current(const char *view_id, const char *runtime_id);
+/* The monitor's pass: tear down the views idle past their time. */
+void snapview_tick(void);
+/* Start-up: delete the views a daemon that ended left (their containers, directories). */
+void snapview_sweep(void);
+/* Before snapshot @snap_id is deleted: its view goes first (waits for a start under way). */
+void snapview_drop(const char *snap_id);
+/* Shutdown, once the jobs ended: delete every view. */
+void snapview_fini(void);
+/* Count a restore from snapshot @id (a delete is refused meanwhile); -ENOENT while deleted. */
+int snapshot_restore_begin(const char *id, struct err *e);
+void snapshot_restore_end(const char *id);
 /* A link target rewritten to stay under root/ (ops_inside_readlink()); -1: too long. */
 int inside_link_contain(const char *link_path, const char *target, char *buf, size_t size);
 

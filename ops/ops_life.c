@@ -151,6 +151,8 @@ static void *monitor_main(void *arg)
 		if (!first) {
 			rows_flush(false);
 			monitor_sandboxes(); /* never the store: ops_sync.c's thread follows it */
+			snapview_tick();
+			ops_agent_prune_views();
 		}
 		first = false;
 		monitor_fds[0] = (struct pollfd){.fd = monitor_wake_fd, .events = POLLIN};
@@ -241,6 +243,7 @@ static void reconcile_all(void)
 	reconcile_snapshots();
 	reconcile_sandboxes();
 	holds_reconcile();
+	snapview_sweep(); /* snapshots' views: none outlives its daemon */
 	/* What the reconciliation did not claim is garbage now. */
 	spool_empty(reconcile_spool_wanted, NULL);
 	net_sweep(reconcile_net_wanted, NULL);
@@ -325,6 +328,7 @@ void ops_shutdown(void)
 	ops_view_stop(); /* reads only: nothing is lost if they give up */
 	cancel_set_deadline(&ops.store_stop, mono_ms() + STORE_STOP_GRACE_MS);
 	jobs_stop();
+	snapview_fini();
 	ops_agent_fini();
 	spool_close();
 	console_stop();

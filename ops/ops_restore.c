@@ -41,7 +41,7 @@ static bool same_source(const char *donor_id, void *arg)
 }
 
 /* Count a restore from @id; -ENOENT while it is being deleted. */
-static int snapshot_restore_begin(const char *id, struct err *e)
+int snapshot_restore_begin(const char *id, struct err *e)
 {
 	int rc = 0;
 	pthread_mutex_lock(&ops.lock);
@@ -56,7 +56,7 @@ static int snapshot_restore_begin(const char *id, struct err *e)
 	return rc;
 }
 
-static void snapshot_restore_end(const char *id)
+void snapshot_restore_end(const char *id)
 {
 	pthread_mutex_lock(&ops.lock);
 	struct snapshot_use *u = snapshot_use_get(id, false);

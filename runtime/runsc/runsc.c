@@ -622,6 +622,18 @@ int runsc_kill(const struct runsc *rs, const char *cid, int sig, struct err *e)
 	return run_short(&c, NULL, e);
 }
 
+int runsc_kill_all(const struct runsc *rs, const char *cid, int sig, struct err *e)
+{
+	struct cmd c;
+	char signo[16];
+	snprintf(signo, sizeof(signo), "%d", sig);
+	cmd_init(&c, rs, "kill");
+	cmd_add(&c, "--all");
+	cmd_target(&c, cid, false);
+	cmd_add(&c, signo);
+	return run_short(&c, NULL, e);
+}
+
 int runsc_kill_pid(const struct runsc *rs, const char *cid, int pid, int sig, struct err *e)
 {
 	struct cmd c;

@@ -210,6 +210,8 @@ int runsc_ps(const struct runsc *rs, const char *cid, int *pids, size_t max, siz
 	     struct err *e);
 
 int runsc_kill(const struct runsc *rs, const char *cid, int sig, struct err *e);
+/* `runsc kill --all CID SIG`: every process of the container (a view stops them). */
+int runsc_kill_all(const struct runsc *rs, const char *cid, int sig, struct err *e);
 /* `runsc kill --pid PID CID SIG`: one process of the sandbox. */
 int runsc_kill_pid(const struct runsc *rs, const char *cid, int pid, int sig, struct err *e);
 /*

@@ -103,6 +103,7 @@ errno_text() {
 	EAGAIN) echo "Resource temporarily unavailable" ;;
 	ENOSPC) echo "No space left on device" ;;
 	ENOTEMPTY) echo "Directory not empty" ;;
+	EROFS) echo "Read-only file system" ;;
 	EDQUOT) echo "Disk quota exceeded" ;;
 	*) echo "unknown errno $1" ;;
 	esac

@@ -1,0 +1,518 @@
+/*
+ * ops_snapview.c - snapshots/<id>/root/: a snapshot's files, read through
+ * a hidden restore of it (docs/design.md, "snapshots/<id>/root/").
+ *
+ * A view is a container restored from the snapshot that no user sees: no
+ * row, nothing in sandboxes/ or its index; its bundle in
+ * <state>/sandboxes/.view-<snapshot id>/ (a dot name: no sandbox id starts
+ * with one) beside a file `container` naming it, written before the
+ * restore so a daemon that dies leaves nothing the next start-up cannot
+ * name; no network (runsc --network=none, no namespace or veth made, what
+ * the snapshot's sandbox had notwithstanding); every process of its own
+ * stopped by `runsc kill --all SIGSTOP` right after the restore, before
+ * anything else is asked of it. The agent (ops/ops_agent.c, keyed by the
+ * view id) is then exec'd in it and asked for reads only: every call that
+ * would change a view answers EROFS (there, and first in fs/inside.c).
+ *
+ * States: STARTING (a JOB_LIFECYCLE job restores it; requests wait on its
+ * list and are called back at the end, never blocking a FUSE thread),
+ * READY, STOPPING (a job deletes it; requests wait, and a new start
+ * follows) and FAILED (requests answer EIO for VIEW_RETRY_MS, the
+ * snapshot's `error` says why; then a request tries again). The monitor's
+ * pass (snapview_tick()) tears down a READY view no request used for the
+ * idle time (VIEW_IDLE_DEFAULT_S; SNAPFS_SNAPSHOT_VIEW_IDLE, seconds,
+ * changes it: tests only).
+ *
+ * Lock: views.lock, a leaf: nothing is called with it held; callbacks run
+ * without it.
+ */
+#include "ops/ops_internal.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "lib/files.h"
+#include "lib/names.h"
+#include "ops/jobs.h"
+#include "runtime/cache.h"
+#include "runtime/runsc/cgroup.h"
+
+#define VIEW_DIR_PREFIX ".view-"
+#define VIEW_IDLE_DEFAULT_S 60
+/* How long a failed restore answers EIO at once before a request may try again. */
+#define VIEW_RETRY_MS 10000
+/* How long a delete waits for a view's start or stop under way. */
+#define VIEW_DROP_WAIT_MS 120000
+
+enum view_state { VIEW_STARTING, VIEW_READY, VIEW_STOPPING, VIEW_FAILED };
+
+struct view_waiter {
+	ops_view_ready_fn fn;
+	void *arg;
+	struct view_waiter *next;
+};
+
+struct view {
+	char snap_id[ID_MAX];
+	char runtime_id[RUNTIME_ID_MAX];
+	enum view_state state;
+	int64_t used_ms;   /* the last request's time */
+	int64_t failed_ms; /* VIEW_FAILED: when */
+	char why[MESSAGE_MAX];
+	struct view_waiter *waiters;
+	struct view *next;
+};
+
+static struct {
+	pthread_mutex_t lock;
+	struct view *list;
+	int64_t idle_ms; /* 0 until first asked */
+} views = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static int64_t idle_ms(void)
+{
+	if (!views.idle_ms) {
+		const char *s = getenv("SNAPFS_SNAPSHOT_VIEW_IDLE");
+		long v = s ? strtol(s, NULL, 10) : 0;
+		views.idle_ms = (v > 0 ? v : VIEW_IDLE_DEFAULT_S) * 1000LL;
+	}
+	return views.idle_ms;
+}
+
+static struct view *find_locked(const char *snap_id)
+{
+	for (struct view *v = views.list; v; v = v->next)
+		if (strcmp(v->snap_id, snap_id) == 0)
+			return v;
+	return NULL;
+}
+
+static void unlink_locked(struct view *gone)
+{
+	for (struct view **p = &views.list; *p; p = &(*p)->next)
+		if (*p == gone) {
+			*p = gone->next;
+			return;
+		}
+}
+
+/* Call every waiter of a list taken from a view, with @rc. */
+static void waiters_call(struct view_waiter *w, int rc)
+{
+	while (w) {
+		struct view_waiter *next = w->next;
+		w->fn(w->arg, rc);
+		free(w);
+		w = next;
+	}
+}
+
+/* <state>/sandboxes/.view-<snap_id>[/@leaf]. */
+static int view_path(const char *snap_id, const char *leaf, char *out, size_t size)
+{
+	char dir_id[ID_MAX + sizeof(VIEW_DIR_PREFIX)];
+	snprintf(dir_id, sizeof(dir_id), VIEW_DIR_PREFIX "%s", snap_id);
+	return sandbox_path(dir_id, leaf, out, size);
+}
+
+/* --- restore and delete ----------------------------------------------------------- */
+
+/* Delete view container @runtime_id and the directory of @snap_id's view. */
+static void view_remove(const char *snap_id, const char *runtime_id)
+{
+	char dir[PATH_MAX];
+	struct err e = {0};
+	/* Its agent entry goes at the monitor's next pass (ops_agent_prune_views()). */
+	if (runtime_id[0] && runsc_delete(&ops.runsc, runtime_id, &e) < 0)
+		warning("cannot delete the view of snapshot %s (container %s): %s", snap_id,
+			runtime_id, e.msg);
+	if (view_path(snap_id, NULL, dir, sizeof(dir)) == 0)
+		rm_rf(dir);
+}
+
+/* `runsc restore` of the bundle in @snap's view directory from @image_dir, then stop it. */
+static int view_run(const struct snapshot *snap, const char *runtime_id, const char *image_dir,
+		    struct err *e)
+{
+	char bundle[PATH_MAX], console[PATH_MAX];
+	pid_t pid = 0;
+	view_path(snap->id, "bundle", bundle, sizeof(bundle));
+	view_path(snap->id, "console", console, sizeof(console));
+	/* Its output goes to a file of its own: nothing of a view reaches a console. */
+	int fd = open(console, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return err_set(e, errno, "cannot create %s: %s", console, strerror(errno));
+	struct runsc_stdio io = {.child_fd = fd, .read_fd = -1};
+	int rc = runsc_restore(&ops.runsc, 0, runtime_id, bundle, image_dir, &io, &pid, e);
+	close(fd);
+	/* Its own processes stop before anything else is asked of it. */
+	if (rc == 0)
+		rc = runsc_kill_all(&ops.runsc, runtime_id, SIGSTOP, e);
+	if (rc == 0 && cgroup_adopt(ops.cgroup_parent, runtime_id, e) < 0) {
+		warning("the view of snapshot %s stays in the daemon's cgroup: %s", snap->id,
+			e->msg);
+		*e = (struct err){0};
+	}
+	return rc;
+}
+
+static int view_prepare(const struct snapshot *snap, const char *runtime_id, struct err *e)
+{
+	char dir[PATH_MAX], record[PATH_MAX], digest[DIGEST_MAX];
+	int rc = view_path(snap->id, NULL, dir, sizeof(dir));
+	if (rc == 0)
+		rc = view_path(snap->id, "container", record, sizeof(record));
+	if (rc < 0)
+		return err_set(e, ENAMETOOLONG, "the view of %s: path too long", snap->id);
+	rm_rf(dir); /* a view this daemon left half made */
+	rc = mkdir_p(dir, 0700);
+	if (rc == 0)
+		rc = write_file_durable(record, runtime_id, strlen(runtime_id));
+	if (rc < 0)
+		return err_set(e, -rc, "cannot write %s: %s", record, strerror(-rc));
+	const char *entry = snap->entrypoint[0] ? snap->entrypoint : OPS_DEFAULT_ENTRYPOINT;
+	char dir_id[ID_MAX + sizeof(VIEW_DIR_PREFIX)];
+	snprintf(dir_id, sizeof(dir_id), VIEW_DIR_PREFIX "%s", snap->id);
+	memcpy(digest, snap->image_digest, DIGEST_MAX);
+	/* No row of that id: ops_net_prepare() makes no network for it. */
+	return container_prepare(dir_id, runtime_id, snap->image, entry, snap->env, false,
+				 &snap->res, digest, e);
+}
+
+/* Restore @snap_id's view into container @runtime_id. */
+static int view_restore(const char *snap_id, const char *runtime_id, struct err *e)
+{
+	struct snapshot snap;
+	char image_dir[PATH_MAX];
+	if (row_snapshot_get(snap_id, &snap) < 0)
+		return err_set(e, ENOENT, "snapshot %s no longer exists", snap_id);
+	if (snap.gpu)
+		return err_set(e, EIO, "the files of GPU snapshot %s cannot be read without a fork",
+			       snap_id);
+	int rc = snapshot_restore_begin(snap_id, e);
+	if (rc < 0)
+		return rc;
+	cache_hold(snap_id);
+	rc = cache_materialize(ops.store, snap_id, NULL, NULL, image_dir, e);
+	if (rc == 0)
+		rc = view_prepare(&snap, runtime_id, e);
+	if (rc == 0)
+		rc = view_run(&snap, runtime_id, image_dir, e);
+	cache_release(snap_id);
+	cache_trim();
+	snapshot_restore_end(snap_id);
+	if (rc < 0)
+		view_remove(snap_id, runtime_id);
+	return rc;
+}
+
+/* What `error` of a snapshot says of its view: a failure, cleared by a later success. */
+#define VIEW_ERROR_PREFIX "root/: "
+
+/* Snapshot @snap_id's `error`: why its view failed (@e), or none once one is ready. */
+static void view_note(const char *snap_id, const struct err *e)
+{
+	struct snapshot snap;
+	bool changed = false;
+	pthread_mutex_lock(&ops.lock);
+	if (row_snapshot_get(snap_id, &snap) == 0) {
+		if (e)
+			snprintf(snap.message, sizeof(snap.message), VIEW_ERROR_PREFIX "%.*s",
+				 (int)(sizeof(snap.message) - sizeof(VIEW_ERROR_PREFIX)), e->msg);
+		else if (str_has_prefix(snap.message, VIEW_ERROR_PREFIX))
+			snap.message[0] = '\0';
+		changed = e || !snap.message[0];
+		if (changed)
+			row_snapshot_update(&snap);
+	}
+	pthread_mutex_unlock(&ops.lock);
+	if (changed)
+		ops_notify(OPS_OBJ_SNAPSHOT, snap_id);
+}
+
+/* --- the jobs ------------------------------------------------------------------- */
+
+struct view_job {
+	char snap_id[ID_MAX];
+	char runtime_id[RUNTIME_ID_MAX];
+};
+
+static void start_job_run(void *arg);
+
+/* Queue @v's start with a fresh container id (views.lock held); -errno when it cannot. */
+static int start_locked(struct view *v, struct err *e)
+{
+	struct view_job *job = calloc(1, sizeof(*job));
+	int rc = job ? runsc_new_container_id(v->runtime_id) : -ENOMEM;
+	if (rc == 0) {
+		snprintf(job->snap_id, sizeof(job->snap_id), "%s", v->snap_id);
+		snprintf(job->runtime_id, sizeof(job->runtime_id), "%s", v->runtime_id);
+		rc = jobs_submit(JOB_LIFECYCLE, start_job_run, job);
+	}
+	if (rc < 0) {
+		free(job);
+		return err_set(e, -rc, "cannot start the view of snapshot %s: %s", v->snap_id,
+			       strerror(-rc));
+	}
+	v->state = VIEW_STARTING;
+	return 0;
+}
+
+static void start_job_run(void *arg)
+{
+	struct view_job *job = arg;
+	struct err e = {0};
+	int64_t t0 = mono_ms();
+	int rc = view_restore(job->snap_id, job->runtime_id, &e);
+	view_note(job->snap_id, rc < 0 ? &e : NULL);
+	if (rc < 0)
+		report_job_failure(OPS_OBJ_SNAPSHOT, job->snap_id, "root", &e);
+	else
+		info("the view of snapshot %s is ready (container %s) in %lld ms", job->snap_id,
+		     job->runtime_id, (long long)(mono_ms() - t0));
+	pthread_mutex_lock(&views.lock);
+	struct view *v = find_locked(job->snap_id);
+	struct view_waiter *w = v ? v->waiters : NULL;
+	if (v) {
+		v->waiters = NULL;
+		v->state = rc < 0 ? VIEW_FAILED : VIEW_READY;
+		v->used_ms = v->failed_ms = mono_ms();
+		snprintf(v->why, sizeof(v->why), "%s", rc < 0 ? e.msg : "");
+	}
+	pthread_mutex_unlock(&views.lock);
+	if (!v && rc == 0) /* dropped meanwhile */
+		view_remove(job->snap_id, job->runtime_id);
+	waiters_call(w, rc < 0 ? -EIO : 0);
+	free(job);
+}
+
+static void stop_job_run(void *arg)
+{
+	struct view_job *job = arg;
+	view_remove(job->snap_id, job->runtime_id);
+	info("the view of snapshot %s was idle: deleted", job->snap_id);
+	struct err e = {0};
+	struct view_waiter *w = NULL;
+	pthread_mutex_lock(&views.lock);
+	struct view *v = find_locked(job->snap_id);
+	/* Requests came while it stopped: they get a new one. */
+	if (v && v->waiters && start_locked(v, &e) < 0) {
+		w = v->waiters;
+		v->waiters = NULL;
+	}
+	if (v && !v->waiters) {
+		unlink_locked(v);
+		free(v);
+	}
+	pthread_mutex_unlock(&views.lock);
+	waiters_call(w, -EIO);
+	free(job);
+}
+
+void snapview_tick(void)
+{
+	int64_t now = mono_ms(), idle = idle_ms();
+	pthread_mutex_lock(&views.lock);
+	for (struct view *v = views.list; v; v = v->next) {
+		if (v->state != VIEW_READY || now - v->used_ms < idle)
+			continue;
+		struct view_job *job = calloc(1, sizeof(*job));
+		if (!job)
+			break;
+		snprintf(job->snap_id, sizeof(job->snap_id), "%s", v->snap_id);
+		snprintf(job->runtime_id, sizeof(job->runtime_id), "%s", v->runtime_id);
+		if (jobs_submit(JOB_LIFECYCLE, stop_job_run, job) < 0)
+			free(job); /* the next pass tries again */
+		else
+			v->state = VIEW_STOPPING;
+	}
+	pthread_mutex_unlock(&views.lock);
+}
+
+/* --- asking for one ------------------------------------------------------------- */
+
+/* Snapshot @snap_id as @who may read its files: 0, or why not. */
+static int view_allowed(const struct caller *who, const char *snap_id, struct err *e)
+{
+	struct snapshot snap;
+	if (snapshot_get_as(who, snap_id, &snap) < 0)
+		return err_set(e, ENOENT, "snapshot %s does not exist", snap_id);
+	if (snap.state != SNAP_COMPLETED)
+		return err_set(e, EBUSY, "snapshot %s is %s, not completed", snap_id,
+			       snapshot_state_name(snap.state));
+	return 0;
+}
+
+/* What a request on @v answers now (views.lock held): 0 ready, 1 wait, or -errno. */
+static int view_answer_locked(struct view *v, bool start, struct err *e)
+{
+	switch (v->state) {
+	case VIEW_READY:
+		v->used_ms = mono_ms();
+		return 0;
+	case VIEW_FAILED:
+		if (mono_ms() - v->failed_ms < VIEW_RETRY_MS)
+			return err_set(e, EIO, "%s", v->why);
+		if (!start)
+			return 1;
+		return start_locked(v, e) < 0 ? -e->code : 1;
+	default:
+		return 1;
+	}
+}
+
+int ops_snapview_want(const struct caller *who, const char *view_id, ops_view_ready_fn fn,
+		      void *arg, struct err *e)
+{
+	const char *snap_id = view_id + 1;
+	int rc = view_allowed(who, snap_id, e);
+	if (rc < 0)
+		return rc;
+	struct view_waiter *w = fn ? calloc(1, sizeof(*w)) : NULL;
+	if (fn && !w)
+		return err_set(e, ENOMEM, "out of memory");
+	pthread_mutex_lock(&views.lock);
+	struct view *v = find_locked(snap_id);
+	if (!v && fn) {
+		v = calloc(1, sizeof(*v));
+		if (v) {
+			snprintf(v->snap_id, sizeof(v->snap_id), "%s", snap_id);
+			rc = start_locked(v, e);
+			if (rc == 0) {
+				v->next = views.list;
+				views.list = v;
+			} else {
+				free(v);
+				v = NULL;
+			}
+		} else {
+			rc = err_set(e, ENOMEM, "out of memory");
+		}
+		rc = rc < 0 ? rc : 1;
+	} else {
+		rc = v ? view_answer_locked(v, fn != NULL, e) : 1;
+	}
+	if (rc == 1 && w) {
+		*w = (struct view_waiter){fn, arg, v->waiters};
+		v->waiters = w;
+		w = NULL;
+	}
+	pthread_mutex_unlock(&views.lock);
+	free(w);
+	return rc;
+}
+
+bool snapview_current(const char *view_id, const char *runtime_id)
+{
+	pthread_mutex_lock(&views.lock);
+	struct view *v = find_locked(view_id + 1);
+	bool current = v && v->state == VIEW_READY && strcmp(v->runtime_id, runtime_id) == 0;
+	pthread_mutex_unlock(&views.lock);
+	return current;
+}
+
+int snapview_container(const struct caller *who, const char *view_id,
+		       char runtime_id[RUNTIME_ID_MAX], struct err *e)
+{
+	const char *snap_id = view_id + 1;
+	int rc = view_allowed(who, snap_id, e);
+	if (rc < 0)
+		return rc;
+	pthread_mutex_lock(&views.lock);
+	struct view *v = find_locked(snap_id);
+	if (v && v->state == VIEW_READY) {
+		v->used_ms = mono_ms();
+		memcpy(runtime_id, v->runtime_id, RUNTIME_ID_MAX);
+	} else {
+		rc = err_set(e, EAGAIN, "the view of snapshot %s is not ready", snap_id);
+	}
+	pthread_mutex_unlock(&views.lock);
+	return rc;
+}
+
+/* --- delete, start-up, shutdown -------------------------------------------------- */
+
+void snapview_drop(const char *snap_id)
+{
+	int64_t until = mono_ms() + VIEW_DROP_WAIT_MS;
+	for (;;) {
+		char runtime_id[RUNTIME_ID_MAX] = "";
+		struct view_waiter *w = NULL;
+		bool busy = false;
+		pthread_mutex_lock(&views.lock);
+		struct view *v = find_locked(snap_id);
+		busy = v && (v->state == VIEW_STARTING || v->state == VIEW_STOPPING);
+		if (v && (!busy || mono_ms() > until)) {
+			if (v->state == VIEW_READY)
+				memcpy(runtime_id, v->runtime_id, sizeof(runtime_id));
+			w = v->waiters;
+			unlink_locked(v);
+			free(v);
+			busy = false;
+		}
+		pthread_mutex_unlock(&views.lock);
+		if (!busy) {
+			if (runtime_id[0])
+				view_remove(snap_id, runtime_id);
+			waiters_call(w, -ENOENT);
+			return;
+		}
+		usleep(50 * 1000);
+	}
+}
+
+/* The container a view directory names, into @out ("" if none). */
+static void recorded_container(const char *dir_name, char out[RUNTIME_ID_MAX])
+{
+	char path[PATH_MAX];
+	_cleanup_free_ char *text = NULL;
+	size_t len = 0;
+	out[0] = '\0';
+	if (sandbox_path(dir_name, "container", path, sizeof(path)) < 0 ||
+	    read_file(path, &text, &len, RUNTIME_ID_MAX) < 0)
+		return;
+	if (len < RUNTIME_ID_MAX && runtime_id_ok(text))
+		memcpy(out, text, len + 1);
+}
+
+void snapview_sweep(void)
+{
+	DIR *d = opendir(ops.sandbox_dir);
+	if (!d)
+		return;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		char cid[RUNTIME_ID_MAX];
+		struct err e = {0};
+		if (strncmp(de->d_name, VIEW_DIR_PREFIX, strlen(VIEW_DIR_PREFIX)) != 0)
+			continue;
+		recorded_container(de->d_name, cid);
+		if (cid[0] && runsc_delete(&ops.runsc, cid, &e) < 0)
+			warning("cannot delete the view container %s left by the last run: %s", cid,
+				e.msg);
+		else if (cid[0])
+			info("deleted the view container %s left by the last run", cid);
+		rm_rf_at(dirfd(d), de->d_name);
+	}
+	closedir(d);
+}
+
+void snapview_fini(void)
+{
+	pthread_mutex_lock(&views.lock);
+	struct view *list = views.list;
+	views.list = NULL;
+	pthread_mutex_unlock(&views.lock);
+	while (list) {
+		struct view *next = list->next;
+		view_remove(list->snap_id, list->runtime_id);
+		waiters_call(list->waiters, -EIO);
+		free(list);
+		list = next;
+	}
+}
