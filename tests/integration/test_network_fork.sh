@@ -116,6 +116,10 @@ check_eq "its error is empty" "" "$(rd "$MNT/sandboxes/ctr/error")"
 ok "the snapshot ended the open connection" poll_until 20 file_has "$T/held" ended
 check_eq "the snapshot completes" completed "$(snap_wait "$SNAP")"
 check_eq "a fork of it can be made here" yes "$(rd "$MNT/snapshots/$SNAP/restorable")"
+# Its files without a fork: the hidden restore has no network, whatever the sandbox had.
+check_match "the egress sandbox's snapshot's files read without a fork" busybox \
+	"$(timeout 120 ls "$MNT/snapshots/$SNAP/root/bin" 2>&1)"
+check_eq "the snapshot's error stays empty" "" "$(rd "$MNT/snapshots/$SNAP/error")"
 # The server of 4 saw its connection end, in the source and in the image.
 # Its next one (5) may end too as the checkpoint resets what the sandbox
 # holds (busybox nc gives up on a failed accept): in the source and the image
