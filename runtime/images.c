@@ -499,8 +499,8 @@ static int resolve_inside(const struct images *im, const char *name, const char 
  * root's and writable by root alone. The tree checked is the tree used: the
  * bundle gets the resolved path.
  */
-static int check_tree(struct images *im, const char *name, const char *path, char *root,
-		      size_t len, struct err *e)
+static int check_tree(struct images *im, const char *name, const char *path, char *root, size_t len,
+		      struct err *e)
 {
 	char real[PATH_MAX];
 	struct err why = {0};
@@ -617,20 +617,22 @@ static int tree_bounds(struct images *im, const char *name, const struct fingerp
 		       struct err *e)
 {
 	if (fp->bytes > IMAGES_TREE_MAX_BYTES || fp->entries > IMAGES_TREE_MAX_ENTRIES)
-		return err_set(e, EFBIG,
-			       "image %s is a tree of %llu bytes in %llu entries, more than a "
-			       "start copies in as a version (%llu bytes, %llu entries): make it an "
-			       "OCI image and import it with snapfs-image (docs/images.md)",
-			       name, (unsigned long long)fp->bytes,
-			       (unsigned long long)fp->entries, (unsigned long long)IMAGES_TREE_MAX_BYTES,
-			       (unsigned long long)IMAGES_TREE_MAX_ENTRIES);
+		return err_set(
+		    e, EFBIG,
+		    "image %s is a tree of %llu bytes in %llu entries, more than a "
+		    "start copies in as a version (%llu bytes, %llu entries): make it an "
+		    "OCI image and import it with snapfs-image (docs/images.md)",
+		    name, (unsigned long long)fp->bytes, (unsigned long long)fp->entries,
+		    (unsigned long long)IMAGES_TREE_MAX_BYTES,
+		    (unsigned long long)IMAGES_TREE_MAX_ENTRIES);
 	int64_t room = free_bytes(im->dir);
 	if (room >= 0 && (uint64_t)room < fp->bytes)
-		return err_set(e, ENOSPC,
-			       "image %s: its tree of %llu bytes does not fit in the %lld bytes free "
-			       "in %s, where a start keeps the version it runs from (snapfs-image "
-			       "prune %s frees versions no sandbox or snapshot uses)",
-			       name, (unsigned long long)fp->bytes, (long long)room, im->dir, name);
+		return err_set(
+		    e, ENOSPC,
+		    "image %s: its tree of %llu bytes does not fit in the %lld bytes free "
+		    "in %s, where a start keeps the version it runs from (snapfs-image "
+		    "prune %s frees versions no sandbox or snapshot uses)",
+		    name, (unsigned long long)fp->bytes, (long long)room, im->dir, name);
 	return 0;
 }
 
@@ -645,7 +647,8 @@ static int tree_install(struct images *im, const char *name, const char *scratch
 			struct err *e)
 {
 	char final[PATH_MAX], parent[PATH_MAX], trash[PATH_MAX], tmp[PATH_MAX];
-	if (tree_path(im, name, hex, NULL, final) < 0 || tree_path(im, name, NULL, NULL, parent) < 0)
+	if (tree_path(im, name, hex, NULL, final) < 0 ||
+	    tree_path(im, name, NULL, NULL, parent) < 0)
 		return err_set(e, ENAMETOOLONG, "image %s: path too long", name);
 	if (tree_version_whole(im, name, hex))
 		return rm_rf(scratch), 0;
@@ -680,9 +683,9 @@ static int tree_take_in(struct images *im, const char *name, const char *src,
 	if (rc < 0)
 		return rc;
 	if (tree_path(im, name, ".take.XXXXXX", NULL, scratch) < 0 || !mkdtemp(scratch))
-		return err_set(e, EIO, "image %s: cannot make a scratch directory in %s/" TREE_DIR
-				       "/%s: %s",
-			       name, im->dir, name, strerror(errno));
+		return err_set(
+		    e, EIO, "image %s: cannot make a scratch directory in %s/" TREE_DIR "/%s: %s",
+		    name, im->dir, name, strerror(errno));
 	if (xsnprintf(rootfs, sizeof(rootfs), "%s/rootfs", scratch) < 0 ||
 	    xsnprintf(file, sizeof(file), "%s/digest", scratch) < 0)
 		rc = err_set(e, ENAMETOOLONG, "image %s: path too long", name);

@@ -71,10 +71,12 @@ int images_pin(struct images *im, const char *name, char *root, size_t len, char
 	       struct err *e);
 /* The sentence for an image whose digest is not the snapshot's (restorable, fork, resume). */
 #define IMAGES_CHANGED_FMT "image %s changed: snapshot has %s, host has %s"
-/* The same for a hand-made tree whose version of the snapshot's digest this host no longer keeps. */
+/* The same for a hand-made tree whose version of the snapshot's digest this host no longer keeps.
+ */
 #define IMAGES_NO_VERSION_FMT                                                                      \
-	"image %s changed: snapshot has %s, host has %s, and this host keeps no version of the "    \
-	"snapshot's tree (snapfs-image prune removed it, or the snapshot was taken on another host)"
+	"image %s changed: snapshot has %s, host has %s, and this host keeps no version of the "   \
+	"snapshot's tree (snapfs-image prune removed it, or the snapshot was taken on another "    \
+	"host)"
 /*
  * The most a hand-made tree taken in as a version may hold: regular files'
  * and links' bytes, and entries. A larger one is refused at its start

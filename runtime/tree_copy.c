@@ -35,8 +35,8 @@ static char *const cp_env[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C",
 
 int tree_copy(const char *src, const char *dst, struct err *e)
 {
-	const char *argv[] = {"cp", "-a", "--reflink=auto", "--no-target-directory", "--",
-			      src,  dst,  NULL};
+	const char *argv[] = {"cp", "-a", "--reflink=auto", "--no-target-directory", "--", src,
+			      dst,  NULL};
 	struct said said = {.len = 0};
 	struct spawn s = {.argv = argv,
 			  .envp = cp_env,
