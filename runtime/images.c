@@ -713,7 +713,7 @@ static int tree_take_in(struct images *im, const char *name, const char *src,
  * the cache when a stat walk sees no change), taken in if this host keeps
  * none: its tree into @root, its digest into @digest. With @want set (a
  * restore), a tree whose digest is not @want is refused before any copy.
- * Under the lock @fd.
+ * The caller holds @name's lock (tree_lock()).
  */
 static int tree_take(struct images *im, const char *name, const char *src, const char *want,
 		     char *root, size_t len, char digest[DIGEST_MAX], struct err *e)
@@ -734,7 +734,7 @@ static int tree_take(struct images *im, const char *name, const char *src, const
 	return rc < 0 ? rc : check_tree(im, name, path, root, len, e);
 }
 
-/* The version of @want kept for @name, if whole, into @root; -ENOENT if none. Under @fd. */
+/* The version of @want kept for @name, if whole, into @root; -ENOENT if none. Under the lock. */
 static int tree_kept(struct images *im, const char *name, const char *want, char *root, size_t len,
 		     struct err *e)
 {
