@@ -747,28 +747,41 @@ static int tree_kept(struct images *im, const char *name, const char *want, char
 	return check_tree(im, name, path, root, len, e);
 }
 
+/*
+ * A restore of @want from the version this host keeps of it: 0 with the
+ * lock held in *@lock, -ENOENT if none is kept (or it was pruned before the
+ * lock was taken), another error with its sentence.
+ */
+static int take_kept(struct images *im, const char *name, const char *want, char *root, size_t len,
+		     int *lock, struct err *e)
+{
+	if (!image_digest_ok(want) || !tree_version_whole(im, name, want + 7))
+		return -ENOENT;
+	int fd = tree_lock(im, name, e);
+	if (fd < 0)
+		return fd;
+	int rc = tree_kept(im, name, want, root, len, e);
+	if (rc < 0)
+		close(fd);
+	else
+		*lock = fd;
+	return rc;
+}
+
 int images_take(struct images *im, const char *name, const char *want, char *root, size_t len,
 		char digest[DIGEST_MAX], int *lock, struct err *e)
 {
-	char hex[IMAGES_OCI_HEX + 1];
+	char hex[IMAGES_OCI_HEX + 1], src[PATH_MAX];
 	*lock = -1;
 	if (!image_name_ok(name))
 		return err_set(e, ENOENT, "image %s does not exist", name);
 	/* A restore: the version of the snapshot's tree, whatever the image is now. */
-	if (want[0] && image_digest_ok(want) && tree_version_whole(im, name, want + 7)) {
-		int fd = tree_lock(im, name, e);
-		if (fd < 0)
-			return fd;
-		int rc = tree_kept(im, name, want, root, len, e);
-		if (rc != -ENOENT) {
-			*lock = rc == 0 ? fd : (close(fd), -1);
-			if (rc == 0)
-				snprintf(digest, DIGEST_MAX, "%s", want);
-			return rc;
-		}
-		close(fd); /* pruned meanwhile: the image as it is now */
-	}
-	int rc = images_resolve(im, name, root, len, hex, e);
+	int rc = want[0] ? take_kept(im, name, want, root, len, lock, e) : -ENOENT;
+	if (rc == 0)
+		snprintf(digest, DIGEST_MAX, "%s", want);
+	if (rc != -ENOENT)
+		return rc;
+	rc = images_resolve(im, name, root, len, hex, e);
 	if (rc < 0)
 		return rc;
 	if (hex[0]) {
@@ -777,7 +790,6 @@ int images_take(struct images *im, const char *name, const char *want, char *roo
 			return err_set(e, EINVAL, IMAGES_CHANGED_FMT, name, want, digest);
 		return rc;
 	}
-	char src[PATH_MAX];
 	snprintf(src, sizeof(src), "%s", root);
 	int fd = tree_lock(im, name, e);
 	if (fd < 0)
