@@ -117,6 +117,8 @@ oci_pkgs=()
 command -v skopeo >/dev/null 2>&1 || oci_pkgs+=(skopeo)
 command -v umoci >/dev/null 2>&1 || oci_pkgs+=(umoci)
 install_missing "skopeo, umoci" "${oci_pkgs[@]}"
+# snapfs-image prune reads the snapshots of a hand-made tree's versions from the registry.
+command -v sqlite3 >/dev/null 2>&1 || install_missing sqlite3 sqlite3
 
 if [ ! -e /dev/fuse ]; then
 	say "loading the fuse module"
