@@ -37,23 +37,22 @@ int container_prepare(const char *id, const char *runtime_id, const char *image,
 				   .res = *res,
 				   .netns = netns,
 				   .resolv = resolv};
-	int rc = images_exists(ops.images, image);
+	/* A restore may run from a version the image no longer is (images_take()). */
+	int rc = digest[0] ? 0 : images_exists(ops.images, image);
 	if (rc < 0)
 		return err_set(e, ENOENT, "image %s does not exist in %s", image,
 			       images_dir(ops.images));
-	rc = images_path(ops.images, image, rootfs, sizeof(rootfs));
-	if (rc == 0)
-		rc = sandbox_path(id, "bundle", bundle, sizeof(bundle));
+	rc = sandbox_path(id, "bundle", bundle, sizeof(bundle));
 	if (rc == 0)
 		rc = cgroup_path(ops.cgroup_parent, runtime_id, cgroup, sizeof(cgroup));
 	if (rc < 0)
 		return err_set(e, -rc, "cannot build the bundle of sandbox %s: path too long", id);
 	memcpy(want, digest, DIGEST_MAX);
-	rc = images_pin(ops.images, image, rootfs, sizeof(rootfs), digest, e);
+	/* Held until the bundle names the version: a prune keeps what a bundle names. */
+	_cleanup_close_ int lock = -1;
+	rc = images_take(ops.images, image, want, rootfs, sizeof(rootfs), digest, &lock, e);
 	if (rc < 0)
 		return rc;
-	if (want[0] && strcmp(want, digest) != 0)
-		return err_set(e, EINVAL, IMAGES_CHANGED_FMT, image, want, digest);
 	if (gpu) {
 		rc = gpu_host_ready("write the bundle of a GPU sandbox", &h, e);
 		if (rc < 0)

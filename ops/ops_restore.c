@@ -259,20 +259,16 @@ int ops_sandbox_resume(const struct caller *who, const char *id, ops_done_fn don
 
 int restore_blockers(const struct snapshot *snap, struct strbuf *why)
 {
-	char digest[DIGEST_MAX];
-	struct err e = {0};
+	char image_why[2 * IMAGE_NAME_MAX + 3 * DIGEST_MAX + 256];
 	int n = 0;
 	if (snap->state != SNAP_COMPLETED) {
 		strbuf_addf(why, "snapshot %s is %s, not completed\n", snap->id,
 			    snapshot_state_name(snap->state));
 		n++;
 	}
-	if (images_exists(ops.images, snap->image) < 0) {
-		strbuf_addf(why, "image %s does not exist on this host\n", snap->image);
-		n++;
-	} else if (images_digest(ops.images, snap->image, digest, &e) == 0 &&
-		   strcmp(digest, snap->image_digest) != 0) {
-		strbuf_addf(why, IMAGES_CHANGED_FMT "\n", snap->image, snap->image_digest, digest);
+	if (images_blocker(ops.images, snap->image, snap->image_digest, image_why,
+			   sizeof(image_why))) {
+		strbuf_addf(why, "%s\n", image_why);
 		n++;
 	}
 	int diffs = host_compare(snap->host_json, ops.runsc.version, why);

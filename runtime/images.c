@@ -8,11 +8,15 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "lib/files.h"
+#include "lib/log.h"
 #include "lib/names.h"
+#include "runtime/tree_copy.h"
 
 #define HASH_BUF_SIZE (256u << 10)
 
@@ -388,7 +392,7 @@ static void cache_put(struct images *im, const char *name, const struct fingerpr
  * during the hash shows up as a mismatch next time.
  */
 static int tree_digest(struct images *im, const char *name, const char *root, char out[DIGEST_MAX],
-		       struct err *e)
+		       struct fingerprint *seen, struct err *e)
 {
 	struct walk w = {.visit = visit_fingerprint, .e = e};
 	struct timespec now;
@@ -396,6 +400,8 @@ static int tree_digest(struct images *im, const char *name, const char *root, ch
 	int rc = walk_tree(&w, root);
 	if (rc < 0)
 		return rc;
+	if (seen)
+		*seen = w.fp;
 	if (cache_get(im, name, &w.fp, out))
 		return 0;
 	rc = compute_digest(root, out, e);
@@ -432,18 +438,18 @@ bool images_oci_link(const char *name, const char *target, char hex[IMAGES_OCI_H
 }
 
 /*
- * The digest file of version @hex of @name: "sha256:HEX", one line. It is
- * read as untrusted text (bounded, checked by image_digest_ok(), and it
- * must name its own version), since anyone with the images directory
- * could have written it.
+ * The digest file of version @hex of @name under @kind (.oci or .tree):
+ * "sha256:HEX", one line. It is read as untrusted text (bounded, checked by
+ * image_digest_ok(), and it must name its own version), since anyone with
+ * the images directory could have written it.
  */
-static int oci_read_digest(struct images *im, const char *name, const char *hex,
-			   char out[DIGEST_MAX], struct err *e)
+static int version_digest(struct images *im, const char *kind, const char *name, const char *hex,
+			  char out[DIGEST_MAX], struct err *e)
 {
 	char path[PATH_MAX];
 	_cleanup_free_ char *buf = NULL;
 	size_t n = 0;
-	if (xsnprintf(path, sizeof(path), "%s/" OCI_DIR "/%s/%s/digest", im->dir, name, hex) < 0)
+	if (xsnprintf(path, sizeof(path), "%s/%s/%s/%s/digest", im->dir, kind, name, hex) < 0)
 		return err_set(e, ENAMETOOLONG, "image %s: path too long", name);
 	int rc = read_file(path, &buf, &n, DIGEST_MAX);
 	if (rc < 0)
@@ -455,6 +461,12 @@ static int oci_read_digest(struct images *im, const char *name, const char *hex,
 			       name, path, hex);
 	snprintf(out, DIGEST_MAX, "%s", buf);
 	return 0;
+}
+
+static int oci_read_digest(struct images *im, const char *name, const char *hex,
+			   char out[DIGEST_MAX], struct err *e)
+{
+	return version_digest(im, OCI_DIR, name, hex, out, e);
 }
 
 /*
@@ -481,23 +493,17 @@ static int resolve_inside(const struct images *im, const char *name, const char 
 	return 0;
 }
 
-int images_resolve(struct images *im, const char *name, char *root, size_t len,
-		   char hex[IMAGES_OCI_HEX + 1], struct err *e)
+/*
+ * The tree @path of @name resolved into @root, held to images_resolve()'s
+ * rules: below the images directory, and every directory from / down to it
+ * root's and writable by root alone. The tree checked is the tree used: the
+ * bundle gets the resolved path.
+ */
+static int check_tree(struct images *im, const char *name, const char *path, char *root, size_t len,
+		      struct err *e)
 {
-	char link[PATH_MAX], target[PATH_MAX], path[PATH_MAX], real[PATH_MAX];
+	char real[PATH_MAX];
 	struct err why = {0};
-	hex[0] = '\0';
-	if (images_path(im, name, link, sizeof(link)) < 0)
-		return err_set(e, ENOENT, "image %s does not exist", name);
-	ssize_t n = readlink(link, target, sizeof(target) - 1);
-	target[n > 0 ? n : 0] = '\0';
-	bool oci = n >= 0 && images_oci_link(name, target, hex);
-	if (!oci)
-		hex[0] = '\0';
-	/* An imported image: the version itself, not the link (a re-import swaps the link). */
-	if (xsnprintf(path, sizeof(path), "%s/%s", im->dir, oci ? target : name) < 0)
-		return err_set(e, ENAMETOOLONG, "image %s: path too long", name);
-	/* The tree checked is the tree used: the bundle gets the resolved path. */
 	int rc = resolve_inside(im, name, path, real, e);
 	if (rc < 0)
 		return rc;
@@ -514,6 +520,24 @@ int images_resolve(struct images *im, const char *name, char *root, size_t len,
 	return 0;
 }
 
+int images_resolve(struct images *im, const char *name, char *root, size_t len,
+		   char hex[IMAGES_OCI_HEX + 1], struct err *e)
+{
+	char link[PATH_MAX], target[PATH_MAX], path[PATH_MAX];
+	hex[0] = '\0';
+	if (images_path(im, name, link, sizeof(link)) < 0)
+		return err_set(e, ENOENT, "image %s does not exist", name);
+	ssize_t n = readlink(link, target, sizeof(target) - 1);
+	target[n > 0 ? n : 0] = '\0';
+	bool oci = n >= 0 && images_oci_link(name, target, hex);
+	if (!oci)
+		hex[0] = '\0';
+	/* An imported image: the version itself, not the link (a re-import swaps the link). */
+	if (xsnprintf(path, sizeof(path), "%s/%s", im->dir, oci ? target : name) < 0)
+		return err_set(e, ENAMETOOLONG, "image %s: path too long", name);
+	return check_tree(im, name, path, root, len, e);
+}
+
 int images_pin(struct images *im, const char *name, char *root, size_t len, char digest[DIGEST_MAX],
 	       struct err *e)
 {
@@ -522,13 +546,281 @@ int images_pin(struct images *im, const char *name, char *root, size_t len, char
 	if (rc < 0)
 		return rc;
 	return hex[0] ? oci_read_digest(im, name, hex, digest, e)
-		      : tree_digest(im, name, root, digest, e);
+		      : tree_digest(im, name, root, digest, NULL, e);
 }
 
 int images_digest(struct images *im, const char *name, char out[DIGEST_MAX], struct err *e)
 {
 	char root[PATH_MAX];
 	return images_pin(im, name, root, sizeof(root), out, e);
+}
+
+/* --- hand-made trees, taken in as versions (images.h) ------------------- */
+
+#define TREE_DIR ".tree"
+
+/* <dir>/.tree/@name[/@hex[/@leaf]] into @out. */
+static int tree_path(const struct images *im, const char *name, const char *hex, const char *leaf,
+		     char out[PATH_MAX])
+{
+	int rc = xsnprintf(out, PATH_MAX, "%s/" TREE_DIR "/%s%s%s%s%s", im->dir, name,
+			   hex ? "/" : "", hex ? hex : "", leaf ? "/" : "", leaf ? leaf : "");
+	return rc < 0 ? -ENAMETOOLONG : 0;
+}
+
+/* Whether version @hex of @name is whole: its digest file names it and its tree is there. */
+static bool tree_version_whole(struct images *im, const char *name, const char *hex)
+{
+	char digest[DIGEST_MAX], path[PATH_MAX];
+	struct err ignored = {0};
+	struct stat st;
+	if (!image_name_ok(name) || version_digest(im, TREE_DIR, name, hex, digest, &ignored) < 0)
+		return false;
+	return tree_path(im, name, hex, "rootfs", path) == 0 && lstat(path, &st) == 0 &&
+	       S_ISDIR(st.st_mode);
+}
+
+/*
+ * The lock of @name's versions, held (flock) until the returned fd is
+ * closed: <dir>/.tree/NAME/lock, which snapfs-image's prune takes too, so
+ * a version is never removed while a start takes it in or writes a bundle
+ * that names it. Creates .tree/NAME (0700) if missing.
+ */
+static int tree_lock(struct images *im, const char *name, struct err *e)
+{
+	char path[PATH_MAX];
+	int rc = tree_path(im, name, NULL, NULL, path);
+	if (rc == 0)
+		rc = mkdir_p(path, 0700);
+	if (rc == 0)
+		rc = tree_path(im, name, "lock", NULL, path);
+	if (rc < 0)
+		return err_set(e, -rc, "image %s: cannot make %s/" TREE_DIR "/%s: %s", name,
+			       im->dir, name, strerror(-rc));
+	int fd = open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return err_set(e, errno, "image %s: cannot open %s: %s", name, path,
+			       strerror(errno));
+	while (flock(fd, LOCK_EX) < 0) {
+		if (errno != EINTR) {
+			int err = errno;
+			close(fd);
+			return err_set(e, err, "image %s: cannot lock %s: %s", name, path,
+				       strerror(err));
+		}
+	}
+	return fd;
+}
+
+/* A tree over the bounds is refused before any copy (images.h). */
+static int tree_bounds(struct images *im, const char *name, const struct fingerprint *fp,
+		       struct err *e)
+{
+	if (fp->bytes > IMAGES_TREE_MAX_BYTES || fp->entries > IMAGES_TREE_MAX_ENTRIES)
+		return err_set(
+		    e, EFBIG,
+		    "image %s is a tree of %llu bytes in %llu entries, more than a "
+		    "start copies in as a version (%llu bytes, %llu entries): make it an "
+		    "OCI image and import it with snapfs-image (docs/images.md)",
+		    name, (unsigned long long)fp->bytes, (unsigned long long)fp->entries,
+		    (unsigned long long)IMAGES_TREE_MAX_BYTES,
+		    (unsigned long long)IMAGES_TREE_MAX_ENTRIES);
+	int64_t room = free_bytes(im->dir);
+	if (room >= 0 && (uint64_t)room < fp->bytes)
+		return err_set(
+		    e, ENOSPC,
+		    "image %s: its tree of %llu bytes does not fit in the %lld bytes free "
+		    "in %s, where a start keeps the version it runs from (snapfs-image "
+		    "prune %s frees versions no sandbox or snapshot uses)",
+		    name, (unsigned long long)fp->bytes, (long long)room, im->dir, name);
+	return 0;
+}
+
+/*
+ * The whole scratch @scratch (its rootfs/ and digest file, synced) becomes
+ * version @hex of @name by one rename. A version already whole under that
+ * name (the tree was taken in before) is kept and @scratch removed; a torn
+ * one is renamed to a scratch name before it is deleted, so no half tree
+ * ever has a version's name.
+ */
+static int tree_install(struct images *im, const char *name, const char *scratch, const char *hex,
+			struct err *e)
+{
+	char final[PATH_MAX], parent[PATH_MAX], trash[PATH_MAX], tmp[PATH_MAX];
+	if (tree_path(im, name, hex, NULL, final) < 0 ||
+	    tree_path(im, name, NULL, NULL, parent) < 0)
+		return err_set(e, ENAMETOOLONG, "image %s: path too long", name);
+	if (tree_version_whole(im, name, hex))
+		return rm_rf(scratch), 0;
+	if (xsnprintf(trash, sizeof(trash), "%s/.trash.XXXXXX", parent) < 0 || !mkdtemp(trash) ||
+	    xsnprintf(tmp, sizeof(tmp), "%s/v", trash) < 0)
+		return err_set(e, EIO, "image %s: cannot make a scratch name in %s: %s", name,
+			       parent, strerror(errno));
+	if (rename(final, tmp) < 0 && errno != ENOENT)
+		return err_set(e, errno, "image %s: cannot move the torn version %s away: %s", name,
+			       final, strerror(errno));
+	rm_rf(trash);
+	if (rename(scratch, final) < 0)
+		return err_set(e, errno, "image %s: cannot rename %s to %s: %s", name, scratch,
+			       final, strerror(errno));
+	int rc = fsync_dir(parent);
+	if (rc < 0)
+		return err_set(e, -rc, "image %s: cannot sync %s: %s", name, parent, strerror(-rc));
+	return 0;
+}
+
+/*
+ * Copy the tree @src of @name (seen as @fp) in as a version, under its
+ * lock: into a scratch name (.tree/NAME/.take.*), hashed there (the copy's
+ * digest names the version, whatever changed in @src during the copy), its
+ * digest file written durably, then renamed whole. Its digest into @digest.
+ */
+static int tree_take_in(struct images *im, const char *name, const char *src,
+			const struct fingerprint *fp, char digest[DIGEST_MAX], struct err *e)
+{
+	char scratch[PATH_MAX], rootfs[PATH_MAX], file[PATH_MAX], line[DIGEST_MAX + 1];
+	int rc = tree_bounds(im, name, fp, e);
+	if (rc < 0)
+		return rc;
+	if (tree_path(im, name, ".take.XXXXXX", NULL, scratch) < 0 || !mkdtemp(scratch))
+		return err_set(
+		    e, EIO, "image %s: cannot make a scratch directory in %s/" TREE_DIR "/%s: %s",
+		    name, im->dir, name, strerror(errno));
+	if (xsnprintf(rootfs, sizeof(rootfs), "%s/rootfs", scratch) < 0 ||
+	    xsnprintf(file, sizeof(file), "%s/digest", scratch) < 0)
+		rc = err_set(e, ENAMETOOLONG, "image %s: path too long", name);
+	if (rc == 0)
+		rc = tree_copy(src, rootfs, e);
+	if (rc == 0)
+		rc = compute_digest(rootfs, digest, e);
+	if (rc == 0) {
+		int n = snprintf(line, sizeof(line), "%s\n", digest);
+		rc = write_file_durable(file, line, (size_t)n);
+		if (rc < 0)
+			err_set(e, -rc, "image %s: cannot write %s: %s", name, file, strerror(-rc));
+	}
+	if (rc == 0)
+		rc = tree_install(im, name, scratch, digest + sizeof("sha256:") - 1, e);
+	if (rc < 0)
+		rm_rf(scratch);
+	else
+		info("image %s: took its tree in as version %s", name, digest);
+	return rc;
+}
+
+/*
+ * The version of hand-made @name whose tree is @src now (its digest, from
+ * the cache when a stat walk sees no change), taken in if this host keeps
+ * none: its tree into @root, its digest into @digest. With @want set (a
+ * restore), a tree whose digest is not @want is refused before any copy.
+ * The caller holds @name's lock (tree_lock()).
+ */
+static int tree_take(struct images *im, const char *name, const char *src, const char *want,
+		     char *root, size_t len, char digest[DIGEST_MAX], struct err *e)
+{
+	char path[PATH_MAX];
+	struct fingerprint fp = {0};
+	int rc = tree_digest(im, name, src, digest, &fp, e);
+	if (rc < 0)
+		return rc;
+	if (want[0] && strcmp(want, digest) != 0)
+		return err_set(e, EINVAL, IMAGES_NO_VERSION_FMT, name, want, digest);
+	if (!tree_version_whole(im, name, digest + sizeof("sha256:") - 1))
+		rc = tree_take_in(im, name, src, &fp, digest, e);
+	if (rc == 0 && want[0] && strcmp(want, digest) != 0)
+		return err_set(e, EINVAL, IMAGES_NO_VERSION_FMT, name, want, digest);
+	if (rc == 0 && tree_path(im, name, digest + sizeof("sha256:") - 1, "rootfs", path) < 0)
+		rc = err_set(e, ENAMETOOLONG, "image %s: path too long", name);
+	return rc < 0 ? rc : check_tree(im, name, path, root, len, e);
+}
+
+/* The version of @want kept for @name, if whole, into @root; -ENOENT if none. Under the lock. */
+static int tree_kept(struct images *im, const char *name, const char *want, char *root, size_t len,
+		     struct err *e)
+{
+	char path[PATH_MAX];
+	const char *hex = want + sizeof("sha256:") - 1;
+	if (!image_digest_ok(want) || !tree_version_whole(im, name, hex))
+		return -ENOENT;
+	if (tree_path(im, name, hex, "rootfs", path) < 0)
+		return err_set(e, ENAMETOOLONG, "image %s: path too long", name);
+	return check_tree(im, name, path, root, len, e);
+}
+
+/*
+ * A restore of @want from the version this host keeps of it: 0 with the
+ * lock held in *@lock, -ENOENT if none is kept (or it was pruned before the
+ * lock was taken), another error with its sentence.
+ */
+static int take_kept(struct images *im, const char *name, const char *want, char *root, size_t len,
+		     int *lock, struct err *e)
+{
+	if (!image_digest_ok(want) || !tree_version_whole(im, name, want + 7))
+		return -ENOENT;
+	int fd = tree_lock(im, name, e);
+	if (fd < 0)
+		return fd;
+	int rc = tree_kept(im, name, want, root, len, e);
+	if (rc < 0)
+		close(fd);
+	else
+		*lock = fd;
+	return rc;
+}
+
+int images_take(struct images *im, const char *name, const char *want, char *root, size_t len,
+		char digest[DIGEST_MAX], int *lock, struct err *e)
+{
+	char hex[IMAGES_OCI_HEX + 1], src[PATH_MAX];
+	*lock = -1;
+	if (!image_name_ok(name))
+		return err_set(e, ENOENT, "image %s does not exist", name);
+	/* A restore: the version of the snapshot's tree, whatever the image is now. */
+	int rc = want[0] ? take_kept(im, name, want, root, len, lock, e) : -ENOENT;
+	if (rc == 0)
+		snprintf(digest, DIGEST_MAX, "%s", want);
+	if (rc != -ENOENT)
+		return rc;
+	rc = images_resolve(im, name, root, len, hex, e);
+	if (rc < 0)
+		return rc;
+	if (hex[0]) {
+		rc = oci_read_digest(im, name, hex, digest, e);
+		if (rc == 0 && want[0] && strcmp(want, digest) != 0)
+			return err_set(e, EINVAL, IMAGES_CHANGED_FMT, name, want, digest);
+		return rc;
+	}
+	snprintf(src, sizeof(src), "%s", root);
+	int fd = tree_lock(im, name, e);
+	if (fd < 0)
+		return fd;
+	rc = tree_take(im, name, src, want, root, len, digest, e);
+	if (rc < 0)
+		close(fd);
+	else
+		*lock = fd;
+	return rc;
+}
+
+bool images_blocker(struct images *im, const char *name, const char *want, char *why, size_t len)
+{
+	char root[PATH_MAX], hex[IMAGES_OCI_HEX + 1], now[DIGEST_MAX];
+	struct err e = {0};
+	if (image_digest_ok(want) && tree_version_whole(im, name, want + 7))
+		return false;
+	if (images_exists(im, name) < 0) {
+		snprintf(why, len, "image %s does not exist on this host", name);
+		return true;
+	}
+	/* A tree that cannot be read is no blocker here: the restore says why it fails. */
+	if (images_resolve(im, name, root, sizeof(root), hex, &e) < 0)
+		return false;
+	int rc = hex[0] ? oci_read_digest(im, name, hex, now, &e)
+			: tree_digest(im, name, root, now, NULL, &e);
+	if (rc < 0 || strcmp(now, want) == 0)
+		return false;
+	snprintf(why, len, hex[0] ? IMAGES_CHANGED_FMT : IMAGES_NO_VERSION_FMT, name, want, now);
+	return true;
 }
 
 int images_each(struct images *im, int (*fn)(const char *name, void *arg), void *arg)

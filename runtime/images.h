@@ -13,6 +13,23 @@
  * and <dir>/.oci/NAME/HEX/digest holds "sha256:HEX". Its tree is not
  * walked; its digest is that file's, checked (images_pin()).
  *
+ * A sandbox never runs from a hand-made tree itself, which may be edited
+ * in place while it runs: images_take() takes the tree in as a version
+ * the first time a sandbox starts from it (and again after each edit),
+ * a copy (cp -a --reflink=auto: shared extents where the filesystem has
+ * reflinks) that nothing changes afterwards:
+ *
+ *   <dir>/.tree/NAME/HEX/rootfs/   the copy, HEX its tree digest's hex
+ *   <dir>/.tree/NAME/HEX/digest    "sha256:HEX", written before the rename
+ *   <dir>/.tree/NAME/lock          flock: one take-in (or prune) of NAME at a time
+ *   <dir>/.tree/NAME/.take.*, .trash.*   scratch names (a copy under way, a removal)
+ *
+ * A version is whole once it has its name: copied and synced under a
+ * scratch name, hashed there (its digest is the copy's), given its digest
+ * file, renamed. A restore (fork, resume) runs from the version of its
+ * snapshot's digest while this host keeps it, whatever the tree is now.
+ * snapfs-image prune removes versions no bundle and no snapshot names.
+ *
  * Thread-safety: all functions may be called from any thread; the images
  * directory is only read, and the digest cache is guarded inside images.c.
  */
@@ -54,6 +71,42 @@ int images_pin(struct images *im, const char *name, char *root, size_t len, char
 	       struct err *e);
 /* The sentence for an image whose digest is not the snapshot's (restorable, fork, resume). */
 #define IMAGES_CHANGED_FMT "image %s changed: snapshot has %s, host has %s"
+/* The same for a hand-made tree whose version of the snapshot's digest this host no longer keeps.
+ */
+#define IMAGES_NO_VERSION_FMT                                                                      \
+	"image %s changed: snapshot has %s, host has %s, and this host keeps no version of the "   \
+	"snapshot's tree (snapfs-image prune removed it, or the snapshot was taken on another "    \
+	"host)"
+/*
+ * The most a hand-made tree taken in as a version may hold: regular files'
+ * and links' bytes, and entries. A larger one is refused at its start
+ * (EFBIG, with a sentence): a copy that size would hold the start for
+ * minutes and fill the disk of the images directory; import it instead
+ * (an OCI image is unpacked once, never copied). A tree that does not fit
+ * in the space free there is refused (ENOSPC) before any copy.
+ */
+#define IMAGES_TREE_MAX_BYTES (64ULL << 30)
+#define IMAGES_TREE_MAX_ENTRIES (4ULL << 20)
+/*
+ * The tree a new sandbox of @name runs from (@want ""), or a restore of a
+ * snapshot whose digest is @want, into @root, and its digest into @digest.
+ * A hand-made image runs from its version: the one of its tree as it is
+ * now (taken in if this host keeps none, the lock of @name held), or for
+ * a restore the one of @want, while this host keeps it, whatever the tree
+ * is now. An imported image runs from its version as images_pin() says.
+ * A restore whose digest is neither is refused, EINVAL with
+ * IMAGES_CHANGED_FMT or IMAGES_NO_VERSION_FMT. *@lock is the held lock of
+ * @name's versions (or -1): the caller closes it once its bundle names
+ * @root, so a prune never removes the version in between.
+ */
+int images_take(struct images *im, const char *name, const char *want, char *root, size_t len,
+		char digest[DIGEST_MAX], int *lock, struct err *e);
+/*
+ * Whether a snapshot of @name whose digest is @want cannot be restored on
+ * this host (no version of @want kept, and @name is not that tree now):
+ * true with the sentence in @why.
+ */
+bool images_blocker(struct images *im, const char *name, const char *want, char *why, size_t len);
 #define IMAGES_OCI_HEX 64 /* an imported image's version: its manifest's sha256, in hex */
 /* The version of an imported image's link @target, or false. */
 bool images_oci_link(const char *name, const char *target, char hex[IMAGES_OCI_HEX + 1]);

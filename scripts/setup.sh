@@ -120,8 +120,8 @@ oci_pkgs=()
 command -v skopeo >/dev/null 2>&1 || oci_pkgs+=(skopeo)
 command -v umoci >/dev/null 2>&1 || oci_pkgs+=(umoci)
 install_missing "skopeo, umoci" "${oci_pkgs[@]}"
-# snapfs-image list and rm: which sandboxes and snapshots use an image (the daemon's registry).
-if command -v sqlite3 >/dev/null 2>&1; then say "sqlite3: already installed"; else install_missing sqlite3 sqlite3; fi
+# snapfs-image list, rm and prune: which sandboxes and snapshots use an image (the daemon's registry).
+command -v sqlite3 >/dev/null 2>&1 || install_missing sqlite3 sqlite3
 
 if [ ! -e /dev/fuse ]; then
 	say "loading the fuse module"

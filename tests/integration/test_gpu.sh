@@ -16,7 +16,7 @@
 # fork, suspend and resume; a failure injected at each step (lock,
 # checkpoint, the gVisor checkpoint, restore, unlock, a lock timeout) and
 # the rollback after it; a fork whose restore fails; a snapshot whose
-# recorded host differs; an image changed after a snapshot; gpu=1 refused
+# recorded host differs; an image changed after a snapshot (and its version gone); gpu=1 refused
 # on a host without GPU. The gVisor checkpoint fails through a runsc
 # wrapper that refuses `checkpoint` while $T/fail-runsc-checkpoint exists.
 . "$(dirname "$0")/lib.sh"
@@ -330,6 +330,10 @@ old=$(jget "$MNT/snapshots/$psnap/info.json" .image_digest)
 echo changed >"$IMAGES/busybox/etc/changed"
 new=$(rd "$MNT/images/busybox/digest")
 ok "the image digest changed ($old -> $new)" test "$old" != "$new"
+check_eq "restorable still: this host keeps the version of the tree it was taken of" yes \
+	"$(rd "$MNT/snapshots/$psnap/restorable")"
+# Without that version (docs/images.md): refused, both digests named.
+ok "move its version aside" mv "$IMAGES/.tree/busybox/${old#sha256:}" "$IMAGES/.tree/busybox/.aside"
 why=$(rd "$MNT/snapshots/$psnap/restorable")
 check_contains "restorable names both digests" "snapshot has $old, host has $new" "$why"
 err=$(wr_read "$MNT/snapshots/$psnap/fork" 2>&1)
@@ -337,6 +341,7 @@ check_contains "the fork is refused (EINVAL)" "Invalid argument" "$err"
 msg=$(rd "$MNT/errors" | tail -n 1 | jq -r .error)
 check_contains "the refusal names the old digest" "$old" "$msg"
 check_contains "the refusal names the new digest" "$new" "$msg"
+ok "move the version back" mv "$IMAGES/.tree/busybox/.aside" "$IMAGES/.tree/busybox/${old#sha256:}"
 rm -f "$IMAGES/busybox/etc/changed"
 
 stop_daemon

@@ -382,6 +382,88 @@ static void test_container_id(void)
 	CHECK(strcmp(a, b) != 0);
 }
 
+/* take NAME WANT: images_take()'s result, its tree into @root, its digest into @d. */
+static int take(struct images *im, const char *name, const char *want, char *root, char *d,
+		struct err *e)
+{
+	int lock = -1;
+	int rc = images_take(im, name, want, root, PATH_MAX, d, &lock, e);
+	CHECK(rc == 0 ? lock >= 0 : lock == -1);
+	if (lock >= 0)
+		close(lock);
+	return rc;
+}
+
+/* The file @rel under the tree @root, read whole (a static buffer; "" if absent). */
+static const char *read_in(const char *root, const char *rel)
+{
+	static char text[256];
+	char path[PATH_MAX];
+	_cleanup_free_ char *buf = NULL;
+	size_t n = 0;
+	snprintf(path, sizeof(path), "%s/%s", root, rel);
+	text[0] = '\0';
+	if (read_file(path, &buf, &n, sizeof(text) - 1) == 0)
+		snprintf(text, sizeof(text), "%s", buf);
+	return text;
+}
+
+/*
+ * A hand-made tree runs from a version (.tree/NAME/HEX/rootfs) taken in at
+ * its first start; an edit makes a new one and keeps the old, which a
+ * restore of the old digest runs from; without it the restore is refused
+ * with both digests, and images_blocker() says so.
+ */
+static void test_versions(struct images *im)
+{
+	char root[PATH_MAX], r2[PATH_MAX], want[PATH_MAX], d1[DIGEST_MAX], d2[DIGEST_MAX],
+	    d[DIGEST_MAX], why[1024], path[PATH_MAX], aside[PATH_MAX];
+	struct err e = {0};
+	make_tree("images/ver");
+	CHECK(take(im, "ver", "", root, d1, &e) == 0);
+	digest_of(im, "ver", d);
+	CHECK_STR(d1, d);
+	snprintf(want, sizeof(want), "%s/images/.tree/ver/%s/rootfs", base, d1 + 7);
+	CHECK_STR(root, want);
+	CHECK_STR(read_in(root, "etc/sub/a"), "aaaa");
+	CHECK(take(im, "ver", "", r2, d, &e) == 0); /* the same tree: the same version */
+	CHECK_STR(r2, root);
+	CHECK_STR(d, d1);
+	put("images/ver/etc/sub/a", "edited");
+	CHECK(take(im, "ver", "", r2, d2, &e) == 0);
+	CHECK(strcmp(d1, d2) != 0);
+	CHECK_STR(read_in(r2, "etc/sub/a"), "edited");
+	CHECK_STR(read_in(root, "etc/sub/a"), "aaaa"); /* the old version is untouched */
+	CHECK(!images_blocker(im, "ver", d1, why, sizeof(why)));
+	CHECK(take(im, "ver", d1, r2, d, &e) == 0); /* a restore of the old digest */
+	CHECK_STR(r2, root);
+	CHECK_STR(d, d1);
+	/* Its version gone: refused, both digests named. */
+	snprintf(path, sizeof(path), "%s/images/.tree/ver/%s", base, d1 + 7);
+	snprintf(aside, sizeof(aside), "%s/images/.tree/ver/.aside", base);
+	CHECK(rename(path, aside) == 0);
+	CHECK(images_blocker(im, "ver", d1, why, sizeof(why)));
+	CHECK(strstr(why, "keeps no version") && strstr(why, d1) && strstr(why, d2));
+	CHECK(take(im, "ver", d1, r2, d, &e) == -EINVAL);
+	CHECK(strstr(e.msg, "keeps no version") != NULL);
+	/* A torn version (its digest file empty) is not used: the next start copies again. */
+	CHECK(rename(aside, path) == 0);
+	put("images/ver/etc/sub/a", "aaaa");
+	snprintf(aside, sizeof(aside), "images/.tree/ver/%s/digest", d1 + 7);
+	put(aside, "");
+	CHECK(images_blocker(im, "ver", d1, why, sizeof(why)) == false); /* the tree is d1 again */
+	CHECK(take(im, "ver", "", r2, d, &e) == 0);
+	CHECK_STR(d, d1);
+	CHECK_STR(read_in(r2, "etc/sub/a"), "aaaa");
+	CHECK(strncmp(read_in(path, "digest"), d1, strlen(d1)) == 0); /* written again */
+	/* Gone from the images directory: a restore still runs from its version. */
+	snprintf(path, sizeof(path), "%s/images/ver", base);
+	CHECK(rm_rf(path) == 0);
+	CHECK(!images_blocker(im, "ver", d1, why, sizeof(why)));
+	CHECK(take(im, "ver", d1, r2, d, &e) == 0);
+	CHECK(take(im, "ver", "", r2, d, &e) == -ENOENT);
+}
+
 int main(void)
 {
 	struct images *im = NULL;
@@ -404,6 +486,7 @@ int main(void)
 		test_subdir_trust(im);
 		test_digest(im);
 		test_cache(im);
+		test_versions(im);
 		images_close(im);
 	}
 	test_open_trust();
