@@ -877,7 +877,7 @@ int images_info(struct images *im, const char *name, char digest[DIGEST_MAX],
 	if (rc < 0)
 		return rc;
 	if (!hex[0])
-		return tree_digest(im, name, root, digest, e);
+		return tree_digest(im, name, root, digest, NULL, e);
 	rc = oci_read_digest(im, name, hex, digest, e);
 	if (rc == 0)
 		rc = oci_read_line(im, name, hex, "reference", src->reference,
