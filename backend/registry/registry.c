@@ -24,6 +24,7 @@ static const char *const sb_state_names[] = {
     [SB_SUSPENDING] = "suspending", [SB_SUSPENDED] = "suspended",
     [SB_RESUMING] = "resuming",	    [SB_TERMINATING] = "terminating",
     [SB_TERMINATED] = "terminated", [SB_FAILED] = "failed",
+    [SB_WARM] = "warm",
 };
 
 static const char *const snap_state_names[] = {
