@@ -323,10 +323,15 @@ void ops_shutdown(void)
 	pthread_rwlock_wrlock(&ops.gate);
 	ops.running = false;
 	pthread_rwlock_unlock(&ops.gate);
+	/*
+	 * The members go (a paused sandbox nobody may take) while the monitor
+	 * still reaps: a killed sandbox left a zombie makes runsc delete wait
+	 * out its deadline.
+	 */
+	warm_stop();
 	if (monitor_started)
 		monitor_end();
 	timer_stop();
-	warm_stop(); /* its members go: a paused sandbox nobody may take */
 	ops_ports_stop();
 	ops_sync_stop();
 	ops_view_stop(); /* reads only: nothing is lost if they give up */

@@ -382,7 +382,8 @@ static void take_job_run(void *arg)
 	if (rc < 0 && sb)
 		container_stop(sb->runtime_id, NULL);
 	if (sandbox_apply_if(job->sandbox_id, STATE_BIT(SB_STARTING), p) < 0)
-		rc = err_set(&e, EIO, "sandbox %s was terminated while it was taken from a warm pool",
+		rc = err_set(&e, EIO,
+			     "sandbox %s was terminated while it was taken from a warm pool",
 			     job->sandbox_id);
 	else if (rc < 0)
 		report_job_failure(OPS_OBJ_SANDBOX, job->sandbox_id, "start", &e);
@@ -416,7 +417,8 @@ int fork_submit(void *job, const struct snapshot *snap, struct sandbox *sb, char
 		return take_submit(job, snap, sb, id_out);
 	if (rc != -ENOENT)
 		return op_job_drop(job, rc);
-	/* A fan-out's @sb may be the row of the member the fork before took: none of its container. */
+	/* A fan-out's @sb may be the row of the member the fork before took: none of its container.
+	 */
 	sb->runtime_id[0] = sb->image_digest[0] = '\0';
 	sb->pid = 0;
 	sb->state = SB_STARTING;

@@ -359,7 +359,14 @@ static int snapshot_kept(const struct snapshot *snap, void *arg)
 }
 
 /* Which registry walk row_walk() makes. */
-enum walk_of { ALL_SANDBOXES, FORKS_OF, ALL_SNAPSHOTS, SNAPSHOTS_OF, SNAPSHOTS_LISTED, WARM_SANDBOXES };
+enum walk_of {
+	ALL_SANDBOXES,
+	FORKS_OF,
+	ALL_SNAPSHOTS,
+	SNAPSHOTS_OF,
+	SNAPSHOTS_LISTED,
+	WARM_SANDBOXES
+};
 
 /* The registry's walk @of (@key: the snapshot or sandbox it is of), each row as kept. */
 static int row_walk(enum walk_of of, const char *key, union walk_fn fn, void *arg)

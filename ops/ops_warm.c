@@ -141,8 +141,10 @@ static void member_delete(const char *id)
 		return;
 	if (row_sandbox_get(id, sb) == 0 && sb->state == SB_WARM) {
 		console_detach(id);
-		if (sb->runtime_id[0] && container_delete(sb->runtime_id, &e) < 0 &&
-		    container_stop(sb->runtime_id, &e) < 0)
+		/* Resumed first, so that the kill reaches a sandbox that runs. */
+		if (sb->runtime_id[0])
+			runsc_resume(&ops.runsc, sb->runtime_id, NULL);
+		if (sb->runtime_id[0] && container_stop(sb->runtime_id, &e) < 0)
 			warning("cannot delete warm sandbox %s's container %s: %s", id,
 				sb->runtime_id, e.msg);
 		ops_agent_forget(id);
@@ -253,8 +255,8 @@ static void pool_say(const char *snap_id, const char *why)
 	struct snapshot *snap = malloc(sizeof(*snap));
 	pthread_mutex_lock(&ops.lock);
 	if (snap && row_snapshot_get(snap_id, snap) == 0) {
-		bool ours = strncmp(snap->message, WARM_ERROR_PREFIX,
-				    strlen(WARM_ERROR_PREFIX)) == 0;
+		bool ours =
+		    strncmp(snap->message, WARM_ERROR_PREFIX, strlen(WARM_ERROR_PREFIX)) == 0;
 		if (why) {
 			snprintf(snap->message, sizeof(snap->message), WARM_ERROR_PREFIX "%.900s",
 				 why);
@@ -417,7 +419,8 @@ static void wants_load(void)
 		}
 		bool keep = snap && read_file(path, &text, &len, 16) == 0 &&
 			    warm_want_parse(text, &want, NULL) == 0 &&
-			    row_snapshot_get(de->d_name, snap) == 0 && snap->state == SNAP_COMPLETED;
+			    row_snapshot_get(de->d_name, snap) == 0 &&
+			    snap->state == SNAP_COMPLETED;
 		struct pool *p = keep && want ? pool_get(de->d_name, true) : NULL;
 		if (p)
 			p->want = want;
@@ -502,7 +505,8 @@ static int warm_access(const struct caller *who, const char *snap_id, struct err
 			       snap_id, snapshot_state_name(snap->state));
 	if (snap->gpu)
 		return err_set(e, EOPNOTSUPP,
-			       "cannot keep sandboxes warm from snapshot %s: it has a GPU", snap_id);
+			       "cannot keep sandboxes warm from snapshot %s: it has a GPU",
+			       snap_id);
 	return 0;
 }
 
