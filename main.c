@@ -58,6 +58,7 @@ struct options {
 	const char *cgroup_parent;
 	const char *net_pool;	      /* --net-pool; NULL: NET_POOL_DEFAULT */
 	const char *net_resolv;	      /* --net-resolv; NULL: /etc/resolv.conf */
+	const char *warm_max;	      /* --warm-max; NULL: WARM_MAX_DEFAULT (ops/warm_plan.h) */
 	struct resources default_res; /* --default-memory, --default-cpus, --default-pids */
 	struct resources max_res;     /* --max-memory, ...; RES_UNSET: the default's */
 	unsigned max_sandboxes_per_user;
@@ -183,6 +184,9 @@ static int parse_options(int argc, char **argv, struct options *o)
 			"(default " NET_POOL_DEFAULT "; docs/network.md)")},
 	    {CLI_STRING(0, "net-resolv", "FILE", &o->net_resolv,
 			"the resolv.conf those sandboxes get (default /etc/resolv.conf)")},
+	    {CLI_STRING(0, "warm-max", "N|SIZE", &o->warm_max,
+			"bound on all warm pools: a count of sandboxes or their memory, e.g. 8G "
+			"(default 16)")},
 	    RES_ROW("default-memory", "SIZE", def, RES_MEMORY,
 		    "memory of a sandbox that names none (default " OPS_DEFAULT_MEMORY
 		    "; 0: unlimited; docs/limits.md)"),
@@ -450,6 +454,7 @@ static int serve(struct options *o, struct fuse_args *args, bool notify)
 	    .cgroup_parent = o->cgroup_parent,
 	    .net_pool = o->net_pool,
 	    .net_resolv = o->net_resolv,
+	    .warm_max = o->warm_max,
 	    .default_res = o->default_res,
 	    .max_res = o->max_res,
 	    .max_sandboxes_per_user = o->max_sandboxes_per_user,

@@ -145,7 +145,7 @@ cores=$(nproc)
 		echo 1 >"$MNT/snapshots/$snap/warm"
 		fork_times "$snap" "$FORKS" pool >"$T/warm.$size"
 		pool_ready "$snap" 1
-		mem=$(sed -n 's/.*"warm":[^}]*"memory":[[:space:]]*\([0-9]*\).*/\1/p' "$MNT/snapshots/$snap/info.json")
+		mem=$(sed -n 's/.*"warm":[^}]*"memory_bytes":[[:space:]]*\([0-9]*\).*/\1/p' "$MNT/snapshots/$snap/info.json")
 		[ "$snap" = "$first" ] || echo 0 >"$MNT/snapshots/$snap/warm"
 		c50=$(p 50 <"$T/cold.$size") w50=$(p 50 <"$T/warm.$size")
 		printf '| %d MiB | %d | %d | %d | %d | %s | %s MiB |\n' "$size" "$c50" "$(p 95 <"$T/cold.$size")" \

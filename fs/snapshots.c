@@ -100,7 +100,25 @@ static int source_link(const struct fs_node *n, const struct caller *who, char *
 	return rc < 0 ? rc : xsnprintf(buf, size, "../../sandboxes/%s", snap->sandbox_id);
 }
 
+/* `WANT READY` of its warm pool (ops/ops_warm.c). */
+static int warm_read(const struct fs_node *n, const struct caller *who, struct strbuf *out)
+{
+	(void)who; /* the node was checked for @who at open */
+	struct ops_warm w;
+	int rc = ops_snapshot_warm_get(n->id, &w);
+	if (rc < 0)
+		return rc;
+	strbuf_addf(out, "%u %u\n", w.want, w.ready);
+	return strbuf_error(out);
+}
+
 /* --- snapshots/<id>/: writes --------------------------------------------- */
+
+static int warm_write(struct fs_file *f, const char *line, struct pending *p, struct err *e)
+{
+	(void)p;
+	return ops_snapshot_warm_set(&f->who, f->node.id, line, e);
+}
 
 static int fork_make(const struct caller *who, const char *id, const void *arg, struct strbuf *made,
 		     ops_done_fn done, void *ctx, struct err *e)
@@ -158,6 +176,7 @@ static const struct fs_entry snapshot_files[] = {
     {"source", S_IFLNK | 0777, .exists = source_exists, .link = source_link},
     {"root", S_IFLNK | 0777, .flags = FS_STABLE_LINK, .link = root_link},
     {VIEW_DIR, S_IFDIR | 0500, .flags = FS_INSIDE | FS_UNLISTED},
+    {"warm", S_IFREG | 0600, .read = warm_read, .write = warm_write},
 };
 
 static const struct fs_dir snapshot_dir = FS_DIR(snapshot_files);

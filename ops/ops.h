@@ -131,6 +131,8 @@ struct ops_config {
 	const char *net_pool;
 	/* --net-resolv: the resolv.conf egress sandboxes get; NULL: /etc/resolv.conf. */
 	const char *net_resolv;
+	/* --warm-max: all warm pools' members, a count ("16") or their memory ("8G"); NULL: 16. */
+	const char *warm_max;
 	/*
 	 * --default-memory, --default-cpus, --default-pids: the limits of a
 	 * sandbox that names none (lib/size.h; 0 in a field: unlimited). main.c
@@ -368,6 +370,28 @@ int ops_snapshot_fork(const struct caller *who, const char *snap_id, const struc
  */
 int ops_snapshot_forks(const struct caller *who, const char *snap_id, const struct fork_opts *opts,
 		       struct strbuf *ids, ops_done_fn done, void *ctx, struct err *e);
+/*
+ * A snapshot's warm pool (ops/ops_warm.c; docs/control-files.md, "Warm
+ * pools"): what it wants, what is ready, the memory the ready hold.
+ */
+struct ops_warm {
+	unsigned want;
+	unsigned ready;
+	int64_t bytes;
+};
+/*
+ * `warm` write: keep @text (0..64) sandboxes restored from @snap_id and
+ * paused. -EINVAL for another number; -ENOENT where @who may not see it
+ * (or it is being deleted); -EACCES where @who may not fork; -EBUSY while
+ * it is not completed; -EOPNOTSUPP for a GPU snapshot. 0 deletes its
+ * ready members before it returns.
+ */
+int ops_snapshot_warm_set(const struct caller *who, const char *snap_id, const char *text,
+			  struct err *e);
+/* `warm` read and info.json's "warm": snapshot @snap_id's pool (all 0 without one). */
+int ops_snapshot_warm_get(const char *snap_id, struct ops_warm *out);
+/* All pools of the host together (metrics). */
+void ops_warm_totals(struct ops_warm *out);
 /* `count=N`: 1..FORK_COUNT_MAX (lib/limits.h), else -EINVAL. */
 int ops_fork_count_parse(const char *text, unsigned *count, struct err *e);
 /* Delete a snapshot (-EBUSY while a suspended sandbox depends on it). */

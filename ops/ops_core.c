@@ -325,7 +325,8 @@ int sandbox_find(const struct caller *who, const char *id, struct sandbox *out, 
 int sandbox_get_as(const struct caller *who, const char *id, struct sandbox *out)
 {
 	int rc = row_sandbox_get(id, out);
-	if (rc == 0 && !access_may_see(who, out->owner_uid))
+	/* A warm pool's member is nobody's until taken (ops_warm.c). */
+	if (rc == 0 && (!access_may_see(who, out->owner_uid) || out->state == SB_WARM))
 		rc = -ENOENT;
 	return rc;
 }

@@ -127,6 +127,8 @@ int row_snapshot_update(const struct snapshot *snap);
 int row_sandbox_delete(const char *id);
 int row_snapshot_delete(const char *id);
 int row_sandbox_each(int (*fn)(const struct sandbox *sb, void *arg), void *arg);
+/* The warm pools' members (state SB_WARM), which every other walk skips (ops_warm.c). */
+int row_warm_each(int (*fn)(const struct sandbox *sb, void *arg), void *arg);
 int row_sandbox_each_forked_from(const char *snap_id,
 				 int (*fn)(const struct sandbox *sb, void *arg), void *arg);
 int row_snapshot_each(int (*fn)(const struct snapshot *snap, void *arg), void *arg);
@@ -660,6 +662,27 @@ int monitor_kick_fd(void);
  * with its `error` in @why ("out of memory: ..." for an OOM kill).
  */
 bool sandbox_ended_under(const char *id, int64_t created_at, char *why, size_t size);
+
+/*
+ * --- warm pools (ops_warm.c) ------------------------------------------------
+ *
+ * warm_configure(): --warm-max (NULL: WARM_MAX_DEFAULT), at ops_open.
+ * warm_reconcile(): at start-up, before the sandboxes are: delete the
+ * members a last run left, load the pools' wants. warm_start() and
+ * warm_stop() (which deletes every member) the filling thread.
+ * warm_take(): under no lock, for fork @sb of @snap (fork_prepare()'s):
+ * 0 with @sb now a ready member's row (its id, container, pid; state
+ * starting, recorded durably), for the caller to resume; -ENOENT when no
+ * member fits (restore as any fork); -EDQUOT over the owner's caps.
+ * warm_drain(): a snapshot's delete empties its pool first, waiting for a
+ * restore in flight.
+ */
+int warm_configure(const char *max, struct err *e);
+void warm_reconcile(void);
+int warm_start(void);
+void warm_stop(void);
+int warm_take(const struct snapshot *snap, struct sandbox *sb, struct err *e);
+void warm_drain(const char *snap_id);
 
 /* ======== floor 6: the top (ops_reconcile.c, ops_sync.c, ops_timer.c, ops_life.c) === */
 /*

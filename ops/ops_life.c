@@ -224,6 +224,8 @@ static int open_all(const struct ops_config *cfg, struct err *e)
 		lifetime_configure(cfg);
 	if (rc == 0)
 		ops_ports_configure(cfg);
+	if (rc == 0)
+		rc = warm_configure(cfg->warm_max, e);
 	return rc;
 }
 
@@ -241,6 +243,7 @@ static void reconcile_all(void)
 {
 	/* Snapshots first: an interrupted suspend needs to know whether it was stored. */
 	reconcile_snapshots();
+	warm_reconcile(); /* the members a last run left go; their networks with them */
 	reconcile_sandboxes();
 	holds_reconcile();
 	snapview_sweep(); /* snapshots' views: none outlives its daemon */
@@ -308,6 +311,9 @@ int ops_start(struct err *e)
 	rc = ops_ports_start(e);
 	if (rc < 0)
 		return rc;
+	rc = warm_start();
+	if (rc < 0)
+		return err_set(e, -rc, "cannot start the warm pools' thread: %s", strerror(-rc));
 	ops.running = true;
 	info("snapfs started: state %s, store %s, runsc %s", ops.state_dir, store_url(ops.store),
 	     ops.runsc.version);
@@ -320,6 +326,12 @@ void ops_shutdown(void)
 	pthread_rwlock_wrlock(&ops.gate);
 	ops.running = false;
 	pthread_rwlock_unlock(&ops.gate);
+	/*
+	 * The members go (a paused sandbox nobody may take) while the monitor
+	 * still reaps: a killed sandbox left a zombie makes runsc delete wait
+	 * out its deadline.
+	 */
+	warm_stop();
 	if (monitor_started)
 		monitor_end();
 	timer_stop();

@@ -360,10 +360,65 @@ int fork_prepare(const struct caller *who, const char *snap_id, const struct for
 	return 0;
 }
 
+/*
+ * A fork that took a warm member (warm_take()): resume its paused container
+ * in the place the fork took, and it runs, its timeout armed from now.
+ */
+static void take_job_run(void *arg)
+{
+	struct restore_job *job = arg;
+	struct err e = {0};
+	struct sandbox *sb = malloc(sizeof(*sb));
+	int rc = sb && row_sandbox_get(job->sandbox_id, sb) == 0
+		     ? runsc_resume(&ops.runsc, sb->runtime_id, &e)
+		     : err_set(&e, ENOENT, "sandbox %s is gone", job->sandbox_id);
+	struct sb_patch p = SB_PATCH(rc < 0 ? SB_FAILED : SB_RUNNING);
+	p.arm_timeout = rc == 0;
+	p.message = rc < 0 ? e.msg : NULL;
+	if (rc < 0 && sb)
+		container_stop(sb->runtime_id, NULL);
+	if (sandbox_apply_if(job->sandbox_id, STATE_BIT(SB_STARTING), p) < 0)
+		rc = err_set(&e, EIO,
+			     "sandbox %s was terminated while it was taken from a warm pool",
+			     job->sandbox_id);
+	else if (rc < 0)
+		report_job_failure(OPS_OBJ_SANDBOX, job->sandbox_id, "start", &e);
+	else
+		lifetime_kick();
+	free(sb);
+	op_job_end(job, rc < 0 ? -e.code : 0, NULL, 0);
+}
+
+/* @sb (fork_prepare()'s) took a warm member of @snap: announce it and queue its resume in @job. */
+static int take_submit(void *job, const struct snapshot *snap, const struct sandbox *sb,
+		       char id_out[ID_MAX])
+{
+	struct restore_job *rj = job;
+	memcpy(id_out, sb->id, ID_MAX);
+	ops_ports_reopen(sb->id); /* the source's ports, on new host ports */
+	announce_sandbox(sb->id, sb->state, NULL);
+	ops_notify(OPS_OBJ_LIST, sb->id);
+	ops_notify(OPS_OBJ_SNAPSHOT, snap->id);
+	snprintf(rj->sandbox_id, sizeof(rj->sandbox_id), "%s", sb->id);
+	snprintf(rj->snap_id, sizeof(rj->snap_id), "%s", snap->id);
+	return op_job_queue(job, take_job_run);
+}
+
 int fork_submit(void *job, const struct snapshot *snap, struct sandbox *sb, char id_out[ID_MAX],
 		struct err *e)
 {
-	int rc = new_object_id("sbx-", sb->id);
+	/* A warm member first (ops_warm.c); none that fits: a restore. */
+	int rc = warm_take(snap, sb, e);
+	if (rc == 0)
+		return take_submit(job, snap, sb, id_out);
+	if (rc != -ENOENT)
+		return op_job_drop(job, rc);
+	/* A fan-out's @sb may be the row of the member the fork before took: none of its container.
+	 */
+	sb->runtime_id[0] = sb->image_digest[0] = '\0';
+	sb->pid = 0;
+	sb->state = SB_STARTING;
+	rc = new_object_id("sbx-", sb->id);
 	if (rc < 0)
 		rc = err_set(e, -rc, "cannot make a sandbox id: %s", strerror(-rc));
 	if (rc == 0)

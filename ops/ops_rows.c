@@ -333,6 +333,7 @@ union walk_fn {
 struct row_walk {
 	union walk_fn fn;
 	void *arg;
+	bool warm; /* the walk of warm members (row_warm_each()); the others skip them */
 	union {
 		struct sandbox sb;
 		struct snapshot snap;
@@ -343,7 +344,11 @@ static int sandbox_kept(const struct sandbox *sb, void *arg)
 {
 	struct row_walk *w = arg;
 	bool kept = pending_get(OPS_OBJ_SANDBOX, sb->id, &w->kept.sb);
-	return w->fn.sandbox(kept ? &w->kept.sb : sb, w->arg);
+	const struct sandbox *row = kept ? &w->kept.sb : sb;
+	/* A warm pool's member is nobody's until taken (ops_warm.c): no listing shows it. */
+	if ((row->state == SB_WARM) != w->warm)
+		return 0;
+	return w->fn.sandbox(row, w->arg);
 }
 
 static int snapshot_kept(const struct snapshot *snap, void *arg)
@@ -354,7 +359,14 @@ static int snapshot_kept(const struct snapshot *snap, void *arg)
 }
 
 /* Which registry walk row_walk() makes. */
-enum walk_of { ALL_SANDBOXES, FORKS_OF, ALL_SNAPSHOTS, SNAPSHOTS_OF, SNAPSHOTS_LISTED };
+enum walk_of {
+	ALL_SANDBOXES,
+	FORKS_OF,
+	ALL_SNAPSHOTS,
+	SNAPSHOTS_OF,
+	SNAPSHOTS_LISTED,
+	WARM_SANDBOXES
+};
 
 /* The registry's walk @of (@key: the snapshot or sandbox it is of), each row as kept. */
 static int row_walk(enum walk_of of, const char *key, union walk_fn fn, void *arg)
@@ -364,7 +376,9 @@ static int row_walk(enum walk_of of, const char *key, union walk_fn fn, void *ar
 		return -ENOMEM;
 	w->fn = fn;
 	w->arg = arg;
-	int rc = of == ALL_SANDBOXES ? registry_sandbox_each(ops.reg, sandbox_kept, w)
+	w->warm = of == WARM_SANDBOXES;
+	int rc = of == ALL_SANDBOXES || of == WARM_SANDBOXES
+		     ? registry_sandbox_each(ops.reg, sandbox_kept, w)
 		 : of == FORKS_OF ? registry_sandbox_each_forked_from(ops.reg, key, sandbox_kept, w)
 		 : of == ALL_SNAPSHOTS ? registry_snapshot_each(ops.reg, snapshot_kept, w)
 		 : of == SNAPSHOTS_LISTED
@@ -377,6 +391,11 @@ static int row_walk(enum walk_of of, const char *key, union walk_fn fn, void *ar
 int row_sandbox_each(int (*fn)(const struct sandbox *sb, void *arg), void *arg)
 {
 	return row_walk(ALL_SANDBOXES, NULL, (union walk_fn){.sandbox = fn}, arg);
+}
+
+int row_warm_each(int (*fn)(const struct sandbox *sb, void *arg), void *arg)
+{
+	return row_walk(WARM_SANDBOXES, NULL, (union walk_fn){.sandbox = fn}, arg);
 }
 
 int row_sandbox_each_forked_from(const char *snap_id,

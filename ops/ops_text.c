@@ -344,6 +344,19 @@ static const struct metric_head sandbox_heads[4] = {
      "Bytes each egress sandbox sent since its network came up."},
 };
 
+/* The host's warm pools, all together (ops/ops_warm.c): their members are nobody's. */
+static void warm_metrics(struct strbuf *out)
+{
+	struct ops_warm w;
+	ops_warm_totals(&w);
+	gauge(out, "snapfs_warm_sandboxes",
+	      "Sandboxes restored and paused in warm pools, ready to be taken by a fork.", w.ready);
+	gauge(out, "snapfs_warm_wanted", "Sandboxes all warm pools ask for (their warm files).",
+	      w.want);
+	gauge(out, "snapfs_warm_memory_bytes", "Memory the ready warm sandboxes' cgroups hold.",
+	      w.bytes);
+}
+
 int ops_metrics_text(const struct caller *who, struct strbuf *out)
 {
 	struct metric_counts c = {0};
@@ -374,6 +387,7 @@ int ops_metrics_text(const struct caller *who, struct strbuf *out)
 	      "Reads of wait files held until their object settles (an interrupted one goes at "
 	      "once).",
 	      waiters_count());
+	warm_metrics(out);
 	gauge(out, "snapfs_registry_rows_pending",
 	      "Row updates the registry refused, kept in memory and written again until it takes "
 	      "them.",

@@ -220,9 +220,26 @@ int ops_sandbox_info(const struct sandbox *sb, struct strbuf *out)
 	return json_print(out, sandbox_info(sb));
 }
 
+/* snapmeta_info()'s object, and its warm pool's: {"want", "ready", "memory_bytes"}. */
 int ops_snapshot_info(const struct snapshot *snap, struct strbuf *out)
 {
-	return snapmeta_info(snap, out);
+	_cleanup_strbuf_ struct strbuf meta = STRBUF_INIT;
+	struct ops_warm w;
+	int rc = snapmeta_info(snap, &meta);
+	if (rc < 0)
+		return rc;
+	ops_snapshot_warm_get(snap->id, &w);
+	_cleanup_json_ cJSON *info = cJSON_Parse(strbuf_str(&meta));
+	cJSON *warm = cJSON_CreateObject();
+	bool ok = info && warm && json_add(warm, "want", cJSON_CreateNumber(w.want)) &&
+		  json_add(warm, "ready", cJSON_CreateNumber(w.ready)) &&
+		  json_add(warm, "memory_bytes", cJSON_CreateNumber((double)w.bytes));
+	if (!ok || !json_add(info, "warm", warm)) {
+		if (!ok)
+			cJSON_Delete(warm);
+		return -ENOMEM;
+	}
+	return json_print(out, steal_ptr(info));
 }
 
 /* --- manifest.json -------------------------------------------------------- */

@@ -19,11 +19,17 @@
 /* --- enum names ---------------------------------------------------------- */
 
 static const char *const sb_state_names[] = {
-    [SB_CREATED] = "created",	    [SB_STARTING] = "starting",
-    [SB_RUNNING] = "running",	    [SB_SNAPSHOTTING] = "snapshotting",
-    [SB_SUSPENDING] = "suspending", [SB_SUSPENDED] = "suspended",
-    [SB_RESUMING] = "resuming",	    [SB_TERMINATING] = "terminating",
-    [SB_TERMINATED] = "terminated", [SB_FAILED] = "failed",
+    [SB_CREATED] = "created",
+    [SB_STARTING] = "starting",
+    [SB_RUNNING] = "running",
+    [SB_SNAPSHOTTING] = "snapshotting",
+    [SB_SUSPENDING] = "suspending",
+    [SB_SUSPENDED] = "suspended",
+    [SB_RESUMING] = "resuming",
+    [SB_TERMINATING] = "terminating",
+    [SB_TERMINATED] = "terminated",
+    [SB_FAILED] = "failed",
+    [SB_WARM] = "warm",
 };
 
 static const char *const snap_state_names[] = {

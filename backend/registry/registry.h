@@ -37,6 +37,8 @@ enum sandbox_state {
 	SB_TERMINATING,
 	SB_TERMINATED,
 	SB_FAILED,
+	SB_WARM, /* a warm pool's member, restored and paused, nobody's until taken (ops/ops_warm.c)
+		  */
 };
 
 enum snapshot_state {
