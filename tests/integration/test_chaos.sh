@@ -2,7 +2,8 @@
 # shellcheck source-path=SCRIPTDIR disable=SC2016,SC2086,SC2317
 # (SC2086: id lists split into words on purpose; SC2317: helpers run through poll_until and traps)
 # The chaos test (issue 11): rounds of one random operation (snapshot,
-# suspend, resume, fork, delete, terminate), started with `async` on a few
+# suspend, resume, fork, delete, terminate, and `warm N`: a warm pool
+# filled or drained, issue 25), started with `async` on a few
 # small sandboxes, the daemon killed with SIGKILL 0-2 s later, restarted on
 # the same state, and then the invariants:
 #   settled   nothing stays in a transitional state after the restart;
@@ -14,7 +15,9 @@
 #   record    and its info.json has its image's digest (its snapshots
 #             carry it, and a fork compares it with the image's);
 #   runsc     `runsc list` holds exactly the running sandboxes' containers,
-#             each running (not paused, not stopped);
+#             each running (not paused, not stopped), and the warm pools'
+#             members (a restart deletes them and the pools refill:
+#             docs/control-files.md, "Warm pools"), nothing else;
 #   fork      every completed snapshot forks, and the fork shows the token
 #             written before the snapshot, in the snapshot's process;
 #   resume    every suspended sandbox resumes with its state (so a
@@ -218,6 +221,7 @@ phase_at_kill() {
 		case $sb_state in terminating) PHASE=terminate ;; terminated) PHASE="after(terminated)" ;;
 		*) PHASE=before ;; esac
 		;;
+	warm) PHASE="members($(sql "SELECT count(*) FROM sandboxes WHERE state = 'warm'"))" ;;
 	esac
 }
 sql_ids() {
@@ -242,7 +246,7 @@ choose_op() {
 	deps=""
 	for s in $suspended; do deps+=" $(suspend_snapshot_of "$s")"; done
 	deletable=$(for s in $completed; do [[ " $deps " == *" $s "* ]] || echo "$s"; done)
-	rnd 10
+	rnd 11
 	case $R in
 	0 | 1) OP=snapshot ;;
 	2 | 3) OP=suspend ;;
@@ -251,6 +255,7 @@ choose_op() {
 	7) OP=delete ;;
 	8) OP=terminate ;;
 	9) OP=fork ;;
+	10) OP=warm ;;
 	esac
 	if [ "$(wc -w <<<"$deletable")" -ge "$SNAPS_MAX" ]; then
 		rnd 3
@@ -267,13 +272,13 @@ choose_op() {
 			OP=suspend
 		fi
 	fi
-	[ "$OP" = fork ] && [ -z "$completed" ] && OP=snapshot
+	[ "$OP" = fork ] || [ "$OP" = warm ] && [ -z "$completed" ] && OP=snapshot
 	[ "$OP" = delete ] && [ -z "$deletable" ] && OP=snapshot
 	[ "$OP" = terminate ] && [ "${#POOL[@]}" -le 1 ] && OP=snapshot
 	case $OP in
 	snapshot | suspend) pick $running ;;
 	resume) pick $suspended ;;
-	fork) pick $completed ;;
+	fork | warm) pick $completed ;;
 	delete) pick $deletable ;;
 	terminate) pick "${POOL[@]}" ;;
 	esac
@@ -283,16 +288,18 @@ choose_op() {
 # start_op: the operation, in the background, answered with async: its
 # output and exit status land in $T/op.*.
 start_op() {
-	local file how=wr
+	local file how=wr what=async
 	case $OP in
 	snapshot | suspend | resume | terminate) file=$MNT/sandboxes/$TARGET/$OP ;;
-	fork | delete) file=$MNT/snapshots/$TARGET/$OP ;;
+	fork | delete | warm) file=$MNT/snapshots/$TARGET/$OP ;;
 	esac
+	# A pool of 0 (drained), 1 or 2: filling runs restores the kill may cut.
+	[ "$OP" = warm ] && rnd 3 && what=$R
 	# snapshot and fork answer the new id on the same open file; the others answer nothing.
 	[ "$OP" = snapshot ] || [ "$OP" = fork ] && how=wr_read
 	rm -f "$T/op.out" "$T/op.rc"
 	(
-		"$how" "$file" async >"$T/op.out" 2>&1
+		"$how" "$file" "$what" >"$T/op.out" 2>&1
 		echo $? >"$T/op.rc"
 	) &
 	OP_PID=$!
@@ -421,10 +428,18 @@ check_running() {
 		inv runsc "runsc calls the container of running sandbox $sb running" $((!$?)) \
 			"runsc state of $rid: ${st:-not listed}"
 	done
+	# The warm pools' members, read after the list: a pool only grows while no round runs, and a
+	# member's row is written before its container is made, so every member listed has its row.
+	local members
+	members=$(sql "SELECT runtime_id FROM sandboxes WHERE state = 'warm'")
 	want_ids=$(printf '%s' "$want_ids" | sed '/^$/d' | sort)
-	if [ "$rc" -eq 0 ]; then listed=$(awk 'NR > 1 { print $1 }' <<<"$table" | sort); else listed=$table; fi
+	if [ "$rc" -eq 0 ]; then
+		listed=$(awk 'NR > 1 { print $1 }' <<<"$table" | grep -vxF -f <(printf '%s\n' $members "-") | sort)
+	else
+		listed=$table
+	fi
 	[ "$listed" = "$want_ids" ]
-	inv runsc "runsc lists exactly the running sandboxes' containers" $((!$?)) \
+	inv runsc "runsc lists exactly the running sandboxes' and warm members' containers" $((!$?)) \
 		"registry: $(tr '\n' ' ' <<<"$want_ids")" "runsc:    $(tr '\n' ' ' <<<"$listed")" \
 		"sandboxes: $(sb_list | tr '\n' ';')"
 	# A container no sandbox names would fail every later round too: remove it.
@@ -572,6 +587,7 @@ outcome() {
 		[ -n "$f" ] || what="no fork"
 		;;
 	delete) if [ -e "$MNT/snapshots/$TARGET" ]; then what="snapshot $(snap_status "$TARGET")"; else what=gone; fi ;;
+	warm) what="pool $(rd "$MNT/snapshots/$TARGET/warm" 2>&1)" ;;
 	esac
 	OUTCOME["$OP $PHASE -> $what"]=$((${OUTCOME["$OP $PHASE -> $what"]:-0} + 1))
 	WHAT=$what

@@ -128,10 +128,13 @@ ok "its view's directory is gone" test ! -e "$STATE/sandboxes/.view-$A"
 
 # A restore that fails: reads answer EIO, and the snapshot's error says why.
 ok "B has no view now" no_views
+# The tree and the versions a sandbox runs from (docs/images.md, "Versions of a hand-made tree").
 mv "$IMAGES/busybox" "$IMAGES/busybox.away"
+mv "$IMAGES/.tree" "$IMAGES/.tree.away"
 expect_errno EIO "a read of B's files while its image is away" cat "$RB/work/data/a.txt"
 check_contains "B's error says why" "busybox" "$(rd "$MNT/snapshots/$B/error")"
 mv "$IMAGES/busybox.away" "$IMAGES/busybox"
+mv "$IMAGES/.tree.away" "$IMAGES/.tree"
 ok "a failed view leaves no directory" no_views
 ok "B's files read again once its retry time passed" \
 	poll_until 30 grep -qx two "$RB/work/data/a.txt"
