@@ -12,6 +12,7 @@
 #                              promtool (Debian's prometheus: the metrics test),
 #                              ansible-core (test_replace.sh: Ansible's copy and lineinfile)
 #                              inotify-tools (test_watch.sh)
+#                              tests/check-shell.sh's shellcheck (the examples' scripts)
 #
 # Idempotent: every step is skipped when what it installs is already there, and
 # `apt-get update` runs only when something has to be installed.
@@ -150,6 +151,7 @@ command -v scdoc >/dev/null 2>&1 || test_pkgs+=(scdoc)
 command -v man >/dev/null 2>&1 || test_pkgs+=(man-db)
 command -v systemd-analyze >/dev/null 2>&1 || test_pkgs+=(systemd)
 command -v python3 >/dev/null 2>&1 || test_pkgs+=(python3)
+command -v shellcheck >/dev/null 2>&1 || test_pkgs+=(shellcheck) # tests/check-shell.sh
 install_missing "test tools" "${test_pkgs[@]}"
 
 # promtool checks the metrics file (test_metrics.sh). Debian ships it only in

@@ -66,6 +66,12 @@ out=$(python3 tests/check-circles.py 2>&1)
 rc=$?
 printf '%s\n' "$out" | grep -vE "$RESULT_RE"
 add "circles" "$rc" "$out"
+# The examples' scripts, which the suite does not run (tests/check-shell.sh).
+echo "=== shellcheck"
+out=$(tests/check-shell.sh 2>&1)
+rc=$?
+printf '%s\n' "$out" | grep -vE "$RESULT_RE"
+add "shellcheck" "$rc" "$out"
 
 # --- unit tests: one binary per tests/unit/test_*.c ---
 unit_bins=()
