@@ -8,6 +8,7 @@
 #   make install PREFIX=/usr/local   the daemon, its agent, snapfs-image, make-image.sh, the man pages, the systemd unit
 #   make deb             the Debian package (dpkg-buildpackage -b) into build/deb/ (docs/packaging.md)
 #   make bench           build the benchmarks' C programs (bench/*.c) into build/bench/; runs none
+#   make example-python  run examples/python-app/run.sh (root; Debian's mirror the first time; minutes)
 #   make format          clang-format every source file
 #   make format-check    fail on a source file clang-format would change
 
@@ -55,7 +56,7 @@ UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 
 OBJ = $(patsubst %.c,$(1)/%.o,$(2))
 
-.PHONY: all test unit install format format-check bench clean integration fuzz fuzz-build chaos deb
+.PHONY: all test unit install format format-check bench clean integration fuzz fuzz-build chaos deb example-python
 # Keep the unit tests' objects: make would otherwise delete them after `make test`
 # and print that last, after the suite's closing "N passed, N failed" line.
 .SECONDARY:
@@ -190,6 +191,11 @@ deb:
 	mkdir -p $(DEB_SRC)
 	tar --exclude=./build --exclude=./.git --exclude=./tests/doubles/node_modules -cf - . | tar -xf - -C $(DEB_SRC)
 	cd $(DEB_SRC) && dpkg-buildpackage -b -us -uc
+
+# A Python service cold against forked warm (examples/python-app/README.md): not
+# part of `make test`, it needs minutes and Debian's mirror.
+example-python: build/snapfs
+	examples/python-app/run.sh
 
 # Every C source and header the formatter keeps; tests/run.sh checks them with --dry-run.
 FORMAT_SRCS = $(LIB_SRCS) $(MAIN_SRC) $(AGENT_SRCS) $(wildcard */*.h */*/*.h */*/*/*.h tests/unit/*.c tests/fuzz/*.c bench/*.c)
