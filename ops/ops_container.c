@@ -22,9 +22,10 @@
 #include "runtime/images.h"
 
 int container_prepare(const char *id, const char *runtime_id, const char *image,
-		      const char *entrypoint, const char *env, bool gpu,
+		      const char *entrypoint, const char *env, unsigned flags,
 		      const struct resources *res, char digest[DIGEST_MAX], struct err *e)
 {
+	bool gpu = flags & CONTAINER_GPU;
 	char rootfs[PATH_MAX], bundle[PATH_MAX], cgroup[PATH_MAX], want[DIGEST_MAX];
 	const char *argv[] = {"/bin/sh", "-c", entrypoint, NULL};
 	const char *nodes[GPU_NODES_MAX];
@@ -36,7 +37,9 @@ int container_prepare(const char *id, const char *runtime_id, const char *image,
 				   .cgroups_path = cgroup,
 				   .res = *res,
 				   .netns = netns,
-				   .resolv = resolv};
+				   .resolv = resolv,
+				   .cpu_shares =
+				       flags & CONTAINER_BACKGROUND ? CGROUP_SHARES_BACKGROUND : 0};
 	/* A restore may run from a version the image no longer is (images_take()). */
 	int rc = digest[0] ? 0 : images_exists(ops.images, image);
 	if (rc < 0)
@@ -172,8 +175,8 @@ int container_start(const char *id, const char *runtime_id, bool gpu, const char
 int container_run(const struct sandbox *sb, char digest[DIGEST_MAX], pid_t *pid, struct err *e)
 {
 	const char *entry = sb->entrypoint[0] ? sb->entrypoint : OPS_DEFAULT_ENTRYPOINT;
-	int rc = container_prepare(sb->id, sb->runtime_id, sb->image, entry, sb->env, sb->gpu,
-				   &sb->res, digest, e);
+	int rc = container_prepare(sb->id, sb->runtime_id, sb->image, entry, sb->env,
+				   sb->gpu ? CONTAINER_GPU : 0, &sb->res, digest, e);
 	if (rc < 0)
 		return rc;
 	return container_start(sb->id, sb->runtime_id, sb->gpu, NULL, pid, e);

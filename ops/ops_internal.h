@@ -518,13 +518,17 @@ void metrics_pause_observe(int64_t ms);
  * Write sandbox @id's bundle (runtime/runsc/bundle.h) for container @runtime_id
  * (its cgroup: runtime/runsc/cgroup.h) of @image, its process
  * `/bin/sh -c @entrypoint` with @env, and the host's NVIDIA devices when
- * @gpu; pins the image's digest into @digest. A @digest that is not empty
+ * @flags has CONTAINER_GPU; at the least CPU weight when it has
+ * CONTAINER_BACKGROUND (a warm pool's member: cgroup_cpu_normal() raises it
+ * when a fork takes it); pins the image's digest into @digest. A @digest that is not empty
  * on entry is the one the image must have (a restore's: the snapshot's):
  * another is refused with EINVAL and both digests, before the bundle or the
  * network exists.
  */
+#define CONTAINER_GPU 1u
+#define CONTAINER_BACKGROUND 2u
 int container_prepare(const char *id, const char *runtime_id, const char *image,
-		      const char *entrypoint, const char *env, bool gpu,
+		      const char *entrypoint, const char *env, unsigned flags,
 		      const struct resources *res, char digest[DIGEST_MAX], struct err *e);
 
 /*

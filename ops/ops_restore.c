@@ -87,8 +87,8 @@ static int restore_image(const char *sandbox_id, const struct snapshot *snap,
 	/* Held to the snapshot's digest: the image may have been re-imported since the fork was
 	 * accepted. */
 	memcpy(digest, snap->image_digest, DIGEST_MAX);
-	int rc = container_prepare(sandbox_id, runtime_id, snap->image, entry, snap->env, snap->gpu,
-				   res, digest, e);
+	int rc = container_prepare(sandbox_id, runtime_id, snap->image, entry, snap->env,
+				   snap->gpu ? CONTAINER_GPU : 0, res, digest, e);
 	if (rc < 0)
 		return rc;
 	int64_t t0 = mono_ms();
@@ -361,6 +361,18 @@ int fork_prepare(const struct caller *who, const char *snap_id, const struct for
 }
 
 /*
+ * A member was restored at the least CPU weight (CONTAINER_BACKGROUND): the
+ * fork runs at the host's default. A failure only warns: the sandbox runs,
+ * slower only while other work competes.
+ */
+static void cpu_normal(const char *id, const char *runtime_id)
+{
+	struct err e = {0};
+	if (cgroup_cpu_normal(ops.cgroup_parent, runtime_id, &e) < 0 && e.code != ENOENT)
+		warning("sandbox %s keeps a warm member's low CPU weight: %s", id, e.msg);
+}
+
+/*
  * A fork that took a warm member (warm_take()): resume its paused container
  * in the place the fork took, and it runs, its timeout armed from now.
  */
@@ -369,9 +381,11 @@ static void take_job_run(void *arg)
 	struct restore_job *job = arg;
 	struct err e = {0};
 	struct sandbox *sb = malloc(sizeof(*sb));
-	int rc = sb && row_sandbox_get(job->sandbox_id, sb) == 0
-		     ? runsc_resume(&ops.runsc, sb->runtime_id, &e)
-		     : err_set(&e, ENOENT, "sandbox %s is gone", job->sandbox_id);
+	bool found = sb && row_sandbox_get(job->sandbox_id, sb) == 0;
+	if (found)
+		cpu_normal(sb->id, sb->runtime_id);
+	int rc = found ? runsc_resume(&ops.runsc, sb->runtime_id, &e)
+		       : err_set(&e, ENOENT, "sandbox %s is gone", job->sandbox_id);
 	struct sb_patch p = SB_PATCH(rc < 0 ? SB_FAILED : SB_RUNNING);
 	p.arm_timeout = rc == 0;
 	p.message = rc < 0 ? e.msg : NULL;

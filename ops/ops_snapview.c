@@ -180,8 +180,8 @@ static int view_prepare(const struct snapshot *snap, const char *runtime_id, str
 	snprintf(dir_id, sizeof(dir_id), VIEW_DIR_PREFIX "%s", snap->id);
 	memcpy(digest, snap->image_digest, DIGEST_MAX);
 	/* No row of that id: ops_net_prepare() makes no network for it. */
-	return container_prepare(dir_id, runtime_id, snap->image, entry, snap->env, false,
-				 &snap->res, digest, e);
+	return container_prepare(dir_id, runtime_id, snap->image, entry, snap->env, 0, &snap->res,
+				 digest, e);
 }
 
 /* Restore @snap_id's view into container @runtime_id. */

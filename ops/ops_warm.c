@@ -198,7 +198,8 @@ static int member_restore(const struct snapshot *snap, struct sandbox *sb, struc
 	int rc = cache_materialize(ops.store, snap->id, NULL, NULL, image_dir, e);
 	memcpy(digest, snap->image_digest, DIGEST_MAX);
 	if (rc == 0)
-		rc = container_prepare(sb->id, sb->runtime_id, snap->image, entry, snap->env, false,
+		rc = container_prepare(sb->id, sb->runtime_id, snap->image, entry, snap->env,
+				       CONTAINER_BACKGROUND, /* below users' work */
 				       &sb->res, digest, e);
 	if (rc == 0)
 		rc = container_start(sb->id, sb->runtime_id, false, image_dir, &sb->pid, e);

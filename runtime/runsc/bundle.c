@@ -232,16 +232,18 @@ static bool bundle_rlimits(cJSON *p, int64_t pids)
 /*
  * The limits in @res (linux.resources): memory.limit in bytes, cpu.quota
  * of CPU_PERIOD_US (a thousandth of a CPU is 100 us of it), pids.limit
- * with the runtime's headroom over the RLIMIT_NPROC inside.
+ * with the runtime's headroom over the RLIMIT_NPROC inside; and cpu.shares
+ * when @shares is not 0.
  */
-static bool bundle_resources(cJSON *res, const struct resources *r)
+static bool bundle_resources(cJSON *res, const struct resources *r, unsigned shares)
 {
-	cJSON *cpu = r->cpu_milli > 0 ? cJSON_AddObjectToObject(res, "cpu") : NULL;
+	cJSON *cpu = r->cpu_milli > 0 || shares ? cJSON_AddObjectToObject(res, "cpu") : NULL;
 	return add_limit(res, "memory", "limit", r->memory_bytes) &&
 	       add_limit(res, "pids", "limit", host_pids(r->pids)) &&
 	       (r->cpu_milli <= 0 ||
 		(cpu && cJSON_AddNumberToObject(cpu, "quota", (double)r->cpu_milli * 100) &&
-		 cJSON_AddNumberToObject(cpu, "period", CPU_PERIOD_US)));
+		 cJSON_AddNumberToObject(cpu, "period", CPU_PERIOD_US))) &&
+	       (!shares || (cpu && cJSON_AddNumberToObject(cpu, "shares", shares)));
 }
 
 /* linux: the cgroup path if any, the namespaces, the limits, then the devices. */
@@ -249,13 +251,14 @@ static int bundle_linux(cJSON *cfg, const struct bundle_spec *spec, struct err *
 {
 	const char *cg = spec->cgroups_path;
 	const struct resources *r = &spec->res;
-	bool limits = r->memory_bytes > 0 || r->cpu_milli > 0 || r->pids > 0;
+	bool limits = r->memory_bytes > 0 || r->cpu_milli > 0 || r->pids > 0 || spec->cpu_shares;
 	cJSON *lnx = cJSON_AddObjectToObject(cfg, "linux");
 	cJSON *res =
 	    lnx && (limits || spec->ndevices) ? cJSON_AddObjectToObject(lnx, "resources") : NULL;
 	if (!lnx || !bundle_namespaces(lnx, spec->netns) ||
 	    (cg && cg[0] && !cJSON_AddStringToObject(lnx, "cgroupsPath", cg)) ||
-	    ((limits || spec->ndevices) && !res) || (limits && !bundle_resources(res, r)))
+	    ((limits || spec->ndevices) && !res) ||
+	    (limits && !bundle_resources(res, r, spec->cpu_shares)))
 		return no_memory(e);
 	return bundle_devices(lnx, res, spec->devices, spec->ndevices, e);
 }

@@ -66,6 +66,12 @@ struct bundle_spec {
 	 */
 	const char *netns;
 	const char *resolv;
+	/*
+	 * linux.resources.cpu.shares: 0 leaves it out (the host's default
+	 * weight); a warm pool's member is restored at CGROUP_SHARES_BACKGROUND
+	 * so its restore yields the CPU to users' work (runtime/runsc/cgroup.h).
+	 */
+	unsigned cpu_shares;
 };
 
 /*

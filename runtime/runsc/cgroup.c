@@ -276,6 +276,32 @@ int cgroup_usage(const char *parent, const char *cid, struct cgroup_usage *u)
 	return cgroup_usage_at("/sys/fs/cgroup", unified(), parent, cid, u);
 }
 
+int cgroup_cpu_normal_at(const char *root, bool v2, const char *parent, const char *cid,
+			 struct err *e)
+{
+	char path[PATH_MAX];
+	const char *value = v2 ? "100" : "1024"; /* the kernel's default weight */
+	int n = v2 ? snprintf(path, sizeof(path), "%s%s/%s/cpu.weight", root, parent, cid)
+		   : snprintf(path, sizeof(path), "%s/cpu%s/%s/cpu.shares", root, parent, cid);
+	if (n < 0 || (size_t)n >= sizeof(path))
+		return err_set(e, ENAMETOOLONG, "cgroup of %s: path too long", cid);
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return err_set(e, errno, "cannot open %s: %s", path, strerror(errno));
+	ssize_t w = write(fd, value, strlen(value));
+	int saved = errno;
+	close(fd);
+	if (w != (ssize_t)strlen(value))
+		return err_set(e, w < 0 ? saved : EIO, "cannot write %s: %s", path,
+			       strerror(w < 0 ? saved : EIO));
+	return 0;
+}
+
+int cgroup_cpu_normal(const char *parent, const char *cid, struct err *e)
+{
+	return cgroup_cpu_normal_at("/sys/fs/cgroup", unified(), parent, cid, e);
+}
+
 /* How far counter @now moved past @then (-1: unread, as 0); below it: a new cgroup's. */
 static int64_t moved(int64_t now, int64_t then)
 {

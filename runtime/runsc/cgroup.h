@@ -75,6 +75,21 @@ int cgroup_adopt_from(const char *v1, const char *v2, const char *parent, const 
  */
 int cgroup_can_limit(const struct resources *r, const char *what, struct err *e);
 
+/*
+ * A container's CPU weight against the other cgroups under the parent: a
+ * warm pool's member is restored at CGROUP_SHARES_BACKGROUND (its bundle's
+ * cpu.shares: v1's least; runsc writes cpu.weight 1 on a v2 tree), so the
+ * restore yields the CPU to users' work, and set back to the host's default
+ * (v1 cpu.shares 1024, v2 cpu.weight 100) when a fork takes it.
+ * cgroup_cpu_normal_at() works under @root (a test's directory): -errno
+ * with @e when the file cannot be written (a host without the controller
+ * answers -ENOENT: the weight was never lowered there either).
+ */
+#define CGROUP_SHARES_BACKGROUND 2
+int cgroup_cpu_normal_at(const char *root, bool v2, const char *parent, const char *cid,
+			 struct err *e);
+int cgroup_cpu_normal(const char *parent, const char *cid, struct err *e);
+
 /* What a container's cgroup has counted (docs/limits.md). */
 struct cgroup_usage {
 	int64_t memory_bytes; /* memory.usage_in_bytes (v1), memory.current (v2) */

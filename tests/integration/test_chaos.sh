@@ -34,7 +34,8 @@
 # CHAOS_ROUNDS (default 30) rounds, or fewer when CHAOS_SECONDS (default
 # 600) run out; CHAOS_SEED (default: random) replays the sequence of
 # operations, targets and kill delays (the targets also depend on what the
-# earlier rounds left, so a replay is close, not exact). `make chaos` runs a
+# earlier rounds left, so a replay is close, not exact); CHAOS_ONLY=OP makes
+# every round that operation where it can be made. `make chaos` runs a
 # longer profile. Nothing here waits for a fixed time to pass a check: the
 # kill delay is the one random sleep, and it decides what is tested, not
 # whether it passes.
@@ -45,6 +46,7 @@ CHAOS_ROUNDS=${CHAOS_ROUNDS:-30}
 CHAOS_SECONDS=${CHAOS_SECONDS:-600}
 CHAOS_SEED=${CHAOS_SEED:-$(($(od -An -N2 -tu2 /dev/urandom) + 0))}
 CHAOS_VERBOSE=${CHAOS_VERBOSE:-0}
+CHAOS_ONLY=${CHAOS_ONLY:-} # one operation each round, where it can be made (else a snapshot)
 POOL_MIN=2 # sandboxes kept running or suspended
 POOL_MAX=3
 SNAPS_MAX=3 # completed snapshots before deletes are preferred (each is forked every round)
@@ -257,6 +259,7 @@ choose_op() {
 	9) OP=fork ;;
 	10) OP=warm ;;
 	esac
+	[ -n "$CHAOS_ONLY" ] && OP=$CHAOS_ONLY
 	if [ "$(wc -w <<<"$deletable")" -ge "$SNAPS_MAX" ]; then
 		rnd 3
 		[ "$R" -lt 2 ] && OP=delete

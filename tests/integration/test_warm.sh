@@ -61,8 +61,19 @@ check_match "warm reads 3 and what is ready at once" '^3 [0-3]$' "$(rd "$WARM")"
 ok "the pool fills to 3 3 within 60 s" poll_until 60 warm_is "3 3"
 check_eq "no warm sandbox in sandboxes/index" "$index_before" "$(rd "$MNT/sandboxes/index")"
 check_eq "three paused containers besides the sandboxes'" 3 "$(extra_containers | wc -l)"
-for rid in $(extra_containers); do
+# cpu_weight RID: container RID's CPU weight (v1 cpu.shares, v2 cpu.weight) under the default parent.
+cpu_weight() {
+	if [ "$(stat -fc %T /sys/fs/cgroup)" = cgroup2fs ]; then
+		cat "/sys/fs/cgroup/snapfs.slice/$1/cpu.weight" 2>&1
+	else
+		cat "/sys/fs/cgroup/cpu/snapfs.slice/$1/cpu.shares" 2>&1
+	fi
+}
+if [ "$(stat -fc %T /sys/fs/cgroup)" = cgroup2fs ]; then low=1 normal=100; else low=2 normal=1024; fi
+members=$(extra_containers)
+for rid in $members; do
 	check_eq "warm container $rid is paused" paused "$(runsc_state_of "$rid")"
+	check_eq "warm container $rid was restored at the least CPU weight" "$low" "$(cpu_weight "$rid")"
 done
 check_eq "info.json: warm.want" 3 "$(jget "$MNT/snapshots/$snap/info.json" .warm.want)"
 check_eq "info.json: warm.ready" 3 "$(jget "$MNT/snapshots/$snap/info.json" .warm.ready)"
@@ -82,6 +93,10 @@ for i in 1 2 3; do
 	forks+=("$id")
 done
 check_eq "three distinct ids" 3 "$(printf '%s\n' "${forks[@]}" | grep -c '^sbx-')"
+for id in "${forks[@]}"; do
+	check_contains "$id runs in a member's container" "$(runtime_id "$id")" "$members"
+	check_eq "$id runs at the host's default CPU weight" "$normal" "$(cpu_weight "$(runtime_id "$id")")"
+done
 check_eq "three distinct ids (unique)" 3 "$(printf '%s\n' "${forks[@]}" | sort -u | wc -l)"
 check_match "the pool gave them: fewer than 3 ready just after" '^3 [0-2]$' "$(rd "$WARM")"
 for id in "${forks[@]}"; do

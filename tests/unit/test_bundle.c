@@ -4,6 +4,7 @@
  */
 #include "runtime/runsc/bundle.h"
 #include "runtime/gpu/gpu.h"
+#include "runtime/runsc/cgroup.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -217,6 +218,16 @@ static void test_resources(void)
 	CHECK(cJSON_GetNumberValue(get(get(res, "pids"), "limit")) ==
 	      100 * RES_PIDS_HOST_PER_TASK + RES_PIDS_HOST_BASE);
 	cJSON_Delete(cfg);
+	/* A warm member's low CPU weight: cpu.shares alone, no quota (no limit). */
+	spec.res = (struct resources){0};
+	spec.cpu_shares = CGROUP_SHARES_BACKGROUND;
+	CHECK(bundle_write(dir, &spec, &e) == 0);
+	cfg = load_bundle();
+	res = get(get(cfg, "linux"), "resources");
+	CHECK(cJSON_GetNumberValue(get(get(res, "cpu"), "shares")) == 2);
+	CHECK(get(get(res, "cpu"), "quota") == NULL && get(res, "memory") == NULL);
+	cJSON_Delete(cfg);
+	spec.cpu_shares = 0;
 	/* No limit, no device: no resources at all. */
 	spec.res = (struct resources){0};
 	CHECK(bundle_write(dir, &spec, &e) == 0);

@@ -158,6 +158,37 @@ static void test_usage(void)
 	CHECK(u.memory_bytes == -1 && u.oom_kills == -1 && u.memory_peak == -1);
 }
 
+/*
+ * A warm member's CPU weight back to the host's default at a take: v1
+ * cpu.shares 1024 in the cpu hierarchy, v2 cpu.weight 100; a cgroup that
+ * is not there (no controller) is -ENOENT.
+ */
+static void test_cpu_normal(void)
+{
+	char root[PATH_MAX], path[PATH_MAX];
+	struct err e = {0};
+	char *text = NULL;
+	put("v1/cpu/snapfs.slice/snapfs-0123456789abcdef01234567/cpu.shares", "2\n");
+	t_path(root, "v1");
+	CHECK_MSG(cgroup_cpu_normal_at(root, false, "/snapfs.slice",
+				       "snapfs-0123456789abcdef01234567", &e) == 0,
+		  "%s", e.msg);
+	t_path(path, "v1/cpu/snapfs.slice/snapfs-0123456789abcdef01234567/cpu.shares");
+	CHECK(read_file(path, &text, NULL, 64) == 0);
+	CHECK_STR(text ? text : "", "1024");
+	free(text);
+	text = NULL;
+	put("v2/snapfs.slice/snapfs-0123456789abcdef01234567/cpu.weight", "1\n");
+	t_path(root, "v2");
+	CHECK(cgroup_cpu_normal_at(root, true, "/snapfs.slice", "snapfs-0123456789abcdef01234567",
+				   &e) == 0);
+	t_path(path, "v2/snapfs.slice/snapfs-0123456789abcdef01234567/cpu.weight");
+	CHECK(read_file(path, &text, NULL, 64) == 0);
+	CHECK_STR(text ? text : "", "100");
+	free(text);
+	CHECK(cgroup_cpu_normal_at(root, true, "/snapfs.slice", "snapfs-gone", &e) == -ENOENT);
+}
+
 int main(void)
 {
 	test_path();
@@ -165,6 +196,7 @@ int main(void)
 	if (t_dir_make("test_cgroup")) {
 		test_adopt_only_ours();
 		test_usage();
+		test_cpu_normal();
 		rm_rf(t_base);
 	}
 	return t_done();
