@@ -657,3 +657,29 @@ void snapshot_use_drop_if_idle(const char *id)
 		return;
 	}
 }
+
+/* Count a restore from @id; -ENOENT while it is being deleted. */
+int snapshot_restore_begin(const char *id, struct err *e)
+{
+	int rc = 0;
+	pthread_mutex_lock(&ops.lock);
+	struct snapshot_use *u = snapshot_use_get(id, true);
+	if (!u)
+		rc = err_set(e, ENOMEM, "out of memory");
+	else if (u->deleting)
+		rc = err_set(e, ENOENT, "snapshot %s is being deleted", id);
+	else
+		u->restores++;
+	pthread_mutex_unlock(&ops.lock);
+	return rc;
+}
+
+void snapshot_restore_end(const char *id)
+{
+	pthread_mutex_lock(&ops.lock);
+	struct snapshot_use *u = snapshot_use_get(id, false);
+	if (u && u->restores)
+		u->restores--;
+	snapshot_use_drop_if_idle(id);
+	pthread_mutex_unlock(&ops.lock);
+}

@@ -798,7 +798,8 @@ void snapview_sweep(void);
 void snapview_drop(const char *snap_id);
 /* Shutdown, once the jobs ended: delete every view. */
 void snapview_fini(void);
-/* Count a restore from snapshot @id (a delete is refused meanwhile); -ENOENT while deleted. */
+/* ops_core.c: count a restore from snapshot @id (a delete is refused meanwhile); -ENOENT
+ * while deleted. */
 int snapshot_restore_begin(const char *id, struct err *e);
 void snapshot_restore_end(const char *id);
 /* A link target rewritten to stay under root/ (ops_inside_readlink()); -1: too long. */

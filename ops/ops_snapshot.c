@@ -42,7 +42,7 @@ static void delete_job_run(void *arg)
 	struct delete_job *job = arg;
 	struct err e = {0};
 	snapview_drop(job->snap_id); /* its files' view first: nothing reads what goes */
-	warm_drain(job->snap_id); /* a delete drains the snapshot's warm pool (ops_warm.c) */
+	warm_drain(job->snap_id);    /* a delete drains the snapshot's warm pool (ops_warm.c) */
 	int rc = store_delete_snapshot(ops.store, job->snap_id, &e);
 	if (rc == 0) {
 		cache_remove(job->snap_id);
