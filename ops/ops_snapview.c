@@ -144,7 +144,7 @@ static int view_run(const struct snapshot *snap, const char *runtime_id, const c
 	view_path(snap->id, "bundle", bundle, sizeof(bundle));
 	view_path(snap->id, "console", console, sizeof(console));
 	/* Its output goes to a file of its own: nothing of a view reaches a console. */
-	int fd = open(console, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	int fd = open(console, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return err_set(e, errno, "cannot create %s: %s", console, strerror(errno));
 	struct runsc_stdio io = {.child_fd = fd, .read_fd = -1};
