@@ -771,6 +771,14 @@ void snapview_sweep(void);
 void snapview_drop(const char *snap_id);
 /* Shutdown, once the jobs ended: delete every view. */
 void snapview_fini(void);
+/*
+ * The network part of view directory @dir_id's bundle (ops_net_prepare()
+ * of an id without a sandbox row): never a network, but the mount its
+ * snapshot's sandbox had: for an egress one, @resolv names a copy of the
+ * resolvers in the view's directory, bind-mounted on /etc/resolv.conf as in
+ * its sandbox, without which runsc cannot restore it. "" for any other id.
+ */
+int snapview_net_prepare(const char *dir_id, char resolv[PATH_MAX], struct err *e);
 /* Count a restore from snapshot @id (a delete is refused meanwhile); -ENOENT while deleted. */
 int snapshot_restore_begin(const char *id, struct err *e);
 void snapshot_restore_end(const char *id);

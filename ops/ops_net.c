@@ -127,7 +127,9 @@ int ops_net_prepare(const char *id, const char *runtime_id, char netns[PATH_MAX]
 {
 	struct sandbox sb;
 	netns[0] = resolv[0] = '\0';
-	if (row_sandbox_get(id, &sb) < 0 || sb.network != SB_NET_EGRESS)
+	if (row_sandbox_get(id, &sb) < 0) /* no sandbox: a snapshot's view, or nothing */
+		return snapview_net_prepare(id, resolv, e);
+	if (sb.network != SB_NET_EGRESS)
 		return 0;
 	int rc = sandbox_path(id, "resolv.conf", resolv, PATH_MAX);
 	if (rc == 0)
