@@ -45,9 +45,10 @@ container_gone() { [ -z "$(runsc_state_of "$1")" ]; }
 no_views() { [ -z "$(find "$STATE/sandboxes" -mindepth 1 -maxdepth 1 -name '.view-*')" ]; }
 # view_sh CID CMDLINE: a shell command run in the view's container by the test
 # itself (runsc exec: no one else can), to look at its network from inside.
-view_sh() { timeout 60 runsc --root "$RUNSC_ROOT" exec "$1" sh -c "$2"; }
+# Never without one: runsc takes an empty id as a prefix of every container.
+view_sh() { [ -n "$1" ] && timeout 60 runsc --root "$RUNSC_ROOT" exec "$1" sh -c "$2"; }
 view_fetches() { view_sh "$1" "$FETCH $WEB 80" 2>/dev/null | grep -q "hello from the internet"; }
-no_view_fetch() { ! view_fetches "$1"; }
+no_view_fetch() { [ -n "$1" ] && ! view_fetches "$1"; }
 # host_links PID: the interfaces of the network namespace process PID is in.
 host_links() { nsenter --net="/proc/$1/ns/net" ip -o link show | awk '{ print $2 }' | tr -d ':' | tr '\n' ' '; }
 
