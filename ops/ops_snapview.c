@@ -9,7 +9,7 @@
  * restore so a daemon that dies leaves nothing the next start-up cannot
  * name; no network (runsc --network=none, no namespace or veth made, what
  * the snapshot's sandbox had notwithstanding: an egress one's view gets only
- * the resolv.conf mount runsc's restore asks for, snapview_net_prepare(),
+ * the resolv.conf mount runsc's restore asks for, ops_net.c's view_net_prepare(),
  * and a loopback); every process of its own
  * stopped by `runsc kill --all SIGSTOP` right after the restore, before
  * anything else is asked of it. The agent (ops/ops_agent.c, keyed by the
@@ -42,10 +42,8 @@
 #include "lib/names.h"
 #include "ops/jobs.h"
 #include "runtime/cache.h"
-#include "runtime/net/net.h"
 #include "runtime/runsc/cgroup.h"
 
-#define VIEW_DIR_PREFIX ".view-"
 #define VIEW_IDLE_DEFAULT_S 60
 /* How long a failed restore answers EIO at once before a request may try again. */
 #define VIEW_RETRY_MS 10000
@@ -182,28 +180,9 @@ static int view_prepare(const struct snapshot *snap, const char *runtime_id, str
 	char dir_id[ID_MAX + sizeof(VIEW_DIR_PREFIX)];
 	snprintf(dir_id, sizeof(dir_id), VIEW_DIR_PREFIX "%s", snap->id);
 	memcpy(digest, snap->image_digest, DIGEST_MAX);
-	/* No row of that id: ops_net_prepare() makes no network (snapview_net_prepare()). */
+	/* No row of that id: ops_net_prepare() makes no network (its view_net_prepare()). */
 	return container_prepare(dir_id, runtime_id, snap->image, entry, snap->env, false,
 				 &snap->res, digest, e);
-}
-
-int snapview_net_prepare(const char *dir_id, char resolv[PATH_MAX], struct err *e)
-{
-	struct snapshot snap;
-	resolv[0] = '\0';
-	if (!str_has_prefix(dir_id, VIEW_DIR_PREFIX) ||
-	    row_snapshot_get(dir_id + strlen(VIEW_DIR_PREFIX), &snap) < 0 ||
-	    snap.network != SB_NET_EGRESS)
-		return 0;
-	/*
-	 * runsc restores a container only with the mounts it was checkpointed
-	 * with ("no server FD available for filesystem ... /etc/resolv.conf"
-	 * otherwise); --network=none replaces the saved network stack with a
-	 * loopback alone, so the view still has no way out (docs/design.md).
-	 */
-	if (view_path(snap.id, "resolv.conf", resolv, PATH_MAX) < 0)
-		return err_set(e, ENAMETOOLONG, "the view of %s: path too long", snap.id);
-	return net_write_resolv(resolv, e);
 }
 
 /* Restore @snap_id's view into container @runtime_id. */
