@@ -34,6 +34,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -503,12 +504,33 @@ void snapview_sweep(void)
 	closedir(d);
 }
 
+/*
+ * Shutdown reaps for itself: the monitor, which reaps what runsc leaves to
+ * the daemon (exits_collect(), lib/spawn.h), has ended, and `runsc delete`
+ * waits for a view's killed sandbox process to be gone: unreaped, a zombie,
+ * it never is, and each delete ran into its deadline (60 s).
+ */
+static atomic_bool fini_reaping;
+
+static void *fini_reaper(void *arg)
+{
+	(void)arg;
+	while (atomic_load(&fini_reaping)) {
+		exits_collect();
+		usleep(20 * 1000);
+	}
+	return NULL;
+}
+
 void snapview_fini(void)
 {
 	pthread_mutex_lock(&views.lock);
 	struct view *list = views.list;
 	views.list = NULL;
 	pthread_mutex_unlock(&views.lock);
+	pthread_t reaper;
+	atomic_store(&fini_reaping, true);
+	bool reaping = list && pthread_create(&reaper, NULL, fini_reaper, NULL) == 0;
 	while (list) {
 		struct view *next = list->next;
 		view_remove(list->snap_id, list->runtime_id);
@@ -516,4 +538,7 @@ void snapview_fini(void)
 		free(list);
 		list = next;
 	}
+	atomic_store(&fini_reaping, false);
+	if (reaping)
+		pthread_join(reaper, NULL);
 }

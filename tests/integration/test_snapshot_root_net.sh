@@ -128,5 +128,7 @@ ok "its files read once the retry time passed" \
 
 wr "$MNT/sandboxes/e/terminate"
 rmdir "$MNT/sandboxes/e"
+# A clean stop with a view up deletes it at once (it waited out runsc delete's 60 s).
+ok "a view is up at the stop" test -n "$(runsc_state_of "$(view_cid "$SNAP2")")"
 stop_daemon
 finish
