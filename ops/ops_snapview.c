@@ -41,6 +41,7 @@
 
 #include "lib/files.h"
 #include "lib/names.h"
+#include "lib/spawn.h"
 #include "ops/jobs.h"
 #include "runtime/cache.h"
 #include "runtime/runsc/cgroup.h"
@@ -508,7 +509,8 @@ void snapview_sweep(void)
  * Shutdown reaps for itself: the monitor, which reaps what runsc leaves to
  * the daemon (exits_collect(), lib/spawn.h), has ended, and `runsc delete`
  * waits for a view's killed sandbox process to be gone: unreaped, a zombie,
- * it never is, and each delete ran into its deadline (60 s).
+ * it never is, and each delete ran into its deadline (60 s). The statuses
+ * are dropped: no one asks for a sandbox's exit status any more.
  */
 static atomic_bool fini_reaping;
 
@@ -516,7 +518,7 @@ static void *fini_reaper(void *arg)
 {
 	(void)arg;
 	while (atomic_load(&fini_reaping)) {
-		exits_collect();
+		spawn_reap_adopted(NULL, NULL);
 		usleep(20 * 1000);
 	}
 	return NULL;
