@@ -433,7 +433,9 @@ cJSON *ops_ports_info(const struct sandbox *sb);
 /*
  * The network of sandbox @id for container @runtime_id when its row says
  * egress (ops/ops_net.c): set up, with @netns and @resolv for the
- * bundle; both "" for none. Leaves nothing on failure.
+ * bundle; both "" for none. Leaves nothing on failure. A snapshot's view
+ * (VIEW_DIR_PREFIX, no row) never gets a network, but an egress
+ * snapshot's view gets @resolv, the mount its sandbox had.
  */
 int ops_net_prepare(const char *id, const char *runtime_id, char netns[PATH_MAX],
 		    char resolv[PATH_MAX], struct err *e);
@@ -798,6 +800,8 @@ void snapview_sweep(void);
 void snapview_drop(const char *snap_id);
 /* Shutdown, once the jobs ended: delete every view. */
 void snapview_fini(void);
+/* A view's directory in <state>/sandboxes/: this, then its snapshot's id. */
+#define VIEW_DIR_PREFIX ".view-"
 /* ops_core.c: count a restore from snapshot @id (a delete is refused meanwhile); -ENOENT
  * while deleted. */
 int snapshot_restore_begin(const char *id, struct err *e);

@@ -122,12 +122,35 @@ int ops_sandbox_set_egress(const struct caller *who, const char *id, const char 
 	return rc;
 }
 
+/*
+ * View directory @dir_id's bundle (ops/ops_snapview.c): never a network,
+ * only the mount its snapshot's sandbox had. For an egress one, @resolv
+ * names a copy of the resolvers in the view's directory, bind-mounted on
+ * /etc/resolv.conf as in the sandbox: runsc restores a container only with
+ * the mounts it was checkpointed with ("no server FD available for
+ * filesystem ... /etc/resolv.conf" otherwise). Its --network=none puts a
+ * loopback alone in place of the saved stack: no way out (docs/design.md).
+ */
+static int view_net_prepare(const char *dir_id, char resolv[PATH_MAX], struct err *e)
+{
+	struct snapshot snap;
+	if (!str_has_prefix(dir_id, VIEW_DIR_PREFIX) ||
+	    row_snapshot_get(dir_id + strlen(VIEW_DIR_PREFIX), &snap) < 0 ||
+	    snap.network != SB_NET_EGRESS)
+		return 0;
+	if (sandbox_path(dir_id, "resolv.conf", resolv, PATH_MAX) < 0)
+		return err_set(e, ENAMETOOLONG, "the view of %s: path too long", snap.id);
+	return net_write_resolv(resolv, e);
+}
+
 int ops_net_prepare(const char *id, const char *runtime_id, char netns[PATH_MAX],
 		    char resolv[PATH_MAX], struct err *e)
 {
 	struct sandbox sb;
 	netns[0] = resolv[0] = '\0';
-	if (row_sandbox_get(id, &sb) < 0 || sb.network != SB_NET_EGRESS)
+	if (row_sandbox_get(id, &sb) < 0) /* no sandbox: a snapshot's view, or nothing */
+		return view_net_prepare(id, resolv, e);
+	if (sb.network != SB_NET_EGRESS)
 		return 0;
 	int rc = sandbox_path(id, "resolv.conf", resolv, PATH_MAX);
 	if (rc == 0)

@@ -8,7 +8,9 @@
  * with one) beside a file `container` naming it, written before the
  * restore so a daemon that dies leaves nothing the next start-up cannot
  * name; no network (runsc --network=none, no namespace or veth made, what
- * the snapshot's sandbox had notwithstanding); every process of its own
+ * the snapshot's sandbox had notwithstanding: an egress one's view gets only
+ * the resolv.conf mount runsc's restore asks for, ops_net.c's view_net_prepare(),
+ * and a loopback); every process of its own
  * stopped by `runsc kill --all SIGSTOP` right after the restore, before
  * anything else is asked of it. The agent (ops/ops_agent.c, keyed by the
  * view id) is then exec'd in it and asked for reads only: every call that
@@ -32,17 +34,18 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "lib/files.h"
 #include "lib/names.h"
+#include "lib/spawn.h"
 #include "ops/jobs.h"
 #include "runtime/cache.h"
 #include "runtime/runsc/cgroup.h"
 
-#define VIEW_DIR_PREFIX ".view-"
 #define VIEW_IDLE_DEFAULT_S 60
 /* How long a failed restore answers EIO at once before a request may try again. */
 #define VIEW_RETRY_MS 10000
@@ -144,7 +147,7 @@ static int view_run(const struct snapshot *snap, const char *runtime_id, const c
 	view_path(snap->id, "bundle", bundle, sizeof(bundle));
 	view_path(snap->id, "console", console, sizeof(console));
 	/* Its output goes to a file of its own: nothing of a view reaches a console. */
-	int fd = open(console, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	int fd = open(console, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return err_set(e, errno, "cannot create %s: %s", console, strerror(errno));
 	struct runsc_stdio io = {.child_fd = fd, .read_fd = -1};
@@ -179,7 +182,7 @@ static int view_prepare(const struct snapshot *snap, const char *runtime_id, str
 	char dir_id[ID_MAX + sizeof(VIEW_DIR_PREFIX)];
 	snprintf(dir_id, sizeof(dir_id), VIEW_DIR_PREFIX "%s", snap->id);
 	memcpy(digest, snap->image_digest, DIGEST_MAX);
-	/* No row of that id: ops_net_prepare() makes no network for it. */
+	/* No row of that id: ops_net_prepare() makes no network (its view_net_prepare()). */
 	return container_prepare(dir_id, runtime_id, snap->image, entry, snap->env, 0, &snap->res,
 				 digest, e);
 }
@@ -502,12 +505,34 @@ void snapview_sweep(void)
 	closedir(d);
 }
 
+/*
+ * Shutdown reaps for itself: the monitor, which reaps what runsc leaves to
+ * the daemon (exits_collect(), lib/spawn.h), has ended, and `runsc delete`
+ * waits for a view's killed sandbox process to be gone: unreaped, a zombie,
+ * it never is, and each delete ran into its deadline (60 s). The statuses
+ * are dropped: no one asks for a sandbox's exit status any more.
+ */
+static atomic_bool fini_reaping;
+
+static void *fini_reaper(void *arg)
+{
+	(void)arg;
+	while (atomic_load(&fini_reaping)) {
+		spawn_reap_adopted(NULL, NULL);
+		usleep(20 * 1000);
+	}
+	return NULL;
+}
+
 void snapview_fini(void)
 {
 	pthread_mutex_lock(&views.lock);
 	struct view *list = views.list;
 	views.list = NULL;
 	pthread_mutex_unlock(&views.lock);
+	pthread_t reaper;
+	atomic_store(&fini_reaping, true);
+	bool reaping = list && pthread_create(&reaper, NULL, fini_reaper, NULL) == 0;
 	while (list) {
 		struct view *next = list->next;
 		view_remove(list->snap_id, list->runtime_id);
@@ -515,4 +540,7 @@ void snapview_fini(void)
 		free(list);
 		list = next;
 	}
+	atomic_store(&fini_reaping, false);
+	if (reaping)
+		pthread_join(reaper, NULL);
 }

@@ -137,7 +137,7 @@ static int capture_sink(void *arg, const char *data, size_t len)
 
 /*
  * Read up to CAPTURE_MAX bytes of @fd from @off into a new NUL-terminated
- * string. The fd is a memfd: pread leaves other writers alone.
+ * string. The fd is a memfd or a file: pread leaves other writers alone.
  */
 static char *read_from(int fd, off_t off)
 {
@@ -298,12 +298,15 @@ static int run_detached(const struct cmd *c, const struct runsc_stdio *io, struc
 			  .in_fd = io->read_fd,
 			  .sink = tee_sink,
 			  .sink_arg = &tee};
+	/* Without a reader, a file's new bytes are runsc's (runsc_stdio): kept from here. */
+	off_t off = io->read_fd < 0 ? lseek(io->child_fd, 0, SEEK_CUR) : -1;
 	int rc = run_cmd(c, &s, e);
 	if (rc == 0)
 		rc = end_error(c, &s, e);
 	if (rc < 0 || (WIFEXITED(s.status) && WEXITSTATUS(s.status) == 0))
 		return rc;
-	return fail(c, s.status, strbuf_str(&text), e);
+	_cleanup_free_ char *written = off >= 0 ? read_from(io->child_fd, off) : NULL;
+	return fail(c, s.status, written && written[0] ? written : strbuf_str(&text), e);
 }
 
 /* "runsc version 0.0~20240729.0\nspec: 1.0.2-dev\n" -> "0.0~20240729.0" */

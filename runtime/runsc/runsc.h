@@ -96,7 +96,9 @@ int runsc_new_container_id(char out[RUNTIME_ID_MAX]);
 /*
  * A detached sandbox's stdio: @child_fd is its stdout and stderr (the write
  * end of its console FIFO); while runsc runs, what arrives on @read_fd goes
- * to @sink (lib/spawn.h), and after it the console reader takes over.
+ * to @sink (lib/spawn.h), and after it the console reader takes over. With
+ * no @read_fd (-1), @child_fd may be a regular file opened for reading and
+ * writing: a failure then quotes what runsc wrote into it.
  */
 struct runsc_stdio {
 	int child_fd;

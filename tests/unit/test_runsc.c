@@ -1,16 +1,19 @@
 /*
- * test_runsc.c - runsc_state()'s statuses and runsc_checkpoint()'s command
- * line, against a stand-in runsc: a shell script that writes its argv, one
- * word a line, to ARGS and answers `state` with the text of REPLY (or, when
- * REPLY holds "gone", runsc's message for an unknown container).
+ * test_runsc.c - runsc_state()'s statuses, runsc_checkpoint()'s command
+ * line and a failed restore's message, against a stand-in runsc: a shell
+ * script that writes its argv, one word a line, to ARGS, answers `state`
+ * with the text of REPLY (or, when REPLY holds "gone", runsc's message for
+ * an unknown container) and fails every `restore` with a line of its own.
  */
 #include "runtime/runsc/runsc.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "tests/unit/t_dir.h"
 
@@ -25,6 +28,8 @@ static const char script[] =
     "    echo 'loading container: file does not exist' >&2; exit 1\n"
     "  fi\n"
     "  cat \"$dir/reply\";;\n"
+    "*' restore '*)\n"
+    "  echo 'restoring container: injected' >&2; exit 128;;\n"
     "esac\n"
     "exit 0\n";
 
@@ -115,6 +120,31 @@ static void test_checkpoint(void)
 	rs.checkpoint_direct = false;
 }
 
+/* A restore whose output goes to a file (a view's console): its failure quotes what runsc wrote. */
+static void test_restore_file(void)
+{
+	char path[PATH_MAX];
+	struct err e = {0};
+	pid_t pid = 0;
+	t_path(path, "console");
+	int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	CHECK(fd >= 0);
+	/* What was there before is not runsc's: only the new bytes are quoted. */
+	CHECK(write(fd, "an older line\n", 14) == 14);
+	struct runsc_stdio io = {.child_fd = fd, .read_fd = -1};
+	CHECK(runsc_restore(&rs, 0, "snapfs-c1", "/bundle", "/image", &io, &pid, &e) == -EIO);
+	CHECK_STR(e.msg, "runsc restore failed: restoring container: injected");
+	close(fd);
+	/* Written only: nothing to read back, the exit status says it. */
+	fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC);
+	CHECK(fd >= 0);
+	io.child_fd = fd;
+	e = (struct err){0};
+	CHECK(runsc_restore(&rs, 0, "snapfs-c1", "/bundle", "/image", &io, &pid, &e) == -EIO);
+	CHECK_STR(e.msg, "runsc restore failed: exit status 128");
+	close(fd);
+}
+
 int main(void)
 {
 	char bin[PATH_MAX], root[PATH_MAX];
@@ -129,6 +159,7 @@ int main(void)
 	CHECK_STR(rs.version, "0.0~20250101.0");
 	test_state();
 	test_checkpoint();
+	test_restore_file();
 	rm_rf(t_base);
 	return t_done();
 }
