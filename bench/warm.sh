@@ -91,13 +91,20 @@ count_ms() {
 	remove_forks "$MNT/snapshots/$1/fork"
 	echo "$ms"
 }
-# raw_together IMG BUNDLE N: N runsc restores of IMG started at once, wall ms.
+# raw_together IMG BUNDLE N: N runsc restores of IMG started at once, wall ms. Each has a
+# bundle of its own, a copy of BUNDLE naming a cgroup of its own (as each fork has): N
+# containers in the source's one cgroup would share its memory limit.
 raw_together() {
 	local t0 i ms
+	for i in $(seq "$3"); do
+		mkdir -p "$T/raw-$i"
+		jq --arg cg "/snapfs.slice/warm-raw-$i" '.linux.cgroupsPath = $cg' "$2/config.json" \
+			>"$T/raw-$i/config.json"
+	done
 	t0=$(ms)
 	for i in $(seq "$3"); do
 		$RS --overlay2=root:memory --network=none restore --detach --image-path "$1" \
-			--bundle "$2" "warm-raw-$i" </dev/null >/dev/null 2>&1 &
+			--bundle "$T/raw-$i" "warm-raw-$i" </dev/null >/dev/null 2>&1 &
 	done
 	wait_jobs
 	ms=$(($(ms) - t0))
@@ -145,7 +152,7 @@ cores=$(nproc)
 		echo 1 >"$MNT/snapshots/$snap/warm"
 		fork_times "$snap" "$FORKS" pool >"$T/warm.$size"
 		pool_ready "$snap" 1
-		mem=$(sed -n 's/.*"warm":[^}]*"memory_bytes":[[:space:]]*\([0-9]*\).*/\1/p' "$MNT/snapshots/$snap/info.json")
+		mem=$(jq -r '.warm.memory_bytes // 0' "$MNT/snapshots/$snap/info.json")
 		[ "$snap" = "$first" ] || echo 0 >"$MNT/snapshots/$snap/warm"
 		c50=$(p 50 <"$T/cold.$size") w50=$(p 50 <"$T/warm.$size")
 		printf '| %d MiB | %d | %d | %d | %d | %s | %s MiB |\n' "$size" "$c50" "$(p 95 <"$T/cold.$size")" \
