@@ -56,5 +56,12 @@ int main(void)
 	CHECK(!plain("ls ?"));
 	CHECK(!plain("ls [ab]"));
 	CHECK(!plain("!ls"));
+	/* What `exec` would read as its own option or a job: as written (a review: `exec -l`). */
+	CHECK(!plain("-l"));
+	CHECK(!plain("--help"));
+	CHECK(!plain("%1"));
+	CHECK(!plain("+x"));
+	CHECK(plain("./run.sh"));
+	CHECK(plain("_tool -x"));
 	return t_done();
 }

@@ -10,8 +10,10 @@
  *
  * "Plain" is decided on the text alone and errs towards no: every byte is a
  * letter, digit, blank or one of `_-./,:+@%=` (no quote, expansion,
- * redirection, separator, glob or comment can be there), the first word has
- * no `=` (an assignment is not a command), and the first word is not one
+ * redirection, separator, glob or comment can be there), the first word
+ * begins with a letter, digit, `/`, `.` or `_` (`exec -l` or `exec %1` is
+ * an option or job of `exec` itself), has no `=` (an assignment is not a
+ * command), and is not one
  * the shell runs itself (a builtin or a keyword: `exec true` would exec
  * /bin/true where the builtin costs nothing; `exec cd /` is not `cd /`).
  * Anything else runs as written.
@@ -41,6 +43,13 @@ static bool plain_byte(unsigned char c)
 	       c == ' ' || c == '\t' || strchr("_-./,:+@%=", c) != NULL;
 }
 
+/* What a program's name or path may begin with: not `-` or `%`, which `exec` takes as its own. */
+static bool first_byte(unsigned char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+	       c == '/' || c == '.' || c == '_';
+}
+
 bool exec_is_plain(const char *cmd, size_t n)
 {
 	size_t i = 0;
@@ -53,7 +62,7 @@ bool exec_is_plain(const char *cmd, size_t n)
 	while (i < n && cmd[i] != ' ' && cmd[i] != '\t')
 		i++;
 	size_t len = i - start;
-	if (len == 0 || memchr(cmd + start, '=', len))
+	if (len == 0 || memchr(cmd + start, '=', len) || !first_byte((unsigned char)cmd[start]))
 		return false;
 	for (size_t k = 0; k < sizeof(shell_words) / sizeof(shell_words[0]); k++)
 		if (strlen(shell_words[k]) == len && memcmp(shell_words[k], cmd + start, len) == 0)
