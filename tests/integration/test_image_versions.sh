@@ -118,6 +118,12 @@ start_on c4 || bail "start c4"
 d4=$(jget "$MNT/sandboxes/c4/info.json" .image_digest)
 ok "terminate c4" wr "$MNT/sandboxes/c4/terminate"
 ok "rmdir c4" rmdir "$MNT/sandboxes/c4"
+# A --state with no registry is refused, not read as "no snapshot" (a review: it freed them all).
+out=$("$TOOL" --images "$IMAGES" --state "$T/no-such-state" prune hand 2>&1)
+check_eq "prune with a --state that has no registry fails" 1 "$?"
+check_contains "and says so" "no daemon registry" "$out"
+ok "and keeps A's version" test -f "$IMAGES/.tree/hand/${d1#sha256:}/rootfs/etc/note"
+ok "and C's" test -e "$IMAGES/.tree/hand/${d2#sha256:}"
 out=$(prune hand 2>&1)
 check_eq "prune succeeds" 0 "$?"
 ok "prune keeps A's version (snapshots A and B)" test -f "$IMAGES/.tree/hand/${d1#sha256:}/rootfs/etc/note"
