@@ -690,8 +690,8 @@ static bool member_fits(const struct snapshot *snap, const struct sandbox *sb,
 			const struct sandbox *m)
 {
 	return !snap->gpu && m->owner_uid == sb->owner_uid && m->owner_gid == sb->owner_gid &&
-	       memcmp(&sb->res, &snap->res, sizeof(sb->res)) == 0 &&
-	       sb->network == m->network && strcmp(sb->egress, m->egress) == 0;
+	       memcmp(&sb->res, &snap->res, sizeof(sb->res)) == 0 && sb->network == m->network &&
+	       strcmp(sb->egress, m->egress) == 0;
 }
 
 /* The fork @sb made of member @m: its settings, @m's container. */
@@ -721,10 +721,12 @@ int warm_take(const struct snapshot *snap, struct sandbox *sb, struct err *e)
 			pool_shift_locked(p); /* gone meanwhile: forget it */
 			continue;
 		}
-		/* Died while paused (OOM, runsc): a resume would fail the fork. The thread deletes it. */
+		/* Died while paused (OOM, runsc): a resume would fail the fork. The thread deletes
+		 * it. */
 		if (m->pid > 0 && process_ended(m->pid, 0)) {
-			warning("warm sandbox %s of snapshot %s ended while paused: deleted, not taken",
-				id, snap->id);
+			warning(
+			    "warm sandbox %s of snapshot %s ended while paused: deleted, not taken",
+			    id, snap->id);
 			strbuf_addf(&doomed, "%s\n", id);
 			pool_shift_locked(p);
 			pthread_cond_broadcast(&warm_cond);
