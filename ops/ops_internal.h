@@ -440,6 +440,8 @@ cJSON *ops_ports_info(const struct sandbox *sb);
 int ops_net_prepare(const char *id, const char *runtime_id, char netns[PATH_MAX],
 		    char resolv[PATH_MAX], struct err *e);
 /* info.json's "network": {"mode", "address"}, the address null while it has none. */
+/* Sandbox @id's egress chain set again from its row (a warm member taken: ops_net.c). */
+int ops_net_egress_again(const char *id, struct err *e);
 struct cJSON *ops_net_info(const struct sandbox *sb);
 /*
  * A fork's rules by where they came from: when @who (root) forks @snap of

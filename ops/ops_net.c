@@ -123,6 +123,27 @@ int ops_sandbox_set_egress(const struct caller *who, const char *id, const char 
 }
 
 /*
+ * Sandbox @id's chain again from its row as it is now, under egress_lock
+ * (an `egress` write meanwhile is in it): a warm member taken by a fork
+ * (ops_restore.c), before its resume, so that it runs under the chain its
+ * row says whoever's row it was restored as. One nft transaction in
+ * process (libnftables): a few ms. No network, or a row gone: nothing.
+ */
+int ops_net_egress_again(const char *id, struct err *e)
+{
+	struct sandbox sb;
+	pthread_mutex_lock(&egress_lock);
+	int rc = 0;
+	if (row_sandbox_get(id, &sb) == 0 && sb.network == SB_NET_EGRESS) {
+		struct net_egress eg = net_egress_of(&sb);
+		net_reapply(id);
+		rc = net_set_egress(sb.runtime_id, &eg, e);
+	}
+	pthread_mutex_unlock(&egress_lock);
+	return rc;
+}
+
+/*
  * View directory @dir_id's bundle (ops/ops_snapview.c): never a network,
  * only the mount its snapshot's sandbox had. For an egress one, @resolv
  * names a copy of the resolvers in the view's directory, bind-mounted on

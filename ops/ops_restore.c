@@ -347,8 +347,9 @@ static void cpu_normal(const char *id, const char *runtime_id)
 }
 
 /*
- * A fork that took a warm member (warm_take()): resume its paused container
- * in the place the fork took, and it runs, its timeout armed from now.
+ * A fork that took a warm member (warm_take()): set its egress chain again
+ * from its row, resume its paused container in the place the fork took, and
+ * it runs, its timeout armed from now.
  */
 static void take_job_run(void *arg)
 {
@@ -358,8 +359,15 @@ static void take_job_run(void *arg)
 	bool found = sb && row_sandbox_get(job->sandbox_id, sb) == 0;
 	if (found)
 		cpu_normal(sb->id, sb->runtime_id);
-	int rc = found ? runsc_resume(&ops.runsc, sb->runtime_id, &e)
+	/*
+	 * Its chain from the fork's row before anything runs: the member was
+	 * restored as the same owner (ops_warm.c), so this only makes sure.
+	 * Not set: it does not run under rules that may not be its own.
+	 */
+	int rc = found ? ops_net_egress_again(sb->id, &e)
 		       : err_set(&e, ENOENT, "sandbox %s is gone", job->sandbox_id);
+	if (rc == 0)
+		rc = runsc_resume(&ops.runsc, sb->runtime_id, &e);
 	struct sb_patch p = SB_PATCH(rc < 0 ? SB_FAILED : SB_RUNNING);
 	p.arm_timeout = rc == 0;
 	p.message = rc < 0 ? e.msg : NULL;

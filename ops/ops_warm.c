@@ -5,18 +5,27 @@
  *
  * Design:
  *   - A member is a sandbox row of its own (its id, bundle, container,
- *     network identity and cgroup), in state SB_WARM, owned by root. The
- *     rows' walks (ops_rows.c) and sandbox_get_as() skip that state, so no
- *     user sees a member in sandboxes/, sandboxes/index, metrics' lines,
- *     a snapshot's `fork` list or a lookup; the row is what lets the
- *     network code and a restart find it.
+ *     network identity and cgroup), in state SB_WARM, owned by the
+ *     snapshot's owner (uid and gid): its egress chain is that owner's from
+ *     the restore on (ops_net.c reads the owner off the row: a rule of a
+ *     non-root owner inside a denied range comes after the denies), also
+ *     for what its processes run between the restore and the pause. The
+ *     rows' walks (ops_rows.c, quotas' counts included) and
+ *     sandbox_get_as() skip that state, so no user sees a member in
+ *     sandboxes/, sandboxes/index, metrics' lines, a snapshot's `fork`
+ *     list or a lookup; the row is what lets the network code and a
+ *     restart find it.
  *   - A member is restored at the snapshot's own limits and network, then
  *     `runsc pause`d (runsc restore here has no paused flag). A fork whose
- *     sandbox is what a member is (no raised limits, no GPU, the same
- *     egress rules) takes one (warm_take(), under ops.lock): the row becomes
- *     the fork's (its owner, timeout, ports), state starting; the fork's
- *     lifecycle job resumes it (ops_restore.c). Anything else restores as
- *     before; so does a fork that finds no member ready.
+ *     sandbox is what a member is (the member's owner, no raised limits, no
+ *     GPU, the same egress rules) takes one (warm_take(), under ops.lock):
+ *     the row becomes the fork's (its owner, timeout, ports), state
+ *     starting; the fork's lifecycle job sets its egress chain again from
+ *     the row and resumes it (ops_restore.c). Anything else restores as
+ *     before (root's fork of a user's snapshot too); so does a fork that
+ *     finds no member ready. A member whose process ended while paused (OOM,
+ *     a runsc crash) is not taken: the take forgets it, and the thread
+ *     deletes it (`doomed`) and restores a replacement.
  *   - One thread of its own fills the pools, one restore at a time and only
  *     while the lifecycle and checkpoint queues are idle: it never holds a
  *     place a user's fork or snapshot needs, and never runs two restores
@@ -29,7 +38,11 @@
  *     `error` says why (cleared by the next member made).
  *   - `warm 0` deletes the ready members before it returns; a restore in
  *     flight is deleted when it ends. A snapshot's delete drains its pool
- *     first (warm_drain(): it waits for that restore).
+ *     first (warm_drain(): it waits for that restore). A snapshot row that
+ *     goes another way (the sync pass forgets one another host deleted,
+ *     ops_sync.c; the start-up reconciliation) or turns failed: the thread
+ *     drops its pool at its next pass (pools_prune_locked()), its members
+ *     and its saved want with it.
  *   - What a pool wants is kept in <state>/warm/<snapshot id>; its members
  *     are not: a restart deletes every SB_WARM row's container and
  *     directory (warm_reconcile()), and the pool refills. A clean shutdown
@@ -71,6 +84,8 @@ static struct warm_max warm_max = {.bytes = false, .value = 16};
 static pthread_cond_t warm_cond = PTHREAD_COND_INITIALIZER;
 static pthread_t warm_thread;
 static bool warm_started, warm_stopping;
+/* Members forgotten under the lock (one that died while paused): the thread deletes them. */
+static struct strbuf doomed = STRBUF_INIT;
 
 /* --- the pools (ops.lock held) --------------------------------------------- */
 
@@ -121,6 +136,14 @@ static void pool_trim_locked(struct pool *p, unsigned keep, struct strbuf *out)
 		p->ready--;
 		strbuf_addf(out, "%s\n", p->ids[p->ready]);
 	}
+}
+
+/* Forget @p's oldest ready member (taken, or gone). */
+static void pool_shift_locked(struct pool *p)
+{
+	p->ready--;
+	memmove(p->ids, p->ids + 1, p->ready * sizeof(p->ids[0]));
+	memmove(p->bytes, p->bytes + 1, p->ready * sizeof(p->bytes[0]));
 }
 
 static bool snapshot_deleting(const char *snap_id)
@@ -185,6 +208,9 @@ static void member_row(const struct snapshot *snap, struct sandbox *sb)
 	memcpy(sb->egress, snap->egress, sizeof(sb->egress));
 	sb->network = snap->network;
 	sb->res = snap->res;
+	/* The snapshot's owner: the network code builds its chain as that owner's (ops_net.c). */
+	sb->owner_uid = snap->owner_uid;
+	sb->owner_gid = snap->owner_gid;
 	sb->state = SB_WARM;
 	sb->created_at = now_ms();
 }
@@ -345,12 +371,76 @@ static void pool_filled(const char *snap_id, int rc, const char *id, int64_t byt
 	ops_notify(OPS_OBJ_SNAPSHOT, snap_id);
 }
 
+/* Is snapshot @snap_id's row gone, or no longer one a member can be restored from? */
+static bool snapshot_gone_locked(const char *snap_id)
+{
+	struct snapshot *snap = malloc(sizeof(*snap));
+	bool gone = snap && (row_snapshot_get(snap_id, snap) < 0 || snap->state != SNAP_COMPLETED);
+	free(snap);
+	return gone;
+}
+
+/*
+ * Drop the pools whose snapshot row is gone without warm_drain() (the sync
+ * pass forgot it, or it turned failed): their ready members into @ids, their
+ * snapshots into @snaps (their saved wants go), for the work outside the
+ * lock. One with a restore in flight wants 0: pool_filled() deletes the
+ * member and drops it.
+ */
+static void pools_prune_locked(struct strbuf *ids, struct strbuf *snaps)
+{
+	for (struct pool **pp = &pools; *pp;) {
+		struct pool *p = *pp;
+		if (!p->want || !snapshot_gone_locked(p->snap_id)) {
+			pp = &p->next;
+			continue;
+		}
+		strbuf_addf(snaps, "%s\n", p->snap_id);
+		p->want = 0;
+		pool_trim_locked(p, 0, ids);
+		if (p->filling) {
+			pp = &p->next;
+			continue;
+		}
+		*pp = p->next;
+		free(p);
+	}
+	/* And the members the takes forgot. */
+	strbuf_addf(ids, "%s", strbuf_str(&doomed));
+	strbuf_reset(&doomed);
+}
+
+static void want_save(const char *snap_id, unsigned want);
+
+static void want_drop_line(const char *snap_id, void *arg)
+{
+	(void)arg;
+	info("warm pool of snapshot %s dropped: the snapshot is gone", snap_id);
+	want_save(snap_id, 0);
+}
+
+/* pools_prune_locked(), and its deletions with ops.lock dropped meanwhile (held on return). */
+static void pools_prune(void)
+{
+	_cleanup_strbuf_ struct strbuf ids = STRBUF_INIT, snaps = STRBUF_INIT;
+	pools_prune_locked(&ids, &snaps);
+	if (!ids.len && !snaps.len)
+		return;
+	pthread_mutex_unlock(&ops.lock);
+	strbuf_each_line(&snaps, want_drop_line, NULL);
+	strbuf_each_line(&ids, member_delete_line, NULL);
+	pthread_mutex_lock(&ops.lock);
+}
+
 static void *warm_main(void *arg)
 {
 	(void)arg;
 	pthread_mutex_lock(&ops.lock);
 	while (!warm_stopping) {
 		int64_t wait_ms;
+		pools_prune();
+		if (warm_stopping)
+			break;
 		struct pool *p = pool_next_locked(&wait_ms);
 		if (!p) {
 			struct timespec until;
@@ -486,6 +576,8 @@ void warm_stop(void)
 		pools = p->next;
 		free(p);
 	}
+	strbuf_addf(&ids, "%s", strbuf_str(&doomed));
+	strbuf_release(&doomed);
 	pthread_mutex_unlock(&ops.lock);
 	strbuf_each_line(&ids, member_delete_line, NULL);
 }
@@ -588,12 +680,18 @@ void warm_drain(const char *snap_id)
 	strbuf_each_line(&ids, member_delete_line, NULL);
 }
 
-/* Can a member (the snapshot's limits and rules, no GPU) be the fork @sb of @snap? */
+/*
+ * Can a member (the snapshot's owner, limits and rules, no GPU) be the fork
+ * @sb of @snap? Only its owner's: the member's chain was built, and its
+ * processes ran, under that owner's rules (root's fork of a user's snapshot
+ * has its rules disarmed instead, ops_net_fork_rules(): it restores cold).
+ */
 static bool member_fits(const struct snapshot *snap, const struct sandbox *sb,
 			const struct sandbox *m)
 {
-	return !snap->gpu && memcmp(&sb->res, &snap->res, sizeof(sb->res)) == 0 &&
-	       sb->network == m->network && strcmp(sb->egress, m->egress) == 0;
+	return !snap->gpu && m->owner_uid == sb->owner_uid && m->owner_gid == sb->owner_gid &&
+	       memcmp(&sb->res, &snap->res, sizeof(sb->res)) == 0 && sb->network == m->network &&
+	       strcmp(sb->egress, m->egress) == 0;
 }
 
 /* The fork @sb made of member @m: its settings, @m's container. */
@@ -620,9 +718,18 @@ int warm_take(const struct snapshot *snap, struct sandbox *sb, struct err *e)
 	while (p && p->ready && rc == -ENOENT) {
 		const char *id = p->ids[0];
 		if (row_sandbox_get(id, m) < 0 || m->state != SB_WARM) {
-			p->ready--; /* gone meanwhile: forget it */
-			memmove(p->ids, p->ids + 1, p->ready * sizeof(p->ids[0]));
-			memmove(p->bytes, p->bytes + 1, p->ready * sizeof(p->bytes[0]));
+			pool_shift_locked(p); /* gone meanwhile: forget it */
+			continue;
+		}
+		/* Died while paused (OOM, runsc): a resume would fail the fork. The thread deletes
+		 * it. */
+		if (m->pid > 0 && process_ended(m->pid, 0)) {
+			warning(
+			    "warm sandbox %s of snapshot %s ended while paused: deleted, not taken",
+			    id, snap->id);
+			strbuf_addf(&doomed, "%s\n", id);
+			pool_shift_locked(p);
+			pthread_cond_broadcast(&warm_cond);
 			continue;
 		}
 		if (!member_fits(snap, sb, m))
@@ -638,9 +745,7 @@ int warm_take(const struct snapshot *snap, struct sandbox *sb, struct err *e)
 			break;
 		}
 		*sb = *row;
-		p->ready--;
-		memmove(p->ids, p->ids + 1, p->ready * sizeof(p->ids[0]));
-		memmove(p->bytes, p->bytes + 1, p->ready * sizeof(p->bytes[0]));
+		pool_shift_locked(p);
 		pthread_cond_broadcast(&warm_cond); /* a replacement */
 	}
 	pthread_mutex_unlock(&ops.lock);

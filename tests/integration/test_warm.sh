@@ -7,7 +7,10 @@
 # restart (clean, and a kill -9 while the pool fills) leaves no member of
 # the last run and the pool refills; a failed restore backs off with the
 # snapshot's `error` saying why; `warm 0` and a snapshot's delete leave no
-# container in runsc's list.
+# container in runsc's list. Review fixes: members killed while paused are
+# not handed out (a fork restores cold, the pool refills, nothing is left:
+# L2); a snapshot the sync pass forgets (another host deleted it from the
+# store) takes its pool's members and saved want with it (M4).
 . "$(dirname "$0")/lib.sh"
 
 # runsc through a wrapper: while $T/fail-restore exists every restore fails.
@@ -145,6 +148,33 @@ start_daemon || bail "the daemon mounts after a kill -9"
 ok "no container of the killed run's pool is left" none_left "$old"
 ok "after a kill -9 the pool refills to 3 3" poll_until 90 warm_is "3 3"
 
+# --- members that died while paused (review L2) -----------------------------------------
+# pids_ended PID...: each has exited (gone, or a zombie nobody reaped yet).
+pids_ended() {
+	local p
+	for p in "$@"; do
+		[ -e "/proc/$p" ] && ! grep -q '^State:.*Z' "/proc/$p/status" 2>/dev/null && return 1
+	done
+	return 0
+}
+dead=$(extra_containers)
+pids=()
+for rid in $dead; do
+	pids+=("$(timeout 30 runsc --root "$RUNSC_ROOT" state "$rid" | jq -r .pid)")
+done
+check_eq "three members' sandbox pids" 3 "$(printf '%s\n' "${pids[@]}" | grep -c '^[1-9][0-9]*$')"
+for pid in "${pids[@]}"; do [ "$pid" -gt 1 ] 2>/dev/null && kill -9 "$pid"; done
+ok "every member's sandbox process is killed" poll_until 30 pids_ended "${pids[@]}"
+cold=$(fork_of "$snap")
+check_match "a fork with every member dead is made" '^sbx-' "$cold"
+if [ -n "$cold" ]; then
+	check_eq "it runs (restored cold)" running "$(sb_wait "$cold")"
+	check_eq "$cold: the file as it was at the snapshot" before "$(sb_run "$cold" 'cat /root/state')"
+	forks+=("$cold")
+fi
+ok "the pool refills to 3 3 with live members" poll_until 90 warm_is "3 3"
+ok "no container of the dead members is left" none_left "$dead"
+
 # --- warm 0 --------------------------------------------------------------------------
 ok "warm 0 drains" wr "$WARM" 0
 check_eq "warm reads 0 0" "0 0" "$(rd "$WARM")"
@@ -172,5 +202,20 @@ ok "the snapshot with a pool is deleted" wr "$MNT/snapshots/$snap/delete"
 ok "the snapshot is gone" poll_until 30 bash -c '! [ -e "$1" ]' x "$MNT/snapshots/$snap"
 ok "its delete leaves no warm container" no_extra_containers
 check_eq "no want kept for it" "" "$(ls "$STATE/warm" 2>/dev/null)"
+
+# --- a snapshot the sync pass forgets (review M4) ---------------------------------------------
+snap2=$(snapshot_of src)
+check_eq "a second snapshot completed" completed "$(snap_status "$snap2")"
+WARM=$MNT/snapshots/$snap2/warm
+ok "warm 1 on it" wr "$WARM" 1
+ok "its pool fills to 1 1" poll_until 60 warm_is "1 1"
+check_eq "its want is kept" "$snap2" "$(ls "$STATE/warm" 2>/dev/null)"
+# What another host's delete leaves in the store: a tombstone, and no manifest (ops_follow.c).
+mkdir -p "$STATE/store/tombstones"
+printf '{"id": "%s", "deleted_at": %s}\n' "$snap2" "$(now_ms)" >"$STATE/store/tombstones/$snap2.json"
+ok "its manifest is removed from the store" rm "$STATE/store/manifests/$snap2.json"
+ok "the sync pass forgets the snapshot" poll_until 30 bash -c '! [ -e "$1" ]' x "$MNT/snapshots/$snap2"
+ok "its pool's member goes with it" poll_until 30 no_extra_containers
+ok "its want is not kept" poll_until 10 bash -c '[ -z "$(ls "$1")" ]' x "$STATE/warm"
 stop_daemon
 finish
