@@ -412,7 +412,8 @@ int ops_sandbox_wait(const struct caller *who, const char *id, ops_done_fn done,
 	 * end its owner's waiters too. One made under this id meanwhile is
 	 * never reported to us: waiters_wake() checks who may see it.
 	 */
-	if (row_sandbox_get(id, &sb) == 0 && !access_may_see(who, sb.owner_uid))
+	if (row_sandbox_get(id, &sb) == 0 &&
+	    (sb.state == SB_WARM || !access_may_see(who, sb.owner_uid))) /* no one's until taken */
 		return err_set(e, ENOENT, "sandbox %s does not exist", id);
 	/* Register first, then look: a change in between still wakes us. */
 	waiters_add(who, OPS_OBJ_SANDBOX, id, done, ctx);
