@@ -139,4 +139,15 @@ ok "a failed view leaves no directory" no_views
 ok "B's files read again once its retry time passed" \
 	poll_until 30 grep -qx two "$RB/work/data/a.txt"
 
+# A clean stop with a view up: quick (a reaper stands in for the monitor), and
+# the view is gone.
+cid=$(cat "$STATE/sandboxes/.view-$B/container" 2>/dev/null)
+ok "B's view is up" test -n "$(runsc_state_of "$cid")"
+t0=$(date +%s)
+stop_daemon
+took=$(($(date +%s) - t0))
+ok "a clean stop with a view up takes at most 20 s (took $took s)" test "$took" -le 20
+ok "and deletes the view's container" container_gone "$cid"
+ok "and its directory" no_views
+
 finish
