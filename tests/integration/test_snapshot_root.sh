@@ -114,7 +114,9 @@ kill -9 "$DAEMON_PID"
 wait "$DAEMON_PID" 2>/dev/null
 DAEMON_PID=""
 unmount_mnt
-ok "the daemon starts again" start_daemon
+# Not under ok: its subshell would keep DAEMON_PID, which stop_daemon below needs.
+start_daemon
+check_eq "the daemon starts again" 0 "$?"
 ok "start-up deleted the view's container" container_gone "$cid"
 ok "and its directory" test ! -e "$STATE/sandboxes/.view-$A"
 check_eq "A's files read after the restart" one "$(rd "$RA/work/data/a.txt")"
