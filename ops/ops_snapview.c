@@ -23,7 +23,19 @@
  * snapshot's `error` says why; then a request tries again). The monitor's
  * pass (snapview_tick()) tears down a READY view no request used for the
  * idle time (VIEW_IDLE_DEFAULT_S; SNAPFS_SNAPSHOT_VIEW_IDLE, seconds,
- * changes it: tests only).
+ * changes it: tests only), forgets a FAILED one once its retry time passed,
+ * and tears down the view of a snapshot whose row went or is no longer
+ * completed (another host deleted it: ops_sync.c forget(), start-up's
+ * reconcile) without waiting for the idle time.
+ *
+ * Bounds: a view is a whole restore at its snapshot's memory limit that no
+ * quota counts, so views STARTING or READY are bounded per owner of the
+ * snapshot (VIEW_MAX_PER_OWNER) and in all (VIEW_MAX_ALL; the environment
+ * variables SNAPFS_SNAPSHOT_VIEW_MAX_PER_OWNER and SNAPFS_SNAPSHOT_VIEW_MAX
+ * change them: tests only). A start past a bound evicts the least recently
+ * used READY view of that owner (of anyone, for the bound in all) that no
+ * request used for VIEW_BUSY_MS; with none to evict it is refused, EAGAIN,
+ * and the snapshot's `error` says why (view_admit_locked()).
  *
  * Lock: views.lock, a leaf: nothing is called with it held; callbacks run
  * without it.
@@ -51,6 +63,13 @@
 #define VIEW_RETRY_MS 10000
 /* How long a delete waits for a view's start or stop under way. */
 #define VIEW_DROP_WAIT_MS 120000
+/* Views starting or ready: of one owner's snapshots, and in all. */
+#define VIEW_MAX_PER_OWNER 2
+#define VIEW_MAX_ALL 8
+/* A view used this recently is in use: never evicted for another. */
+#define VIEW_BUSY_MS 5000
+/* The most views one monitor pass looks at the snapshot of (more than VIEW_MAX_ALL's default). */
+#define VIEW_TICK_MAX 64
 
 enum view_state { VIEW_STARTING, VIEW_READY, VIEW_STOPPING, VIEW_FAILED };
 
@@ -64,6 +83,7 @@ struct view {
 	char snap_id[ID_MAX];
 	char runtime_id[RUNTIME_ID_MAX];
 	enum view_state state;
+	uid_t owner;	   /* the snapshot's owner: whose bound it counts in */
 	int64_t used_ms;   /* the last request's time */
 	int64_t failed_ms; /* VIEW_FAILED: when */
 	char why[MESSAGE_MAX];
@@ -74,15 +94,23 @@ struct view {
 static struct {
 	pthread_mutex_t lock;
 	struct view *list;
-	int64_t idle_ms; /* 0 until first asked */
+	int64_t idle_ms;	 /* 0 until first asked */
+	long max_owner, max_all; /* 0 until first asked */
 } views = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+/* Environment variable @name as a count above 0, or @fallback. */
+static long env_count(const char *name, long fallback)
+{
+	const char *s = getenv(name);
+	long v = s ? strtol(s, NULL, 10) : 0;
+	return v > 0 ? v : fallback;
+}
 
 static int64_t idle_ms(void)
 {
 	if (!views.idle_ms) {
-		const char *s = getenv("SNAPFS_SNAPSHOT_VIEW_IDLE");
-		long v = s ? strtol(s, NULL, 10) : 0;
-		views.idle_ms = (v > 0 ? v : VIEW_IDLE_DEFAULT_S) * 1000LL;
+		views.idle_ms =
+		    env_count("SNAPFS_SNAPSHOT_VIEW_IDLE", VIEW_IDLE_DEFAULT_S) * 1000LL;
 	}
 	return views.idle_ms;
 }
@@ -125,18 +153,28 @@ static int view_path(const char *snap_id, const char *leaf, char *out, size_t si
 
 /* --- restore and delete ----------------------------------------------------------- */
 
-/* Delete view container @runtime_id and the directory of @snap_id's view. */
+/*
+ * Delete view container @runtime_id and the directory of @snap_id's view.
+ * A delete that fails keeps the directory: its `container` file is how the
+ * next start-up (snapview_sweep()) or the next view of it (view_prepare())
+ * finds the container to delete again.
+ */
 static void view_remove(const char *snap_id, const char *runtime_id)
 {
 	char dir[PATH_MAX];
 	struct err e = {0};
 	/* Its agent entry goes at the monitor's next pass (ops_agent_prune_views()). */
-	if (runtime_id[0] && runsc_delete(&ops.runsc, runtime_id, &e) < 0)
-		warning("cannot delete the view of snapshot %s (container %s): %s", snap_id,
-			runtime_id, e.msg);
+	if (runtime_id[0] && runsc_delete(&ops.runsc, runtime_id, &e) < 0) {
+		warning("cannot delete the view of snapshot %s (container %s), its directory "
+			"stays for the next start-up: %s",
+			snap_id, runtime_id, e.msg);
+		return;
+	}
 	if (view_path(snap_id, NULL, dir, sizeof(dir)) == 0)
 		rm_rf(dir);
 }
+
+static void recorded_container(const char *dir_name, char out[RUNTIME_ID_MAX]);
 
 /* `runsc restore` of the bundle in @snap's view directory from @image_dir, then stop it. */
 static int view_run(const struct snapshot *snap, const char *runtime_id, const char *image_dir,
@@ -172,15 +210,19 @@ static int view_prepare(const struct snapshot *snap, const char *runtime_id, str
 		rc = view_path(snap->id, "container", record, sizeof(record));
 	if (rc < 0)
 		return err_set(e, ENAMETOOLONG, "the view of %s: path too long", snap->id);
-	rm_rf(dir); /* a view this daemon left half made */
+	/* A view this daemon left half made, or whose delete failed: its container first. */
+	char dir_id[ID_MAX + sizeof(VIEW_DIR_PREFIX)], left[RUNTIME_ID_MAX];
+	snprintf(dir_id, sizeof(dir_id), VIEW_DIR_PREFIX "%s", snap->id);
+	recorded_container(dir_id, left);
+	if (left[0] && strcmp(left, runtime_id) != 0 && runsc_delete(&ops.runsc, left, e) < 0)
+		return err_wrap(e, "cannot delete container %s of an earlier view", left);
+	rm_rf(dir);
 	rc = mkdir_p(dir, 0700);
 	if (rc == 0)
 		rc = write_file_durable(record, runtime_id, strlen(runtime_id));
 	if (rc < 0)
 		return err_set(e, -rc, "cannot write %s: %s", record, strerror(-rc));
 	const char *entry = snap->entrypoint[0] ? snap->entrypoint : OPS_DEFAULT_ENTRYPOINT;
-	char dir_id[ID_MAX + sizeof(VIEW_DIR_PREFIX)];
-	snprintf(dir_id, sizeof(dir_id), VIEW_DIR_PREFIX "%s", snap->id);
 	memcpy(digest, snap->image_digest, DIGEST_MAX);
 	/* No row of that id: ops_net_prepare() makes no network (its view_net_prepare()). */
 	return container_prepare(dir_id, runtime_id, snap->image, entry, snap->env, 0, &snap->res,
@@ -243,15 +285,94 @@ static void view_note(const char *snap_id, const struct err *e)
 struct view_job {
 	char snap_id[ID_MAX];
 	char runtime_id[RUNTIME_ID_MAX];
+	const char *why; /* a stop's, for the log: "was idle", ... */
 };
 
 static void start_job_run(void *arg);
+static void stop_job_run(void *arg);
+
+/* Queue the delete of READY view @v (views.lock held), @why for the log; false when it cannot. */
+static bool stop_locked(struct view *v, const char *why)
+{
+	struct view_job *job = calloc(1, sizeof(*job));
+	if (!job)
+		return false;
+	snprintf(job->snap_id, sizeof(job->snap_id), "%s", v->snap_id);
+	snprintf(job->runtime_id, sizeof(job->runtime_id), "%s", v->runtime_id);
+	job->why = why;
+	if (jobs_submit(JOB_LIFECYCLE, stop_job_run, job) < 0) {
+		free(job); /* the next pass, or the next start, tries again */
+		return false;
+	}
+	v->state = VIEW_STOPPING;
+	return true;
+}
+
+/* The least recently used READY view not in use of @owner (-1: any) but @self, @chosen; or NULL. */
+static struct view *evictable_locked(long owner, const struct view *self, const struct view *chosen,
+				     int64_t now)
+{
+	struct view *lru = NULL;
+	for (struct view *v = views.list; v; v = v->next)
+		if (v != self && v != chosen && v->state == VIEW_READY &&
+		    (owner < 0 || v->owner == (uid_t)owner) && now - v->used_ms >= VIEW_BUSY_MS &&
+		    (!lru || v->used_ms < lru->used_ms))
+			lru = v;
+	return lru;
+}
+
+/*
+ * May view @v start (views.lock held)? Views STARTING or READY but @v
+ * count: past a bound, the least recently used one not in use goes (of
+ * @v's owner, then of anyone); with none that may, -EAGAIN and why.
+ * Victims are chosen before any goes: a refusal evicts nothing.
+ */
+static int view_admit_locked(struct view *v, struct err *e)
+{
+	if (!views.max_all) {
+		views.max_owner =
+		    env_count("SNAPFS_SNAPSHOT_VIEW_MAX_PER_OWNER", VIEW_MAX_PER_OWNER);
+		views.max_all = env_count("SNAPFS_SNAPSHOT_VIEW_MAX", VIEW_MAX_ALL);
+	}
+	long mine = 0, all = 0;
+	int64_t now = mono_ms();
+	for (struct view *o = views.list; o; o = o->next)
+		if (o != v && (o->state == VIEW_STARTING || o->state == VIEW_READY)) {
+			all++;
+			mine += o->owner == v->owner;
+		}
+	struct view *own_victim = NULL, *any_victim = NULL;
+	if (mine >= views.max_owner) {
+		own_victim = evictable_locked(v->owner, v, NULL, now);
+		if (!own_victim)
+			return err_set(e, EAGAIN,
+				       "%ld views of uid %u's snapshots are up and in use "
+				       "(at most %ld): try again later",
+				       mine, (unsigned)v->owner, views.max_owner);
+		all--;
+	}
+	if (all >= views.max_all) {
+		any_victim = evictable_locked(-1, v, own_victim, now);
+		if (!any_victim)
+			return err_set(e, EAGAIN,
+				       "%ld views of snapshots are up and in use (at most %ld): "
+				       "try again later",
+				       all, views.max_all);
+	}
+	if ((own_victim && !stop_locked(own_victim, "made room for another: deleted")) ||
+	    (any_victim && !stop_locked(any_victim, "made room for another: deleted")))
+		return err_set(e, EAGAIN, "cannot delete a view to make room for %s's", v->snap_id);
+	return 0;
+}
 
 /* Queue @v's start with a fresh container id (views.lock held); -errno when it cannot. */
 static int start_locked(struct view *v, struct err *e)
 {
+	int rc = view_admit_locked(v, e);
+	if (rc < 0)
+		return rc;
 	struct view_job *job = calloc(1, sizeof(*job));
-	int rc = job ? runsc_new_container_id(v->runtime_id) : -ENOMEM;
+	rc = job ? runsc_new_container_id(v->runtime_id) : -ENOMEM;
 	if (rc == 0) {
 		snprintf(job->snap_id, sizeof(job->snap_id), "%s", v->snap_id);
 		snprintf(job->runtime_id, sizeof(job->runtime_id), "%s", v->runtime_id);
@@ -298,12 +419,12 @@ static void stop_job_run(void *arg)
 {
 	struct view_job *job = arg;
 	view_remove(job->snap_id, job->runtime_id);
-	info("the view of snapshot %s was idle: deleted", job->snap_id);
+	info("the view of snapshot %s %s (container %s)", job->snap_id, job->why, job->runtime_id);
 	struct err e = {0};
 	struct view_waiter *w = NULL;
 	pthread_mutex_lock(&views.lock);
 	struct view *v = find_locked(job->snap_id);
-	/* Requests came while it stopped: they get a new one. */
+	/* Requests came while it stopped: they get a new one, within the bounds. */
 	if (v && v->waiters && start_locked(v, &e) < 0) {
 		w = v->waiters;
 		v->waiters = NULL;
@@ -313,34 +434,61 @@ static void stop_job_run(void *arg)
 		free(v);
 	}
 	pthread_mutex_unlock(&views.lock);
-	waiters_call(w, -EIO);
+	if (w && e.code == EAGAIN)
+		view_note(job->snap_id, &e);
+	waiters_call(w, -(e.code ? e.code : EIO));
 	free(job);
+}
+
+/* Is snapshot @snap_id's row gone, or no longer completed? (a registry read: no lock held) */
+static bool snapshot_went(const char *snap_id)
+{
+	struct snapshot snap;
+	return row_snapshot_get(snap_id, &snap) < 0 || snap.state != SNAP_COMPLETED;
 }
 
 void snapview_tick(void)
 {
 	int64_t now = mono_ms(), idle = idle_ms();
+	/* Which snapshots went, asked before the lock: the registry is no leaf. */
+	char went[VIEW_TICK_MAX][ID_MAX];
+	size_t n_went = 0;
 	pthread_mutex_lock(&views.lock);
-	for (struct view *v = views.list; v; v = v->next) {
-		if (v->state != VIEW_READY || now - v->used_ms < idle)
+	char ids[VIEW_TICK_MAX][ID_MAX];
+	size_t n = 0;
+	for (struct view *v = views.list; v && n < VIEW_TICK_MAX; v = v->next)
+		if (v->state == VIEW_READY)
+			memcpy(ids[n++], v->snap_id, ID_MAX);
+	pthread_mutex_unlock(&views.lock);
+	for (size_t i = 0; i < n; i++)
+		if (snapshot_went(ids[i]))
+			memcpy(went[n_went++], ids[i], ID_MAX);
+	pthread_mutex_lock(&views.lock);
+	for (size_t i = 0; i < n_went; i++) {
+		struct view *v = find_locked(went[i]);
+		if (v && v->state == VIEW_READY)
+			stop_locked(v, "lost its snapshot: deleted");
+	}
+	for (struct view **p = &views.list; *p;) {
+		struct view *v = *p;
+		/* A failure answered for its retry time: forgotten, its container is gone. */
+		if (v->state == VIEW_FAILED && !v->waiters && now - v->failed_ms >= VIEW_RETRY_MS) {
+			info("forgot the failed view of snapshot %s", v->snap_id);
+			*p = v->next;
+			free(v);
 			continue;
-		struct view_job *job = calloc(1, sizeof(*job));
-		if (!job)
-			break;
-		snprintf(job->snap_id, sizeof(job->snap_id), "%s", v->snap_id);
-		snprintf(job->runtime_id, sizeof(job->runtime_id), "%s", v->runtime_id);
-		if (jobs_submit(JOB_LIFECYCLE, stop_job_run, job) < 0)
-			free(job); /* the next pass tries again */
-		else
-			v->state = VIEW_STOPPING;
+		}
+		if (v->state == VIEW_READY && now - v->used_ms >= idle)
+			stop_locked(v, "was idle: deleted");
+		p = &v->next;
 	}
 	pthread_mutex_unlock(&views.lock);
 }
 
 /* --- asking for one ------------------------------------------------------------- */
 
-/* Snapshot @snap_id as @who may read its files: 0, or why not. */
-static int view_allowed(const struct caller *who, const char *snap_id, struct err *e)
+/* Snapshot @snap_id as @who may read its files: 0 and its @owner (may be NULL), or why not. */
+static int view_allowed(const struct caller *who, const char *snap_id, uid_t *owner, struct err *e)
 {
 	struct snapshot snap;
 	if (snapshot_get_as(who, snap_id, &snap) < 0)
@@ -348,6 +496,8 @@ static int view_allowed(const struct caller *who, const char *snap_id, struct er
 	if (snap.state != SNAP_COMPLETED)
 		return err_set(e, EBUSY, "snapshot %s is %s, not completed", snap_id,
 			       snapshot_state_name(snap.state));
+	if (owner)
+		*owner = snap.owner_uid;
 	return 0;
 }
 
@@ -373,7 +523,8 @@ int ops_snapview_want(const struct caller *who, const char *view_id, ops_view_re
 		      void *arg, struct err *e)
 {
 	const char *snap_id = view_id + 1;
-	int rc = view_allowed(who, snap_id, e);
+	uid_t owner = 0;
+	int rc = view_allowed(who, snap_id, &owner, e);
 	if (rc < 0)
 		return rc;
 	struct view_waiter *w = fn ? calloc(1, sizeof(*w)) : NULL;
@@ -385,6 +536,7 @@ int ops_snapview_want(const struct caller *who, const char *view_id, ops_view_re
 		v = calloc(1, sizeof(*v));
 		if (v) {
 			snprintf(v->snap_id, sizeof(v->snap_id), "%s", snap_id);
+			v->owner = owner;
 			rc = start_locked(v, e);
 			if (rc == 0) {
 				v->next = views.list;
@@ -407,6 +559,8 @@ int ops_snapview_want(const struct caller *who, const char *view_id, ops_view_re
 	}
 	pthread_mutex_unlock(&views.lock);
 	free(w);
+	if (rc == -EAGAIN) /* past a bound: the snapshot's `error` says why */
+		view_note(snap_id, e);
 	return rc;
 }
 
@@ -423,7 +577,7 @@ int snapview_container(const struct caller *who, const char *view_id,
 		       char runtime_id[RUNTIME_ID_MAX], struct err *e)
 {
 	const char *snap_id = view_id + 1;
-	int rc = view_allowed(who, snap_id, e);
+	int rc = view_allowed(who, snap_id, NULL, e);
 	if (rc < 0)
 		return rc;
 	pthread_mutex_lock(&views.lock);
@@ -495,10 +649,13 @@ void snapview_sweep(void)
 		if (strncmp(de->d_name, VIEW_DIR_PREFIX, strlen(VIEW_DIR_PREFIX)) != 0)
 			continue;
 		recorded_container(de->d_name, cid);
-		if (cid[0] && runsc_delete(&ops.runsc, cid, &e) < 0)
+		if (cid[0] && runsc_delete(&ops.runsc, cid, &e) < 0) {
+			/* Kept: the next start-up, or the next view of it, tries again. */
 			warning("cannot delete the view container %s left by the last run: %s", cid,
 				e.msg);
-		else if (cid[0])
+			continue;
+		}
+		if (cid[0])
 			info("deleted the view container %s left by the last run", cid);
 		rm_rf_at(dirfd(d), de->d_name);
 	}
@@ -535,7 +692,9 @@ void snapview_fini(void)
 	bool reaping = list && pthread_create(&reaper, NULL, fini_reaper, NULL) == 0;
 	while (list) {
 		struct view *next = list->next;
-		view_remove(list->snap_id, list->runtime_id);
+		/* A FAILED view's container went with its failure; a STARTING one's never came. */
+		if (list->state == VIEW_READY || list->state == VIEW_STOPPING)
+			view_remove(list->snap_id, list->runtime_id);
 		waiters_call(list->waiters, -EIO);
 		free(list);
 		list = next;
