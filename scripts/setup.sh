@@ -159,14 +159,28 @@ command -v python3 >/dev/null 2>&1 || test_pkgs+=(python3)
 install_missing "test tools" "${test_pkgs[@]}"
 
 # test_image_registry.sh runs its own docker-registry on 127.0.0.1 and a port
-# of its own; the package's service (every address, port 5000) is stopped and
-# disabled when this run installed it.
+# of its own. The package's service (every address, port 5000) is never
+# started by this install (a policy-rc.d that refuses every start, only for
+# the install and only where there is none: systemd's and sysv's invoke-rc.d
+# both ask it) and is disabled for later boots.
 if command -v docker-registry >/dev/null 2>&1; then
 	say "docker-registry: already installed"
 else
+	policy=/usr/sbin/policy-rc.d
+	if [ ! -e "$policy" ]; then
+		printf '#!/bin/sh\n# setup.sh: no service starts while it installs docker-registry\nexit 101\n' >"$policy"
+		chmod 0755 "$policy"
+		trap 'rm -f "$policy"' EXIT
+	fi
 	install_missing docker-registry docker-registry
+	if [ "$(trap -p EXIT)" ]; then
+		rm -f "$policy"
+		trap - EXIT
+	fi
 	if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
 		systemctl disable --now docker-registry.service || true
+	elif command -v update-rc.d >/dev/null 2>&1; then
+		update-rc.d docker-registry disable >/dev/null 2>&1 || true
 	fi
 fi
 
