@@ -25,7 +25,7 @@ bench_teardown() {
 		# shellcheck disable=SC2016
 		[ -e "$d/terminate" ] && timeout 30 bash -c 'echo 1 >"$1"' _ "$d/terminate" 2>/dev/null
 	done
-	for c in $($rs list -q 2>/dev/null); do
+	for c in $($rs list -quiet 2>/dev/null); do
 		$rs kill "$c" KILL >/dev/null 2>&1
 		$rs delete -force "$c" >/dev/null 2>&1
 	done

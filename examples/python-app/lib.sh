@@ -21,8 +21,8 @@
 #                             client.py in the namespace: per SB one line
 #                             "SB FIRST_MS REQUEST_MS JSON", FIRST_MS since T0
 #   mem_bytes SB              SB's cgroup memory (metrics' snapfs_sandbox_memory_bytes)
-#   write_read FILE [TEXT]    write a line, read the answer on the same open file
-#   ms                        milliseconds since the epoch
+# and, from bench/lib.sh: write_read FILE [TEXT] (a line written, the answer read
+# on the same open file), ms (milliseconds since the epoch), bench_teardown.
 
 PYAPP_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 PYAPP_REPO=$(cd "$PYAPP_DIR/../.." && pwd)
@@ -30,37 +30,16 @@ PID=""
 NS=""
 T=""
 
-ms() { date +%s%3N; }
+# shellcheck source-path=SCRIPTDIR/../../bench
+. "$PYAPP_REPO/bench/lib.sh"
 in_ns() { ip netns exec "$NS" "$@"; }
 
-write_read() {
-	local line
-	exec 3<>"$1"
-	echo "${2:-1}" >&3
-	read -r line <&3 || true
-	exec 3>&-
-	echo "$line"
-}
-
 pyapp_down() {
-	local d c p f rs
+	local f
 	set +e
 	trap - EXIT INT TERM
 	[ -n "$T" ] || return 0
-	rs="runsc --root $STATE/runsc"
-	for d in "$MNT"/sandboxes/*/; do
-		# shellcheck disable=SC2016 # $1 is the inner shell's
-		[ -e "$d/terminate" ] && timeout 30 bash -c 'echo 1 >"$1"' _ "$d/terminate" 2>/dev/null
-	done
-	for c in $($rs list -q 2>/dev/null); do
-		$rs kill "$c" KILL >/dev/null 2>&1
-		$rs delete -force "$c" >/dev/null 2>&1
-	done
-	mountpoint -q "$MNT" && fusermount3 -u "$MNT"
-	[ -n "$PID" ] && wait "$PID" 2>/dev/null
-	for p in $(pgrep -f -- "--root=$STATE/runsc"); do
-		kill -KILL "$p" 2>/dev/null
-	done
+	bench_teardown "$STATE" "$MNT" "$PID"
 	for f in "$STATE"/netns/*; do
 		[ -e "$f" ] && umount -l "$f" 2>/dev/null
 	done

@@ -9,6 +9,8 @@
 #   in_d CMD...           CMD in the daemon's namespace
 #   fetch SB ADDR         the sandbox GETs http://ADDR/index.html, the internet's page
 #   not_fetch, not_reach  it does not; no HTTP answer at all
+#   start_metadata        a cloud metadata stand-in on 169.254.169.254:80 in the
+#                         internet; md_fetch SB, no_md SB: the sandbox reaches it or not
 #   SLEEPER               an entrypoint that does nothing, for ever
 # A test sets DAEMON_ARGS and calls setup_images and start_daemon after it;
 # net_cleanup_extra, if it defines one, ends what it started itself.
@@ -22,6 +24,7 @@ WEB=$NET_X.2
 HTTPD_PID=""
 DNS_PID=""
 LATE_PID=""
+MD_PID=""
 
 in_d() { ip netns exec "$NS_D" "$@"; }
 
@@ -33,6 +36,7 @@ net_cleanup() {
 	[ -n "$HTTPD_PID" ] && kill -KILL "$HTTPD_PID" 2>/dev/null
 	[ -n "$DNS_PID" ] && kill -KILL "$DNS_PID" 2>/dev/null
 	[ -n "$LATE_PID" ] && kill -KILL "$LATE_PID" 2>/dev/null
+	[ -n "$MD_PID" ] && kill -KILL "$MD_PID" 2>/dev/null
 	# A test's own servers and daemons, ended before the namespaces go.
 	declare -F net_cleanup_extra >/dev/null && net_cleanup_extra
 	for f in "$STATE"/netns/*; do
@@ -73,5 +77,20 @@ fetch() { sb_run "$1" "$FETCH $2 80" 2>/dev/null | grep -q "hello from the inter
 not_fetch() { ! fetch "$@"; }
 # not_reach SB ADDR: no HTTP answer at all from ADDR:80 (a 404 would be one).
 not_reach() { ! sb_run "$1" "$FETCH $2 80" 2>/dev/null | grep -q '^HTTP'; }
+
+# start_metadata: a stand-in for cloud metadata in the internet namespace, on
+# 169.254.169.254:80, routed to from the daemon's namespace: denied to every
+# sandbox unless root's own rule names it (docs/network.md).
+start_metadata() {
+	mkdir -p "$T/md"
+	echo "METADATA-CREDENTIALS" >"$T/md/index.html"
+	ip -n "$NS_I" addr add 169.254.169.254/32 dev lo || bail "cannot add the metadata stand-in's address"
+	ip -n "$NS_D" route add 169.254.169.254/32 via "$WEB" || bail "cannot route to the metadata stand-in"
+	ip netns exec "$NS_I" busybox httpd -f -p 169.254.169.254:80 -h "$T/md" &
+	MD_PID=$!
+	disown "$MD_PID"
+}
+md_fetch() { sb_run "$1" "$FETCH 169.254.169.254 80" 2>/dev/null | grep -q METADATA-CREDENTIALS; }
+no_md() { ! md_fetch "$1"; }
 
 SLEEPER='while :; do sleep 1; done'

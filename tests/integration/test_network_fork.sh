@@ -7,24 +7,7 @@
 # resume"). The namespaces: tests/integration/lib_net.sh.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/lib_net.sh"
-MD_PID=""
-net_cleanup_extra() {
-	[ -n "$MD_PID" ] && kill -KILL "$MD_PID" 2>/dev/null
-	return 0
-}
-
-# A stand-in for cloud metadata in the internet namespace, on 169.254.169.254:80,
-# routed to from the daemon's namespace: denied to every sandbox unless root's
-# own rule names it.
-mkdir -p "$T/md"
-echo "METADATA-CREDENTIALS" >"$T/md/index.html"
-ip -n "$NS_I" addr add 169.254.169.254/32 dev lo || bail "cannot add the metadata stand-in's address"
-ip -n "$NS_D" route add 169.254.169.254/32 via "$WEB" || bail "cannot route to the metadata stand-in"
-ip netns exec "$NS_I" busybox httpd -f -p 169.254.169.254:80 -h "$T/md" &
-MD_PID=$!
-disown "$MD_PID"
-md_fetch() { sb_run "$1" "$FETCH 169.254.169.254 80" 2>/dev/null | grep -q METADATA-CREDENTIALS; }
-no_md() { ! md_fetch "$1"; }
+start_metadata
 
 # A second user (nobody, through --allow-group) makes sandboxes: the mount point
 # must be reachable to it, and nothing else of the test's.
