@@ -277,6 +277,19 @@ start_counter_sandbox() {
 
 # snapshot_of SB [WORDS]: take a snapshot; print its id (read on the same open file).
 snapshot_of() { wr_read "$MNT/sandboxes/$1/snapshot" "${2-1}" | head -n 1; }
+# snapshot_between SB: SB started with the counter entrypoint, /root/state "before",
+# a completed snapshot, then "after": sets snap (its id) and tok (its counter's token).
+# shellcheck disable=SC2034 # snap and tok: the caller's
+snapshot_between() {
+	start_counter_sandbox "$1" || bail "start sandbox $1 with the counter entrypoint"
+	poll_until 60 counter_at_least "$1" 2 || bail "the counter of $1 does not advance"
+	ok "$1 writes a file before the snapshot" sb_run "$1" 'echo before > /root/state'
+	tok=$(counter_token "$(counter "$1")")
+	snap=$(snapshot_of "$1")
+	[ -n "$snap" ] || bail "no snapshot id"
+	check_eq "the snapshot completed" completed "$(snap_status "$snap")"
+	ok "$1 writes a file after the snapshot" sb_run "$1" 'echo after > /root/state'
+}
 # fork_of SNAP: fork it; print the new sandbox's id.
 fork_of() { wr_read "$MNT/snapshots/$1/fork" | head -n 1; }
 

@@ -33,14 +33,7 @@ chmod 0755 "$T/runsc"
 DAEMON_ARGS+=(--runsc "$T/runsc")
 
 start_daemon || bail "the daemon mounts"
-start_counter_sandbox src || bail "start sandbox src with the counter entrypoint"
-poll_until 60 counter_at_least src 2 || bail "the counter of src does not advance"
-ok "src writes a file before the snapshot" sb_run src 'echo before > /root/state'
-tok=$(counter_token "$(counter src)")
-snap=$(snapshot_of src)
-[ -n "$snap" ] || bail "no snapshot id"
-check_eq "the snapshot completed" completed "$(snap_status "$snap")"
-ok "src writes a file after the snapshot" sb_run src 'echo after > /root/state'
+snapshot_between src
 FORK=$MNT/snapshots/$snap/fork
 
 # check_forked ID LABEL: a running fork of $snap with its state.

@@ -43,14 +43,7 @@ no_extra_containers() { [ -z "$(extra_containers)" ]; }
 warm_is() { [ "$(rd "$WARM")" = "$1" ]; }
 
 start_daemon || bail "the daemon mounts"
-start_counter_sandbox src || bail "start sandbox src with the counter entrypoint"
-poll_until 60 counter_at_least src 2 || bail "the counter of src does not advance"
-ok "src writes a file before the snapshot" sb_run src 'echo before > /root/state'
-tok=$(counter_token "$(counter src)")
-snap=$(snapshot_of src)
-[ -n "$snap" ] || bail "no snapshot id"
-check_eq "the snapshot completed" completed "$(snap_status "$snap")"
-ok "src writes a file after the snapshot" sb_run src 'echo after > /root/state'
+snapshot_between src
 WARM=$MNT/snapshots/$snap/warm
 
 # --- fill, take, refill ---------------------------------------------------------
