@@ -3,12 +3,15 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/fuse.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <unistd.h>
 
 #include "fs/file.h"
 #include "fs/inside.h"
@@ -30,7 +33,13 @@ struct fs {
 struct fs_dirh {
 	pthread_mutex_t lock;
 	struct fs_node node;
-	struct strbuf buf; /* fuse_add_direntry records; offsets are byte offsets into it */
+	/*
+	 * fuse_add_direntry records, or fuse_add_direntry_plus ones (each
+	 * without an entry: the kernel looks these files up itself) when the
+	 * read at offset 0 was a READDIRPLUS; offsets are byte offsets into it.
+	 */
+	struct strbuf buf;
+	bool plus;
 };
 
 static struct fs_file *file_of(const struct fuse_file_info *fi)
@@ -244,8 +253,8 @@ static void ll_readlink(fuse_req_t req, fuse_ino_t ino)
 		rc = n.ent->link ? n.ent->link(&n, &who, target, sizeof(target)) : -EINVAL;
 	if (rc < 0)
 		fuse_reply_err(req, -rc);
-	else
-		fuse_reply_readlink(req, target);
+	else if (fuse_reply_readlink(req, target) == 0 && !(n.ent->flags & FS_STABLE_LINK))
+		notify_link_read(ino); /* its target may change: the kernel keeps none (notify.h) */
 }
 
 /* --- mkdir and rmdir -------------------------------------------------- */
@@ -641,27 +650,33 @@ static void ll_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 struct dir_fill {
 	fuse_req_t req;
 	struct strbuf *buf;
+	bool plus;
 };
 
 static int dir_add(const char *name, mode_t mode, fuse_ino_t ino, void *arg)
 {
 	struct dir_fill *df = arg;
-	char rec[512]; /* a record: 24 bytes of header and a name of at most 255, aligned */
-	struct stat st = {.st_ino = ino, .st_mode = mode};
-	size_t need = fuse_add_direntry(df->req, NULL, 0, name, NULL, 0);
+	char rec[512]; /* a record: its header (24, or 152 plus) and a name of at most 255 */
+	struct fuse_entry_param ep = {.attr = {.st_ino = ino, .st_mode = mode}}; /* .ino 0 */
+	size_t need = df->plus ? fuse_add_direntry_plus(df->req, NULL, 0, name, NULL, 0)
+			       : fuse_add_direntry(df->req, NULL, 0, name, NULL, 0);
 	if (need > sizeof(rec))
 		return -ENAMETOOLONG;
-	fuse_add_direntry(df->req, rec, sizeof(rec), name, &st, (off_t)(df->buf->len + need));
+	off_t next = (off_t)(df->buf->len + need);
+	if (df->plus)
+		fuse_add_direntry_plus(df->req, rec, sizeof(rec), name, &ep, next);
+	else
+		fuse_add_direntry(df->req, rec, sizeof(rec), name, &ep.attr, next);
 	strbuf_add(df->buf, rec, need);
 	return strbuf_error(df->buf);
 }
 
-static void ll_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-		       struct fuse_file_info *fi)
+static void dir_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		     struct fuse_file_info *fi, bool plus)
 {
 	struct fs_node root;
 	if (goes_inside(ino, &root)) {
-		inside_readdir(req, size, off, fi);
+		(plus ? inside_readdirplus : inside_readdir)(req, size, off, fi);
 		return;
 	}
 	struct fs_dirh *dh = dirh_of(fi);
@@ -669,8 +684,12 @@ static void ll_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	size_t n = 0;
 	int rc = 0;
 	pthread_mutex_lock(&dh->lock);
+	/* A listing made for one form is not served to the other: the records differ. */
+	if (off != 0 && plus != dh->plus)
+		rc = -EINVAL;
 	if (off == 0) {
-		struct dir_fill df = {req, &dh->buf};
+		struct dir_fill df = {req, &dh->buf, plus};
+		dh->plus = plus;
 		struct caller who;
 		caller_of(req, false, &who);
 		strbuf_reset(&dh->buf);
@@ -693,6 +712,18 @@ static void ll_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, -rc);
 	else
 		fuse_reply_buf(req, copy, n);
+}
+
+static void ll_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		       struct fuse_file_info *fi)
+{
+	dir_read(req, ino, size, off, fi, false);
+}
+
+static void ll_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			   struct fuse_file_info *fi)
+{
+	dir_read(req, ino, size, off, fi, true);
 }
 
 static void ll_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -725,6 +756,17 @@ static void ll_init(void *userdata, struct fuse_conn_info *conn)
 	 * every write past that size one at a time.
 	 */
 	conn->want &= ~FUSE_CAP_ATOMIC_O_TRUNC;
+	/*
+	 * READDIRPLUS for every read of a directory, not only the first of
+	 * each (the "auto" mode): a listing of root/ then carries each
+	 * entry's attributes, and `ls -l` or `cp -r` of a directory of any
+	 * size looks none of them up. The control tree answers it without
+	 * entries, as a plain listing.
+	 */
+	conn->want &= ~FUSE_CAP_READDIRPLUS_AUTO;
+	/* root -> .root read once, not at every path through it (fs/notify.h: links). */
+	if (conn->capable & FUSE_CAP_CACHE_SYMLINKS)
+		conn->want |= FUSE_CAP_CACHE_SYMLINKS;
 }
 
 static const struct fuse_lowlevel_ops ll_ops = {
@@ -750,6 +792,7 @@ static const struct fuse_lowlevel_ops ll_ops = {
     .fsync = ll_fsync,
     .opendir = ll_opendir,
     .readdir = ll_readdir,
+    .readdirplus = ll_readdirplus,
     .releasedir = ll_releasedir,
     .statfs = ll_statfs,
     .create = ll_create,
@@ -865,6 +908,62 @@ fail:
 	return rc;
 }
 
+/*
+ * How far the kernel reads ahead on the mount: 1 MiB, one READ of root/
+ * at FUSE's largest, where its default of 128 KiB makes a `cat` of a big
+ * file eight crossings to the agent per MiB (each one a wake-up inside
+ * gVisor). The INIT reply can only lower the mount's readahead, and the
+ * kernel applies it after INIT, so a thread sets it once a first request
+ * (a stat of the mount) has been answered. Best effort: without root, or
+ * without /sys, reads are only slower.
+ */
+#define READAHEAD_KB 1024
+
+struct readahead_arg {
+	char *mountpoint;
+	dev_t dev;
+};
+
+static void *readahead_raise(void *p)
+{
+	struct readahead_arg *a = p;
+	struct stat st;
+	char path[64];
+	if (stat(a->mountpoint, &st) == 0 && st.st_dev == a->dev &&
+	    xsnprintf(path, sizeof(path), "/sys/class/bdi/%u:%u/read_ahead_kb", major(a->dev),
+		      minor(a->dev)) == 0) {
+		int fd = open(path, O_WRONLY | O_CLOEXEC);
+		if (fd >= 0) {
+			if (dprintf(fd, "%d\n", READAHEAD_KB) < 0)
+				debug("cannot set %s: %s", path, strerror(errno));
+			close(fd);
+		}
+	}
+	free(a->mountpoint);
+	free(a);
+	return NULL;
+}
+
+static void readahead_start(const struct fs *fs)
+{
+	struct readahead_arg *a = malloc(sizeof(*a));
+	char *mp = a ? strdup(fs->mountpoint) : NULL;
+	pthread_t t;
+	pthread_attr_t at;
+	if (!mp) {
+		free(a);
+		return;
+	}
+	*a = (struct readahead_arg){mp, fs->dev};
+	pthread_attr_init(&at);
+	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+	if (pthread_create(&t, &at, readahead_raise, a) != 0) {
+		free(mp);
+		free(a);
+	}
+	pthread_attr_destroy(&at);
+}
+
 int fs_loop(struct fs *fs)
 {
 	if (fuse_set_signal_handlers(fs->se) != 0)
@@ -881,6 +980,7 @@ int fs_loop(struct fs *fs)
 	fuse_loop_cfg_set_clone_fd(cfg, 0);
 	fuse_loop_cfg_set_idle_threads(cfg, 10);
 	fuse_loop_cfg_set_max_threads(cfg, 64);
+	readahead_start(fs);
 	rc = fuse_session_loop_mt(fs->se, cfg);
 	fuse_loop_cfg_destroy(cfg);
 	/* A positive value is the signal that ended the loop: a normal end. */

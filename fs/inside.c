@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fs/notify.h"
 #include "fs/tree.h"
 #include "lib/strbuf.h"
 #include "ops/ops.h"
@@ -290,7 +291,15 @@ static int writable(int rc, const char *id)
 
 /* --- a snapshot's view: requests held until it is restored ------------------------- */
 
-enum held_kind { HELD_LOOKUP, HELD_GETATTR, HELD_READLINK, HELD_OPEN, HELD_READ, HELD_READDIR };
+enum held_kind {
+	HELD_LOOKUP,
+	HELD_GETATTR,
+	HELD_READLINK,
+	HELD_OPEN,
+	HELD_READ,
+	HELD_READDIR,
+	HELD_READDIRPLUS
+};
 
 /* What a held request needs to be made again: the arguments of its inside_*() call. */
 struct held_args {
@@ -299,9 +308,9 @@ struct held_args {
 	fuse_ino_t ino;
 	const struct fs_node *root; /* HELD_LOOKUP of root/'s child */
 	const char *name;	    /* HELD_LOOKUP */
-	size_t size;		    /* HELD_READ, HELD_READDIR */
+	size_t size;		    /* HELD_READ, HELD_READDIR(PLUS) */
 	off_t off;
-	struct fuse_file_info *fi; /* HELD_OPEN, HELD_READ, HELD_READDIR */
+	struct fuse_file_info *fi; /* HELD_OPEN, HELD_READ, HELD_READDIR(PLUS) */
 };
 
 /* A copy of them, kept until the view is ready (ops_snapview_want()). */
@@ -328,8 +337,10 @@ static void held_replay(void *arg, int rc)
 		inside_open(a->req, a->ino, &h->fi);
 	else if (a->kind == HELD_READ)
 		inside_read(a->req, a->size, a->off, &h->fi);
-	else
+	else if (a->kind == HELD_READDIR)
 		inside_readdir(a->req, a->size, a->off, &h->fi);
+	else
+		inside_readdirplus(a->req, a->size, a->off, &h->fi);
 	free(h);
 }
 
@@ -467,8 +478,9 @@ void inside_readlink(fuse_req_t req, fuse_ino_t ino)
 		rc = ops_inside_readlink(&r.who, r.id, r.path, target, sizeof(target), &r.e);
 	if (rc < 0)
 		fuse_reply_err(req, -rc);
-	else
-		fuse_reply_readlink(req, target);
+	else if (fuse_reply_readlink(req, target) == 0)
+		notify_link_read(
+		    ino); /* the kernel keeps no target of the sandbox's (fs/notify.h) */
 }
 
 void inside_mkdir(fuse_req_t req, fuse_ino_t parent, const struct fs_node *root, const char *name,
@@ -555,11 +567,16 @@ static struct ops_inside_file *file_of(const struct fuse_file_info *fi)
 	return (struct ops_inside_file *)(uintptr_t)fi->fh;
 }
 
-/* Not kept: the sandbox writes its files too, so every open reads them afresh. */
+/*
+ * Not kept: the sandbox writes its files too, so every open reads them
+ * afresh. No FLUSH at close: each write reached the sandbox already, so a
+ * close has nothing to report and costs no request.
+ */
 static void open_flags(struct fuse_file_info *fi)
 {
 	fi->keep_cache = 0;
 	fi->direct_io = 0;
+	fi->noflush = 1;
 }
 
 void inside_create(fuse_req_t req, fuse_ino_t parent, const struct fs_node *root, const char *name,
@@ -673,31 +690,43 @@ void inside_release(fuse_req_t req, struct fuse_file_info *fi)
 
 /* --- directories ------------------------------------------------------------------- */
 
-/* An open directory: its listing, made by the read at offset 0 (as fs.c's). */
+/*
+ * An open directory: its listing, made by the read at offset 0. Offsets are
+ * entry numbers (0 ".", 1 "..", then the listing's), the same for READDIR
+ * and READDIRPLUS, so the kernel may ask in either form.
+ */
 struct inside_dirh {
 	pthread_mutex_t lock;
 	fuse_ino_t ino;
 	struct fs_node root; /* when ino is root/ itself */
 	bool is_root;
-	struct strbuf buf;
+	char id[OPS_VIEW_ID_MAX]; /* the sandbox or view listed */
+	size_t n, alloc;
+	struct dir_entry {
+		char *name;
+		struct stat st; /* st_ino: the number inside the sandbox */
+	} * v;
 };
 
-struct dir_fill {
-	fuse_req_t req;
-	struct strbuf *buf;
-};
-
-static int dir_add(const char *name, uint64_t ino, mode_t type, void *arg)
+static void dirh_clear(struct inside_dirh *dh)
 {
-	struct dir_fill *df = arg;
-	char rec[512];
-	struct stat st = {.st_ino = ino, .st_mode = type};
-	size_t need = fuse_add_direntry(df->req, NULL, 0, name, NULL, 0);
-	if (need > sizeof(rec))
+	for (size_t i = 0; i < dh->n; i++)
+		free(dh->v[i].name);
+	free(dh->v);
+	dh->v = NULL;
+	dh->n = dh->alloc = 0;
+}
+
+static int dir_add(const char *name, const struct stat *st, void *arg)
+{
+	struct inside_dirh *dh = arg;
+	if (strlen(name) > NAME_MAX)
 		return -ENAMETOOLONG;
-	fuse_add_direntry(df->req, rec, sizeof(rec), name, &st, (off_t)(df->buf->len + need));
-	strbuf_add(df->buf, rec, need);
-	return strbuf_error(df->buf);
+	char *copy = ALLOC_GROW(dh->v, dh->alloc, dh->n + 1) == 0 ? strdup(name) : NULL;
+	if (!copy)
+		return -ENOMEM;
+	dh->v[dh->n++] = (struct dir_entry){copy, *st};
+	return 0;
 }
 
 void inside_opendir(fuse_req_t req, fuse_ino_t ino, const struct fs_node *root,
@@ -709,7 +738,6 @@ void inside_opendir(fuse_req_t req, fuse_ino_t ino, const struct fs_node *root,
 		return;
 	}
 	pthread_mutex_init(&dh->lock, NULL);
-	dh->buf = (struct strbuf)STRBUF_INIT;
 	dh->ino = ino;
 	if (root && !inside_owns(ino)) {
 		dh->root = *root;
@@ -722,56 +750,100 @@ void inside_opendir(fuse_req_t req, fuse_ino_t ino, const struct fs_node *root,
 
 static int dir_list(fuse_req_t req, struct inside_dirh *dh)
 {
-	char id[OPS_VIEW_ID_MAX], path[WIRE_PATH_MAX + 1];
+	char path[WIRE_PATH_MAX + 1];
 	struct caller who;
 	struct err e = {0};
-	struct dir_fill df = {req, &dh->buf};
 	who_of(req, &who);
-	strbuf_reset(&dh->buf);
-	int rc = path_of(dh->ino, dh->is_root ? &dh->root : NULL, NULL, id, path);
+	dirh_clear(dh);
+	int rc = path_of(dh->ino, dh->is_root ? &dh->root : NULL, NULL, dh->id, path);
 	if (rc == 0)
-		rc = dir_add(".", 1, S_IFDIR, &df);
-	if (rc == 0)
-		rc = dir_add("..", 1, S_IFDIR, &df);
-	if (rc == 0)
-		rc = ops_inside_list(&who, id, path, dir_add, &df, &e);
+		rc = ops_inside_list(&who, dh->id, path, dir_add, dh, &e);
 	return rc;
+}
+
+/*
+ * Entries from number @off on into @out (@size bytes): plain records, or
+ * with @plus each with its attributes and a lookup counted for it (the
+ * kernel then stats none of them: `ls -l`, `cp -r` and `find` ask nothing
+ * more of the agent). The numbers counted go into @refs. The length.
+ */
+static size_t dir_fill(fuse_req_t req, struct inside_dirh *dh, char *out, size_t size, off_t off,
+		       bool plus, fuse_ino_t *refs, size_t *nrefs)
+{
+	size_t len = 0;
+	fuse_ino_t parent = dh->is_root ? dh->root.ino : dh->ino;
+	for (size_t i = off > 0 ? (size_t)off : 0; i < dh->n + 2; i++) {
+		const char *name = i == 0 ? "." : i == 1 ? ".." : dh->v[i - 2].name;
+		struct fuse_entry_param ep = {.attr = {.st_ino = 1, .st_mode = S_IFDIR}};
+		if (i >= 2)
+			ep.attr = dh->v[i - 2].st;
+		size_t need = plus ? fuse_add_direntry_plus(req, NULL, 0, name, NULL, 0)
+				   : fuse_add_direntry(req, NULL, 0, name, NULL, 0);
+		if (need > size - len)
+			break;
+		if (!plus) {
+			fuse_add_direntry(req, out + len, size - len, name, &ep.attr, (off_t)i + 1);
+			len += need;
+			continue;
+		}
+		/* "." and ".." carry no entry (number 0): the kernel counts no lookup for them. */
+		if (i >= 2 && node_ref(parent, dh->id, name, &ep.ino) == 0) {
+			refs[(*nrefs)++] = ep.ino;
+			ep.attr.st_ino = ep.ino;
+			ep.generation = 1;
+			ep.attr_timeout = ep.entry_timeout = INSIDE_TIMEOUT_S;
+		}
+		fuse_add_direntry_plus(req, out + len, size - len, name, &ep, (off_t)i + 1);
+		len += need;
+	}
+	return len;
+}
+
+static void dir_read(fuse_req_t req, size_t size, off_t off, struct fuse_file_info *fi, bool plus)
+{
+	struct inside_dirh *dh = (struct inside_dirh *)(uintptr_t)fi->fh;
+	char id[OPS_VIEW_ID_MAX], path[WIRE_PATH_MAX + 1];
+	/* A listing is made at offset 0: of a view, once it is ready. */
+	if (off == 0 && path_of(dh->ino, dh->is_root ? &dh->root : NULL, NULL, id, path) == 0 &&
+	    view_wait(id, &(struct held_args){plus ? HELD_READDIRPLUS : HELD_READDIR, req, 0,
+					      .size = size, .off = off, .fi = fi}))
+		return;
+	size = size < (1u << 20) ? size : (1u << 20);
+	_cleanup_free_ char *out = malloc(size ? size : 1);
+	/* A plus record is over 150 bytes: at most this many in one answer. */
+	_cleanup_free_ fuse_ino_t *refs = malloc((size / 150 + 1) * sizeof(*refs));
+	size_t len = 0, nrefs = 0;
+	int rc = out && refs ? 0 : -ENOMEM;
+	pthread_mutex_lock(&dh->lock);
+	if (rc == 0 && off == 0)
+		rc = dir_list(req, dh);
+	if (rc == 0)
+		len = dir_fill(req, dh, out, size, off, plus, refs, &nrefs);
+	pthread_mutex_unlock(&dh->lock);
+	/* After the answer the kernel may release @dh: it is not touched again. */
+	if (rc < 0) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	if (fuse_reply_buf(req, out, len) != 0)
+		for (size_t i = 0; i < nrefs; i++)
+			inside_forget(refs[i], 1); /* the kernel never had them */
 }
 
 void inside_readdir(fuse_req_t req, size_t size, off_t off, struct fuse_file_info *fi)
 {
-	struct inside_dirh *dh = (struct inside_dirh *)(uintptr_t)fi->fh;
-	_cleanup_free_ char *copy = NULL;
-	size_t n = 0;
-	int rc = 0;
-	char id[OPS_VIEW_ID_MAX], path[WIRE_PATH_MAX + 1];
-	/* A listing is made at offset 0: of a view, once it is ready. */
-	if (off == 0 && path_of(dh->ino, dh->is_root ? &dh->root : NULL, NULL, id, path) == 0 &&
-	    view_wait(
-		id, &(struct held_args){HELD_READDIR, req, 0, .size = size, .off = off, .fi = fi}))
-		return;
-	pthread_mutex_lock(&dh->lock);
-	if (off == 0)
-		rc = dir_list(req, dh);
-	if (rc == 0) {
-		size_t from = (size_t)off < dh->buf.len ? (size_t)off : dh->buf.len;
-		n = dh->buf.len - from < size ? dh->buf.len - from : size;
-		copy = malloc(n ? n : 1);
-		rc = copy ? 0 : -ENOMEM;
-		if (copy)
-			memcpy(copy, strbuf_str(&dh->buf) + from, n);
-	}
-	pthread_mutex_unlock(&dh->lock);
-	if (rc < 0)
-		fuse_reply_err(req, -rc);
-	else
-		fuse_reply_buf(req, copy, n);
+	dir_read(req, size, off, fi, false);
+}
+
+void inside_readdirplus(fuse_req_t req, size_t size, off_t off, struct fuse_file_info *fi)
+{
+	dir_read(req, size, off, fi, true);
 }
 
 void inside_releasedir(fuse_req_t req, struct fuse_file_info *fi)
 {
 	struct inside_dirh *dh = (struct inside_dirh *)(uintptr_t)fi->fh;
-	strbuf_release(&dh->buf);
+	dirh_clear(dh);
 	pthread_mutex_destroy(&dh->lock);
 	free(dh);
 	if (req)

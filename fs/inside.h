@@ -67,6 +67,8 @@ void inside_release(fuse_req_t req, struct fuse_file_info *fi);
 void inside_opendir(fuse_req_t req, fuse_ino_t ino, const struct fs_node *root,
 		    struct fuse_file_info *fi);
 void inside_readdir(fuse_req_t req, size_t size, off_t off, struct fuse_file_info *fi);
+/* As inside_readdir(), each entry with its attributes and a lookup counted. */
+void inside_readdirplus(fuse_req_t req, size_t size, off_t off, struct fuse_file_info *fi);
 void inside_releasedir(fuse_req_t req, struct fuse_file_info *fi);
 
 #endif

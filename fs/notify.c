@@ -34,6 +34,16 @@ static struct {
 	struct fuse_session *se;
 } nt = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
 
+/*
+ * Links whose target the kernel cached at a READLINK and must drop
+ * (notify_link_read()), under nt.lock: a ring of inode numbers, each once.
+ */
+#define LINKS_MAX 4096
+static struct {
+	fuse_ino_t ring[LINKS_MAX];
+	size_t head, count;
+} links;
+
 static pthread_mutex_t watch_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct watch *watches;
 
@@ -141,6 +151,33 @@ static void handle(const struct change *c)
 	}
 }
 
+static bool link_queued(fuse_ino_t ino)
+{
+	for (size_t i = 0; i < links.count; i++)
+		if (links.ring[(links.head + i) % LINKS_MAX] == ino)
+			return true;
+	return false;
+}
+
+void notify_link_read(fuse_ino_t ino)
+{
+	pthread_mutex_lock(&nt.lock);
+	bool full = !link_queued(ino) && links.count == LINKS_MAX;
+	if (!full && !link_queued(ino)) {
+		links.ring[(links.head + links.count++) % LINKS_MAX] = ino;
+		pthread_cond_signal(&nt.cond);
+	}
+	struct fuse_session *se = nt.se;
+	bool on = nt.started && !nt.stop;
+	pthread_mutex_unlock(&nt.lock);
+	/*
+	 * Only when thousands wait already (the notifier stuck behind a page
+	 * lock): here, rather than leave a target cached that may change.
+	 */
+	if (full && on)
+		fuse_lowlevel_notify_inval_inode(se, ino, 0, 0);
+}
+
 static void handle_all(void)
 {
 	inval_inode("events");
@@ -154,10 +191,12 @@ static void *notifier(void *arg)
 	for (;;) {
 		struct change c;
 		pthread_mutex_lock(&nt.lock);
-		while (!nt.stop && !nt.count && !nt.overflow)
+		while (!nt.stop && !nt.count && !nt.overflow && !links.count)
 			pthread_cond_wait(&nt.cond, &nt.lock);
 		bool stop = nt.stop;
 		bool all = nt.overflow;
+		bool one = false;
+		fuse_ino_t link = 0;
 		nt.overflow = false;
 		if (all)
 			nt.count = 0;
@@ -165,14 +204,22 @@ static void *notifier(void *arg)
 			c = nt.queue[nt.head];
 			nt.head = (nt.head + 1) % QUEUE_MAX;
 			nt.count--;
+			one = true;
+		}
+		if (links.count) {
+			link = links.ring[links.head];
+			links.head = (links.head + 1) % LINKS_MAX;
+			links.count--;
 		}
 		pthread_mutex_unlock(&nt.lock);
 		if (stop)
 			return NULL;
 		if (all)
 			handle_all();
-		else
+		else if (one)
 			handle(&c);
+		if (link)
+			fuse_lowlevel_notify_inval_inode(nt.se, link, 0, 0);
 	}
 }
 

@@ -13,6 +13,15 @@
  * The queue is bounded; when it overflows, the notifier does all of the
  * above for every object once, which is never wrong.
  *
+ * Links: the kernel keeps a link's target once read (FUSE_CAP_CACHE_SYMLINKS,
+ * so that every path through sandboxes/<id>/root is not a READLINK more).
+ * Only root -> .root never changes; every other link's target is dropped
+ * again right after its READLINK (notify_link_read()): a link inside a
+ * sandbox changes with it, and its rewritten target with the link's depth
+ * (a rename through root/ moves it). The page is locked while the kernel
+ * waits for the READLINK's answer, so the notifier, which serves no
+ * request, makes that call.
+ *
  * Poll watches are kept per open file (@key): a file has at most one poll
  * handle, replaced by its next poll and destroyed when it fires or the
  * file is released.
@@ -43,5 +52,7 @@ void notify_watch(const void *key, enum ops_object kind, const char *id,
 		  struct fuse_pollhandle *ph);
 /* Forget @key's watch, if any. */
 void notify_unwatch(const void *key);
+/* Link @ino's target was just read: have the kernel drop its copy. Never blocks. */
+void notify_link_read(fuse_ino_t ino);
 
 #endif

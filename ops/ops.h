@@ -616,7 +616,8 @@ int ops_snapview_want(const struct caller *who, const char *view_id, ops_view_re
 /* The sandbox or view id an open file is of. */
 const char *ops_inside_file_id(const struct ops_inside_file *f);
 
-typedef int (*ops_inside_list_fn)(const char *name, uint64_t ino, mode_t type, void *arg);
+/* One entry of a listing: its name and attributes (st_ino the number inside the sandbox). */
+typedef int (*ops_inside_list_fn)(const char *name, const struct stat *st, void *arg);
 
 enum {
 	OPS_INSIDE_MODE = 1 << 0,

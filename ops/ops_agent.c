@@ -510,7 +510,9 @@ static int list_one(const char *name, const struct wire_attr *attr, void *arg)
 	char *copy = ALLOC_GROW(c->l.v, c->l.alloc, c->l.n + 1) == 0 ? strdup(name) : NULL;
 	if (copy)
 		c->l.v[c->l.n++] = (struct listed){copy, *attr};
-	return c->fn(name, attr->ino, (mode_t)(attr->mode & S_IFMT), c->arg);
+	struct stat st;
+	stat_of(attr, &st);
+	return c->fn(name, &st, c->arg);
 }
 
 /* The complete listing @c made becomes sandbox @id's. */

@@ -5,6 +5,7 @@
  * fails ends it, and the files it opened (fs.c) go with it.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -30,19 +31,44 @@ static int write_all(int fd, const void *p, size_t n)
 	return 0;
 }
 
+/*
+ * Bytes read off the channel and not yet taken: one read() brings a whole
+ * request, or several, where reading the header and the body apart cost
+ * two (each a trip through the sentry).
+ */
+static struct {
+	uint8_t b[64u << 10];
+	size_t at, end;
+} inbuf;
+
+/* @n bytes of the channel into @p: what is buffered, then more; a large body straight in. */
 static int read_all(int fd, void *p, size_t n)
 {
-	uint8_t *b = p;
+	uint8_t *dst = p;
 	while (n) {
-		ssize_t r = read(fd, b, n);
+		if (inbuf.at < inbuf.end) {
+			size_t k = inbuf.end - inbuf.at < n ? inbuf.end - inbuf.at : n;
+			memcpy(dst, inbuf.b + inbuf.at, k);
+			inbuf.at += k, dst += k, n -= k;
+			continue;
+		}
+		bool direct = n >= sizeof(inbuf.b);
+		ssize_t r = direct ? read(fd, dst, n) : read(fd, inbuf.b, sizeof(inbuf.b));
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r <= 0)
 			return -1;
-		b += r;
-		n -= (size_t)r;
+		if (direct)
+			dst += r, n -= (size_t)r;
+		else
+			inbuf.at = 0, inbuf.end = (size_t)r;
 	}
 	return 0;
+}
+
+bool channel_buffered(void)
+{
+	return chan_in >= 0 && inbuf.at < inbuf.end;
 }
 
 int channel_fd(void)
@@ -57,6 +83,7 @@ void channel_detach(void)
 	if (chan_out >= 0)
 		close(chan_out);
 	chan_in = chan_out = -1;
+	inbuf.at = inbuf.end = 0;
 	fs_close_all();
 }
 

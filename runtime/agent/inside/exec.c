@@ -118,9 +118,23 @@ static void ready_drop(void)
 	ready.pid = 0, ready.script = -1, ready.out = -1;
 }
 
+/* An exec runs or has output or an EXIT still to send. */
+static bool exec_in_flight(void)
+{
+	for (int i = 0; i < INSIDE_EXECS_MAX; i++)
+		if (execs[i].tag)
+			return true;
+	return false;
+}
+
 void exec_ready_fill(void)
 {
-	if (!ready.wanted || ready.pid > 0)
+	/*
+	 * Not while an exec is in flight: a spawn holds the keeper until the
+	 * child has exec'd (vfork), and the EXIT of an exec whose output ended
+	 * before it was reaped would wait behind it.
+	 */
+	if (!ready.wanted || ready.pid > 0 || exec_in_flight())
 		return;
 	int out[2], script[2];
 	if (pipe2(out, O_CLOEXEC) < 0)

@@ -72,6 +72,8 @@ bool exec_is_plain(const char *cmd, size_t n);
 
 /* Its read end (to poll), -1 when none is attached. */
 int channel_fd(void);
+/* Bytes of a request are buffered already: serve it without waiting for the fd. */
+bool channel_buffered(void);
 /* Take the pipes @in and @out as the channel (a newer attach replaces the older). */
 void channel_attach(int in, int out);
 /* Let go of it: both ends closed, and every file it opened (fs_close_all()). */

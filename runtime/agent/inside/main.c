@@ -161,14 +161,14 @@ static int keep(void)
 			fds[n++] = (struct pollfd){.fd = channel_fd(), .events = POLLIN};
 		const bool has_chan = n == 3;
 		n += exec_poll_fds(fds + n, channel_fd() >= 0);
-		if (poll(fds, n, 1000) < 0 && errno != EINTR)
+		if (poll(fds, n, channel_buffered() ? 0 : 1000) < 0 && errno != EINTR)
 			return 1;
 		char junk[64];
 		while (read(child_pipe[0], junk, sizeof(junk)) > 0)
 			;
 		if (fds[0].revents & POLLIN)
 			take_channel(listener);
-		if (has_chan && fds[2].revents && channel_fd() >= 0)
+		if (has_chan && (fds[2].revents || channel_buffered()) && channel_fd() >= 0)
 			serve_channel();
 		exec_step(channel_fd() >= 0);
 		/* After the requests this wakeup brought: the next exec finds its shell waiting. */

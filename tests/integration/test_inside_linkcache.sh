@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# shellcheck source-path=SCRIPTDIR
+# The kernel keeps a link's target once read (FUSE_CAP_CACHE_SYMLINKS, for
+# root -> .root), so every other link's target is dropped right after its
+# READLINK (fs/notify.h): a link the sandbox changes, or one moved deeper or
+# shallower by a rename through root/ (its target is rewritten for its
+# depth), must never be followed with the target it had before.
+. "$(dirname "$0")/lib.sh"
+
+start_daemon || bail "the daemon mounts"
+
+make_sandbox box 'sleep 1000' || bail "sandbox box starts"
+sb_wait box >/dev/null
+R=$MNT/sandboxes/box/root
+
+ok "the sandbox makes two files and a link to the first" sb_run box \
+	"echo one >/t1 && echo two >/t2 && ln -s /t1 /lk"
+check_eq "the link reads as written, contained" "t1" "$(readlink "$R/lk")"
+check_eq "and leads to the first" one "$(cat "$R/lk")"
+ok "the sandbox points it at the second" sb_run box "ln -sfn /t2 /lk"
+sleep 1.2 # the entry's and the attributes' one second
+check_eq "the link reads the new target" "t2" "$(readlink "$R/lk")"
+check_eq "and leads to the second" two "$(cat "$R/lk")"
+
+# A link two directories down, moved one up by a rename through root/.
+ok "the sandbox makes /d1/d2/lk -> /t1" sb_run box "mkdir -p /d1/d2 && ln -s /t1 /d1/d2/lk"
+check_eq "its target is rewritten for its depth" "../../t1" "$(readlink "$R/d1/d2/lk")"
+check_eq "and leads to t1" one "$(cat "$R/d1/d2/lk")"
+ok "d2 moves up through root/" mv "$R/d1/d2" "$R/d3"
+check_eq "at once, the moved link is rewritten for its new depth" "../t1" "$(readlink "$R/d3/lk")"
+check_eq "and still leads to t1" one "$(cat "$R/d3/lk" 2>&1)"
+ok "and it moves back down, deeper" mv "$R/d3" "$R/d1/d2"
+check_eq "at once, rewritten again" "../../t1" "$(readlink "$R/d1/d2/lk")"
+check_eq "and leads to t1" one "$(cat "$R/d1/d2/lk" 2>&1)"
+
+# root itself is read once: a thousand stats through it make no READLINK each.
+check_eq "root still leads to .root" ".root" "$(readlink "$MNT/sandboxes/box/root")"
+
+finish
