@@ -166,8 +166,19 @@ for _ in $(seq "$TREE_ROUNDS"); do
 	tar_out >>"$T/cpout.b"
 done
 [ "$(find "$T/tout" -type f | wc -l)" = "$TREE_FILES" ] || { echo "agent.sh: cp -r out lacks files" >&2; exit 1; }
+# What the host's own file system costs cp -r out and tar -x back: the same tree,
+# host to host, with no sandbox on either side (a floor under both, not a target).
+: >"$T/hostcp.a" && : >"$T/hostcp.b"
+for _ in $(seq "$TREE_ROUNDS"); do
+	rm -rf "$T/hcp" && time_ms cp -r "$SRC" "$T/hcp" >>"$T/hostcp.a"
+	rm -rf "$T/htar" && mkdir "$T/htar" && time_ms bash -c "tar -C '$SRC' -cf - . | tar -C '$T/htar' -xf -" >>"$T/hostcp.b"
+done
+rm -rf "$T/hcp" "$T/htar"
 row "cp -r in, $TREE_FILES files" "$(median <"$T/cpin.a")" "$(median <"$T/cpin.b")" 2
 row "cp -r out, $TREE_FILES files" "$(median <"$T/cpout.a")" "$(median <"$T/cpout.b")" 2
+printf '| host only: cp -r vs tar -c \\| tar -x of the tree, host to host | %s | %s | %s | - | - |\n' \
+	"$(median <"$T/hostcp.a")" "$(median <"$T/hostcp.b")" \
+	"$(ratio "$(median <"$T/hostcp.a")" "$(median <"$T/hostcp.b")")" >>"$ROWS"
 
 # --- snapshot pause with root/ in use and without ------------------------------------
 pause_once() {
@@ -228,7 +239,7 @@ MEM_AFTER=$(mem)
 	echo "Each run's figures (snapfs; raw):"
 	echo
 	echo "- floor (ms per fork+exec of /bin/sh inside): $(paste -sd' ' "$T/floor.a")"
-	for f in exec execx read write ls cpin cpout pause; do
+	for f in exec execx read write ls cpin cpout hostcp pause; do
 		echo "- $f: $(paste -sd' ' "$T/$f.a"); $(paste -sd' ' "$T/$f.b")"
 	done
 } | tee "$OUT"

@@ -931,7 +931,7 @@ static void *readahead_raise(void *p)
 	char path[64];
 	if (stat(a->mountpoint, &st) == 0 && st.st_dev == a->dev &&
 	    xsnprintf(path, sizeof(path), "/sys/class/bdi/%u:%u/read_ahead_kb", major(a->dev),
-		      minor(a->dev)) == 0) {
+		      minor(a->dev)) >= 0) {
 		int fd = open(path, O_WRONLY | O_CLOEXEC);
 		if (fd >= 0) {
 			if (dprintf(fd, "%d\n", READAHEAD_KB) < 0)

@@ -643,13 +643,13 @@ void inside_read(fuse_req_t req, size_t size, off_t off, struct fuse_file_info *
 		      &(struct held_args){HELD_READ, req, 0, .size = size, .off = off, .fi = fi}))
 		return;
 	who_of(req, &who);
-	size = size < WIRE_DATA_MAX ? size : WIRE_DATA_MAX;
-	_cleanup_free_ char *buf = malloc(size ? size : 1);
-	ssize_t got = buf ? ops_inside_read(file_of(fi), &who, buf, size, off, &e) : -ENOMEM;
+	_cleanup_free_ void *mem = NULL;
+	const void *data = NULL;
+	ssize_t got = ops_inside_read(file_of(fi), &who, size, off, &mem, &data, &e);
 	if (got < 0)
 		fuse_reply_err(req, (int)-got);
 	else
-		fuse_reply_buf(req, buf, (size_t)got);
+		fuse_reply_buf(req, data, (size_t)got);
 }
 
 void inside_write(fuse_req_t req, const char *buf, size_t size, off_t off,

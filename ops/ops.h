@@ -643,8 +643,12 @@ int ops_inside_list(const struct caller *who, const char *id, const char *path,
 /* Open (or create, with O_CREAT and @mode) regular file @path; *@st its attributes. */
 int ops_inside_open(const struct caller *who, const char *id, const char *path, int flags,
 		    mode_t mode, struct ops_inside_file **out, struct stat *st, struct err *e);
-ssize_t ops_inside_read(struct ops_inside_file *f, const struct caller *who, void *buf, size_t n,
-			off_t off, struct err *e);
+/*
+ * At most @n bytes at @off: the count; *@data the bytes, in *@mem, which
+ * the caller frees (also after an error: NULL). No copy of a large read.
+ */
+ssize_t ops_inside_read(struct ops_inside_file *f, const struct caller *who, size_t n, off_t off,
+			void **mem, const void **data, struct err *e);
 ssize_t ops_inside_write(struct ops_inside_file *f, const struct caller *who, const void *buf,
 			 size_t n, off_t off, struct err *e);
 int ops_inside_fsync(struct ops_inside_file *f, const struct caller *who, struct err *e);

@@ -29,6 +29,7 @@
 
 #include "lib/files.h"
 #include "lib/strbuf.h"
+#include "lib/strset.h"
 #include "runtime/agent/agent.h"
 
 #define AGENT_FAILS_MAX 3
@@ -51,6 +52,27 @@ struct listing {
 	} * v; /* sorted by name once complete */
 };
 
+/*
+ * The directories made through root/ in the last LISTING_FRESH_MS, each
+ * with the names made, moved or removed in it through root/ since: any
+ * other name in one is absent without a crossing. A `cp -r` into root/
+ * looks up every name before it makes it, and each of those lookups was
+ * a crossing to the agent. A name is noted before its request is sent, so
+ * a lookup racing the request asks the agent. The sandbox's own processes
+ * could make a name there in that second too; like a listing's
+ * attributes, the answer may be that second old. A rename or rmdir through
+ * root/ forgets them all (a directory moved or removed takes its path).
+ */
+#define MADE_DIRS_MAX 8
+#define MADE_NAMES_MAX 4096
+
+struct made_dir {
+	char path[WIRE_PATH_MAX + 1]; /* "" : a free slot */
+	int64_t at_ms;
+	struct strset names; /* sealed after each add */
+	bool full;	     /* past MADE_NAMES_MAX: no longer answers */
+};
+
 struct agent_entry {
 	char id[OPS_VIEW_ID_MAX]; /* a sandbox's, or a snapshot's view's (ops_snapview.c) */
 	char runtime_id[RUNTIME_ID_MAX];
@@ -60,6 +82,7 @@ struct agent_entry {
 	int64_t first_fail_ms;
 	char why[MESSAGE_MAX]; /* the last failure's sentence */
 	struct listing listing;
+	struct made_dir made[MADE_DIRS_MAX];
 	struct agent_entry *next;
 };
 
@@ -146,10 +169,19 @@ static void listing_clear(struct listing *l)
 	*l = (struct listing){0};
 }
 
+static void made_clear(struct agent_entry *en)
+{
+	for (int i = 0; i < MADE_DIRS_MAX; i++) {
+		strset_release(&en->made[i].names);
+		en->made[i] = (struct made_dir){.names = STRSET_INIT};
+	}
+}
+
 static void entry_free(struct agent_entry *en)
 {
 	agent_unref(en->agent);
 	listing_clear(&en->listing);
+	made_clear(en);
 	free(en);
 }
 
@@ -481,6 +513,73 @@ static bool listing_stat(const char *id, const char *path, struct wire_attr *att
 	return found;
 }
 
+/* --- names made through root/ (struct made_dir) ---------------------------------- */
+
+/* @path's directory part and name; the directory is "" for root/. */
+static void path_split(const char *path, char dir[WIRE_PATH_MAX + 1], const char **name)
+{
+	const char *slash = strrchr(path, '/');
+	size_t n = slash ? (size_t)(slash - path) : 0;
+	memcpy(dir, path, n);
+	dir[n] = '\0';
+	*name = slash ? slash + 1 : path;
+}
+
+static struct made_dir *made_find_locked(struct agent_entry *en, const char *dir)
+{
+	for (int i = 0; i < MADE_DIRS_MAX; i++)
+		if (en->made[i].path[0] && strcmp(en->made[i].path, dir) == 0)
+			return &en->made[i];
+	return NULL;
+}
+
+/*
+ * A change to @path through root/ is about to be asked: its name is no
+ * longer known absent. With @dir_made, @path is a new directory: empty.
+ * With @forget, every directory is forgotten (rename, rmdir).
+ */
+static void made_note(const char *id, const char *path, bool dir_made, bool forget)
+{
+	char dir[WIRE_PATH_MAX + 1];
+	const char *name;
+	path_split(path, dir, &name);
+	pthread_mutex_lock(&agents.lock);
+	struct agent_entry *en = find_locked(id);
+	struct made_dir *m = en ? made_find_locked(en, dir) : NULL;
+	if (en && forget)
+		made_clear(en);
+	else if (m && !m->full) {
+		m->full = m->names.n >= MADE_NAMES_MAX || strset_add(&m->names, name) < 0 ||
+			  strset_seal(&m->names) < 0;
+	}
+	if (en && dir_made && !forget) {
+		/* The oldest slot (a free one is oldest) takes it. */
+		struct made_dir *slot = &en->made[0];
+		for (int i = 1; i < MADE_DIRS_MAX; i++)
+			if (en->made[i].at_ms < slot->at_ms)
+				slot = &en->made[i];
+		strset_release(&slot->names);
+		*slot = (struct made_dir){.names = STRSET_INIT, .at_ms = mono_ms()};
+		snprintf(slot->path, sizeof(slot->path), "%s", path);
+	}
+	pthread_mutex_unlock(&agents.lock);
+}
+
+/* Is @path known absent: in a directory made here less than a second ago, never named since? */
+static bool made_absent(const char *id, const char *path)
+{
+	char dir[WIRE_PATH_MAX + 1];
+	const char *name;
+	path_split(path, dir, &name);
+	pthread_mutex_lock(&agents.lock);
+	struct agent_entry *en = find_locked(id);
+	struct made_dir *m = en ? made_find_locked(en, dir) : NULL;
+	bool absent = m && !m->full && mono_ms() - m->at_ms < LISTING_FRESH_MS &&
+		      !strset_has(&m->names, name);
+	pthread_mutex_unlock(&agents.lock);
+	return absent;
+}
+
 int ops_inside_stat(const struct caller *who, const char *id, const char *path, struct stat *st,
 		    struct err *e)
 {
@@ -490,7 +589,9 @@ int ops_inside_stat(const struct caller *who, const char *id, const char *path, 
 	int rc = inside_agent(who, id, &a, &gen, e);
 	if (rc < 0)
 		return rc;
-	if (!listing_stat(id, path, &attr))
+	if (made_absent(id, path))
+		rc = -ENOENT;
+	else if (!listing_stat(id, path, &attr))
 		rc = agent_rc(agent_lstat(a, path, &attr, e), e);
 	agent_unref(a);
 	if (rc == 0)
@@ -608,6 +709,8 @@ int ops_inside_open(const struct caller *who, const char *id, const char *path, 
 	}
 	if (flags & (O_CREAT | O_TRUNC))
 		listing_drop(id);
+	if (flags & O_CREAT)
+		made_note(id, path, false, false);
 	unsigned gen;
 	int rc = inside_agent(who, id, &f->agent, &gen, e);
 	if (rc == 0)
@@ -661,19 +764,25 @@ static ssize_t head_read(struct ops_inside_file *f, void *buf, size_t n, off_t o
 	return got;
 }
 
-ssize_t ops_inside_read(struct ops_inside_file *f, const struct caller *who, void *buf, size_t n,
-			off_t off, struct err *e)
+ssize_t ops_inside_read(struct ops_inside_file *f, const struct caller *who, size_t n, off_t off,
+			void **mem, const void **data, struct err *e)
 {
 	struct agent *a;
+	*mem = NULL;
 	int rc = file_ready(f, who, &a, e);
 	if (rc < 0)
 		return rc;
-	ssize_t got = head_read(f, buf, n, off);
+	/* From the head: a copy (at most WIRE_PEEK_MAX), as the head may go once read. */
+	void *copy = malloc(n && n < WIRE_PEEK_MAX ? n : WIRE_PEEK_MAX);
+	ssize_t got = copy ? head_read(f, copy, n, off) : -1; /* copies at most the head's length */
 	if (got >= 0) {
 		agent_unref(a);
+		*mem = copy;
+		*data = copy;
 		return got;
 	}
-	got = agent_read(a, f->handle, (uint64_t)off, buf, n, e);
+	free(copy);
+	got = agent_read_borrow(a, f->handle, (uint64_t)off, n, mem, data, e);
 	agent_unref(a);
 	return got < 0 ? agent_rc((int)got, e) : got;
 }
@@ -761,9 +870,13 @@ int ops_inside_mkdir(const struct caller *who, const char *id, const char *path,
 		     struct stat *st, struct err *e)
 {
 	struct wire_attr attr;
+	made_note(id, path, false, false);
 	int rc = INSIDE_CALL(who, id, e, agent_mkdir(a, path, mode, &attr, e));
-	if (rc == 0)
+	if (rc == 0) {
+		made_note(id, path, true,
+			  false); /* empty: what cp -r makes in it is absent first */
 		stat_of(&attr, st);
+	}
 	return rc;
 }
 
@@ -771,12 +884,14 @@ int ops_inside_remove(const struct caller *who, const char *id, const char *path
 		      struct err *e)
 {
 	uint16_t op = dir ? WIRE_RMDIR : WIRE_UNLINK;
+	made_note(id, path, false, dir);
 	return INSIDE_CALL(who, id, e, agent_path_op(a, op, path, 0, 0, e));
 }
 
 int ops_inside_rename(const struct caller *who, const char *id, const char *from, const char *to,
 		      unsigned flags, struct err *e)
 {
+	made_note(id, to, false, true);
 	return INSIDE_CALL(who, id, e, agent_rename(a, from, to, flags, e));
 }
 
@@ -784,6 +899,7 @@ int ops_inside_symlink(const struct caller *who, const char *id, const char *tar
 		       const char *path, struct stat *st, struct err *e)
 {
 	struct wire_attr attr;
+	made_note(id, path, false, false);
 	int rc = INSIDE_CALL(who, id, e, agent_symlink(a, target, path, &attr, e));
 	if (rc == 0)
 		stat_of(&attr, st);
@@ -794,6 +910,7 @@ int ops_inside_link(const struct caller *who, const char *id, const char *from, 
 		    struct stat *st, struct err *e)
 {
 	struct wire_attr attr;
+	made_note(id, to, false, false);
 	int rc = INSIDE_CALL(who, id, e, agent_link(a, from, to, &attr, e));
 	if (rc == 0)
 		stat_of(&attr, st);

@@ -378,16 +378,23 @@ static int writev_all(int fd, struct iovec *iov, int n)
 	return 0;
 }
 
-static int send_frame(struct agent *a, uint32_t tag, uint16_t op, const void *body, size_t len)
+/* A frame whose body is @body then @data (a WRITE's bytes, sent from where they are). */
+static int send_frame2(struct agent *a, uint32_t tag, uint16_t op, const void *body, size_t len,
+		       const void *data, size_t dlen)
 {
 	uint8_t hdr[WIRE_HEADER_SIZE];
-	struct wire_header h = {.len = (uint32_t)len, .tag = tag, .op = op};
+	struct wire_header h = {.len = (uint32_t)(len + dlen), .tag = tag, .op = op};
 	wire_header_put(hdr, &h);
-	struct iovec iov[2] = {{hdr, sizeof(hdr)}, {(void *)body, len}};
+	struct iovec iov[3] = {{hdr, sizeof(hdr)}, {(void *)body, len}, {(void *)data, dlen}};
 	pthread_mutex_lock(&a->wlock);
-	int rc = a->req_w < 0 ? -ENOTCONN : writev_all(a->req_w, iov, len ? 2 : 1);
+	int rc = a->req_w < 0 ? -ENOTCONN : writev_all(a->req_w, iov, dlen ? 3 : len ? 2 : 1);
 	pthread_mutex_unlock(&a->wlock);
 	return rc < 0 ? -EIO : 0;
+}
+
+static int send_frame(struct agent *a, uint32_t tag, uint16_t op, const void *body, size_t len)
+{
+	return send_frame2(a, tag, op, body, len, NULL, 0);
 }
 
 /* A free slot for @op with a new tag, or NULL; under a->lock. */
@@ -432,6 +439,12 @@ static int call_error(const struct agent *a, int rc, uint16_t op, struct err *e)
 int agent_call(struct agent *a, uint16_t op, const void *body, size_t len, struct agent_reply *rep,
 	       struct err *e)
 {
+	return agent_call2(a, op, body, len, NULL, 0, rep, e);
+}
+
+int agent_call2(struct agent *a, uint16_t op, const void *body, size_t len, const void *data,
+		size_t dlen, struct agent_reply *rep, struct err *e)
+{
 	pthread_mutex_lock(&a->lock);
 	struct slot *s = a->rep_r >= 0 && !a->eof && !a->detaching ? slot_take_locked(a, op) : NULL;
 	int rc = s ? 0 : a->rep_r >= 0 && !a->eof && !a->detaching ? -EAGAIN : -ENOTCONN;
@@ -441,7 +454,7 @@ int agent_call(struct agent *a, uint16_t op, const void *body, size_t len, struc
 		return err_set(e, EAGAIN, "the agent of %s has %d requests in flight", a->cid,
 			       AGENT_INFLIGHT_MAX);
 	if (rc == 0)
-		rc = send_frame(a, tag, op, body, len);
+		rc = send_frame2(a, tag, op, body, len, data, dlen);
 	pthread_mutex_lock(&a->lock);
 	int64_t deadline = mono_ms() + AGENT_REPLY_TIMEOUT_MS;
 	while (rc == 0 && !s->done)

@@ -81,6 +81,9 @@ struct agent_reply {
  */
 int agent_call(struct agent *a, uint16_t op, const void *body, size_t len, struct agent_reply *rep,
 	       struct err *e);
+/* As agent_call(), the body being @body then @data: no copy of a WRITE's bytes. */
+int agent_call2(struct agent *a, uint16_t op, const void *body, size_t len, const void *data,
+		size_t dlen, struct agent_reply *rep, struct err *e);
 /*
  * A request whose reply nobody waits for (a CLOSE: the kernel ignores what a
  * release answers): sent, and its slot freed when the reply comes or the
@@ -105,6 +108,12 @@ int agent_open(struct agent *a, const char *path, uint32_t flags, uint32_t mode,
 /* Into @buf, at most @n (<= WIRE_DATA_MAX); the count, or -errno. */
 ssize_t agent_read(struct agent *a, uint32_t handle, uint64_t off, void *buf, size_t n,
 		   struct err *e);
+/*
+ * As agent_read(), without the copy: *@data is the bytes within the reply,
+ * *@mem the reply itself, the caller's to free (also after an error: NULL).
+ */
+ssize_t agent_read_borrow(struct agent *a, uint32_t handle, uint64_t off, size_t n, void **mem,
+			  const void **data, struct err *e);
 ssize_t agent_write(struct agent *a, uint32_t handle, uint64_t off, const void *buf, size_t n,
 		    struct err *e);
 /* CLOSE, FSYNC: @op. */

@@ -113,25 +113,39 @@ int agent_open(struct agent *a, const char *path, uint32_t flags, uint32_t mode,
 	return rc < 0 ? err_set(e, EIO, "the agent's open of /%s is not an answer", path) : 0;
 }
 
-ssize_t agent_read(struct agent *a, uint32_t handle, uint64_t off, void *buf, size_t n,
-		   struct err *e)
+ssize_t agent_read_borrow(struct agent *a, uint32_t handle, uint64_t off, size_t n, void **mem,
+			  const void **data, struct err *e)
 {
 	struct body b;
 	struct agent_reply r;
-	const void *data;
 	size_t got;
+	n = n < WIRE_DATA_MAX ? n : WIRE_DATA_MAX;
+	*mem = NULL;
 	body_init(&b);
 	wire_put_u32(&b.w, handle);
 	wire_put_u64(&b.w, off);
-	wire_put_u32(&b.w, (uint32_t)(n < WIRE_DATA_MAX ? n : WIRE_DATA_MAX));
+	wire_put_u32(&b.w, (uint32_t)n);
 	int rc = call(a, WIRE_READ, &b, &r, e);
 	if (rc < 0)
 		return rc;
-	rc = agent_decode_data(r.body, r.len, n < WIRE_DATA_MAX ? n : WIRE_DATA_MAX, &data, &got);
-	if (rc == 0)
-		memcpy(buf, data, got);
-	free(r.body);
-	return rc < 0 ? err_set(e, EIO, "the agent's read is longer than asked") : (ssize_t)got;
+	if (agent_decode_data(r.body, r.len, n, data, &got) < 0) {
+		free(r.body);
+		return err_set(e, EIO, "the agent's read is longer than asked");
+	}
+	*mem = r.body;
+	return (ssize_t)got;
+}
+
+ssize_t agent_read(struct agent *a, uint32_t handle, uint64_t off, void *buf, size_t n,
+		   struct err *e)
+{
+	void *mem;
+	const void *data;
+	ssize_t got = agent_read_borrow(a, handle, off, n, &mem, &data, e);
+	if (got > 0)
+		memcpy(buf, data, (size_t)got);
+	free(mem);
+	return got;
 }
 
 ssize_t agent_write(struct agent *a, uint32_t handle, uint64_t off, const void *buf, size_t n,
@@ -139,15 +153,14 @@ ssize_t agent_write(struct agent *a, uint32_t handle, uint64_t off, const void *
 {
 	if (n > WIRE_DATA_MAX)
 		n = WIRE_DATA_MAX;
-	_cleanup_free_ uint8_t *body = malloc(n + 16);
-	if (!body)
-		return err_set(e, ENOMEM, "write: out of memory");
-	struct wire_out w = {.buf = body, .cap = n + 16};
+	/* The handle, the offset and the bytes' length; the bytes follow from @buf itself. */
+	uint8_t body[16];
+	struct wire_out w = {.buf = body, .cap = sizeof(body)};
 	wire_put_u32(&w, handle);
 	wire_put_u64(&w, off);
-	wire_put_bytes(&w, buf, n);
+	wire_put_u32(&w, (uint32_t)n);
 	struct agent_reply r;
-	int rc = agent_call(a, WIRE_WRITE, body, w.len, &r, e);
+	int rc = agent_call2(a, WIRE_WRITE, body, w.len, buf, n, &r, e);
 	if (rc < 0)
 		return rc;
 	uint32_t done;
