@@ -774,11 +774,29 @@ ssize_t ops_inside_read(struct ops_inside_file *f, const struct caller *who, siz
 		return rc;
 	/* From the head: a copy (at most WIRE_PEEK_MAX), as the head may go once read. */
 	void *copy = malloc(n && n < WIRE_PEEK_MAX ? n : WIRE_PEEK_MAX);
-	ssize_t got = copy ? head_read(f, copy, n, off) : -1; /* copies at most the head's length */
-	if (got >= 0) {
+	if (!copy) {
 		agent_unref(a);
-		*mem = copy;
-		*data = copy;
+		return err_set(e, ENOMEM, "read: out of memory");
+	}
+	ssize_t got = head_read(f, copy, n, off); /* copies at most the head's length */
+	/*
+	 * Closed inside at its open (it ended within its head, WIRE_OPEN_WHOLE)
+	 * and read past what is left of the head: it grew, or the kernel reads
+	 * again what it dropped. Opened again by its path, for a new head or
+	 * a handle.
+	 */
+	if (got < 0 && f->handle == WIRE_HANDLE_NONE) {
+		rc = file_open_in(f, a, f->generation, 0, NULL, e);
+		got = rc < 0 ? rc : head_read(f, copy, n, off);
+		if (got < 0 && rc == 0 && f->handle == WIRE_HANDLE_NONE)
+			got = 0; /* it still ends before @off */
+	}
+	if (got >= 0 || rc < 0) {
+		agent_unref(a);
+		if (got < 0)
+			free(copy);
+		else
+			*mem = copy, *data = copy;
 		return got;
 	}
 	free(copy);
@@ -808,7 +826,9 @@ int ops_inside_fsync(struct ops_inside_file *f, const struct caller *who, struct
 	int rc = file_ready(f, who, &a, e);
 	if (rc < 0)
 		return rc;
-	rc = agent_rc(agent_handle_op(a, WIRE_FSYNC, f->handle, e), e);
+	/* A file closed inside at its open was only read: nothing of it to sync. */
+	if (f->handle != WIRE_HANDLE_NONE)
+		rc = agent_rc(agent_handle_op(a, WIRE_FSYNC, f->handle, e), e);
 	agent_unref(a);
 	return rc;
 }
@@ -823,7 +843,7 @@ void ops_inside_close(struct ops_inside_file *f)
 	if (!f)
 		return;
 	/* Only in the attachment it was opened in: a detach closed it inside already. */
-	if (agent_attached(f->agent))
+	if (agent_attached(f->agent) && f->handle != WIRE_HANDLE_NONE)
 		agent_close_nowait(f->agent, f->handle);
 	agent_unref(f->agent);
 	free(f->head);

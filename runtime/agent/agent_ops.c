@@ -7,6 +7,7 @@
 #include "runtime/agent/agent.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -94,13 +95,24 @@ int agent_open(struct agent *a, const char *path, uint32_t flags, uint32_t mode,
 	struct agent_reply r = {0};
 	body_init(&b);
 	int rc = put_path(&b, path, e);
-	wire_put_u32(&b.w, head ? flags | WIRE_OPEN_PEEK : flags);
+	/* With @head: the head, and a small file closed again inside (WIRE_OPEN_WHOLE). */
+	uint32_t asked = flags & (WIRE_OPEN_PEEK | WIRE_OPEN_WHOLE);
+	if (head && !asked)
+		asked = WIRE_OPEN_PEEK | WIRE_OPEN_WHOLE;
+	wire_put_u32(&b.w, (flags & ~(WIRE_OPEN_PEEK | WIRE_OPEN_WHOLE)) | (head ? asked : 0));
 	wire_put_u32(&b.w, mode);
 	if (rc == 0)
 		rc = call(a, WIRE_OPEN, &b, &r, e);
-	/* A keeper older than WIRE_OPEN_PEEK (it outlives daemons) refuses it: open plainly. */
+	/*
+	 * A keeper older than WIRE_OPEN_WHOLE or WIRE_OPEN_PEEK (it outlives
+	 * daemons) refuses them: ask for less.
+	 */
+	if (rc == -EINVAL && head && (asked & WIRE_OPEN_WHOLE))
+		return agent_open(a, path, (flags & O_ACCMODE) | WIRE_OPEN_PEEK, mode, handle, attr,
+				  head, head_len, e);
 	if (rc == -EINVAL && head)
-		return agent_open(a, path, flags, mode, handle, attr, NULL, head_len, e);
+		return agent_open(a, path, flags & O_ACCMODE, mode, handle, attr, NULL, head_len,
+				  e);
 	if (rc < 0)
 		return rc;
 	const void *h = NULL;

@@ -63,6 +63,14 @@
  */
 #define WIRE_OPEN_PEEK (1u << 31)
 #define WIRE_PEEK_MAX (64u << 10)
+/*
+ * With WIRE_OPEN_PEEK, an OPEN flag: a file that ends within its head (fewer
+ * than WIRE_PEEK_MAX bytes read) is closed again at once and the handle is
+ * WIRE_HANDLE_NONE, so its close needs no crossing (a `cp -r` out of root/
+ * opens thousands of small files). Keepers older than it refuse it: EINVAL.
+ */
+#define WIRE_OPEN_WHOLE (1u << 30)
+#define WIRE_HANDLE_NONE UINT32_MAX
 
 /*
  * The ops. "path" is a string: relative to the sandbox's /, "" for / itself,

@@ -33,6 +33,22 @@ ok "and it moves back down, deeper" mv "$R/d3" "$R/d1/d2"
 check_eq "at once, rewritten again" "../../t1" "$(readlink "$R/d1/d2/lk")"
 check_eq "and leads to t1" one "$(cat "$R/d1/d2/lk" 2>&1)"
 
+# A file that ends within its first 64 KiB is closed inside at its open
+# (WIRE_OPEN_WHOLE): the same open reads on by its path once it grew.
+ok "the sandbox writes a small file" sb_run box "echo hello >/grow"
+# shellcheck disable=SC2016 # python's own strings
+grown=$(python3 -c '
+import os, sys, time, subprocess
+fd = os.open(sys.argv[1], os.O_RDONLY)
+first = os.read(fd, 100)
+subprocess.run(sys.argv[2:], check=True, stdout=subprocess.DEVNULL)
+time.sleep(1.3)  # the size the kernel keeps, one second
+os.fstat(fd)
+print((first + os.read(fd, 100)).decode().replace("\n", " ").strip())
+os.close(fd)' "$R/grow" bash -c "echo 'echo more >>/grow' >'$MNT/sandboxes/box/exec' && cat '$MNT/sandboxes/box/exec'")
+check_eq "one open reads it whole, then what the sandbox appended" "hello more" "$grown"
+check_eq "and a new open reads both" "hello more" "$(tr '\n' ' ' <"$R/grow" | sed 's/ $//')"
+
 # root itself is read once: a thousand stats through it make no READLINK each.
 check_eq "root still leads to .root" ".root" "$(readlink "$MNT/sandboxes/box/root")"
 

@@ -138,11 +138,13 @@ static uint32_t do_readdir(struct wire_in *in, const char *abs, struct inside_re
 
 static uint32_t do_open(struct wire_in *in, const char *abs, struct inside_reply *r)
 {
-	const uint32_t allowed = O_ACCMODE | O_CREAT | O_EXCL | O_TRUNC | O_APPEND | WIRE_OPEN_PEEK;
+	const uint32_t allowed =
+	    O_ACCMODE | O_CREAT | O_EXCL | O_TRUNC | O_APPEND | WIRE_OPEN_PEEK | WIRE_OPEN_WHOLE;
 	uint32_t flags = wire_get_u32(in), mode = wire_get_u32(in);
-	bool peek = flags & WIRE_OPEN_PEEK;
-	flags &= ~WIRE_OPEN_PEEK;
-	if (!wire_in_done(in) || (flags & ~allowed) || (peek && flags != O_RDONLY))
+	bool peek = flags & WIRE_OPEN_PEEK, whole = flags & WIRE_OPEN_WHOLE;
+	flags &= ~(WIRE_OPEN_PEEK | WIRE_OPEN_WHOLE);
+	if (!wire_in_done(in) || (flags & ~allowed) || (peek && flags != O_RDONLY) ||
+	    (whole && !peek))
 		return EINVAL;
 	handles_init();
 	int slot = 0;
@@ -163,6 +165,7 @@ static uint32_t do_open(struct wire_in *in, const char *abs, struct inside_reply
 	}
 	struct wire_attr a;
 	attr_of(&st, &a);
+	size_t handle_at = r->body.len;
 	wire_put_u32(&r->body, (uint32_t)slot);
 	wire_put_attr(&r->body, &a);
 	if (peek) {
@@ -182,6 +185,13 @@ static uint32_t do_open(struct wire_in *in, const char *abs, struct inside_reply
 		r->body.len += (size_t)got;
 		struct wire_out len = {.buf = r->body.buf + at, .cap = 4};
 		wire_put_u32(&len, (uint32_t)got);
+		if (whole && got < (ssize_t)WIRE_PEEK_MAX) {
+			/* All of it is in the reply: no handle to keep, none to close. */
+			struct wire_out h = {.buf = r->body.buf + handle_at, .cap = 4};
+			wire_put_u32(&h, WIRE_HANDLE_NONE);
+			close(fd);
+			return 0;
+		}
 	}
 	handles[slot] = fd;
 	return 0;
