@@ -61,8 +61,12 @@ void exec_kill(uint32_t tag);
 size_t exec_poll_fds(struct pollfd *fds, int attached);
 /* After poll: read their output, reap ended commands, send what may go (when @attached). */
 void exec_step(int attached);
-/* Make the ready shell (exec.c) if an exec ran and none waits: main.c calls it when idle. */
-void exec_ready_fill(void);
+/*
+ * Make the ready shell (exec.c) if an exec ran and none waits: main.c calls
+ * it after each wake-up. -1, or the milliseconds after which to call it
+ * again (a young exec held it back).
+ */
+int exec_ready_fill(void);
 /* Its pid (left out of PS), 0 if none. */
 pid_t exec_ready_pid(void);
 /* plain.c: may the ready shell `exec` @cmd (@n bytes) in its own process, without a fork? */

@@ -152,6 +152,7 @@ static int keep(void)
 		return 1;
 	struct sigaction sa = {.sa_handler = on_child, .sa_flags = SA_RESTART | SA_NOCLDSTOP};
 	sigaction(SIGCHLD, &sa, NULL);
+	int retry_ms = -1; /* a ready shell held back: try again then */
 	for (;;) {
 		struct pollfd fds[3 + INSIDE_EXECS_MAX];
 		size_t n = 0;
@@ -161,7 +162,8 @@ static int keep(void)
 			fds[n++] = (struct pollfd){.fd = channel_fd(), .events = POLLIN};
 		const bool has_chan = n == 3;
 		n += exec_poll_fds(fds + n, channel_fd() >= 0);
-		if (poll(fds, n, channel_buffered() ? 0 : 1000) < 0 && errno != EINTR)
+		int wait_ms = channel_buffered() ? 0 : retry_ms >= 0 ? retry_ms : 1000;
+		if (poll(fds, n, wait_ms) < 0 && errno != EINTR)
 			return 1;
 		char junk[64];
 		while (read(child_pipe[0], junk, sizeof(junk)) > 0)
@@ -172,7 +174,7 @@ static int keep(void)
 			serve_channel();
 		exec_step(channel_fd() >= 0);
 		/* After the requests this wakeup brought: the next exec finds its shell waiting. */
-		exec_ready_fill();
+		retry_ms = exec_ready_fill();
 	}
 }
 
