@@ -63,6 +63,21 @@ struct listing {
  * attributes, the answer may be that second old. A rename or rmdir through
  * root/ forgets them all (a directory moved or removed takes its path).
  */
+/*
+ * The attributes the newest opens answered, each for LISTING_FRESH_MS:
+ * the kernel asks for a file's attributes again when a read goes past
+ * the size it knows and they are over its second old, so a `cp` of a
+ * small file (it reads past the end to find it) whose listing is older
+ * cost a crossing more. Dropped with the listing at any change.
+ */
+#define RECENT_MAX 32
+
+struct recent {
+	char *path; /* NULL: a free slot */
+	struct wire_attr attr;
+	int64_t at_ms;
+};
+
 #define MADE_DIRS_MAX 8
 #define MADE_NAMES_MAX 4096
 
@@ -82,6 +97,8 @@ struct agent_entry {
 	int64_t first_fail_ms;
 	char why[MESSAGE_MAX]; /* the last failure's sentence */
 	struct listing listing;
+	struct recent recent[RECENT_MAX]; /* a ring; next is the slot to fill */
+	unsigned recent_next;
 	struct made_dir made[MADE_DIRS_MAX];
 	struct agent_entry *next;
 };
@@ -177,10 +194,19 @@ static void made_clear(struct agent_entry *en)
 	}
 }
 
+static void recent_clear(struct agent_entry *en)
+{
+	for (int i = 0; i < RECENT_MAX; i++) {
+		free(en->recent[i].path);
+		en->recent[i] = (struct recent){0};
+	}
+}
+
 static void entry_free(struct agent_entry *en)
 {
 	agent_unref(en->agent);
 	listing_clear(&en->listing);
+	recent_clear(en);
 	made_clear(en);
 	free(en);
 }
@@ -488,9 +514,45 @@ static void listing_drop(const char *id)
 {
 	pthread_mutex_lock(&agents.lock);
 	struct agent_entry *en = find_locked(id);
-	if (en)
+	if (en) {
 		listing_clear(&en->listing);
+		recent_clear(en);
+	}
 	pthread_mutex_unlock(&agents.lock);
+}
+
+/* An open of @path in sandbox @id answered @attr now. */
+static void recent_note(const char *id, const char *path, const struct wire_attr *attr)
+{
+	char *copy = strdup(path);
+	if (!copy)
+		return;
+	pthread_mutex_lock(&agents.lock);
+	struct agent_entry *en = find_locked(id);
+	if (en) {
+		struct recent *r = &en->recent[en->recent_next++ % RECENT_MAX];
+		free(r->path);
+		*r = (struct recent){copy, *attr, mono_ms()};
+		copy = NULL;
+	}
+	pthread_mutex_unlock(&agents.lock);
+	free(copy);
+}
+
+/* @path's attributes from a recent open; false when none is under LISTING_FRESH_MS. */
+static bool recent_stat(const char *id, const char *path, struct wire_attr *attr)
+{
+	bool found = false;
+	pthread_mutex_lock(&agents.lock);
+	struct agent_entry *en = find_locked(id);
+	for (unsigned i = 0; en && i < RECENT_MAX && !found; i++) {
+		/* Newest first: a path opened twice answers its latest. */
+		const struct recent *r = &en->recent[(en->recent_next - 1 - i) % RECENT_MAX];
+		if (r->path && mono_ms() - r->at_ms < LISTING_FRESH_MS && !strcmp(r->path, path))
+			*attr = r->attr, found = true;
+	}
+	pthread_mutex_unlock(&agents.lock);
+	return found;
 }
 
 /* @path's attributes from a fresh listing of its directory; false when it has none. */
@@ -591,7 +653,7 @@ int ops_inside_stat(const struct caller *who, const char *id, const char *path, 
 		return rc;
 	if (made_absent(id, path))
 		rc = -ENOENT;
-	else if (!listing_stat(id, path, &attr))
+	else if (!listing_stat(id, path, &attr) && !recent_stat(id, path, &attr))
 		rc = agent_rc(agent_lstat(a, path, &attr, e), e);
 	agent_unref(a);
 	if (rc == 0)
@@ -683,6 +745,9 @@ static int file_open_in(struct ops_inside_file *f, struct agent *a, unsigned gen
 	pthread_mutex_unlock(&f->lock);
 	f->generation = gen;
 	f->flags &= ~(O_CREAT | O_EXCL | O_TRUNC);
+	/* Only a read-only open: a writer changes them with its first write. */
+	if (flags == O_RDONLY)
+		recent_note(f->id, f->path, &attr);
 	if (st)
 		stat_of(&attr, st);
 	return 0;
