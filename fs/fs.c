@@ -251,10 +251,13 @@ static void ll_readlink(fuse_req_t req, fuse_ino_t ino)
 		rc = tree_check(&n, &who);
 	if (rc == 0)
 		rc = n.ent->link ? n.ent->link(&n, &who, target, sizeof(target)) : -EINVAL;
+	/* Its target may change: the kernel keeps none (notify.h), queued before the answer. */
+	if (rc == 0 && !(n.ent->flags & FS_STABLE_LINK))
+		notify_link_read(ino);
 	if (rc < 0)
 		fuse_reply_err(req, -rc);
-	else if (fuse_reply_readlink(req, target) == 0 && !(n.ent->flags & FS_STABLE_LINK))
-		notify_link_read(ino); /* its target may change: the kernel keeps none (notify.h) */
+	else
+		fuse_reply_readlink(req, target);
 }
 
 /* --- mkdir and rmdir -------------------------------------------------- */

@@ -11,6 +11,7 @@
 #include <search.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fs/notify.h"
 #include "fs/tree.h"
@@ -467,6 +468,67 @@ void inside_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_se
 		reply_attr(req, ino, &st);
 }
 
+/*
+ * Renames through root/ against link targets (fs/notify.h, links). A
+ * target is rewritten for its link's depth below root/ (path_of()), and a
+ * rename may change that depth while the agent answers the READLINK. Under
+ * moves.lock a rename is counted before it starts (busy, gen), and a
+ * READLINK checks that none started since it read its path and queues its
+ * drop (notify_link_read()); the rename then drops every queued target
+ * (notify_links_flush()) before it answers. So no target made for a depth
+ * a rename changed is answered after the rename began, or kept after it
+ * ended. What is left is the race every READLINK has, kept or not: a walk
+ * that read a target just before a rename follows it just after.
+ */
+#define READLINK_TRIES 1000 /* 1 ms apart: renames under way for a second: EIO */
+
+static struct {
+	pthread_mutex_t lock;
+	unsigned gen; /* renames begun and ended */
+	int busy;     /* renames under way */
+} moves = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static unsigned moves_quiet_gen(void)
+{
+	for (int i = 0; i < READLINK_TRIES; i++) {
+		pthread_mutex_lock(&moves.lock);
+		unsigned gen = moves.gen;
+		bool quiet = !moves.busy;
+		pthread_mutex_unlock(&moves.lock);
+		if (quiet)
+			return gen;
+		usleep(1000);
+	}
+	return UINT_MAX;
+}
+
+/* No rename began since @gen: queue @ino's drop (before its answer). */
+static bool moves_unchanged(unsigned gen, fuse_ino_t ino)
+{
+	pthread_mutex_lock(&moves.lock);
+	bool same = !moves.busy && moves.gen == gen;
+	if (same)
+		notify_link_read(ino);
+	pthread_mutex_unlock(&moves.lock);
+	return same;
+}
+
+static void moves_begin(void)
+{
+	pthread_mutex_lock(&moves.lock);
+	moves.busy++;
+	moves.gen++;
+	pthread_mutex_unlock(&moves.lock);
+}
+
+static void moves_end(void)
+{
+	pthread_mutex_lock(&moves.lock);
+	moves.busy--;
+	moves.gen++;
+	pthread_mutex_unlock(&moves.lock);
+}
+
 void inside_readlink(fuse_req_t req, fuse_ino_t ino)
 {
 	struct inside_req r;
@@ -474,13 +536,23 @@ void inside_readlink(fuse_req_t req, fuse_ino_t ino)
 	int rc = req_begin(req, ino, NULL, NULL, &r);
 	if (rc == 0 && view_wait(r.id, &(struct held_args){HELD_READLINK, req, ino, .root = NULL}))
 		return;
-	if (rc == 0)
-		rc = ops_inside_readlink(&r.who, r.id, r.path, target, sizeof(target), &r.e);
+	for (int tries = 0; rc == 0; tries++) {
+		unsigned gen = moves_quiet_gen();
+		if (gen == UINT_MAX || tries == READLINK_TRIES) {
+			rc = -EIO;
+			break;
+		}
+		rc = req_begin(req, ino, NULL, NULL, &r); /* the path, and so the depth, afresh */
+		if (rc == 0)
+			rc =
+			    ops_inside_readlink(&r.who, r.id, r.path, target, sizeof(target), &r.e);
+		if (rc < 0 || moves_unchanged(gen, ino))
+			break;
+	}
 	if (rc < 0)
 		fuse_reply_err(req, -rc);
-	else if (fuse_reply_readlink(req, target) == 0)
-		notify_link_read(
-		    ino); /* the kernel keeps no target of the sandbox's (fs/notify.h) */
+	else
+		fuse_reply_readlink(req, target);
 }
 
 void inside_mkdir(fuse_req_t req, fuse_ino_t parent, const struct fs_node *root, const char *name,
@@ -533,10 +605,16 @@ void inside_rename(fuse_req_t req, fuse_ino_t parent, const struct fs_node *root
 	/* Within one sandbox's root/: between two, a copy (the kernel's EXDEV makes mv copy). */
 	if (rc == 0 && strcmp(id, to_id) != 0)
 		rc = -EXDEV;
-	if (rc == 0)
+	if (rc == 0) {
+		moves_begin();
 		rc = ops_inside_rename(&who, id, from, to, flags, &e);
-	if (rc == 0)
-		name_moved(parent_ino(parent, root), name, parent_ino(newparent, newroot), newname);
+		if (rc == 0)
+			name_moved(parent_ino(parent, root), name, parent_ino(newparent, newroot),
+				   newname);
+		/* Whatever moved, and every link below it: no target of the old depth is kept. */
+		notify_links_flush();
+		moves_end();
+	}
 	fuse_reply_err(req, -rc);
 }
 

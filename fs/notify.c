@@ -4,8 +4,10 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fs/inode.h"
+#include "lib/util.h"
 
 #define QUEUE_MAX 256
 
@@ -32,6 +34,7 @@ static struct {
 	bool started;
 	pthread_t thread;
 	struct fuse_session *se;
+	unsigned link_delay_ms; /* SNAPFS_NOTIFY_LINK_DELAY_MS: tests only */
 } nt = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
 
 /*
@@ -42,6 +45,7 @@ static struct {
 static struct {
 	fuse_ino_t ring[LINKS_MAX];
 	size_t head, count;
+	fuse_ino_t busy; /* taken off the ring, its drop under way: 0 for none */
 } links;
 
 static pthread_mutex_t watch_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -178,6 +182,26 @@ void notify_link_read(fuse_ino_t ino)
 		fuse_lowlevel_notify_inval_inode(se, ino, 0, 0);
 }
 
+void notify_links_flush(void)
+{
+	static pthread_mutex_t one = PTHREAD_MUTEX_INITIALIZER; /* its copy is large */
+	static fuse_ino_t todo[LINKS_MAX + 1];
+	pthread_mutex_lock(&one);
+	pthread_mutex_lock(&nt.lock);
+	size_t n = 0;
+	for (size_t i = 0; i < links.count; i++)
+		todo[n++] = links.ring[(links.head + i) % LINKS_MAX];
+	if (links.busy)
+		todo[n++] = links.busy;
+	struct fuse_session *se = nt.se;
+	bool on = nt.started && !nt.stop;
+	pthread_mutex_unlock(&nt.lock);
+	/* Left on the ring: the notifier drops them again, which is harmless. */
+	for (size_t i = 0; on && i < n; i++)
+		fuse_lowlevel_notify_inval_inode(se, todo[i], 0, 0);
+	pthread_mutex_unlock(&one);
+}
+
 static void handle_all(void)
 {
 	inval_inode("events");
@@ -210,6 +234,7 @@ static void *notifier(void *arg)
 			link = links.ring[links.head];
 			links.head = (links.head + 1) % LINKS_MAX;
 			links.count--;
+			links.busy = link;
 		}
 		pthread_mutex_unlock(&nt.lock);
 		if (stop)
@@ -218,8 +243,14 @@ static void *notifier(void *arg)
 			handle_all();
 		else if (one)
 			handle(&c);
-		if (link)
+		if (link) {
+			if (nt.link_delay_ms) /* tests only: a notifier held up (fs/notify.h) */
+				usleep((useconds_t)nt.link_delay_ms * 1000);
 			fuse_lowlevel_notify_inval_inode(nt.se, link, 0, 0);
+			pthread_mutex_lock(&nt.lock);
+			links.busy = 0;
+			pthread_mutex_unlock(&nt.lock);
+		}
 	}
 }
 
@@ -228,6 +259,7 @@ int notify_start(struct fuse_session *se)
 	pthread_mutex_lock(&nt.lock);
 	nt.se = se;
 	nt.stop = false;
+	nt.link_delay_ms = (unsigned)env_count("SNAPFS_NOTIFY_LINK_DELAY_MS", 0);
 	pthread_mutex_unlock(&nt.lock);
 	int rc = -pthread_create(&nt.thread, NULL, notifier, NULL);
 	nt.started = rc == 0;

@@ -52,7 +52,20 @@ void notify_watch(const void *key, enum ops_object kind, const char *id,
 		  struct fuse_pollhandle *ph);
 /* Forget @key's watch, if any. */
 void notify_unwatch(const void *key);
-/* Link @ino's target was just read: have the kernel drop its copy. Never blocks. */
+/*
+ * Link @ino's target is being read: have the kernel drop its copy once it
+ * has it. Called before the READLINK is answered (the drop waits for the
+ * page the answer fills), so that notify_links_flush() finds it. Never blocks.
+ */
 void notify_link_read(fuse_ino_t ino);
+/*
+ * Drop now, in this thread, every target notify_link_read() queued and
+ * the notifier has not dropped yet: a rename through root/ calls it before
+ * it answers, so no target rewritten for a link's old depth outlives it.
+ * Waits only on pages locked by READLINKs, which other threads answer.
+ * SNAPFS_NOTIFY_LINK_DELAY_MS (tests only) holds the notifier up that long
+ * before each drop, as a busy one is (test_inside_linkcache.sh).
+ */
+void notify_links_flush(void);
 
 #endif

@@ -123,6 +123,13 @@ int random_name(const char *prefix, size_t nhex, char *out, size_t size)
 	return xsnprintf(out, size, "%s%s", prefix, hex) < 0 ? -ENAMETOOLONG : 0;
 }
 
+long env_count(const char *name, long fallback)
+{
+	const char *s = getenv(name);
+	long v = s ? strtol(s, NULL, 10) : 0;
+	return v > 0 ? v : fallback;
+}
+
 int xsnprintf(char *buf, size_t size, const char *fmt, ...)
 {
 	va_list ap;

@@ -104,6 +104,9 @@ int random_name(const char *prefix, size_t nhex, char *out, size_t size);
 /* @len bytes as 2 * @len lowercase hex digits into @out, NUL-terminated (2 * len + 1 bytes). */
 void hex_encode(const unsigned char *raw, size_t len, char *out);
 
+/* Environment variable @name as a count above 0, or @fallback (a knob for tests). */
+long env_count(const char *name, long fallback);
+
 /* snprintf that fails with -ENAMETOOLONG instead of truncating. */
 int xsnprintf(char *buf, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 

@@ -98,14 +98,6 @@ static struct {
 	long max_owner, max_all; /* 0 until first asked */
 } views = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
-/* Environment variable @name as a count above 0, or @fallback. */
-static long env_count(const char *name, long fallback)
-{
-	const char *s = getenv(name);
-	long v = s ? strtol(s, NULL, 10) : 0;
-	return v > 0 ? v : fallback;
-}
-
 static int64_t idle_ms(void)
 {
 	if (!views.idle_ms) {

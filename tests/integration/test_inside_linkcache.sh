@@ -7,6 +7,8 @@
 # depth), must never be followed with the target it had before.
 . "$(dirname "$0")/lib.sh"
 
+# The notifier drops each link target half a second late: nothing may rely on its speed.
+export SNAPFS_NOTIFY_LINK_DELAY_MS=500
 start_daemon || bail "the daemon mounts"
 
 make_sandbox box 'sleep 1000' || bail "sandbox box starts"
@@ -48,6 +50,22 @@ print((first + os.read(fd, 100)).decode().replace("\n", " ").strip())
 os.close(fd)' "$R/grow" bash -c "echo 'echo more >>/grow' >'$MNT/sandboxes/box/exec' && cat '$MNT/sandboxes/box/exec'")
 check_eq "one open reads it whole, then what the sandbox appended" "hello more" "$grown"
 check_eq "and a new open reads both" "hello more" "$(tr '\n' ' ' <"$R/grow" | sed 's/ $//')"
+
+# A rename while the notifier is held up (SNAPFS_NOTIFY_LINK_DELAY_MS, as a
+# notifier waiting on a directory lock is): the rename itself drops what the
+# kernel keeps, so the deep link moved to the top never climbs out with the
+# target made for its old depth. With the drop left to the notifier, this
+# read the host's file.
+printf 'host-canary\n' >"$T/canary"
+chmod 0644 "$T/canary"
+deep=$(($(printf '%s' "$MNT" | tr -cd / | wc -c) + 4))
+dirs=$(seq -s / "$deep" | sed 's|[0-9]*|d&|g')
+ok "the sandbox makes a link $deep directories down to $T/canary, and its own file there" \
+	sb_run box "mkdir -p '/$dirs' '$(dirname "$T/canary")' && echo inside-canary >'$T/canary' && ln -s '$T/canary' '/$dirs/lk'"
+check_eq "the deep link reads the sandbox's file" inside-canary "$(cat "$R/$dirs/lk" 2>&1)"
+ok "the link's directory moves to the top" mv "$R/$dirs" "$R/top"
+check_eq "at once, the moved link still reads the sandbox's file" inside-canary "$(cat "$R/top/lk" 2>&1)"
+check_eq "the host's file is untouched" host-canary "$(cat "$T/canary")"
 
 # root itself is read once: a thousand stats through it make no READLINK each.
 check_eq "root still leads to .root" ".root" "$(readlink "$MNT/sandboxes/box/root")"
