@@ -79,7 +79,7 @@ struct recent {
 };
 
 #define MADE_DIRS_MAX 8
-#define MADE_NAMES_MAX 4096
+#define MADE_NAMES_MAX 1024 /* each note sorts them again, under agents.lock */
 
 struct made_dir {
 	char path[WIRE_PATH_MAX + 1]; /* "" : a free slot */
@@ -608,9 +608,15 @@ static void made_note(const char *id, const char *path, bool dir_made, bool forg
 	pthread_mutex_lock(&agents.lock);
 	struct agent_entry *en = find_locked(id);
 	struct made_dir *m = en ? made_find_locked(en, dir) : NULL;
+	if (m && mono_ms() - m->at_ms >= LISTING_FRESH_MS) {
+		/* Its second is over: it answers nothing more, and frees its names. */
+		strset_release(&m->names);
+		*m = (struct made_dir){.names = STRSET_INIT};
+		m = NULL;
+	}
 	if (en && forget)
 		made_clear(en);
-	else if (m && !m->full) {
+	else if (m && !m->full && !strset_has(&m->names, name)) {
 		m->full = m->names.n >= MADE_NAMES_MAX || strset_add(&m->names, name) < 0 ||
 			  strset_seal(&m->names) < 0;
 	}
@@ -624,6 +630,19 @@ static void made_note(const char *id, const char *path, bool dir_made, bool forg
 		*slot = (struct made_dir){.names = STRSET_INIT, .at_ms = mono_ms()};
 		snprintf(slot->path, sizeof(slot->path), "%s", path);
 	}
+	pthread_mutex_unlock(&agents.lock);
+}
+
+/*
+ * Forget sandbox @id's made directories: an exec may make names in them,
+ * and an EEXIST says something other than root/ did.
+ */
+static void made_forget(const char *id)
+{
+	pthread_mutex_lock(&agents.lock);
+	struct agent_entry *en = find_locked(id);
+	if (en)
+		made_clear(en);
 	pthread_mutex_unlock(&agents.lock);
 }
 
@@ -651,9 +670,11 @@ int ops_inside_stat(const struct caller *who, const char *id, const char *path, 
 	int rc = inside_agent(who, id, &a, &gen, e);
 	if (rc < 0)
 		return rc;
-	if (made_absent(id, path))
+	if (listing_stat(id, path, &attr) || recent_stat(id, path, &attr))
+		rc = 0;
+	else if (made_absent(id, path))
 		rc = -ENOENT;
-	else if (!listing_stat(id, path, &attr) && !recent_stat(id, path, &attr))
+	else
 		rc = agent_rc(agent_lstat(a, path, &attr, e), e);
 	agent_unref(a);
 	if (rc == 0)
@@ -780,6 +801,8 @@ int ops_inside_open(const struct caller *who, const char *id, const char *path, 
 	int rc = inside_agent(who, id, &f->agent, &gen, e);
 	if (rc == 0)
 		rc = file_open_in(f, f->agent, gen, mode, st, e);
+	if (rc == -EEXIST)
+		made_forget(id); /* not made through root/: none is known absent */
 	if (rc < 0) {
 		if (f->agent)
 			agent_unref(f->agent);
@@ -928,6 +951,8 @@ void ops_inside_close(struct ops_inside_file *f)
 			rc_ = agent_rc(call, e);                                                   \
 			agent_unref(a);                                                            \
 		}                                                                                  \
+		if (rc_ == -EEXIST)                                                                \
+			made_forget(id); /* not made through root/: none is known absent */        \
 		rc_;                                                                               \
 	})
 
@@ -1153,6 +1178,7 @@ int ops_agent_exec(const struct sandbox *sb, const char *cmdline, struct exec_st
 	struct agent *a;
 	unsigned gen;
 	struct caller root = {0};
+	made_forget(sb->id); /* the command may make names in them */
 	int rc = inside_agent(&root, sb->id, &a, &gen, e);
 	if (rc < 0)
 		return -ENOTCONN; /* nothing was sent: the caller may take the slow way */

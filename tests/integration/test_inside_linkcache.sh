@@ -67,6 +67,18 @@ ok "the link's directory moves to the top" mv "$R/$dirs" "$R/top"
 check_eq "at once, the moved link still reads the sandbox's file" inside-canary "$(cat "$R/top/lk" 2>&1)"
 check_eq "the host's file is untouched" host-canary "$(cat "$T/canary")"
 
+# A directory made through root/ answers ENOENT for a second without asking
+# the agent, for the names root/ did not make: an exec made through snapfs
+# may make one meanwhile, and is seen at once.
+ok "mkdir root/m" mkdir "$R/m"
+ok "an exec makes /m/x in it" sb_run box "touch /m/x"
+ok "root/m/x is there at once" stat "$R/m/x"
+ok "mkdir root/m2" mkdir "$R/m2"
+ok "the sandbox's own processes make /m2/y (through no snapfs request)" \
+	runsc --root "$STATE/runsc" exec "$(jget "$MNT/sandboxes/box/info.json" .runtime_id)" touch /m2/y
+ok "an exclusive create of m2/y, refused" bash -c "set -o noclobber; ! echo z >'$R/m2/y'"
+ok "after which root/m2/y is there" stat "$R/m2/y"
+
 # root itself is read once: a thousand stats through it make no READLINK each.
 check_eq "root still leads to .root" ".root" "$(readlink "$MNT/sandboxes/box/root")"
 
