@@ -16,6 +16,7 @@
 #include "fs/notify.h"
 #include "fs/tree.h"
 #include "lib/strbuf.h"
+#include "lib/util.h"
 #include "ops/ops.h"
 #include "runtime/agent/wire.h"
 
@@ -647,14 +648,15 @@ static struct ops_inside_file *file_of(const struct fuse_file_info *fi)
 
 /*
  * Not kept: the sandbox writes its files too, so every open reads them
- * afresh. No FLUSH at close: each write reached the sandbox already, so a
- * close has nothing to report and costs no request.
+ * afresh. No FLUSH at the close of a file opened read-only: it has nothing
+ * to write back or report, and costs no request.
  */
 static void open_flags(struct fuse_file_info *fi)
 {
 	fi->keep_cache = 0;
 	fi->direct_io = 0;
-	fi->noflush = 1;
+	/* A writer's close writes back its mmap'd pages and reports their errors: FLUSH does. */
+	fi->noflush = (fi->flags & O_ACCMODE) == O_RDONLY;
 }
 
 void inside_create(fuse_req_t req, fuse_ino_t parent, const struct fs_node *root, const char *name,
@@ -779,6 +781,7 @@ struct inside_dirh {
 	struct fs_node root; /* when ino is root/ itself */
 	bool is_root;
 	char id[OPS_VIEW_ID_MAX]; /* the sandbox or view listed */
+	int64_t listed_ms;	  /* when (mono_ms()): older attributes go to no kernel inode */
 	size_t n, alloc;
 	struct dir_entry {
 		char *name;
@@ -836,6 +839,7 @@ static int dir_list(fuse_req_t req, struct inside_dirh *dh)
 	int rc = path_of(dh->ino, dh->is_root ? &dh->root : NULL, NULL, dh->id, path);
 	if (rc == 0)
 		rc = ops_inside_list(&who, dh->id, path, dir_add, dh, &e);
+	dh->listed_ms = mono_ms();
 	return rc;
 }
 
@@ -850,6 +854,13 @@ static size_t dir_fill(fuse_req_t req, struct inside_dirh *dh, char *out, size_t
 {
 	size_t len = 0;
 	fuse_ino_t parent = dh->is_root ? dh->root.ino : dh->ino;
+	/*
+	 * A listing read on slowly: past the kernel's own timeout its
+	 * attributes are not handed on (a size gone stale would cut the page
+	 * cache, a name removed since would come back); the entries go
+	 * without, and the kernel looks them up.
+	 */
+	bool attrs = mono_ms() - dh->listed_ms < (int64_t)(INSIDE_TIMEOUT_S * 1000);
 	for (size_t i = off > 0 ? (size_t)off : 0; i < dh->n + 2; i++) {
 		const char *name = i == 0 ? "." : i == 1 ? ".." : dh->v[i - 2].name;
 		struct fuse_entry_param ep = {.attr = {.st_ino = 1, .st_mode = S_IFDIR}};
@@ -865,7 +876,7 @@ static size_t dir_fill(fuse_req_t req, struct inside_dirh *dh, char *out, size_t
 			continue;
 		}
 		/* "." and ".." carry no entry (number 0): the kernel counts no lookup for them. */
-		if (i >= 2 && node_ref(parent, dh->id, name, &ep.ino) == 0) {
+		if (i >= 2 && attrs && node_ref(parent, dh->id, name, &ep.ino) == 0) {
 			refs[(*nrefs)++] = ep.ino;
 			ep.attr.st_ino = ep.ino;
 			ep.generation = 1;

@@ -127,6 +127,12 @@ struct ops_inside_file {
 	uint8_t *head;
 	size_t head_len;
 	bool head_whole;
+	/*
+	 * Held while the file is opened again (a new attachment, or a read past
+	 * a WIRE_OPEN_WHOLE head): agent, generation and handle change under
+	 * it, the handle under lock too, so two reads never open it twice.
+	 */
+	pthread_mutex_t open_lock;
 };
 
 /* --- the program --------------------------------------------------------- */
@@ -750,13 +756,15 @@ static int file_open_in(struct ops_inside_file *f, struct agent *a, unsigned gen
 	uint32_t flags = (uint32_t)f->flags & (O_ACCMODE | O_CREAT | O_EXCL | O_TRUNC | O_APPEND);
 	uint8_t *head = flags == O_RDONLY ? malloc(WIRE_PEEK_MAX) : NULL;
 	size_t head_len = 0;
+	uint32_t handle;
 	int rc =
-	    agent_rc(agent_open(a, f->path, flags, mode, &f->handle, &attr, head, &head_len, e), e);
+	    agent_rc(agent_open(a, f->path, flags, mode, &handle, &attr, head, &head_len, e), e);
 	if (rc < 0) {
 		free(head);
 		return rc;
 	}
 	pthread_mutex_lock(&f->lock);
+	f->handle = handle;
 	free(f->head);
 	f->head = head && head_len ? realloc(head, head_len) : NULL;
 	if (!f->head)
@@ -781,15 +789,18 @@ int ops_inside_open(const struct caller *who, const char *id, const char *path, 
 	if (!f)
 		return err_set(e, ENOMEM, "out of memory");
 	pthread_mutex_init(&f->lock, NULL);
+	pthread_mutex_init(&f->open_lock, NULL);
 	snprintf(f->id, sizeof(f->id), "%s", id);
 	if (xsnprintf(f->path, sizeof(f->path), "%s", path) < 0) {
 		pthread_mutex_destroy(&f->lock);
+		pthread_mutex_destroy(&f->open_lock);
 		free(f);
 		return err_set(e, ENAMETOOLONG, "path too long");
 	}
 	f->flags = flags;
 	if (ops_is_view(id) && ((flags & O_ACCMODE) != O_RDONLY || (flags & (O_CREAT | O_TRUNC)))) {
 		pthread_mutex_destroy(&f->lock);
+		pthread_mutex_destroy(&f->open_lock);
 		free(f);
 		return err_set(e, EROFS, "a snapshot's files are read-only");
 	}
@@ -807,6 +818,7 @@ int ops_inside_open(const struct caller *who, const char *id, const char *path, 
 		if (f->agent)
 			agent_unref(f->agent);
 		pthread_mutex_destroy(&f->lock);
+		pthread_mutex_destroy(&f->open_lock);
 		free(f);
 		return rc;
 	}
@@ -822,15 +834,25 @@ static int file_ready(struct ops_inside_file *f, const struct caller *who, struc
 	int rc = inside_agent(who, f->id, a, &gen, e);
 	if (rc < 0)
 		return rc;
+	pthread_mutex_lock(&f->open_lock);
 	if (*a != f->agent || gen != f->generation) {
 		agent_unref(f->agent);
 		agent_ref(*a);
 		f->agent = *a;
 		rc = file_open_in(f, *a, gen, 0, NULL, e);
 	}
+	pthread_mutex_unlock(&f->open_lock);
 	if (rc < 0)
 		agent_unref(*a);
 	return rc;
+}
+
+static uint32_t handle_of(struct ops_inside_file *f)
+{
+	pthread_mutex_lock(&f->lock);
+	uint32_t h = f->handle;
+	pthread_mutex_unlock(&f->lock);
+	return h;
 }
 
 /* A read of @n at @off from @f's head: the count, or -1 when the head does not hold it. */
@@ -873,10 +895,14 @@ ssize_t ops_inside_read(struct ops_inside_file *f, const struct caller *who, siz
 	 * again what it dropped. Opened again by its path, for a new head or
 	 * a handle.
 	 */
-	if (got < 0 && f->handle == WIRE_HANDLE_NONE) {
-		rc = file_open_in(f, a, f->generation, 0, NULL, e);
+	if (got < 0 && handle_of(f) == WIRE_HANDLE_NONE) {
+		pthread_mutex_lock(&f->open_lock);
+		if (handle_of(f) ==
+		    WIRE_HANDLE_NONE) /* another read may have opened it meanwhile */
+			rc = file_open_in(f, a, f->generation, 0, NULL, e);
+		pthread_mutex_unlock(&f->open_lock);
 		got = rc < 0 ? rc : head_read(f, copy, n, off);
-		if (got < 0 && rc == 0 && f->handle == WIRE_HANDLE_NONE)
+		if (got < 0 && rc == 0 && handle_of(f) == WIRE_HANDLE_NONE)
 			got = 0; /* it still ends before @off */
 	}
 	if (got >= 0 || rc < 0) {
@@ -888,7 +914,7 @@ ssize_t ops_inside_read(struct ops_inside_file *f, const struct caller *who, siz
 		return got;
 	}
 	free(copy);
-	got = agent_read_borrow(a, f->handle, (uint64_t)off, n, mem, data, e);
+	got = agent_read_borrow(a, handle_of(f), (uint64_t)off, n, mem, data, e);
 	agent_unref(a);
 	return got < 0 ? agent_rc((int)got, e) : got;
 }
@@ -902,7 +928,7 @@ ssize_t ops_inside_write(struct ops_inside_file *f, const struct caller *who, co
 	int rc = file_ready(f, who, &a, e);
 	if (rc < 0)
 		return rc;
-	ssize_t done = agent_write(a, f->handle, (uint64_t)off, buf, n, e);
+	ssize_t done = agent_write(a, handle_of(f), (uint64_t)off, buf, n, e);
 	agent_unref(a);
 	listing_drop(f->id);
 	return done < 0 ? agent_rc((int)done, e) : done;
@@ -915,8 +941,9 @@ int ops_inside_fsync(struct ops_inside_file *f, const struct caller *who, struct
 	if (rc < 0)
 		return rc;
 	/* A file closed inside at its open was only read: nothing of it to sync. */
-	if (f->handle != WIRE_HANDLE_NONE)
-		rc = agent_rc(agent_handle_op(a, WIRE_FSYNC, f->handle, e), e);
+	uint32_t h = handle_of(f);
+	if (h != WIRE_HANDLE_NONE)
+		rc = agent_rc(agent_handle_op(a, WIRE_FSYNC, h, e), e);
 	agent_unref(a);
 	return rc;
 }
@@ -936,6 +963,7 @@ void ops_inside_close(struct ops_inside_file *f)
 	agent_unref(f->agent);
 	free(f->head);
 	pthread_mutex_destroy(&f->lock);
+	pthread_mutex_destroy(&f->open_lock);
 	free(f);
 }
 

@@ -79,6 +79,28 @@ ok "the sandbox's own processes make /m2/y (through no snapfs request)" \
 ok "an exclusive create of m2/y, refused" bash -c "set -o noclobber; ! echo z >'$R/m2/y'"
 ok "after which root/m2/y is there" stat "$R/m2/y"
 
+# Reads at once past the heads of files closed inside at their open (they
+# grew): each is opened again once, not once per read (a handle per extra
+# read stayed open in the agent, up to its 1024).
+ok "the sandbox makes 20 small files" sb_run box "mkdir /g && for i in \$(seq 20); do echo s >/g/f\$i; done"
+# shellcheck disable=SC2016 # python's own strings
+ok "20 opens, the files grow to 4 MiB, 6 reads at once past each head, closed" python3 -c '
+import os, sys, time, subprocess, threading
+R, E = sys.argv[1], sys.argv[2]
+fds = [os.open("%s/g/f%d" % (R, i), os.O_RDONLY) for i in range(1, 21)]
+for fd in fds: os.read(fd, 100)
+with open(E, "r+") as e:
+    e.write("for i in $(seq 20); do head -c 4194304 /dev/zero >>/g/f$i; done\n"); e.flush(); e.read()
+time.sleep(1.3)
+def rd(fd, k): os.pread(fd, 65536, 1048576 * (k + 1))
+ts = [threading.Thread(target=rd, args=(fd, k)) for fd in fds for k in range(6)]
+for t in ts: t.start()
+for t in ts: t.join()
+for fd in fds: os.close(fd)' "$R" "$MNT/sandboxes/box/exec"
+sleep 0.5 # the closes are sent without waiting
+check_eq "no file of them is left open in the sandbox" 0 \
+	"$(sb_run box "ls -l /proc/[0-9]*/fd/ 2>/dev/null | grep -c '/g/f' || true")"
+
 # root itself is read once: a thousand stats through it make no READLINK each.
 check_eq "root still leads to .root" ".root" "$(readlink "$MNT/sandboxes/box/root")"
 

@@ -131,32 +131,38 @@ static void ready_drop(void)
 }
 
 /*
- * An exec started less than READY_HOLD_MS ago, or one that is ending (its
- * output over or its process reaped, its EXIT not sent yet).
+ * The milliseconds until the youngest exec is READY_HOLD_MS old, 0 when
+ * none is younger; -1 while one has ended and its EXIT waits (its fd or
+ * SIGCHLD wakes the keeper, or the next attach).
  */
-static bool exec_young_or_ending(void)
+static long exec_hold_ms(void)
 {
-	long now = mono_ms_now();
+	long now = mono_ms_now(), hold = 0;
 	for (int i = 0; i < INSIDE_EXECS_MAX; i++) {
 		const struct exec *x = &execs[i];
-		if (x->tag && (x->out < 0 || x->pid == 0 || now - x->start_ms < READY_HOLD_MS))
-			return true;
+		if (!x->tag)
+			continue;
+		if (x->pid == 0)
+			return -1;
+		if (now - x->start_ms < READY_HOLD_MS && READY_HOLD_MS - (now - x->start_ms) > hold)
+			hold = READY_HOLD_MS - (now - x->start_ms);
 	}
-	return false;
+	return hold;
 }
 
 int exec_ready_fill(void)
 {
 	/*
-	 * Not behind a young or ending exec: a spawn holds the keeper until the
+	 * Not behind a young or ended exec: a spawn holds the keeper until the
 	 * child has exec'd (vfork, about 10 ms in gVisor), and that exec's EXIT
 	 * would wait behind it (an exec of `true` took 6 ms instead of 2.6).
 	 * An exec that runs on (a server, `tail -f`) holds it back no longer.
 	 */
 	if (!ready.wanted || ready.pid > 0)
 		return -1;
-	if (exec_young_or_ending())
-		return READY_HOLD_MS;
+	long hold = exec_hold_ms();
+	if (hold != 0)
+		return hold > 0 ? (int)hold : -1;
 	int out[2], script[2];
 	if (pipe2(out, O_CLOEXEC) < 0)
 		return -1;
