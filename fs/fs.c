@@ -252,12 +252,13 @@ static void ll_readlink(fuse_req_t req, fuse_ino_t ino)
 	if (rc == 0)
 		rc = n.ent->link ? n.ent->link(&n, &who, target, sizeof(target)) : -EINVAL;
 	/* Its target may change: the kernel keeps none (notify.h), queued before the answer. */
-	if (rc == 0 && !(n.ent->flags & FS_STABLE_LINK))
-		notify_link_read(ino);
+	bool dropped = rc < 0 || (n.ent->flags & FS_STABLE_LINK) || notify_link_read(ino);
 	if (rc < 0)
 		fuse_reply_err(req, -rc);
 	else
 		fuse_reply_readlink(req, target);
+	if (!dropped)
+		notify_link_drop(ino);
 }
 
 /* --- mkdir and rmdir -------------------------------------------------- */

@@ -5,6 +5,7 @@
 #include "fs/inside.h"
 
 #include <errno.h>
+#include <linux/fs.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
@@ -228,6 +229,49 @@ static void name_moved(fuse_ino_t parent, const char *name, fuse_ino_t to, const
 		detach_locked(n); /* out of memory: the next lookup makes a new node */
 	}
 	pthread_mutex_unlock(&table.lock);
+}
+
+/* The nodes at (@a, @an) and (@b, @bn) swapped places (RENAME_EXCHANGE). */
+static void names_exchanged(fuse_ino_t a, const char *an, fuse_ino_t b, const char *bn)
+{
+	pthread_mutex_lock(&table.lock);
+	struct node *x = by_name_locked(a, an), *y = by_name_locked(b, bn);
+	if (x)
+		tdelete(x, &table.by_name, cmp_name);
+	if (y)
+		tdelete(y, &table.by_name, cmp_name);
+	if (x && y) {
+		char *name = x->name;
+		x->name = y->name, y->name = name;
+		x->parent = b, y->parent = a;
+	} else if (x || y) {
+		/* One alone (the other never looked up) takes the other's name. */
+		struct node *n = x ? x : y;
+		char *name = strdup(x ? bn : an);
+		if (name) {
+			free(n->name);
+			n->name = name;
+			n->parent = x ? b : a;
+		} else {
+			n->detached = true; /* out of memory: its next lookup makes a new node */
+		}
+	}
+	if (x && !x->detached && !tsearch(x, &table.by_name, cmp_name))
+		x->detached = true;
+	if (y && !y->detached && !tsearch(y, &table.by_name, cmp_name))
+		y->detached = true;
+	pthread_mutex_unlock(&table.lock);
+}
+
+/* Is @ino, or a directory above it, detached (its path no longer its own)? */
+static bool node_detached(fuse_ino_t ino)
+{
+	bool gone = false;
+	pthread_mutex_lock(&table.lock);
+	for (struct node *n = by_ino_locked(ino); n && !gone; n = by_ino_locked(n->parent))
+		gone = n->detached;
+	pthread_mutex_unlock(&table.lock);
+	return gone;
 }
 
 /* --- replies ------------------------------------------------------------------ */
@@ -470,90 +514,110 @@ void inside_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_se
 }
 
 /*
- * Renames through root/ against link targets (fs/notify.h, links). A
- * target is rewritten for its link's depth below root/ (path_of()), and a
- * rename may change that depth while the agent answers the READLINK. Under
- * moves.lock a rename is counted before it starts (busy, gen), and a
- * READLINK checks that none started since it read its path and queues its
- * drop (notify_link_read()); the rename then drops every queued target
- * (notify_links_flush()) before it answers. So no target made for a depth
- * a rename changed is answered after the rename began, or kept after it
- * ended. What is left is the race every READLINK has, kept or not: a walk
- * that read a target just before a rename follows it just after.
+ * Renames through root/ against link targets in flight (fs/notify.h,
+ * links). A target is rewritten for its link's depth below root/
+ * (path_of()), and a rename may change that depth while the agent answers
+ * the READLINK. Under its sandbox's gate a rename is counted before it
+ * starts (busy, gen), and a READLINK checks that none started since it read
+ * its path and queues its drop (notify_link_read()); the rename then drops
+ * every queued target (notify_links_flush()) before it answers. So no
+ * target made for a depth a rename changed is answered after the rename
+ * began, or kept after it ended. Left is the race every READLINK has, kept
+ * or not: a walk that read a target just before the kernel moves the
+ * entry follows it just after (docs/security.md). A READLINK that waits a
+ * second for renames answers EIO (a rename's drop may wait for its page).
+ * Gates are per sandbox (hashed): a slow rename in one never holds another.
  */
-#define READLINK_TRIES 1000 /* 1 ms apart: renames under way for a second: EIO */
+#define READLINK_TRIES 1000 /* 1 ms apart */
+#define GATES 16
 
-static struct {
+static struct gate {
 	pthread_mutex_t lock;
 	unsigned gen; /* renames begun and ended */
 	int busy;     /* renames under way */
-} moves = {.lock = PTHREAD_MUTEX_INITIALIZER};
+} gates[GATES];
 
-static unsigned moves_quiet_gen(void)
+static pthread_once_t gates_once = PTHREAD_ONCE_INIT;
+
+static void gates_init(void)
 {
-	for (int i = 0; i < READLINK_TRIES; i++) {
-		pthread_mutex_lock(&moves.lock);
-		unsigned gen = moves.gen;
-		bool quiet = !moves.busy;
-		pthread_mutex_unlock(&moves.lock);
-		if (quiet)
-			return gen;
-		usleep(1000);
-	}
-	return UINT_MAX;
+	for (int i = 0; i < GATES; i++)
+		pthread_mutex_init(&gates[i].lock, NULL);
 }
 
-/* No rename began since @gen: queue @ino's drop (before its answer). */
-static bool moves_unchanged(unsigned gen, fuse_ino_t ino)
+static struct gate *gate_of(const char *id)
 {
-	pthread_mutex_lock(&moves.lock);
-	bool same = !moves.busy && moves.gen == gen;
+	pthread_once(&gates_once, gates_init);
+	return &gates[fnv1a(id) % GATES];
+}
+
+/* The gate's generation once no rename is under way; false after a second of them. */
+static bool gate_quiet(struct gate *g, unsigned *gen)
+{
+	for (int i = 0; i < READLINK_TRIES; i++) {
+		pthread_mutex_lock(&g->lock);
+		*gen = g->gen;
+		bool quiet = !g->busy;
+		pthread_mutex_unlock(&g->lock);
+		if (quiet)
+			return true;
+		usleep(1000);
+	}
+	return false;
+}
+
+/*
+ * No rename began since @gen: queue @ino's drop (before its answer).
+ * *@queued: false when the ring was full (the caller drops it after).
+ */
+static bool gate_unchanged(struct gate *g, unsigned gen, fuse_ino_t ino, bool *queued)
+{
+	pthread_mutex_lock(&g->lock);
+	bool same = !g->busy && g->gen == gen;
 	if (same)
-		notify_link_read(ino);
-	pthread_mutex_unlock(&moves.lock);
+		*queued = notify_link_read(ino);
+	pthread_mutex_unlock(&g->lock);
 	return same;
 }
 
-static void moves_begin(void)
+static void gate_move(struct gate *g, int d)
 {
-	pthread_mutex_lock(&moves.lock);
-	moves.busy++;
-	moves.gen++;
-	pthread_mutex_unlock(&moves.lock);
-}
-
-static void moves_end(void)
-{
-	pthread_mutex_lock(&moves.lock);
-	moves.busy--;
-	moves.gen++;
-	pthread_mutex_unlock(&moves.lock);
+	pthread_mutex_lock(&g->lock);
+	g->busy += d;
+	g->gen++;
+	pthread_mutex_unlock(&g->lock);
 }
 
 void inside_readlink(fuse_req_t req, fuse_ino_t ino)
 {
 	struct inside_req r;
 	char target[WIRE_PATH_MAX + 1];
+	bool queued = true;
 	int rc = req_begin(req, ino, NULL, NULL, &r);
 	if (rc == 0 && view_wait(r.id, &(struct held_args){HELD_READLINK, req, ino, .root = NULL}))
 		return;
+	struct gate *g = rc == 0 ? gate_of(r.id) : NULL;
 	for (int tries = 0; rc == 0; tries++) {
-		unsigned gen = moves_quiet_gen();
-		if (gen == UINT_MAX || tries == READLINK_TRIES) {
+		unsigned gen;
+		if (!gate_quiet(g, &gen) || tries == READLINK_TRIES) {
 			rc = -EIO;
 			break;
 		}
 		rc = req_begin(req, ino, NULL, NULL, &r); /* the path, and so the depth, afresh */
+		if (rc == 0 && node_detached(ino))
+			rc = -ESTALE; /* its path is the one it had: no depth to trust */
 		if (rc == 0)
 			rc =
 			    ops_inside_readlink(&r.who, r.id, r.path, target, sizeof(target), &r.e);
-		if (rc < 0 || moves_unchanged(gen, ino))
+		if (rc < 0 || gate_unchanged(g, gen, ino, &queued))
 			break;
 	}
 	if (rc < 0)
 		fuse_reply_err(req, -rc);
 	else
 		fuse_reply_readlink(req, target);
+	if (rc == 0 && !queued)
+		notify_link_drop(ino);
 }
 
 void inside_mkdir(fuse_req_t req, fuse_ino_t parent, const struct fs_node *root, const char *name,
@@ -607,14 +671,18 @@ void inside_rename(fuse_req_t req, fuse_ino_t parent, const struct fs_node *root
 	if (rc == 0 && strcmp(id, to_id) != 0)
 		rc = -EXDEV;
 	if (rc == 0) {
-		moves_begin();
+		struct gate *g = gate_of(id);
+		gate_move(g, +1);
 		rc = ops_inside_rename(&who, id, from, to, flags, &e);
-		if (rc == 0)
+		if (rc == 0 && (flags & RENAME_EXCHANGE))
+			names_exchanged(parent_ino(parent, root), name,
+					parent_ino(newparent, newroot), newname);
+		else if (rc == 0)
 			name_moved(parent_ino(parent, root), name, parent_ino(newparent, newroot),
 				   newname);
 		/* Whatever moved, and every link below it: no target of the old depth is kept. */
 		notify_links_flush();
-		moves_end();
+		gate_move(g, -1);
 	}
 	fuse_reply_err(req, -rc);
 }
@@ -860,7 +928,10 @@ static size_t dir_fill(fuse_req_t req, struct inside_dirh *dh, char *out, size_t
 	 * cache, a name removed since would come back); the entries go
 	 * without, and the kernel looks them up.
 	 */
-	bool attrs = mono_ms() - dh->listed_ms < (int64_t)(INSIDE_TIMEOUT_S * 1000);
+	int64_t age_ms = mono_ms() - dh->listed_ms;
+	bool attrs = age_ms < (int64_t)(INSIDE_TIMEOUT_S * 1000);
+	/* And the kernel keeps them what is left of that second, no more. */
+	double keep_s = attrs ? INSIDE_TIMEOUT_S - (double)age_ms / 1000 : 0;
 	for (size_t i = off > 0 ? (size_t)off : 0; i < dh->n + 2; i++) {
 		const char *name = i == 0 ? "." : i == 1 ? ".." : dh->v[i - 2].name;
 		struct fuse_entry_param ep = {.attr = {.st_ino = 1, .st_mode = S_IFDIR}};
@@ -880,7 +951,7 @@ static size_t dir_fill(fuse_req_t req, struct inside_dirh *dh, char *out, size_t
 			refs[(*nrefs)++] = ep.ino;
 			ep.attr.st_ino = ep.ino;
 			ep.generation = 1;
-			ep.attr_timeout = ep.entry_timeout = INSIDE_TIMEOUT_S;
+			ep.attr_timeout = ep.entry_timeout = keep_s;
 		}
 		fuse_add_direntry_plus(req, out + len, size - len, name, &ep, (off_t)i + 1);
 		len += need;

@@ -163,22 +163,26 @@ static bool link_queued(fuse_ino_t ino)
 	return false;
 }
 
-void notify_link_read(fuse_ino_t ino)
+bool notify_link_read(fuse_ino_t ino)
 {
 	pthread_mutex_lock(&nt.lock);
-	bool full = !link_queued(ino) && links.count == LINKS_MAX;
-	if (!full && !link_queued(ino)) {
+	bool queued = link_queued(ino);
+	if (!queued && links.count < LINKS_MAX) {
 		links.ring[(links.head + links.count++) % LINKS_MAX] = ino;
 		pthread_cond_signal(&nt.cond);
+		queued = true;
 	}
+	pthread_mutex_unlock(&nt.lock);
+	return queued;
+}
+
+void notify_link_drop(fuse_ino_t ino)
+{
+	pthread_mutex_lock(&nt.lock);
 	struct fuse_session *se = nt.se;
 	bool on = nt.started && !nt.stop;
 	pthread_mutex_unlock(&nt.lock);
-	/*
-	 * Only when thousands wait already (the notifier stuck behind a page
-	 * lock): here, rather than leave a target cached that may change.
-	 */
-	if (full && on)
+	if (on)
 		fuse_lowlevel_notify_inval_inode(se, ino, 0, 0);
 }
 
@@ -189,14 +193,19 @@ void notify_links_flush(void)
 	pthread_mutex_lock(&one);
 	pthread_mutex_lock(&nt.lock);
 	size_t n = 0;
+	/*
+	 * Taken off the ring: dropped here, they are not dropped again later
+	 * (a later READLINK of the same link then locks a page this drop would
+	 * wait for).
+	 */
 	for (size_t i = 0; i < links.count; i++)
 		todo[n++] = links.ring[(links.head + i) % LINKS_MAX];
+	links.head = links.count = 0;
 	if (links.busy)
 		todo[n++] = links.busy;
 	struct fuse_session *se = nt.se;
 	bool on = nt.started && !nt.stop;
 	pthread_mutex_unlock(&nt.lock);
-	/* Left on the ring: the notifier drops them again, which is harmless. */
 	for (size_t i = 0; on && i < n; i++)
 		fuse_lowlevel_notify_inval_inode(se, todo[i], 0, 0);
 	pthread_mutex_unlock(&one);

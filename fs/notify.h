@@ -29,6 +29,8 @@
 #ifndef SNAPFS_FS_NOTIFY_H
 #define SNAPFS_FS_NOTIFY_H
 
+#include <stdbool.h>
+
 #include "fs/fs.h"
 #include "ops/ops.h"
 
@@ -55,14 +57,19 @@ void notify_unwatch(const void *key);
 /*
  * Link @ino's target is being read: have the kernel drop its copy once it
  * has it. Called before the READLINK is answered (the drop waits for the
- * page the answer fills), so that notify_links_flush() finds it. Never blocks.
+ * page the answer fills), so that notify_links_flush() finds it. Never
+ * blocks. False when thousands wait already (the notifier stuck): then the
+ * caller drops it itself after its answer, with notify_link_drop().
  */
-void notify_link_read(fuse_ino_t ino);
+bool notify_link_read(fuse_ino_t ino);
+/* Have the kernel drop link @ino's target now, in this thread (after the READLINK's answer). */
+void notify_link_drop(fuse_ino_t ino);
 /*
  * Drop now, in this thread, every target notify_link_read() queued and
  * the notifier has not dropped yet: a rename through root/ calls it before
  * it answers, so no target rewritten for a link's old depth outlives it.
- * Waits only on pages locked by READLINKs, which other threads answer.
+ * Waits on pages locked by READLINKs, which other threads answer; one of
+ * them waiting for this rename (fs/inside.c, moves) gives up after a second.
  * SNAPFS_NOTIFY_LINK_DELAY_MS (tests only) holds the notifier up that long
  * before each drop, as a busy one is (test_inside_linkcache.sh).
  */
