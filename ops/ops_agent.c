@@ -602,32 +602,40 @@ static struct made_dir *made_find_locked(struct agent_entry *en, const char *dir
 }
 
 /*
- * A change to @path through root/ is about to be asked: its name is no
- * longer known absent. With @dir_made, @path is a new directory: empty.
- * With @forget, every directory is forgotten (rename, rmdir).
+ * Sandbox @id's made directory that would hold @path, under agents.lock;
+ * *@name is @path's last component. NULL when there is none.
  */
-static void made_note(const char *id, const char *path, bool dir_made, bool forget)
+static struct made_dir *made_of_locked(const char *id, const char *path, const char **name)
 {
 	char dir[WIRE_PATH_MAX + 1];
-	const char *name;
-	path_split(path, dir, &name);
-	pthread_mutex_lock(&agents.lock);
+	path_split(path, dir, name);
 	struct agent_entry *en = find_locked(id);
-	struct made_dir *m = en ? made_find_locked(en, dir) : NULL;
+	return en ? made_find_locked(en, dir) : NULL;
+}
+
+/* A change to @path through root/ is about to be asked: its name is no longer known absent. */
+static void made_note(const char *id, const char *path)
+{
+	const char *name;
+	pthread_mutex_lock(&agents.lock);
+	struct made_dir *m = made_of_locked(id, path, &name);
 	if (m && mono_ms() - m->at_ms >= LISTING_FRESH_MS) {
 		/* Its second is over: it answers nothing more, and frees its names. */
 		strset_release(&m->names);
 		*m = (struct made_dir){.names = STRSET_INIT};
-		m = NULL;
-	}
-	if (en && forget)
-		made_clear(en);
-	else if (m && !m->full && !strset_has(&m->names, name)) {
+	} else if (m && !m->full && !strset_has(&m->names, name)) {
 		m->full = m->names.n >= MADE_NAMES_MAX || strset_add(&m->names, name) < 0 ||
 			  strset_seal(&m->names) < 0;
 	}
-	if (en && dir_made && !forget) {
-		/* The oldest slot (a free one is oldest) takes it. */
+	pthread_mutex_unlock(&agents.lock);
+}
+
+/* @path is a directory just made through root/: empty. The oldest slot (a free one is oldest). */
+static void made_dir_new(const char *id, const char *path)
+{
+	pthread_mutex_lock(&agents.lock);
+	struct agent_entry *en = find_locked(id);
+	if (en) {
 		struct made_dir *slot = &en->made[0];
 		for (int i = 1; i < MADE_DIRS_MAX; i++)
 			if (en->made[i].at_ms < slot->at_ms)
@@ -641,7 +649,8 @@ static void made_note(const char *id, const char *path, bool dir_made, bool forg
 
 /*
  * Forget sandbox @id's made directories: an exec may make names in them,
- * and an EEXIST says something other than root/ did.
+ * an EEXIST says something other than root/ did, and a rename or rmdir
+ * takes a directory's path.
  */
 static void made_forget(const char *id)
 {
@@ -655,12 +664,9 @@ static void made_forget(const char *id)
 /* Is @path known absent: in a directory made here less than a second ago, never named since? */
 static bool made_absent(const char *id, const char *path)
 {
-	char dir[WIRE_PATH_MAX + 1];
 	const char *name;
-	path_split(path, dir, &name);
 	pthread_mutex_lock(&agents.lock);
-	struct agent_entry *en = find_locked(id);
-	struct made_dir *m = en ? made_find_locked(en, dir) : NULL;
+	struct made_dir *m = made_of_locked(id, path, &name);
 	bool absent = m && !m->full && mono_ms() - m->at_ms < LISTING_FRESH_MS &&
 		      !strset_has(&m->names, name);
 	pthread_mutex_unlock(&agents.lock);
@@ -807,7 +813,7 @@ int ops_inside_open(const struct caller *who, const char *id, const char *path, 
 	if (flags & (O_CREAT | O_TRUNC))
 		listing_drop(id);
 	if (flags & O_CREAT)
-		made_note(id, path, false, false);
+		made_note(id, path);
 	unsigned gen;
 	int rc = inside_agent(who, id, &f->agent, &gen, e);
 	if (rc == 0)
@@ -855,23 +861,48 @@ static uint32_t handle_of(struct ops_inside_file *f)
 	return h;
 }
 
-/* A read of @n at @off from @f's head: the count, or -1 when the head does not hold it. */
-static ssize_t head_read(struct ops_inside_file *f, void *buf, size_t n, off_t off)
+/*
+ * A read of @n at @off from @f's head, into a copy made for it (*@mem: the
+ * head goes once read to its end), *@got bytes: 1, 0 when the head does
+ * not hold it, -ENOMEM.
+ */
+static int head_read(struct ops_inside_file *f, size_t n, off_t off, void **mem, size_t *got)
 {
-	ssize_t got = -1;
+	int rc = 0;
 	pthread_mutex_lock(&f->lock);
 	size_t at = (size_t)off;
 	if (f->head && off >= 0 && at < f->head_len && (n <= f->head_len - at || f->head_whole)) {
-		got = (ssize_t)(n < f->head_len - at ? n : f->head_len - at);
-		memcpy(buf, f->head + at, (size_t)got);
-		if (at + (size_t)got == f->head_len) {
+		*got = n < f->head_len - at ? n : f->head_len - at;
+		*mem = malloc(*got);
+		rc = *mem ? 1 : -ENOMEM;
+		if (*mem)
+			memcpy(*mem, f->head + at, *got);
+		if (*mem && at + *got == f->head_len) {
 			free(f->head);
 			f->head = NULL;
 			f->head_len = 0;
 		}
 	}
 	pthread_mutex_unlock(&f->lock);
-	return got;
+	return rc;
+}
+
+/*
+ * @f was closed inside at its open (it ended within its head,
+ * WIRE_OPEN_WHOLE) and is read past what is left of the head: it grew, or
+ * the kernel reads again what it dropped. Opened again by its path, for a
+ * new head or a handle, once however many reads ask.
+ */
+static int reopen_whole(struct ops_inside_file *f, struct agent *a, struct err *e)
+{
+	int rc = 0;
+	pthread_mutex_lock(&f->open_lock);
+	if (a != f->agent) /* another read moved it to a new attachment meanwhile */
+		rc = agent_rc(-ENOTCONN, e);
+	else if (handle_of(f) == WIRE_HANDLE_NONE) /* or opened it already */
+		rc = file_open_in(f, a, f->generation, 0, NULL, e);
+	pthread_mutex_unlock(&f->open_lock);
+	return rc;
 }
 
 ssize_t ops_inside_read(struct ops_inside_file *f, const struct caller *who, size_t n, off_t off,
@@ -882,41 +913,25 @@ ssize_t ops_inside_read(struct ops_inside_file *f, const struct caller *who, siz
 	int rc = file_ready(f, who, &a, e);
 	if (rc < 0)
 		return rc;
-	/* From the head: a copy (at most WIRE_PEEK_MAX), as the head may go once read. */
-	void *copy = malloc(n && n < WIRE_PEEK_MAX ? n : WIRE_PEEK_MAX);
-	if (!copy) {
-		agent_unref(a);
-		return err_set(e, ENOMEM, "read: out of memory");
+	size_t got = 0;
+	int held = head_read(f, n, off, mem, &got);
+	if (held == 0 && handle_of(f) == WIRE_HANDLE_NONE) {
+		rc = reopen_whole(f, a, e);
+		held = rc < 0 ? rc : head_read(f, n, off, mem, &got);
+		if (held == 0 && handle_of(f) == WIRE_HANDLE_NONE)
+			held = 1; /* it still ends before @off: 0 bytes */
 	}
-	ssize_t got = head_read(f, copy, n, off); /* copies at most the head's length */
-	/*
-	 * Closed inside at its open (it ended within its head, WIRE_OPEN_WHOLE)
-	 * and read past what is left of the head: it grew, or the kernel reads
-	 * again what it dropped. Opened again by its path, for a new head or
-	 * a handle.
-	 */
-	if (got < 0 && handle_of(f) == WIRE_HANDLE_NONE) {
-		pthread_mutex_lock(&f->open_lock);
-		if (handle_of(f) ==
-		    WIRE_HANDLE_NONE) /* another read may have opened it meanwhile */
-			rc = file_open_in(f, a, f->generation, 0, NULL, e);
-		pthread_mutex_unlock(&f->open_lock);
-		got = rc < 0 ? rc : head_read(f, copy, n, off);
-		if (got < 0 && rc == 0 && handle_of(f) == WIRE_HANDLE_NONE)
-			got = 0; /* it still ends before @off */
-	}
-	if (got >= 0 || rc < 0) {
-		agent_unref(a);
-		if (got < 0)
-			free(copy);
-		else
-			*mem = copy, *data = copy;
-		return got;
-	}
-	free(copy);
-	got = agent_read_borrow(a, handle_of(f), (uint64_t)off, n, mem, data, e);
+	ssize_t n_read = (ssize_t)got;
+	if (held == 0)
+		n_read = agent_read(a, handle_of(f), (uint64_t)off, n, mem, data, e);
+	else
+		*data = *mem;
 	agent_unref(a);
-	return got < 0 ? agent_rc((int)got, e) : got;
+	if (held == -ENOMEM)
+		return err_set(e, ENOMEM, "read: out of memory");
+	if (held < 0)
+		return held;
+	return n_read < 0 ? agent_rc((int)n_read, e) : n_read;
 }
 
 ssize_t ops_inside_write(struct ops_inside_file *f, const struct caller *who, const void *buf,
@@ -1008,11 +1023,10 @@ int ops_inside_mkdir(const struct caller *who, const char *id, const char *path,
 		     struct stat *st, struct err *e)
 {
 	struct wire_attr attr;
-	made_note(id, path, false, false);
+	made_note(id, path);
 	int rc = INSIDE_CALL(who, id, e, agent_mkdir(a, path, mode, &attr, e));
 	if (rc == 0) {
-		made_note(id, path, true,
-			  false); /* empty: what cp -r makes in it is absent first */
+		made_dir_new(id, path); /* empty: what cp -r makes in it is absent first */
 		stat_of(&attr, st);
 	}
 	return rc;
@@ -1022,14 +1036,17 @@ int ops_inside_remove(const struct caller *who, const char *id, const char *path
 		      struct err *e)
 {
 	uint16_t op = dir ? WIRE_RMDIR : WIRE_UNLINK;
-	made_note(id, path, false, dir);
+	if (dir)
+		made_forget(id);
+	else
+		made_note(id, path);
 	return INSIDE_CALL(who, id, e, agent_path_op(a, op, path, 0, 0, e));
 }
 
 int ops_inside_rename(const struct caller *who, const char *id, const char *from, const char *to,
 		      unsigned flags, struct err *e)
 {
-	made_note(id, to, false, true);
+	made_forget(id);
 	return INSIDE_CALL(who, id, e, agent_rename(a, from, to, flags, e));
 }
 
@@ -1037,7 +1054,7 @@ int ops_inside_symlink(const struct caller *who, const char *id, const char *tar
 		       const char *path, struct stat *st, struct err *e)
 {
 	struct wire_attr attr;
-	made_note(id, path, false, false);
+	made_note(id, path);
 	int rc = INSIDE_CALL(who, id, e, agent_symlink(a, target, path, &attr, e));
 	if (rc == 0)
 		stat_of(&attr, st);
@@ -1048,7 +1065,7 @@ int ops_inside_link(const struct caller *who, const char *id, const char *from, 
 		    struct stat *st, struct err *e)
 {
 	struct wire_attr attr;
-	made_note(id, to, false, false);
+	made_note(id, to);
 	int rc = INSIDE_CALL(who, id, e, agent_link(a, from, to, &attr, e));
 	if (rc == 0)
 		stat_of(&attr, st);

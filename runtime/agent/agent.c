@@ -355,11 +355,7 @@ static void *reader_main(void *arg)
 
 /* --- requests ------------------------------------------------------------ */
 
-/*
- * Header and body in one write where the pipe takes them at once: the
- * keeper then wakes once per request, not once for the header and again
- * for the body (a wake-up inside gVisor costs tens of microseconds).
- */
+/* All of @iov's @n buffers to @fd; 0, or -1. */
 static int writev_all(int fd, struct iovec *iov, int n)
 {
 	while (n > 0) {
@@ -378,7 +374,12 @@ static int writev_all(int fd, struct iovec *iov, int n)
 	return 0;
 }
 
-/* A frame whose body is @body then @data (a WRITE's bytes, sent from where they are). */
+/*
+ * A frame whose body is @body then @data (a WRITE's bytes, sent from where
+ * they are), in one write where the pipe takes it at once: the keeper then
+ * wakes once per request, not once for the header and again for the body
+ * (a wake-up inside gVisor costs tens of microseconds).
+ */
 static int send_frame2(struct agent *a, uint32_t tag, uint16_t op, const void *body, size_t len,
 		       const void *data, size_t dlen)
 {

@@ -105,15 +105,13 @@ int agent_readdir(struct agent *a, const char *path, uint64_t cookie, agent_dir_
  */
 int agent_open(struct agent *a, const char *path, uint32_t flags, uint32_t mode, uint32_t *handle,
 	       struct wire_attr *attr, void *head, size_t *head_len, struct err *e);
-/* Into @buf, at most @n (<= WIRE_DATA_MAX); the count, or -errno. */
-ssize_t agent_read(struct agent *a, uint32_t handle, uint64_t off, void *buf, size_t n,
-		   struct err *e);
 /*
- * As agent_read(), without the copy: *@data is the bytes within the reply,
- * *@mem the reply itself, the caller's to free (also after an error: NULL).
+ * At most @n (<= WIRE_DATA_MAX) bytes at @off: the count, or -errno.
+ * *@data is the bytes within the reply, *@mem the reply itself, the
+ * caller's to free (also after an error: NULL), so they are not copied.
  */
-ssize_t agent_read_borrow(struct agent *a, uint32_t handle, uint64_t off, size_t n, void **mem,
-			  const void **data, struct err *e);
+ssize_t agent_read(struct agent *a, uint32_t handle, uint64_t off, size_t n, void **mem,
+		   const void **data, struct err *e);
 ssize_t agent_write(struct agent *a, uint32_t handle, uint64_t off, const void *buf, size_t n,
 		    struct err *e);
 /* CLOSE, FSYNC: @op. */

@@ -7,7 +7,7 @@
 #include "runtime/agent/agent.h"
 
 #include <errno.h>
-#include <fcntl.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -88,36 +88,25 @@ int agent_readdir(struct agent *a, const char *path, uint64_t cookie, agent_dir_
 	return rc == -EIO ? err_set(e, EIO, "the agent's listing of /%s is not one", path) : rc;
 }
 
-int agent_open(struct agent *a, const char *path, uint32_t flags, uint32_t mode, uint32_t *handle,
-	       struct wire_attr *attr, void *head, size_t *head_len, struct err *e)
+/* One OPEN asking @ask (WIRE_OPEN_PEEK, WIRE_OPEN_WHOLE or none) besides @flags. */
+static int open_asking(struct agent *a, const char *path, uint32_t flags, uint32_t ask,
+		       uint32_t mode, uint32_t *handle, struct wire_attr *attr, void *head,
+		       size_t *head_len, struct err *e)
 {
 	struct body b;
 	struct agent_reply r = {0};
 	body_init(&b);
 	int rc = put_path(&b, path, e);
-	/* With @head: the head, and a small file closed again inside (WIRE_OPEN_WHOLE). */
-	uint32_t asked = flags & (WIRE_OPEN_PEEK | WIRE_OPEN_WHOLE);
-	if (head && !asked)
-		asked = WIRE_OPEN_PEEK | WIRE_OPEN_WHOLE;
-	wire_put_u32(&b.w, (flags & ~(WIRE_OPEN_PEEK | WIRE_OPEN_WHOLE)) | (head ? asked : 0));
+	wire_put_u32(&b.w, flags | ask);
 	wire_put_u32(&b.w, mode);
 	if (rc == 0)
 		rc = call(a, WIRE_OPEN, &b, &r, e);
-	/*
-	 * A keeper older than WIRE_OPEN_WHOLE or WIRE_OPEN_PEEK (it outlives
-	 * daemons) refuses them: ask for less.
-	 */
-	if (rc == -EINVAL && head && (asked & WIRE_OPEN_WHOLE))
-		return agent_open(a, path, (flags & O_ACCMODE) | WIRE_OPEN_PEEK, mode, handle, attr,
-				  head, head_len, e);
-	if (rc == -EINVAL && head)
-		return agent_open(a, path, flags & O_ACCMODE, mode, handle, attr, NULL, head_len,
-				  e);
 	if (rc < 0)
 		return rc;
 	const void *h = NULL;
-	rc = agent_decode_open(r.body, r.len, handle, attr, head ? &h : NULL, head_len);
-	if (rc == 0 && head)
+	bool peek = ask & WIRE_OPEN_PEEK;
+	rc = agent_decode_open(r.body, r.len, handle, attr, peek ? &h : NULL, head_len);
+	if (rc == 0 && peek)
 		memcpy(head, h, *head_len);
 	else if (head_len)
 		*head_len = 0;
@@ -125,8 +114,23 @@ int agent_open(struct agent *a, const char *path, uint32_t flags, uint32_t mode,
 	return rc < 0 ? err_set(e, EIO, "the agent's open of /%s is not an answer", path) : 0;
 }
 
-ssize_t agent_read_borrow(struct agent *a, uint32_t handle, uint64_t off, size_t n, void **mem,
-			  const void **data, struct err *e)
+int agent_open(struct agent *a, const char *path, uint32_t flags, uint32_t mode, uint32_t *handle,
+	       struct wire_attr *attr, void *head, size_t *head_len, struct err *e)
+{
+	/*
+	 * With @head: the head, and a small file closed again inside
+	 * (WIRE_OPEN_WHOLE). A keeper older than either (it outlives daemons)
+	 * refuses it with EINVAL: ask for less.
+	 */
+	static const uint32_t asks[] = {WIRE_OPEN_PEEK | WIRE_OPEN_WHOLE, WIRE_OPEN_PEEK, 0};
+	int rc = -EINVAL;
+	for (size_t i = head ? 0 : 2; i < 3 && rc == -EINVAL; i++)
+		rc = open_asking(a, path, flags, asks[i], mode, handle, attr, head, head_len, e);
+	return rc;
+}
+
+ssize_t agent_read(struct agent *a, uint32_t handle, uint64_t off, size_t n, void **mem,
+		   const void **data, struct err *e)
 {
 	struct body b;
 	struct agent_reply r;
@@ -146,18 +150,6 @@ ssize_t agent_read_borrow(struct agent *a, uint32_t handle, uint64_t off, size_t
 	}
 	*mem = r.body;
 	return (ssize_t)got;
-}
-
-ssize_t agent_read(struct agent *a, uint32_t handle, uint64_t off, void *buf, size_t n,
-		   struct err *e)
-{
-	void *mem;
-	const void *data;
-	ssize_t got = agent_read_borrow(a, handle, off, n, &mem, &data, e);
-	if (got > 0)
-		memcpy(buf, data, (size_t)got);
-	free(mem);
-	return got;
 }
 
 ssize_t agent_write(struct agent *a, uint32_t handle, uint64_t off, const void *buf, size_t n,
