@@ -30,6 +30,7 @@
 #include "lib/files.h"
 #include "lib/strbuf.h"
 #include "lib/strset.h"
+#include "ops/ahead.h"
 #include "runtime/agent/agent.h"
 
 #define AGENT_FAILS_MAX 3
@@ -49,7 +50,9 @@ struct listing {
 	struct listed {
 		char *name;
 		struct wire_attr attr;
-	} * v; /* sorted by name once complete */
+		size_t pos; /* where the agent listed it: the order walks open files in */
+	} * v;		    /* sorted by name once complete */
+	size_t *by_pos;	    /* then the index in @v of each pos (NULL: none) */
 };
 
 /*
@@ -100,6 +103,7 @@ struct agent_entry {
 	struct recent recent[RECENT_MAX]; /* a ring; next is the slot to fill */
 	unsigned recent_next;
 	struct made_dir made[MADE_DIRS_MAX];
+	struct ahead_set ahead; /* files read ahead (ahead.h) */
 	struct agent_entry *next;
 };
 
@@ -189,6 +193,7 @@ static void listing_clear(struct listing *l)
 	for (size_t i = 0; i < l->n; i++)
 		free(l->v[i].name);
 	free(l->v);
+	free(l->by_pos);
 	*l = (struct listing){0};
 }
 
@@ -214,6 +219,7 @@ static void entry_free(struct agent_entry *en)
 	listing_clear(&en->listing);
 	recent_clear(en);
 	made_clear(en);
+	ahead_clear(&en->ahead);
 	free(en);
 }
 
@@ -515,7 +521,7 @@ static int listed_cmp(const void *a, const void *b)
 	return strcmp(((const struct listed *)a)->name, ((const struct listed *)b)->name);
 }
 
-/* Drop sandbox @id's listing: something changed through root/. */
+/* Drop sandbox @id's listing and files read ahead: something changed through root/. */
 static void listing_drop(const char *id)
 {
 	pthread_mutex_lock(&agents.lock);
@@ -523,6 +529,7 @@ static void listing_drop(const char *id)
 	if (en) {
 		listing_clear(&en->listing);
 		recent_clear(en);
+		ahead_clear(&en->ahead);
 	}
 	pthread_mutex_unlock(&agents.lock);
 }
@@ -705,7 +712,7 @@ static int list_one(const char *name, const struct wire_attr *attr, void *arg)
 	struct list_ctx *c = arg;
 	char *copy = ALLOC_GROW(c->l.v, c->l.alloc, c->l.n + 1) == 0 ? strdup(name) : NULL;
 	if (copy)
-		c->l.v[c->l.n++] = (struct listed){copy, *attr};
+		c->l.v[c->l.n] = (struct listed){copy, *attr, c->l.n}, c->l.n++;
 	struct stat st;
 	stat_of(attr, &st);
 	return c->fn(name, &st, c->arg);
@@ -717,6 +724,9 @@ static void listing_keep(const char *id, struct list_ctx *c, const char *path)
 	if (!c->l.n)
 		return;
 	qsort(c->l.v, c->l.n, sizeof(*c->l.v), listed_cmp);
+	c->l.by_pos = malloc(c->l.n * sizeof(*c->l.by_pos));
+	for (size_t i = 0; c->l.by_pos && i < c->l.n; i++)
+		c->l.by_pos[c->l.v[i].pos] = i;
 	snprintf(c->l.dir, sizeof(c->l.dir), "%s", path);
 	c->l.at_ms = mono_ms();
 	pthread_mutex_lock(&agents.lock);
@@ -754,6 +764,28 @@ int ops_inside_list(const struct caller *who, const char *id, const char *path,
 	return rc;
 }
 
+/* @f opened in attachment @gen: @handle, @attr, and @head_len bytes of @head (taken). */
+static void file_set(struct ops_inside_file *f, unsigned gen, uint32_t handle,
+		     const struct wire_attr *attr, uint8_t *head, size_t head_len, struct stat *st)
+{
+	pthread_mutex_lock(&f->lock);
+	f->handle = handle;
+	free(f->head);
+	f->head = head && head_len ? realloc(head, head_len) : NULL;
+	if (!f->head)
+		free(head);
+	f->head_len = f->head ? head_len : 0;
+	f->head_whole = head_len < WIRE_PEEK_MAX;
+	pthread_mutex_unlock(&f->lock);
+	f->generation = gen;
+	f->flags &= ~(O_CREAT | O_EXCL | O_TRUNC);
+	/* Only a read-only open: a writer changes them with its first write. */
+	if ((f->flags & O_ACCMODE) == O_RDONLY && !(f->flags & O_APPEND))
+		recent_note(f->id, f->path, attr);
+	if (st)
+		stat_of(attr, st);
+}
+
 /* Open @f's path in the attachment @gen of @a. */
 static int file_open_in(struct ops_inside_file *f, struct agent *a, unsigned gen, mode_t mode,
 			struct stat *st, struct err *e)
@@ -769,23 +801,160 @@ static int file_open_in(struct ops_inside_file *f, struct agent *a, unsigned gen
 		free(head);
 		return rc;
 	}
-	pthread_mutex_lock(&f->lock);
-	f->handle = handle;
-	free(f->head);
-	f->head = head && head_len ? realloc(head, head_len) : NULL;
-	if (!f->head)
-		free(head);
-	f->head_len = f->head ? head_len : 0;
-	f->head_whole = head_len < WIRE_PEEK_MAX;
-	pthread_mutex_unlock(&f->lock);
-	f->generation = gen;
-	f->flags &= ~(O_CREAT | O_EXCL | O_TRUNC);
-	/* Only a read-only open: a writer changes them with its first write. */
-	if (flags == O_RDONLY)
-		recent_note(f->id, f->path, &attr);
-	if (st)
-		stat_of(&attr, st);
+	file_set(f, gen, handle, &attr, head, head_len, st);
 	return 0;
+}
+
+/* --- files read ahead (ahead.h) ------------------------------------------------- */
+
+/* What one listing lets an open ask for besides its own file. */
+#define AHEAD_ASK_BYTES_MAX (768u << 10)
+
+/* Is @a a file a WIRE_OPEN_MORE open may bring whole? */
+static bool small_file(const struct wire_attr *a)
+{
+	return S_ISREG(a->mode) && a->size < WIRE_PEEK_MAX;
+}
+
+/*
+ * The small files listed beside @path (itself listed as one), none kept
+ * already, after it in the agent's order (a walk opened those before it), into @names
+ * (allocated, at most WIRE_MORE_MAX): their count, and the epoch to ask
+ * under. 0 without a fresh listing of @path's directory.
+ */
+static uint32_t ahead_names(const char *id, const char *path, char **names, uint64_t *epoch)
+{
+	char dir[WIRE_PATH_MAX + 1];
+	const char *name;
+	path_split(path, dir, &name);
+	uint32_t n = 0;
+	size_t bytes = 0;
+	int64_t now = mono_ms();
+	pthread_mutex_lock(&agents.lock);
+	struct agent_entry *en = find_locked(id);
+	struct listing *l = en && !en->ahead.refused ? &en->listing : NULL;
+	struct listed key = {.name = (char *)name}, *hit = NULL;
+	if (l && l->by_pos && now - l->at_ms < LISTING_FRESH_MS && strcmp(l->dir, dir) == 0)
+		hit = bsearch(&key, l->v, l->n, sizeof(*l->v), listed_cmp);
+	for (size_t k = hit ? hit->pos + 1 : 0;
+	     hit && small_file(&hit->attr) && k < l->n && n < WIRE_MORE_MAX; k++) {
+		const struct listed *o = &l->v[l->by_pos[k]];
+		char sib[WIRE_PATH_MAX + 1];
+		if (!small_file(&o->attr) || bytes + o->attr.size > AHEAD_ASK_BYTES_MAX ||
+		    xsnprintf(sib, sizeof(sib), "%s%s%s", dir, *dir ? "/" : "", o->name) < 0 ||
+		    ahead_has(&en->ahead, sib, now))
+			continue;
+		if (!(names[n] = strdup(o->name)))
+			break;
+		bytes += o->attr.size;
+		n++;
+	}
+	if (en)
+		*epoch = ahead_epoch(&en->ahead);
+	pthread_mutex_unlock(&agents.lock);
+	return n;
+}
+
+struct ahead_reply {
+	const char *dir;
+	char **names;
+	int64_t asked_ms;
+	struct ahead_file got[WIRE_MORE_MAX];
+};
+
+static void ahead_one(uint32_t i, uint32_t err, const struct wire_attr *attr, const void *data,
+		      size_t len, void *arg)
+{
+	struct ahead_reply *r = arg;
+	struct ahead_file f = {.attr = *attr, .len = len, .asked_ms = r->asked_ms};
+	if (err || asprintf(&f.path, "%s%s%s", r->dir, *r->dir ? "/" : "", r->names[i]) < 0)
+		return;
+	if (len && !(f.data = malloc(len))) {
+		free(f.path);
+		return;
+	}
+	if (len)
+		memcpy(f.data, data, len);
+	r->got[i] = f;
+}
+
+/* Keep what @r brought, asked under @epoch, for sandbox @id; free the rest of @r. */
+static void ahead_store(const char *id, uint64_t epoch, struct ahead_reply *r, uint32_t n)
+{
+	pthread_mutex_lock(&agents.lock);
+	struct agent_entry *en = find_locked(id);
+	for (uint32_t i = 0; i < n; i++) {
+		if (en && r->got[i].path)
+			ahead_keep(&en->ahead, epoch, &r->got[i], mono_ms());
+		ahead_file_release(&r->got[i]);
+		free(r->names[i]);
+	}
+	pthread_mutex_unlock(&agents.lock);
+}
+
+static void ahead_refused(const char *id)
+{
+	pthread_mutex_lock(&agents.lock);
+	struct agent_entry *en = find_locked(id);
+	if (en)
+		en->ahead.refused = true;
+	pthread_mutex_unlock(&agents.lock);
+}
+
+/* @f's file as read ahead, if it was: true, and @f is open. */
+static bool ahead_open_kept(struct ops_inside_file *f, unsigned gen, struct stat *st)
+{
+	struct ahead_file k;
+	pthread_mutex_lock(&agents.lock);
+	struct agent_entry *en = find_locked(f->id);
+	bool hit = en && ahead_take(&en->ahead, f->path, mono_ms(), &k);
+	pthread_mutex_unlock(&agents.lock);
+	if (!hit)
+		return false;
+	file_set(f, gen, WIRE_HANDLE_NONE, &k.attr, k.data, k.len, st);
+	k.data = NULL;
+	ahead_file_release(&k);
+	return true;
+}
+
+/*
+ * A plain read-only open of @f: from the files read ahead, or with its
+ * listed neighbours asked for (WIRE_OPEN_MORE), or alone.
+ */
+static int file_open_ahead(struct ops_inside_file *f, struct agent *a, unsigned gen,
+			   struct stat *st, struct err *e)
+{
+	if (ahead_open_kept(f, gen, st))
+		return 0;
+	struct ahead_reply r = {.asked_ms = mono_ms()};
+	char *names[WIRE_MORE_MAX], dir[WIRE_PATH_MAX + 1];
+	const char *name;
+	uint64_t epoch = 0;
+	uint32_t n = ahead_names(f->id, f->path, names, &epoch);
+	uint8_t *head = n ? malloc(WIRE_PEEK_MAX) : NULL;
+	int rc = -EAGAIN; /* open it alone */
+	if (head) {
+		struct wire_attr attr;
+		uint32_t handle;
+		size_t head_len = 0;
+		path_split(f->path, dir, &name);
+		r.dir = dir;
+		r.names = names;
+		rc = agent_open_more(a, f->path, (const char *const *)names, n, ahead_one, &r,
+				     &handle, &attr, head, &head_len, e);
+		if (rc == 0)
+			file_set(f, gen, handle, &attr, head, head_len, st);
+		else
+			free(head);
+		if (rc == -EINVAL) { /* a keeper older than WIRE_OPEN_MORE */
+			ahead_refused(f->id);
+			rc = -EAGAIN;
+		}
+	}
+	ahead_store(f->id, epoch, &r, n);
+	if (rc == -EAGAIN)
+		return file_open_in(f, a, gen, 0, st, e);
+	return agent_rc(rc, e);
 }
 
 int ops_inside_open(const struct caller *who, const char *id, const char *path, int flags,
@@ -816,8 +985,10 @@ int ops_inside_open(const struct caller *who, const char *id, const char *path, 
 		made_note(id, path);
 	unsigned gen;
 	int rc = inside_agent(who, id, &f->agent, &gen, e);
+	bool plain = (flags & (O_ACCMODE | O_CREAT | O_EXCL | O_TRUNC | O_APPEND)) == O_RDONLY;
 	if (rc == 0)
-		rc = file_open_in(f, f->agent, gen, mode, st, e);
+		rc = plain ? file_open_ahead(f, f->agent, gen, st, e)
+			   : file_open_in(f, f->agent, gen, mode, st, e);
 	if (rc == -EEXIST)
 		made_forget(id); /* not made through root/: none is known absent */
 	if (rc < 0) {
@@ -1223,7 +1394,8 @@ int ops_agent_exec(const struct sandbox *sb, const char *cmdline, struct exec_st
 	struct agent *a;
 	unsigned gen;
 	struct caller root = {0};
-	made_forget(sb->id); /* the command may make names in them */
+	made_forget(sb->id);  /* the command may make names in them */
+	listing_drop(sb->id); /* and change any file: at its start and its end */
 	int rc = inside_agent(&root, sb->id, &a, &gen, e);
 	if (rc < 0)
 		return -ENOTCONN; /* nothing was sent: the caller may take the slow way */
@@ -1231,6 +1403,7 @@ int ops_agent_exec(const struct sandbox *sb, const char *cmdline, struct exec_st
 	int64_t deadline = ops.runsc.exec_timeout_ms ? mono_ms() + ops.runsc.exec_timeout_ms : 0;
 	rc = agent_exec(a, cmdline, exec_take, s, deadline, &status, e);
 	agent_unref(a);
+	listing_drop(sb->id);
 	if (rc == -ENOTCONN || rc == -EAGAIN)
 		return -ENOTCONN; /* refused before it was sent */
 	s->timed_out = rc == -ETIMEDOUT;

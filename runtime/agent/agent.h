@@ -106,6 +106,19 @@ int agent_readdir(struct agent *a, const char *path, uint64_t cookie, agent_dir_
 int agent_open(struct agent *a, const char *path, uint32_t flags, uint32_t mode, uint32_t *handle,
 	       struct wire_attr *attr, void *head, size_t *head_len, struct err *e);
 /*
+ * agent_open() of @path read-only with its head, asking besides for the
+ * files @names[0..@n) of its directory whole (WIRE_OPEN_MORE, n at most
+ * WIRE_MORE_MAX): @fn gets entry @i of each once the reply is checked,
+ * @err 0 with a regular file's @attr and all its @len bytes (pointing into
+ * the reply, which is freed after), else the errno that kept it out.
+ * -EINVAL from a keeper older than the flag: nothing was opened.
+ */
+typedef void (*agent_more_fn)(uint32_t i, uint32_t err, const struct wire_attr *attr,
+			      const void *data, size_t len, void *arg);
+int agent_open_more(struct agent *a, const char *path, const char *const *names, uint32_t n,
+		    agent_more_fn fn, void *arg, uint32_t *handle, struct wire_attr *attr,
+		    void *head, size_t *head_len, struct err *e);
+/*
  * At most @n (<= WIRE_DATA_MAX) bytes at @off: the count, or -errno.
  * *@data is the bytes within the reply, *@mem the reply itself, the
  * caller's to free (also after an error: NULL), so they are not copied.
@@ -161,9 +174,14 @@ int agent_decode_ps(const uint8_t *body, size_t len, agent_ps_fn fn, void *arg);
 int agent_decode_u32(const uint8_t *body, size_t len, uint32_t *v);
 /* A READ reply's bytes: *@data points into @body. */
 int agent_decode_data(const uint8_t *body, size_t len, size_t max, const void **data, size_t *n);
-/* OPEN's reply; with @head (a WIRE_OPEN_PEEK open) its head too, pointing into @body. */
+/*
+ * OPEN's reply; with @head (a WIRE_OPEN_PEEK open) its head too, pointing into
+ * @body; with @more (a WIRE_OPEN_MORE open of that many names) @fn, if any,
+ * gets each of their entries once the whole body is checked.
+ */
 int agent_decode_open(const uint8_t *body, size_t len, uint32_t *handle, struct wire_attr *attr,
-		      const void **head, size_t *head_len);
+		      const void **head, size_t *head_len, uint32_t more, agent_more_fn fn,
+		      void *arg);
 int agent_decode_link(const uint8_t *body, size_t len, char *buf, size_t size);
 
 #endif

@@ -112,15 +112,46 @@ int agent_decode_data(const uint8_t *body, size_t len, size_t max, const void **
 	return wire_in_done(&in) ? 0 : -EIO;
 }
 
+/* WIRE_OPEN_MORE's @n entries off @in; @fn (NULL: only check them) gets each. */
+static int more_entries(struct wire_in *in, uint32_t n, agent_more_fn fn, void *arg)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		struct wire_attr attr = {0};
+		const void *data = NULL;
+		size_t len = 0;
+		uint32_t err = wire_get_u32(in);
+		if (!err) {
+			/* Whole: fewer than WIRE_PEEK_MAX bytes, of a regular file. */
+			wire_get_attr(in, &attr);
+			wire_get_bytes(in, WIRE_PEEK_MAX - 1, &data, &len);
+			if (!attr_ok(&attr) || !S_ISREG(attr.mode))
+				return -EIO;
+		}
+		if (in->bad)
+			return -EIO;
+		if (fn)
+			fn(i, err, &attr, data, len, arg);
+	}
+	return 0;
+}
+
 int agent_decode_open(const uint8_t *body, size_t len, uint32_t *handle, struct wire_attr *attr,
-		      const void **head, size_t *head_len)
+		      const void **head, size_t *head_len, uint32_t more, agent_more_fn fn,
+		      void *arg)
 {
 	struct wire_in in = {.buf = body, .len = len};
 	*handle = wire_get_u32(&in);
 	wire_get_attr(&in, attr);
 	if (head)
 		wire_get_bytes(&in, WIRE_PEEK_MAX, head, head_len);
-	return wire_in_done(&in) && attr_ok(attr) ? 0 : -EIO;
+	size_t more_at = in.off;
+	if (more_entries(&in, more, NULL, NULL) < 0 || !wire_in_done(&in) || !attr_ok(attr))
+		return -EIO;
+	/* Only a body checked to its end is handed on. */
+	in.off = more_at;
+	if (fn)
+		more_entries(&in, more, fn, arg);
+	return 0;
 }
 
 int agent_decode_link(const uint8_t *body, size_t len, char *buf, size_t size)

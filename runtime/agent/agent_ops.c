@@ -7,6 +7,7 @@
 #include "runtime/agent/agent.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -105,7 +106,8 @@ static int open_asking(struct agent *a, const char *path, uint32_t flags, uint32
 		return rc;
 	const void *h = NULL;
 	bool peek = ask & WIRE_OPEN_PEEK;
-	rc = agent_decode_open(r.body, r.len, handle, attr, peek ? &h : NULL, head_len);
+	rc = agent_decode_open(r.body, r.len, handle, attr, peek ? &h : NULL, head_len, 0, NULL,
+			       NULL);
 	if (rc == 0 && peek)
 		memcpy(head, h, *head_len);
 	else if (head_len)
@@ -127,6 +129,42 @@ int agent_open(struct agent *a, const char *path, uint32_t flags, uint32_t mode,
 	for (size_t i = head ? 0 : 2; i < 3 && rc == -EINVAL; i++)
 		rc = open_asking(a, path, flags, asks[i], mode, handle, attr, head, head_len, e);
 	return rc;
+}
+
+/* A WIRE_OPEN_MORE request's most: its path, flags, mode and names. */
+#define BODY_MORE_MAX (BODY_SMALL_MAX + 4 + WIRE_MORE_MAX * (2 + WIRE_NAME_MAX))
+
+int agent_open_more(struct agent *a, const char *path, const char *const *names, uint32_t n,
+		    agent_more_fn fn, void *arg, uint32_t *handle, struct wire_attr *attr,
+		    void *head, size_t *head_len, struct err *e)
+{
+	uint8_t *buf = malloc(BODY_MORE_MAX);
+	if (!buf)
+		return err_set(e, ENOMEM, "out of memory");
+	struct wire_out w = {.buf = buf, .cap = BODY_MORE_MAX};
+	size_t plen = strlen(path);
+	bool ok = n && n <= WIRE_MORE_MAX && wire_path_ok(path, plen);
+	wire_put_str(&w, path, plen);
+	wire_put_u32(&w, O_RDONLY | WIRE_OPEN_PEEK | WIRE_OPEN_WHOLE | WIRE_OPEN_MORE);
+	wire_put_u32(&w, 0);
+	wire_put_u32(&w, n);
+	for (uint32_t i = 0; ok && i < n; i++) {
+		size_t len = strlen(names[i]);
+		ok = wire_name_ok(names[i], len);
+		wire_put_str(&w, names[i], len);
+	}
+	struct agent_reply r = {0};
+	int rc = !ok || w.overflow ? err_set(e, EINVAL, "not a request for files of /%s", path)
+				   : agent_call(a, WIRE_OPEN, buf, w.len, &r, e);
+	free(buf);
+	if (rc < 0)
+		return rc;
+	const void *h;
+	rc = agent_decode_open(r.body, r.len, handle, attr, &h, head_len, n, fn, arg);
+	if (rc == 0)
+		memcpy(head, h, *head_len);
+	free(r.body);
+	return rc < 0 ? err_set(e, EIO, "the agent's open of /%s is not an answer", path) : 0;
 }
 
 ssize_t agent_read(struct agent *a, uint32_t handle, uint64_t off, size_t n, void **mem,

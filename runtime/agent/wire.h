@@ -71,6 +71,18 @@
  */
 #define WIRE_OPEN_WHOLE (1u << 30)
 #define WIRE_HANDLE_NONE UINT32_MAX
+/*
+ * With WIRE_OPEN_WHOLE, an OPEN flag: the request goes on with u32 n
+ * (1..WIRE_MORE_MAX) and n names of the path's directory, and the reply with
+ * one entry for each, in their order: u32 err, then with 0 the file's attr
+ * and bytes, all of it (fewer than WIRE_PEEK_MAX). err is EFBIG for a file
+ * not that small, ENXIO for one not regular, EAGAIN where the reply had no
+ * room left. Nothing of them stays open. A `cp -r` or `grep -r` out of
+ * root/ then costs a crossing for many files, not one each (ops_agent.c,
+ * "Files read ahead"). Keepers older than it refuse it: EINVAL.
+ */
+#define WIRE_OPEN_MORE (1u << 29)
+#define WIRE_MORE_MAX 64
 
 /*
  * The ops. "path" is a string: relative to the sandbox's /, "" for / itself,
@@ -83,7 +95,9 @@
  *   READDIR    path, u64 cookie                      u64 next (0: the end), u32 n,
  *                                                    n x (attr, string name)
  *   OPEN       path, u32 flags, u32 mode             u32 handle, attr
- *                                                    [, bytes head: with WIRE_OPEN_PEEK]
+ *              [, u32 n, n x string name:            [, bytes head: with WIRE_OPEN_PEEK]
+ *                 with WIRE_OPEN_MORE]               [, n x (u32 err[, attr, bytes]):
+ *                                                       with WIRE_OPEN_MORE]
  *   READ       u32 handle, u64 off, u32 n            bytes
  *   WRITE      u32 handle, u64 off, bytes            u32 n
  *   CLOSE      u32 handle                            -

@@ -4,12 +4,17 @@
  * may replace or impersonate, and for inside_link_contain() (ops_agent.c),
  * which turns the link targets it sends into ones the host kernel follows.
  *
- * The first byte picks what the rest is (its value modulo 8):
+ * The first byte picks what the rest is (its value modulo 8, but '8'; the
+ * seeds in corpus/agent_reply begin with an ASCII digit):
  *   0 attr   1 READDIR reply   2 PS reply   3 u32   4 READ reply's data
  *   5 READLINK reply   6 a frame header (its first 16 bytes)
  *   7 a link's path, a NUL, its target
+ *   '8' a byte n (modulo WIRE_MORE_MAX + 1), then an OPEN reply with a head
+ *     and n WIRE_OPEN_MORE entries
  * An accepted body must give what agent.h promises: an attr with a known
  * type and nanoseconds below a second; names that are names (wire_name_ok);
+ * an OPEN's head within WIRE_PEEK_MAX and each of its n entries a regular
+ * file of fewer bytes, inside the body, or an errno alone;
  * processes with a pid, a state letter ps knows, a printable
  * NUL-terminated command; data inside the body and within its bound; a
  * target of 1..WIRE_PATH_MAX bytes, NUL-terminated. An accepted header is
@@ -53,6 +58,45 @@ static int ps_one(const struct agent_proc *p, void *arg)
 		FUZZ_CHECK(p->comm[i] >= 0x20 && p->comm[i] < 0x7f);
 	++*(size_t *)arg;
 	return 0;
+}
+
+struct more_count {
+	uint32_t n;
+	const uint8_t *lo, *hi; /* the body */
+};
+
+static void more_one(uint32_t i, uint32_t err, const struct wire_attr *attr, const void *data,
+		     size_t len, void *arg)
+{
+	struct more_count *c = arg;
+	FUZZ_CHECK(i == c->n);
+	c->n++;
+	if (err) {
+		FUZZ_CHECK(len == 0 && data == NULL);
+		return;
+	}
+	check_attr(attr);
+	FUZZ_CHECK(S_ISREG(attr->mode) && len < WIRE_PEEK_MAX);
+	FUZZ_CHECK(len == 0 ||
+		   ((const uint8_t *)data >= c->lo && (const uint8_t *)data + len <= c->hi));
+}
+
+static void fuzz_open(const uint8_t *body, size_t len)
+{
+	if (len == 0)
+		return;
+	uint32_t more = body[0] % (WIRE_MORE_MAX + 1), handle;
+	struct more_count c = {.lo = body + 1, .hi = body + len};
+	struct wire_attr attr;
+	const void *head;
+	size_t head_len;
+	if (agent_decode_open(body + 1, len - 1, &handle, &attr, &head, &head_len, more, more_one,
+			      &c) == 0) {
+		check_attr(&attr);
+		FUZZ_CHECK(head_len <= WIRE_PEEK_MAX && c.n == more);
+	} else {
+		FUZZ_CHECK(c.n == 0); /* nothing of a body that is not one is handed on */
+	}
 }
 
 static void fuzz_header(const uint8_t *body, size_t len)
@@ -134,7 +178,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	uint32_t v;
 	const void *p;
 	char link[WIRE_PATH_MAX + 1];
-	switch (data[0] % 8) {
+	switch (data[0] == '8' ? 8 : data[0] % 8) {
 	case 0:
 		if (agent_decode_attr(body, len, &attr) == 0) {
 			FUZZ_CHECK(len == WIRE_ATTR_SIZE);
@@ -167,6 +211,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		break;
 	case 6:
 		fuzz_header(body, len);
+		break;
+	case 8:
+		fuzz_open(body, len);
 		break;
 	default:
 		fuzz_link(body, len);

@@ -640,6 +640,83 @@ static void test_link_random(void)
 	CHECK(contained > 3000 && walks > 3000);
 }
 
+/* --- OPEN's reply with WIRE_OPEN_MORE --------------------------------------------- */
+
+struct more_seen {
+	int n, whole;
+	uint32_t errs[4];
+	size_t lens[4];
+};
+
+static void more_one(uint32_t i, uint32_t err, const struct wire_attr *attr, const void *data,
+		     size_t len, void *arg)
+{
+	struct more_seen *s = arg;
+	(void)data;
+	if (i < 4) {
+		s->errs[i] = err;
+		s->lens[i] = len;
+	}
+	s->whole += !err && S_ISREG(attr->mode);
+	s->n++;
+}
+
+/* An OPEN reply: handle, attr, a head of 3 bytes, then @n entries: err @errs[i], a whole file of
+ * @lens[i] bytes. */
+static size_t open_body(uint8_t *buf, size_t cap, int n, const uint32_t *errs, const size_t *lens,
+			uint32_t mode)
+{
+	static uint8_t data[WIRE_PEEK_MAX + 1];
+	struct wire_out w = {.buf = buf, .cap = cap};
+	struct wire_attr a = some_attr();
+	wire_put_u32(&w, WIRE_HANDLE_NONE);
+	wire_put_attr(&w, &a);
+	wire_put_bytes(&w, "abc", 3);
+	a.mode = mode;
+	for (int i = 0; i < n; i++) {
+		wire_put_u32(&w, errs[i]);
+		if (errs[i])
+			continue;
+		wire_put_attr(&w, &a);
+		wire_put_bytes(&w, data, lens[i]);
+	}
+	return w.len;
+}
+
+static void test_decode_open_more(void)
+{
+	static uint8_t buf[2 * WIRE_PEEK_MAX];
+	const uint32_t errs[] = {0, EAGAIN, 0};
+	const size_t lens[] = {10, 0, 0};
+	uint32_t h;
+	struct wire_attr a;
+	const void *head;
+	size_t head_len;
+	struct more_seen s = {0};
+	size_t len = open_body(buf, sizeof(buf), 3, errs, lens, S_IFREG | 0644);
+	CHECK(agent_decode_open(buf, len, &h, &a, &head, &head_len, 3, more_one, &s) == 0);
+	CHECK(h == WIRE_HANDLE_NONE && head_len == 3 && memcmp(head, "abc", 3) == 0);
+	CHECK(s.n == 3 && s.whole == 2 && s.errs[1] == EAGAIN && s.lens[0] == 10 && s.lens[2] == 0);
+	/* Fewer entries than asked, more, or a byte after them: nothing is handed on. */
+	memset(&s, 0, sizeof(s));
+	CHECK(agent_decode_open(buf, len, &h, &a, &head, &head_len, 4, more_one, &s) == -EIO);
+	CHECK(agent_decode_open(buf, len, &h, &a, &head, &head_len, 2, more_one, &s) == -EIO);
+	CHECK(agent_decode_open(buf, len - 1, &h, &a, &head, &head_len, 3, more_one, &s) == -EIO);
+	CHECK(s.n == 0);
+	/* Not a regular file, or not whole (WIRE_PEEK_MAX bytes): not one. */
+	len = open_body(buf, sizeof(buf), 1, errs, lens, S_IFIFO | 0644);
+	CHECK(agent_decode_open(buf, len, &h, &a, &head, &head_len, 1, more_one, &s) == -EIO);
+	const size_t full[] = {WIRE_PEEK_MAX};
+	len = open_body(buf, sizeof(buf), 1, errs, full, S_IFREG | 0644);
+	CHECK(agent_decode_open(buf, len, &h, &a, &head, &head_len, 1, more_one, &s) == -EIO);
+	const size_t most[] = {WIRE_PEEK_MAX - 1};
+	len = open_body(buf, sizeof(buf), 1, errs, most, S_IFREG | 0644);
+	CHECK(agent_decode_open(buf, len, &h, &a, &head, &head_len, 1, more_one, &s) == 0);
+	CHECK(s.n == 1 && s.lens[0] == WIRE_PEEK_MAX - 1);
+	/* Without WIRE_OPEN_MORE the entries are trailing bytes. */
+	CHECK(agent_decode_open(buf, len, &h, &a, &head, &head_len, 0, NULL, NULL) == -EIO);
+}
+
 int main(void)
 {
 	test_round_trip();
@@ -651,6 +728,7 @@ int main(void)
 	test_decode_dir();
 	test_decode_ps();
 	test_decode_small();
+	test_decode_open_more();
 	test_link_table();
 	test_link_chain();
 	test_link_random();

@@ -136,15 +136,112 @@ static uint32_t do_readdir(struct wire_in *in, const char *abs, struct inside_re
 	return 0;
 }
 
+/*
+ * @fd's bytes from 0 into @w as `bytes`, at most @max: 0 or an errno (a
+ * head we cannot read must not read as an empty file); *@got the count.
+ */
+static uint32_t put_head(int fd, struct wire_out *w, size_t max, ssize_t *got)
+{
+	size_t at = w->len;
+	wire_put_u32(w, 0); /* the length, written once known */
+	if (w->overflow || w->cap - w->len < max)
+		return E2BIG;
+	do
+		*got = pread(fd, w->buf + w->len, max, 0);
+	while (*got < 0 && errno == EINTR);
+	if (*got < 0)
+		return (uint32_t)errno;
+	w->len += (size_t)*got;
+	struct wire_out len = {.buf = w->buf + at, .cap = 4};
+	wire_put_u32(&len, (uint32_t)*got);
+	return 0;
+}
+
+/* WIRE_OPEN_MORE's names, all read and checked before anything is opened. */
+struct more {
+	uint32_t n;
+	const char *name[WIRE_MORE_MAX];
+	size_t len[WIRE_MORE_MAX];
+};
+
+static bool get_more(struct wire_in *in, struct more *m)
+{
+	m->n = wire_get_u32(in);
+	if (m->n == 0 || m->n > WIRE_MORE_MAX)
+		return false;
+	for (uint32_t i = 0; i < m->n; i++) {
+		wire_get_str(in, WIRE_NAME_MAX, &m->name[i], &m->len[i]);
+		if (in->bad || !wire_name_ok(m->name[i], m->len[i]))
+			return false;
+	}
+	return true;
+}
+
+/*
+ * One regular file @abs whole into @w (attr, bytes) if it has fewer than
+ * @max bytes: 0 or the entry's errno (EFBIG past WIRE_PEEK_MAX, EAGAIN past
+ * a smaller @max: the reply's room).
+ */
+static uint32_t put_whole(const char *abs, struct wire_out *w, size_t max)
+{
+	int fd = open(abs, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	if (fd < 0)
+		return (uint32_t)errno;
+	struct stat st;
+	uint32_t err = fstat(fd, &st) < 0 ? (uint32_t)errno : S_ISREG(st.st_mode) ? 0 : ENXIO;
+	struct wire_attr a;
+	ssize_t got = 0;
+	if (!err) {
+		attr_of(&st, &a);
+		wire_put_attr(w, &a);
+		err = put_head(fd, w, max, &got);
+	}
+	close(fd);
+	return err ? err : got < (ssize_t)max ? 0 : max == WIRE_PEEK_MAX ? EFBIG : EAGAIN;
+}
+
+/* The entries of @m, files beside @abs, each whole or an errno, while @w has room. */
+static void put_more(const char *abs, const struct more *m, struct wire_out *w)
+{
+	const char *slash = strrchr(abs, '/');
+	size_t dir = (size_t)(slash - abs) + 1; /* "/" included */
+	char path[WIRE_PATH_MAX + 2];
+	memcpy(path, abs, dir);
+	for (uint32_t i = 0; i < m->n; i++) {
+		size_t at = w->len;
+		/* What its bytes may fill: its err, attr and length, and an err for each after it.
+		 */
+		size_t fixed = 4 + WIRE_ATTR_SIZE + 4 + 4 * (m->n - i - 1);
+		size_t room = w->cap - w->len > fixed ? w->cap - w->len - fixed : 0;
+		uint32_t err = !room				     ? EAGAIN
+			       : dir + m->len[i] > WIRE_PATH_MAX + 1 ? ENAMETOOLONG
+								     : 0;
+		wire_put_u32(w, err);
+		if (err)
+			continue;
+		memcpy(path + dir, m->name[i], m->len[i]);
+		path[dir + m->len[i]] = '\0';
+		err = put_whole(path, w, room < WIRE_PEEK_MAX ? room : WIRE_PEEK_MAX);
+		if (err) {
+			w->len = at; /* only the errno */
+			wire_put_u32(w, err);
+		}
+	}
+}
+
 static uint32_t do_open(struct wire_in *in, const char *abs, struct inside_reply *r)
 {
-	const uint32_t allowed =
-	    O_ACCMODE | O_CREAT | O_EXCL | O_TRUNC | O_APPEND | WIRE_OPEN_PEEK | WIRE_OPEN_WHOLE;
+	const uint32_t allowed = O_ACCMODE | O_CREAT | O_EXCL | O_TRUNC | O_APPEND |
+				 WIRE_OPEN_PEEK | WIRE_OPEN_WHOLE | WIRE_OPEN_MORE;
 	uint32_t flags = wire_get_u32(in), mode = wire_get_u32(in);
 	bool peek = flags & WIRE_OPEN_PEEK, whole = flags & WIRE_OPEN_WHOLE;
-	flags &= ~(WIRE_OPEN_PEEK | WIRE_OPEN_WHOLE);
-	if (!wire_in_done(in) || (flags & ~allowed) || (peek && flags != O_RDONLY) ||
-	    (whole && !peek))
+	struct more m = {0};
+	if ((flags & WIRE_OPEN_MORE) && !get_more(in, &m))
+		return EINVAL;
+	if (!wire_in_done(in) || (flags & ~allowed) || (whole && !peek) || (m.n && !whole))
+		return EINVAL;
+	flags &= ~(WIRE_OPEN_PEEK | WIRE_OPEN_WHOLE | WIRE_OPEN_MORE);
+	if (peek && flags != O_RDONLY)
 		return EINVAL;
 	handles_init();
 	int slot = 0;
@@ -168,30 +265,19 @@ static uint32_t do_open(struct wire_in *in, const char *abs, struct inside_reply
 	size_t handle_at = r->body.len;
 	wire_put_u32(&r->body, (uint32_t)slot);
 	wire_put_attr(&r->body, &a);
-	if (peek) {
-		/* The head straight into the reply, after its u32 length written last. */
-		size_t at = r->body.len;
-		wire_put_u32(&r->body, 0);
-		ssize_t got;
-		do
-			got = pread(fd, r->body.buf + r->body.len, WIRE_PEEK_MAX, 0);
-		while (got < 0 && errno == EINTR);
-		if (got < 0) {
-			/* A head we cannot read must not read as an empty file. */
-			err = (uint32_t)errno;
-			close(fd);
-			return err;
-		}
-		r->body.len += (size_t)got;
-		struct wire_out len = {.buf = r->body.buf + at, .cap = 4};
-		wire_put_u32(&len, (uint32_t)got);
-		if (whole && got < (ssize_t)WIRE_PEEK_MAX) {
-			/* All of it is in the reply: no handle to keep, none to close. */
-			struct wire_out h = {.buf = r->body.buf + handle_at, .cap = 4};
-			wire_put_u32(&h, WIRE_HANDLE_NONE);
-			close(fd);
-			return 0;
-		}
+	ssize_t got = WIRE_PEEK_MAX;
+	err = peek ? put_head(fd, &r->body, WIRE_PEEK_MAX, &got) : 0;
+	if (err) {
+		close(fd);
+		return err;
+	}
+	put_more(abs, &m, &r->body);
+	if (whole && got < (ssize_t)WIRE_PEEK_MAX) {
+		/* All of it is in the reply: no handle to keep, none to close. */
+		struct wire_out h = {.buf = r->body.buf + handle_at, .cap = 4};
+		wire_put_u32(&h, WIRE_HANDLE_NONE);
+		close(fd);
+		return 0;
 	}
 	handles[slot] = fd;
 	return 0;
