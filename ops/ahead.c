@@ -8,6 +8,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+/*
+ * Shared by every set, so guarded by the lock the callers hold for all of
+ * them (ops_agent.c: agents.lock). epochs: the last epoch handed out, so
+ * that a set made again for a new container never reuses an old one's.
+ * total: the bytes all sets keep, at most AHEAD_TOTAL_MAX, so that a
+ * daemon with many idle sandboxes holds no more than that.
+ */
+static uint64_t epochs;
+static size_t total;
+
 static bool fresh(const struct ahead_file *f, int64_t now_ms)
 {
 	return f->path && now_ms - f->asked_ms < AHEAD_FRESH_MS;
@@ -20,10 +30,25 @@ void ahead_file_release(struct ahead_file *f)
 	*f = (struct ahead_file){0};
 }
 
-static void drop(struct ahead_set *s, struct ahead_file *f)
+/* @f leaves @s: the bytes it held are no longer counted. */
+static void uncount(struct ahead_set *s, const struct ahead_file *f)
 {
 	s->bytes -= f->len;
+	total -= f->len;
+}
+
+static void drop(struct ahead_set *s, struct ahead_file *f)
+{
+	uncount(s, f);
 	ahead_file_release(f);
+}
+
+/* Drop what is no longer fresh at @now_ms. */
+static void prune(struct ahead_set *s, int64_t now_ms)
+{
+	for (int i = 0; i < AHEAD_KEPT_MAX; i++)
+		if (s->v[i].path && !fresh(&s->v[i], now_ms))
+			drop(s, &s->v[i]);
 }
 
 void ahead_clear(struct ahead_set *s)
@@ -31,62 +56,62 @@ void ahead_clear(struct ahead_set *s)
 	for (int i = 0; i < AHEAD_KEPT_MAX; i++)
 		if (s->v[i].path)
 			drop(s, &s->v[i]);
-	s->epoch++;
+	s->epoch = ++epochs;
 }
 
-uint64_t ahead_epoch(const struct ahead_set *s)
+uint64_t ahead_epoch(struct ahead_set *s)
 {
+	if (!s->epoch)
+		s->epoch = ++epochs;
 	return s->epoch;
 }
 
-static struct ahead_file *find(const struct ahead_set *s, const char *path)
+/* @path's slot in @s, or -1. */
+static int find(const struct ahead_set *s, const char *path)
 {
 	for (int i = 0; i < AHEAD_KEPT_MAX; i++)
 		if (s->v[i].path && strcmp(s->v[i].path, path) == 0)
-			return (struct ahead_file *)&s->v[i];
-	return NULL;
+			return i;
+	return -1;
 }
 
 bool ahead_has(const struct ahead_set *s, const char *path, int64_t now_ms)
 {
-	const struct ahead_file *f = find(s, path);
-	return f && fresh(f, now_ms);
+	int i = find(s, path);
+	return i >= 0 && fresh(&s->v[i], now_ms);
 }
 
 void ahead_keep(struct ahead_set *s, uint64_t epoch, struct ahead_file *f, int64_t now_ms)
 {
-	struct ahead_file *slot = NULL;
-	struct ahead_file *old = find(s, f->path);
-	if (old)
-		drop(s, old); /* the newer answer wins */
-	for (int i = 0; i < AHEAD_KEPT_MAX; i++) {
-		if (s->v[i].path && !fresh(&s->v[i], now_ms))
-			drop(s, &s->v[i]);
-		if (!s->v[i].path && !slot)
-			slot = &s->v[i];
-	}
-	if (epoch != s->epoch || !fresh(f, now_ms) || !slot ||
-	    f->len > AHEAD_BYTES_MAX - s->bytes) {
+	prune(s, now_ms);
+	int old = find(s, f->path), slot = old;
+	for (int i = 0; i < AHEAD_KEPT_MAX && slot < 0; i++)
+		if (!s->v[i].path)
+			slot = i;
+	/* The room an older copy of it holds counts: the newer answer replaces it. */
+	size_t held = old >= 0 ? s->v[old].len : 0;
+	if (epoch != s->epoch || !fresh(f, now_ms) || slot < 0 ||
+	    f->len > AHEAD_BYTES_MAX - (s->bytes - held) ||
+	    f->len > AHEAD_TOTAL_MAX - (total - held)) {
 		ahead_file_release(f);
 		return;
 	}
-	*slot = *f;
+	if (old >= 0)
+		drop(s, &s->v[old]);
+	s->v[slot] = *f;
 	s->bytes += f->len;
+	total += f->len;
 	*f = (struct ahead_file){0};
 }
 
 bool ahead_take(struct ahead_set *s, const char *path, int64_t now_ms, struct ahead_file *out)
 {
-	struct ahead_file *f = find(s, path);
-	if (!f)
+	prune(s, now_ms);
+	int i = find(s, path);
+	if (i < 0)
 		return false;
-	bool ok = fresh(f, now_ms);
-	if (ok) {
-		s->bytes -= f->len;
-		*out = *f;
-		*f = (struct ahead_file){0};
-	} else {
-		drop(s, f);
-	}
-	return ok;
+	uncount(s, &s->v[i]);
+	*out = s->v[i];
+	s->v[i] = (struct ahead_file){0};
+	return true;
 }

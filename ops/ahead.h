@@ -14,8 +14,11 @@
  * (ahead_epoch()).
  *
  * Memory: a set holds at most AHEAD_KEPT_MAX files and AHEAD_BYTES_MAX
- * bytes of them; what it keeps it owns. The caller serialises calls on one
- * set (ops_agent.c: agents.lock): nothing here locks, sleeps or does I/O
+ * bytes of them, and all sets together AHEAD_TOTAL_MAX; what a set keeps
+ * it owns, and what is over its second goes at the set's next use. Every
+ * call on any set is made under one lock of the caller's (ops_agent.c:
+ * agents.lock), which also guards what the sets share (the epochs handed
+ * out, the bytes of all): nothing here locks, sleeps or does I/O
  * (tests/unit/test_ahead.c).
  */
 #ifndef SNAPFS_OPS_AHEAD_H
@@ -30,6 +33,7 @@
 #define AHEAD_FRESH_MS 1000
 #define AHEAD_KEPT_MAX 128
 #define AHEAD_BYTES_MAX (2u << 20)
+#define AHEAD_TOTAL_MAX (64u << 20)
 
 /* One file read ahead: @path (in the sandbox, as the daemon names it) and all its bytes. */
 struct ahead_file {
@@ -44,8 +48,7 @@ struct ahead_file {
 struct ahead_set {
 	struct ahead_file v[AHEAD_KEPT_MAX]; /* path NULL: a free slot */
 	size_t bytes;			     /* of data kept */
-	uint64_t epoch;			     /* changes seen (ahead_clear()) */
-	bool refused;			     /* the keeper does not know WIRE_OPEN_MORE */
+	uint64_t epoch;			     /* changed at each ahead_clear(); 0: none yet */
 };
 
 /* Free @f's path and data; it is empty after. */
@@ -54,8 +57,11 @@ void ahead_file_release(struct ahead_file *f);
 /* Something changed inside: drop every file, and a reply asked before now will not be kept. */
 void ahead_clear(struct ahead_set *s);
 
-/* The epoch to ask under: ahead_keep() of a reply asked then keeps nothing once it moved. */
-uint64_t ahead_epoch(const struct ahead_set *s);
+/*
+ * The epoch to ask under: ahead_keep() of a reply asked then keeps nothing
+ * once it moved. Unique across sets, so a set made again is not fooled.
+ */
+uint64_t ahead_epoch(struct ahead_set *s);
 
 /* Is @path kept and fresh at @now_ms? */
 bool ahead_has(const struct ahead_set *s, const char *path, int64_t now_ms);

@@ -104,6 +104,7 @@ struct agent_entry {
 	unsigned recent_next;
 	struct made_dir made[MADE_DIRS_MAX];
 	struct ahead_set ahead; /* files read ahead (ahead.h) */
+	bool more_refused;	/* this attachment's keeper refused WIRE_OPEN_MORE */
 	struct agent_entry *next;
 };
 
@@ -367,6 +368,7 @@ static int note_attach(const char *id, int rc, unsigned *gen, struct err *e)
 	int64_t now = mono_ms();
 	if (en && rc == 0) {
 		en->fails = 0;
+		en->more_refused = false; /* a new keeper may know it */
 		*gen = ++en->generation;
 	} else if (en && rc < 0) {
 		if (!en->fails || now - en->first_fail_ms > AGENT_FAIL_WINDOW_MS)
@@ -521,8 +523,13 @@ static int listed_cmp(const void *a, const void *b)
 	return strcmp(((const struct listed *)a)->name, ((const struct listed *)b)->name);
 }
 
-/* Drop sandbox @id's listing and files read ahead: something changed through root/. */
-static void listing_drop(const char *id)
+/*
+ * Sandbox @id changed through root/ or by an exec: drop its listing, the
+ * attributes of recent opens and the files read ahead. A change calls it
+ * before its request and again after the answer, so that nothing asked
+ * while the request was in flight is kept (ahead_epoch()).
+ */
+void ops_inside_changed(const char *id)
 {
 	pthread_mutex_lock(&agents.lock);
 	struct agent_entry *en = find_locked(id);
@@ -711,8 +718,10 @@ static int list_one(const char *name, const struct wire_attr *attr, void *arg)
 {
 	struct list_ctx *c = arg;
 	char *copy = ALLOC_GROW(c->l.v, c->l.alloc, c->l.n + 1) == 0 ? strdup(name) : NULL;
-	if (copy)
-		c->l.v[c->l.n] = (struct listed){copy, *attr, c->l.n}, c->l.n++;
+	if (copy) {
+		c->l.v[c->l.n] = (struct listed){copy, *attr, c->l.n};
+		c->l.n++;
+	}
 	struct stat st;
 	stat_of(attr, &st);
 	return c->fn(name, &st, c->arg);
@@ -816,11 +825,42 @@ static bool small_file(const struct wire_attr *a)
 	return S_ISREG(a->mode) && a->size < WIRE_PEEK_MAX;
 }
 
+/* @dir's entry @name as a path ("" is root/ itself): 0, or -1 when it is too long. */
+static int path_join(char out[WIRE_PATH_MAX + 1], const char *dir, const char *name)
+{
+	return xsnprintf(out, WIRE_PATH_MAX + 1, "%s%s%s", dir, *dir ? "/" : "", name);
+}
+
+/* How far past a file a listing is searched for small files to ask with it. */
+#define AHEAD_SCAN_MAX (4 * WIRE_MORE_MAX)
+
 /*
- * The small files listed beside @path (itself listed as one), none kept
- * already, after it in the agent's order (a walk opened those before it), into @names
- * (allocated, at most WIRE_MORE_MAX): their count, and the epoch to ask
- * under. 0 without a fresh listing of @path's directory.
+ * The small files listed in @l after @hit (a walk opened those before it),
+ * none kept in @en already, into @names (allocated): their count.
+ */
+static uint32_t ahead_scan(struct agent_entry *en, const struct listing *l,
+			   const struct listed *hit, char **names, int64_t now)
+{
+	uint32_t n = 0;
+	size_t bytes = 0, end = hit->pos + 1 + AHEAD_SCAN_MAX;
+	for (size_t k = hit->pos + 1; k < l->n && k < end && n < WIRE_MORE_MAX; k++) {
+		const struct listed *o = &l->v[l->by_pos[k]];
+		char path[WIRE_PATH_MAX + 1];
+		if (!small_file(&o->attr) || path_join(path, l->dir, o->name) < 0 ||
+		    ahead_has(&en->ahead, path, now))
+			continue;
+		if (bytes + o->attr.size > AHEAD_ASK_BYTES_MAX || !(names[n] = strdup(o->name)))
+			break;
+		bytes += o->attr.size;
+		n++;
+	}
+	return n;
+}
+
+/*
+ * What to ask with the open of @path, itself listed as a small file in a
+ * fresh listing of its directory: the names into @names, their count (0:
+ * open it alone), and the epoch to ask under into *@epoch.
  */
 static uint32_t ahead_names(const char *id, const char *path, char **names, uint64_t *epoch)
 {
@@ -828,29 +868,17 @@ static uint32_t ahead_names(const char *id, const char *path, char **names, uint
 	const char *name;
 	path_split(path, dir, &name);
 	uint32_t n = 0;
-	size_t bytes = 0;
 	int64_t now = mono_ms();
 	pthread_mutex_lock(&agents.lock);
 	struct agent_entry *en = find_locked(id);
-	struct listing *l = en && !en->ahead.refused ? &en->listing : NULL;
+	const struct listing *l = en && !en->more_refused ? &en->listing : NULL;
 	struct listed key = {.name = (char *)name}, *hit = NULL;
 	if (l && l->by_pos && now - l->at_ms < LISTING_FRESH_MS && strcmp(l->dir, dir) == 0)
 		hit = bsearch(&key, l->v, l->n, sizeof(*l->v), listed_cmp);
-	for (size_t k = hit ? hit->pos + 1 : 0;
-	     hit && small_file(&hit->attr) && k < l->n && n < WIRE_MORE_MAX; k++) {
-		const struct listed *o = &l->v[l->by_pos[k]];
-		char sib[WIRE_PATH_MAX + 1];
-		if (!small_file(&o->attr) || bytes + o->attr.size > AHEAD_ASK_BYTES_MAX ||
-		    xsnprintf(sib, sizeof(sib), "%s%s%s", dir, *dir ? "/" : "", o->name) < 0 ||
-		    ahead_has(&en->ahead, sib, now))
-			continue;
-		if (!(names[n] = strdup(o->name)))
-			break;
-		bytes += o->attr.size;
-		n++;
-	}
-	if (en)
+	if (hit && small_file(&hit->attr)) {
+		n = ahead_scan(en, l, hit, names, now);
 		*epoch = ahead_epoch(&en->ahead);
+	}
 	pthread_mutex_unlock(&agents.lock);
 	return n;
 }
@@ -867,7 +895,8 @@ static void ahead_one(uint32_t i, uint32_t err, const struct wire_attr *attr, co
 {
 	struct ahead_reply *r = arg;
 	struct ahead_file f = {.attr = *attr, .len = len, .asked_ms = r->asked_ms};
-	if (err || asprintf(&f.path, "%s%s%s", r->dir, *r->dir ? "/" : "", r->names[i]) < 0)
+	char path[WIRE_PATH_MAX + 1];
+	if (err || path_join(path, r->dir, r->names[i]) < 0 || !(f.path = strdup(path)))
 		return;
 	if (len && !(f.data = malloc(len))) {
 		free(f.path);
@@ -897,7 +926,7 @@ static void ahead_refused(const char *id)
 	pthread_mutex_lock(&agents.lock);
 	struct agent_entry *en = find_locked(id);
 	if (en)
-		en->ahead.refused = true;
+		en->more_refused = true;
 	pthread_mutex_unlock(&agents.lock);
 }
 
@@ -980,7 +1009,7 @@ int ops_inside_open(const struct caller *who, const char *id, const char *path, 
 		return err_set(e, EROFS, "a snapshot's files are read-only");
 	}
 	if (flags & (O_CREAT | O_TRUNC))
-		listing_drop(id);
+		ops_inside_changed(id);
 	if (flags & O_CREAT)
 		made_note(id, path);
 	unsigned gen;
@@ -989,6 +1018,8 @@ int ops_inside_open(const struct caller *who, const char *id, const char *path, 
 	if (rc == 0)
 		rc = plain ? file_open_ahead(f, f->agent, gen, st, e)
 			   : file_open_in(f, f->agent, gen, mode, st, e);
+	if (flags & (O_CREAT | O_TRUNC))
+		ops_inside_changed(id);
 	if (rc == -EEXIST)
 		made_forget(id); /* not made through root/: none is known absent */
 	if (rc < 0) {
@@ -1116,7 +1147,7 @@ ssize_t ops_inside_write(struct ops_inside_file *f, const struct caller *who, co
 		return rc;
 	ssize_t done = agent_write(a, handle_of(f), (uint64_t)off, buf, n, e);
 	agent_unref(a);
-	listing_drop(f->id);
+	ops_inside_changed(f->id);
 	return done < 0 ? agent_rc((int)done, e) : done;
 }
 
@@ -1158,12 +1189,13 @@ void ops_inside_close(struct ops_inside_file *f)
 	({                                                                                         \
 		struct agent *a;                                                                   \
 		unsigned gen_;                                                                     \
-		listing_drop(id);                                                                  \
+		ops_inside_changed(id);                                                            \
 		int rc_ = ops_is_view(id) ? err_set(e, EROFS, "a snapshot's files are read-only")  \
 					  : inside_agent(who, id, &a, &gen_, e);                   \
 		if (rc_ == 0) {                                                                    \
 			rc_ = agent_rc(call, e);                                                   \
 			agent_unref(a);                                                            \
+			ops_inside_changed(id);                                                    \
 		}                                                                                  \
 		if (rc_ == -EEXIST)                                                                \
 			made_forget(id); /* not made through root/: none is known absent */        \
@@ -1394,8 +1426,8 @@ int ops_agent_exec(const struct sandbox *sb, const char *cmdline, struct exec_st
 	struct agent *a;
 	unsigned gen;
 	struct caller root = {0};
-	made_forget(sb->id);  /* the command may make names in them */
-	listing_drop(sb->id); /* and change any file: at its start and its end */
+	made_forget(sb->id);	    /* the command may make names in them */
+	ops_inside_changed(sb->id); /* and change any file: at its start and its end */
 	int rc = inside_agent(&root, sb->id, &a, &gen, e);
 	if (rc < 0)
 		return -ENOTCONN; /* nothing was sent: the caller may take the slow way */
@@ -1403,7 +1435,7 @@ int ops_agent_exec(const struct sandbox *sb, const char *cmdline, struct exec_st
 	int64_t deadline = ops.runsc.exec_timeout_ms ? mono_ms() + ops.runsc.exec_timeout_ms : 0;
 	rc = agent_exec(a, cmdline, exec_take, s, deadline, &status, e);
 	agent_unref(a);
-	listing_drop(sb->id);
+	ops_inside_changed(sb->id);
 	if (rc == -ENOTCONN || rc == -EAGAIN)
 		return -ENOTCONN; /* refused before it was sent */
 	s->timed_out = rc == -ETIMEDOUT;

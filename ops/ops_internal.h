@@ -745,6 +745,11 @@ int ops_agent_detach(const struct sandbox *sb, struct err *e);
 void ops_agent_after_checkpoint(const struct sandbox *sb, bool still_running);
 /* Sandbox @id's container is gone: its agent with it. */
 void ops_agent_forget(const char *id);
+/*
+ * Something may have changed inside sandbox @id (an exec the slow way):
+ * what root/ keeps of it (listing, attributes, files read ahead) goes.
+ */
+void ops_inside_changed(const char *id);
 /* The monitor's pass: forget the agents of views no longer up (snapview_current()). */
 void ops_agent_prune_views(void);
 /* An exec's output on its way (ops_agent_exec()). */

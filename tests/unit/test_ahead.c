@@ -125,6 +125,46 @@ static void test_newer_wins(void)
 	ahead_clear(&s);
 }
 
+static void test_review(void)
+{
+	/* A late reply, asked before a change, leaves the copy kept since alone. */
+	struct ahead_set s = {0};
+	uint64_t before = ahead_epoch(&s);
+	ahead_clear(&s);
+	struct ahead_file f = file("a", 3, 'n', 10), got;
+	ahead_keep(&s, ahead_epoch(&s), &f, 10);
+	f = file("a", 2, 'o', 5);
+	ahead_keep(&s, before, &f, 11);
+	CHECK(ahead_take(&s, "a", 12, &got) && got.len == 3 && got.data[0] == 'n');
+	ahead_file_release(&got);
+	ahead_clear(&s);
+
+	/* Two sets, or one made again, never share an epoch. */
+	struct ahead_set t = {0}, u = {0};
+	CHECK(ahead_epoch(&t) != ahead_epoch(&u));
+
+	/* All sets together keep at most AHEAD_TOTAL_MAX bytes. */
+	enum { SETS = AHEAD_TOTAL_MAX / AHEAD_BYTES_MAX + 2 };
+	static struct ahead_set many[SETS];
+	size_t kept = 0, len = WIRE_PEEK_MAX - 1;
+	char path[32];
+	for (int k = 0; k < SETS; k++)
+		for (int i = 0; i < AHEAD_KEPT_MAX; i++) {
+			snprintf(path, sizeof(path), "f%d", i);
+			f = file(path, len, 'x', 0);
+			ahead_keep(&many[k], ahead_epoch(&many[k]), &f, 0);
+			kept += ahead_has(&many[k], path, 0) ? len : 0;
+		}
+	CHECK(kept <= AHEAD_TOTAL_MAX && kept > AHEAD_TOTAL_MAX - AHEAD_BYTES_MAX);
+	for (int k = 0; k < SETS; k++)
+		ahead_clear(&many[k]);
+	/* Freed again: a set has room once more. */
+	f = file("again", len, 'y', 0);
+	ahead_keep(&s, ahead_epoch(&s), &f, 0);
+	CHECK(ahead_has(&s, "again", 0));
+	ahead_clear(&s);
+}
+
 int main(void)
 {
 	test_take_once();
@@ -132,5 +172,6 @@ int main(void)
 	test_epoch();
 	test_bounds();
 	test_newer_wins();
+	test_review();
 	return t_done();
 }
