@@ -43,8 +43,7 @@ static void drop(struct ahead_set *s, struct ahead_file *f)
 	ahead_file_release(f);
 }
 
-/* Drop what is no longer fresh at @now_ms. */
-static void prune(struct ahead_set *s, int64_t now_ms)
+void ahead_prune(struct ahead_set *s, int64_t now_ms)
 {
 	for (int i = 0; i < AHEAD_KEPT_MAX; i++)
 		if (s->v[i].path && !fresh(&s->v[i], now_ms))
@@ -83,14 +82,15 @@ bool ahead_has(const struct ahead_set *s, const char *path, int64_t now_ms)
 
 void ahead_keep(struct ahead_set *s, uint64_t epoch, struct ahead_file *f, int64_t now_ms)
 {
-	prune(s, now_ms);
+	ahead_prune(s, now_ms);
 	int old = find(s, f->path), slot = old;
 	for (int i = 0; i < AHEAD_KEPT_MAX && slot < 0; i++)
 		if (!s->v[i].path)
 			slot = i;
 	/* The room an older copy of it holds counts: the newer answer replaces it. */
 	size_t held = old >= 0 ? s->v[old].len : 0;
-	if (epoch != s->epoch || !fresh(f, now_ms) || slot < 0 ||
+	bool newer = old < 0 || f->asked_ms >= s->v[old].asked_ms;
+	if (epoch != s->epoch || !fresh(f, now_ms) || slot < 0 || !newer ||
 	    f->len > AHEAD_BYTES_MAX - (s->bytes - held) ||
 	    f->len > AHEAD_TOTAL_MAX - (total - held)) {
 		ahead_file_release(f);
@@ -106,7 +106,7 @@ void ahead_keep(struct ahead_set *s, uint64_t epoch, struct ahead_file *f, int64
 
 bool ahead_take(struct ahead_set *s, const char *path, int64_t now_ms, struct ahead_file *out)
 {
-	prune(s, now_ms);
+	ahead_prune(s, now_ms);
 	int i = find(s, path);
 	if (i < 0)
 		return false;

@@ -15,7 +15,8 @@
  *
  * Memory: a set holds at most AHEAD_KEPT_MAX files and AHEAD_BYTES_MAX
  * bytes of them, and all sets together AHEAD_TOTAL_MAX; what a set keeps
- * it owns, and what is over its second goes at the set's next use. Every
+ * it owns, and what is over its second goes at the set's next use or the
+ * caller's next ahead_prune() (the monitor's pass). Every
  * call on any set is made under one lock of the caller's (ops_agent.c:
  * agents.lock), which also guards what the sets share (the epochs handed
  * out, the bytes of all): nothing here locks, sleeps or does I/O
@@ -65,6 +66,9 @@ uint64_t ahead_epoch(struct ahead_set *s);
 
 /* Is @path kept and fresh at @now_ms? */
 bool ahead_has(const struct ahead_set *s, const char *path, int64_t now_ms);
+
+/* Drop what is over its second at @now_ms (the caller's monitor pass, and each use). */
+void ahead_prune(struct ahead_set *s, int64_t now_ms);
 
 /* Keep @f (asked under @epoch) and own it, or release it: stale, changed since, or no room. */
 void ahead_keep(struct ahead_set *s, uint64_t epoch, struct ahead_file *f, int64_t now_ms);

@@ -214,13 +214,16 @@ static void recent_clear(struct agent_entry *en)
 	}
 }
 
+/* Free @en, already out of the list (not under agents.lock). */
 static void entry_free(struct agent_entry *en)
 {
 	agent_unref(en->agent);
 	listing_clear(&en->listing);
 	recent_clear(en);
 	made_clear(en);
+	pthread_mutex_lock(&agents.lock); /* the sets share their counts (ahead.h) */
 	ahead_clear(&en->ahead);
+	pthread_mutex_unlock(&agents.lock);
 	free(en);
 }
 
@@ -284,8 +287,19 @@ void ops_agent_forget(const char *id)
 
 #define PRUNE_MAX 64
 
+/* What every sandbox read ahead and did not open within its second goes (ahead.h). */
+static void ahead_prune_all(void)
+{
+	int64_t now = mono_ms();
+	pthread_mutex_lock(&agents.lock);
+	for (struct agent_entry *en = agents.list; en; en = en->next)
+		ahead_prune(&en->ahead, now);
+	pthread_mutex_unlock(&agents.lock);
+}
+
 void ops_agent_prune_views(void)
 {
+	ahead_prune_all();
 	struct {
 		char id[OPS_VIEW_ID_MAX];
 		char runtime_id[RUNTIME_ID_MAX];
@@ -526,8 +540,10 @@ static int listed_cmp(const void *a, const void *b)
 /*
  * Sandbox @id changed through root/ or by an exec: drop its listing, the
  * attributes of recent opens and the files read ahead. A change calls it
- * before its request and again after the answer, so that nothing asked
- * while the request was in flight is kept (ahead_epoch()).
+ * before its request and again after the answer, so that no file read
+ * ahead while the request was in flight is kept (ahead_epoch()); a
+ * listing or an open's attributes read across it may be kept, a second
+ * old at most, as the kernel's own attributes are.
  */
 void ops_inside_changed(const char *id)
 {
@@ -673,6 +689,12 @@ static void made_forget(const char *id)
 	if (en)
 		made_clear(en);
 	pthread_mutex_unlock(&agents.lock);
+}
+
+void ops_inside_exec_done(const char *id)
+{
+	made_forget(id);
+	ops_inside_changed(id);
 }
 
 /* Is @path known absent: in a directory made here less than a second ago, never named since? */
@@ -921,11 +943,12 @@ static void ahead_store(const char *id, uint64_t epoch, struct ahead_reply *r, u
 	pthread_mutex_unlock(&agents.lock);
 }
 
-static void ahead_refused(const char *id)
+/* The keeper of attachment @gen refused WIRE_OPEN_MORE (an older one). */
+static void ahead_refused(const char *id, unsigned gen)
 {
 	pthread_mutex_lock(&agents.lock);
 	struct agent_entry *en = find_locked(id);
-	if (en)
+	if (en && en->generation == gen)
 		en->more_refused = true;
 	pthread_mutex_unlock(&agents.lock);
 }
@@ -976,7 +999,7 @@ static int file_open_ahead(struct ops_inside_file *f, struct agent *a, unsigned 
 		else
 			free(head);
 		if (rc == -EINVAL) { /* a keeper older than WIRE_OPEN_MORE */
-			ahead_refused(f->id);
+			ahead_refused(f->id, gen);
 			rc = -EAGAIN;
 		}
 	}
@@ -1435,7 +1458,7 @@ int ops_agent_exec(const struct sandbox *sb, const char *cmdline, struct exec_st
 	int64_t deadline = ops.runsc.exec_timeout_ms ? mono_ms() + ops.runsc.exec_timeout_ms : 0;
 	rc = agent_exec(a, cmdline, exec_take, s, deadline, &status, e);
 	agent_unref(a);
-	ops_inside_changed(sb->id);
+	ops_inside_exec_done(sb->id);
 	if (rc == -ENOTCONN || rc == -EAGAIN)
 		return -ENOTCONN; /* refused before it was sent */
 	s->timed_out = rc == -ETIMEDOUT;

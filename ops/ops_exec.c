@@ -236,7 +236,7 @@ static int exec_in_sandbox(const struct sandbox *sb, const char *cmdline, struct
 	if (by_agent != -ENOTCONN)
 		return by_agent;
 	int rc = exec_by_runsc(sb, cmdline, st, e);
-	ops_inside_changed(sb->id); /* what root/ keeps may be what the command changed */
+	ops_inside_exec_done(sb->id); /* what root/ keeps may be what the command changed */
 	return rc;
 }
 

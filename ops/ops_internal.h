@@ -746,11 +746,17 @@ void ops_agent_after_checkpoint(const struct sandbox *sb, bool still_running);
 /* Sandbox @id's container is gone: its agent with it. */
 void ops_agent_forget(const char *id);
 /*
- * Something may have changed inside sandbox @id (an exec the slow way):
- * what root/ keeps of it (listing, attributes, files read ahead) goes.
+ * Something changed inside sandbox @id: what root/ keeps of it (listing,
+ * attributes, files read ahead) goes. ops_inside_exec_done(): an exec
+ * ended, either way: also the names known absent in directories just made
+ * through root/ (the command may have made them).
  */
 void ops_inside_changed(const char *id);
-/* The monitor's pass: forget the agents of views no longer up (snapview_current()). */
+void ops_inside_exec_done(const char *id);
+/*
+ * The monitor's pass: forget the agents of views no longer up
+ * (snapview_current()), and the files read ahead that no open took.
+ */
 void ops_agent_prune_views(void);
 /* An exec's output on its way (ops_agent_exec()). */
 struct exec_stream {

@@ -139,6 +139,23 @@ static void test_review(void)
 	ahead_file_release(&got);
 	ahead_clear(&s);
 
+	/* Of two replies asked under one epoch, the one asked later is kept, whichever came last.
+	 */
+	f = file("b", 1, 'L', 20);
+	ahead_keep(&s, ahead_epoch(&s), &f, 21);
+	f = file("b", 1, 'E', 15);
+	ahead_keep(&s, ahead_epoch(&s), &f, 22);
+	CHECK(ahead_take(&s, "b", 23, &got) && got.data[0] == 'L');
+	ahead_file_release(&got);
+	/* ahead_prune() frees what is over its second, used or not. */
+	f = file("c", 5, 'c', 100);
+	ahead_keep(&s, ahead_epoch(&s), &f, 100);
+	ahead_prune(&s, 100 + AHEAD_FRESH_MS - 1);
+	CHECK(s.bytes == 5);
+	ahead_prune(&s, 100 + AHEAD_FRESH_MS);
+	CHECK(s.bytes == 0 && !ahead_has(&s, "c", 100));
+	ahead_clear(&s);
+
 	/* Two sets, or one made again, never share an epoch. */
 	struct ahead_set t = {0}, u = {0};
 	CHECK(ahead_epoch(&t) != ahead_epoch(&u));
