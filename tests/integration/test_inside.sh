@@ -41,6 +41,15 @@ ok "mv of a directory" mv "$R/work/a" "$R/work/c"
 ok "a file under the moved directory is found" test -d "$R/work/c/b"
 ok "append with >>" bash -c "echo more >>'$R/work/g.txt'"
 check_eq "both lines are there" "$(printf 'hello inside\nmore')" "$(cat "$R/work/g.txt")"
+# A write-only open has no page cache (direct_io): the bytes are inside at
+# write(), before the close, and a write in the middle at an odd offset lands.
+exec 3>"$R/work/open.txt"
+echo 'before close' >&3
+check_contains "a write is seen inside before the close" "before close" \
+	"$(sb_run box 'cat /work/open.txt')"
+exec 3>&-
+ok "dd into the middle, write-only" bash -c "printf XY | dd of='$R/work/g.txt' bs=1 seek=3 conv=notrunc status=none"
+check_eq "the bytes at offset 3" "$(printf 'helXY inside\nmore')" "$(cat "$R/work/g.txt")"
 ok "truncate with >" bash -c "echo short >'$R/work/g.txt'"
 check_eq "the truncated file" short "$(cat "$R/work/g.txt")"
 ok "chmod" chmod 0640 "$R/work/g.txt"
