@@ -8,7 +8,8 @@
 # For one busybox sandbox (runsc --root STATE/runsc exec RID ... is "raw"):
 #   exec     `true` written to exec and its answer read on the same open
 #            file, vs `runsc exec RID true`: 20 each, median and p90
-#   read     cat root/tmp/r64 >/dev/null (64 MiB) vs runsc exec RID cat /tmp/r64
+#   read     cat root/tmp/r64 >/dev/null (64 MiB) vs runsc exec RID cat /tmp/r64,
+#            and the same into a host file and through sha256sum
 #   write    cat SRC >root/tmp/w64 vs cat SRC | runsc exec RID sh -c 'cat >/tmp/w'
 #   ls -l    of a 1,000-file directory (1.2 s apart: the kernel's and the
 #            daemon's one-second caches have expired) vs runsc exec RID ls -l
@@ -117,6 +118,18 @@ want=$(sha256sum <"$T/src64" | cut -d' ' -f1)
 [ "$(raw sha256sum /tmp/r64 | cut -d' ' -f1)" = "$want" ] || { echo "agent.sh: r64 differs inside" >&2; exit 1; }
 pair read "$ROUNDS" "time_ms cat '$R/tmp/r64'" "time_ms raw cat /tmp/r64"
 row "read 64 MiB (cat)" "$(median <"$T/read.a")" "$(median <"$T/read.b")" 1.25
+# The same read where the bytes go somewhere: a host file, and sha256sum. To /dev/null raw
+# runsc copies nothing out of the sandbox (busybox cat sendfile()s, the host's /dev/null
+# takes the bytes without a copy); a user reading a file out keeps its bytes.
+read_file() { cat "$R/tmp/r64" >"$T/r64.out"; }
+read_file_raw() { raw cat /tmp/r64 >"$T/r64.out"; }
+pair readf "$ROUNDS" "time_ms read_file" "time_ms read_file_raw"
+row "read 64 MiB into a host file (cat > file)" "$(median <"$T/readf.a")" "$(median <"$T/readf.b")" 1.25
+read_sum() { cat "$R/tmp/r64" | sha256sum; }
+read_sum_raw() { raw cat /tmp/r64 | sha256sum; }
+pair readsum "$ROUNDS" "time_ms read_sum" "time_ms read_sum_raw"
+row "read 64 MiB through sha256sum (cat \| sha256sum)" "$(median <"$T/readsum.a")" "$(median <"$T/readsum.b")" 1.25
+rm -f "$T/r64.out"
 write_in() { cat "$T/src64" >"$R/tmp/w64"; }
 write_raw() { raw sh -c 'cat >/tmp/w64raw' <"$T/src64"; }
 pair write "$ROUNDS" "time_ms write_in" "time_ms write_raw"
@@ -239,7 +252,7 @@ MEM_AFTER=$(mem)
 	echo "Each run's figures (snapfs; raw):"
 	echo
 	echo "- floor (ms per fork+exec of /bin/sh inside): $(paste -sd' ' "$T/floor.a")"
-	for f in exec execx read write ls cpin cpout hostcp pause; do
+	for f in exec execx read readf readsum write ls cpin cpout hostcp pause; do
 		echo "- $f: $(paste -sd' ' "$T/$f.a"); $(paste -sd' ' "$T/$f.b")"
 	done
 } | tee "$OUT"
