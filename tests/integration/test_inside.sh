@@ -50,6 +50,9 @@ check_contains "a write is seen inside before the close" "before close" \
 exec 3>&-
 ok "dd into the middle, write-only" bash -c "printf XY | dd of='$R/work/g.txt' bs=1 seek=3 conv=notrunc status=none"
 check_eq "the bytes at offset 3" "$(printf 'helXY inside\nmore')" "$(cat "$R/work/g.txt")"
+ok "python's shutil.copyfile (sendfile) into a write-only file" \
+	python3 -c "import shutil, sys; shutil.copyfile(sys.argv[1], sys.argv[2])" "$T/big" "$R/work/py.bin"
+check_contains "its bytes inside" "$want" "$(sb_run box 'sha256sum /work/py.bin')"
 ok "truncate with >" bash -c "echo short >'$R/work/g.txt'"
 check_eq "the truncated file" short "$(cat "$R/work/g.txt")"
 ok "chmod" chmod 0640 "$R/work/g.txt"
