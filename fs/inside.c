@@ -727,10 +727,11 @@ static struct ops_inside_file *file_of(const struct fuse_file_info *fi)
  */
 static void open_flags(struct fuse_file_info *fi)
 {
+	int acc = fi->flags & O_ACCMODE;
 	fi->keep_cache = 0;
-	fi->direct_io = (fi->flags & O_ACCMODE) == O_WRONLY;
-	/* A writer's close writes back its mmap'd pages and reports their errors: FLUSH does. */
-	fi->noflush = (fi->flags & O_ACCMODE) == O_RDONLY;
+	fi->direct_io = acc == O_WRONLY;
+	/* A read-write file's close writes back its mmap'd pages and reports errors: FLUSH. */
+	fi->noflush = acc == O_RDONLY;
 }
 
 void inside_create(fuse_req_t req, fuse_ino_t parent, const struct fs_node *root, const char *name,

@@ -41,8 +41,10 @@ ok "mv of a directory" mv "$R/work/a" "$R/work/c"
 ok "a file under the moved directory is found" test -d "$R/work/c/b"
 ok "append with >>" bash -c "echo more >>'$R/work/g.txt'"
 check_eq "both lines are there" "$(printf 'hello inside\nmore')" "$(cat "$R/work/g.txt")"
-# A write-only open has no page cache (direct_io): the bytes are inside at
-# write(), before the close, and a write in the middle at an odd offset lands.
+# What a write-only open (direct_io, no page cache) must keep doing: the bytes
+# are inside at write(), before the close; a write in the middle at an odd
+# offset lands; sendfile() into it works. These hold with the page cache too:
+# they guard the behaviour, not the choice of direct_io.
 exec 3>"$R/work/open.txt"
 echo 'before close' >&3
 check_contains "a write is seen inside before the close" "before close" \
