@@ -198,7 +198,7 @@ example-python: build/snapfs
 	examples/python-app/run.sh
 
 # Every C source and header the formatter keeps; tests/run.sh checks them with --dry-run.
-FORMAT_SRCS = $(LIB_SRCS) $(MAIN_SRC) $(AGENT_SRCS) $(wildcard */*.h */*/*.h */*/*/*.h tests/unit/*.c tests/fuzz/*.c bench/*.c)
+FORMAT_SRCS = $(LIB_SRCS) $(MAIN_SRC) $(AGENT_SRCS) $(wildcard */*.h */*/*.h */*/*/*.h tests/unit/*.c tests/fuzz/*.c tests/doubles/*.c bench/*.c)
 
 format:
 	clang-format -i $(FORMAT_SRCS)

@@ -190,6 +190,16 @@ static void end_attachment_locked(struct agent *a)
 	pthread_cond_broadcast(&a->eof_cond);
 }
 
+void agent_break(struct agent *a)
+{
+	pthread_mutex_lock(&a->lock);
+	if (a->rep_r >= 0 && !a->eof) {
+		warning("agent of %s: a reply broke the protocol", a->cid);
+		end_attachment_locked(a);
+	}
+	pthread_mutex_unlock(&a->lock);
+}
+
 /* A reply of @h with @body (taken) for its request: 0, or -EIO when it answers none. */
 static int deliver_locked(struct agent *a, const struct wire_header *h, uint8_t *body)
 {
@@ -549,6 +559,28 @@ static void pipe_grow(int fd)
 		(void)fcntl(fd, F_SETPIPE_SZ, 1 << 20);
 }
 
+/*
+ * The end of an attachment: the reader stops (the sandbox may still hold
+ * the write end), is joined, and our two ends close. Under attach_lock.
+ */
+static void attachment_close(struct agent *a)
+{
+	pthread_mutex_lock(&a->wlock);
+	close_reset(&a->req_w);
+	pthread_mutex_unlock(&a->wlock);
+	pthread_mutex_lock(&a->lock);
+	a->stop_reader = true;
+	bool running = a->reader_running;
+	pthread_mutex_unlock(&a->lock);
+	if (running)
+		pthread_join(a->reader, NULL);
+	pthread_mutex_lock(&a->lock);
+	a->reader_running = false;
+	a->stop_reader = false;
+	close_reset(&a->rep_r);
+	pthread_mutex_unlock(&a->lock);
+}
+
 int agent_attach(struct agent *a, struct err *e)
 {
 	pthread_mutex_lock(&a->attach_lock);
@@ -556,6 +588,13 @@ int agent_attach(struct agent *a, struct err *e)
 		pthread_mutex_unlock(&a->attach_lock);
 		return 0;
 	}
+	/*
+	 * An attachment that ended by itself (the keeper died, or broke the
+	 * protocol) still has its ends and its reader: each would stay for
+	 * good, two descriptors a death, for a sandbox to kill its keeper in a
+	 * loop.
+	 */
+	attachment_close(a);
 	int req[2] = {-1, -1}, rep[2] = {-1, -1};
 	int rc = pipe2(req, O_CLOEXEC) < 0 || pipe2(rep, O_CLOEXEC) < 0 ? -errno : 0;
 	if (rc < 0)
@@ -641,21 +680,7 @@ int agent_detach(struct agent *a, struct err *e)
 		proven = proven_locked(a, AGENT_DETACH_WAIT_MS);
 		pthread_mutex_unlock(&a->lock);
 	}
-	/* The reader ends now (the sandbox may still hold the write end), then our ends go. */
-	pthread_mutex_lock(&a->wlock);
-	close_reset(&a->req_w);
-	pthread_mutex_unlock(&a->wlock);
-	pthread_mutex_lock(&a->lock);
-	a->stop_reader = true;
-	bool running = a->reader_running;
-	pthread_mutex_unlock(&a->lock);
-	if (running)
-		pthread_join(a->reader, NULL);
-	pthread_mutex_lock(&a->lock);
-	a->reader_running = false;
-	a->stop_reader = false;
-	close_reset(&a->rep_r);
-	pthread_mutex_unlock(&a->lock);
+	attachment_close(a);
 	pthread_mutex_unlock(&a->attach_lock);
 	if (!proven)
 		return err_set(e, EBUSY,

@@ -65,6 +65,13 @@ int agent_attach(struct agent *a, struct err *e);
  */
 int agent_detach(struct agent *a, struct err *e);
 bool agent_attached(struct agent *a);
+/*
+ * A reply's body is no answer (a decoder refused it): the protocol is
+ * broken as by a bad frame, so the attachment ends and every request in
+ * flight fails with EIO. The keeper then closes what it had open for
+ * this channel, and the next request attaches afresh.
+ */
+void agent_break(struct agent *a);
 /* Does an exec wait for its output (across a detach, for the next attach)? */
 bool agent_execs_waiting(struct agent *a);
 

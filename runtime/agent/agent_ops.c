@@ -36,13 +36,26 @@ static int put_path(struct body *b, const char *path, struct err *e)
 	return 0;
 }
 
+/*
+ * @rc, a decoder's: a body that is no answer (-EIO) ends the attachment
+ * (agent_break()), as a bad frame does, so that nothing the keeper made
+ * for the refused reply (an open handle) outlives it. Any other errno is
+ * the decoder's callback's.
+ */
+static int decoded(struct agent *a, int rc)
+{
+	if (rc == -EIO)
+		agent_break(a);
+	return rc;
+}
+
 /* One call with @b; the reply's body goes to @rep (NULL: none expected). */
 static int call(struct agent *a, uint16_t op, struct body *b, struct agent_reply *rep,
 		struct err *e)
 {
 	struct agent_reply r = {0};
 	int rc = agent_call(a, op, b->buf, b->w.len, &r, e);
-	if (rc == 0 && !rep && r.len)
+	if (rc == 0 && !rep && r.len && decoded(a, -EIO))
 		rc = err_set(e, EIO, "the agent answered op %u with an unasked body", op);
 	if (rc == 0 && rep)
 		*rep = r;
@@ -59,7 +72,7 @@ static int call_attr(struct agent *a, uint16_t op, struct body *b, struct wire_a
 	int rc = call(a, op, b, &r, e);
 	if (rc < 0)
 		return rc;
-	rc = agent_decode_attr(r.body, r.len, attr);
+	rc = decoded(a, agent_decode_attr(r.body, r.len, attr));
 	free(r.body);
 	return rc < 0 ? err_set(e, EIO, "the agent's attributes are not ones") : 0;
 }
@@ -84,7 +97,7 @@ int agent_readdir(struct agent *a, const char *path, uint64_t cookie, agent_dir_
 		rc = call(a, WIRE_READDIR, &b, &r, e);
 	if (rc < 0)
 		return rc;
-	rc = agent_decode_dir(r.body, r.len, fn, arg, next);
+	rc = decoded(a, agent_decode_dir(r.body, r.len, fn, arg, next));
 	free(r.body);
 	return rc == -EIO ? err_set(e, EIO, "the agent's listing of /%s is not one", path) : rc;
 }
@@ -106,8 +119,8 @@ static int open_asking(struct agent *a, const char *path, uint32_t flags, uint32
 		return rc;
 	const void *h = NULL;
 	bool peek = ask & WIRE_OPEN_PEEK;
-	rc = agent_decode_open(r.body, r.len, handle, attr, peek ? &h : NULL, head_len, 0, NULL,
-			       NULL);
+	rc = decoded(a, agent_decode_open(r.body, r.len, handle, attr, peek ? &h : NULL, head_len,
+					  0, NULL, NULL));
 	if (rc == 0 && peek)
 		memcpy(head, h, *head_len);
 	else if (head_len)
@@ -160,7 +173,7 @@ int agent_open_more(struct agent *a, const char *path, const char *const *names,
 	if (rc < 0)
 		return rc;
 	const void *h;
-	rc = agent_decode_open(r.body, r.len, handle, attr, &h, head_len, n, fn, arg);
+	rc = decoded(a, agent_decode_open(r.body, r.len, handle, attr, &h, head_len, n, fn, arg));
 	if (rc == 0)
 		memcpy(head, h, *head_len);
 	free(r.body);
@@ -182,7 +195,7 @@ ssize_t agent_read(struct agent *a, uint32_t handle, uint64_t off, size_t n, voi
 	int rc = call(a, WIRE_READ, &b, &r, e);
 	if (rc < 0)
 		return rc;
-	if (agent_decode_data(r.body, r.len, n, data, &got) < 0) {
+	if (decoded(a, agent_decode_data(r.body, r.len, n, data, &got)) < 0) {
 		free(r.body);
 		return err_set(e, EIO, "the agent's read is longer than asked");
 	}
@@ -208,7 +221,7 @@ ssize_t agent_write(struct agent *a, uint32_t handle, uint64_t off, const void *
 	uint32_t done;
 	rc = agent_decode_u32(r.body, r.len, &done);
 	free(r.body);
-	if (rc < 0 || done > n)
+	if (decoded(a, rc < 0 || done > n ? -EIO : 0) < 0)
 		return err_set(e, EIO, "the agent's write answer is not one");
 	return done;
 }
@@ -300,7 +313,7 @@ int agent_readlink(struct agent *a, const char *path, char *buf, size_t size, st
 		rc = call(a, WIRE_READLINK, &b, &r, e);
 	if (rc < 0)
 		return rc;
-	rc = agent_decode_link(r.body, r.len, buf, size);
+	rc = decoded(a, agent_decode_link(r.body, r.len, buf, size));
 	free(r.body);
 	return rc < 0 ? err_set(e, EIO, "the agent's link target of /%s is not one", path) : 0;
 }
@@ -323,7 +336,7 @@ int agent_ps(struct agent *a, agent_ps_fn fn, void *arg, struct err *e)
 	int rc = agent_call(a, WIRE_PS, NULL, 0, &r, e);
 	if (rc < 0)
 		return rc;
-	rc = agent_decode_ps(r.body, r.len, fn, arg);
+	rc = decoded(a, agent_decode_ps(r.body, r.len, fn, arg));
 	free(r.body);
 	return rc == -EIO ? err_set(e, EIO, "the agent's process list is not one") : rc;
 }

@@ -59,6 +59,14 @@ ok "truncate with >" bash -c "echo short >'$R/work/g.txt'"
 check_eq "the truncated file" short "$(cat "$R/work/g.txt")"
 ok "chmod" chmod 0640 "$R/work/g.txt"
 check_eq "its mode inside" 640 "$(sb_run box 'stat -c %a /work/g.txt' | head -n 1)"
+# A write through root/ is a write of the sandbox's: the setuid and setgid bits
+# go as when a process inside writes (the sandbox's kernel clears them).
+ok "a setuid, setgid file inside" sb_run box 'echo s >/work/suid; echo s >/work/suid2; chmod 6755 /work/suid /work/suid2'
+ok "a write to it through root/" bash -c "echo more >>'$R/work/suid'"
+ok "and one inside" sb_run box 'echo more >>/work/suid2'
+check_eq "its mode after, as after a write inside" \
+	"$(sb_run box 'stat -c %a /work/suid2' | head -n 1)" "$(sb_run box 'stat -c %a /work/suid' | head -n 1)"
+check_eq "the bits went, inside" 755 "$(sb_run box 'stat -c %a /work/suid' | head -n 1)"
 ok "touch -d sets mtime" touch -d '2020-01-02 03:04:05 UTC' "$R/work/g.txt"
 check_eq "mtime seen inside" 1577934245 "$(sb_run box 'stat -c %Y /work/g.txt' | head -n 1)"
 ok "ln -s" ln -s g.txt "$R/work/link"
@@ -143,7 +151,8 @@ check_eq "an exec after it works" "$(printf 'still\nexit 0')" "$(sb_exec box 'ec
 check_eq "the one after runs in a ready shell again" "sh /proc/self/fd/3 " "$(sb_run box "$ready_q")"
 
 # --- a sandbox that kills its agent ----------------------------------------------
-keeper=$(sb_run box 'for p in /proc/[0-9]*; do case "$(cat $p/comm 2>/dev/null)" in memfd:snapfs*) echo ${p#/proc/};; esac; done' | head -n 1)
+keeper_q='for p in /proc/[0-9]*; do case "$(cat $p/comm 2>/dev/null)" in memfd:snapfs*) echo ${p#/proc/};; esac; done'
+keeper=$(sb_run box "$keeper_q" | head -n 1)
 check_match "the keeper runs in the sandbox" '^[0-9]+$' "$keeper"
 ok "the sandbox kills its agent" sb_run box "(sleep 1; kill -9 $keeper) >/dev/null 2>&1 &"
 sleep 2
@@ -151,6 +160,48 @@ ls "$R" >/dev/null 2>&1 # the first access after may find the channel broken
 check_contains "root/ answers again (a new agent)" bin "$(ls "$R" 2>&1)"
 check_eq "exec works again" "$(printf 'again\nexit 0')" "$(sb_exec box 'echo again')"
 check_eq "the sandbox still runs" running "$(sb_status box)"
+# Again and again: each death ends an attachment and the next use makes a new
+# one. The ended one's two descriptors and reader thread stayed in the daemon
+# for good, so a sandbox that killed its keeper in a loop used the daemon's up.
+fd_count() { find "/proc/$DAEMON_PID/fd" -mindepth 1 | wc -l; }
+fds_before=$(fd_count)
+for _ in 1 2 3 4 5; do
+	k=$(sb_run box "$keeper_q" | head -n 1)
+	sb_run box "(sleep 0.5; kill -9 $k) >/dev/null 2>&1 &" >/dev/null
+	sleep 1
+	ls "$R" >/dev/null 2>&1 || ls "$R" >/dev/null 2>&1
+done
+fds_after=$(fd_count)
+check_contains "root/ answers after five keepers killed" bin "$(ls "$R" 2>&1)"
+ok "they leave none of the daemon's descriptors behind ($fds_before, then $fds_after)" \
+	test "$fds_after" -le $((fds_before + 2))
+
+# --- a sandbox that replaces its agent ----------------------------------------------
+# An impostor (tests/doubles/agent-impostor.c) takes the keeper's socket and answers
+# every request with a body that is no answer. The daemon refuses it (EIO) and ends
+# that channel at once, as for a broken frame, so nothing made for the refused reply
+# (a keeper's open handle) outlives it; the next use starts a real keeper. Before,
+# the channel stayed and every request went on to the impostor.
+if command -v musl-gcc >/dev/null; then
+	musl-gcc -static -Os -o "$T/impostor" "$REPO/tests/doubles/agent-impostor.c"
+	ok "the impostor goes in through root/" cp "$T/impostor" "$R/tmp/impostor"
+	ok "chmod +x" chmod 755 "$R/tmp/impostor"
+	k=$(sb_run box "$keeper_q" | head -n 1)
+	ok "the sandbox runs it and kills its keeper" sb_run box \
+		"setsid /tmp/impostor /tmp/impostor.log </dev/null >/dev/null 2>&1 & (sleep 0.5; kill -9 $k) >/dev/null 2>&1 &"
+	sleep 1.5
+	# The impostor's junk is EIO; the kernel, whose cached entry failed to
+	# revalidate, looks the name up afresh, which may reach a real keeper.
+	stat "$R/etc/passwd" >/dev/null 2>&1
+	check_contains "the next use has a real keeper" passwd "$(ls "$R/etc" 2>&1)"
+	imp_log=$(cat "$R/tmp/impostor.log" 2>&1)
+	check_match "the impostor was attached (HELLO), asked, and let go" '^op 1( op [0-9]+)+ eof$' \
+		"$(printf '%s' "$imp_log" | tr '\n' ' ')"
+	check_eq "exec works" "$(printf 'real\nexit 0')" "$(sb_exec box 'echo real')"
+	check_eq "the sandbox runs on" running "$(sb_status box)"
+else
+	skip "a sandbox that replaces its agent" "musl-gcc is missing (apt-get install musl-tools)"
+fi
 
 # --- a snapshot and a fork keep what root/ wrote -------------------------------------
 ok "a file written through root/" bash -c "echo 'from the source' >'$R/root/note.md'"
