@@ -18,6 +18,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
@@ -34,7 +35,7 @@ struct slot {
 	bool done;
 	bool orphan; /* agent_send(): nobody waits; the reply frees the slot */
 	int rc;	     /* once done: 0 or -errno */
-	struct agent_reply rep;
+	struct agent_reply rep; /* rep.attachment: the one the request went to */
 	/* An exec's: where its output goes, its wait status. */
 	agent_out_fn fn;
 	void *arg;
@@ -58,6 +59,12 @@ struct agent {
 	bool eof;	  /* the reader met EOF or a broken frame: the attachment is over */
 	bool detaching;	  /* a detach is under way: execs wait for the next attachment */
 	bool stop_reader; /* the reader is to end now, EOF or not */
+	unsigned attachment; /* counts attachments: a reply says which one answered it */
+	/*
+	 * Writers on req_w give up (-EIO): the attachment is over. Read without
+	 * lock by a writer, which holds wlock, never taken with lock.
+	 */
+	atomic_bool write_abort;
 	int keeper_pid;	  /* from HELLO (the sandbox's word: only used to kill inside it) */
 	uint32_t next_tag;
 	pthread_cond_t eof_cond;
@@ -180,6 +187,7 @@ static void finish(struct slot *s, int rc)
 static void end_attachment_locked(struct agent *a)
 {
 	a->eof = true;
+	atomic_store(&a->write_abort, true);
 	for (int i = 0; i < AGENT_INFLIGHT_MAX; i++) {
 		struct slot *s = &a->slots[i];
 		if (s->tag && s->orphan)
@@ -190,10 +198,10 @@ static void end_attachment_locked(struct agent *a)
 	pthread_cond_broadcast(&a->eof_cond);
 }
 
-void agent_break(struct agent *a)
+void agent_break(struct agent *a, unsigned attachment)
 {
 	pthread_mutex_lock(&a->lock);
-	if (a->rep_r >= 0 && !a->eof) {
+	if (a->rep_r >= 0 && !a->eof && a->attachment == attachment) {
 		warning("agent of %s: a reply broke the protocol", a->cid);
 		end_attachment_locked(a);
 	}
@@ -237,7 +245,8 @@ static int deliver_locked(struct agent *a, const struct wire_header *h, uint8_t 
 		free(body);
 		return -EIO;
 	}
-	s->rep = (struct agent_reply){body, h->len};
+	s->rep.body = body;
+	s->rep.len = h->len;
 	if (h->op == WIRE_EXIT) {
 		uint32_t st;
 		if (agent_decode_u32(body, h->len, &st) < 0)
@@ -365,13 +374,27 @@ static void *reader_main(void *arg)
 
 /* --- requests ------------------------------------------------------------ */
 
-/* All of @iov's @n buffers to @fd; 0, or -1. */
-static int writev_all(int fd, struct iovec *iov, int n)
+/*
+ * All of @iov's @n buffers to @a's req_w (non-blocking); 0, or -1. A keeper
+ * that stops reading (stopped, or an impostor) fills the pipe: the writer,
+ * who holds wlock, waits in slices and gives up when the attachment ends
+ * (write_abort) or after AGENT_REPLY_TIMEOUT_MS, so that neither it nor
+ * an attach or detach waiting for wlock hangs on the sandbox.
+ */
+static int writev_all(struct agent *a, struct iovec *iov, int n)
 {
+	int64_t deadline = mono_ms() + AGENT_REPLY_TIMEOUT_MS;
 	while (n > 0) {
-		ssize_t w = writev(fd, iov, n);
+		ssize_t w = writev(a->req_w, iov, n);
 		if (w < 0 && errno == EINTR)
 			continue;
+		if (w < 0 && errno == EAGAIN) {
+			struct pollfd p = {.fd = a->req_w, .events = POLLOUT};
+			if (atomic_load(&a->write_abort) || mono_ms() >= deadline)
+				return -1;
+			(void)poll(&p, 1, 100);
+			continue;
+		}
 		if (w <= 0)
 			return -1;
 		for (; n > 0 && (size_t)w >= iov->iov_len; iov++, n--)
@@ -398,7 +421,7 @@ static int send_frame2(struct agent *a, uint32_t tag, uint16_t op, const void *b
 	wire_header_put(hdr, &h);
 	struct iovec iov[3] = {{hdr, sizeof(hdr)}, {(void *)body, len}, {(void *)data, dlen}};
 	pthread_mutex_lock(&a->wlock);
-	int rc = a->req_w < 0 ? -ENOTCONN : writev_all(a->req_w, iov, dlen ? 3 : len ? 2 : 1);
+	int rc = a->req_w < 0 ? -ENOTCONN : writev_all(a, iov, dlen ? 3 : len ? 2 : 1);
 	pthread_mutex_unlock(&a->wlock);
 	return rc < 0 ? -EIO : 0;
 }
@@ -423,7 +446,7 @@ static struct slot *slot_take_locked(struct agent *a, uint16_t op)
 	s->op = op;
 	s->done = s->stopped = s->orphan = false;
 	s->rc = 0;
-	s->rep = (struct agent_reply){0};
+	s->rep = (struct agent_reply){.attachment = a->attachment};
 	s->fn = NULL;
 	return s;
 }
@@ -453,20 +476,38 @@ int agent_call(struct agent *a, uint16_t op, const void *body, size_t len, struc
 	return agent_call2(a, op, body, len, NULL, 0, rep, e);
 }
 
-int agent_call2(struct agent *a, uint16_t op, const void *body, size_t len, const void *data,
-		size_t dlen, struct agent_reply *rep, struct err *e)
+int agent_post(struct agent *a, uint16_t op, const void *body, size_t len, const void *data,
+	       size_t dlen, uint32_t *tag, struct err *e)
 {
 	pthread_mutex_lock(&a->lock);
-	struct slot *s = a->rep_r >= 0 && !a->eof && !a->detaching ? slot_take_locked(a, op) : NULL;
-	int rc = s ? 0 : a->rep_r >= 0 && !a->eof && !a->detaching ? -EAGAIN : -ENOTCONN;
-	uint32_t tag = s ? s->tag : 0;
+	bool up = a->rep_r >= 0 && !a->eof && !a->detaching;
+	struct slot *s = up ? slot_take_locked(a, op) : NULL;
+	*tag = s ? s->tag : 0;
 	pthread_mutex_unlock(&a->lock);
-	if (rc == -EAGAIN)
+	if (!s && up)
 		return err_set(e, EAGAIN, "the agent of %s has %d requests in flight", a->cid,
 			       AGENT_INFLIGHT_MAX);
-	if (rc == 0)
-		rc = send_frame2(a, tag, op, body, len, data, dlen);
+	if (!s)
+		return call_error(a, -ENOTCONN, op, e);
+	int rc = send_frame2(a, *tag, op, body, len, data, dlen);
+	if (rc < 0) {
+		/* Not sent whole: its slot goes, unless the reader finished it at EOF. */
+		pthread_mutex_lock(&a->lock);
+		if (s->tag == *tag)
+			slot_free_locked(s);
+		pthread_mutex_unlock(&a->lock);
+		*tag = 0;
+		return call_error(a, rc, op, e);
+	}
+	return 0;
+}
+
+int agent_collect(struct agent *a, uint32_t tag, struct agent_reply *rep, struct err *e)
+{
 	pthread_mutex_lock(&a->lock);
+	struct slot *s = slot_of(a, tag);
+	uint16_t op = s ? s->op : 0;
+	int rc = s ? 0 : -EIO;
 	int64_t deadline = mono_ms() + AGENT_REPLY_TIMEOUT_MS;
 	while (rc == 0 && !s->done)
 		if (!wait_until(&s->cond, &a->lock, deadline))
@@ -475,12 +516,31 @@ int agent_call2(struct agent *a, uint16_t op, const void *body, size_t len, cons
 		rc = s->rc;
 	if (rc == 0 && rep) {
 		*rep = s->rep;
-		s->rep = (struct agent_reply){0};
+		s->rep.body = NULL;
 	}
 	if (s)
 		slot_free_locked(s);
 	pthread_mutex_unlock(&a->lock);
 	return call_error(a, rc, op, e);
+}
+
+void agent_abandon(struct agent *a, uint32_t tag)
+{
+	pthread_mutex_lock(&a->lock);
+	struct slot *s = slot_of(a, tag);
+	if (s && s->done)
+		slot_free_locked(s);
+	else if (s)
+		s->orphan = true;
+	pthread_mutex_unlock(&a->lock);
+}
+
+int agent_call2(struct agent *a, uint16_t op, const void *body, size_t len, const void *data,
+		size_t dlen, struct agent_reply *rep, struct err *e)
+{
+	uint32_t tag;
+	int rc = agent_post(a, op, body, len, data, dlen, &tag, e);
+	return rc < 0 ? rc : agent_collect(a, tag, rep, e);
 }
 
 int agent_send(struct agent *a, uint16_t op, const void *body, size_t len)
@@ -565,6 +625,7 @@ static void pipe_grow(int fd)
  */
 static void attachment_close(struct agent *a)
 {
+	atomic_store(&a->write_abort, true); /* a writer stuck on a full pipe lets go of wlock */
 	pthread_mutex_lock(&a->wlock);
 	close_reset(&a->req_w);
 	pthread_mutex_unlock(&a->wlock);
@@ -608,7 +669,10 @@ int agent_attach(struct agent *a, struct err *e)
 		 */
 		pipe_grow(req[1]);
 		pipe_grow(rep[0]);
-		rc = run_attach(a, req[0], rep[1], e);
+		/* Our writes wait in slices, so that a keeper that stops reading cannot hold them. */
+		rc = fcntl(req[1], F_SETFL, O_NONBLOCK) < 0
+			 ? err_set(e, errno, "cannot make the agent's channel: %s", strerror(errno))
+			 : run_attach(a, req[0], rep[1], e);
 	}
 	/* Only the keeper holds the far ends now. */
 	closep(&req[0]);
@@ -618,6 +682,8 @@ int agent_attach(struct agent *a, struct err *e)
 		a->req_w = req[1], a->rep_r = rep[0];
 		req[1] = rep[0] = -1;
 		a->eof = a->detaching = false;
+		a->attachment++;
+		atomic_store(&a->write_abort, false);
 		rc = -pthread_create(&a->reader, NULL, reader_main, a);
 		a->reader_running = rc == 0;
 		pthread_mutex_unlock(&a->lock);

@@ -67,11 +67,13 @@ int agent_detach(struct agent *a, struct err *e);
 bool agent_attached(struct agent *a);
 /*
  * A reply's body is no answer (a decoder refused it): the protocol is
- * broken as by a bad frame, so the attachment ends and every request in
- * flight fails with EIO. The keeper then closes what it had open for
- * this channel, and the next request attaches afresh.
+ * broken as by a bad frame, so the attachment that sent it (@attachment,
+ * the reply's) ends, unless another has replaced it since, and every
+ * request in flight on it fails with EIO. The next request closes our ends
+ * and attaches afresh; the keeper, at that EOF, closes what it had open
+ * for the channel.
  */
-void agent_break(struct agent *a);
+void agent_break(struct agent *a, unsigned attachment);
 /* Does an exec wait for its output (across a detach, for the next attach)? */
 bool agent_execs_waiting(struct agent *a);
 
@@ -79,6 +81,7 @@ bool agent_execs_waiting(struct agent *a);
 struct agent_reply {
 	uint8_t *body;
 	size_t len;
+	unsigned attachment; /* which attachment answered: for agent_break() */
 };
 
 /*
@@ -91,6 +94,19 @@ int agent_call(struct agent *a, uint16_t op, const void *body, size_t len, struc
 /* As agent_call(), the body being @body then @data: no copy of a WRITE's bytes. */
 int agent_call2(struct agent *a, uint16_t op, const void *body, size_t len, const void *data,
 		size_t dlen, struct agent_reply *rep, struct err *e);
+/*
+ * agent_call2() in two halves, so that a caller may go on while the agent
+ * works: agent_post() returns once the frame is in the channel, with the
+ * @tag whose reply agent_collect() then waits for and takes (each tag
+ * once), or agent_abandon() drops, now or when it comes. A posted
+ * request holds one of the AGENT_INFLIGHT_MAX slots until then. The
+ * keeper serves its channel in order: what is posted after it is served
+ * after it.
+ */
+int agent_post(struct agent *a, uint16_t op, const void *body, size_t len, const void *data,
+	       size_t dlen, uint32_t *tag, struct err *e);
+int agent_collect(struct agent *a, uint32_t tag, struct agent_reply *rep, struct err *e);
+void agent_abandon(struct agent *a, uint32_t tag);
 /*
  * A request whose reply nobody waits for (a CLOSE: the kernel ignores what a
  * release answers): sent, and its slot freed when the reply comes or the
@@ -134,6 +150,14 @@ ssize_t agent_read(struct agent *a, uint32_t handle, uint64_t off, size_t n, voi
 		   const void **data, struct err *e);
 ssize_t agent_write(struct agent *a, uint32_t handle, uint64_t off, const void *buf, size_t n,
 		    struct err *e);
+/*
+ * agent_write() in halves (agent_post()): the frame goes, and @tag's
+ * answer, the count written of @n, is taken later by agent_write_done().
+ * @n at most WIRE_DATA_MAX.
+ */
+int agent_write_post(struct agent *a, uint32_t handle, uint64_t off, const void *buf, size_t n,
+		     uint32_t *tag, struct err *e);
+ssize_t agent_write_done(struct agent *a, uint32_t tag, size_t n, struct err *e);
 /* CLOSE, FSYNC: @op. */
 int agent_handle_op(struct agent *a, uint16_t op, uint32_t handle, struct err *e);
 /* CLOSE without waiting for its answer (agent_send()); waits only when every slot is in use. */
@@ -173,7 +197,10 @@ typedef int (*agent_out_fn)(void *arg, const char *data, size_t len);
 int agent_exec(struct agent *a, const char *cmd, agent_out_fn fn, void *arg, int64_t deadline_ms,
 	       int *status, struct err *e);
 
-/* --- the decoders (agent_decode.c): each 0, or -EIO for a body that is not one --- */
+/*
+ * --- the decoders (agent_decode.c): each 0, or -EPROTO for a body that is
+ * not one; a callback's own errno passes through.
+ */
 
 int agent_decode_attr(const uint8_t *body, size_t len, struct wire_attr *attr);
 int agent_decode_dir(const uint8_t *body, size_t len, agent_dir_fn fn, void *arg, uint64_t *next);

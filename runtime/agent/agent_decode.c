@@ -34,7 +34,7 @@ int agent_decode_attr(const uint8_t *body, size_t len, struct wire_attr *attr)
 {
 	struct wire_in in = {.buf = body, .len = len};
 	wire_get_attr(&in, attr);
-	return wire_in_done(&in) && attr_ok(attr) ? 0 : -EIO;
+	return wire_in_done(&in) && attr_ok(attr) ? 0 : -EPROTO;
 }
 
 int agent_decode_dir(const uint8_t *body, size_t len, agent_dir_fn fn, void *arg, uint64_t *next)
@@ -43,7 +43,7 @@ int agent_decode_dir(const uint8_t *body, size_t len, agent_dir_fn fn, void *arg
 	*next = wire_get_u64(&in);
 	uint32_t n = wire_get_u32(&in);
 	if (len > WIRE_DIR_BYTES_MAX + 12)
-		return -EIO;
+		return -EPROTO;
 	for (uint32_t i = 0; i < n && !in.bad; i++) {
 		struct wire_attr attr;
 		const char *s;
@@ -52,14 +52,14 @@ int agent_decode_dir(const uint8_t *body, size_t len, agent_dir_fn fn, void *arg
 		wire_get_attr(&in, &attr);
 		wire_get_str(&in, WIRE_NAME_MAX, &s, &slen);
 		if (in.bad || !wire_name_ok(s, slen) || !attr_ok(&attr))
-			return -EIO;
+			return -EPROTO;
 		memcpy(name, s, slen);
 		name[slen] = '\0';
 		int rc = fn(name, &attr, arg);
 		if (rc)
 			return rc < 0 ? rc : 0;
 	}
-	return wire_in_done(&in) ? 0 : -EIO;
+	return wire_in_done(&in) ? 0 : -EPROTO;
 }
 
 /* Printable ASCII only: the line goes to a terminal. */
@@ -75,7 +75,7 @@ int agent_decode_ps(const uint8_t *body, size_t len, agent_ps_fn fn, void *arg)
 	struct wire_in in = {.buf = body, .len = len};
 	uint32_t n = wire_get_u32(&in);
 	if (n > WIRE_PS_MAX)
-		return -EIO;
+		return -EPROTO;
 	for (uint32_t i = 0; i < n && !in.bad; i++) {
 		struct agent_proc p = {0};
 		const char *s;
@@ -89,27 +89,27 @@ int agent_decode_ps(const uint8_t *body, size_t len, agent_ps_fn fn, void *arg)
 		wire_get_str(&in, WIRE_COMM_MAX - 1, &s, &slen);
 		if (in.bad || !strchr("RSDZTtXxKWIP", p.state) || !p.state || p.pid == 0 ||
 		    p.pid > (1u << 22) || p.ppid > (1u << 22))
-			return -EIO;
+			return -EPROTO;
 		comm_copy(p.comm, s, slen);
 		int rc = fn(&p, arg);
 		if (rc)
 			return rc < 0 ? rc : 0;
 	}
-	return wire_in_done(&in) ? 0 : -EIO;
+	return wire_in_done(&in) ? 0 : -EPROTO;
 }
 
 int agent_decode_u32(const uint8_t *body, size_t len, uint32_t *v)
 {
 	struct wire_in in = {.buf = body, .len = len};
 	*v = wire_get_u32(&in);
-	return wire_in_done(&in) ? 0 : -EIO;
+	return wire_in_done(&in) ? 0 : -EPROTO;
 }
 
 int agent_decode_data(const uint8_t *body, size_t len, size_t max, const void **data, size_t *n)
 {
 	struct wire_in in = {.buf = body, .len = len};
 	wire_get_bytes(&in, max, data, n);
-	return wire_in_done(&in) ? 0 : -EIO;
+	return wire_in_done(&in) ? 0 : -EPROTO;
 }
 
 /* WIRE_OPEN_MORE's @n entries off @in; @fn (NULL: only check them) gets each. */
@@ -125,10 +125,10 @@ static int more_entries(struct wire_in *in, uint32_t n, agent_more_fn fn, void *
 			wire_get_attr(in, &attr);
 			wire_get_bytes(in, WIRE_PEEK_MAX - 1, &data, &len);
 			if (!attr_ok(&attr) || !S_ISREG(attr.mode))
-				return -EIO;
+				return -EPROTO;
 		}
 		if (in->bad)
-			return -EIO;
+			return -EPROTO;
 		if (fn)
 			fn(i, err, &attr, data, len, arg);
 	}
@@ -146,7 +146,7 @@ int agent_decode_open(const uint8_t *body, size_t len, uint32_t *handle, struct 
 		wire_get_bytes(&in, WIRE_PEEK_MAX, head, head_len);
 	size_t more_at = in.off;
 	if (more_entries(&in, more, NULL, NULL) < 0 || !wire_in_done(&in) || !attr_ok(attr))
-		return -EIO;
+		return -EPROTO;
 	/* Only a body checked to its end is handed on. */
 	in.off = more_at;
 	if (fn)
@@ -161,7 +161,7 @@ int agent_decode_link(const uint8_t *body, size_t len, char *buf, size_t size)
 	size_t n;
 	wire_get_str(&in, WIRE_PATH_MAX, &s, &n);
 	if (!wire_in_done(&in) || n == 0 || n >= size || memchr(s, '\0', n))
-		return -EIO;
+		return -EPROTO;
 	memcpy(buf, s, n);
 	buf[n] = '\0';
 	return 0;

@@ -37,16 +37,17 @@ static int put_path(struct body *b, const char *path, struct err *e)
 }
 
 /*
- * @rc, a decoder's: a body that is no answer (-EIO) ends the attachment
- * (agent_break()), as a bad frame does, so that nothing the keeper made
- * for the refused reply (an open handle) outlives it. Any other errno is
- * the decoder's callback's.
+ * @rc, a decoder's of @r: a body that is no answer (-EPROTO) ends the
+ * attachment that sent it (agent_break()), as a bad frame does, so that
+ * nothing the keeper made for the refused reply (an open handle) outlives
+ * it, and is -EIO; any other errno is the decoder's callback's.
  */
-static int decoded(struct agent *a, int rc)
+static int decoded(struct agent *a, const struct agent_reply *r, int rc)
 {
-	if (rc == -EIO)
-		agent_break(a);
-	return rc;
+	if (rc != -EPROTO)
+		return rc;
+	agent_break(a, r->attachment);
+	return -EIO;
 }
 
 /* One call with @b; the reply's body goes to @rep (NULL: none expected). */
@@ -55,7 +56,7 @@ static int call(struct agent *a, uint16_t op, struct body *b, struct agent_reply
 {
 	struct agent_reply r = {0};
 	int rc = agent_call(a, op, b->buf, b->w.len, &r, e);
-	if (rc == 0 && !rep && r.len && decoded(a, -EIO))
+	if (rc == 0 && !rep && r.len && decoded(a, &r, -EPROTO))
 		rc = err_set(e, EIO, "the agent answered op %u with an unasked body", op);
 	if (rc == 0 && rep)
 		*rep = r;
@@ -72,7 +73,7 @@ static int call_attr(struct agent *a, uint16_t op, struct body *b, struct wire_a
 	int rc = call(a, op, b, &r, e);
 	if (rc < 0)
 		return rc;
-	rc = decoded(a, agent_decode_attr(r.body, r.len, attr));
+	rc = decoded(a, &r, agent_decode_attr(r.body, r.len, attr));
 	free(r.body);
 	return rc < 0 ? err_set(e, EIO, "the agent's attributes are not ones") : 0;
 }
@@ -97,7 +98,7 @@ int agent_readdir(struct agent *a, const char *path, uint64_t cookie, agent_dir_
 		rc = call(a, WIRE_READDIR, &b, &r, e);
 	if (rc < 0)
 		return rc;
-	rc = decoded(a, agent_decode_dir(r.body, r.len, fn, arg, next));
+	rc = decoded(a, &r, agent_decode_dir(r.body, r.len, fn, arg, next));
 	free(r.body);
 	return rc == -EIO ? err_set(e, EIO, "the agent's listing of /%s is not one", path) : rc;
 }
@@ -119,7 +120,7 @@ static int open_asking(struct agent *a, const char *path, uint32_t flags, uint32
 		return rc;
 	const void *h = NULL;
 	bool peek = ask & WIRE_OPEN_PEEK;
-	rc = decoded(a, agent_decode_open(r.body, r.len, handle, attr, peek ? &h : NULL, head_len,
+	rc = decoded(a, &r, agent_decode_open(r.body, r.len, handle, attr, peek ? &h : NULL, head_len,
 					  0, NULL, NULL));
 	if (rc == 0 && peek)
 		memcpy(head, h, *head_len);
@@ -173,7 +174,7 @@ int agent_open_more(struct agent *a, const char *path, const char *const *names,
 	if (rc < 0)
 		return rc;
 	const void *h;
-	rc = decoded(a, agent_decode_open(r.body, r.len, handle, attr, &h, head_len, n, fn, arg));
+	rc = decoded(a, &r, agent_decode_open(r.body, r.len, handle, attr, &h, head_len, n, fn, arg));
 	if (rc == 0)
 		memcpy(head, h, *head_len);
 	free(r.body);
@@ -195,7 +196,7 @@ ssize_t agent_read(struct agent *a, uint32_t handle, uint64_t off, size_t n, voi
 	int rc = call(a, WIRE_READ, &b, &r, e);
 	if (rc < 0)
 		return rc;
-	if (decoded(a, agent_decode_data(r.body, r.len, n, data, &got)) < 0) {
+	if (decoded(a, &r, agent_decode_data(r.body, r.len, n, data, &got)) < 0) {
 		free(r.body);
 		return err_set(e, EIO, "the agent's read is longer than asked");
 	}
@@ -203,27 +204,42 @@ ssize_t agent_read(struct agent *a, uint32_t handle, uint64_t off, size_t n, voi
 	return (ssize_t)got;
 }
 
-ssize_t agent_write(struct agent *a, uint32_t handle, uint64_t off, const void *buf, size_t n,
-		    struct err *e)
+int agent_write_post(struct agent *a, uint32_t handle, uint64_t off, const void *buf, size_t n,
+		     uint32_t *tag, struct err *e)
 {
 	if (n > WIRE_DATA_MAX)
-		n = WIRE_DATA_MAX;
+		return err_set(e, EINVAL, "a write of more than %u bytes", WIRE_DATA_MAX);
 	/* The handle, the offset and the bytes' length; the bytes follow from @buf itself. */
 	uint8_t body[16];
 	struct wire_out w = {.buf = body, .cap = sizeof(body)};
 	wire_put_u32(&w, handle);
 	wire_put_u64(&w, off);
 	wire_put_u32(&w, (uint32_t)n);
+	return agent_post(a, WIRE_WRITE, body, w.len, buf, n, tag, e);
+}
+
+ssize_t agent_write_done(struct agent *a, uint32_t tag, size_t n, struct err *e)
+{
 	struct agent_reply r;
-	int rc = agent_call2(a, WIRE_WRITE, body, w.len, buf, n, &r, e);
+	int rc = agent_collect(a, tag, &r, e);
 	if (rc < 0)
 		return rc;
 	uint32_t done;
 	rc = agent_decode_u32(r.body, r.len, &done);
 	free(r.body);
-	if (decoded(a, rc < 0 || done > n ? -EIO : 0) < 0)
+	if (decoded(a, &r, rc < 0 || done > n ? -EPROTO : 0) < 0)
 		return err_set(e, EIO, "the agent's write answer is not one");
 	return done;
+}
+
+ssize_t agent_write(struct agent *a, uint32_t handle, uint64_t off, const void *buf, size_t n,
+		    struct err *e)
+{
+	uint32_t tag;
+	if (n > WIRE_DATA_MAX)
+		n = WIRE_DATA_MAX;
+	int rc = agent_write_post(a, handle, off, buf, n, &tag, e);
+	return rc < 0 ? rc : agent_write_done(a, tag, n, e);
 }
 
 int agent_handle_op(struct agent *a, uint16_t op, uint32_t handle, struct err *e)
@@ -313,7 +329,7 @@ int agent_readlink(struct agent *a, const char *path, char *buf, size_t size, st
 		rc = call(a, WIRE_READLINK, &b, &r, e);
 	if (rc < 0)
 		return rc;
-	rc = decoded(a, agent_decode_link(r.body, r.len, buf, size));
+	rc = decoded(a, &r, agent_decode_link(r.body, r.len, buf, size));
 	free(r.body);
 	return rc < 0 ? err_set(e, EIO, "the agent's link target of /%s is not one", path) : 0;
 }
@@ -336,7 +352,7 @@ int agent_ps(struct agent *a, agent_ps_fn fn, void *arg, struct err *e)
 	int rc = agent_call(a, WIRE_PS, NULL, 0, &r, e);
 	if (rc < 0)
 		return rc;
-	rc = decoded(a, agent_decode_ps(r.body, r.len, fn, arg));
+	rc = decoded(a, &r, agent_decode_ps(r.body, r.len, fn, arg));
 	free(r.body);
 	return rc == -EIO ? err_set(e, EIO, "the agent's process list is not one") : rc;
 }

@@ -8,8 +8,9 @@
  *
  * It serves that one channel only (the listener closes once it has it), so
  * the next attach after the daemon lets go finds no impostor and starts a
- * real keeper. LOG (argv[1]) gets one line per request ("op N") and "eof"
- * when the daemon has closed the channel; then it exits.
+ * real keeper. LOG (argv[1]) gets "bound" once it holds the name, one line
+ * per request ("op N"), and "eof" when the daemon has closed the channel;
+ * then it exits.
  *
  * The frame is runtime/agent/wire.h's: u32 len | u32 tag | u16 op |
  * u16 flags | u32 err, little-endian; a HELLO's reply is u32 version, u32 pid.
@@ -25,9 +26,14 @@
 #include <time.h>
 #include <unistd.h>
 
-#define SOCKET_NAME "snapfs-agent-1"
+/* The keeper's socket and protocol version: test_inside.sh passes them from the headers. */
+#ifndef SOCKET_NAME
+#error "build with -DSOCKET_NAME=\"...\" (runtime/agent/inside/inside.h INSIDE_SOCKET)"
+#endif
+#ifndef VERSION
+#error "build with -DVERSION=N (runtime/agent/wire.h WIRE_VERSION)"
+#endif
 #define HELLO 1
-#define VERSION 1
 #define BODY_MAX (2u << 20)
 
 static FILE *logf;
@@ -127,7 +133,11 @@ int main(int argc, char **argv)
 	if (argc != 2 || !(logf = fopen(argv[1], "a")))
 		return 2;
 	int fds[2], l = listener();
-	if (l < 0 || take(l, fds) < 0)
+	if (l < 0)
+		return 1;
+	fprintf(logf, "bound\n");
+	fflush(logf);
+	if (take(l, fds) < 0)
 		return 1;
 	close(l);
 	serve(fds[0], fds[1]);

@@ -164,14 +164,16 @@ check_eq "the sandbox still runs" running "$(sb_status box)"
 # one. The ended one's two descriptors and reader thread stayed in the daemon
 # for good, so a sandbox that killed its keeper in a loop used the daemon's up.
 fd_count() { find "/proc/$DAEMON_PID/fd" -mindepth 1 | wc -l; }
-fds_before=$(fd_count)
+fds_before=$(fd_count) killed="" last=$keeper
 for _ in 1 2 3 4 5; do
 	k=$(sb_run box "$keeper_q" | head -n 1)
+	[ -n "$k" ] && [ "$k" != "$last" ] && killed="$killed $k" last=$k
 	sb_run box "(sleep 0.5; kill -9 $k) >/dev/null 2>&1 &" >/dev/null
 	sleep 1
 	ls "$R" >/dev/null 2>&1 || ls "$R" >/dev/null 2>&1
 done
 fds_after=$(fd_count)
+check_match "five keepers, each a new one, were killed" '^( [0-9]+){5}$' "$killed"
 check_contains "root/ answers after five keepers killed" bin "$(ls "$R" 2>&1)"
 ok "they leave none of the daemon's descriptors behind ($fds_before, then $fds_after)" \
 	test "$fds_after" -le $((fds_before + 2))
@@ -183,19 +185,27 @@ ok "they leave none of the daemon's descriptors behind ($fds_before, then $fds_a
 # (a keeper's open handle) outlives it; the next use starts a real keeper. Before,
 # the channel stayed and every request went on to the impostor.
 if command -v musl-gcc >/dev/null; then
-	musl-gcc -static -Os -o "$T/impostor" "$REPO/tests/doubles/agent-impostor.c"
+	sock=$(sed -n 's/^#define INSIDE_SOCKET "\(.*\)"$/\1/p' "$REPO/runtime/agent/inside/inside.h")
+	version=$(sed -n 's/^#define WIRE_VERSION \([0-9]*\)$/\1/p' "$REPO/runtime/agent/wire.h")
+	musl-gcc -static -Os -DSOCKET_NAME="\"$sock\"" -DVERSION="$version" -o "$T/impostor" \
+		"$REPO/tests/doubles/agent-impostor.c"
 	ok "the impostor goes in through root/" cp "$T/impostor" "$R/tmp/impostor"
 	ok "chmod +x" chmod 755 "$R/tmp/impostor"
 	k=$(sb_run box "$keeper_q" | head -n 1)
 	ok "the sandbox runs it and kills its keeper" sb_run box \
 		"setsid /tmp/impostor /tmp/impostor.log </dev/null >/dev/null 2>&1 & (sleep 0.5; kill -9 $k) >/dev/null 2>&1 &"
-	sleep 1.5
+	# Nothing through snapfs until it holds the keeper's name (a real keeper
+	# would take it): asked with a raw runsc exec, which needs no agent.
+	box_rid=$(runtime_id box)
+	ok "the impostor holds the keeper's name" poll_until 30 \
+		timeout 10 runsc --root "$RUNSC_ROOT" exec "$box_rid" grep -qx bound /tmp/impostor.log
 	# The impostor's junk is EIO; the kernel, whose cached entry failed to
 	# revalidate, looks the name up afresh, which may reach a real keeper.
 	stat "$R/etc/passwd" >/dev/null 2>&1
 	check_contains "the next use has a real keeper" passwd "$(ls "$R/etc" 2>&1)"
+	poll_until 10 grep -qx eof "$R/tmp/impostor.log"
 	imp_log=$(cat "$R/tmp/impostor.log" 2>&1)
-	check_match "the impostor was attached (HELLO), asked, and let go" '^op 1( op [0-9]+)+ eof$' \
+	check_match "the impostor was attached (HELLO), asked, and let go" '^bound op 1( op [0-9]+)+ eof$' \
 		"$(printf '%s' "$imp_log" | tr '\n' ' ')"
 	check_eq "exec works" "$(printf 'real\nexit 0')" "$(sb_exec box 'echo real')"
 	check_eq "the sandbox runs on" running "$(sb_status box)"

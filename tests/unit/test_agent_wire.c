@@ -207,8 +207,8 @@ static void test_decode_attr(void)
 	struct wire_attr a = some_attr(), b;
 	wire_put_attr(&w, &a);
 	CHECK(agent_decode_attr(buf, w.len, &b) == 0 && attr_eq(&a, &b));
-	CHECK(agent_decode_attr(buf, w.len - 1, &b) == -EIO);
-	CHECK(agent_decode_attr(buf, w.len + 1, &b) == -EIO);
+	CHECK(agent_decode_attr(buf, w.len - 1, &b) == -EPROTO);
+	CHECK(agent_decode_attr(buf, w.len + 1, &b) == -EPROTO);
 	static const uint32_t types[] = {S_IFDIR, S_IFLNK, S_IFCHR, S_IFBLK, S_IFIFO, S_IFSOCK};
 	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
 		a.mode = types[i] | 0755;
@@ -219,16 +219,16 @@ static void test_decode_attr(void)
 	a.mode = 0644; /* no type */
 	w.len = 0;
 	wire_put_attr(&w, &a);
-	CHECK(agent_decode_attr(buf, w.len, &b) == -EIO);
+	CHECK(agent_decode_attr(buf, w.len, &b) == -EPROTO);
 	a.mode = 0170000 | 0644; /* all type bits */
 	w.len = 0;
 	wire_put_attr(&w, &a);
-	CHECK(agent_decode_attr(buf, w.len, &b) == -EIO);
+	CHECK(agent_decode_attr(buf, w.len, &b) == -EPROTO);
 	a = some_attr();
 	a.nsec[2] = 1000000000;
 	w.len = 0;
 	wire_put_attr(&w, &a);
-	CHECK(agent_decode_attr(buf, w.len, &b) == -EIO);
+	CHECK(agent_decode_attr(buf, w.len, &b) == -EPROTO);
 }
 
 struct seen {
@@ -275,23 +275,23 @@ static void test_decode_dir(void)
 
 	s.n = 0;
 	len = dir_body(buf, sizeof(buf), 3, good, 2); /* says 3, holds 2 */
-	CHECK(agent_decode_dir(buf, len, dir_one, &s, &next) == -EIO);
+	CHECK(agent_decode_dir(buf, len, dir_one, &s, &next) == -EPROTO);
 	len = dir_body(buf, sizeof(buf), 1, good, 2); /* says 1, holds 2 */
-	CHECK(agent_decode_dir(buf, len, dir_one, &s, &next) == -EIO);
+	CHECK(agent_decode_dir(buf, len, dir_one, &s, &next) == -EPROTO);
 	len = dir_body(buf, sizeof(buf), UINT32_MAX, good, 2);
-	CHECK(agent_decode_dir(buf, len, dir_one, &s, &next) == -EIO);
+	CHECK(agent_decode_dir(buf, len, dir_one, &s, &next) == -EPROTO);
 	static const char *const bad[] = {"a/b", ".", "..", "", "aXb"};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		const char *one[] = {bad[i]};
 		len = dir_body(buf, sizeof(buf), 1, one, 1);
 		if (i == 4) /* a NUL in the name */
 			buf[len - 2] = '\0';
-		CHECK_MSG(agent_decode_dir(buf, len, dir_one, &s, &next) == -EIO, "name %zu", i);
+		CHECK_MSG(agent_decode_dir(buf, len, dir_one, &s, &next) == -EPROTO, "name %zu", i);
 	}
 	len = dir_body(buf, sizeof(buf), 0, good, 0);
 	s.n = 0;
 	CHECK(agent_decode_dir(buf, len, dir_one, &s, &next) == 0 && s.n == 0);
-	CHECK(agent_decode_dir(buf, 11, dir_one, &s, &next) == -EIO);
+	CHECK(agent_decode_dir(buf, 11, dir_one, &s, &next) == -EPROTO);
 }
 
 struct procs {
@@ -331,8 +331,8 @@ static void test_decode_ps(void)
 	CHECK(ps.last.pid == 7 && ps.last.ppid == 1 && ps.last.state == 'S');
 	CHECK(ps.last.rss == 4096 * 1024 && ps.last.cpu_ms == 1500);
 	CHECK_STR(ps.last.comm, "sleep 1000");
-	CHECK(agent_decode_ps(buf, len - 1, ps_one, &ps) == -EIO);
-	CHECK(agent_decode_ps(buf, len + 1, ps_one, &ps) == -EIO);
+	CHECK(agent_decode_ps(buf, len - 1, ps_one, &ps) == -EPROTO);
+	CHECK(agent_decode_ps(buf, len + 1, ps_one, &ps) == -EPROTO);
 
 	len = ps_body(buf, sizeof(buf), 7, 'S', "a\x01\x1b[2J\x7f\xff", 8);
 	CHECK(agent_decode_ps(buf, len, ps_one, &ps) == 0);
@@ -341,27 +341,27 @@ static void test_decode_ps(void)
 	CHECK(agent_decode_ps(buf, len, ps_one, &ps) == 0);
 	CHECK_STR(ps.last.comm, "a?b");
 
-	CHECK(agent_decode_ps(buf, ps_body(buf, sizeof(buf), 7, 'Q', "x", 1), ps_one, &ps) == -EIO);
-	CHECK(agent_decode_ps(buf, ps_body(buf, sizeof(buf), 7, 0, "x", 1), ps_one, &ps) == -EIO);
-	CHECK(agent_decode_ps(buf, ps_body(buf, sizeof(buf), 7, 's', "x", 1), ps_one, &ps) == -EIO);
-	CHECK(agent_decode_ps(buf, ps_body(buf, sizeof(buf), 0, 'R', "x", 1), ps_one, &ps) == -EIO);
+	CHECK(agent_decode_ps(buf, ps_body(buf, sizeof(buf), 7, 'Q', "x", 1), ps_one, &ps) == -EPROTO);
+	CHECK(agent_decode_ps(buf, ps_body(buf, sizeof(buf), 7, 0, "x", 1), ps_one, &ps) == -EPROTO);
+	CHECK(agent_decode_ps(buf, ps_body(buf, sizeof(buf), 7, 's', "x", 1), ps_one, &ps) == -EPROTO);
+	CHECK(agent_decode_ps(buf, ps_body(buf, sizeof(buf), 0, 'R', "x", 1), ps_one, &ps) == -EPROTO);
 	CHECK(agent_decode_ps(buf, ps_body(buf, sizeof(buf), (1u << 22) + 1, 'R', "x", 1), ps_one,
-			      &ps) == -EIO);
+			      &ps) == -EPROTO);
 	char comm[WIRE_COMM_MAX];
 	memset(comm, 'c', sizeof(comm));
 	CHECK(agent_decode_ps(buf, ps_body(buf, sizeof(buf), 7, 'R', comm, WIRE_COMM_MAX - 1),
 			      ps_one, &ps) == 0);
 	CHECK(strlen(ps.last.comm) == WIRE_COMM_MAX - 1);
 	CHECK(agent_decode_ps(buf, ps_body(buf, sizeof(buf), 7, 'R', comm, WIRE_COMM_MAX), ps_one,
-			      &ps) == -EIO);
+			      &ps) == -EPROTO);
 
 	/* A count past WIRE_PS_MAX, and one past what the body holds. */
 	struct wire_out w = {.buf = buf, .cap = sizeof(buf)};
 	wire_put_u32(&w, WIRE_PS_MAX + 1);
-	CHECK(agent_decode_ps(buf, w.len, ps_one, &ps) == -EIO);
+	CHECK(agent_decode_ps(buf, w.len, ps_one, &ps) == -EPROTO);
 	len = ps_body(buf, sizeof(buf), 7, 'R', "x", 1);
 	buf[0] = 2;
-	CHECK(agent_decode_ps(buf, len, ps_one, &ps) == -EIO);
+	CHECK(agent_decode_ps(buf, len, ps_one, &ps) == -EPROTO);
 	buf[0] = 0;
 	ps.n = 0;
 	CHECK(agent_decode_ps(buf, 4, ps_one, &ps) == 0 && ps.n == 0);
@@ -372,26 +372,26 @@ static void test_decode_small(void)
 	const uint8_t u[5] = {0x78, 0x56, 0x34, 0x12, 0};
 	uint32_t v;
 	CHECK(agent_decode_u32(u, 4, &v) == 0 && v == 0x12345678);
-	CHECK(agent_decode_u32(u, 5, &v) == -EIO && agent_decode_u32(u, 3, &v) == -EIO);
+	CHECK(agent_decode_u32(u, 5, &v) == -EPROTO && agent_decode_u32(u, 3, &v) == -EPROTO);
 
 	const uint8_t data[] = {3, 0, 0, 0, 'a', 'b', 'c', 'd'};
 	const void *d;
 	size_t n;
 	CHECK(agent_decode_data(data, 7, 3, &d, &n) == 0 && n == 3 && memcmp(d, "abc", 3) == 0);
-	CHECK(agent_decode_data(data, 7, 2, &d, &n) == -EIO); /* past the asked-for count */
-	CHECK(agent_decode_data(data, 8, 3, &d, &n) == -EIO);
-	CHECK(agent_decode_data(data, 6, 3, &d, &n) == -EIO);
+	CHECK(agent_decode_data(data, 7, 2, &d, &n) == -EPROTO); /* past the asked-for count */
+	CHECK(agent_decode_data(data, 8, 3, &d, &n) == -EPROTO);
+	CHECK(agent_decode_data(data, 6, 3, &d, &n) == -EPROTO);
 
 	char buf[8];
 	const uint8_t link[] = {3, 0, '/', 'e', 't'};
 	CHECK(agent_decode_link(link, 5, buf, sizeof(buf)) == 0);
 	CHECK_STR(buf, "/et");
-	CHECK(agent_decode_link(link, 5, buf, 3) == -EIO); /* no room for the NUL */
-	CHECK(agent_decode_link(link, 4, buf, sizeof(buf)) == -EIO);
+	CHECK(agent_decode_link(link, 5, buf, 3) == -EPROTO); /* no room for the NUL */
+	CHECK(agent_decode_link(link, 4, buf, sizeof(buf)) == -EPROTO);
 	const uint8_t empty[] = {0, 0};
-	CHECK(agent_decode_link(empty, 2, buf, sizeof(buf)) == -EIO);
+	CHECK(agent_decode_link(empty, 2, buf, sizeof(buf)) == -EPROTO);
 	const uint8_t nul[] = {2, 0, 'a', '\0'};
-	CHECK(agent_decode_link(nul, 4, buf, sizeof(buf)) == -EIO);
+	CHECK(agent_decode_link(nul, 4, buf, sizeof(buf)) == -EPROTO);
 }
 
 /* --- inside_link_contain() ----------------------------------------------------- */
@@ -699,22 +699,22 @@ static void test_decode_open_more(void)
 	CHECK(s.n == 3 && s.whole == 2 && s.errs[1] == EAGAIN && s.lens[0] == 10 && s.lens[2] == 0);
 	/* Fewer entries than asked, more, or a byte after them: nothing is handed on. */
 	memset(&s, 0, sizeof(s));
-	CHECK(agent_decode_open(buf, len, &h, &a, &head, &head_len, 4, more_one, &s) == -EIO);
-	CHECK(agent_decode_open(buf, len, &h, &a, &head, &head_len, 2, more_one, &s) == -EIO);
-	CHECK(agent_decode_open(buf, len - 1, &h, &a, &head, &head_len, 3, more_one, &s) == -EIO);
+	CHECK(agent_decode_open(buf, len, &h, &a, &head, &head_len, 4, more_one, &s) == -EPROTO);
+	CHECK(agent_decode_open(buf, len, &h, &a, &head, &head_len, 2, more_one, &s) == -EPROTO);
+	CHECK(agent_decode_open(buf, len - 1, &h, &a, &head, &head_len, 3, more_one, &s) == -EPROTO);
 	CHECK(s.n == 0);
 	/* Not a regular file, or not whole (WIRE_PEEK_MAX bytes): not one. */
 	len = open_body(buf, sizeof(buf), 1, errs, lens, S_IFIFO | 0644);
-	CHECK(agent_decode_open(buf, len, &h, &a, &head, &head_len, 1, more_one, &s) == -EIO);
+	CHECK(agent_decode_open(buf, len, &h, &a, &head, &head_len, 1, more_one, &s) == -EPROTO);
 	const size_t full[] = {WIRE_PEEK_MAX};
 	len = open_body(buf, sizeof(buf), 1, errs, full, S_IFREG | 0644);
-	CHECK(agent_decode_open(buf, len, &h, &a, &head, &head_len, 1, more_one, &s) == -EIO);
+	CHECK(agent_decode_open(buf, len, &h, &a, &head, &head_len, 1, more_one, &s) == -EPROTO);
 	const size_t most[] = {WIRE_PEEK_MAX - 1};
 	len = open_body(buf, sizeof(buf), 1, errs, most, S_IFREG | 0644);
 	CHECK(agent_decode_open(buf, len, &h, &a, &head, &head_len, 1, more_one, &s) == 0);
 	CHECK(s.n == 1 && s.lens[0] == WIRE_PEEK_MAX - 1);
 	/* Without WIRE_OPEN_MORE the entries are trailing bytes. */
-	CHECK(agent_decode_open(buf, len, &h, &a, &head, &head_len, 0, NULL, NULL) == -EIO);
+	CHECK(agent_decode_open(buf, len, &h, &a, &head, &head_len, 0, NULL, NULL) == -EPROTO);
 }
 
 int main(void)
