@@ -33,8 +33,8 @@ struct slot {
 	uint32_t tag; /* 0: free */
 	uint16_t op;
 	bool done;
-	bool orphan; /* agent_send(): nobody waits; the reply frees the slot */
-	int rc;	     /* once done: 0 or -errno */
+	bool orphan;		/* agent_send(): nobody waits; the reply frees the slot */
+	int rc;			/* once done: 0 or -errno */
 	struct agent_reply rep; /* rep.attachment: the one the request went to */
 	/* An exec's: where its output goes, its wait status. */
 	agent_out_fn fn;
@@ -56,16 +56,16 @@ struct agent {
 	int req_w, rep_r;
 	pthread_t reader;
 	bool reader_running;
-	bool eof;	  /* the reader met EOF or a broken frame: the attachment is over */
-	bool detaching;	  /* a detach is under way: execs wait for the next attachment */
-	bool stop_reader; /* the reader is to end now, EOF or not */
+	bool eof;	     /* the reader met EOF or a broken frame: the attachment is over */
+	bool detaching;	     /* a detach is under way: execs wait for the next attachment */
+	bool stop_reader;    /* the reader is to end now, EOF or not */
 	unsigned attachment; /* counts attachments: a reply says which one answered it */
 	/*
 	 * Writers on req_w give up (-EIO): the attachment is over. Read without
 	 * lock by a writer, which holds wlock, never taken with lock.
 	 */
 	atomic_bool write_abort;
-	int keeper_pid;	  /* from HELLO (the sandbox's word: only used to kill inside it) */
+	int keeper_pid; /* from HELLO (the sandbox's word: only used to kill inside it) */
 	uint32_t next_tag;
 	pthread_cond_t eof_cond;
 	struct slot slots[AGENT_INFLIGHT_MAX];
@@ -669,7 +669,8 @@ int agent_attach(struct agent *a, struct err *e)
 		 */
 		pipe_grow(req[1]);
 		pipe_grow(rep[0]);
-		/* Our writes wait in slices, so that a keeper that stops reading cannot hold them. */
+		/* Our writes wait in slices, so that a keeper that stops reading cannot hold them.
+		 */
 		rc = fcntl(req[1], F_SETFL, O_NONBLOCK) < 0
 			 ? err_set(e, errno, "cannot make the agent's channel: %s", strerror(errno))
 			 : run_attach(a, req[0], rep[1], e);

@@ -120,8 +120,9 @@ static int open_asking(struct agent *a, const char *path, uint32_t flags, uint32
 		return rc;
 	const void *h = NULL;
 	bool peek = ask & WIRE_OPEN_PEEK;
-	rc = decoded(a, &r, agent_decode_open(r.body, r.len, handle, attr, peek ? &h : NULL, head_len,
-					  0, NULL, NULL));
+	rc = decoded(a, &r,
+		     agent_decode_open(r.body, r.len, handle, attr, peek ? &h : NULL, head_len, 0,
+				       NULL, NULL));
 	if (rc == 0 && peek)
 		memcpy(head, h, *head_len);
 	else if (head_len)
@@ -174,7 +175,8 @@ int agent_open_more(struct agent *a, const char *path, const char *const *names,
 	if (rc < 0)
 		return rc;
 	const void *h;
-	rc = decoded(a, &r, agent_decode_open(r.body, r.len, handle, attr, &h, head_len, n, fn, arg));
+	rc = decoded(a, &r,
+		     agent_decode_open(r.body, r.len, handle, attr, &h, head_len, n, fn, arg));
 	if (rc == 0)
 		memcpy(head, h, *head_len);
 	free(r.body);

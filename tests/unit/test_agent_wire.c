@@ -341,10 +341,14 @@ static void test_decode_ps(void)
 	CHECK(agent_decode_ps(buf, len, ps_one, &ps) == 0);
 	CHECK_STR(ps.last.comm, "a?b");
 
-	CHECK(agent_decode_ps(buf, ps_body(buf, sizeof(buf), 7, 'Q', "x", 1), ps_one, &ps) == -EPROTO);
-	CHECK(agent_decode_ps(buf, ps_body(buf, sizeof(buf), 7, 0, "x", 1), ps_one, &ps) == -EPROTO);
-	CHECK(agent_decode_ps(buf, ps_body(buf, sizeof(buf), 7, 's', "x", 1), ps_one, &ps) == -EPROTO);
-	CHECK(agent_decode_ps(buf, ps_body(buf, sizeof(buf), 0, 'R', "x", 1), ps_one, &ps) == -EPROTO);
+	CHECK(agent_decode_ps(buf, ps_body(buf, sizeof(buf), 7, 'Q', "x", 1), ps_one, &ps) ==
+	      -EPROTO);
+	CHECK(agent_decode_ps(buf, ps_body(buf, sizeof(buf), 7, 0, "x", 1), ps_one, &ps) ==
+	      -EPROTO);
+	CHECK(agent_decode_ps(buf, ps_body(buf, sizeof(buf), 7, 's', "x", 1), ps_one, &ps) ==
+	      -EPROTO);
+	CHECK(agent_decode_ps(buf, ps_body(buf, sizeof(buf), 0, 'R', "x", 1), ps_one, &ps) ==
+	      -EPROTO);
 	CHECK(agent_decode_ps(buf, ps_body(buf, sizeof(buf), (1u << 22) + 1, 'R', "x", 1), ps_one,
 			      &ps) == -EPROTO);
 	char comm[WIRE_COMM_MAX];
@@ -701,7 +705,8 @@ static void test_decode_open_more(void)
 	memset(&s, 0, sizeof(s));
 	CHECK(agent_decode_open(buf, len, &h, &a, &head, &head_len, 4, more_one, &s) == -EPROTO);
 	CHECK(agent_decode_open(buf, len, &h, &a, &head, &head_len, 2, more_one, &s) == -EPROTO);
-	CHECK(agent_decode_open(buf, len - 1, &h, &a, &head, &head_len, 3, more_one, &s) == -EPROTO);
+	CHECK(agent_decode_open(buf, len - 1, &h, &a, &head, &head_len, 3, more_one, &s) ==
+	      -EPROTO);
 	CHECK(s.n == 0);
 	/* Not a regular file, or not whole (WIRE_PEEK_MAX bytes): not one. */
 	len = open_body(buf, sizeof(buf), 1, errs, lens, S_IFIFO | 0644);
