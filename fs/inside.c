@@ -717,7 +717,8 @@ static struct ops_inside_file *file_of(const struct fuse_file_info *fi)
 /*
  * Not kept: the sandbox writes its files too, so every open reads them
  * afresh. A file opened write-only skips the page cache (direct_io): each
- * write() is a WRITE to the agent either way (there is no writeback cache),
+ * write() is a WRITE to the agent either way (there is no writeback cache;
+ * the daemon's write-behind keeps their order, ops_agent.c),
  * and going through the cache only copied the bytes once more and filled
  * pages nobody reads (a 64 MiB `cat >` took a fifth longer); such a file
  * cannot be mmap'd, so nothing is lost. A reader keeps the cache: the
@@ -730,7 +731,7 @@ static void open_flags(struct fuse_file_info *fi)
 	int acc = fi->flags & O_ACCMODE;
 	fi->keep_cache = 0;
 	fi->direct_io = acc == O_WRONLY;
-	/* A read-write file's close writes back its mmap'd pages and reports errors: FLUSH. */
+	/* A writer's close reports a failed write-behind and writes back mmap'd pages: FLUSH. */
 	fi->noflush = acc == O_RDONLY;
 }
 
@@ -835,6 +836,14 @@ void inside_fsync(fuse_req_t req, struct fuse_file_info *fi)
 	struct err e = {0};
 	who_of(req, &who);
 	fuse_reply_err(req, -ops_inside_fsync(file_of(fi), &who, &e));
+}
+
+/* A close: the file's writes the agent has not answered yet are waited for, and their error told.
+ */
+void inside_flush(fuse_req_t req, struct fuse_file_info *fi)
+{
+	struct err e = {0};
+	fuse_reply_err(req, -ops_inside_flush(file_of(fi), &e));
 }
 
 void inside_release(fuse_req_t req, struct fuse_file_info *fi)

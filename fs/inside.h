@@ -62,6 +62,7 @@ void inside_read(fuse_req_t req, size_t size, off_t off, struct fuse_file_info *
 void inside_write(fuse_req_t req, const char *buf, size_t size, off_t off,
 		  struct fuse_file_info *fi);
 void inside_fsync(fuse_req_t req, struct fuse_file_info *fi);
+void inside_flush(fuse_req_t req, struct fuse_file_info *fi);
 void inside_release(fuse_req_t req, struct fuse_file_info *fi);
 /* Directories: root/ itself (@root) or one under it. */
 void inside_opendir(fuse_req_t req, fuse_ino_t ino, const struct fs_node *root,

@@ -649,9 +649,19 @@ int ops_inside_open(const struct caller *who, const char *id, const char *path, 
  */
 ssize_t ops_inside_read(struct ops_inside_file *f, const struct caller *who, size_t n, off_t off,
 			void **mem, const void **data, struct err *e);
+/*
+ * Up to 1 MiB of @buf at @off: the count, once the bytes are in the
+ * agent's channel (write-behind, ops_agent.c); a failure of one of @f's
+ * earlier writes is this call's answer, or a later one's.
+ */
 ssize_t ops_inside_write(struct ops_inside_file *f, const struct caller *who, const void *buf,
 			 size_t n, off_t off, struct err *e);
 int ops_inside_fsync(struct ops_inside_file *f, const struct caller *who, struct err *e);
+/*
+ * A close of @f (FLUSH): waits for its writes still in the agent's hands
+ * (write-behind, ops_agent.c) and reports the first that failed.
+ */
+int ops_inside_flush(struct ops_inside_file *f, struct err *e);
 void ops_inside_close(struct ops_inside_file *f);
 int ops_inside_setattr(const struct caller *who, const char *id, const char *path,
 		       const struct ops_inside_attr *set, struct err *e);

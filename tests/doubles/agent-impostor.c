@@ -1,42 +1,36 @@
 /*
  * agent-impostor.c - what a sandbox's code can do to its agent: take its
- * place. test_inside.sh builds it (musl, static), copies it into a sandbox
- * through root/ and runs it there. It binds the keeper's abstract socket
- * once the real keeper is gone, takes one channel from the next attach,
- * answers HELLO as a keeper does and every other request with a body that
- * is no answer (three bytes where an attribute or a listing belongs).
+ * place. test_inside.sh builds it with musl and the agent's own wire codec
+ * (runtime/agent/wire.c), copies it into a sandbox through root/ and runs
+ * it there:
  *
- * It serves that one channel only (the listener closes once it has it), so
- * the next attach after the daemon lets go finds no impostor and starts a
- * real keeper. LOG (argv[1]) gets "bound" once it holds the name, one line
- * per request ("op N"), and "eof" when the daemon has closed the channel;
- * then it exits.
+ *   agent-impostor LOG junk   every request but HELLO is answered with a
+ *                             body that is no answer (three bytes)
+ *   agent-impostor LOG full   a file system that is full: "" and "tmp" are
+ *                             directories, other names absent; an OPEN
+ *                             (create) succeeds, every WRITE fails ENOSPC
  *
- * The frame is runtime/agent/wire.h's: u32 len | u32 tag | u16 op |
- * u16 flags | u32 err, little-endian; a HELLO's reply is u32 version, u32 pid.
+ * It binds the keeper's abstract socket once the real keeper is gone and
+ * takes one channel from the next attach. It serves that one channel only
+ * (the listener closes once it has it), so the next attach after the
+ * daemon lets go finds no impostor and starts a real keeper. LOG gets
+ * "bound" once it holds the name, "op N" per request, and "eof" when the
+ * daemon has closed the channel; then it exits.
  */
 #define _GNU_SOURCE
-#include <stddef.h>
-#include <stdint.h>
+#include <errno.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
-/* The keeper's socket and protocol version: test_inside.sh passes them from the headers. */
-#ifndef SOCKET_NAME
-#error "build with -DSOCKET_NAME=\"...\" (runtime/agent/inside/inside.h INSIDE_SOCKET)"
-#endif
-#ifndef VERSION
-#error "build with -DVERSION=N (runtime/agent/wire.h WIRE_VERSION)"
-#endif
-#define HELLO 1
-#define BODY_MAX (2u << 20)
+#include "runtime/agent/inside/inside.h"
 
 static FILE *logf;
+static int full_mode;
 
 static int full(int fd, void *p, size_t n, int writing)
 {
@@ -50,24 +44,19 @@ static int full(int fd, void *p, size_t n, int writing)
 	return 0;
 }
 
-static void put32(uint8_t *p, uint32_t v)
+static void say(const char *fmt, unsigned v)
 {
-	for (int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-	return p[0] | p[1] << 8 | p[2] << 16 | (uint32_t)p[3] << 24;
+	fprintf(logf, fmt, v);
+	fflush(logf);
 }
 
 /* Bind the keeper's name, waiting for the keeper to die (EADDRINUSE till then). */
 static int listener(void)
 {
 	struct sockaddr_un a = {.sun_family = AF_UNIX};
-	memcpy(a.sun_path + 1, SOCKET_NAME, strlen(SOCKET_NAME));
+	memcpy(a.sun_path + 1, INSIDE_SOCKET, strlen(INSIDE_SOCKET));
 	socklen_t len =
-	    (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + strlen(SOCKET_NAME));
+	    (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + strlen(INSIDE_SOCKET));
 	for (int i = 0; i < 3000; i++) {
 		int s = socket(AF_UNIX, SOCK_STREAM, 0);
 		if (s >= 0 && bind(s, (struct sockaddr *)&a, len) == 0 && listen(s, 4) == 0)
@@ -97,46 +86,89 @@ static int take(int l, int fds[2])
 	return rc;
 }
 
-static int reply(int out, const uint8_t req[16], const void *body, uint32_t len)
+static void put_dir_or_file(struct wire_out *w, bool dir)
 {
-	uint8_t h[16];
-	memcpy(h, req, 16);
-	put32(h, len);
-	put32(h + 12, 0);
-	return full(out, h, 16, 1) == 0 && full(out, (void *)body, len, 1) == 0 ? 0 : -1;
+	struct wire_attr a = {.mode = dir ? S_IFDIR | 0755 : S_IFREG | 0644, .nlink = 1, .ino = 7};
+	wire_put_attr(w, &a);
+}
+
+/* The full file system's answer to @op on @body: an errno, or 0 and @w. */
+static uint32_t answer_full(uint16_t op, const uint8_t *body, uint32_t len, struct wire_out *w)
+{
+	struct wire_in in = {.buf = body, .len = len};
+	const char *path = "";
+	size_t n = 0;
+	if (op == WIRE_LSTAT || op == WIRE_READDIR || op == WIRE_OPEN)
+		wire_get_str(&in, WIRE_PATH_MAX, &path, &n);
+	bool dir = n == 0 || (n == 3 && !memcmp(path, "tmp", 3));
+	switch (op) {
+	case WIRE_LSTAT:
+		if (!dir)
+			return ENOENT;
+		put_dir_or_file(w, true);
+		return 0;
+	case WIRE_READDIR:
+		wire_put_u64(w, 0);
+		wire_put_u32(w, 0);
+		return 0;
+	case WIRE_OPEN:
+		wire_put_u32(w, 1);
+		put_dir_or_file(w, false);
+		return 0;
+	case WIRE_WRITE:
+		return ENOSPC;
+	case WIRE_CLOSE:
+	case WIRE_FSYNC:
+		return 0;
+	default:
+		return EIO;
+	}
+}
+
+static int reply(int out, const struct wire_header *req, uint32_t err, const struct wire_out *w)
+{
+	uint8_t h[WIRE_HEADER_SIZE];
+	struct wire_header rh = *req;
+	rh.err = err;
+	rh.len = err ? 0 : (uint32_t)w->len;
+	wire_header_put(h, &rh);
+	return full(out, h, sizeof(h), 1) == 0 && full(out, w->buf, rh.len, 1) == 0 ? 0 : -1;
 }
 
 static void serve(int in, int out)
 {
-	static uint8_t body[BODY_MAX];
-	uint8_t h[16];
-	while (full(in, h, 16, 0) == 0) {
-		uint32_t len = get32(h);
-		unsigned op = h[8] | h[9] << 8;
-		if (len > BODY_MAX || full(in, body, len, 0) < 0)
-			break;
-		fprintf(logf, "op %u\n", op);
-		fflush(logf);
-		uint8_t hello[8];
-		put32(hello, VERSION);
-		put32(hello + 4, (uint32_t)getpid());
-		static const uint8_t junk[3] = {0xff, 0xff, 0xff};
-		if (op == HELLO ? reply(out, h, hello, 8) : reply(out, h, junk, sizeof(junk)))
+	static uint8_t body[WIRE_BODY_MAX], ans[1024];
+	uint8_t h[WIRE_HEADER_SIZE];
+	struct wire_header rh;
+	while (full(in, h, sizeof(h), 0) == 0 && wire_header_get(h, &rh) == 0 &&
+	       full(in, body, rh.len, 0) == 0) {
+		say("op %u\n", rh.op);
+		struct wire_out w = {.buf = ans, .cap = sizeof(ans)};
+		uint32_t err = 0;
+		if (rh.op == WIRE_HELLO) {
+			wire_put_u32(&w, WIRE_VERSION);
+			wire_put_u32(&w, (uint32_t)getpid());
+		} else if (full_mode) {
+			err = answer_full(rh.op, body, rh.len, &w);
+		} else {
+			for (int i = 0; i < 3; i++) /* no reply is three bytes long */
+				wire_put_u8(&w, 0xff);
+		}
+		if (reply(out, &rh, err, &w) < 0)
 			break;
 	}
-	fprintf(logf, "eof\n");
-	fflush(logf);
+	say("eof\n", 0);
 }
 
 int main(int argc, char **argv)
 {
-	if (argc != 2 || !(logf = fopen(argv[1], "a")))
+	if (argc != 3 || !(logf = fopen(argv[1], "a")))
 		return 2;
+	full_mode = !strcmp(argv[2], "full");
 	int fds[2], l = listener();
 	if (l < 0)
 		return 1;
-	fprintf(logf, "bound\n");
-	fflush(logf);
+	say("bound\n", 0);
 	if (take(l, fds) < 0)
 		return 1;
 	close(l);

@@ -185,15 +185,13 @@ ok "they leave none of the daemon's descriptors behind ($fds_before, then $fds_a
 # (a keeper's open handle) outlives it; the next use starts a real keeper. Before,
 # the channel stayed and every request went on to the impostor.
 if command -v musl-gcc >/dev/null; then
-	sock=$(sed -n 's/^#define INSIDE_SOCKET "\(.*\)"$/\1/p' "$REPO/runtime/agent/inside/inside.h")
-	version=$(sed -n 's/^#define WIRE_VERSION \([0-9]*\)$/\1/p' "$REPO/runtime/agent/wire.h")
-	musl-gcc -static -Os -DSOCKET_NAME="\"$sock\"" -DVERSION="$version" -o "$T/impostor" \
-		"$REPO/tests/doubles/agent-impostor.c"
+	musl-gcc -static -Os -std=gnu17 -I"$REPO" -o "$T/impostor" \
+		"$REPO/tests/doubles/agent-impostor.c" "$REPO/runtime/agent/wire.c"
 	ok "the impostor goes in through root/" cp "$T/impostor" "$R/tmp/impostor"
 	ok "chmod +x" chmod 755 "$R/tmp/impostor"
 	k=$(sb_run box "$keeper_q" | head -n 1)
 	ok "the sandbox runs it and kills its keeper" sb_run box \
-		"setsid /tmp/impostor /tmp/impostor.log </dev/null >/dev/null 2>&1 & (sleep 0.5; kill -9 $k) >/dev/null 2>&1 &"
+		"setsid /tmp/impostor /tmp/impostor.log junk </dev/null >/dev/null 2>&1 & (sleep 0.5; kill -9 $k) >/dev/null 2>&1 &"
 	# Nothing through snapfs until it holds the keeper's name (a real keeper
 	# would take it): asked with a raw runsc exec, which needs no agent.
 	box_rid=$(runtime_id box)
@@ -209,6 +207,33 @@ if command -v musl-gcc >/dev/null; then
 		"$(printf '%s' "$imp_log" | tr '\n' ' ')"
 	check_eq "exec works" "$(printf 'real\nexit 0')" "$(sb_exec box 'echo real')"
 	check_eq "the sandbox runs on" running "$(sb_status box)"
+
+	# A full file system (the impostor answers every WRITE with ENOSPC): a
+	# write is answered once the agent has it (write-behind), so its error
+	# reaches the writer from that write(), a later one, fsync() or close().
+	k=$(sb_run box "$keeper_q" | head -n 1)
+	ok "an impostor of a full disk" sb_run box \
+		"setsid /tmp/impostor /tmp/impostor-full.log full </dev/null >/dev/null 2>&1 & (sleep 0.5; kill -9 $k) >/dev/null 2>&1 &"
+	ok "it holds the keeper's name" poll_until 30 \
+		timeout 10 runsc --root "$RUNSC_ROOT" exec "$box_rid" grep -qx bound /tmp/impostor-full.log
+	cat >"$T/full.py" <<'PY'
+import errno, os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT, 0o644)
+try:
+    os.write(fd, b"x" * 4096)
+    if sys.argv[2] == "fsync":
+        os.fsync(fd)
+    os.close(fd)
+    print("no error")
+except OSError as e:
+    print(errno.errorcode.get(e.errno, e.errno))
+PY
+	check_eq "a write's ENOSPC reaches the writer by its close" ENOSPC \
+		"$(python3 "$T/full.py" "$R/tmp/full" close 2>&1)"
+	check_eq "and by its fsync" ENOSPC "$(python3 "$T/full.py" "$R/tmp/full" fsync 2>&1)"
+	ok "the sandbox ends the impostor" timeout 10 runsc --root "$RUNSC_ROOT" exec "$box_rid" \
+		sh -c 'kill $(pidof impostor)'
+	ok "root/ has a real keeper again" poll_until 10 test -e "$R/etc/passwd"
 else
 	skip "a sandbox that replaces its agent" "musl-gcc is missing (apt-get install musl-tools)"
 fi
