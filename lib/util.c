@@ -65,6 +65,22 @@ int64_t now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+void cond_init_mono(pthread_cond_t *c)
+{
+	pthread_condattr_t at;
+	pthread_condattr_init(&at);
+	pthread_condattr_setclock(&at, CLOCK_MONOTONIC);
+	pthread_cond_init(c, &at);
+	pthread_condattr_destroy(&at);
+}
+
+bool cond_wait_until(pthread_cond_t *c, pthread_mutex_t *m, int64_t deadline_ms)
+{
+	struct timespec ts = {.tv_sec = deadline_ms / 1000,
+			      .tv_nsec = (deadline_ms % 1000) * 1000000};
+	return pthread_cond_timedwait(c, m, &ts) != ETIMEDOUT;
+}
+
 int64_t mono_ms(void)
 {
 	struct timespec ts;

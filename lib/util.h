@@ -19,6 +19,7 @@
 
 #include <dirent.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -85,6 +86,12 @@ int err_set(struct err *e, int code, const char *fmt, ...) __attribute__((format
  */
 int err_wrap(struct err *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void err_clear(struct err *e);
+
+/* A condition variable whose waits are timed on CLOCK_MONOTONIC, as mono_ms(). */
+void cond_init_mono(pthread_cond_t *c);
+/* Wait on @c (init'd by cond_init_mono()) until signalled or @deadline_ms; false at the deadline.
+ */
+bool cond_wait_until(pthread_cond_t *c, pthread_mutex_t *m, int64_t deadline_ms);
 
 /* Milliseconds since the epoch (CLOCK_REALTIME) and since boot (CLOCK_MONOTONIC). */
 int64_t now_ms(void);

@@ -119,6 +119,7 @@ struct agent_entry {
 	struct made_dir made[MADE_DIRS_MAX];
 	struct ahead_set ahead; /* files read ahead (ahead.h) */
 	bool more_refused;	/* this attachment's keeper refused WIRE_OPEN_MORE */
+	uint64_t changes; /* ops_inside_changed() calls: a reply asked before one is not kept */
 	struct agent_entry *next;
 };
 
@@ -153,19 +154,30 @@ struct ops_inside_file {
 	 */
 	pthread_mutex_t open_lock;
 	/*
-	 * Write-behind (ops_inside_write()): the file's WRITEs posted to
-	 * @behind_agent (a reference while any is) and not yet answered,
-	 * oldest first, with their lengths; @behind_e, the failure of an
-	 * answered one that no call has reported yet. Guarded by behind_lock,
-	 * which a write holds from its wait for room to its post, so the
-	 * file's writes leave in the order they came.
+	 * Write-behind (ops_inside_write()), a write-only file's: its writes
+	 * posted and not yet answered. behind_lock is held by a write from its
+	 * wait for room to its post, so the file's writes leave in the order
+	 * they came; @behind is shared with the posted writes' answers.
 	 */
 	pthread_mutex_t behind_lock;
-	struct agent *behind_agent;
-	uint32_t behind_tag[INSIDE_BEHIND_MAX];
-	uint32_t behind_len[INSIDE_BEHIND_MAX];
-	unsigned nbehind;
-	struct err behind_e;
+	struct behind *behind;
+};
+
+/*
+ * What a write-only file's posted writes tell (behind_told(), on an
+ * agent's reader thread under its lock): @lock is a leaf. @refs: the
+ * file's and one per write posted and unanswered (@pending). @err, the
+ * first failure (-errno; @short_of: the bytes a short write left out, or
+ * 0), stays: every later write, fsync and close of the file answers it,
+ * for a file with a hole in it is no good.
+ */
+struct behind {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int refs;
+	unsigned pending;
+	int err;
+	size_t short_of;
 };
 
 /* --- the program --------------------------------------------------------- */
@@ -568,16 +580,18 @@ static int listed_cmp(const void *a, const void *b)
 /*
  * Sandbox @id changed through root/ or by an exec: drop its listing, the
  * attributes of recent opens and the files read ahead. A change calls it
- * before its request and again after the answer, so that no file read
- * ahead while the request was in flight is kept (ahead_epoch()); a
- * listing or an open's attributes read across it may be kept, a second
- * old at most, as the kernel's own attributes are.
+ * before its request and again after the answer (a write gone behind:
+ * once it is in the channel), and nothing asked before a change is kept
+ * after it (ahead_epoch() for files read ahead, @changes for listings and
+ * opens' attributes): a reply in flight across a write gone behind may
+ * have been read before the write was made.
  */
 void ops_inside_changed(const char *id)
 {
 	pthread_mutex_lock(&agents.lock);
 	struct agent_entry *en = find_locked(id);
 	if (en) {
+		en->changes++;
 		listing_clear(&en->listing);
 		recent_clear(en);
 		ahead_clear(&en->ahead);
@@ -585,15 +599,26 @@ void ops_inside_changed(const char *id)
 	pthread_mutex_unlock(&agents.lock);
 }
 
-/* An open of @path in sandbox @id answered @attr now. */
-static void recent_note(const char *id, const char *path, const struct wire_attr *attr)
+/* Sandbox @id's count of changes (ops_inside_changed()), to ask a request under. */
+static uint64_t changes_of(const char *id)
+{
+	pthread_mutex_lock(&agents.lock);
+	struct agent_entry *en = find_locked(id);
+	uint64_t n = en ? en->changes : 0;
+	pthread_mutex_unlock(&agents.lock);
+	return n;
+}
+
+/* An open of @path in sandbox @id, asked after @since changes, answered @attr now. */
+static void recent_note(const char *id, const char *path, const struct wire_attr *attr,
+			uint64_t since)
 {
 	char *copy = strdup(path);
 	if (!copy)
 		return;
 	pthread_mutex_lock(&agents.lock);
 	struct agent_entry *en = find_locked(id);
-	if (en) {
+	if (en && en->changes == since) {
 		struct recent *r = &en->recent[en->recent_next++ % RECENT_MAX];
 		free(r->path);
 		*r = (struct recent){copy, *attr, mono_ms()};
@@ -777,8 +802,8 @@ static int list_one(const char *name, const struct wire_attr *attr, void *arg)
 	return c->fn(name, &st, c->arg);
 }
 
-/* The complete listing @c made becomes sandbox @id's. */
-static void listing_keep(const char *id, struct list_ctx *c, const char *path)
+/* The complete listing @c made, asked after @since changes, becomes sandbox @id's. */
+static void listing_keep(const char *id, struct list_ctx *c, const char *path, uint64_t since)
 {
 	if (!c->l.n)
 		return;
@@ -790,7 +815,7 @@ static void listing_keep(const char *id, struct list_ctx *c, const char *path)
 	c->l.at_ms = mono_ms();
 	pthread_mutex_lock(&agents.lock);
 	struct agent_entry *en = find_locked(id);
-	if (en) {
+	if (en && en->changes == since) {
 		listing_clear(&en->listing);
 		en->listing = c->l;
 		c->l = (struct listing){0};
@@ -812,19 +837,22 @@ int ops_inside_list(const struct caller *who, const char *id, const char *path,
 	if (rc < 0)
 		return rc;
 	struct list_ctx c = {.fn = fn, .arg = arg};
-	uint64_t cookie = 0;
+	uint64_t cookie = 0, since = changes_of(id);
 	do
 		rc = agent_rc(agent_readdir(a, path, cookie, list_one, &c, &cookie, e), e);
 	while (rc == 0 && cookie);
 	agent_unref(a);
 	if (rc == 0)
-		listing_keep(id, &c, path);
+		listing_keep(id, &c, path, since);
 	listing_clear(&c.l);
 	return rc;
 }
 
-/* @f opened in attachment @gen: @handle, @attr, and @head_len bytes of @head (taken). */
-static void file_set(struct ops_inside_file *f, unsigned gen, uint32_t handle,
+/*
+ * @f opened in attachment @gen, asked after @since changes: @handle, @attr,
+ * and @head_len bytes of @head (taken).
+ */
+static void file_set(struct ops_inside_file *f, unsigned gen, uint64_t since, uint32_t handle,
 		     const struct wire_attr *attr, uint8_t *head, size_t head_len, struct stat *st)
 {
 	pthread_mutex_lock(&f->lock);
@@ -840,7 +868,7 @@ static void file_set(struct ops_inside_file *f, unsigned gen, uint32_t handle,
 	f->flags &= ~(O_CREAT | O_EXCL | O_TRUNC);
 	/* Only a read-only open: a writer changes them with its first write. */
 	if ((f->flags & O_ACCMODE) == O_RDONLY && !(f->flags & O_APPEND))
-		recent_note(f->id, f->path, attr);
+		recent_note(f->id, f->path, attr, since);
 	if (st)
 		stat_of(attr, st);
 }
@@ -854,13 +882,14 @@ static int file_open_in(struct ops_inside_file *f, struct agent *a, unsigned gen
 	uint8_t *head = flags == O_RDONLY ? malloc(WIRE_PEEK_MAX) : NULL;
 	size_t head_len = 0;
 	uint32_t handle;
+	uint64_t since = changes_of(f->id);
 	int rc =
 	    agent_rc(agent_open(a, f->path, flags, mode, &handle, &attr, head, &head_len, e), e);
 	if (rc < 0) {
 		free(head);
 		return rc;
 	}
-	file_set(f, gen, handle, &attr, head, head_len, st);
+	file_set(f, gen, since, handle, &attr, head, head_len, st);
 	return 0;
 }
 
@@ -988,10 +1017,12 @@ static bool ahead_open_kept(struct ops_inside_file *f, unsigned gen, struct stat
 	pthread_mutex_lock(&agents.lock);
 	struct agent_entry *en = find_locked(f->id);
 	bool hit = en && ahead_take(&en->ahead, f->path, mono_ms(), &k);
+	/* Kept only if asked since the last change (ahead_epoch()): as fresh as an open now. */
+	uint64_t since = en ? en->changes : 0;
 	pthread_mutex_unlock(&agents.lock);
 	if (!hit)
 		return false;
-	file_set(f, gen, WIRE_HANDLE_NONE, &k.attr, k.data, k.len, st);
+	file_set(f, gen, since, WIRE_HANDLE_NONE, &k.attr, k.data, k.len, st);
 	k.data = NULL;
 	ahead_file_release(&k);
 	return true;
@@ -1009,7 +1040,7 @@ static int file_open_ahead(struct ops_inside_file *f, struct agent *a, unsigned 
 	struct ahead_reply r = {.asked_ms = mono_ms()};
 	char *names[WIRE_MORE_MAX], dir[WIRE_PATH_MAX + 1];
 	const char *name;
-	uint64_t epoch = 0;
+	uint64_t epoch = 0, since = changes_of(f->id);
 	uint32_t n = ahead_names(f->id, f->path, names, &epoch);
 	uint8_t *head = n ? malloc(WIRE_PEEK_MAX) : NULL;
 	int rc = -EAGAIN; /* open it alone */
@@ -1023,7 +1054,7 @@ static int file_open_ahead(struct ops_inside_file *f, struct agent *a, unsigned 
 		rc = agent_open_more(a, f->path, (const char *const *)names, n, ahead_one, &r,
 				     &handle, &attr, head, &head_len, e);
 		if (rc == 0)
-			file_set(f, gen, handle, &attr, head, head_len, st);
+			file_set(f, gen, since, handle, &attr, head, head_len, st);
 		else
 			free(head);
 		if (rc == -EINVAL) { /* a keeper older than WIRE_OPEN_MORE */
@@ -1037,6 +1068,46 @@ static int file_open_ahead(struct ops_inside_file *f, struct agent *a, unsigned 
 	return agent_rc(rc, e);
 }
 
+static struct behind *behind_new(void)
+{
+	struct behind *b = calloc(1, sizeof(*b));
+	if (!b)
+		return NULL;
+	pthread_mutex_init(&b->lock, NULL);
+	cond_init_mono(&b->cond);
+	b->refs = 1;
+	return b;
+}
+
+static void behind_unref(struct behind *b)
+{
+	if (!b)
+		return;
+	pthread_mutex_lock(&b->lock);
+	bool last = --b->refs == 0;
+	pthread_mutex_unlock(&b->lock);
+	if (!last)
+		return;
+	pthread_mutex_destroy(&b->lock);
+	pthread_cond_destroy(&b->cond);
+	free(b);
+}
+
+/* A posted write's answer (agent_wrote_fn): on an agent's reader thread, under its lock. */
+static void behind_told(void *arg, ssize_t done, size_t n)
+{
+	struct behind *b = arg;
+	pthread_mutex_lock(&b->lock);
+	if (!b->err && (done < 0 || (size_t)done < n)) {
+		b->err = done < 0 ? (int)done : -EIO;
+		b->short_of = done < 0 ? 0 : n - (size_t)done;
+	}
+	b->pending--;
+	pthread_cond_broadcast(&b->cond);
+	pthread_mutex_unlock(&b->lock);
+	behind_unref(b);
+}
+
 /* @f's memory, its agent's reference and its locks; nothing is asked of the agent. */
 static void file_free(struct ops_inside_file *f)
 {
@@ -1046,6 +1117,7 @@ static void file_free(struct ops_inside_file *f)
 	pthread_mutex_destroy(&f->lock);
 	pthread_mutex_destroy(&f->open_lock);
 	pthread_mutex_destroy(&f->behind_lock);
+	behind_unref(f->behind);
 	free(f);
 }
 
@@ -1064,6 +1136,10 @@ int ops_inside_open(const struct caller *who, const char *id, const char *path, 
 		return err_set(e, ENAMETOOLONG, "path too long");
 	}
 	f->flags = flags;
+	if ((flags & O_ACCMODE) == O_WRONLY && !(f->behind = behind_new())) {
+		file_free(f);
+		return err_set(e, ENOMEM, "out of memory");
+	}
 	if (ops_is_view(id) && ((flags & O_ACCMODE) != O_RDONLY || (flags & (O_CREAT | O_TRUNC)))) {
 		file_free(f);
 		return err_set(e, EROFS, "a snapshot's files are read-only");
@@ -1193,59 +1269,73 @@ ssize_t ops_inside_read(struct ops_inside_file *f, const struct caller *who, siz
 }
 
 /*
- * Take @f's write answers, oldest first, until @keep are unanswered; the
- * first failure among them, or an earlier one not yet reported, is
- * reported now (once): -errno with @e, else 0. Under behind_lock.
+ * Wait until at most @keep of @f's posted writes are unanswered; then the
+ * file's failure, if one was told: -errno with @e, else 0. A keeper that
+ * answers nothing in AGENT_REPLY_TIMEOUT_MS is EIO.
  */
-static int behind_settle(struct ops_inside_file *f, unsigned keep, struct err *e)
+static int behind_wait(struct ops_inside_file *f, unsigned keep, struct err *e)
 {
-	while (f->nbehind > keep) {
-		struct err we = {0};
-		ssize_t done =
-		    agent_write_done(f->behind_agent, f->behind_tag[0], f->behind_len[0], &we);
-		if (done >= 0 && (size_t)done < f->behind_len[0])
-			done = err_set(&we, EIO, "the agent wrote %zd of %u bytes of /%s", done,
-				       f->behind_len[0], f->path);
-		if (done < 0 && !we.code) /* the agent's own errno comes without a sentence */
-			err_set(&we, (int)-done, "a write to /%s failed inside the sandbox: %s",
-				f->path, strerror((int)-done));
-		if (done < 0 && !f->behind_e.code)
-			f->behind_e = we;
-		f->nbehind--;
-		memmove(f->behind_tag, f->behind_tag + 1, f->nbehind * sizeof(f->behind_tag[0]));
-		memmove(f->behind_len, f->behind_len + 1, f->nbehind * sizeof(f->behind_len[0]));
-	}
-	if (!f->nbehind && f->behind_agent) {
-		agent_unref(f->behind_agent);
-		f->behind_agent = NULL;
-	}
-	if (!f->behind_e.code)
+	struct behind *b = f->behind;
+	if (!b)
 		return 0;
-	int code = f->behind_e.code;
-	if (e)
-		*e = f->behind_e;
-	err_clear(&f->behind_e);
-	return -code;
+	int64_t deadline = mono_ms() + AGENT_REPLY_TIMEOUT_MS;
+	pthread_mutex_lock(&b->lock);
+	bool late = false;
+	while (b->pending > keep && !late)
+		late = !cond_wait_until(&b->cond, &b->lock, deadline);
+	int err = b->err;
+	size_t short_of = b->short_of;
+	pthread_mutex_unlock(&b->lock);
+	if (late)
+		return err_set(e, EIO, "the agent of sandbox %s did not answer a write of /%s",
+			       f->id, f->path);
+	if (err && short_of)
+		return err_set(e, -err, "a write to /%s inside sandbox %s left %zu bytes out",
+			       f->path, f->id, short_of);
+	if (err)
+		return err_set(e, -err, "a write to /%s failed inside sandbox %s: %s", f->path,
+			       f->id, strerror(-err));
+	return 0;
 }
 
-/* Post @n bytes at @off through @a, with room kept for it: 0, or -errno. Under behind_lock. */
+/* @f's @n bytes at @off, posted to @a once fewer than INSIDE_BEHIND_MAX wait. Under behind_lock. */
 static int behind_post(struct ops_inside_file *f, struct agent *a, const void *buf, size_t n,
 		       off_t off, struct err *e)
 {
-	/* Answers of another agent's (a fork's new container) are all taken first. */
-	int rc = behind_settle(f, f->behind_agent == a ? INSIDE_BEHIND_MAX - 1 : 0, e);
-	uint32_t tag;
-	if (rc == 0)
-		rc = agent_write_post(a, handle_of(f), (uint64_t)off, buf, n, &tag, e);
+	struct behind *b = f->behind;
+	int rc = behind_wait(f, INSIDE_BEHIND_MAX - 1, e);
 	if (rc < 0)
 		return rc;
-	if (!f->behind_agent) {
-		agent_ref(a);
-		f->behind_agent = a;
+	pthread_mutex_lock(&b->lock);
+	b->refs++, b->pending++;
+	pthread_mutex_unlock(&b->lock);
+	rc = agent_write_post(a, handle_of(f), (uint64_t)off, buf, n, behind_told, b, e);
+	if (rc < 0) {
+		/* Never told: undone here. */
+		pthread_mutex_lock(&b->lock);
+		b->pending--;
+		b->refs--;
+		pthread_mutex_unlock(&b->lock);
 	}
-	f->behind_tag[f->nbehind] = tag;
-	f->behind_len[f->nbehind++] = (uint32_t)n;
-	return 0;
+	return rc;
+}
+
+/*
+ * @f's write through @a, posted: @n, or -errno (-EBUSY: too many posted in
+ * the sandbox; this file's are all answered, and the caller writes and
+ * waits instead).
+ */
+static ssize_t write_behind(struct ops_inside_file *f, struct agent *a, const void *buf, size_t n,
+			    off_t off, struct err *e)
+{
+	pthread_mutex_lock(&f->behind_lock);
+	int rc = behind_post(f, a, buf, n, off, e);
+	if (rc == -EBUSY) {
+		int failed = behind_wait(f, 0, e);
+		rc = failed < 0 ? failed : -EBUSY;
+	}
+	pthread_mutex_unlock(&f->behind_lock);
+	return rc < 0 ? rc : (ssize_t)n;
 }
 
 ssize_t ops_inside_write(struct ops_inside_file *f, const struct caller *who, const void *buf,
@@ -1258,15 +1348,13 @@ ssize_t ops_inside_write(struct ops_inside_file *f, const struct caller *who, co
 	if (rc < 0)
 		return rc;
 	n = n < WIRE_DATA_MAX ? n : WIRE_DATA_MAX;
-	pthread_mutex_lock(&f->behind_lock);
-	rc = behind_post(f, a, buf, n, off, e);
-	ssize_t done = rc < 0 ? rc : (ssize_t)n;
-	if (rc == -EAGAIN && behind_settle(f, 0, e) == 0) {
-		/* Every slot of the agent in use: this file's freed, the write waits its turn. */
-		err_clear(e);
+	/*
+	 * Only a write-only file goes behind: a reader's page cache would keep
+	 * bytes that a failed write never put inside.
+	 */
+	ssize_t done = f->behind ? write_behind(f, a, buf, n, off, e) : -EBUSY;
+	if (done == -EBUSY)
 		done = agent_write(a, handle_of(f), (uint64_t)off, buf, n, e);
-	}
-	pthread_mutex_unlock(&f->behind_lock);
 	agent_unref(a);
 	ops_inside_changed(f->id);
 	return done < 0 ? agent_rc((int)done, e) : done;
@@ -1275,7 +1363,7 @@ ssize_t ops_inside_write(struct ops_inside_file *f, const struct caller *who, co
 int ops_inside_flush(struct ops_inside_file *f, struct err *e)
 {
 	pthread_mutex_lock(&f->behind_lock);
-	int rc = behind_settle(f, 0, e);
+	int rc = behind_wait(f, 0, e);
 	pthread_mutex_unlock(&f->behind_lock);
 	return agent_rc(rc, e);
 }
@@ -1306,11 +1394,7 @@ void ops_inside_close(struct ops_inside_file *f)
 {
 	if (!f)
 		return;
-	/* Writes still unanswered (a release without a FLUSH): nobody is left to tell. */
-	for (unsigned i = 0; i < f->nbehind; i++)
-		agent_abandon(f->behind_agent, f->behind_tag[i]);
-	if (f->behind_agent)
-		agent_unref(f->behind_agent);
+	/* Writes still unanswered (a release without a FLUSH) keep @behind till they are. */
 	/* Only in the attachment it was opened in: a detach closed it inside already. */
 	if (agent_attached(f->agent) && f->handle != WIRE_HANDLE_NONE)
 		agent_close_nowait(f->agent, f->handle);

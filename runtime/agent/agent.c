@@ -41,6 +41,9 @@ struct slot {
 	void *arg;
 	bool stopped; /* fn said stop: the rest of its output is dropped */
 	int status;
+	/* agent_post()'s: told of the answer instead of a waiter; the slot then goes. */
+	agent_done_fn done_fn;
+	void *done_arg;
 	pthread_cond_t cond;
 };
 
@@ -68,6 +71,8 @@ struct agent {
 	int keeper_pid; /* from HELLO (the sandbox's word: only used to kill inside it) */
 	uint32_t next_tag;
 	pthread_cond_t eof_cond;
+	unsigned posted;	    /* agent_post()'s requests not answered yet */
+	pthread_cond_t posted_cond; /* posted went down */
 	struct slot slots[AGENT_INFLIGHT_MAX];
 };
 
@@ -77,23 +82,6 @@ static void close_reset(int *fd)
 	if (*fd >= 0)
 		close(*fd);
 	*fd = -1;
-}
-
-/* Wait on @c until signalled or @deadline_ms (monotonic); false at the deadline. */
-static bool wait_until(pthread_cond_t *c, pthread_mutex_t *m, int64_t deadline_ms)
-{
-	struct timespec ts = {.tv_sec = deadline_ms / 1000,
-			      .tv_nsec = (deadline_ms % 1000) * 1000000};
-	return pthread_cond_timedwait(c, m, &ts) != ETIMEDOUT;
-}
-
-static void cond_init_mono(pthread_cond_t *c)
-{
-	pthread_condattr_t at;
-	pthread_condattr_init(&at);
-	pthread_condattr_setclock(&at, CLOCK_MONOTONIC);
-	pthread_cond_init(c, &at);
-	pthread_condattr_destroy(&at);
 }
 
 int agent_new(const struct runsc *rs, const char *cid, int exe_fd, struct agent **out,
@@ -106,6 +94,7 @@ int agent_new(const struct runsc *rs, const char *cid, int exe_fd, struct agent 
 	pthread_mutex_init(&a->wlock, NULL);
 	pthread_mutex_init(&a->attach_lock, NULL);
 	cond_init_mono(&a->eof_cond);
+	cond_init_mono(&a->posted_cond);
 	for (int i = 0; i < AGENT_INFLIGHT_MAX; i++)
 		cond_init_mono(&a->slots[i].cond);
 	a->refs = 1;
@@ -137,6 +126,7 @@ void agent_unref(struct agent *a)
 	for (int i = 0; i < AGENT_INFLIGHT_MAX; i++)
 		pthread_cond_destroy(&a->slots[i].cond);
 	pthread_cond_destroy(&a->eof_cond);
+	pthread_cond_destroy(&a->posted_cond);
 	pthread_mutex_destroy(&a->lock);
 	pthread_mutex_destroy(&a->wlock);
 	pthread_mutex_destroy(&a->attach_lock);
@@ -173,11 +163,24 @@ static struct slot *slot_of(struct agent *a, uint32_t tag)
 
 static void slot_free_locked(struct slot *s);
 
-static void finish(struct slot *s, int rc)
+/*
+ * @s is answered (@rc): its waiter wakes, or its agent_post() caller is
+ * told and the slot goes; -EPROTO when that caller found the reply no
+ * answer. Under a->lock.
+ */
+static int finish(struct agent *a, struct slot *s, int rc)
 {
-	s->done = true;
-	s->rc = rc;
-	pthread_cond_broadcast(&s->cond);
+	if (!s->done_fn) {
+		s->done = true;
+		s->rc = rc;
+		pthread_cond_broadcast(&s->cond);
+		return 0;
+	}
+	int told = s->done_fn(s->done_arg, rc, &s->rep);
+	slot_free_locked(s);
+	a->posted--;
+	pthread_cond_broadcast(&a->posted_cond);
+	return told;
 }
 
 /*
@@ -193,7 +196,7 @@ static void end_attachment_locked(struct agent *a)
 		if (s->tag && s->orphan)
 			slot_free_locked(s);
 		else if (s->tag && !s->done && !(s->op == WIRE_EXEC && a->detaching))
-			finish(s, -EIO);
+			finish(a, s, -EIO);
 	}
 	pthread_cond_broadcast(&a->eof_cond);
 }
@@ -253,8 +256,7 @@ static int deliver_locked(struct agent *a, const struct wire_header *h, uint8_t 
 			return -EIO;
 		s->status = (int)st;
 	}
-	finish(s, h->err ? -(int)h->err : 0);
-	return 0;
+	return finish(a, s, h->err ? -(int)h->err : 0) == -EPROTO ? -EIO : 0;
 }
 
 static bool stopping(struct agent *a)
@@ -440,10 +442,14 @@ static struct slot *slot_take_locked(struct agent *a, uint16_t op)
 			s = &a->slots[i];
 	if (!s)
 		return NULL;
-	if (++a->next_tag == 0)
-		a->next_tag = 1;
+	/* A tag still held (a slot can be held long) is skipped: each answers one request. */
+	do
+		if (++a->next_tag == 0)
+			a->next_tag = 1;
+	while (slot_of(a, a->next_tag));
 	s->tag = a->next_tag;
 	s->op = op;
+	s->done_fn = NULL;
 	s->done = s->stopped = s->orphan = false;
 	s->rc = 0;
 	s->rep = (struct agent_reply){.attachment = a->attachment};
@@ -476,41 +482,65 @@ int agent_call(struct agent *a, uint16_t op, const void *body, size_t len, struc
 	return agent_call2(a, op, body, len, NULL, 0, rep, e);
 }
 
-int agent_post(struct agent *a, uint16_t op, const void *body, size_t len, const void *data,
-	       size_t dlen, uint32_t *tag, struct err *e)
+/*
+ * Take a slot for @op and send its frame: 0 with *@sp, or -errno with @e.
+ * With @fn, the slot is agent_post()'s and counts in a->posted.
+ */
+static int slot_send(struct agent *a, uint16_t op, const void *body, size_t len, const void *data,
+		     size_t dlen, agent_done_fn fn, void *arg, struct slot **sp, struct err *e)
 {
 	pthread_mutex_lock(&a->lock);
 	bool up = a->rep_r >= 0 && !a->eof && !a->detaching;
-	struct slot *s = up ? slot_take_locked(a, op) : NULL;
-	*tag = s ? s->tag : 0;
+	bool room = !fn || a->posted < AGENT_POSTED_MAX;
+	struct slot *s = up && room ? slot_take_locked(a, op) : NULL;
+	uint32_t tag = s ? s->tag : 0;
+	if (s && fn) {
+		s->done_fn = fn, s->done_arg = arg;
+		a->posted++;
+	}
 	pthread_mutex_unlock(&a->lock);
+	if (up && !room)
+		return -EBUSY; /* the caller calls and waits instead */
 	if (!s && up)
 		return err_set(e, EAGAIN, "the agent of %s has %d requests in flight", a->cid,
 			       AGENT_INFLIGHT_MAX);
 	if (!s)
 		return call_error(a, -ENOTCONN, op, e);
-	int rc = send_frame2(a, *tag, op, body, len, data, dlen);
-	if (rc < 0) {
-		/* Not sent whole: its slot goes, unless the reader finished it at EOF. */
-		pthread_mutex_lock(&a->lock);
-		if (s->tag == *tag)
-			slot_free_locked(s);
-		pthread_mutex_unlock(&a->lock);
-		*tag = 0;
-		return call_error(a, rc, op, e);
+	int rc = send_frame2(a, tag, op, body, len, data, dlen);
+	pthread_mutex_lock(&a->lock);
+	if (rc < 0 && s->tag == tag) {
+		/* Not sent whole: the slot goes, and @fn is never told. */
+		if (fn) {
+			a->posted--;
+			pthread_cond_broadcast(&a->posted_cond);
+		}
+		slot_free_locked(s);
+	} else if (rc < 0 && fn) {
+		rc = 0; /* the attachment ended meanwhile and told @fn (-EIO): as if sent */
 	}
-	return 0;
+	pthread_mutex_unlock(&a->lock);
+	*sp = s;
+	return rc < 0 ? call_error(a, rc, op, e) : 0;
 }
 
-int agent_collect(struct agent *a, uint32_t tag, struct agent_reply *rep, struct err *e)
+int agent_post(struct agent *a, uint16_t op, const void *body, size_t len, const void *data,
+	       size_t dlen, agent_done_fn fn, void *arg, struct err *e)
 {
+	struct slot *s;
+	return slot_send(a, op, body, len, data, dlen, fn, arg, &s, e);
+}
+
+int agent_call2(struct agent *a, uint16_t op, const void *body, size_t len, const void *data,
+		size_t dlen, struct agent_reply *rep, struct err *e)
+{
+	struct slot *s;
+	int rc = slot_send(a, op, body, len, data, dlen, NULL, NULL, &s, e);
+	if (rc < 0)
+		return rc;
 	pthread_mutex_lock(&a->lock);
-	struct slot *s = slot_of(a, tag);
-	uint16_t op = s ? s->op : 0;
-	int rc = s ? 0 : -EIO;
 	int64_t deadline = mono_ms() + AGENT_REPLY_TIMEOUT_MS;
 	while (rc == 0 && !s->done)
-		if (!wait_until(&s->cond, &a->lock, deadline))
+		if (!cond_wait_until(&s->cond, &a->lock, deadline))
 			rc = -EIO;
 	if (rc == 0)
 		rc = s->rc;
@@ -518,29 +548,9 @@ int agent_collect(struct agent *a, uint32_t tag, struct agent_reply *rep, struct
 		*rep = s->rep;
 		s->rep.body = NULL;
 	}
-	if (s)
-		slot_free_locked(s);
+	slot_free_locked(s);
 	pthread_mutex_unlock(&a->lock);
 	return call_error(a, rc, op, e);
-}
-
-void agent_abandon(struct agent *a, uint32_t tag)
-{
-	pthread_mutex_lock(&a->lock);
-	struct slot *s = slot_of(a, tag);
-	if (s && s->done)
-		slot_free_locked(s);
-	else if (s)
-		s->orphan = true;
-	pthread_mutex_unlock(&a->lock);
-}
-
-int agent_call2(struct agent *a, uint16_t op, const void *body, size_t len, const void *data,
-		size_t dlen, struct agent_reply *rep, struct err *e)
-{
-	uint32_t tag;
-	int rc = agent_post(a, op, body, len, data, dlen, &tag, e);
-	return rc < 0 ? rc : agent_collect(a, tag, rep, e);
 }
 
 int agent_send(struct agent *a, uint16_t op, const void *body, size_t len)
@@ -587,7 +597,7 @@ static int hello(struct agent *a, struct err *e)
 	/* Another keeper: the execs the old one ran are gone with it. */
 	for (int i = 0; was && was != a->keeper_pid && i < AGENT_INFLIGHT_MAX; i++)
 		if (a->slots[i].tag && !a->slots[i].done && a->slots[i].op == WIRE_EXEC)
-			finish(&a->slots[i], -EIO);
+			finish(a, &a->slots[i], -EIO);
 	pthread_mutex_unlock(&a->lock);
 	return 0;
 }
@@ -712,7 +722,7 @@ static bool no_reader(int fd)
 static bool proven_locked(struct agent *a, int64_t ms)
 {
 	int64_t deadline = mono_ms() + ms;
-	while (!a->eof && wait_until(&a->eof_cond, &a->lock, deadline))
+	while (!a->eof && cond_wait_until(&a->eof_cond, &a->lock, deadline))
 		;
 	while (a->eof && !no_reader(a->req_w) && mono_ms() < deadline) {
 		pthread_mutex_unlock(&a->lock);
@@ -732,6 +742,14 @@ int agent_detach(struct agent *a, struct err *e)
 		return 0;
 	}
 	a->detaching = true;
+	/*
+	 * Posted requests (writes answered to the kernel already) are let
+	 * through first: the DETACH follows them in the channel, but the keeper
+	 * that serves them slowly is killed after AGENT_DETACH_WAIT_MS.
+	 */
+	int64_t posted_deadline = mono_ms() + AGENT_POSTED_WAIT_MS;
+	while (a->posted && !a->eof && cond_wait_until(&a->posted_cond, &a->lock, posted_deadline))
+		;
 	uint32_t tag = ++a->next_tag ? a->next_tag : ++a->next_tag;
 	pthread_mutex_unlock(&a->lock);
 	send_frame(a, tag, WIRE_DETACH, NULL, 0); /* its reply is a tag nobody waits for */
@@ -765,7 +783,7 @@ static bool exec_wait_locked(struct agent *a, struct slot *s, int64_t deadline_m
 	while (!s->done && !(any_stop && s->stopped)) {
 		/* Detached, execs wait for the next attach; the keeper is then asked again. */
 		int64_t until = deadline_ms ? deadline_ms : mono_ms() + 60000;
-		if (!wait_until(&s->cond, &a->lock, until) && deadline_ms)
+		if (!cond_wait_until(&s->cond, &a->lock, until) && deadline_ms)
 			return false;
 	}
 	return true;

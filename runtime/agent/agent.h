@@ -47,6 +47,9 @@
 #define AGENT_PIPE_BYTES (2u << 20)
 /* How long a detach waits for the keeper to let go before it kills it. */
 #define AGENT_DETACH_WAIT_MS 1000
+/* agent_post()'s requests unanswered at once, at most; how long a detach lets them finish. */
+#define AGENT_POSTED_MAX 32
+#define AGENT_POSTED_WAIT_MS 10000
 
 struct agent;
 
@@ -95,18 +98,22 @@ int agent_call(struct agent *a, uint16_t op, const void *body, size_t len, struc
 int agent_call2(struct agent *a, uint16_t op, const void *body, size_t len, const void *data,
 		size_t dlen, struct agent_reply *rep, struct err *e);
 /*
- * agent_call2() in two halves, so that a caller may go on while the agent
- * works: agent_post() returns once the frame is in the channel, with the
- * @tag whose reply agent_collect() then waits for and takes (each tag
- * once), or agent_abandon() drops, now or when it comes. A posted
- * request holds one of the AGENT_INFLIGHT_MAX slots until then. The
- * keeper serves its channel in order: what is posted after it is served
- * after it.
+ * agent_call2() without the wait: the frame goes, and @fn(@arg, rc, reply)
+ * is called once, when the reply comes (@rc 0 or the agent's -errno) or
+ * the attachment ends first (-EIO). It runs on the reader's thread under
+ * the agent's lock: it only records (under a leaf lock at most), keeps
+ * nothing of the reply, and returns 0, or -EPROTO for a reply that is no
+ * answer (the attachment then ends, as for a bad frame). At most
+ * AGENT_POSTED_MAX are unanswered per agent: -EBUSY past that, so that
+ * posted requests never take every slot (the caller calls and waits
+ * instead). A detach lets them be answered first, AGENT_POSTED_WAIT_MS at
+ * most. The keeper serves its channel in order: what is sent after a
+ * posted request is served after it. 0: @fn will be (or was) told once;
+ * -errno: it never is.
  */
+typedef int (*agent_done_fn)(void *arg, int rc, const struct agent_reply *rep);
 int agent_post(struct agent *a, uint16_t op, const void *body, size_t len, const void *data,
-	       size_t dlen, uint32_t *tag, struct err *e);
-int agent_collect(struct agent *a, uint32_t tag, struct agent_reply *rep, struct err *e);
-void agent_abandon(struct agent *a, uint32_t tag);
+	       size_t dlen, agent_done_fn fn, void *arg, struct err *e);
 /*
  * A request whose reply nobody waits for (a CLOSE: the kernel ignores what a
  * release answers): sent, and its slot freed when the reply comes or the
@@ -151,13 +158,13 @@ ssize_t agent_read(struct agent *a, uint32_t handle, uint64_t off, size_t n, voi
 ssize_t agent_write(struct agent *a, uint32_t handle, uint64_t off, const void *buf, size_t n,
 		    struct err *e);
 /*
- * agent_write() in halves (agent_post()): the frame goes, and @tag's
- * answer, the count written of @n, is taken later by agent_write_done().
- * @n at most WIRE_DATA_MAX.
+ * agent_write() posted (agent_post()): @fn(@arg, count written or -errno, @n)
+ * is told of its answer, on the reader's thread under the agent's lock.
+ * @n at most WIRE_DATA_MAX. 0, -EBUSY (agent_post()), or -errno with @e.
  */
+typedef void (*agent_wrote_fn)(void *arg, ssize_t done, size_t n);
 int agent_write_post(struct agent *a, uint32_t handle, uint64_t off, const void *buf, size_t n,
-		     uint32_t *tag, struct err *e);
-ssize_t agent_write_done(struct agent *a, uint32_t tag, size_t n, struct err *e);
+		     agent_wrote_fn fn, void *arg, struct err *e);
 /* CLOSE, FSYNC: @op. */
 int agent_handle_op(struct agent *a, uint16_t op, uint32_t handle, struct err *e);
 /* CLOSE without waiting for its answer (agent_send()); waits only when every slot is in use. */

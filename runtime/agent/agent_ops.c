@@ -206,42 +206,71 @@ ssize_t agent_read(struct agent *a, uint32_t handle, uint64_t off, size_t n, voi
 	return (ssize_t)got;
 }
 
-int agent_write_post(struct agent *a, uint32_t handle, uint64_t off, const void *buf, size_t n,
-		     uint32_t *tag, struct err *e)
+/* The body of a WRITE of @n at @off through @handle, less the bytes (sent from where they are). */
+static size_t write_body(uint8_t body[16], uint32_t handle, uint64_t off, size_t n)
 {
-	if (n > WIRE_DATA_MAX)
-		return err_set(e, EINVAL, "a write of more than %u bytes", WIRE_DATA_MAX);
-	/* The handle, the offset and the bytes' length; the bytes follow from @buf itself. */
-	uint8_t body[16];
-	struct wire_out w = {.buf = body, .cap = sizeof(body)};
+	struct wire_out w = {.buf = body, .cap = 16};
 	wire_put_u32(&w, handle);
 	wire_put_u64(&w, off);
 	wire_put_u32(&w, (uint32_t)n);
-	return agent_post(a, WIRE_WRITE, body, w.len, buf, n, tag, e);
+	return w.len;
 }
 
-ssize_t agent_write_done(struct agent *a, uint32_t tag, size_t n, struct err *e)
+/* The count a WRITE of @n answered in @r: 0 with *@done, or -EPROTO. */
+static int write_count(const struct agent_reply *r, size_t n, uint32_t *done)
 {
-	struct agent_reply r;
-	int rc = agent_collect(a, tag, &r, e);
-	if (rc < 0)
-		return rc;
-	uint32_t done;
-	rc = agent_decode_u32(r.body, r.len, &done);
-	free(r.body);
-	if (decoded(a, &r, rc < 0 || done > n ? -EPROTO : 0) < 0)
-		return err_set(e, EIO, "the agent's write answer is not one");
-	return done;
+	return agent_decode_u32(r->body, r->len, done) < 0 || *done > n ? -EPROTO : 0;
 }
 
 ssize_t agent_write(struct agent *a, uint32_t handle, uint64_t off, const void *buf, size_t n,
 		    struct err *e)
 {
-	uint32_t tag;
+	uint8_t body[16];
 	if (n > WIRE_DATA_MAX)
 		n = WIRE_DATA_MAX;
-	int rc = agent_write_post(a, handle, off, buf, n, &tag, e);
-	return rc < 0 ? rc : agent_write_done(a, tag, n, e);
+	struct agent_reply r;
+	int rc = agent_call2(a, WIRE_WRITE, body, write_body(body, handle, off, n), buf, n, &r, e);
+	if (rc < 0)
+		return rc;
+	uint32_t done;
+	rc = decoded(a, &r, write_count(&r, n, &done));
+	free(r.body);
+	return rc < 0 ? err_set(e, EIO, "the agent's write answer is not one") : (ssize_t)done;
+}
+
+/* A posted WRITE's: whom to tell, and how much it asked to write. */
+struct wrote {
+	agent_wrote_fn fn;
+	void *arg;
+	size_t n;
+};
+
+static int wrote_told(void *arg, int rc, const struct agent_reply *r)
+{
+	struct wrote *w = arg;
+	uint32_t done = 0;
+	if (rc == 0)
+		rc = write_count(r, w->n, &done);
+	w->fn(w->arg, rc < 0 ? (rc == -EPROTO ? -EIO : rc) : (ssize_t)done, w->n);
+	free(w);
+	return rc == -EPROTO ? rc : 0;
+}
+
+int agent_write_post(struct agent *a, uint32_t handle, uint64_t off, const void *buf, size_t n,
+		     agent_wrote_fn fn, void *arg, struct err *e)
+{
+	uint8_t body[16];
+	if (n > WIRE_DATA_MAX)
+		return err_set(e, EINVAL, "a write of more than %u bytes", WIRE_DATA_MAX);
+	struct wrote *w = malloc(sizeof(*w));
+	if (!w)
+		return err_set(e, ENOMEM, "out of memory");
+	*w = (struct wrote){fn, arg, n};
+	int rc = agent_post(a, WIRE_WRITE, body, write_body(body, handle, off, n), buf, n,
+			    wrote_told, w, e);
+	if (rc < 0)
+		free(w); /* not sent: never told */
+	return rc;
 }
 
 int agent_handle_op(struct agent *a, uint16_t op, uint32_t handle, struct err *e)
