@@ -119,14 +119,17 @@ struct agent_entry {
 	struct made_dir made[MADE_DIRS_MAX];
 	struct ahead_set ahead; /* files read ahead (ahead.h) */
 	bool more_refused;	/* this attachment's keeper refused WIRE_OPEN_MORE */
-	uint64_t changes; /* ops_inside_changed() calls: a reply asked before one is not kept */
+	/* Set anew (agents.changes) at each ops_inside_changed(): a reply asked before is not kept.
+	 */
+	uint64_t changes;
 	struct agent_entry *next;
 };
 
 static struct {
 	pthread_mutex_t lock;
 	struct agent_entry *list;
-	int exe_fd; /* the agent program, opened once (-1: none: root/ is EIO) */
+	int exe_fd;	  /* the agent program, opened once (-1: none: root/ is EIO) */
+	uint64_t changes; /* the last agent_entry.changes given: unique across entries */
 	char exe_path[PATH_MAX];
 } agents = {.lock = PTHREAD_MUTEX_INITIALIZER, .exe_fd = -1};
 
@@ -399,6 +402,7 @@ static int entry_get(const char *id, const char *runtime_id, struct agent **out,
 		if (rc == 0) {
 			snprintf(en->id, sizeof(en->id), "%s", id);
 			snprintf(en->runtime_id, sizeof(en->runtime_id), "%s", runtime_id);
+			en->changes = ++agents.changes; /* no reply asked of an older entry fits */
 			en->next = agents.list;
 			agents.list = en;
 		} else {
@@ -591,7 +595,7 @@ void ops_inside_changed(const char *id)
 	pthread_mutex_lock(&agents.lock);
 	struct agent_entry *en = find_locked(id);
 	if (en) {
-		en->changes++;
+		en->changes = ++agents.changes;
 		listing_clear(&en->listing);
 		recent_clear(en);
 		ahead_clear(&en->ahead);
@@ -1283,6 +1287,7 @@ static int behind_wait(struct ops_inside_file *f, unsigned keep, struct err *e)
 	bool late = false;
 	while (b->pending > keep && !late)
 		late = !cond_wait_until(&b->cond, &b->lock, deadline);
+	late = b->pending > keep; /* a timeout that raced the last answer is none */
 	int err = b->err;
 	size_t short_of = b->short_of;
 	pthread_mutex_unlock(&b->lock);
@@ -1298,18 +1303,20 @@ static int behind_wait(struct ops_inside_file *f, unsigned keep, struct err *e)
 	return 0;
 }
 
-/* @f's @n bytes at @off, posted to @a once fewer than INSIDE_BEHIND_MAX wait. Under behind_lock. */
+/*
+ * @f's @n bytes at @off, posted to @a: 0, or -errno. *@busy when there was
+ * no room to post it (the sandbox's posted writes, or every request slot,
+ * in use): nothing was sent. Under behind_lock.
+ */
 static int behind_post(struct ops_inside_file *f, struct agent *a, const void *buf, size_t n,
-		       off_t off, struct err *e)
+		       off_t off, bool *busy, struct err *e)
 {
 	struct behind *b = f->behind;
-	int rc = behind_wait(f, INSIDE_BEHIND_MAX - 1, e);
-	if (rc < 0)
-		return rc;
 	pthread_mutex_lock(&b->lock);
 	b->refs++, b->pending++;
 	pthread_mutex_unlock(&b->lock);
-	rc = agent_write_post(a, handle_of(f), (uint64_t)off, buf, n, behind_told, b, e);
+	struct err pe = {0};
+	int rc = agent_write_post(a, handle_of(f), (uint64_t)off, buf, n, behind_told, b, &pe);
 	if (rc < 0) {
 		/* Never told: undone here. */
 		pthread_mutex_lock(&b->lock);
@@ -1317,23 +1324,26 @@ static int behind_post(struct ops_inside_file *f, struct agent *a, const void *b
 		b->refs--;
 		pthread_mutex_unlock(&b->lock);
 	}
-	return rc;
+	*busy = rc == -EBUSY || rc == -EAGAIN;
+	if (rc < 0 && !*busy && e)
+		*e = pe;
+	return *busy ? 0 : rc;
 }
 
 /*
- * @f's write through @a, posted: @n, or -errno (-EBUSY: too many posted in
- * the sandbox; this file's are all answered, and the caller writes and
- * waits instead).
+ * @f's write through @a, gone behind: @n, or -errno. *@wait when it could
+ * not go (no room): @f's posted writes are then all answered, and the
+ * caller writes and waits instead.
  */
 static ssize_t write_behind(struct ops_inside_file *f, struct agent *a, const void *buf, size_t n,
-			    off_t off, struct err *e)
+			    off_t off, bool *wait, struct err *e)
 {
 	pthread_mutex_lock(&f->behind_lock);
-	int rc = behind_post(f, a, buf, n, off, e);
-	if (rc == -EBUSY) {
-		int failed = behind_wait(f, 0, e);
-		rc = failed < 0 ? failed : -EBUSY;
-	}
+	int rc = behind_wait(f, INSIDE_BEHIND_MAX - 1, e);
+	if (rc == 0)
+		rc = behind_post(f, a, buf, n, off, wait, e);
+	if (rc == 0 && *wait)
+		rc = behind_wait(f, 0, e);
 	pthread_mutex_unlock(&f->behind_lock);
 	return rc < 0 ? rc : (ssize_t)n;
 }
@@ -1352,8 +1362,9 @@ ssize_t ops_inside_write(struct ops_inside_file *f, const struct caller *who, co
 	 * Only a write-only file goes behind: a reader's page cache would keep
 	 * bytes that a failed write never put inside.
 	 */
-	ssize_t done = f->behind ? write_behind(f, a, buf, n, off, e) : -EBUSY;
-	if (done == -EBUSY)
+	bool wait = !f->behind;
+	ssize_t done = f->behind ? write_behind(f, a, buf, n, off, &wait, e) : 0;
+	if (done >= 0 && wait)
 		done = agent_write(a, handle_of(f), (uint64_t)off, buf, n, e);
 	agent_unref(a);
 	ops_inside_changed(f->id);

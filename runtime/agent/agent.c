@@ -433,6 +433,16 @@ static int send_frame(struct agent *a, uint32_t tag, uint16_t op, const void *bo
 	return send_frame2(a, tag, op, body, len, NULL, 0);
 }
 
+/* A new tag, never 0 nor one a slot still holds (slots can be held long); under a->lock. */
+static uint32_t tag_next_locked(struct agent *a)
+{
+	do
+		if (++a->next_tag == 0)
+			a->next_tag = 1;
+	while (slot_of(a, a->next_tag));
+	return a->next_tag;
+}
+
 /* A free slot for @op with a new tag, or NULL; under a->lock. */
 static struct slot *slot_take_locked(struct agent *a, uint16_t op)
 {
@@ -442,12 +452,7 @@ static struct slot *slot_take_locked(struct agent *a, uint16_t op)
 			s = &a->slots[i];
 	if (!s)
 		return NULL;
-	/* A tag still held (a slot can be held long) is skipped: each answers one request. */
-	do
-		if (++a->next_tag == 0)
-			a->next_tag = 1;
-	while (slot_of(a, a->next_tag));
-	s->tag = a->next_tag;
+	s->tag = tag_next_locked(a);
 	s->op = op;
 	s->done_fn = NULL;
 	s->done = s->stopped = s->orphan = false;
@@ -648,6 +653,9 @@ static void attachment_close(struct agent *a)
 	pthread_mutex_lock(&a->lock);
 	a->reader_running = false;
 	a->stop_reader = false;
+	/* A reader that never ran (or met no end) told nobody: what waits is told now. */
+	if (a->rep_r >= 0 && !a->eof)
+		end_attachment_locked(a);
 	close_reset(&a->rep_r);
 	pthread_mutex_unlock(&a->lock);
 }
@@ -750,7 +758,7 @@ int agent_detach(struct agent *a, struct err *e)
 	int64_t posted_deadline = mono_ms() + AGENT_POSTED_WAIT_MS;
 	while (a->posted && !a->eof && cond_wait_until(&a->posted_cond, &a->lock, posted_deadline))
 		;
-	uint32_t tag = ++a->next_tag ? a->next_tag : ++a->next_tag;
+	uint32_t tag = tag_next_locked(a);
 	pthread_mutex_unlock(&a->lock);
 	send_frame(a, tag, WIRE_DETACH, NULL, 0); /* its reply is a tag nobody waits for */
 	pthread_mutex_lock(&a->lock);
@@ -796,7 +804,7 @@ static void exec_kill(struct agent *a, uint32_t tag)
 	wire_put_u32(&w, tag);
 	uint32_t kill_tag;
 	pthread_mutex_lock(&a->lock);
-	kill_tag = ++a->next_tag ? a->next_tag : ++a->next_tag;
+	kill_tag = tag_next_locked(a);
 	pthread_mutex_unlock(&a->lock);
 	send_frame(a, kill_tag, WIRE_KILL, b, w.len); /* its reply answers no slot: dropped */
 }
