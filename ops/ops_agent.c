@@ -1291,9 +1291,11 @@ static int behind_wait(struct ops_inside_file *f, unsigned keep, struct err *e)
 	int err = b->err;
 	size_t short_of = b->short_of;
 	pthread_mutex_unlock(&b->lock);
-	if (late)
+	if (late) {
+		agent_stuck(f->agent); /* its writes are told EIO: no later call waits again */
 		return err_set(e, EIO, "the agent of sandbox %s did not answer a write of /%s",
 			       f->id, f->path);
+	}
 	if (err && short_of)
 		return err_set(e, -err, "a write to /%s inside sandbox %s left %zu bytes out",
 			       f->path, f->id, short_of);

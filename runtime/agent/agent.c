@@ -205,7 +205,20 @@ void agent_break(struct agent *a, unsigned attachment)
 {
 	pthread_mutex_lock(&a->lock);
 	if (a->rep_r >= 0 && !a->eof && a->attachment == attachment) {
-		warning("agent of %s: a reply broke the protocol", a->cid);
+		warning("agent of %s: a reply that was no answer, or a request cut short: the "
+			"channel goes",
+			a->cid);
+		end_attachment_locked(a);
+	}
+	pthread_mutex_unlock(&a->lock);
+}
+
+void agent_stuck(struct agent *a)
+{
+	pthread_mutex_lock(&a->lock);
+	if (a->posted && a->rep_r >= 0 && !a->eof) {
+		warning("agent of %s: posted requests unanswered for %d s: the channel goes",
+			a->cid, AGENT_REPLY_TIMEOUT_MS / 1000);
 		end_attachment_locked(a);
 	}
 	pthread_mutex_unlock(&a->lock);
@@ -422,9 +435,16 @@ static int send_frame2(struct agent *a, uint32_t tag, uint16_t op, const void *b
 	struct wire_header h = {.len = (uint32_t)(len + dlen), .tag = tag, .op = op};
 	wire_header_put(hdr, &h);
 	struct iovec iov[3] = {{hdr, sizeof(hdr)}, {(void *)body, len}, {(void *)data, dlen}};
+	pthread_mutex_lock(&a->lock);
+	unsigned attachment = a->attachment;
+	pthread_mutex_unlock(&a->lock);
 	pthread_mutex_lock(&a->wlock);
 	int rc = a->req_w < 0 ? -ENOTCONN : writev_all(a, iov, dlen ? 3 : len ? 2 : 1);
 	pthread_mutex_unlock(&a->wlock);
+	/* A frame cut short (a keeper that stopped reading) leaves no frame boundary to go on from.
+	 */
+	if (rc == -1)
+		agent_break(a, attachment);
 	return rc < 0 ? -EIO : 0;
 }
 

@@ -69,14 +69,20 @@ int agent_attach(struct agent *a, struct err *e);
 int agent_detach(struct agent *a, struct err *e);
 bool agent_attached(struct agent *a);
 /*
- * A reply's body is no answer (a decoder refused it): the protocol is
- * broken as by a bad frame, so the attachment that sent it (@attachment,
- * the reply's) ends, unless another has replaced it since, and every
- * request in flight on it fails with EIO. The next request closes our ends
- * and attaches afresh; the keeper, at that EOF, closes what it had open
- * for the channel.
+ * A reply's body is no answer (a decoder refused it), or a request's
+ * frame was cut short: the protocol is broken as by a bad frame, so the
+ * attachment concerned (@attachment, the reply's) ends, unless another
+ * has replaced it since, and every request in flight on it fails with
+ * EIO. The next request closes our ends and attaches afresh; the keeper,
+ * at that EOF, closes what it had open for the channel.
  */
 void agent_break(struct agent *a, unsigned attachment);
+/*
+ * A posted request (agent_post()) went unanswered for AGENT_REPLY_TIMEOUT_MS:
+ * the keeper is stuck, so the attachment ends if it still has posted
+ * requests, and they are told EIO.
+ */
+void agent_stuck(struct agent *a);
 /* Does an exec wait for its output (across a detach, for the next attach)? */
 bool agent_execs_waiting(struct agent *a);
 

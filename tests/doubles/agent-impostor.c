@@ -9,6 +9,9 @@
  *   agent-impostor LOG full   a file system that is full: "" and "tmp" are
  *                             directories, other names absent; an OPEN
  *                             (create) succeeds, every WRITE fails ENOSPC
+ *   agent-impostor LOG mute   as full until the first WRITE, then reads
+ *                             nothing more and lives on (a keeper that
+ *                             stopped): the daemon's writes fill the pipe
  *
  * It binds the keeper's abstract socket once the real keeper is gone and
  * takes one channel from the next attach. It serves that one channel only
@@ -30,7 +33,7 @@
 #include "runtime/agent/inside/inside.h"
 
 static FILE *logf;
-static int full_mode;
+static int full_mode, mute_mode;
 
 static int full(int fd, void *p, size_t n, int writing)
 {
@@ -148,7 +151,11 @@ static void serve(int in, int out)
 		if (rh.op == WIRE_HELLO) {
 			wire_put_u32(&w, WIRE_VERSION);
 			wire_put_u32(&w, (uint32_t)getpid());
-		} else if (full_mode) {
+		} else if (mute_mode && rh.op == WIRE_WRITE) {
+			say("mute\n", 0);
+			for (;;)
+				pause();
+		} else if (full_mode || mute_mode) {
 			err = answer_full(rh.op, body, rh.len, &w);
 		} else {
 			for (int i = 0; i < 3; i++) /* no reply is three bytes long */
@@ -165,6 +172,7 @@ int main(int argc, char **argv)
 	if (argc != 3 || !(logf = fopen(argv[1], "a")))
 		return 2;
 	full_mode = !strcmp(argv[2], "full");
+	mute_mode = !strcmp(argv[2], "mute");
 	int fds[2], l = listener();
 	if (l < 0)
 		return 1;

@@ -272,6 +272,26 @@ PY
 	ok "the sandbox ends the impostor" timeout 10 runsc --root "$RUNSC_ROOT" exec "$box_rid" \
 		sh -c 'kill $(pidof impostor)'
 	ok "root/ has a real keeper again" poll_until 10 test -e "$R/etc/passwd"
+
+	# A keeper that stops reading (the impostor goes mute at its first
+	# WRITE): the daemon's writes fill the pipe; the writer gives up after
+	# 30 s (EIO) and the channel goes, where it held the channel's lock for
+	# good; once the sandbox ends the impostor, a real keeper serves again.
+	k=$(sb_run box "$keeper_q" | head -n 1)
+	ok "an impostor that stops reading" sb_run box \
+		"setsid /tmp/impostor /tmp/impostor-mute.log mute </dev/null >/dev/null 2>&1 & (sleep 0.5; kill -9 $k) >/dev/null 2>&1 &"
+	ok "it holds the keeper's name" poll_until 30 \
+		timeout 10 runsc --root "$RUNSC_ROOT" exec "$box_rid" grep -qx bound /tmp/impostor-mute.log
+	t0=$(date +%s)
+	expect_errno EIO "8 MiB written through it, 1 MiB a write" \
+		timeout 120 dd if=/dev/zero of="$R/tmp/mute" bs=1M count=8 status=none
+	took=$(($(date +%s) - t0))
+	ok "the writer, and its close, gave up in one 30 s bound ($took s)" test "$took" -le 45
+	ok "the impostor went mute" timeout 10 runsc --root "$RUNSC_ROOT" exec "$box_rid" \
+		grep -qx mute /tmp/impostor-mute.log
+	ok "the sandbox ends it" timeout 10 runsc --root "$RUNSC_ROOT" exec "$box_rid" \
+		sh -c 'kill $(pidof impostor)'
+	ok "root/ has a real keeper again, after the mute one" poll_until 10 test -e "$R/etc/passwd"
 else
 	skip "a sandbox that replaces its agent" "musl-gcc is missing (apt-get install musl-tools)"
 fi
