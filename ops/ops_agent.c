@@ -1292,7 +1292,13 @@ static int behind_wait(struct ops_inside_file *f, unsigned keep, struct err *e)
 	size_t short_of = b->short_of;
 	pthread_mutex_unlock(&b->lock);
 	if (late) {
-		agent_stuck(f->agent); /* its writes are told EIO: no later call waits again */
+		/* Its writes are told EIO: no later call waits again. */
+		pthread_mutex_lock(&f->open_lock);
+		struct agent *a = f->agent;
+		agent_ref(a);
+		pthread_mutex_unlock(&f->open_lock);
+		agent_stuck(a);
+		agent_unref(a);
 		return err_set(e, EIO, "the agent of sandbox %s did not answer a write of /%s",
 			       f->id, f->path);
 	}

@@ -44,6 +44,7 @@ struct slot {
 	/* agent_post()'s: told of the answer instead of a waiter; the slot then goes. */
 	agent_done_fn done_fn;
 	void *done_arg;
+	int64_t taken_ms; /* when the request was made (mono_ms()) */
 	pthread_cond_t cond;
 };
 
@@ -59,10 +60,11 @@ struct agent {
 	int req_w, rep_r;
 	pthread_t reader;
 	bool reader_running;
-	bool eof;	     /* the reader met EOF or a broken frame: the attachment is over */
-	bool detaching;	     /* a detach is under way: execs wait for the next attachment */
-	bool stop_reader;    /* the reader is to end now, EOF or not */
-	unsigned attachment; /* counts attachments: a reply says which one answered it */
+	bool eof;		 /* the reader met EOF or a broken frame: the attachment is over */
+	bool detaching;		 /* a detach is under way: execs wait for the next attachment */
+	bool stop_reader;	 /* the reader is to end now, EOF or not */
+	unsigned attachment;	 /* counts attachments: a reply says which one answered it */
+	unsigned req_attachment; /* the attachment req_w is of; under wlock, with req_w */
 	/*
 	 * Writers on req_w give up (-EIO): the attachment is over. Read without
 	 * lock by a writer, which holds wlock, never taken with lock.
@@ -216,7 +218,14 @@ void agent_break(struct agent *a, unsigned attachment)
 void agent_stuck(struct agent *a)
 {
 	pthread_mutex_lock(&a->lock);
-	if (a->posted && a->rep_r >= 0 && !a->eof) {
+	bool stuck = false;
+	int64_t now = mono_ms();
+	for (int i = 0; i < AGENT_INFLIGHT_MAX && !stuck; i++) {
+		const struct slot *s = &a->slots[i];
+		stuck = s->tag && s->done_fn && s->rep.attachment == a->attachment &&
+			now - s->taken_ms >= AGENT_REPLY_TIMEOUT_MS;
+	}
+	if (stuck && a->rep_r >= 0 && !a->eof) {
 		warning("agent of %s: posted requests unanswered for %d s: the channel goes",
 			a->cid, AGENT_REPLY_TIMEOUT_MS / 1000);
 		end_attachment_locked(a);
@@ -435,10 +444,8 @@ static int send_frame2(struct agent *a, uint32_t tag, uint16_t op, const void *b
 	struct wire_header h = {.len = (uint32_t)(len + dlen), .tag = tag, .op = op};
 	wire_header_put(hdr, &h);
 	struct iovec iov[3] = {{hdr, sizeof(hdr)}, {(void *)body, len}, {(void *)data, dlen}};
-	pthread_mutex_lock(&a->lock);
-	unsigned attachment = a->attachment;
-	pthread_mutex_unlock(&a->lock);
 	pthread_mutex_lock(&a->wlock);
+	unsigned attachment = a->req_attachment;
 	int rc = a->req_w < 0 ? -ENOTCONN : writev_all(a, iov, dlen ? 3 : len ? 2 : 1);
 	pthread_mutex_unlock(&a->wlock);
 	/* A frame cut short (a keeper that stopped reading) leaves no frame boundary to go on from.
@@ -473,6 +480,7 @@ static struct slot *slot_take_locked(struct agent *a, uint16_t op)
 	if (!s)
 		return NULL;
 	s->tag = tag_next_locked(a);
+	s->taken_ms = mono_ms();
 	s->op = op;
 	s->done_fn = NULL;
 	s->done = s->stopped = s->orphan = false;
@@ -717,11 +725,18 @@ int agent_attach(struct agent *a, struct err *e)
 	closep(&req[0]);
 	closep(&rep[1]);
 	if (rc == 0) {
+		/* attach_lock held: nothing else changes the attachment meanwhile. */
 		pthread_mutex_lock(&a->lock);
-		a->req_w = req[1], a->rep_r = rep[0];
+		unsigned next = a->attachment + 1;
+		pthread_mutex_unlock(&a->lock);
+		pthread_mutex_lock(&a->wlock);
+		a->req_w = req[1], a->req_attachment = next;
+		pthread_mutex_unlock(&a->wlock);
+		pthread_mutex_lock(&a->lock);
+		a->rep_r = rep[0];
 		req[1] = rep[0] = -1;
 		a->eof = a->detaching = false;
-		a->attachment++;
+		a->attachment = next;
 		atomic_store(&a->write_abort, false);
 		rc = -pthread_create(&a->reader, NULL, reader_main, a);
 		a->reader_running = rc == 0;
@@ -746,18 +761,29 @@ static bool no_reader(int fd)
 	return poll(&p, 1, 0) == 1 && (p.revents & POLLERR);
 }
 
-/* EOF seen by the reader and no reader of req_w: the proof; waits up to @ms. */
+/* Has the pipe whose read end is @fd no writer left (POLLHUP)? */
+static bool no_writer(int fd)
+{
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+	return poll(&p, 1, 0) == 1 && (p.revents & POLLHUP);
+}
+
+/*
+ * The attachment over, no reader of req_w and no writer of rep_r left: the
+ * proof; waits up to @ms. Both ends are checked: @eof also follows a
+ * reply refused (agent_break()), which no EOF proves.
+ */
 static bool proven_locked(struct agent *a, int64_t ms)
 {
 	int64_t deadline = mono_ms() + ms;
 	while (!a->eof && cond_wait_until(&a->eof_cond, &a->lock, deadline))
 		;
-	while (a->eof && !no_reader(a->req_w) && mono_ms() < deadline) {
+	while (a->eof && !(no_reader(a->req_w) && no_writer(a->rep_r)) && mono_ms() < deadline) {
 		pthread_mutex_unlock(&a->lock);
 		usleep(10000);
 		pthread_mutex_lock(&a->lock);
 	}
-	return a->eof && no_reader(a->req_w);
+	return a->eof && no_reader(a->req_w) && no_writer(a->rep_r);
 }
 
 int agent_detach(struct agent *a, struct err *e)

@@ -78,9 +78,9 @@ bool agent_attached(struct agent *a);
  */
 void agent_break(struct agent *a, unsigned attachment);
 /*
- * A posted request (agent_post()) went unanswered for AGENT_REPLY_TIMEOUT_MS:
- * the keeper is stuck, so the attachment ends if it still has posted
- * requests, and they are told EIO.
+ * A posted request (agent_post()) may have gone unanswered for
+ * AGENT_REPLY_TIMEOUT_MS: if one of the current attachment's has, the
+ * keeper is stuck, so the attachment ends and its requests are told EIO.
  */
 void agent_stuck(struct agent *a);
 /* Does an exec wait for its output (across a detach, for the next attach)? */
