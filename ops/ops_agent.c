@@ -38,17 +38,18 @@
 /* How long a listing's attributes answer a stat of its entries: the kernel's attr timeout. */
 #define LISTING_FRESH_MS 1000
 /*
- * Write-behind: a write through root/ is answered once its WRITE is in the
- * agent's channel, not once the agent has written it, and at most
- * INSIDE_BEHIND_MAX of one file's writes (1 MiB each) are unanswered. The
+ * Write-behind: a write to a write-only file through root/ is answered once
+ * its WRITE is in the agent's channel, not once the agent has written it,
+ * and at most INSIDE_BEHIND_MAX of one file's writes (1 MiB each) and
+ * AGENT_POSTED_MAX of a sandbox's are unanswered. The
  * keeper serves its channel in order, so whatever is asked through snapfs
  * after a write (a read, a stat, a listing, an exec, a checkpoint's
  * DETACH) finds it written; only a process inside looking at the file in
  * those milliseconds may not. Without it each 1 MiB waited for the agent
  * and the next waited for the answer: the host and the sandbox took turns
  * (64 MiB `cat >` 1.7 times raw runsc; a pipe into `runsc exec cat >`
- * overlaps them). A failed write is reported by the file's next write,
- * fsync or close (FLUSH), as a writeback cache's is.
+ * overlaps them). A failed write sticks to the open file: its every later
+ * write, fsync and close (FLUSH) answers it (struct behind).
  */
 #define INSIDE_BEHIND_MAX 4
 
