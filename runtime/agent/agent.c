@@ -215,6 +215,21 @@ void agent_break(struct agent *a, unsigned attachment)
 	pthread_mutex_unlock(&a->lock);
 }
 
+/*
+ * A request of @attachment went unanswered for AGENT_REPLY_TIMEOUT_MS. The
+ * keeper serves its channel in order, so every request behind it would
+ * wait as long: the attachment ends (its requests fail with EIO) and the
+ * next request attaches afresh. Under a->lock.
+ */
+static void stuck_locked(struct agent *a, unsigned attachment, const char *what)
+{
+	if (a->rep_r < 0 || a->eof || a->attachment != attachment)
+		return; /* ended already, or another has replaced it */
+	warning("agent of %s: %s unanswered for %d s: the channel goes", a->cid, what,
+		AGENT_REPLY_TIMEOUT_MS / 1000);
+	end_attachment_locked(a);
+}
+
 void agent_stuck(struct agent *a)
 {
 	pthread_mutex_lock(&a->lock);
@@ -225,11 +240,8 @@ void agent_stuck(struct agent *a)
 		stuck = s->tag && s->done_fn && s->rep.attachment == a->attachment &&
 			now - s->taken_ms >= AGENT_REPLY_TIMEOUT_MS;
 	}
-	if (stuck && a->rep_r >= 0 && !a->eof) {
-		warning("agent of %s: posted requests unanswered for %d s: the channel goes",
-			a->cid, AGENT_REPLY_TIMEOUT_MS / 1000);
-		end_attachment_locked(a);
-	}
+	if (stuck)
+		stuck_locked(a, a->attachment, "posted requests");
 	pthread_mutex_unlock(&a->lock);
 }
 
@@ -575,6 +587,8 @@ int agent_call2(struct agent *a, uint16_t op, const void *body, size_t len, cons
 	while (rc == 0 && !s->done)
 		if (!cond_wait_until(&s->cond, &a->lock, deadline))
 			rc = -EIO;
+	if (rc < 0)
+		stuck_locked(a, s->rep.attachment, "a request");
 	if (rc == 0)
 		rc = s->rc;
 	if (rc == 0 && rep) {

@@ -80,7 +80,8 @@ void agent_break(struct agent *a, unsigned attachment);
 /*
  * A posted request (agent_post()) may have gone unanswered for
  * AGENT_REPLY_TIMEOUT_MS: if one of the current attachment's has, the
- * keeper is stuck, so the attachment ends and its requests are told EIO.
+ * keeper is stuck, so the attachment ends and its requests are told EIO,
+ * as when a request of agent_call() times out.
  */
 void agent_stuck(struct agent *a);
 /* Does an exec wait for its output (across a detach, for the next attach)? */
@@ -96,7 +97,8 @@ struct agent_reply {
 /*
  * One request and its reply. -errno: the agent's answer (an allowed
  * errno), -EIO for a broken or dead agent (@e says which), -ENOTCONN when
- * detached.
+ * detached. A reply that does not come in AGENT_REPLY_TIMEOUT_MS is EIO
+ * and ends the attachment, as agent_stuck() does for a posted request.
  */
 int agent_call(struct agent *a, uint16_t op, const void *body, size_t len, struct agent_reply *rep,
 	       struct err *e);

@@ -12,6 +12,9 @@
  *   agent-impostor LOG mute   as full until the first WRITE, then reads
  *                             nothing more and lives on (a keeper that
  *                             stopped): the daemon's writes fill the pipe
+ *   agent-impostor LOG deaf   reads every request and answers none but
+ *                             HELLO (a keeper stuck in a call): a request
+ *                             waits for its reply until the daemon gives up
  *
  * It binds the keeper's abstract socket once the real keeper is gone and
  * takes one channel from the next attach. It serves that one channel only
@@ -33,7 +36,7 @@
 #include "runtime/agent/inside/inside.h"
 
 static FILE *logf;
-static int full_mode, mute_mode;
+static int full_mode, mute_mode, deaf_mode;
 
 static int full(int fd, void *p, size_t n, int writing)
 {
@@ -155,6 +158,8 @@ static void serve(int in, int out)
 			say("mute\n", 0);
 			for (;;)
 				pause();
+		} else if (deaf_mode) {
+			continue;
 		} else if (full_mode || mute_mode) {
 			err = answer_full(rh.op, body, rh.len, &w);
 		} else {
@@ -173,6 +178,7 @@ int main(int argc, char **argv)
 		return 2;
 	full_mode = !strcmp(argv[2], "full");
 	mute_mode = !strcmp(argv[2], "mute");
+	deaf_mode = !strcmp(argv[2], "deaf");
 	int fds[2], l = listener();
 	if (l < 0)
 		return 1;

@@ -292,6 +292,27 @@ PY
 	ok "the sandbox ends it" timeout 10 runsc --root "$RUNSC_ROOT" exec "$box_rid" \
 		sh -c 'kill $(pidof impostor)'
 	ok "root/ has a real keeper again, after the mute one" poll_until 10 test -e "$R/etc/passwd"
+
+	# A keeper stuck in a call (the impostor reads every request and answers
+	# none): the request fails after 30 s (EIO) and its channel goes with it,
+	# as for a posted write, so the next use attaches a real keeper at once.
+	# Before, the channel stayed and every later call waited its own 30 s.
+	k=$(sb_run box "$keeper_q" | head -n 1)
+	ok "an impostor that answers nothing" sb_run box \
+		"setsid /tmp/impostor /tmp/impostor-deaf.log deaf </dev/null >/dev/null 2>&1 & (sleep 0.5; kill -9 $k) >/dev/null 2>&1 &"
+	ok "it holds the keeper's name" poll_until 30 \
+		timeout 10 runsc --root "$RUNSC_ROOT" exec "$box_rid" grep -qx bound /tmp/impostor-deaf.log
+	t0=$(date +%s)
+	# EIO, or ENOENT when the kernel, whose cached entry failed to revalidate,
+	# looks the name up afresh and so reaches the real keeper that follows.
+	expect_errno "EIO|ENOENT" "a stat through it fails" timeout 120 stat "$R/tmp/deaf"
+	took=$(($(date +%s) - t0))
+	ok "it gave up in one 30 s bound ($took s)" test "$took" -le 45
+	ok "the next use has a real keeper at once" timeout 15 stat "$R/etc/passwd"
+	ok "the daemon let the impostor go" poll_until 10 \
+		timeout 10 runsc --root "$RUNSC_ROOT" exec "$box_rid" grep -qx eof /tmp/impostor-deaf.log
+	timeout 10 runsc --root "$RUNSC_ROOT" exec "$box_rid" \
+		sh -c 'kill $(pidof impostor) 2>/dev/null; true' >/dev/null 2>&1
 else
 	skip "a sandbox that replaces its agent" "musl-gcc is missing (apt-get install musl-tools)"
 fi
