@@ -218,16 +218,27 @@ void agent_break(struct agent *a, unsigned attachment)
 /*
  * A request of @attachment went unanswered for AGENT_REPLY_TIMEOUT_MS. The
  * keeper serves its channel in order, so every request behind it would
- * wait as long: the attachment ends (its requests fail with EIO) and the
- * next request attaches afresh. Under a->lock.
+ * wait as long: the attachment ends (its requests fail with EIO), and the
+ * keeper that said it was @attachment's is killed, since one stuck in a
+ * call (or stopped by the sandbox) would not answer the next attach
+ * either. Under a->lock; returns that pid for the caller to kill once it
+ * has let go of the lock (kill_keeper()), or 0.
  */
-static void stuck_locked(struct agent *a, unsigned attachment, const char *what)
+static int stuck_locked(struct agent *a, unsigned attachment, const char *what)
 {
 	if (a->rep_r < 0 || a->eof || a->attachment != attachment)
-		return; /* ended already, or another has replaced it */
-	warning("agent of %s: %s unanswered for %d s: the channel goes", a->cid, what,
-		AGENT_REPLY_TIMEOUT_MS / 1000);
+		return 0; /* ended already, or another has replaced it */
+	warning("agent of %s: %s unanswered for %d s: the channel goes, and its keeper (pid %d)",
+		a->cid, what, AGENT_REPLY_TIMEOUT_MS / 1000, a->keeper_pid);
 	end_attachment_locked(a);
+	return a->keeper_pid;
+}
+
+/* @pid (the sandbox's word, from HELLO: only ever killed inside it), if any. */
+static void kill_keeper(struct agent *a, int pid)
+{
+	if (pid > 0)
+		runsc_kill_pid(a->rs, a->cid, pid, SIGKILL, NULL);
 }
 
 void agent_stuck(struct agent *a)
@@ -240,9 +251,9 @@ void agent_stuck(struct agent *a)
 		stuck = s->tag && s->done_fn && s->rep.attachment == a->attachment &&
 			now - s->taken_ms >= AGENT_REPLY_TIMEOUT_MS;
 	}
-	if (stuck)
-		stuck_locked(a, a->attachment, "posted requests");
+	int pid = stuck ? stuck_locked(a, a->attachment, "posted requests") : 0;
 	pthread_mutex_unlock(&a->lock);
+	kill_keeper(a, pid);
 }
 
 /* A reply of @h with @body (taken) for its request: 0, or -EIO when it answers none. */
@@ -587,8 +598,11 @@ int agent_call2(struct agent *a, uint16_t op, const void *body, size_t len, cons
 	while (rc == 0 && !s->done)
 		if (!cond_wait_until(&s->cond, &a->lock, deadline))
 			rc = -EIO;
-	if (rc < 0)
-		stuck_locked(a, s->rep.attachment, "a request");
+	int stuck_pid = 0;
+	if (rc < 0 && s->done)
+		rc = 0; /* a timeout that raced the reply is none */
+	else if (rc < 0)
+		stuck_pid = stuck_locked(a, s->rep.attachment, "a request");
 	if (rc == 0)
 		rc = s->rc;
 	if (rc == 0 && rep) {
@@ -597,6 +611,7 @@ int agent_call2(struct agent *a, uint16_t op, const void *body, size_t len, cons
 	}
 	slot_free_locked(s);
 	pthread_mutex_unlock(&a->lock);
+	kill_keeper(a, stuck_pid);
 	return call_error(a, rc, op, e);
 }
 
@@ -658,6 +673,7 @@ static int run_attach(struct agent *a, int in, int out, struct err *e)
 			       .exec_fd = a->exe_fd,
 			       .stdin_fd = in,
 			       .stdout_fd = out,
+			       .timeout_ms = AGENT_ATTACH_TIMEOUT_MS,
 			       .out = &said,
 			       .cap = 4096};
 	int rc = runsc_exec(a->rs, a->cid, &x, e);

@@ -45,6 +45,12 @@
 #define AGENT_REPLY_TIMEOUT_MS 30000
 /* Each channel pipe's size (F_SETPIPE_SZ): a largest frame, WIRE_BODY_MAX and its header, fits. */
 #define AGENT_PIPE_BYTES (2u << 20)
+/*
+ * How long `snapfs-agent attach` may take (a runsc exec, which starts a
+ * keeper where none runs): one that a sandbox's process holds the
+ * keeper's name for and never answers fails in this, not runsc's 60 s.
+ */
+#define AGENT_ATTACH_TIMEOUT_MS 20000
 /* How long a detach waits for the keeper to let go before it kills it. */
 #define AGENT_DETACH_WAIT_MS 1000
 /* agent_post()'s requests unanswered at once, at most; how long a detach lets them finish. */
@@ -80,8 +86,10 @@ void agent_break(struct agent *a, unsigned attachment);
 /*
  * A posted request (agent_post()) may have gone unanswered for
  * AGENT_REPLY_TIMEOUT_MS: if one of the current attachment's has, the
- * keeper is stuck, so the attachment ends and its requests are told EIO,
- * as when a request of agent_call() times out.
+ * keeper is stuck, so the attachment ends, its requests are told EIO and
+ * the keeper is killed (inside the sandbox: one stuck in a call would not
+ * answer the next attach either), as when a request of agent_call() times
+ * out.
  */
 void agent_stuck(struct agent *a);
 /* Does an exec wait for its output (across a detach, for the next attach)? */
@@ -97,8 +105,9 @@ struct agent_reply {
 /*
  * One request and its reply. -errno: the agent's answer (an allowed
  * errno), -EIO for a broken or dead agent (@e says which), -ENOTCONN when
- * detached. A reply that does not come in AGENT_REPLY_TIMEOUT_MS is EIO
- * and ends the attachment, as agent_stuck() does for a posted request.
+ * detached. A reply that does not come in AGENT_REPLY_TIMEOUT_MS is EIO,
+ * ends the attachment and kills its keeper, as agent_stuck() does for a
+ * posted request.
  */
 int agent_call(struct agent *a, uint16_t op, const void *body, size_t len, struct agent_reply *rep,
 	       struct err *e);

@@ -12,14 +12,17 @@
  *   agent-impostor LOG mute   as full until the first WRITE, then reads
  *                             nothing more and lives on (a keeper that
  *                             stopped): the daemon's writes fill the pipe
- *   agent-impostor LOG deaf   reads every request and answers none but
- *                             HELLO (a keeper stuck in a call): a request
- *                             waits for its reply until the daemon gives up
+ *   agent-impostor LOG deaf   answers HELLO, then at the next request
+ *                             stops for good and keeps the name (a keeper
+ *                             stuck in a call): the request waits for its
+ *                             reply until the daemon gives up, and a next
+ *                             attach finds the name held and never answered
  *
  * It binds the keeper's abstract socket once the real keeper is gone and
  * takes one channel from the next attach. It serves that one channel only
- * (the listener closes once it has it), so the next attach after the
- * daemon lets go finds no impostor and starts a real keeper. LOG gets
+ * (the listener closes once it has it, but for deaf's), so the next
+ * attach after the daemon lets go finds no impostor and starts a real
+ * keeper. LOG gets
  * "bound" once it holds the name, "op N" per request, and "eof" when the
  * daemon has closed the channel; then it exits.
  */
@@ -159,7 +162,9 @@ static void serve(int in, int out)
 			for (;;)
 				pause();
 		} else if (deaf_mode) {
-			continue;
+			say("deaf\n", 0);
+			for (;;) /* stuck in a call: no more reads, no EOF seen */
+				pause();
 		} else if (full_mode || mute_mode) {
 			err = answer_full(rh.op, body, rh.len, &w);
 		} else {
@@ -185,7 +190,8 @@ int main(int argc, char **argv)
 	say("bound\n", 0);
 	if (take(l, fds) < 0)
 		return 1;
-	close(l);
+	if (!deaf_mode)
+		close(l);
 	serve(fds[0], fds[1]);
 	return 0;
 }
