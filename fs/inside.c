@@ -799,13 +799,12 @@ void inside_read(fuse_req_t req, size_t size, off_t off, struct fuse_file_info *
 		      &(struct held_args){HELD_READ, req, 0, .size = size, .off = off, .fi = fi}))
 		return;
 	who_of(req, &who);
-	_cleanup_free_ void *mem = NULL;
-	const void *data = NULL;
-	ssize_t got = ops_inside_read(file_of(fi), &who, size, off, &mem, &data, &e);
+	_cleanup_(ops_read_release) struct ops_read r = {0};
+	ssize_t got = ops_inside_read(file_of(fi), &who, size, off, &r, &e);
 	if (got < 0)
 		fuse_reply_err(req, (int)-got);
 	else
-		fuse_reply_buf(req, data, (size_t)got);
+		fuse_reply_buf(req, r.data, (size_t)got);
 }
 
 void inside_write(fuse_req_t req, const char *buf, size_t size, off_t off,

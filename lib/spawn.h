@@ -56,7 +56,7 @@
 /* Longest tag; cancelled tags remembered. */
 #define SPAWN_TAG_MAX 64
 #define SPAWN_CANCELLED_MAX 256
-#define SPAWN_PASS_MAX 2
+#define SPAWN_PASS_MAX 3
 /* Most leftover children spawn_leftovers_wait() waits for at once (more: in batches). */
 #define SPAWN_LEFTOVERS_MAX 256
 

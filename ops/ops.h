@@ -643,12 +643,20 @@ int ops_inside_list(const struct caller *who, const char *id, const char *path,
 /* Open (or create, with O_CREAT and @mode) regular file @path; *@st its attributes. */
 int ops_inside_open(const struct caller *who, const char *id, const char *path, int flags,
 		    mode_t mode, struct ops_inside_file **out, struct stat *st, struct err *e);
+/* A read's bytes (@data), and what holds them until ops_read_release(). */
+struct agent_hold;
+struct ops_read {
+	const void *data;
+	void *mem;		 /* a copy of a file's head: freed */
+	struct agent_hold *hold; /* the agent's reply or read memory: released */
+};
+void ops_read_release(struct ops_read *r);
 /*
- * At most @n bytes at @off: the count; *@data the bytes, in *@mem, which
- * the caller frees (also after an error: NULL). No copy of a large read.
+ * At most @n bytes at @off into @r (zeroed by the caller, released by it
+ * also after an error): the count. No copy of a large read.
  */
 ssize_t ops_inside_read(struct ops_inside_file *f, const struct caller *who, size_t n, off_t off,
-			void **mem, const void **data, struct err *e);
+			struct ops_read *r, struct err *e);
 /*
  * Up to 1 MiB of @buf at @off: the count, once the bytes are in the
  * agent's channel (write-behind, ops_agent.c); a failure of one of @f's

@@ -1244,27 +1244,33 @@ static int reopen_whole(struct ops_inside_file *f, struct agent *a, struct err *
 	return rc;
 }
 
+void ops_read_release(struct ops_read *r)
+{
+	free(r->mem);
+	agent_hold_release(r->hold);
+	*r = (struct ops_read){0};
+}
+
 ssize_t ops_inside_read(struct ops_inside_file *f, const struct caller *who, size_t n, off_t off,
-			void **mem, const void **data, struct err *e)
+			struct ops_read *r, struct err *e)
 {
 	struct agent *a;
-	*mem = NULL;
 	int rc = file_ready(f, who, &a, e);
 	if (rc < 0)
 		return rc;
 	size_t got = 0;
-	int held = head_read(f, n, off, mem, &got);
+	int held = head_read(f, n, off, &r->mem, &got);
 	if (held == 0 && handle_of(f) == WIRE_HANDLE_NONE) {
 		rc = reopen_whole(f, a, e);
-		held = rc < 0 ? rc : head_read(f, n, off, mem, &got);
+		held = rc < 0 ? rc : head_read(f, n, off, &r->mem, &got);
 		if (held == 0 && handle_of(f) == WIRE_HANDLE_NONE)
 			held = 1; /* it still ends before @off: 0 bytes */
 	}
 	ssize_t n_read = (ssize_t)got;
 	if (held == 0)
-		n_read = agent_read(a, handle_of(f), (uint64_t)off, n, mem, data, e);
+		n_read = agent_read(a, handle_of(f), (uint64_t)off, n, &r->hold, &r->data, e);
 	else
-		*data = *mem;
+		r->data = r->mem;
 	agent_unref(a);
 	if (held == -ENOMEM)
 		return err_set(e, ENOMEM, "read: out of memory");

@@ -28,6 +28,7 @@
 #include "lib/files.h"
 #include "lib/strbuf.h"
 #include "lib/util.h"
+#include "runtime/agent/shmem.h"
 
 struct slot {
 	uint32_t tag; /* 0: free */
@@ -71,6 +72,10 @@ struct agent {
 	 */
 	atomic_bool write_abort;
 	int keeper_pid; /* from HELLO (the sandbox's word: only used to kill inside it) */
+	/* The keeper's read memory (its own lock), and whether this attachment's keeper mapped it.
+	 */
+	struct shmem shm;
+	bool shm_ok;
 	uint32_t next_tag;
 	pthread_cond_t eof_cond;
 	unsigned posted;	    /* agent_post()'s requests not answered yet */
@@ -104,6 +109,7 @@ int agent_new(const struct runsc *rs, const char *cid, int exe_fd, struct agent 
 	snprintf(a->cid, sizeof(a->cid), "%s", cid);
 	a->exe_fd = exe_fd;
 	a->req_w = a->rep_r = -1;
+	shmem_init(&a->shm);
 	/* Tags from a random start: a keeper's execs of an earlier daemon never match ours. */
 	a->next_tag = (uint32_t)(fnv1a(cid) ^ (uint64_t)now_ms()) | 1u;
 	*out = a;
@@ -129,6 +135,7 @@ void agent_unref(struct agent *a)
 		pthread_cond_destroy(&a->slots[i].cond);
 	pthread_cond_destroy(&a->eof_cond);
 	pthread_cond_destroy(&a->posted_cond);
+	shmem_close(&a->shm);
 	pthread_mutex_destroy(&a->lock);
 	pthread_mutex_destroy(&a->wlock);
 	pthread_mutex_destroy(&a->attach_lock);
@@ -637,23 +644,51 @@ int agent_send(struct agent *a, uint16_t op, const void *body, size_t len)
 	return rc;
 }
 
+/* --- the read memory (shmem.h) ------------------------------------------------ */
+
+bool agent_shm_take(struct agent *a, uint32_t *slot)
+{
+	pthread_mutex_lock(&a->lock);
+	bool ok = a->shm_ok && a->rep_r >= 0 && !a->eof;
+	pthread_mutex_unlock(&a->lock);
+	return ok && shmem_take(&a->shm, slot);
+}
+
+void agent_shm_give(struct agent *a, uint32_t slot)
+{
+	shmem_give(&a->shm, slot);
+}
+
+const uint8_t *agent_shm_slot(struct agent *a, uint32_t slot)
+{
+	return shmem_slot(&a->shm, slot);
+}
+
 /* --- attach and detach ----------------------------------------------------- */
 
+/*
+ * HELLO: the keeper's protocol, pid and features. The features are asked
+ * for, so a keeper from before them (which ignores the body) answers
+ * without, and one of ours answers an earlier daemon without.
+ */
 static int hello(struct agent *a, struct err *e)
 {
-	uint8_t b[4];
+	uint8_t b[8];
 	struct wire_out w = {.buf = b, .cap = sizeof(b)};
 	struct agent_reply rep;
 	wire_put_u32(&w, WIRE_VERSION);
+	wire_put_u32(&w, a->shm.fd >= 0 ? WIRE_HELLO_SHM : 0);
 	int rc = agent_call(a, WIRE_HELLO, b, w.len, &rep, e);
 	if (rc < 0)
 		return rc;
 	struct wire_in in = {.buf = rep.body, .len = rep.len};
 	uint32_t version = wire_get_u32(&in), pid = wire_get_u32(&in);
+	uint32_t features = in.len - in.off >= 4 ? wire_get_u32(&in) : 0;
 	free(rep.body);
 	if (!wire_in_done(&in) || version != WIRE_VERSION)
 		return err_set(e, EIO, "the agent of %s speaks another protocol", a->cid);
 	pthread_mutex_lock(&a->lock);
+	a->shm_ok = a->shm.fd >= 0 && (features & WIRE_HELLO_SHM);
 	int was = a->keeper_pid;
 	a->keeper_pid = pid > 0 && pid < (1u << 22) ? (int)pid : 0;
 	/* Another keeper: the execs the old one ran are gone with it. */
@@ -673,6 +708,7 @@ static int run_attach(struct agent *a, int in, int out, struct err *e)
 			       .exec_fd = a->exe_fd,
 			       .stdin_fd = in,
 			       .stdout_fd = out,
+			       .pass_fd = a->shm.fd,
 			       .timeout_ms = AGENT_ATTACH_TIMEOUT_MS,
 			       .out = &said,
 			       .cap = 4096};
@@ -732,6 +768,12 @@ int agent_attach(struct agent *a, struct err *e)
 	 * loop.
 	 */
 	attachment_close(a);
+	pthread_mutex_lock(&a->lock);
+	a->shm_ok = false; /* until this attachment's HELLO says */
+	pthread_mutex_unlock(&a->lock);
+	struct err shm_e = {0};
+	if (shmem_open(&a->shm, &shm_e) < 0) /* best effort: reads then go by the pipe */
+		debug("agent of %s: %s", a->cid, shm_e.msg);
 	int req[2] = {-1, -1}, rep[2] = {-1, -1};
 	int rc = pipe2(req, O_CLOEXEC) < 0 || pipe2(rep, O_CLOEXEC) < 0 ? -errno : 0;
 	if (rc < 0)
@@ -816,6 +858,30 @@ static bool proven_locked(struct agent *a, int64_t ms)
 	return a->eof && no_reader(a->req_w) && no_writer(a->rep_r);
 }
 
+/*
+ * The read memory's part of the proof: no descriptor of it left in the
+ * sandbox's sentry (shmem_held_by(): what gVisor holds while anything
+ * inside maps it or has it open), waited for up to @ms. Without a->lock:
+ * it runs `runsc state`. True when the agent never had the memory, or the
+ * sandbox is gone (nothing of it holds anything).
+ */
+static bool shm_let_go(struct agent *a, int64_t ms)
+{
+	if (a->shm.fd < 0)
+		return true;
+	pid_t pid = 0;
+	enum runsc_status st = runsc_state(a->rs, a->cid, &pid, NULL);
+	if (st != RUNSC_RUNNING && st != RUNSC_PAUSED)
+		return st == RUNSC_GONE || st == RUNSC_STOPPED;
+	if (pid <= 0)
+		return false;
+	int64_t deadline = mono_ms() + ms;
+	int held;
+	while ((held = shmem_held_by(&a->shm, pid)) > 0 && mono_ms() < deadline)
+		usleep(10000);
+	return held == 0;
+}
+
 int agent_detach(struct agent *a, struct err *e)
 {
 	pthread_mutex_lock(&a->attach_lock);
@@ -841,6 +907,7 @@ int agent_detach(struct agent *a, struct err *e)
 	bool proven = proven_locked(a, AGENT_DETACH_WAIT_MS);
 	int pid = a->keeper_pid;
 	pthread_mutex_unlock(&a->lock);
+	proven = proven && shm_let_go(a, AGENT_DETACH_WAIT_MS);
 	if (!proven && pid > 0) {
 		warning("agent of %s did not let go of its channel: killing it (pid %d)", a->cid,
 			pid);
@@ -848,13 +915,14 @@ int agent_detach(struct agent *a, struct err *e)
 		pthread_mutex_lock(&a->lock);
 		proven = proven_locked(a, AGENT_DETACH_WAIT_MS);
 		pthread_mutex_unlock(&a->lock);
+		proven = proven && shm_let_go(a, AGENT_DETACH_WAIT_MS);
 	}
 	attachment_close(a);
 	pthread_mutex_unlock(&a->attach_lock);
 	if (!proven)
 		return err_set(e, EBUSY,
-			       "a process in sandbox %s holds the agent's channel, so a checkpoint "
-			       "now would not restore",
+			       "a process in sandbox %s holds the agent's channel or its read "
+			       "memory, so a checkpoint now would not restore",
 			       a->cid);
 	return 0;
 }

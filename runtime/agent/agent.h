@@ -10,7 +10,9 @@
  * one if none runs) and exits, so only the keeper and this daemon hold the
  * channel. agent_detach() asks the keeper to let go and proves it did: EOF
  * on our read end and POLLERR on our write end mean nothing in the sandbox
- * holds either pipe any more, so a checkpoint taken next restores.
+ * holds either pipe any more, and no descriptor of the read memory left in
+ * the sentry (shmem.h: the memfd a keeper reads files into, passed with
+ * each attach) means nothing maps it, so a checkpoint taken next restores.
  *
  * Every reply is untrusted: a frame that breaks the protocol (wire.h: a
  * length past its maximum, a tag no request has, a body left unread, an
@@ -166,12 +168,30 @@ int agent_open_more(struct agent *a, const char *path, const char *const *names,
 		    agent_more_fn fn, void *arg, uint32_t *handle, struct wire_attr *attr,
 		    void *head, size_t *head_len, struct err *e);
 /*
- * At most @n (<= WIRE_DATA_MAX) bytes at @off: the count, or -errno.
- * *@data is the bytes within the reply, *@mem the reply itself, the
- * caller's to free (also after an error: NULL), so they are not copied.
+ * The keeper's read memory (shmem.h), for READ_SHM: a slot lent for one
+ * request (false: none free, or this attachment's keeper has none), given
+ * back once its bytes are copied out; a slot's bytes, the sandbox's to
+ * write at any time.
  */
-ssize_t agent_read(struct agent *a, uint32_t handle, uint64_t off, size_t n, void **mem,
-		   const void **data, struct err *e);
+bool agent_shm_take(struct agent *a, uint32_t *slot);
+void agent_shm_give(struct agent *a, uint32_t slot);
+const uint8_t *agent_shm_slot(struct agent *a, uint32_t slot);
+
+/*
+ * What holds a read's bytes (agent_read()): the reply's body, or a slot of
+ * the read memory lent until agent_hold_release() (with a reference to
+ * the agent, so the memory outlives its last other user), which frees it.
+ */
+struct agent_hold;
+void agent_hold_release(struct agent_hold *h);
+/*
+ * At most @n (<= WIRE_DATA_MAX) bytes at @off: the count, or -errno.
+ * *@data is the bytes, not copied: in the reply, or where the keeper read
+ * them, its read memory (READ_SHM); *@hold holds them, the caller's to
+ * release (also after an error: NULL).
+ */
+ssize_t agent_read(struct agent *a, uint32_t handle, uint64_t off, size_t n,
+		   struct agent_hold **hold, const void **data, struct err *e);
 ssize_t agent_write(struct agent *a, uint32_t handle, uint64_t off, const void *buf, size_t n,
 		    struct err *e);
 /*

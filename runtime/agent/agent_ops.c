@@ -183,14 +183,59 @@ int agent_open_more(struct agent *a, const char *path, const char *const *names,
 	return rc < 0 ? err_set(e, EIO, "the agent's open of /%s is not an answer", path) : 0;
 }
 
-ssize_t agent_read(struct agent *a, uint32_t handle, uint64_t off, size_t n, void **mem,
-		   const void **data, struct err *e)
+struct agent_hold {
+	uint8_t *body;	 /* a reply's, freed */
+	struct agent *a; /* with a slot lent: a reference, dropped */
+	uint32_t slot;
+};
+
+void agent_hold_release(struct agent_hold *h)
+{
+	if (!h)
+		return;
+	if (h->a) {
+		agent_shm_give(h->a, h->slot);
+		agent_unref(h->a);
+	}
+	free(h->body);
+	free(h);
+}
+
+/*
+ * READ_SHM into the read memory's slot that *@hold has lent: the count,
+ * the bytes left in the slot (the sandbox may change them at any time,
+ * which only changes its own file's bytes).
+ */
+static ssize_t read_shm(struct agent *a, uint32_t handle, uint64_t off, size_t n,
+			struct agent_hold *hold, const void **data, struct err *e)
+{
+	struct body b;
+	struct agent_reply r;
+	uint32_t got = 0;
+	body_init(&b);
+	wire_put_u32(&b.w, handle);
+	wire_put_u64(&b.w, off);
+	wire_put_u32(&b.w, (uint32_t)n);
+	wire_put_u32(&b.w, hold->slot);
+	int rc = call(a, WIRE_READ_SHM, &b, &r, e);
+	if (rc < 0)
+		return rc;
+	rc = agent_decode_u32(r.body, r.len, &got) < 0 || got > n ? -EPROTO : 0;
+	rc = decoded(a, &r, rc);
+	free(r.body);
+	if (rc < 0)
+		return err_set(e, EIO, "the agent's read is longer than asked");
+	*data = agent_shm_slot(a, hold->slot);
+	return (ssize_t)got;
+}
+
+/* By the pipe: the bytes in the reply, which *@hold keeps. */
+static ssize_t read_pipe(struct agent *a, uint32_t handle, uint64_t off, size_t n,
+			 struct agent_hold *hold, const void **data, struct err *e)
 {
 	struct body b;
 	struct agent_reply r;
 	size_t got;
-	n = n < WIRE_DATA_MAX ? n : WIRE_DATA_MAX;
-	*mem = NULL;
 	body_init(&b);
 	wire_put_u32(&b.w, handle);
 	wire_put_u64(&b.w, off);
@@ -198,12 +243,29 @@ ssize_t agent_read(struct agent *a, uint32_t handle, uint64_t off, size_t n, voi
 	int rc = call(a, WIRE_READ, &b, &r, e);
 	if (rc < 0)
 		return rc;
-	if (decoded(a, &r, agent_decode_data(r.body, r.len, n, data, &got)) < 0) {
-		free(r.body);
+	hold->body = r.body;
+	if (decoded(a, &r, agent_decode_data(r.body, r.len, n, data, &got)) < 0)
 		return err_set(e, EIO, "the agent's read is longer than asked");
-	}
-	*mem = r.body;
 	return (ssize_t)got;
+}
+
+ssize_t agent_read(struct agent *a, uint32_t handle, uint64_t off, size_t n,
+		   struct agent_hold **hold, const void **data, struct err *e)
+{
+	n = n < WIRE_DATA_MAX ? n : WIRE_DATA_MAX;
+	*hold = calloc(1, sizeof(**hold));
+	if (!*hold)
+		return err_set(e, ENOMEM, "read: out of memory");
+	ssize_t got = -EOPNOTSUPP;
+	if (agent_shm_take(a, &(*hold)->slot)) {
+		agent_ref(a);
+		(*hold)->a = a;
+		got = read_shm(a, handle, off, n, *hold, data, e);
+	}
+	/* No slot free, no memory in this keeper, or one without it after all. */
+	if (got == -EOPNOTSUPP)
+		got = read_pipe(a, handle, off, n, *hold, data, e);
+	return got;
 }
 
 /* The body of a WRITE of @n at @off through @handle, less the bytes (sent from where they are). */

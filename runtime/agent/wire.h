@@ -41,6 +41,16 @@
 #define WIRE_HEADER_SIZE 16
 /* Most file bytes in one READ reply or WRITE request: FUSE's largest request. */
 #define WIRE_DATA_MAX (1u << 20)
+/*
+ * The keeper's read memory (READ_SHM; runtime/agent/shmem.h): a memfd of
+ * this many slots of WIRE_DATA_MAX bytes, which an attach passes as the
+ * attach program's fd WIRE_SHM_FD, and it to the keeper with the channel.
+ */
+#define WIRE_SHM_SLOTS 8u
+#define WIRE_SHM_BYTES (WIRE_SHM_SLOTS * WIRE_DATA_MAX)
+#define WIRE_SHM_FD 3
+/* HELLO's feature: the keeper has mapped the read memory, so READ_SHM works. */
+#define WIRE_HELLO_SHM 1u
 /* Longest body: a WRITE's data and its fields. */
 #define WIRE_BODY_MAX (WIRE_DATA_MAX + 64u)
 /* A path inside the sandbox, relative to its /, and one name in it. */
@@ -90,7 +100,8 @@
  * attr is tabled at struct wire_attr.
  *
  *   op         request body                          reply body
- *   HELLO      u32 version                           u32 version, u32 pid
+ *   HELLO      u32 version[, u32 features asked]     u32 version, u32 pid[, u32 features
+ *                                                    had: when asked] (WIRE_HELLO_*)
  *   LSTAT      path                                  attr
  *   READDIR    path, u64 cookie                      u64 next (0: the end), u32 n,
  *                                                    n x (attr, string name)
@@ -99,6 +110,8 @@
  *                 with WIRE_OPEN_MORE]               [, n x (u32 err[, attr, bytes]):
  *                                                       with WIRE_OPEN_MORE]
  *   READ       u32 handle, u64 off, u32 n            bytes
+ *   READ_SHM   u32 handle, u64 off, u32 n, u32 slot  u32 got: the bytes are in the read
+ *                                                    memory's slot (EOPNOTSUPP: no memory)
  *   WRITE      u32 handle, u64 off, bytes            u32 n
  *   CLOSE      u32 handle                            -
  *   FSYNC      u32 handle                            -
@@ -147,6 +160,7 @@ enum wire_op {
 	WIRE_KILL,
 	WIRE_PS,
 	WIRE_DETACH,
+	WIRE_READ_SHM,
 	WIRE_OP_END,
 };
 

@@ -562,7 +562,7 @@ int runsc_exec(const struct runsc *rs, const char *cid, struct runsc_exec *x, st
 	_cleanup_close_ int pidfd = memfd_create("runsc-exec-pid", MFD_CLOEXEC);
 	if (pidfd < 0)
 		return err_set(e, EIO, "runsc exec failed: memfd: %s", strerror(errno));
-	int fds[2] = {pidfd, x->exec_fd};
+	int fds[3] = {pidfd, x->exec_fd, x->pass_fd};
 	cmd_init(&c, rs, "exec");
 	/* runsc writes the pid inside the sandbox into our fd 3: no file on the host. */
 	cmd_add(&c, "--internal-pid-file=/proc/self/fd/3");
@@ -570,6 +570,8 @@ int runsc_exec(const struct runsc *rs, const char *cid, struct runsc_exec *x, st
 	 * sandbox. */
 	if (x->exec_fd > 0)
 		cmd_add(&c, "--exec-fd=4");
+	if (x->exec_fd > 0 && x->pass_fd > 0)
+		cmd_add(&c, "--pass-fd=5:3");
 	cmd_target(&c, cid, true);
 	if (x->argv) {
 		for (size_t i = 0; x->argv[i]; i++)
@@ -595,7 +597,7 @@ int runsc_exec(const struct runsc *rs, const char *cid, struct runsc_exec *x, st
 		s.out_fd = x->stdout_fd, s.err_fd = err_w, s.in_fd = err_r;
 	}
 	s.stdin_fd = x->stdin_fd;
-	s.npass = x->exec_fd > 0 ? 2 : 1;
+	s.npass = x->exec_fd <= 0 ? 1 : x->pass_fd > 0 ? 3 : 2;
 	s.sink = exec_sink;
 	s.sink_arg = x;
 	int rc = run_cmd(&c, &s, e);

@@ -191,6 +191,8 @@ struct runsc_exec {
 	 * its stderr then still comes back into @out.
 	 */
 	int stdout_fd;
+	/* > 0, with @exec_fd: a host fd the command gets as its fd 3 (runsc --pass-fd). */
+	int pass_fd;
 	int64_t timeout_ms;
 	struct strbuf *out; /* appended to */
 	size_t cap;	    /* @out's length it may reach */

@@ -12,6 +12,11 @@
  *   agent-impostor LOG mute   as full until the first WRITE, then reads
  *                             nothing more and lives on (a keeper that
  *                             stopped): the daemon's writes fill the pipe
+ *   agent-impostor LOG hold   as full, but takes the read memory too, says
+ *                             so in HELLO, and leaves a child that keeps it
+ *                             mapped (and nothing else) before it serves: at
+ *                             DETACH it lets go of the channel, while the
+ *                             child still holds a host file
  *   agent-impostor LOG deaf   answers HELLO, then at the next request
  *                             stops for good and keeps the name (a keeper
  *                             stuck in a call): the request waits for its
@@ -30,6 +35,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -39,7 +45,8 @@
 #include "runtime/agent/inside/inside.h"
 
 static FILE *logf;
-static int full_mode, mute_mode, deaf_mode;
+static int full_mode, mute_mode, deaf_mode, hold_mode;
+static int shm_fd = -1; /* the read memory, when the attach handed one */
 
 static int full(int fd, void *p, size_t n, int writing)
 {
@@ -76,23 +83,54 @@ static int listener(void)
 	return -1;
 }
 
-/* The channel's two fds (requests in, replies out) from one attach. */
+/* @n fds of one message of @c into @fds, its byte into *@byte; 0 or -1. */
+static int recv_n(int c, char *byte, int *fds, size_t n)
+{
+	char ctl[CMSG_SPACE(2 * sizeof(int))];
+	struct iovec iov = {.iov_base = byte, .iov_len = 1};
+	struct msghdr m = {
+	    .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof(ctl)};
+	if (recvmsg(c, &m, 0) != 1)
+		return -1;
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+	if (!cm || cm->cmsg_type != SCM_RIGHTS || cm->cmsg_len != CMSG_LEN(n * sizeof(int)))
+		return -1;
+	memcpy(fds, CMSG_DATA(cm), n * sizeof(int));
+	return 0;
+}
+
+/* The channel's two fds (requests in, replies out) from one attach, and the read memory's. */
 static int take(int l, int fds[2])
 {
 	int c = accept(l, NULL, NULL);
-	char byte, ctl[CMSG_SPACE(2 * sizeof(int))];
-	struct iovec iov = {.iov_base = &byte, .iov_len = 1};
-	struct msghdr m = {
-	    .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof(ctl)};
-	if (c < 0 || recvmsg(c, &m, 0) != 1)
+	char byte, more;
+	if (c < 0 || recv_n(c, &byte, fds, 2) < 0)
 		return -1;
-	struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
-	if (!cm || cm->cmsg_type != SCM_RIGHTS || cm->cmsg_len != CMSG_LEN(2 * sizeof(int)))
-		return -1;
-	memcpy(fds, CMSG_DATA(cm), 2 * sizeof(int));
+	if (byte == INSIDE_ATTACH_SHM && recv_n(c, &more, &shm_fd, 1) < 0)
+		shm_fd = -1;
 	int rc = write(c, "k", 1) == 1 ? 0 : -1;
 	close(c);
 	return rc;
+}
+
+/*
+ * hold: a child that keeps the read memory mapped, with no other fd of
+ * ours (the channel's ends closed), so that only the memory stays held.
+ */
+static bool hold_memory(int l, const int fds[2])
+{
+	void *p = shm_fd < 0
+		      ? MAP_FAILED
+		      : mmap(NULL, WIRE_SHM_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, shm_fd, 0);
+	if (p == MAP_FAILED)
+		return false;
+	if (fork() == 0) {
+		close(fds[0]), close(fds[1]), close(l), close(shm_fd);
+		for (;;)
+			pause();
+	}
+	say("holding\n", 0);
+	return true;
 }
 
 static void put_dir_or_file(struct wire_out *w, bool dir)
@@ -157,6 +195,11 @@ static void serve(int in, int out)
 		if (rh.op == WIRE_HELLO) {
 			wire_put_u32(&w, WIRE_VERSION);
 			wire_put_u32(&w, (uint32_t)getpid());
+			if (rh.len >= 8) /* features asked */
+				wire_put_u32(&w, hold_mode ? WIRE_HELLO_SHM : 0);
+		} else if (hold_mode && rh.op == WIRE_DETACH) {
+			reply(out, &rh, 0, &w);
+			break; /* lets go of the channel, as a keeper does */
 		} else if (mute_mode && rh.op == WIRE_WRITE) {
 			say("mute\n", 0);
 			for (;;)
@@ -165,7 +208,7 @@ static void serve(int in, int out)
 			say("deaf\n", 0);
 			for (;;) /* stuck in a call: no more reads, no EOF seen */
 				pause();
-		} else if (full_mode || mute_mode) {
+		} else if (full_mode || mute_mode || hold_mode) {
 			err = answer_full(rh.op, body, rh.len, &w);
 		} else {
 			for (int i = 0; i < 3; i++) /* no reply is three bytes long */
@@ -184,14 +227,16 @@ int main(int argc, char **argv)
 	full_mode = !strcmp(argv[2], "full");
 	mute_mode = !strcmp(argv[2], "mute");
 	deaf_mode = !strcmp(argv[2], "deaf");
+	hold_mode = !strcmp(argv[2], "hold");
 	int fds[2], l = listener();
 	if (l < 0)
 		return 1;
 	say("bound\n", 0);
-	if (take(l, fds) < 0)
+	if (take(l, fds) < 0 || (hold_mode && !hold_memory(l, fds)))
 		return 1;
 	if (!deaf_mode)
 		close(l);
 	serve(fds[0], fds[1]);
+	close(fds[0]), close(fds[1]);
 	return 0;
 }

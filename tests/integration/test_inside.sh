@@ -317,6 +317,28 @@ PY
 		timeout 10 runsc --root "$RUNSC_ROOT" exec "$box_rid" sh -c '! pidof impostor'
 	timeout 10 runsc --root "$RUNSC_ROOT" exec "$box_rid" \
 		sh -c 'kill -9 $(pidof impostor) 2>/dev/null; true' >/dev/null 2>&1
+
+	# The read memory held past a detach (the impostor takes it, leaves a
+	# child that keeps it mapped and lets go of the channel at DETACH): a
+	# checkpoint with a host file held inside would not restore, so the
+	# snapshot is refused rather than written; once the child is gone,
+	# one completes. Without the check, the snapshot completed.
+	k=$(sb_run box "$keeper_q" | head -n 1)
+	ok "an impostor that keeps the read memory" sb_run box \
+		"setsid /tmp/impostor /tmp/impostor-hold.log hold </dev/null >/dev/null 2>&1 & (sleep 0.5; kill -9 $k) >/dev/null 2>&1 &"
+	ok "it holds the keeper's name" poll_until 30 \
+		timeout 10 runsc --root "$RUNSC_ROOT" exec "$box_rid" grep -qx bound /tmp/impostor-hold.log
+	ls "$R/tmp" >/dev/null 2>&1 # its attach (a listing is never cached)
+	ok "it was handed the read memory, and a child holds it" poll_until 10 \
+		timeout 10 runsc --root "$RUNSC_ROOT" exec "$box_rid" grep -qx holding /tmp/impostor-hold.log
+	expect_errno EBUSY "a snapshot then is refused" bash -c "echo 1 >'$MNT/sandboxes/box/snapshot'"
+	held=$(rd "$MNT/snapshots/index" | awk '$3 == "box" { id = $1 } END { print id }')
+	check_contains "and says why" "read memory" "$(rd "$MNT/snapshots/$held/error")"
+	timeout 10 runsc --root "$RUNSC_ROOT" exec "$box_rid" \
+		sh -c 'kill -9 $(pidof impostor) 2>/dev/null; true' >/dev/null 2>&1
+	freed=$(snapshot_of box)
+	snap_wait "$freed" >/dev/null
+	check_eq "once the sandbox ends it, a snapshot completes" completed "$(snap_status "$freed")"
 else
 	skip "a sandbox that replaces its agent" "musl-gcc is missing (apt-get install musl-tools)"
 fi

@@ -7,12 +7,15 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "runtime/agent/inside/inside.h"
 
-/* The channel: -1 when none is attached. */
+/* The channel: -1 when none is attached; its read memory, NULL if none. */
 static int chan_in = -1, chan_out = -1;
+static uint8_t *chan_shm;
 /* A reply's frame, the largest a frame can be: replies are made in place (channel_body()). */
 static uint8_t rep_buf[WIRE_HEADER_SIZE + WIRE_BODY_MAX];
 
@@ -83,15 +86,40 @@ void channel_detach(void)
 	if (chan_out >= 0)
 		close(chan_out);
 	chan_in = chan_out = -1;
+	if (chan_shm)
+		munmap(chan_shm, WIRE_SHM_BYTES);
+	chan_shm = NULL;
 	inbuf.at = inbuf.end = 0;
 	fs_close_all();
 }
 
-void channel_attach(int in, int out)
+/*
+ * @fd mapped, if it is a file of the read memory's size; NULL if not. (The
+ * daemon sealed it; gVisor answers no F_GET_SEALS for a host file.)
+ */
+static uint8_t *shm_map(int fd)
+{
+	struct stat st;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size != WIRE_SHM_BYTES)
+		return NULL;
+	void *p = mmap(NULL, WIRE_SHM_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+void channel_attach(int in, int out, int shm)
 {
 	channel_detach();
 	chan_in = in;
 	chan_out = out;
+	if (shm >= 0) {
+		chan_shm = shm_map(shm);
+		close(shm); /* the mapping is all it needs */
+	}
+}
+
+uint8_t *channel_shm(void)
+{
+	return chan_shm;
 }
 
 uint8_t *channel_body(void)

@@ -34,6 +34,8 @@
 /* The keeper's abstract socket: per protocol version, so an old keeper is never handed a channel.
  */
 #define INSIDE_SOCKET "snapfs-agent-1"
+/* An attach's first message's byte when a second, with the read memory, follows. */
+#define INSIDE_ATTACH_SHM 's'
 /* Files open through the channel at once, and execs running at once. */
 #define INSIDE_HANDLES_MAX 1024
 #define INSIDE_EXECS_MAX 64
@@ -78,10 +80,20 @@ bool exec_is_plain(const char *cmd, size_t n);
 int channel_fd(void);
 /* Bytes of a request are buffered already: serve it without waiting for the fd. */
 bool channel_buffered(void);
-/* Take the pipes @in and @out as the channel (a newer attach replaces the older). */
-void channel_attach(int in, int out);
-/* Let go of it: both ends closed, and every file it opened (fs_close_all()). */
+/*
+ * Take the pipes @in and @out as the channel (a newer attach replaces the
+ * older), and @shm (-1: none) as its read memory, mapped if it is the
+ * daemon's (a file of WIRE_SHM_BYTES) and closed either way.
+ */
+void channel_attach(int in, int out, int shm);
+/*
+ * Let go of it: both ends closed, the read memory unmapped (nothing of the
+ * host's may be left mapped at a checkpoint), every file it opened closed
+ * (fs_close_all()).
+ */
 void channel_detach(void);
+/* The read memory's WIRE_SHM_BYTES, NULL when the channel has none. */
+uint8_t *channel_shm(void);
 /* Where a reply's body is made in place (WIRE_BODY_MAX bytes). */
 uint8_t *channel_body(void);
 /* The next request into @buf (a frame's size); -1 at EOF or a frame that is not one (detached). */

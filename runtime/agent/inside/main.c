@@ -43,10 +43,17 @@ static void serve_one(const struct wire_header *h, struct wire_in *in)
 	    .body = {.buf = channel_body(), .cap = WIRE_BODY_MAX},
 	};
 	switch (h->op) {
-	case WIRE_HELLO:
+	case WIRE_HELLO: {
+		/* Features only when asked: a daemon from before them reads two fields. */
+		(void)wire_get_u32(in);
+		uint32_t asked = in->len - in->off >= 4 ? wire_get_u32(in) : 0;
+		bool ask = in->len >= 8;
 		wire_put_u32(&r.body, WIRE_VERSION);
 		wire_put_u32(&r.body, (uint32_t)getpid());
+		if (ask)
+			wire_put_u32(&r.body, asked & (channel_shm() ? WIRE_HELLO_SHM : 0));
 		break;
+	}
 	case WIRE_DETACH:
 		channel_send(h->tag, h->op, 0, 0, NULL, 0);
 		channel_detach();
@@ -89,33 +96,69 @@ static void serve_channel(void)
 	serve_one(&h, &in);
 }
 
-/* Take the channel's two fds from an attach on @listener; a newer channel replaces an older. */
-static void take_channel(int listener)
+/*
+ * One message of @c: its byte into *@byte and up to @max fds into @fds
+ * (close-on-exec); how many came, or -1.
+ */
+static int recv_fds(int c, char *byte, int *fds, size_t max)
 {
-	int c = accept4(listener, NULL, NULL, SOCK_CLOEXEC);
-	if (c < 0)
-		return;
-	char byte;
-	char ctl[CMSG_SPACE(2 * sizeof(int))];
-	struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+	char ctl[CMSG_SPACE(3 * sizeof(int))];
+	struct iovec iov = {.iov_base = byte, .iov_len = 1};
 	struct msghdr m = {
 	    .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof(ctl)};
-	ssize_t n = recvmsg(c, &m, MSG_CMSG_CLOEXEC);
-	struct cmsghdr *cm = n == 1 ? CMSG_FIRSTHDR(&m) : NULL;
-	if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS &&
-	    cm->cmsg_len == CMSG_LEN(2 * sizeof(int))) {
-		int fds[2];
-		memcpy(fds, CMSG_DATA(cm), sizeof(fds));
+	if (max > 3 || recvmsg(c, &m, MSG_CMSG_CLOEXEC) != 1)
+		return -1;
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+	if (!cm || cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+		return 0;
+	size_t n = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+	int got[3];
+	memcpy(got, CMSG_DATA(cm), (n < 3 ? n : 3) * sizeof(int));
+	for (size_t i = 0; i < n && i < 3; i++) {
 		/*
 		 * Close-on-exec for certain (not every kernel honours
 		 * MSG_CMSG_CLOEXEC): a command the keeper runs must not hold
 		 * the channel, or no checkpoint could be proven safe.
 		 */
-		fcntl(fds[0], F_SETFD, FD_CLOEXEC);
-		fcntl(fds[1], F_SETFD, FD_CLOEXEC);
-		channel_attach(fds[0], fds[1]);
+		fcntl(got[i], F_SETFD, FD_CLOEXEC);
+		if (i < max)
+			fds[i] = got[i];
+		else
+			close(got[i]);
+	}
+	return n < max ? (int)n : (int)max;
+}
+
+/* Does @c have a message within a second (an attach that said one follows)? */
+static bool more_soon(int c)
+{
+	struct pollfd p = {.fd = c, .events = POLLIN};
+	return poll(&p, 1, 1000) == 1;
+}
+
+/*
+ * Take the channel from an attach on @listener: its two pipes, then, if
+ * its first message's byte says so (INSIDE_ATTACH_SHM), its read memory in
+ * a second message. A newer channel replaces an older. (A keeper of
+ * before the read memory took the first message and closed: the second's
+ * fd went with the connection, so a newer attach works with it too.)
+ */
+static void take_channel(int listener)
+{
+	int c = accept4(listener, NULL, NULL, SOCK_CLOEXEC);
+	if (c < 0)
+		return;
+	char byte, more;
+	int fds[2], shm = -1;
+	int n = recv_fds(c, &byte, fds, 2);
+	if (n == 2) {
+		if (byte == INSIDE_ATTACH_SHM && more_soon(c) && recv_fds(c, &more, &shm, 1) != 1)
+			shm = -1;
+		channel_attach(fds[0], fds[1], shm);
 		(void)!write(c, "k", 1);
 	}
+	for (int i = 0; n == 1 && i < n; i++)
+		close(fds[i]);
 	close(c);
 }
 
@@ -205,6 +248,7 @@ static void start_keeper(void)
 	if (pid != 0)
 		return;
 	setsid();
+	close(WIRE_SHM_FD); /* the read memory goes to the keeper with the channel, not by birth */
 	int null = open("/dev/null", O_RDWR);
 	int exe = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
 	int mem = syscall(SYS_memfd_create, "snapfs-agent", 1u /* MFD_CLOEXEC */);
@@ -224,21 +268,35 @@ static void start_keeper(void)
 	_exit(127);
 }
 
-/* Hand our stdin and stdout to the keeper over @s; 0 once it said it has them. */
-static int hand_over(int s)
+/* One message on @s: @byte, with @n fds of @fds (n <= 3); 0 or -1. */
+static int send_fds(int s, char byte, const int *fds, size_t n)
 {
-	int fds[2] = {0, 1};
-	char ctl[CMSG_SPACE(sizeof(fds))] = {0};
-	struct iovec iov = {.iov_base = "c", .iov_len = 1};
-	struct msghdr m = {
-	    .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof(ctl)};
+	char ctl[CMSG_SPACE(3 * sizeof(int))] = {0};
+	struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+	struct msghdr m = {.msg_iov = &iov,
+			   .msg_iovlen = 1,
+			   .msg_control = ctl,
+			   .msg_controllen = CMSG_SPACE(n * sizeof(int))};
 	struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
 	cm->cmsg_level = SOL_SOCKET;
 	cm->cmsg_type = SCM_RIGHTS;
-	cm->cmsg_len = CMSG_LEN(sizeof(fds));
-	memcpy(CMSG_DATA(cm), fds, sizeof(fds));
+	cm->cmsg_len = CMSG_LEN(n * sizeof(int));
+	memcpy(CMSG_DATA(cm), fds, n * sizeof(int));
+	return n <= 3 && sendmsg(s, &m, MSG_NOSIGNAL) == 1 ? 0 : -1;
+}
+
+/*
+ * Hand our stdin and stdout to the keeper over @s, then the read memory if
+ * the daemon passed one (WIRE_SHM_FD: take_channel() says why apart); 0
+ * once it said it has them.
+ */
+static int hand_over(int s)
+{
+	static const int pipes[2] = {0, 1}, shm[1] = {WIRE_SHM_FD};
+	bool with_shm = fcntl(WIRE_SHM_FD, F_GETFD) >= 0;
 	char ack;
-	if (sendmsg(s, &m, MSG_NOSIGNAL) != 1 || read(s, &ack, 1) != 1)
+	if (send_fds(s, with_shm ? INSIDE_ATTACH_SHM : 'c', pipes, 2) < 0 ||
+	    (with_shm && send_fds(s, 'm', shm, 1) < 0) || read(s, &ack, 1) != 1)
 		return -1;
 	return 0;
 }
