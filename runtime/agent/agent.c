@@ -859,27 +859,20 @@ static bool proven_locked(struct agent *a, int64_t ms)
 }
 
 /*
- * The read memory's part of the proof: no descriptor of it left in the
- * sandbox's sentry (shmem_held_by(): what gVisor holds while anything
- * inside maps it or has it open), waited for up to @ms. Without a->lock:
- * it runs `runsc state`. True when the agent never had the memory, or the
- * sandbox is gone (nothing of it holds anything).
+ * The read memory's part of the proof: no descriptor of it left in a
+ * sentry (shmem_held_inside(): what gVisor holds while anything inside
+ * maps it or has it open), waited for up to @ms. Without a->lock. True
+ * when the agent never had the memory.
  */
 static bool shm_let_go(struct agent *a, int64_t ms)
 {
 	if (a->shm.fd < 0)
 		return true;
-	pid_t pid = 0;
-	enum runsc_status st = runsc_state(a->rs, a->cid, &pid, NULL);
-	if (st != RUNSC_RUNNING && st != RUNSC_PAUSED)
-		return st == RUNSC_GONE || st == RUNSC_STOPPED;
-	if (pid <= 0)
-		return false;
 	int64_t deadline = mono_ms() + ms;
-	int held;
-	while ((held = shmem_held_by(&a->shm, pid)) > 0 && mono_ms() < deadline)
+	bool held;
+	while ((held = shmem_held_inside(&a->shm)) && mono_ms() < deadline)
 		usleep(10000);
-	return held == 0;
+	return !held;
 }
 
 int agent_detach(struct agent *a, struct err *e)
@@ -907,7 +900,9 @@ int agent_detach(struct agent *a, struct err *e)
 	bool proven = proven_locked(a, AGENT_DETACH_WAIT_MS);
 	int pid = a->keeper_pid;
 	pthread_mutex_unlock(&a->lock);
-	proven = proven && shm_let_go(a, AGENT_DETACH_WAIT_MS);
+	/* Only before a checkpoint (@e): an agent's end or a failed attach checks no memory. */
+	bool checkpoint = e != NULL;
+	proven = proven && (!checkpoint || shm_let_go(a, AGENT_DETACH_WAIT_MS));
 	if (!proven && pid > 0) {
 		warning("agent of %s did not let go of its channel: killing it (pid %d)", a->cid,
 			pid);
@@ -915,7 +910,7 @@ int agent_detach(struct agent *a, struct err *e)
 		pthread_mutex_lock(&a->lock);
 		proven = proven_locked(a, AGENT_DETACH_WAIT_MS);
 		pthread_mutex_unlock(&a->lock);
-		proven = proven && shm_let_go(a, AGENT_DETACH_WAIT_MS);
+		proven = proven && (!checkpoint || shm_let_go(a, AGENT_DETACH_WAIT_MS));
 	}
 	attachment_close(a);
 	pthread_mutex_unlock(&a->attach_lock);

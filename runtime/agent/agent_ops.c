@@ -261,6 +261,11 @@ ssize_t agent_read(struct agent *a, uint32_t handle, uint64_t off, size_t n,
 		agent_ref(a);
 		(*hold)->a = a;
 		got = read_shm(a, handle, off, n, *hold, data, e);
+		if (got == -EOPNOTSUPP) { /* the slot back at once */
+			agent_shm_give(a, (*hold)->slot);
+			agent_unref(a);
+			(*hold)->a = NULL;
+		}
 	}
 	/* No slot free, no memory in this keeper, or one without it after all. */
 	if (got == -EOPNOTSUPP)

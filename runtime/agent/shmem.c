@@ -15,6 +15,9 @@
 #include "lib/log.h"
 #include "runtime/agent/wire.h"
 
+/* The memfd's name: its /proc links read "/memfd:snapfs-agent-reads (deleted)". */
+#define SHMEM_NAME "snapfs-agent-reads"
+
 void shmem_init(struct shmem *s)
 {
 	s->fd = -1;
@@ -27,7 +30,7 @@ int shmem_open(struct shmem *s, struct err *e)
 {
 	if (s->fd >= 0)
 		return 0;
-	int fd = memfd_create("snapfs-agent-reads", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	int fd = memfd_create(SHMEM_NAME, MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (fd < 0)
 		return err_set(e, errno, "cannot make the agent's read memory: %s",
 			       strerror(errno));
@@ -72,22 +75,56 @@ const uint8_t *shmem_slot(const struct shmem *s, uint32_t slot)
 	return s->base + (size_t)slot * WIRE_DATA_MAX;
 }
 
-int shmem_held_by(const struct shmem *s, pid_t pid)
+/*
+ * Is @name (an entry of a /proc/PID/fd) a descriptor of the file @ours is
+ * the stat of? Only a memfd of ours is stat()ed: following any other link
+ * could wait on a file system that does not answer.
+ */
+static bool is_ours(int dfd, const char *name, const struct stat *ours)
 {
-	struct stat ours, st;
-	char path[64];
-	if (s->fd < 0 || fstat(s->fd, &ours) < 0)
-		return 0;
-	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+	static const char prefix[] = "/memfd:" SHMEM_NAME;
+	char target[sizeof(prefix)];
+	struct stat st;
+	ssize_t n = readlinkat(dfd, name, target, sizeof(target) - 1);
+	if (n != (ssize_t)sizeof(target) - 1)
+		return false;
+	target[n] = 0;
+	return !strcmp(target, prefix) && fstatat(dfd, name, &st, 0) == 0 &&
+	       st.st_dev == ours->st_dev && st.st_ino == ours->st_ino;
+}
+
+/* Has process @pid a descriptor of the file @ours is the stat of? */
+static bool has_file(const char *pid, const struct stat *ours)
+{
+	char path[300];
+	snprintf(path, sizeof(path), "/proc/%s/fd", pid);
 	DIR *d = opendir(path);
 	if (!d)
-		return -errno;
-	int dfd = dirfd(d), held = 0;
+		return false;
+	bool held = false;
 	struct dirent *de;
 	while (!held && (de = readdir(d)))
-		held = de->d_name[0] != '.' && fstatat(dfd, de->d_name, &st, 0) == 0 &&
-		       st.st_dev == ours.st_dev && st.st_ino == ours.st_ino;
+		held = de->d_name[0] != '.' && is_ours(dirfd(d), de->d_name, ours);
 	closedir(d);
+	return held;
+}
+
+bool shmem_held_inside(const struct shmem *s)
+{
+	struct stat ours;
+	if (s->fd < 0 || fstat(s->fd, &ours) < 0)
+		return false;
+	DIR *proc = opendir("/proc");
+	if (!proc)
+		return true; /* nothing proven */
+	char me[24];
+	snprintf(me, sizeof(me), "%d", (int)getpid());
+	bool held = false;
+	struct dirent *de;
+	while (!held && (de = readdir(proc)))
+		held = de->d_name[0] >= '1' && de->d_name[0] <= '9' &&
+		       strcmp(de->d_name, me) != 0 && has_file(de->d_name, &ours);
+	closedir(proc);
 	return held;
 }
 

@@ -44,13 +44,16 @@ void shmem_give(struct shmem *s, uint32_t slot);
 /* Slot @slot's WIRE_DATA_MAX bytes (the sandbox's to write). */
 const uint8_t *shmem_slot(const struct shmem *s, uint32_t slot);
 /*
- * Does host process @pid (a sandbox's sentry) hold the memfd open? gVisor
- * keeps a donated host file open for as long as anything inside refers
- * to it, a descriptor or a mapping: the detach proof for the read memory,
+ * Does another process (a sandbox's sentry) hold the memfd open? gVisor
+ * keeps a donated host file open for as long as anything inside refers to
+ * it, a descriptor or a mapping: the detach proof for the read memory,
  * since a checkpoint taken while the sandbox holds a host file does not
- * restore. -errno when @pid's descriptors cannot be read.
+ * restore. Every process's descriptors are looked at (a sentry is not
+ * always our child: not after a daemon restart), by their links: one
+ * readlink each, and a stat only of a memfd of this name. From /proc, not
+ * runsc, whose calls wait on a container's lock.
  */
-int shmem_held_by(const struct shmem *s, pid_t pid);
+bool shmem_held_inside(const struct shmem *s);
 /* Unmap and close, at the agent's end: no slot may be lent. */
 void shmem_close(struct shmem *s);
 

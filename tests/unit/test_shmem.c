@@ -3,10 +3,12 @@
 #include "runtime/agent/shmem.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "runtime/agent/wire.h"
@@ -69,9 +71,38 @@ static void test_slots(void)
 	shmem_close(&s);
 }
 
+/* The detach proof: another process (as a sentry) holding it open is seen, until it ends. */
+static void test_held_inside(void)
+{
+	struct shmem s;
+	shmem_init(&s);
+	struct err e = {0};
+	CHECK(shmem_open(&s, &e) == 0);
+	CHECK(!shmem_held_inside(&s)); /* our own descriptor is not another's */
+	int ready[2];
+	CHECK(pipe(ready) == 0);
+	pid_t pid = fork();
+	if (pid == 0) { /* keeps the inherited memfd, as gVisor keeps a donated one */
+		close(ready[0]);
+		(void)!write(ready[1], "r", 1);
+		pause();
+		_exit(0);
+	}
+	char c;
+	close(ready[1]);
+	CHECK(read(ready[0], &c, 1) == 1);
+	CHECK(shmem_held_inside(&s));
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	CHECK(!shmem_held_inside(&s));
+	close(ready[0]);
+	shmem_close(&s);
+}
+
 int main(void)
 {
 	test_sealed();
 	test_slots();
+	test_held_inside();
 	return t_done();
 }

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <time.h>
@@ -268,6 +269,9 @@ static void start_keeper(void)
 	_exit(127);
 }
 
+/* Did the daemon pass this attach the read memory (WIRE_SHM_FD)? */
+static bool shm_passed;
+
 /* One message on @s: @byte, with @n fds of @fds (n <= 3); 0 or -1. */
 static int send_fds(int s, char byte, const int *fds, size_t n)
 {
@@ -293,12 +297,16 @@ static int send_fds(int s, char byte, const int *fds, size_t n)
 static int hand_over(int s)
 {
 	static const int pipes[2] = {0, 1}, shm[1] = {WIRE_SHM_FD};
-	bool with_shm = fcntl(WIRE_SHM_FD, F_GETFD) >= 0;
 	char ack;
-	if (send_fds(s, with_shm ? INSIDE_ATTACH_SHM : 'c', pipes, 2) < 0 ||
-	    (with_shm && send_fds(s, 'm', shm, 1) < 0) || read(s, &ack, 1) != 1)
+	if (send_fds(s, shm_passed ? INSIDE_ATTACH_SHM : 'c', pipes, 2) < 0)
 		return -1;
-	return 0;
+	/*
+	 * Its failure is no attach's: a keeper from before the memory has taken
+	 * the pipes and closed, and HELLO tells the daemon it has none.
+	 */
+	if (shm_passed)
+		(void)send_fds(s, 'm', shm, 1);
+	return read(s, &ack, 1) == 1 ? 0 : -1;
 }
 
 static int attach(void)
@@ -324,6 +332,10 @@ static int attach(void)
 
 int main(int argc, char **argv)
 {
+	/* Before this program opens a file of its own, which could take fd 3. */
+	struct stat st;
+	shm_passed =
+	    fstat(WIRE_SHM_FD, &st) == 0 && S_ISREG(st.st_mode) && st.st_size == WIRE_SHM_BYTES;
 	if (argc == 2 && strcmp(argv[1], "keep") == 0)
 		return keep();
 	if (argc == 2 && strcmp(argv[1], "attach") == 0)
