@@ -86,6 +86,7 @@ void channel_detach(void)
 	if (chan_out >= 0)
 		close(chan_out);
 	chan_in = chan_out = -1;
+	fs_read_memory(NULL);
 	if (chan_shm)
 		munmap(chan_shm, WIRE_SHM_BYTES);
 	chan_shm = NULL;
@@ -114,6 +115,7 @@ void channel_attach(int in, int out, int shm)
 	if (shm >= 0) {
 		chan_shm = shm_map(shm);
 		close(shm); /* the mapping is all it needs */
+		fs_read_memory(chan_shm);
 	}
 }
 

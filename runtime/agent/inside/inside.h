@@ -51,6 +51,9 @@ struct inside_reply {
 /* Answer a file request (every op but EXEC, KILL, PS, HELLO, DETACH). */
 void fs_serve(const struct wire_header *h, struct wire_in *in, struct inside_reply *r);
 /* Close every handle (the channel went away: its handles with it). */
+/* The read memory READ_SHM reads into (NULL: none): the channel's, set as it attaches and detaches.
+ */
+void fs_read_memory(uint8_t *mem);
 void fs_close_all(void);
 
 /* Answer PS. */
