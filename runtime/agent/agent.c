@@ -875,14 +875,30 @@ static bool shm_let_go(struct agent *a, int64_t ms)
 	return !held;
 }
 
+static int not_proven(const struct agent *a, struct err *e)
+{
+	return err_set(e, EBUSY,
+		       "a process in sandbox %s holds the agent's channel or its read memory, so a "
+		       "checkpoint now would not restore",
+		       a->cid);
+}
+
 int agent_detach(struct agent *a, struct err *e)
 {
 	pthread_mutex_lock(&a->attach_lock);
 	pthread_mutex_lock(&a->lock);
 	if (a->rep_r < 0) {
 		pthread_mutex_unlock(&a->lock);
+		/*
+		 * No channel, but the read memory an earlier one had (a checkpoint
+		 * refused before, an attach that failed after the hand-over) may
+		 * still be held: checked again before every checkpoint. Nobody is
+		 * killed: the keeper's pid is of an attachment gone, and may be
+		 * another process's by now.
+		 */
+		bool proven = !e || shm_let_go(a, AGENT_DETACH_WAIT_MS);
 		pthread_mutex_unlock(&a->attach_lock);
-		return 0;
+		return proven ? 0 : not_proven(a, e);
 	}
 	a->detaching = true;
 	/*
@@ -914,12 +930,7 @@ int agent_detach(struct agent *a, struct err *e)
 	}
 	attachment_close(a);
 	pthread_mutex_unlock(&a->attach_lock);
-	if (!proven)
-		return err_set(e, EBUSY,
-			       "a process in sandbox %s holds the agent's channel or its read "
-			       "memory, so a checkpoint now would not restore",
-			       a->cid);
-	return 0;
+	return proven ? 0 : not_proven(a, e);
 }
 
 /* --- exec ------------------------------------------------------------------- */

@@ -99,8 +99,8 @@ static bool has_file(const char *pid, const struct stat *ours)
 	char path[300];
 	snprintf(path, sizeof(path), "/proc/%s/fd", pid);
 	DIR *d = opendir(path);
-	if (!d)
-		return false;
+	if (!d) /* gone meanwhile is nothing held; not readable proves nothing */
+		return errno != ENOENT && errno != ESRCH;
 	bool held = false;
 	struct dirent *de;
 	while (!held && (de = readdir(d)))

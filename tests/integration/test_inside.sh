@@ -334,6 +334,9 @@ PY
 	expect_errno EBUSY "a snapshot then is refused" bash -c "echo 1 >'$MNT/sandboxes/box/snapshot'"
 	held=$(rd "$MNT/snapshots/index" | awk '$3 == "box" { id = $1 } END { print id }')
 	check_contains "and says why" "read memory" "$(rd "$MNT/snapshots/$held/error")"
+	# Again, with no channel since (the refusal ended it): still refused.
+	expect_errno EBUSY "and again, while the child holds it" \
+		bash -c "echo 1 >'$MNT/sandboxes/box/snapshot'"
 	timeout 10 runsc --root "$RUNSC_ROOT" exec "$box_rid" \
 		sh -c 'kill -9 $(pidof impostor) 2>/dev/null; true' >/dev/null 2>&1
 	freed=$(snapshot_of box)

@@ -81,15 +81,16 @@ int channel_fd(void)
 
 void channel_detach(void)
 {
+	/* The memory first: once the pipes close, the daemon's proof looks for it. */
+	fs_read_memory(NULL);
+	if (chan_shm)
+		munmap(chan_shm, WIRE_SHM_BYTES);
+	chan_shm = NULL;
 	if (chan_in >= 0)
 		close(chan_in);
 	if (chan_out >= 0)
 		close(chan_out);
 	chan_in = chan_out = -1;
-	fs_read_memory(NULL);
-	if (chan_shm)
-		munmap(chan_shm, WIRE_SHM_BYTES);
-	chan_shm = NULL;
 	inbuf.at = inbuf.end = 0;
 	fs_close_all();
 }
