@@ -135,7 +135,7 @@ static void test_header(void)
 	CHECK(wire_header_get(raw, &g) == -1);
 	h.op = WIRE_OP_END - 1;
 	wire_header_put(raw, &h);
-	CHECK(wire_header_get(raw, &g) == 0 && g.op == WIRE_DETACH);
+	CHECK(wire_header_get(raw, &g) == 0 && g.op == WIRE_READ_SHM);
 	h.op = WIRE_HELLO;
 	wire_header_put(raw, &h);
 	CHECK(wire_header_get(raw, &g) == 0 && g.len == 0);
