@@ -246,14 +246,22 @@ if command -v musl-gcc >/dev/null; then
 	check_eq "exec works" "$(printf 'real\nexit 0')" "$(sb_exec box 'echo real')"
 	check_eq "the sandbox runs on" running "$(sb_status box)"
 
+	# impostor_in MODE DESC: the sandbox runs the impostor in MODE (logging
+	# to /tmp/impostor-MODE.log) and kills its keeper; checked once the
+	# impostor holds the keeper's name.
+	impostor_in() {
+		local k
+		k=$(sb_run box "$keeper_q" | head -n 1)
+		ok "$2" sb_run box \
+			"setsid /tmp/impostor /tmp/impostor-$1.log $1 </dev/null >/dev/null 2>&1 & (sleep 0.5; kill -9 $k) >/dev/null 2>&1 &"
+		ok "it holds the keeper's name" poll_until 30 \
+			timeout 10 runsc --root "$RUNSC_ROOT" exec "$box_rid" grep -qx bound "/tmp/impostor-$1.log"
+	}
+
 	# A full file system (the impostor answers every WRITE with ENOSPC): a
 	# write is answered once the agent has it (write-behind), so its error
 	# reaches the writer from that write(), a later one, fsync() or close().
-	k=$(sb_run box "$keeper_q" | head -n 1)
-	ok "an impostor of a full disk" sb_run box \
-		"setsid /tmp/impostor /tmp/impostor-full.log full </dev/null >/dev/null 2>&1 & (sleep 0.5; kill -9 $k) >/dev/null 2>&1 &"
-	ok "it holds the keeper's name" poll_until 30 \
-		timeout 10 runsc --root "$RUNSC_ROOT" exec "$box_rid" grep -qx bound /tmp/impostor-full.log
+	impostor_in full "an impostor of a full disk"
 	cat >"$T/full.py" <<'PY'
 import errno, os, sys
 fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT, 0o644)
@@ -277,11 +285,7 @@ PY
 	# WRITE): the daemon's writes fill the pipe; the writer gives up after
 	# 30 s (EIO) and the channel goes, where it held the channel's lock for
 	# good; once the sandbox ends the impostor, a real keeper serves again.
-	k=$(sb_run box "$keeper_q" | head -n 1)
-	ok "an impostor that stops reading" sb_run box \
-		"setsid /tmp/impostor /tmp/impostor-mute.log mute </dev/null >/dev/null 2>&1 & (sleep 0.5; kill -9 $k) >/dev/null 2>&1 &"
-	ok "it holds the keeper's name" poll_until 30 \
-		timeout 10 runsc --root "$RUNSC_ROOT" exec "$box_rid" grep -qx bound /tmp/impostor-mute.log
+	impostor_in mute "an impostor that stops reading"
 	t0=$(date +%s)
 	expect_errno EIO "8 MiB written through it, 1 MiB a write" \
 		timeout 120 dd if=/dev/zero of="$R/tmp/mute" bs=1M count=8 status=none
@@ -301,11 +305,7 @@ PY
 	# keeper at once. Before, the channel stayed and every later call waited
 	# its own 30 s; with the channel ended but the impostor alive, the next
 	# attach would wait on the name it holds.
-	k=$(sb_run box "$keeper_q" | head -n 1)
-	ok "an impostor that answers nothing" sb_run box \
-		"setsid /tmp/impostor /tmp/impostor-deaf.log deaf </dev/null >/dev/null 2>&1 & (sleep 0.5; kill -9 $k) >/dev/null 2>&1 &"
-	ok "it holds the keeper's name" poll_until 30 \
-		timeout 10 runsc --root "$RUNSC_ROOT" exec "$box_rid" grep -qx bound /tmp/impostor-deaf.log
+	impostor_in deaf "an impostor that answers nothing"
 	t0=$(date +%s)
 	# EIO, or ENOENT when the kernel, whose cached entry failed to revalidate,
 	# looks the name up afresh and so reaches the real keeper that follows.
@@ -323,11 +323,7 @@ PY
 	# checkpoint with a host file held inside would not restore, so the
 	# snapshot is refused rather than written; once the child is gone,
 	# one completes. Without the check, the snapshot completed.
-	k=$(sb_run box "$keeper_q" | head -n 1)
-	ok "an impostor that keeps the read memory" sb_run box \
-		"setsid /tmp/impostor /tmp/impostor-hold.log hold </dev/null >/dev/null 2>&1 & (sleep 0.5; kill -9 $k) >/dev/null 2>&1 &"
-	ok "it holds the keeper's name" poll_until 30 \
-		timeout 10 runsc --root "$RUNSC_ROOT" exec "$box_rid" grep -qx bound /tmp/impostor-hold.log
+	impostor_in hold "an impostor that keeps the read memory"
 	ls "$R/tmp" >/dev/null 2>&1 # its attach (a listing is never cached)
 	ok "it was handed the read memory, and a child holds it" poll_until 10 \
 		timeout 10 runsc --root "$RUNSC_ROOT" exec "$box_rid" grep -qx holding /tmp/impostor-hold.log
